@@ -1,0 +1,33 @@
+"""fabricflow: flow-level network planning for AI-training clusters (JAX).
+
+Public API (stable names, see DESIGN.md):
+
+    import fabricflow as ff
+    fabric = ff.load_fabric("clos-100k")
+    routes = ff.route(fabric, src, dst, policy="ecmp", seed=0)
+    rates = ff.max_min_rates(routes.links, fabric.capacity)
+"""
+
+from __future__ import annotations
+
+from .errors import FabricflowError, MemoryBudgetError, RoutingError, SolverError, SpecError
+from .fabric.fabric import Fabric
+from .routing.route import route
+from .routing.routes import Routes
+from .units import parse_bandwidth, parse_size, parse_time
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Fabric",
+    "FabricflowError",
+    "MemoryBudgetError",
+    "Routes",
+    "RoutingError",
+    "SolverError",
+    "SpecError",
+    "parse_bandwidth",
+    "parse_size",
+    "parse_time",
+    "route",
+]

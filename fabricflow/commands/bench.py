@@ -1,0 +1,47 @@
+"""``fabricflow bench``: run the scale benchmarks (all sections, or those named)."""
+
+from __future__ import annotations
+
+import platform
+import time
+
+from ._common import add_json_flag, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="scale benchmarks (fabric, maxmin, ...)")
+    parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes, for a smoke test of the benchmark itself")
+    parser.add_argument("--gpu", action="store_true",
+                        help="also run the accelerator-sized cases (needs a GPU)")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..bench import sections
+    from ..errors import SpecError
+
+    available = sections()
+    chosen = args.sections or list(available)
+    unknown = [name for name in chosen if name not in available]
+    if unknown:
+        raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
+    import jax
+
+    report = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
+                          "jax": jax.__version__, "devices": [str(d) for d in jax.devices()]},
+              "quick": bool(args.quick)}
+    for name in chosen:
+        start = time.perf_counter()
+        section = available[name].run(args)
+        section.setdefault("section_wall_s", time.perf_counter() - start)
+        report[name] = section
+        if not args.json:
+            print(f"== {name}")
+            for key, value in section.items():
+                print(f"  {key}: {value}")
+    if args.json:
+        print_json(report)
+    return 0

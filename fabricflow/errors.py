@@ -1,0 +1,34 @@
+"""Exceptions raised by fabricflow.
+
+Every error that comes from bad input names the offending field and, where the set is
+finite, the allowed values, so that a user can fix a spec without reading our code.
+"""
+
+from __future__ import annotations
+
+
+class FabricflowError(Exception):
+    """Base class of all fabricflow errors."""
+
+
+class SpecError(FabricflowError, ValueError):
+    """A user-supplied spec (YAML, CLI flag, function argument) is invalid.
+
+    ``field`` is the dotted path of the offending field (``scale_out.tiers[1].radix``).
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class RoutingError(FabricflowError, ValueError):
+    """Flows cannot be routed (unreachable pairs, unsupported policy, too large)."""
+
+
+class SolverError(FabricflowError, RuntimeError):
+    """A solver finished with a bad status (did not converge, non-finite values)."""
+
+
+class MemoryBudgetError(FabricflowError, MemoryError):
+    """A requested allocation would exceed the memory budget; says how large and why."""

@@ -1,0 +1,252 @@
+"""The :class:`Fabric`: a cluster network as host-side numpy arrays.
+
+A fabric is a directed multigraph. Nodes are GPUs (one node per GPU), scale-up switches
+(NVSwitch-like) and scale-out switches; every physical cable or NVLink bundle is two
+directed links, one per direction, each with its own capacity and latency. Arrays are
+indexed by node id ``0..num_nodes-1`` and link id ``0..num_links-1``; GPU ``g`` sits on
+node ``gpu_node[g]``.
+
+Generators that know their structure (Clos, torus, dragonfly) attach a ``structure``
+object so that routing can compute paths arithmetically, with no per-flow Python; every
+other fabric is routed by the generic shortest-path fallback.
+
+Failures keep link ids stable: :meth:`Fabric.without` returns a copy whose failed links
+have ``link_up == False`` and capacity 0, so that routes computed before and after a
+failure index the same arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+# Canonical labels. Generators use these; user graphs may add their own.
+NODE_KINDS_DEFAULT = ("gpu", "nvswitch", "leaf", "spine", "core", "super", "switch")
+LINK_KINDS_DEFAULT = ("nvlink", "nic", "leaf", "spine", "core", "super", "local", "global", "ici")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Fabric:
+    """A cluster network. All arrays are numpy; units are SI (bytes/s, seconds).
+
+    Attributes:
+        name: fabric name (preset name or the spec's ``name``).
+        link_src, link_dst: int32 ``[L]`` node ids of each directed link.
+        capacity: float64 ``[L]`` bytes/s; 0 for failed links.
+        latency: float64 ``[L]`` seconds (propagation + the downstream port's forwarding).
+        link_kind_id: int8 ``[L]`` index into ``link_kinds``.
+        link_kinds: label of each link kind id (``nvlink``, ``nic``, ``leaf`` = leaf->spine
+            and back, ``spine`` = spine->core and back, ``core``, ``local``, ``global``, ...).
+            The label of a link between tiers t and t+1 is the name of tier t.
+        node_kind_id: int8 ``[N]`` index into ``node_kinds``.
+        node_kinds: label of each node kind id (``gpu``, ``nvswitch``, ``leaf``, ...).
+        node_tier: int8 ``[N]``: 0 for GPUs, -1 for scale-up switches, t >= 1 for
+            scale-out switches of tier t (1 = leaf/ToR).
+        node_group: int32 ``[N]``: the pod / rack / dragonfly group of the node
+            (-1 where none applies).
+        gpu_node: int32 ``[G]``: node id of each GPU in GPU-index order.
+        gpu_domain: int32 ``[G]``: scale-up (NVLink) domain of each GPU.
+        gpus_per_node: GPUs per server (host), for placement and summaries.
+        link_up: bool ``[L]``; False for failed links.
+        structure: generator-specific description used for arithmetic routing, or None.
+        meta: description, sources, assumptions and the spec the fabric came from.
+    """
+
+    name: str
+    link_src: np.ndarray
+    link_dst: np.ndarray
+    capacity: np.ndarray
+    latency: np.ndarray
+    link_kind_id: np.ndarray
+    link_kinds: tuple[str, ...]
+    node_kind_id: np.ndarray
+    node_kinds: tuple[str, ...]
+    node_tier: np.ndarray
+    node_group: np.ndarray
+    gpu_node: np.ndarray
+    gpu_domain: np.ndarray
+    gpus_per_node: int = 1
+    link_up: np.ndarray | None = None
+    structure: Any = None
+    meta: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "link_src", np.ascontiguousarray(self.link_src, dtype=np.int32))
+        set_(self, "link_dst", np.ascontiguousarray(self.link_dst, dtype=np.int32))
+        set_(self, "capacity", np.ascontiguousarray(self.capacity, dtype=np.float64))
+        set_(self, "latency", np.ascontiguousarray(self.latency, dtype=np.float64))
+        set_(self, "link_kind_id", np.ascontiguousarray(self.link_kind_id, dtype=np.int8))
+        set_(self, "node_kind_id", np.ascontiguousarray(self.node_kind_id, dtype=np.int8))
+        set_(self, "node_tier", np.ascontiguousarray(self.node_tier, dtype=np.int8))
+        set_(self, "node_group", np.ascontiguousarray(self.node_group, dtype=np.int32))
+        set_(self, "gpu_node", np.ascontiguousarray(self.gpu_node, dtype=np.int32))
+        set_(self, "gpu_domain", np.ascontiguousarray(self.gpu_domain, dtype=np.int32))
+        if self.link_up is None:
+            set_(self, "link_up", np.ones(self.link_src.shape[0], dtype=bool))
+        self._validate()
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        num_links = self.link_src.shape[0]
+        for field in ("link_dst", "capacity", "latency", "link_kind_id", "link_up"):
+            if getattr(self, field).shape != (num_links,):
+                raise SpecError(field, f"must have shape [{num_links}] like link_src, "
+                                f"got {getattr(self, field).shape}")
+        num_nodes = self.node_kind_id.shape[0]
+        for field in ("node_tier", "node_group"):
+            if getattr(self, field).shape != (num_nodes,):
+                raise SpecError(field, f"must have shape [{num_nodes}] like node_kind_id")
+        if num_links and (self.link_src.min() < 0 or self.link_src.max() >= num_nodes
+                          or self.link_dst.min() < 0 or self.link_dst.max() >= num_nodes):
+            raise SpecError("link_src/link_dst", f"node ids must lie in 0..{num_nodes - 1}")
+        if not np.all(np.isfinite(self.capacity)) or np.any(self.capacity < 0):
+            raise SpecError("capacity", "link capacities must be finite and >= 0 bytes/s")
+        if np.any(self.capacity[self.link_up] <= 0):
+            raise SpecError("capacity", "working links must have capacity > 0 bytes/s")
+        if not np.all(np.isfinite(self.latency)) or np.any(self.latency < 0):
+            raise SpecError("latency", "link latencies must be finite and >= 0 s")
+        if self.gpu_node.shape != self.gpu_domain.shape:
+            raise SpecError("gpu_domain", "must have one entry per GPU, like gpu_node")
+        if self.gpu_node.size and (self.gpu_node.min() < 0 or self.gpu_node.max() >= num_nodes):
+            raise SpecError("gpu_node", f"node ids must lie in 0..{num_nodes - 1}")
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_gpus(self) -> int:
+        return int(self.gpu_node.shape[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_kind_id.shape[0])
+
+    @property
+    def num_links(self) -> int:
+        return int(self.link_src.shape[0])
+
+    @property
+    def num_switches(self) -> int:
+        return int(np.count_nonzero(self.node_tier != 0))
+
+    @property
+    def link_kind(self) -> np.ndarray:
+        """Per-link label, a numpy string array ``[L]`` (``nvlink``, ``nic``, ``leaf``, ...)."""
+        return np.asarray(self.link_kinds, dtype=object)[self.link_kind_id]
+
+    @property
+    def node_kind(self) -> np.ndarray:
+        """Per-node label, a numpy string array ``[N]`` (``gpu``, ``nvswitch``, ``leaf``, ...)."""
+        return np.asarray(self.node_kinds, dtype=object)[self.node_kind_id]
+
+    @property
+    def num_domains(self) -> int:
+        return int(self.gpu_domain.max()) + 1 if self.num_gpus else 0
+
+    def links_of_kind(self, kind: str) -> np.ndarray:
+        """Link ids whose label is ``kind``; raises naming the known kinds otherwise."""
+        if kind not in self.link_kinds:
+            raise SpecError("kind", f"unknown link kind {kind!r}; this fabric has {list(self.link_kinds)}")
+        return np.flatnonzero(self.link_kind_id == self.link_kinds.index(kind))
+
+    # ------------------------------------------------------------------ failures
+    def without(self, links: Iterable[int] | None = None, switches: Iterable[int] | None = None,
+                *, link_kind: str | None = None, fraction: float = 0.0, seed: int = 0) -> Fabric:
+        """A copy with links and/or switches failed (both directions of a cable fail together).
+
+        Args:
+            links: directed link ids to fail; the reverse link of each (same endpoints,
+                same kind) fails too, as a cut cable does.
+            switches: node ids of switches to fail; every link touching them fails.
+            link_kind, fraction, seed: additionally fail a random ``fraction`` of the
+                cables of kind ``link_kind`` (seeded, reproducible).
+
+        Link ids stay the same; failed links get ``capacity == 0`` and ``link_up == False``.
+        Routing then uses only surviving paths.
+        """
+        down = ~self.link_up.copy()
+        if links is not None:
+            ids = np.asarray(list(links), dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() >= self.num_links):
+                raise SpecError("links", f"link ids must lie in 0..{self.num_links - 1}")
+            down[ids] = True
+        if switches is not None:
+            nodes = np.asarray(list(switches), dtype=np.int64)
+            if nodes.size and (nodes.min() < 0 or nodes.max() >= self.num_nodes):
+                raise SpecError("switches", f"node ids must lie in 0..{self.num_nodes - 1}")
+            if nodes.size and np.any(self.node_tier[nodes] == 0):
+                raise SpecError("switches", "GPU nodes cannot be failed as switches; "
+                                "fail their links instead")
+            dead = np.zeros(self.num_nodes, dtype=bool)
+            dead[nodes] = True
+            down |= dead[self.link_src] | dead[self.link_dst]
+        if fraction:
+            if not 0.0 <= fraction <= 1.0:
+                raise SpecError("fraction", f"must lie in [0, 1], got {fraction}")
+            if link_kind is None:
+                raise SpecError("link_kind", f"needed with fraction; one of {list(self.link_kinds)}")
+            candidates = self.links_of_kind(link_kind)
+            # A cable is the link whose src < dst; fail it and its reverse together.
+            cables = candidates[self.link_src[candidates] < self.link_dst[candidates]]
+            rng = np.random.default_rng(seed)
+            pick = rng.choice(cables, size=int(round(fraction * cables.size)), replace=False)
+            down[pick] = True
+        down |= self._reverse_mask(down)
+        capacity = np.where(down, 0.0, self.capacity)
+        return dataclasses.replace(self, capacity=capacity, link_up=~down,
+                                   meta={**self.meta, "failed_links": int(down.sum())})
+
+    def _reverse_mask(self, mask: np.ndarray) -> np.ndarray:
+        """Mark the reverse direction of every marked link (same endpoints, same kind)."""
+        if not mask.any():
+            return mask
+        key_fwd = self._pair_key(self.link_src, self.link_dst)
+        key_rev = self._pair_key(self.link_dst, self.link_src)
+        marked = np.unique(key_fwd[mask])
+        return np.isin(key_rev, marked)
+
+    def _pair_key(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (a.astype(np.int64) * self.num_nodes + b.astype(np.int64)) * 64 + self.link_kind_id
+
+    def with_capacity(self, capacity: np.ndarray) -> Fabric:
+        """A copy with new per-link capacities (bytes/s, shape ``[L]``)."""
+        return dataclasses.replace(self, capacity=np.asarray(capacity, dtype=np.float64))
+
+    # ------------------------------------------------------------------ views
+    def summary(self) -> dict:
+        """Counts, tiers with oversubscription and bisection bandwidth, as a JSON-able dict."""
+        from .summary import fabric_summary
+
+        return fabric_summary(self)
+
+    def to_networkx(self):
+        """A ``networkx.MultiDiGraph`` with node attrs ``kind, tier, group`` and edge attrs
+        ``link_id, capacity, latency, kind, up``. Meant for small fabrics and export."""
+        import networkx as nx
+
+        graph = nx.MultiDiGraph(name=self.name)
+        kinds = self.node_kind
+        for node in range(self.num_nodes):
+            graph.add_node(node, kind=kinds[node], tier=int(self.node_tier[node]),
+                           group=int(self.node_group[node]))
+        link_kind = self.link_kind
+        for link in range(self.num_links):
+            graph.add_edge(int(self.link_src[link]), int(self.link_dst[link]), key=link,
+                           link_id=link, capacity=float(self.capacity[link]),
+                           latency=float(self.latency[link]), kind=link_kind[link],
+                           up=bool(self.link_up[link]))
+        return graph
+
+    def __repr__(self) -> str:
+        return (f"Fabric(name={self.name!r}, gpus={self.num_gpus}, nodes={self.num_nodes}, "
+                f"links={self.num_links})")
+
+
+def kind_ids(labels: Sequence[str], table: Sequence[str]) -> np.ndarray:
+    """Map label strings to ids in ``table`` (small helper for builders)."""
+    index = {name: i for i, name in enumerate(table)}
+    return np.asarray([index[label] for label in labels], dtype=np.int8)

@@ -1,0 +1,84 @@
+"""``ff.route``: GPU-to-GPU flows -> padded :class:`Routes`, dispatched on fabric structure.
+
+Structured fabrics (Clos, torus, dragonfly) register an arithmetic router for their
+``Fabric.structure`` type; any other fabric goes to the generic shortest-path router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import RoutingError, SpecError
+from ..fabric.fabric import Fabric
+from .routes import Routes
+
+Router = Callable[..., Routes]
+_ROUTERS: dict[type, Router] = {}
+
+
+def register_router(structure_type: type) -> Callable[[Router], Router]:
+    """Decorator: ``router(fabric, src, dst, *, policy, seed, **options) -> Routes``."""
+
+    def wrap(router: Router) -> Router:
+        _ROUTERS[structure_type] = router
+        return router
+
+    return wrap
+
+
+def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **options) -> Routes:
+    """Route flows ``src[i] -> dst[i]`` (GPU indices) over ``fabric``.
+
+    Args:
+        fabric: the network.
+        src, dst: int arrays ``[F]`` of GPU indices ``0..num_gpus-1``; ``src != dst``.
+        policy: routing policy. Every fabric: ``ecmp`` (seeded per-flow hash among
+            equal-cost shortest paths). Clos adds ``multipath`` (split evenly over ``k``
+            hashed equal-cost paths, ``coef`` set) and ``spray`` (even split over all
+            equal-cost paths); torus ``dor`` (dimension order); dragonfly ``minimal`` and
+            ``valiant``. The router names the policies it accepts when given another.
+        seed: hash seed; the same seed gives the same routes.
+        options: router-specific (e.g. ``k`` for multipath).
+
+    Returns:
+        :class:`Routes` with ``links`` int32 ``[F, H]`` (``-1`` padded).
+
+    Raises:
+        RoutingError: unreachable pairs (with their count and an example), unknown policy.
+    """
+    src_arr, dst_arr = validate_endpoints(fabric, src, dst)
+    router = _ROUTERS.get(type(fabric.structure))
+    if router is None:
+        from .generic import route_generic as router
+    return router(fabric, src_arr, dst_arr, policy=policy, seed=seed, **options)
+
+
+def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    """Check flow endpoints and return them as int64 arrays."""
+    src_arr = np.asarray(src)
+    dst_arr = np.asarray(dst)
+    for name, arr in (("src", src_arr), ("dst", dst_arr)):
+        if arr.ndim != 1:
+            raise SpecError(name, f"must be a 1-D array of GPU indices, got shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise SpecError(name, f"must hold integer GPU indices, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() >= fabric.num_gpus):
+            bad = int(np.flatnonzero((arr < 0) | (arr >= fabric.num_gpus))[0])
+            raise SpecError(name, f"GPU indices must lie in 0..{fabric.num_gpus - 1}; "
+                            f"flow {bad} has {int(arr[bad])}")
+    if src_arr.shape != dst_arr.shape:
+        raise SpecError("dst", f"shape {dst_arr.shape} differs from src shape {src_arr.shape}")
+    same = np.flatnonzero(src_arr == dst_arr)
+    if same.size:
+        raise SpecError("dst", f"{same.size} flow(s) have src == dst (e.g. flow {int(same[0])}, "
+                        f"GPU {int(src_arr[same[0]])}); a GPU does not send to itself over the fabric")
+    return src_arr.astype(np.int64), dst_arr.astype(np.int64)
+
+
+def unreachable_error(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, why: str) -> RoutingError:
+    """A RoutingError that gives the count of unreachable flows and one example."""
+    first = int(np.flatnonzero(bad)[0])
+    return RoutingError(f"{int(bad.sum())} flow(s) unreachable {why}; e.g. flow {first}: "
+                        f"GPU {int(src[first])} -> GPU {int(dst[first])}")

@@ -1,0 +1,1 @@
+"""fabricflow.study."""

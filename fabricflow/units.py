@@ -1,0 +1,138 @@
+"""Parsing of quantities with units, as written in YAML specs and CLI flags.
+
+Everything inside fabricflow is SI: bytes, seconds, bytes per second. Specs may say
+``400Gbps``, ``900GB/s``, ``1.5us``, ``2GiB``; these helpers turn such strings (or plain
+numbers, taken as SI already) into floats, and raise :class:`SpecError` naming the field
+otherwise.
+
+Bandwidth: bit rates (``bps``, ``Kbps``, ``Mbps``, ``Gbps``, ``Tbps``; also ``Gb/s``) are
+divided by 8; byte rates (``B/s``, ``KB/s``, ``MB/s``, ``GB/s``, ``TB/s``, ``GiB/s``, ``Bps``,
+``GBps``) are taken as is. Decimal prefixes are powers of 1000, binary ones (``Ki``, ``Mi``,
+``Gi``, ``Ti``) powers of 1024, as network and NCCL practice writes them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import SpecError
+
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "ps": 1e-12, "min": 60.0}
+
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ/]*)\s*$")
+
+
+def _split(value: object, field: str, kind: str) -> tuple[float, str]:
+    if isinstance(value, bool):
+        raise SpecError(field, f"expected a {kind}, got a boolean {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value), ""
+    if not isinstance(value, str):
+        raise SpecError(field, f"expected a {kind} such as {_EXAMPLES[kind]}, got {value!r}")
+    match = _QUANTITY.match(value)
+    if not match:
+        raise SpecError(field, f"cannot read {value!r} as a {kind} (e.g. {_EXAMPLES[kind]})")
+    return float(match.group(1)), match.group(2)
+
+
+_EXAMPLES = {
+    "bandwidth": "'400Gbps', '900GB/s', '50e9' (bytes/s)",
+    "time": "'1.5us', '0.2ms', '3e-7' (seconds)",
+    "size": "'2GiB', '512KiB', '1e6' (bytes)",
+}
+
+
+def _prefix_scale(prefix: str) -> float | None:
+    if prefix in _BINARY:
+        return _BINARY[prefix]
+    if prefix in _DECIMAL:
+        return _DECIMAL[prefix]
+    return None
+
+
+def _check(number: float, field: str, kind: str, allow_zero: bool) -> float:
+    if not math.isfinite(number):
+        raise SpecError(field, f"{kind} must be finite, got {number}")
+    if number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise SpecError(field, f"{kind} must be {bound}, got {number}")
+    return number
+
+
+def parse_bandwidth(value: object, field: str = "bandwidth", *, allow_zero: bool = False) -> float:
+    """Bandwidth in bytes/s from ``'400Gbps'``, ``'900GB/s'``, ``'46GBps'`` or a number (B/s)."""
+    number, unit = _split(value, field, "bandwidth")
+    if unit:
+        scale = _bandwidth_unit_scale(unit)
+        if scale is None:
+            raise SpecError(
+                field,
+                f"unknown bandwidth unit {unit!r} in {value!r}; use bits per second "
+                "(bps, Mbps, Gbps, Tbps, Gb/s) or bytes per second (B/s, GB/s, GiB/s, GBps)",
+            )
+        number *= scale
+    return _check(number, field, "bandwidth", allow_zero)
+
+
+def _bandwidth_unit_scale(unit: str) -> float | None:
+    for suffix, per_byte in (("bps", 0.125), ("b/s", 0.125), ("Bps", 1.0), ("B/s", 1.0)):
+        if unit.endswith(suffix):
+            prefix = unit[: -len(suffix)]
+            scale = _prefix_scale(prefix)
+            return None if scale is None else scale * per_byte
+    return None
+
+
+def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -> float:
+    """Duration in seconds from ``'1.5us'``, ``'0.2ms'``, ``'50ns'`` or a number (s)."""
+    number, unit = _split(value, field, "time")
+    if unit:
+        if unit not in _TIME:
+            raise SpecError(field, f"unknown time unit {unit!r}; use one of {sorted(_TIME)}")
+        number *= _TIME[unit]
+    return _check(number, field, "time", allow_zero)
+
+
+def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -> float:
+    """Size in bytes from ``'2GiB'``, ``'512KiB'``, ``'8MB'``, ``'1Gb'`` (bits) or a number (B)."""
+    number, unit = _split(value, field, "size")
+    if unit:
+        scale = None
+        for suffix, per_byte in (("B", 1.0), ("b", 0.125)):
+            if unit.endswith(suffix):
+                prefix_scale = _prefix_scale(unit[:-1])
+                scale = None if prefix_scale is None else prefix_scale * per_byte
+                break
+        if scale is None:
+            raise SpecError(field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB")
+        number *= scale
+    return _check(number, field, "size", allow_zero)
+
+
+def format_bandwidth(bytes_per_s: float) -> str:
+    """Human-readable bandwidth, in Gb/s as network engineers quote it (e.g. ``'400 Gb/s'``)."""
+    bits = bytes_per_s * 8
+    for unit, scale in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("Kb/s", 1e3)):
+        if bits >= scale:
+            return f"{bits / scale:.4g} {unit}"
+    return f"{bits:.4g} b/s"
+
+
+def format_size(num_bytes: float) -> str:
+    """Human-readable size with binary prefixes (``'2 GiB'``)."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.4g} {unit}"
+    return f"{num_bytes:.4g} B"
+
+
+def format_time(seconds: float) -> str:
+    """Human-readable duration (``'12.3 ms'``)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
