@@ -1,1 +1,4 @@
 """fabricflow.routing."""
+
+# Structured routers register themselves with the dispatcher on import.
+from . import clos as _clos  # noqa: E402,F401

@@ -1,0 +1,77 @@
+"""Incremental, vectorized assembly of a :class:`Fabric` from blocks of nodes and links.
+
+Generators add whole blocks at a time (numpy arrays, never per-link Python), get back the
+id ranges they were given, and finally call :meth:`Assembler.build`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT, Fabric
+
+
+class Assembler:
+    """Collects node and link blocks; ids are assigned in the order blocks are added."""
+
+    def __init__(self, node_kinds=NODE_KINDS_DEFAULT, link_kinds=LINK_KINDS_DEFAULT):
+        self.node_kinds = list(node_kinds)
+        self.link_kinds = list(link_kinds)
+        self._nodes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._links: list[tuple[np.ndarray, ...]] = []
+        self.num_nodes = 0
+        self.num_links = 0
+
+    def _kind_id(self, table: list[str], kind: str) -> int:
+        if kind not in table:
+            table.append(kind)
+        return table.index(kind)
+
+    def add_nodes(self, count: int, kind: str, tier: int, group=-1) -> int:
+        """Add ``count`` nodes; returns the first id. ``group`` is a scalar or ``[count]``."""
+        kind_id = self._kind_id(self.node_kinds, kind)
+        self._nodes.append((np.full(count, kind_id, np.int8), np.full(count, tier, np.int8),
+                            np.broadcast_to(np.asarray(group, np.int32), (count,)).copy()))
+        start = self.num_nodes
+        self.num_nodes += count
+        return start
+
+    def add_links(self, src, dst, capacity, latency, kind: str) -> int:
+        """Add directed links ``src[i] -> dst[i]``; scalars broadcast. Returns the first id."""
+        src = np.asarray(src, dtype=np.int64)
+        count = src.shape[0]
+        kind_id = self._kind_id(self.link_kinds, kind)
+        self._links.append((
+            src,
+            np.broadcast_to(np.asarray(dst, np.int64), (count,)),
+            np.broadcast_to(np.asarray(capacity, np.float64), (count,)),
+            np.broadcast_to(np.asarray(latency, np.float64), (count,)),
+            np.full(count, kind_id, np.int8),
+        ))
+        start = self.num_links
+        self.num_links += count
+        return start
+
+    def add_cables(self, a, b, capacity, latency, kind: str) -> tuple[int, int]:
+        """Add both directions of cables ``a[i] <-> b[i]``: first all ``a -> b`` links, then
+        all ``b -> a`` links, so link ``start_ab + i`` and ``start_ba + i`` are one cable."""
+        return (self.add_links(a, b, capacity, latency, kind),
+                self.add_links(b, a, capacity, latency, kind))
+
+    def build(self, name: str, gpu_node, gpu_domain, gpus_per_node: int, structure=None,
+              meta: dict | None = None) -> Fabric:
+        kinds, tiers, groups = (np.concatenate(parts) if parts else np.zeros(0)
+                                for parts in zip(*self._nodes))
+        if self._links:
+            src, dst, cap, lat, kind = (np.concatenate(parts) for parts in zip(*self._links))
+        else:
+            src = dst = np.zeros(0, np.int64)
+            cap = lat = np.zeros(0)
+            kind = np.zeros(0, np.int8)
+        return Fabric(
+            name=name, link_src=src, link_dst=dst, capacity=cap, latency=lat,
+            link_kind_id=kind, link_kinds=tuple(self.link_kinds),
+            node_kind_id=kinds, node_kinds=tuple(self.node_kinds), node_tier=tiers,
+            node_group=groups, gpu_node=gpu_node, gpu_domain=gpu_domain,
+            gpus_per_node=gpus_per_node, structure=structure, meta=meta or {},
+        )

@@ -1,0 +1,280 @@
+"""Multi-tier Clos / fat-tree generator (1 to 4 tiers), rail-optimized or ToR attachment,
+several planes, bundled uplinks, per-tier oversubscription.
+
+The fabric of one plane is an *extended generalized fat tree* XGFT(h; m_1..m_h;
+w_1..w_h) (Ohring et al., 1995), which covers k-ary fat-trees, oversubscribed leaf-spine
+designs and partially populated top tiers with one construction:
+
+* level 0 are the GPUs' NIC ports ("host slots"), level i >= 1 are tier-i switches;
+* a level-i switch has ``m_i`` children and ``w_{i+1}`` parents (``w_1 = 1``);
+* a level-i node is labelled by its block ``B`` (which level-i subtree it is in) and
+  its choice index ``c`` (the mixed-radix number of the up-choices ``b_2..b_i`` taken to
+  reach it); its parent through choice ``b`` is ``(B // m_{i+1}, c * w_{i+1} + b)``.
+
+This numbering makes every switch and link id an arithmetic function of a host slot and
+the up-choices, which is what lets routing be vectorized with no per-flow Python
+(:mod:`fabricflow.routing.clos`). Parallel cables between one switch pair (``uplink_bundle``)
+are modeled as one link of the summed capacity; ECMP over the members of a bundle is
+assumed balanced.
+
+Spec (``topology`` section, ``type: clos``)::
+
+    attachment: rail          # rail: GPU r of each node on rail leaf r; tor: whole nodes per leaf
+    planes: 1                 # independent copies of the Clos; port p of each GPU on plane p
+    nic_ports_per_gpu: 1      # multiple of planes; ports of one GPU in one plane are bundled
+    nic_bandwidth: 400Gbps    # per port
+    nic_latency: 0.6us        # GPU <-> leaf cable incl. switch traversal
+    tiers:                    # bottom (leaf) to top
+      - {name: leaf, radix: 64, oversubscription: 1, uplink_bandwidth: 400Gbps,
+         uplink_bundle: 1, latency: 0.6us}
+      - {name: spine, radix: 64}
+    # or per tier: down_ports / up_ports instead of radix + oversubscription
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import SpecError
+from . import spec_reader as sr
+from .assemble import Assembler
+from .scale_up import ScaleUpLinks, add_scale_up
+
+TIER_NAMES = ("leaf", "spine", "core", "super")
+TIER_KEYS = ("name", "radix", "oversubscription", "down_ports", "up_ports", "uplink_bandwidth",
+             "uplink_bundle", "latency")
+CLOS_KEYS = ("type", "attachment", "planes", "nic_ports_per_gpu", "nic_bandwidth", "nic_latency",
+             "tiers")
+MAX_TIERS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TierSpec:
+    name: str
+    down_ports: int
+    up_ports: int  # 0 for the top tier
+    uplink_bandwidth_Bps: float  # per port, towards the tier above
+    uplink_bundle: int
+    latency_s: float  # cable to the tier above
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClosStructure:
+    """Arithmetic description of a built Clos, used by the vectorized router.
+
+    Index conventions (level i = 1..h, arrays indexed by level, entry 0 unused where noted):
+        m[i]: children per level-i switch (m[1] = host slots per leaf).
+        w[i]: parents per level-(i-1) node (w[1] = 1).
+        H[i]: host slots per level-i block = m[1] * ... * m[i]   (H[0] = 1).
+        W[i]: choice count of level-i nodes = w[2] * ... * w[i]   (W[1] = 1).
+        N[i]: level-i switches per plane = (H[h] / H[i]) * W[i].
+        switch_offset[p, i]: node id of the first level-i switch of plane p.
+        up_offset[p, i], down_offset[p, i]: first link id of the level-i -> i+1 uplinks
+            (id = off + node_i * w[i+1] + b) and of the level-(i+1) -> i downlinks
+            (id = off + node_{i+1} * m[i+1] + child digit), i = 0..h-1 (i = 0: NIC cables,
+            where node_0 = host slot and w[1] = m... = 1 link per slot).
+        slot_of_gpu: int64 [G] host slot of every GPU (same in every plane).
+    """
+
+    levels: int
+    planes: int
+    m: np.ndarray
+    w: np.ndarray
+    H: np.ndarray
+    W: np.ndarray
+    N: np.ndarray
+    switch_offset: np.ndarray
+    up_offset: np.ndarray
+    down_offset: np.ndarray
+    slot_of_gpu: np.ndarray
+    scale_up: ScaleUpLinks | None
+    tier_names: tuple[str, ...]
+    attachment: str
+
+    def bisection_Bps(self, fabric) -> float:
+        """Scale-out bisection, one direction: half of the thinnest level's total uplink
+        capacity (NIC cables included), over all planes. For the natural halving (half of
+        the top-tier blocks on each side) every byte crossing must climb each level inside
+        its own half, so the cut is the smallest of those capacities; tests check it
+        against a max-flow."""
+        totals = []
+        for level in range(self.levels):
+            first = self.up_offset[:, level]
+            count = (self.N[level] if level else self.H[self.levels]) * self.w[level + 1]
+            ids = (first[:, None] + np.arange(count)[None, :]).ravel()
+            totals.append(fabric.capacity[ids].sum())
+        return float(min(totals) / 2) if totals else 0.0
+
+
+def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
+    tiers_sections = section.sections("tiers", TIER_KEYS)
+    if len(tiers_sections) > MAX_TIERS:
+        raise SpecError(section.field("tiers"), f"at most {MAX_TIERS} tiers, got {len(tiers_sections)}")
+    tiers = []
+    for level, tier in enumerate(tiers_sections, start=1):
+        top = level == len(tiers_sections)
+        name = tier.get("name", sr.text, TIER_NAMES[level - 1])
+        if tier.has("radix") == (tier.has("down_ports") or tier.has("up_ports")):
+            raise SpecError(tier.field("radix"), "give either radix (with optional "
+                            "oversubscription) or down_ports/up_ports, not both or neither")
+        if top and (tier.has("up_ports") or tier.has("oversubscription") or tier.has("uplink_bundle")
+                    or tier.has("uplink_bandwidth")):
+            raise SpecError(tier.field("oversubscription"), "the top tier has no uplinks; "
+                            "remove up_ports/oversubscription/uplink_bundle/uplink_bandwidth")
+        if tier.has("radix"):
+            radix = tier.get("radix", sr.positive_int)
+            ratio = 1.0 if top else tier.get("oversubscription", sr.ratio_at_least_one, 1.0)
+            if top:
+                down, up = radix, 0
+            else:
+                down = radix * ratio / (1.0 + ratio)
+                if abs(down - round(down)) > 1e-9 or round(down) in (0, radix):
+                    raise SpecError(tier.field("oversubscription"),
+                                    f"radix {radix} cannot be split into down:up ports at {ratio:g}:1; "
+                                    "use a ratio that divides the ports, or give down_ports/up_ports")
+                down = int(round(down))
+                up = radix - down
+        else:
+            down = tier.get("down_ports", sr.positive_int)
+            up = 0 if top else tier.get("up_ports", sr.positive_int)
+        bundle = 1 if top else tier.get("uplink_bundle", sr.positive_int, 1)
+        if up % bundle:
+            raise SpecError(tier.field("uplink_bundle"), f"{up} up ports cannot be split into "
+                            f"bundles of {bundle}")
+        tiers.append(TierSpec(
+            name=name, down_ports=down, up_ports=up,
+            uplink_bandwidth_Bps=0.0 if top else tier.get("uplink_bandwidth", sr.bandwidth, nic_bandwidth),
+            uplink_bundle=bundle,
+            latency_s=tier.get("latency", sr.time, 0.6e-6),
+        ))
+    return tiers
+
+
+def build_clos(topology: sr.Section, common) -> object:
+    """Build a Clos fabric from the ``topology`` section and the common spec."""
+    from .spec import finish_fabric
+
+    attachment = topology.get("attachment", sr.choice("rail", "tor"), "rail")
+    planes = topology.get("planes", sr.positive_int, 1)
+    ports = topology.get("nic_ports_per_gpu", sr.positive_int, planes)
+    if ports % planes:
+        raise SpecError(topology.field("nic_ports_per_gpu"),
+                        f"must be a multiple of planes ({planes}), got {ports}")
+    ports_per_plane = ports // planes
+    nic_bandwidth = topology.get("nic_bandwidth", sr.bandwidth)
+    nic_latency = topology.get("nic_latency", sr.time, 0.6e-6)
+    tiers = parse_tiers(topology, nic_bandwidth)
+    num_gpus, per_node = common.num_gpus, common.gpus_per_node
+
+    levels = len(tiers)
+    m = np.zeros(levels + 1, np.int64)
+    w = np.ones(levels + 1, np.int64)
+    if tiers[0].down_ports % ports_per_plane:
+        raise SpecError(topology.field("tiers[0].down_ports"),
+                        f"{tiers[0].down_ports} leaf down ports cannot take {ports_per_plane} "
+                        "ports per GPU per plane")
+    m[1] = tiers[0].down_ports // ports_per_plane
+    for level in range(2, levels + 1):
+        below = tiers[level - 2]
+        w[level] = below.up_ports // below.uplink_bundle
+        if tiers[level - 1].down_ports % below.uplink_bundle:
+            raise SpecError(topology.field(f"tiers[{level - 1}].down_ports"),
+                            f"{tiers[level - 1].down_ports} down ports cannot take bundles of "
+                            f"{below.uplink_bundle} from tier {below.name!r}")
+        m[level] = tiers[level - 1].down_ports // below.uplink_bundle
+    if levels == 1 and attachment == "rail" and per_node > 1:
+        raise SpecError(topology.field("attachment"), "a 1-tier Clos is one switch per plane; "
+                        "use attachment: tor (or add a tier so rails can meet)")
+
+    # Host slots per level-(h-1) block fix how many blocks the top tier joins.
+    H_below_top = int(np.prod(m[1:levels]))
+    unit = per_node * int(m[1]) if attachment == "rail" else int(m[1])
+    step = np.lcm(unit, H_below_top)
+    if num_gpus % step:
+        raise SpecError("gpus", f"{num_gpus} GPUs do not fill whole "
+                        f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
+                        f"this Clos; use a multiple of {step} (e.g. {max(step, num_gpus // step * step)} "
+                        f"or {(num_gpus // step + 1) * step})")
+    top_children = num_gpus // H_below_top
+    if top_children > m[levels] and levels > 1:
+        capacity = int(m[levels] * H_below_top)
+        raise SpecError(topology.field(f"tiers[{levels - 1}].radix"),
+                        f"radix too small for {num_gpus} GPUs: the top tier joins at most "
+                        f"{int(m[levels])} blocks of {H_below_top} GPUs = {capacity} GPUs; add a tier, "
+                        "raise the radix or lower the GPU count")
+    if levels == 1 and num_gpus > m[1]:
+        raise SpecError(topology.field("tiers[0].radix"),
+                        f"radix too small: one switch takes {int(m[1])} GPUs, asked for {num_gpus}")
+    m[levels] = top_children
+
+    H = np.cumprod(np.concatenate([[1], m[1:]]))
+    W = np.ones(levels + 1, np.int64)
+    for level in range(2, levels + 1):
+        W[level] = W[level - 1] * w[level]
+    N = np.zeros(levels + 1, np.int64)
+    N[1:] = (H[levels] // H[1:]) * W[1:]
+
+    slot_of_gpu = _host_slots(num_gpus, per_node, int(m[1]), attachment)
+
+    asm = Assembler()
+    gpu_node = asm.add_nodes(num_gpus, "gpu", tier=0) + np.arange(num_gpus)
+    scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
+
+    switch_offset = np.zeros((planes, levels + 1), np.int64)
+    for plane in range(planes):
+        for level in range(1, levels + 1):
+            block = np.arange(N[level]) // W[level]
+            group = block // (H[levels - 1] // H[level]) if level < levels else -1
+            switch_offset[plane, level] = asm.add_nodes(int(N[level]), tiers[level - 1].name,
+                                                        tier=level, group=group)
+
+    up_offset = np.zeros((planes, levels), np.int64)
+    down_offset = np.zeros((planes, levels), np.int64)
+    gpu_of_slot = np.empty(num_gpus, np.int64)
+    gpu_of_slot[slot_of_gpu] = np.arange(num_gpus)
+    for plane in range(planes):
+        leaf = switch_offset[plane, 1] + np.arange(num_gpus) // m[1]
+        up_offset[plane, 0], down_offset[plane, 0] = asm.add_cables(
+            gpu_node[gpu_of_slot], leaf, ports_per_plane * nic_bandwidth, nic_latency, "nic")
+        for level in range(1, levels):
+            tier = tiers[level - 1]
+            child = np.repeat(np.arange(N[level]), w[level + 1])
+            choice = np.tile(np.arange(w[level + 1]), N[level])
+            parent = (child // W[level] // m[level + 1]) * W[level + 1] + (child % W[level]) * w[level + 1] + choice
+            # Uplinks are numbered child-major (child * w + b); downlinks parent-major
+            # (parent * m + digit). Both are added as cables in the uplink order, so build the
+            # downlink block separately to keep its arithmetic numbering.
+            up_offset[plane, level] = asm.add_links(
+                switch_offset[plane, level] + child, switch_offset[plane, level + 1] + parent,
+                tier.uplink_bundle * tier.uplink_bandwidth_Bps, tier.latency_s, tier.name)
+            parent_d = np.repeat(np.arange(N[level + 1]), m[level + 1])
+            digit = np.tile(np.arange(m[level + 1]), N[level + 1])
+            block_up = parent_d // W[level + 1]
+            choice_up = parent_d % W[level + 1]
+            child_d = (block_up * m[level + 1] + digit) * W[level] + choice_up // w[level + 1]
+            down_offset[plane, level] = asm.add_links(
+                switch_offset[plane, level + 1] + parent_d, switch_offset[plane, level] + child_d,
+                tier.uplink_bundle * tier.uplink_bandwidth_Bps, tier.latency_s, tier.name)
+
+    structure = ClosStructure(
+        levels=levels, planes=planes, m=m, w=w, H=H, W=W, N=N, switch_offset=switch_offset,
+        up_offset=up_offset, down_offset=down_offset, slot_of_gpu=slot_of_gpu,
+        scale_up=scale_up, tier_names=tuple(t.name for t in tiers), attachment=attachment)
+    domains = (np.arange(num_gpus) // common.scale_up.domain_size if common.scale_up
+               else np.arange(num_gpus) // per_node)
+    return finish_fabric(asm, common, gpu_node, domains, structure,
+                         group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)])
+
+
+def _host_slots(num_gpus: int, per_node: int, hosts_per_leaf: int, attachment: str) -> np.ndarray:
+    """Host slot of every GPU. ToR: GPUs in index order fill leaves. Rail: GPU r of the
+    ``hosts_per_leaf`` nodes of a rail group sits on that group's leaf r."""
+    gpu = np.arange(num_gpus, dtype=np.int64)
+    if attachment == "tor" or per_node == 1:
+        return gpu
+    node, rail = gpu // per_node, gpu % per_node
+    group, node_in_group = node // hosts_per_leaf, node % hosts_per_leaf
+    leaf = group * per_node + rail
+    return leaf * hosts_per_leaf + node_in_group

@@ -1,0 +1,8 @@
+"""Registers every topology generator with the spec loader (imported lazily by spec.py)."""
+
+from __future__ import annotations
+
+from .clos import CLOS_KEYS, build_clos
+from .spec import register_topology
+
+register_topology("clos", CLOS_KEYS)(build_clos)

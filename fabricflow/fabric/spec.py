@@ -1,0 +1,178 @@
+"""Fabric specs: YAML files / dicts -> :class:`Fabric`, presets, overrides.
+
+Top-level keys of a spec (``topology.type`` picks the generator; each generator
+documents its own ``topology`` keys)::
+
+    name: my-fabric            # required
+    description: ...           # one line, shown by `fabricflow presets`
+    sources: [...]             # where the numbers come from
+    assumptions: [...]         # what we assumed where sources are silent
+    gpus: 4096                 # total GPUs (accelerators)
+    gpus_per_node: 8           # GPUs per server (default 8)
+    scale_up:                  # optional NVLink-style domain (see scale_up.py)
+      domain_size: 8
+      bandwidth_bidirectional: 900GB/s
+      latency: 0.5us
+      nvls: true               # in-switch reduction (NVLS/SHARP-style) available
+    in_network_reduction: false  # scale-out switches reduce (SHARP); default false
+    topology:
+      type: clos | torus | dragonfly | graph
+      ...
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..errors import SpecError
+from . import spec_reader as sr
+from .assemble import Assembler
+from .fabric import Fabric
+from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
+
+TOP_KEYS = ("name", "description", "sources", "assumptions", "gpus", "gpus_per_node", "scale_up",
+            "in_network_reduction", "topology")
+
+Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
+_BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
+
+
+def register_topology(type_name: str, keys: tuple[str, ...]) -> Callable[[Builder], Builder]:
+    """Register a generator for ``topology.type == type_name`` accepting ``keys``."""
+
+    def wrap(builder: Builder) -> Builder:
+        _BUILDERS[type_name] = (builder, tuple(keys))
+        return builder
+
+    return wrap
+
+
+@dataclasses.dataclass(frozen=True)
+class CommonSpec:
+    """The generator-independent part of a spec."""
+
+    name: str
+    num_gpus: int
+    gpus_per_node: int
+    scale_up: ScaleUpSpec | None
+    in_network_reduction: bool
+    meta: dict
+
+
+def build_fabric(spec: dict) -> Fabric:
+    """Build a fabric from a spec mapping (the parsed YAML). Raises SpecError naming the field."""
+    _ensure_builders()
+    top = sr.Section(spec, "", TOP_KEYS)
+    topology_raw = top.raw("topology")
+    if not isinstance(topology_raw, dict) or "type" not in topology_raw:
+        raise SpecError("topology.type", f"is required; one of {sorted(_BUILDERS)}")
+    kind = topology_raw["type"]
+    if kind not in _BUILDERS:
+        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(_BUILDERS)}")
+    builder, keys = _BUILDERS[kind]
+    topology = sr.Section(topology_raw, "topology", keys)
+    scale_up_section = top.section("scale_up", SCALE_UP_KEYS, None)
+    common = CommonSpec(
+        name=top.get("name", sr.text),
+        num_gpus=top.get("gpus", sr.positive_int),
+        gpus_per_node=top.get("gpus_per_node", sr.positive_int, 8),
+        scale_up=ScaleUpSpec.parse(scale_up_section) if scale_up_section else None,
+        in_network_reduction=top.get("in_network_reduction", sr.boolean, False),
+        meta={
+            "description": top.get("description", sr.text, ""),
+            "sources": top.get("sources", sr.text_list, []),
+            "assumptions": top.get("assumptions", sr.text_list, []),
+            "spec": copy.deepcopy(spec),
+        },
+    )
+    if common.num_gpus % common.gpus_per_node:
+        raise SpecError("gpus", f"{common.num_gpus} GPUs is not a multiple of gpus_per_node "
+                        f"({common.gpus_per_node})")
+    return builder(topology, common)
+
+
+def finish_fabric(assembler: Assembler, common: CommonSpec, gpu_node: np.ndarray,
+                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None) -> Fabric:
+    """Shared last step of the generators: set GPU groups and build the Fabric."""
+    fabric = assembler.build(
+        common.name, gpu_node=gpu_node, gpu_domain=gpu_domain,
+        gpus_per_node=common.gpus_per_node, structure=structure,
+        meta={**common.meta, "nvls": bool(common.scale_up and common.scale_up.nvls),
+              "in_network_reduction": common.in_network_reduction,
+              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1},
+    )
+    if group_of_gpu is not None:
+        fabric.node_group[gpu_node] = group_of_gpu
+    return fabric
+
+
+# ---------------------------------------------------------------------------- presets
+
+def _preset_dir():
+    return resources.files("fabricflow") / "topologies"
+
+
+def list_presets() -> list[dict]:
+    """Presets shipped with fabricflow: ``[{"name", "description", "gpus"}]``, sorted by name."""
+    presets = []
+    for entry in sorted(_preset_dir().iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            spec = yaml.safe_load(entry.read_text())
+            presets.append({"name": entry.name[:-5], "description": spec.get("description", ""),
+                            "gpus": spec.get("gpus")})
+    return presets
+
+
+def read_spec(name_or_path: str | Path) -> dict:
+    """The spec mapping of a preset name or a YAML file path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.exists():
+            raise SpecError("fabric", f"file not found: {path}")
+        text = path.read_text()
+    else:
+        entry = _preset_dir() / f"{name_or_path}.yaml"
+        if not entry.is_file():
+            names = [p["name"] for p in list_presets()]
+            raise SpecError("fabric", f"unknown preset {str(name_or_path)!r}; presets: {names} "
+                            "(or give a path to a .yaml spec)")
+        text = entry.read_text()
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise SpecError("fabric", f"invalid YAML in {name_or_path}: {error}") from None
+    if not isinstance(spec, dict):
+        raise SpecError("fabric", f"{name_or_path} must hold a mapping at top level")
+    return spec
+
+
+def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
+    """Build a preset (by name) or a YAML spec (by path), with top-level overrides.
+
+    Overrides replace top-level keys; mapping values merge recursively, so
+    ``load_fabric("clos-100k", gpus=8192, topology={"planes": 2})`` changes just those.
+    """
+    spec = read_spec(name_or_path)
+    return build_fabric(_merge(spec, overrides))
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _ensure_builders() -> None:
+    """Import the generator modules so that they register themselves."""
+    from . import generators  # noqa: F401

@@ -1,0 +1,109 @@
+"""Fabric summaries computed from the built arrays (never echoed from the spec).
+
+* tiers: for each switch tier t >= 1, the switch count and the oversubscription
+  ``capacity of links from tier-t switches down to lower tiers / capacity of links up
+  to higher tiers`` (``None`` for the top tier);
+* bisection bandwidth (scale-out, one direction): the capacity of the minimum cut
+  between the two halves of the GPUs under the fabric's natural halving. Structured
+  fabrics provide it arithmetically (``structure.bisection_Bps(fabric)``); otherwise it is
+  a max-flow over the scale-out graph (scipy), for fabrics of modest size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MemoryBudgetError
+
+MAX_FLOW_LINK_LIMIT = 2_000_000
+
+
+def fabric_summary(fabric) -> dict:
+    up = fabric.link_up
+    tiers = []
+    src_tier = fabric.node_tier[fabric.link_src].astype(np.int64)
+    dst_tier = fabric.node_tier[fabric.link_dst].astype(np.int64)
+    kinds = fabric.node_kind
+    for tier in sorted(set(fabric.node_tier[fabric.node_tier >= 1].tolist())):
+        switches = np.flatnonzero(fabric.node_tier == tier)
+        leaving = up & (src_tier == tier)
+        down_cap = fabric.capacity[leaving & (dst_tier < tier) & (dst_tier >= 0)].sum()
+        up_cap = fabric.capacity[leaving & (dst_tier > tier)].sum()
+        tiers.append({
+            "name": str(kinds[switches[0]]),
+            "tier": int(tier),
+            "switches": int(switches.size),
+            "oversubscription": float(down_cap / up_cap) if up_cap > 0 else None,
+            "down_capacity_Bps": float(down_cap),
+            "up_capacity_Bps": float(up_cap),
+        })
+    links_per_kind = {}
+    capacity_per_kind = {}
+    for kind_id, kind in enumerate(fabric.link_kinds):
+        mask = (fabric.link_kind_id == kind_id) & up
+        if mask.any():
+            links_per_kind[kind] = int(mask.sum())
+            capacity_per_kind[kind] = float(fabric.capacity[mask].sum())
+    return {
+        "name": fabric.name,
+        "description": fabric.meta.get("description", ""),
+        "num_gpus": fabric.num_gpus,
+        "gpus_per_node": fabric.gpus_per_node,
+        "num_nodes": fabric.num_nodes,
+        "num_switches": fabric.num_switches,
+        "num_links": fabric.num_links,
+        "failed_links": int((~up).sum()),
+        "scale_up_domain_size": int(fabric.meta.get("scale_up_domain_size", 1)),
+        "links_per_kind": links_per_kind,
+        "capacity_per_kind_Bps": capacity_per_kind,
+        "tiers": tiers,
+        "bisection_bandwidth_Bps": bisection_bandwidth(fabric),
+        "bisection_definition": "min cut, one direction, between the halves of the GPUs "
+                                "(natural halving of the topology), scale-out links only",
+    }
+
+
+def bisection_bandwidth(fabric) -> float:
+    structure = fabric.structure
+    if structure is not None and hasattr(structure, "bisection_Bps"):
+        return float(structure.bisection_Bps(fabric))
+    half = np.arange(fabric.num_gpus) < fabric.num_gpus // 2
+    return max_flow_between(fabric, half, ~half, scale_out_only=True)
+
+
+def max_flow_between(fabric, side_a: np.ndarray, side_b: np.ndarray, *,
+                     scale_out_only: bool = True) -> float:
+    """Max flow (bytes/s) from the GPUs in ``side_a`` to those in ``side_b`` (bool ``[G]``).
+
+    Uses scipy's max-flow on integer capacities in units of 1 Mb/s (exact for any
+    capacity that is a multiple of 1 Mb/s). Links of kind ``nvlink`` (scale-up) are
+    excluded when ``scale_out_only``, so the figure is what the network offers.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    if fabric.num_links > MAX_FLOW_LINK_LIMIT:
+        raise MemoryBudgetError(f"max-flow over {fabric.num_links} links is too large "
+                                f"(limit {MAX_FLOW_LINK_LIMIT}); use a structured generator")
+    keep = fabric.link_up.copy()
+    if scale_out_only:
+        gpu_tier = fabric.node_tier
+        keep &= ~((gpu_tier[fabric.link_src] < 0) | (gpu_tier[fabric.link_dst] < 0))
+    unit = 1e6 / 8  # 1 Mb/s in bytes/s
+    n = fabric.num_nodes
+    source, sink = n, n + 1
+    big = int(fabric.capacity.sum() / unit) + 1
+    rows = np.concatenate([fabric.link_src[keep], np.full(int(side_a.sum()), source),
+                           fabric.gpu_node[side_b]])
+    cols = np.concatenate([fabric.link_dst[keep], fabric.gpu_node[side_a],
+                           np.full(int(side_b.sum()), sink)])
+    caps = np.concatenate([np.round(fabric.capacity[keep] / unit),
+                           np.full(int(side_a.sum() + side_b.sum()), big)]).astype(np.int64)
+    # csr_matrix sums duplicate (parallel) edges, which is right for max-flow.
+    graph = csr_matrix((caps, (rows, cols)), shape=(n + 2, n + 2))
+    graph.sum_duplicates()
+    if graph.data.max(initial=0) > np.iinfo(np.int32).max:
+        graph.data = graph.data  # scipy accepts int64 only in recent versions; checked below
+    flow = maximum_flow(graph.astype(np.int32) if big < np.iinfo(np.int32).max else graph,
+                        source, sink)
+    return float(flow.flow_value * unit)

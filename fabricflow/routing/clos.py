@@ -1,0 +1,205 @@
+"""Vectorized up/down routing on Clos fabrics (see :mod:`fabricflow.fabric.clos`).
+
+A flow between GPUs in one scale-up domain takes the NVLink path (GPU -> domain switch
+-> GPU). Otherwise it leaves through its NIC port on a plane, climbs to the lowest level
+``L`` whose block holds both host slots (``L = 1``: same leaf, e.g. same-rail traffic in a
+rail-optimized SU), and comes down; the path is fixed by the plane and the up-choices
+``b_2..b_L``, so a path is ``2 L`` links and every id is arithmetic in the slot numbers.
+
+Policies:
+    ecmp: one path per flow from a seeded hash (plane and each up-choice), as switches
+        hashing the 5-tuple do; collisions are part of the model.
+    multipath: ``k`` hashed paths per flow, each carrying ``1/k`` (``coef``), like
+        multi-QP / flowlet load balancing.
+    spray: an even split over *all* equal-cost paths (ideal packet spraying / adaptive
+        routing). Row width grows with the path count; memory is checked first.
+
+Failures (``fabric.without``): a path that uses a failed link is re-drawn with a fresh
+salt (rejection sampling keeps the choice uniform over surviving paths); the few flows
+still failing after that are resolved by enumerating all their paths. Flows with no
+surviving path raise :class:`RoutingError` with the count and an example.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MemoryBudgetError, RoutingError, SpecError
+from ..fabric.clos import ClosStructure
+from . import hashing
+from .merge import merge_row_entries
+from .route import register_router, unreachable_error
+from .routes import Routes
+
+POLICIES = ("ecmp", "multipath", "spray")
+REDRAWS = 24
+SPRAY_MAX_ENTRIES = 64_000_000
+
+
+@register_router(ClosStructure)
+def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0,
+               k: int = 4) -> Routes:
+    """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``."""
+    if policy not in POLICIES:
+        raise SpecError("policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}")
+    st: ClosStructure = fabric.structure
+    key = hashing.flow_key(src, dst, seed)
+    if policy == "ecmp":
+        links = _single_paths(fabric, st, src, dst, key, draw=0)
+        return Routes(links, None, src, dst, fabric.num_links, policy)
+    if policy == "multipath":
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise SpecError("k", f"paths per flow must be a positive integer, got {k!r}")
+        paths = [_single_paths(fabric, st, src, dst, key, draw=1000 * j) for j in range(k)]
+        links = np.concatenate(paths, axis=1)
+        links, coef = merge_row_entries(links, np.where(links >= 0, 1.0 / k, 0.0))
+        return Routes(links, coef, src, dst, fabric.num_links, policy)
+    links, coef = _spray(fabric, st, src, dst)
+    return Routes(links, coef, src, dst, fabric.num_links, policy)
+
+
+def lca_level(st: ClosStructure, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """int64 ``[F]``: lowest level whose block contains both host slots (1..levels)."""
+    level = np.ones(s.shape, np.int64)
+    for i in range(1, st.levels):
+        level += (s // st.H[i]) != (t // st.H[i])
+    return level
+
+
+def _paths_for_choices(st: ClosStructure, s, t, top, plane, b) -> np.ndarray:
+    """Links ``[F, 2 * levels]`` of the path fixed by ``plane`` ``[F]`` and up-choices ``b``
+    ``[F, levels + 1]`` (``b[:, i]`` is the choice into level ``i``; columns 0, 1 unused)."""
+    num = s.shape[0]
+    width = 2 * st.levels
+    links = np.full((num, width), -1, np.int64)
+    rows = np.arange(num)
+    links[:, 0] = st.up_offset[plane, 0] + s
+    links[rows, 2 * top - 1] = st.down_offset[plane, 0] + t
+    choice = np.zeros(num, np.int64)
+    node = s // st.m[1]
+    for i in range(1, st.levels):
+        active = i < top
+        if not active.any():
+            break
+        up = st.up_offset[plane, i] + node * st.w[i + 1] + b[:, i + 1]
+        choice = choice * st.w[i + 1] + b[:, i + 1]
+        parent_t = (t // st.H[i + 1]) * st.W[i + 1] + choice
+        digit = (t // st.H[i]) % st.m[i + 1]
+        down = st.down_offset[plane, i] + parent_t * st.m[i + 1] + digit
+        links[active, i] = up[active]
+        links[rows[active], (2 * top - 1 - i)[active]] = down[active]
+        node = (s // st.H[i + 1]) * st.W[i + 1] + choice
+    return links
+
+
+def _draw(st: ClosStructure, key: np.ndarray, salt: int) -> tuple[np.ndarray, np.ndarray]:
+    plane = hashing.choose(key, salt, st.planes)
+    b = np.zeros((key.shape[0], st.levels + 1), np.int64)
+    for i in range(2, st.levels + 1):
+        b[:, i] = hashing.choose(key, salt + i, st.w[i])
+    return plane, b
+
+
+def _all_up(fabric, links: np.ndarray) -> np.ndarray:
+    return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)
+
+
+def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.ndarray:
+    """One path per flow (ECMP), redrawn around failures. int32 ``[F, H]``."""
+    num = src.shape[0]
+    s, t = st.slot_of_gpu[src], st.slot_of_gpu[dst]
+    top = lca_level(st, s, t)
+    links = np.full((num, 2 * st.levels), -1, np.int64)
+    local = np.zeros(num, bool)
+    if st.scale_up is not None:
+        local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
+        links[local, 0] = st.scale_up.up[src[local]]
+        links[local, 1] = st.scale_up.down[dst[local]]
+        local &= _all_up(fabric, links)  # failed NVLink: fall back to the network
+    pending = np.flatnonzero(~local)
+    for attempt in range(REDRAWS):
+        if pending.size == 0:
+            break
+        plane, b = _draw(st, key[pending], salt=draw + 64 * attempt)
+        candidate = _paths_for_choices(st, s[pending], t[pending], top[pending], plane, b)
+        ok = _all_up(fabric, candidate)
+        links[pending[ok]] = candidate[ok]
+        pending = pending[~ok]
+    if pending.size:
+        links[pending] = _enumerate_surviving(fabric, st, s[pending], t[pending], top[pending],
+                                              key[pending], src[pending], dst[pending])
+    used = int((links >= 0).sum(axis=1).max(initial=2))
+    return links[:, :max(used, 2)].astype(np.int32)
+
+
+def _combo_choices(st: ClosStructure, combo: np.ndarray, top: np.ndarray):
+    """Decode path index ``combo`` (plane-major, then b_2..b_top mixed radix) per flow."""
+    count_per_plane = st.W[top]
+    plane = combo // count_per_plane
+    rest = combo % count_per_plane
+    b = np.zeros((combo.shape[0], st.levels + 1), np.int64)
+    for i in range(st.levels, 1, -1):
+        active = i <= top
+        b[active, i] = rest[active] % st.w[i]
+        rest = np.where(active, rest // st.w[i], rest)
+    return plane, b
+
+
+def _enumerate_surviving(fabric, st, s, t, top, key, src, dst) -> np.ndarray:
+    """Uniform choice among all surviving paths, for flows rejection did not resolve."""
+    num_paths = st.planes * st.W[top]
+    most = int(num_paths.max())
+    alive = np.zeros((s.shape[0], most), bool)
+    for combo in range(most):
+        exists = combo < num_paths
+        plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
+        alive[:, combo] = exists & _all_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
+    count = alive.sum(axis=1)
+    if np.any(count == 0):
+        raise unreachable_error(src, dst, count == 0,
+                                "on this Clos: every equal-cost path crosses a failed link")
+    pick = hashing.choose(key, 7919, np.maximum(count, 1))
+    combo = np.argmax(np.cumsum(alive, axis=1) > pick[:, None], axis=1)
+    plane, b = _combo_choices(st, combo, top)
+    return _paths_for_choices(st, s, t, top, plane, b)
+
+
+def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    """Even split over all surviving equal-cost paths of every flow."""
+    num = src.shape[0]
+    s, t = st.slot_of_gpu[src], st.slot_of_gpu[dst]
+    top = lca_level(st, s, t)
+    local = np.zeros(num, bool)
+    if st.scale_up is not None:
+        local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
+        local &= fabric.link_up[st.scale_up.up[src]] & fabric.link_up[st.scale_up.down[dst]]
+    num_paths = np.where(local, 1, st.planes * st.W[top])
+    most = int(num_paths.max(initial=1))
+    entries = num * most * 2 * st.levels
+    if entries > SPRAY_MAX_ENTRIES:
+        raise MemoryBudgetError(
+            f"spray routing of {num} flows over up to {most} paths needs {entries:,} route entries "
+            f"(~{entries * 12 / 2**30:.1f} GiB while merging), over the limit of "
+            f"{SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
+    links = np.full((num, most, 2 * st.levels), -1, np.int64)
+    alive = np.zeros((num, most), bool)
+    for combo in range(most):
+        exists = (combo < num_paths) & ~local
+        plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
+        path = _paths_for_choices(st, s, t, top, plane, b)
+        ok = exists & _all_up(fabric, path)
+        links[ok, combo] = path[ok]
+        alive[:, combo] = ok
+    if local.any():
+        links[local, 0, 0] = st.scale_up.up[src[local]]
+        links[local, 0, 1] = st.scale_up.down[dst[local]]
+        alive[local, 0] = True
+    count = alive.sum(axis=1)
+    if np.any(count == 0):
+        raise unreachable_error(src, dst, count == 0,
+                                "on this Clos: every equal-cost path crosses a failed link")
+    coef = np.where(links >= 0, (1.0 / np.maximum(count, 1))[:, None, None], 0.0)
+    links, coef = merge_row_entries(links.reshape(num, -1), coef.reshape(num, -1))
+    if not np.all(np.isfinite(coef)):
+        raise RoutingError("internal error: non-finite spray coefficients")
+    return links, coef
