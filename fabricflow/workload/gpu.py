@@ -1,0 +1,133 @@
+"""Accelerator specs: dense peak FLOP/s, HBM size and bandwidth, GEMM efficiency.
+
+Presets live in ``presets/gpus.json`` (sources in its ``_sources`` entry). Every field can
+be overridden: ``load_gpu("h100-sxm", hbm="96GB", gemm_efficiency=0.75)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from importlib import resources
+
+from ..errors import SpecError
+from ..units import parse_size
+
+_FLOPS_UNITS = {"FLOPS": 1.0, "KFLOPS": 1e3, "MFLOPS": 1e6, "GFLOPS": 1e9, "TFLOPS": 1e12,
+                "PFLOPS": 1e15}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator (SI units).
+
+    Attributes:
+        name: preset name.
+        peak_bf16: dense bf16 FLOP/s.
+        peak_fp8: dense fp8 FLOP/s, or None where the chip has no fp8 tensor cores.
+        hbm: HBM capacity, bytes.
+        hbm_bandwidth: HBM bandwidth, bytes/s.
+        compute_units: SMs / CUs / MXUs that GEMM tiles are spread over (wave quantization).
+        gemm_efficiency: fraction of peak a large, well-shaped GEMM reaches.
+        attention_efficiency: fraction of peak a fused (Flash) attention kernel reaches.
+    """
+
+    name: str
+    peak_bf16: float
+    peak_fp8: float | None
+    hbm: float
+    hbm_bandwidth: float
+    compute_units: int
+    gemm_efficiency: float
+    attention_efficiency: float
+
+    def __post_init__(self) -> None:
+        for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise SpecError(f"gpu.{field}", f"must be a finite number > 0, got {value!r}")
+        for field in ("gemm_efficiency", "attention_efficiency"):
+            value = getattr(self, field)
+            if not 0.0 < value <= 1.0:
+                raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
+        if int(self.compute_units) <= 0:
+            raise SpecError("gpu.compute_units", f"must be a positive integer, got {self.compute_units}")
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s of the GEMM tensor cores for ``bf16`` or ``fp8``."""
+        if precision == "bf16":
+            return self.peak_bf16
+        if precision == "fp8":
+            if self.peak_fp8 is None:
+                raise SpecError("precision", f"{self.name} has no fp8 tensor cores; use bf16")
+            return self.peak_fp8
+        raise SpecError("precision", f"unknown precision {precision!r}; one of ['bf16', 'fp8']")
+
+
+def parse_flops(value, field: str) -> float:
+    """FLOP/s from ``'989TFLOPS'``, ``'989 TFLOP/s'`` or a number (FLOP/s)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        text = value.replace(" ", "").replace("FLOP/s", "FLOPS").replace("flops", "FLOPS")
+        for unit in sorted(_FLOPS_UNITS, key=len, reverse=True):
+            if text.endswith(unit):
+                try:
+                    number = float(text[: -len(unit)]) * _FLOPS_UNITS[unit]
+                except ValueError:
+                    raise SpecError(field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')") from None
+                break
+        else:
+            raise SpecError(field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')")
+    else:
+        raise SpecError(field, f"expected FLOP/s such as '989TFLOPS', got {value!r}")
+    if not (math.isfinite(number) and number > 0):
+        raise SpecError(field, f"must be > 0 FLOP/s, got {value!r}")
+    return number
+
+
+def _presets() -> dict:
+    text = (resources.files("fabricflow.workload") / "presets" / "gpus.json").read_text()
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def list_gpus() -> list[str]:
+    """Names of the GPU presets."""
+    return sorted(_presets())
+
+
+def load_gpu(spec, **overrides) -> GpuSpec:
+    """A :class:`GpuSpec` from a preset name (``h100-sxm``, ...) or a dict, with overrides.
+
+    Quantities accept units: ``peak_bf16='989TFLOPS'``, ``hbm='80GB'``,
+    ``hbm_bandwidth='3.35TB/s'``.
+    """
+    if isinstance(spec, GpuSpec):
+        raw = dataclasses.asdict(spec)
+    elif isinstance(spec, dict):
+        raw = dict(spec)
+    elif isinstance(spec, str):
+        presets = _presets()
+        if spec not in presets:
+            raise SpecError("gpu", f"unknown GPU {spec!r}; one of {sorted(presets)}")
+        raw = {"name": spec, **presets[spec]}
+    else:
+        raise SpecError("gpu", f"expected a preset name or a dict, got {type(spec).__name__}")
+    raw.update(overrides)
+    unknown = set(raw) - {f.name for f in dataclasses.fields(GpuSpec)}
+    if unknown:
+        raise SpecError("gpu", f"unknown field(s) {sorted(unknown)}; known "
+                        f"{[f.name for f in dataclasses.fields(GpuSpec)]}")
+    from ..units import parse_bandwidth
+
+    return GpuSpec(
+        name=str(raw.get("name", "custom")),
+        peak_bf16=parse_flops(raw["peak_bf16"], "gpu.peak_bf16"),
+        peak_fp8=None if raw.get("peak_fp8") is None else parse_flops(raw["peak_fp8"], "gpu.peak_fp8"),
+        hbm=parse_size(raw["hbm"], "gpu.hbm", allow_zero=False),
+        hbm_bandwidth=parse_bandwidth(raw["hbm_bandwidth"], "gpu.hbm_bandwidth"),
+        compute_units=int(raw["compute_units"]),
+        gemm_efficiency=float(raw["gemm_efficiency"]),
+        attention_efficiency=float(raw["attention_efficiency"]),
+    )

@@ -1,0 +1,163 @@
+"""Parallel layout of a training job (5-D: TP, CP, EP, DP, PP) and its validation.
+
+Conventions follow Megatron-LM: the GPU count is ``tp * cp * dp * pp``; expert parallelism
+``ep`` divides ``dp * cp`` (expert layers regroup the same GPUs as ``tp * ep * edp * pp``
+with ``edp = dp * cp / ep``); a pipeline stage holds ``num_layers / (pp * vpp)`` layers per
+virtual stage; the global batch is ``dp * micro_batch * num_micro_batches`` sequences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import SpecError
+from .model import ModelSpec
+
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp8")
+SCHEDULES = ("1f1b", "interleaved")
+GRAD_DTYPES = ("fp32", "bf16")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a model is split over GPUs and how a step is run.
+
+    Attributes:
+        tp, pp, dp, cp, ep: tensor, pipeline, data, context and expert parallel sizes.
+        vpp: virtual pipeline stages per GPU (interleaved schedule when > 1).
+        sequence_parallel: shard norms/dropouts over TP (Megatron SP; all-gather +
+            reduce-scatter instead of all-reduce).
+        micro_batch: sequences per micro-batch per data-parallel rank.
+        global_batch: sequences per step (all data-parallel ranks).
+        seq_len: tokens per sequence.
+        recompute: ``none``, ``selective`` (attention core recomputed) or ``full``.
+        precision: GEMM precision ``bf16`` or ``fp8``.
+        zero: ZeRO stage 0-3 over the data-parallel (x context-parallel) group; 3 = FSDP.
+        dp_overlap: overlap DP gradient reduce-scatter / all-reduce (and ZeRO-3 gathers)
+            with backward compute, per bucket.
+        tp_overlap: overlap TP collectives with the GEMMs they feed (needs SP).
+        pp_overlap: overlap pipeline send/recv with compute (Megatron default on).
+        grad_reduce_dtype: dtype of the gradient reduction (``fp32``, Megatron's default
+            for bf16 training, or ``bf16``).
+        moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
+            the slowest rank sets the all-to-all and expert-GEMM time.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
+    sequence_parallel: bool = False
+    micro_batch: int = 1
+    global_batch: int = 1
+    seq_len: int = 2048
+    recompute: str = "none"
+    precision: str = "bf16"
+    zero: int = 1
+    dp_overlap: bool = True
+    tp_overlap: bool = False
+    pp_overlap: bool = True
+    grad_reduce_dtype: str = "fp32"
+    moe_imbalance: float = 1.1
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """Data-parallel size of expert weights (``dp * cp / ep``)."""
+        return self.dp * self.cp // self.ep
+
+    @property
+    def num_micro_batches(self) -> int:
+        """Micro-batches per step per pipeline (``global_batch / (dp * micro_batch)``)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def schedule(self) -> str:
+        return "interleaved" if self.vpp > 1 else "1f1b"
+
+    def stage_layers(self, model: ModelSpec) -> tuple[int, int, int]:
+        """Transformer layers held by the first, a middle and the last pipeline rank.
+
+        Even split when ``pp * vpp`` divides the layers; otherwise (as Llama 3 405B did with
+        126 layers on 16 stages) the embedding and the loss count as one layer each, so the
+        first and last ranks hold one layer fewer.
+        """
+        stages = self.pp * self.vpp
+        if model.num_layers % stages == 0:
+            per_rank = model.num_layers // self.pp
+            return per_rank, per_rank, per_rank
+        per_rank = (model.num_layers + 2) // stages * self.vpp
+        if self.pp == 1:
+            return model.num_layers, model.num_layers, model.num_layers
+        return per_rank - 1, per_rank, per_rank - 1
+
+    def validate(self, model: ModelSpec | None = None, num_gpus: int | None = None) -> Layout:
+        """Raise :class:`SpecError` naming the field if the layout is not runnable.
+
+        Checks sizes >= 1, the product against ``num_gpus``, heads / KV heads / experts /
+        layers / batch divisibility, and option names. Returns ``self``.
+        """
+        for field in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch",
+                      "seq_len"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"layout.{field}", f"must be an integer >= 1, got {value!r}")
+        for field, allowed in (("recompute", RECOMPUTE), ("precision", PRECISIONS),
+                               ("grad_reduce_dtype", GRAD_DTYPES)):
+            if getattr(self, field) not in allowed:
+                raise SpecError(f"layout.{field}", f"unknown {getattr(self, field)!r}; "
+                                f"one of {list(allowed)}")
+        if self.zero not in (0, 1, 2, 3):
+            raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
+        if not self.moe_imbalance >= 1.0:
+            raise SpecError("layout.moe_imbalance", f"must be >= 1 (max/mean load), got {self.moe_imbalance}")
+        if num_gpus is not None and self.num_gpus != num_gpus:
+            raise SpecError("layout", f"tp x cp x dp x pp = {self.tp} x {self.cp} x {self.dp} x "
+                            f"{self.pp} = {self.num_gpus} differs from the GPU count {num_gpus}")
+        if (self.dp * self.cp) % self.ep:
+            raise SpecError("layout.ep", f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} "
+                            "(Megatron convention: expert layers reuse the DP x CP ranks)")
+        if self.tp_overlap and not self.sequence_parallel and self.tp > 1:
+            raise SpecError("layout.tp_overlap", "TP communication overlap needs "
+                            "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)")
+        if self.global_batch % (self.dp * self.micro_batch):
+            raise SpecError("layout.global_batch", f"{self.global_batch} is not divisible by "
+                            f"dp x micro_batch = {self.dp} x {self.micro_batch}")
+        if self.vpp > 1 and self.pp == 1:
+            raise SpecError("layout.vpp", "virtual pipeline stages need pp > 1")
+        if self.vpp > 1 and self.num_micro_batches % self.pp:
+            raise SpecError("layout.vpp", f"the interleaved schedule needs the number of "
+                            f"micro-batches ({self.num_micro_batches}) to be a multiple of pp={self.pp}")
+        if self.seq_len % (2 * self.cp if self.cp > 1 else 1):
+            raise SpecError("layout.seq_len", f"{self.seq_len} must be divisible by 2 x cp = "
+                            f"{2 * self.cp} (load-balanced causal context parallelism)")
+        if model is not None:
+            self._validate_model(model)
+        return self
+
+    def _validate_model(self, model: ModelSpec) -> None:
+        if model.num_heads % self.tp:
+            raise SpecError("layout.tp", f"tp={self.tp} must divide num_attention_heads="
+                            f"{model.num_heads}")
+        if not model.is_mla and model.num_kv_heads % self.tp:
+            raise SpecError("layout.tp", f"tp={self.tp} must divide num_key_value_heads="
+                            f"{model.num_kv_heads} (replicating KV heads is not modelled)")
+        stages = self.pp * self.vpp
+        if model.num_layers % stages and (model.num_layers + 2) % stages:
+            raise SpecError("layout.pp", f"num_hidden_layers={model.num_layers} is not divisible "
+                            f"by pp x vpp = {self.pp} x {self.vpp} = {stages}, nor is "
+                            f"num_hidden_layers + 2 (embedding and loss counted as one layer "
+                            "each, Megatron --account-for-embedding/loss-in-pipeline-split)")
+        if model.is_moe and model.num_experts % self.ep:
+            raise SpecError("layout.ep", f"ep={self.ep} must divide the {model.num_experts} experts")
+        if not model.is_moe and self.ep > 1:
+            raise SpecError("layout.ep", f"ep={self.ep} > 1 but {model.name} has no experts")
+        if (self.seq_len // self.cp) * self.micro_batch % (self.tp if self.sequence_parallel else 1):
+            raise SpecError("layout.sequence_parallel", "tokens per micro-batch per CP rank "
+                            f"must be divisible by tp={self.tp}")

@@ -1,0 +1,333 @@
+"""Transformer model specs read from Hugging Face ``config.json`` field names.
+
+A :class:`ModelSpec` holds the shapes the step-time model needs: hidden size, layers,
+attention heads (GQA via ``num_key_value_heads``, MLA via the DeepSeek fields), the FFN
+(gated SwiGLU with three matrices for Llama/Mixtral/DeepSeek-style ``model_type``, plain
+two-matrix GELU for GPT-2/GPT-NeoX-style ones, as Hugging Face builds them), vocabulary
+and the MoE fields (``num_local_experts`` or ``n_routed_experts``, ``num_experts_per_tok``,
+``moe_intermediate_size``, ``n_shared_experts``, ``first_k_dense_replace``).
+
+``load_model(name_or_path)`` accepts a preset name (``ff.workload.list_models()``), a path
+to a ``config.json`` / YAML file, or a dict with the same fields.
+
+Example::
+
+    spec = load_model("llama3-8b")
+    spec.num_parameters()   # ~8.0e9
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from importlib import resources
+from pathlib import Path
+
+from ..errors import SpecError
+
+# model_type values whose FFN is gated (SwiGLU/GeGLU: gate, up, down matrices), as in the
+# Hugging Face modeling files; everything GPT-2/GPT-NeoX/OPT/Falcon-like is two-matrix.
+GATED_MODEL_TYPES = frozenset({
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
+    "gemma2", "gemma3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "olmoe", "phi3",
+    "granite", "granitemoe", "dbrx", "jamba", "cohere", "internlm2", "yi", "baichuan",
+})
+PLAIN_MODEL_TYPES = frozenset({
+    "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "megatron_gpt",
+    "gpt3", "bert", "gpt_neo", "starcoder", "phi", "mpt",
+})
+GATED_ACTIVATIONS = frozenset({"silu", "swiglu", "swish", "geglu"})
+ATTENTION_IMPLEMENTATIONS = ("flash", "eager")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Shapes of a decoder-only transformer (all sizes are element counts, not bytes).
+
+    Attributes:
+        name: preset or file name.
+        model_type: Hugging Face ``model_type`` (``llama``, ``gpt2``, ``deepseek_v3``, ...).
+        hidden_size, num_layers, num_heads, num_kv_heads, head_dim: attention shapes
+            (``head_dim`` defaults to ``hidden_size / num_heads``).
+        intermediate_size: dense FFN width.
+        vocab_size: vocabulary (logits GEMM and embedding).
+        gated_ffn: True for SwiGLU-style (3 matrices), False for GELU (2 matrices).
+        tie_word_embeddings: input embedding shared with the output projection.
+        num_experts, experts_per_token, moe_intermediate_size, num_shared_experts,
+        first_dense_layers: MoE fields (``num_experts == 0`` means dense).
+        q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim: MLA
+            (``kv_lora_rank == 0`` means standard multi-head / grouped-query attention).
+        attention: ``flash`` (fused, no s^2 tensors; causal tiles skipped) or ``eager``
+            (materialised scores, softmax and dropout over s^2, as Megatron-LM did in 2021).
+    """
+
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    gated_ffn: bool
+    tie_word_embeddings: bool = False
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    first_dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    attention: str = "flash"
+
+    def __post_init__(self) -> None:
+        for field in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                      "intermediate_size", "vocab_size"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value <= 0:
+                raise SpecError(f"model.{field}", f"must be a positive integer, got {value!r}")
+        if self.num_heads % self.num_kv_heads:
+            raise SpecError("model.num_key_value_heads", f"{self.num_kv_heads} must divide "
+                            f"num_attention_heads={self.num_heads}")
+        if self.num_experts:
+            if not 0 < self.experts_per_token <= self.num_experts:
+                raise SpecError("model.num_experts_per_tok", f"must lie in 1..{self.num_experts}"
+                                f", got {self.experts_per_token}")
+            if self.moe_intermediate_size <= 0:
+                raise SpecError("model.moe_intermediate_size", "must be > 0 for a MoE model")
+            if not 0 <= self.first_dense_layers <= self.num_layers:
+                raise SpecError("model.first_k_dense_replace", f"must lie in 0..{self.num_layers}")
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise SpecError("model.attention", f"unknown {self.attention!r}; "
+                            f"one of {list(ATTENTION_IMPLEMENTATIONS)}")
+
+    # ------------------------------------------------------------------ derived shapes
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Head dimension of queries/keys (MLA: nope + rope parts)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    def attention_weight_shapes(self) -> list[tuple[int, int]]:
+        """(in, out) of each attention projection matrix of one layer (unsharded)."""
+        h, a = self.hidden_size, self.num_heads
+        if self.is_mla:
+            shapes = []
+            if self.q_lora_rank:
+                shapes += [(h, self.q_lora_rank), (self.q_lora_rank, a * self.qk_head_dim)]
+            else:
+                shapes += [(h, a * self.qk_head_dim)]
+            shapes += [(h, self.kv_lora_rank + self.qk_rope_head_dim),
+                       (self.kv_lora_rank, a * (self.qk_nope_head_dim + self.v_head_dim)),
+                       (a * self.v_head_dim, h)]
+            return shapes
+        d = self.head_dim
+        return [(h, a * d), (h, 2 * self.num_kv_heads * d), (a * d, h)]
+
+    def ffn_weight_shapes(self, width: int) -> list[tuple[int, int]]:
+        """(in, out) of the FFN matrices of one expert/dense FFN of ``width``."""
+        h = self.hidden_size
+        if self.gated_ffn:
+            return [(h, 2 * width), (width, h)]
+        return [(h, width), (width, h)]
+
+    def layer_parameters(self, moe: bool) -> dict[str, float]:
+        """Parameters of one layer split into ``attention``, ``dense_ffn``, ``experts``
+        (routed experts, all of them), ``shared`` (shared experts + router), ``norm``."""
+        h = self.hidden_size
+        attention = sum(i * o for i, o in self.attention_weight_shapes())
+        out = {"attention": float(attention), "norm": 2.0 * h, "dense_ffn": 0.0,
+               "experts": 0.0, "shared": 0.0}
+        if moe:
+            expert = sum(i * o for i, o in self.ffn_weight_shapes(self.moe_intermediate_size))
+            out["experts"] = float(self.num_experts * expert)
+            out["shared"] = float(self.num_shared_experts * expert + h * self.num_experts)
+        else:
+            out["dense_ffn"] = float(sum(i * o for i, o in
+                                         self.ffn_weight_shapes(self.intermediate_size)))
+        return out
+
+    def num_parameters(self) -> float:
+        """Total parameters (embedding and output projection included once each unless tied)."""
+        dense = sum(self.layer_parameters(False).values())
+        moe = sum(self.layer_parameters(True).values()) if self.is_moe else 0.0
+        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return self.num_dense_layers * dense + self.num_moe_layers * moe + embed + self.hidden_size
+
+    def summary(self) -> dict:
+        return {**dataclasses.asdict(self), "num_parameters": self.num_parameters()}
+
+
+# ---------------------------------------------------------------------- parsing
+def _get(config: dict, *names, default=None):
+    for name in names:
+        if config.get(name) is not None:
+            return config[name]
+    return default
+
+
+def _int(config: dict, field: str, *names, default=None) -> int:
+    value = _get(config, *names, default=default)
+    if value is None:
+        raise SpecError(f"model.{field}", f"missing; expected one of the config fields {list(names)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise SpecError(f"model.{names[0]}", f"must be an integer, got {value!r}")
+    return int(value)
+
+
+def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict.
+
+    Recognised names: ``hidden_size``/``n_embd``/``d_model``, ``num_hidden_layers``/
+    ``n_layer``, ``num_attention_heads``/``n_head``, ``num_key_value_heads``,
+    ``head_dim``, ``intermediate_size``/``n_inner``/``ffn_hidden_size`` (default 4 x hidden
+    for GPT-2-style models), ``vocab_size``, ``hidden_act``, ``tie_word_embeddings``; MoE
+    ``num_local_experts``/``n_routed_experts``/``num_experts``, ``num_experts_per_tok``,
+    ``moe_intermediate_size`` (default ``intermediate_size``), ``n_shared_experts``,
+    ``first_k_dense_replace``; MLA ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``,
+    ``qk_rope_head_dim``, ``v_head_dim``; and ``attn_implementation``/
+    ``_attn_implementation`` (``eager`` -> materialised s^2 attention, anything else flash).
+    """
+    if not isinstance(config, dict):
+        raise SpecError("model", f"expected a mapping of config.json fields, got {type(config).__name__}")
+    model_type = str(_get(config, "model_type", default="llama"))
+    hidden = _int(config, "hidden_size", "hidden_size", "n_embd", "d_model")
+    layers = _int(config, "num_hidden_layers", "num_hidden_layers", "n_layer", "num_layers")
+    heads = _int(config, "num_attention_heads", "num_attention_heads", "n_head")
+    kv_heads = _int(config, "num_key_value_heads", "num_key_value_heads", default=heads)
+    head_dim = _int(config, "head_dim", "head_dim", default=hidden // heads if heads else 0)
+    act = str(_get(config, "hidden_act", "activation_function", default="")).lower()
+    if model_type in GATED_MODEL_TYPES:
+        gated = True
+    elif model_type in PLAIN_MODEL_TYPES:
+        gated = False
+    else:
+        gated = act in GATED_ACTIVATIONS
+    ffn = _int(config, "intermediate_size", "intermediate_size", "n_inner", "ffn_hidden_size",
+               default=4 * hidden)
+    experts = _int(config, "num_local_experts", "num_local_experts", "n_routed_experts",
+                   "num_experts", default=0)
+    attn = str(_get(config, "attn_implementation", "_attn_implementation", default="flash"))
+    kwargs = dict(
+        name=name, model_type=model_type, hidden_size=hidden, num_layers=layers,
+        num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=ffn,
+        vocab_size=_int(config, "vocab_size", "vocab_size", "padded_vocab_size"),
+        gated_ffn=gated, tie_word_embeddings=bool(_get(config, "tie_word_embeddings",
+                                                        default=model_type == "gpt2")),
+        attention="eager" if attn == "eager" else "flash",
+    )
+    if experts:
+        kwargs.update(
+            num_experts=experts,
+            experts_per_token=_int(config, "num_experts_per_tok", "num_experts_per_tok",
+                                   "moe_topk", default=2),
+            moe_intermediate_size=_int(config, "moe_intermediate_size", "moe_intermediate_size",
+                                       default=ffn),
+            num_shared_experts=_int(config, "n_shared_experts", "n_shared_experts", default=0),
+            first_dense_layers=_int(config, "first_k_dense_replace", "first_k_dense_replace",
+                                    default=0),
+        )
+    if _get(config, "kv_lora_rank"):
+        kwargs.update(
+            q_lora_rank=_int(config, "q_lora_rank", "q_lora_rank", default=0),
+            kv_lora_rank=_int(config, "kv_lora_rank", "kv_lora_rank"),
+            qk_nope_head_dim=_int(config, "qk_nope_head_dim", "qk_nope_head_dim"),
+            qk_rope_head_dim=_int(config, "qk_rope_head_dim", "qk_rope_head_dim"),
+            v_head_dim=_int(config, "v_head_dim", "v_head_dim"),
+        )
+    return ModelSpec(**kwargs)
+
+
+def _presets_dir():
+    return resources.files("fabricflow.workload") / "presets" / "models"
+
+
+def list_models() -> list[str]:
+    """Names of the model presets shipped with fabricflow."""
+    return sorted(p.name[:-5] for p in _presets_dir().iterdir() if p.name.endswith(".json"))
+
+
+def load_model(spec, **overrides) -> ModelSpec:
+    """A model from a preset name, a path to a config.json / YAML file, a dict, or a spec.
+
+    ``overrides`` are config.json field names that replace those of the source
+    (e.g. ``num_hidden_layers=4``, ``attn_implementation="eager"``).
+    """
+    if isinstance(spec, ModelSpec):
+        if not overrides:
+            return spec
+        config, name = _spec_to_config(spec), spec.name
+    elif isinstance(spec, dict):
+        config, name = dict(spec), str(spec.get("name", "custom"))
+    elif isinstance(spec, (str, Path)):
+        config, name = _read_source(str(spec))
+    else:
+        raise SpecError("model", f"expected a preset name, a path or a dict, got {type(spec).__name__}")
+    config.update(overrides)
+    return model_from_config(config, name=name)
+
+
+def _read_source(text: str) -> tuple[dict, str]:
+    preset = _presets_dir() / f"{text}.json"
+    if preset.is_file():
+        return json.loads(preset.read_text()), text
+    path = Path(text)
+    if path.is_file():
+        raw = path.read_text()
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(raw)
+        else:
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError as error:
+                raise SpecError("model", f"{path} is not valid JSON: {error}") from None
+        return data, path.stem if path.stem != "config" else path.parent.name or "config"
+    raise SpecError("model", f"unknown model {text!r}: not a preset ({', '.join(list_models())}) "
+                    "and not an existing config.json/YAML path")
+
+
+def _spec_to_config(spec: ModelSpec) -> dict:
+    config = {
+        "model_type": spec.model_type, "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.num_layers, "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads, "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size, "vocab_size": spec.vocab_size,
+        "hidden_act": "silu" if spec.gated_ffn else "gelu",
+        "tie_word_embeddings": spec.tie_word_embeddings,
+        "attn_implementation": spec.attention,
+    }
+    if spec.is_moe:
+        config.update(num_local_experts=spec.num_experts, num_experts_per_tok=spec.experts_per_token,
+                      moe_intermediate_size=spec.moe_intermediate_size,
+                      n_shared_experts=spec.num_shared_experts,
+                      first_k_dense_replace=spec.first_dense_layers)
+    if spec.is_mla:
+        config.update(q_lora_rank=spec.q_lora_rank, kv_lora_rank=spec.kv_lora_rank,
+                      qk_nope_head_dim=spec.qk_nope_head_dim,
+                      qk_rope_head_dim=spec.qk_rope_head_dim, v_head_dim=spec.v_head_dim)
+    return config

@@ -1,0 +1,114 @@
+"""Rank-to-GPU placement and the communication groups of every parallel dimension.
+
+A rank's coordinates come from a Megatron-style order string such as ``tp-cp-ep-dp-pp``:
+the first dimension varies fastest, so with that order the TP group is ``tp`` consecutive
+ranks. Dense layers use the order without ``ep`` (sizes tp, cp, dp, pp); expert layers use
+it without ``cp`` with ``dp`` standing for the expert data-parallel size ``dp * cp / ep``
+(Megatron's expert rank generator). Ranks then map to fabric GPUs: ``contiguous`` (rank r
+on GPU r) or ``scattered`` (whole servers in a seeded random order, as a busy scheduler
+hands them out), which decides what traffic stays inside NVLink domains, rails and pods.
+
+Groups are int64 arrays ``[num_groups, group_size]`` of GPU indices, built with one
+reshape/transpose each (no Python loop over ranks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import SpecError
+from .layout import Layout
+
+DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
+PLACEMENTS = ("contiguous", "scattered")
+
+
+def parse_order(order: str) -> tuple[str, ...]:
+    """``'tp-cp-ep-dp-pp'`` -> ('tp', 'cp', 'ep', 'dp', 'pp'); every dimension exactly once."""
+    parts = tuple(part.strip().lower() for part in str(order).split("-"))
+    if sorted(parts) != sorted(DIMENSIONS):
+        raise SpecError("order", f"{order!r} must name each of {list(DIMENSIONS)} exactly once, "
+                        "separated by '-', fastest-varying first (e.g. 'tp-cp-ep-dp-pp')")
+    return parts
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Placement:
+    """Where each rank of a layout runs.
+
+    Attributes:
+        layout: the parallel layout.
+        order: dimension order, fastest-varying first.
+        gpu_of_rank: int64 ``[num_ranks]`` fabric GPU index of each rank.
+    """
+
+    layout: Layout
+    order: tuple[str, ...]
+    gpu_of_rank: np.ndarray
+
+    def _grid(self, expert: bool) -> tuple[list[str], list[int]]:
+        lay = self.layout
+        if expert:
+            sizes = {"tp": lay.tp, "ep": lay.ep, "dp": lay.expert_dp, "pp": lay.pp}
+            dims = [d for d in self.order if d != "cp"]
+        else:
+            sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
+            dims = [d for d in self.order if d != "ep"]
+        return dims, [sizes[d] for d in dims]
+
+    def groups(self, dims: str | tuple[str, ...], *, expert: bool = False) -> np.ndarray:
+        """GPU indices of every group of ``dims``: int64 ``[num_groups, group_size]``.
+
+        ``dims`` is one dimension (``'tp'``) or several (``('dp', 'cp')``, the gradient
+        reduction group); members are ordered by rank within the group. ``expert=True``
+        uses the expert-layer decomposition (``'ep'``, and ``'dp'`` = expert data parallel).
+        """
+        wanted = (dims,) if isinstance(dims, str) else tuple(dims)
+        names, sizes = self._grid(expert)
+        for dim in wanted:
+            if dim not in names:
+                raise SpecError("dims", f"{dim!r} is not a dimension of the "
+                                f"{'expert' if expert else 'dense'} layout {names}")
+        # C-order reshape puts the last axis fastest, so reverse: axis -1 = names[0].
+        grid = self.gpu_of_rank.reshape(sizes[::-1])
+        axis_of = {name: len(names) - 1 - i for i, name in enumerate(names)}
+        # Members ordered with the fastest-varying dimension fastest.
+        move = [axis_of[d] for d in sorted(wanted, key=names.index, reverse=True)]
+        grid = np.moveaxis(grid, move, list(range(grid.ndim - len(move), grid.ndim)))
+        size = int(np.prod([sizes[names.index(d)] for d in wanted]))
+        return grid.reshape(-1, size)
+
+
+def place(layout: Layout, num_fabric_gpus: int, *, order: str = "tp-cp-ep-dp-pp",
+          placement: str = "contiguous", seed: int = 0, gpus_per_node: int = 1) -> Placement:
+    """Map the ranks of ``layout`` onto GPUs ``0..num_fabric_gpus-1``.
+
+    Args:
+        layout: the parallel layout (its GPU count must fit the fabric).
+        num_fabric_gpus: GPUs available on the fabric.
+        order: Megatron-style order string, fastest-varying dimension first.
+        placement: ``contiguous`` (rank r -> GPU r) or ``scattered`` (servers of
+            ``gpus_per_node`` GPUs picked and ordered at random with ``seed``; GPUs keep
+            their order inside a server).
+        seed: random seed of ``scattered``.
+        gpus_per_node: GPUs per server (the unit a scheduler allocates).
+    """
+    dims = parse_order(order)
+    num_ranks = layout.num_gpus
+    if num_ranks > num_fabric_gpus:
+        raise SpecError("gpus", f"the layout needs {num_ranks} GPUs but the fabric has "
+                        f"{num_fabric_gpus}")
+    if placement == "contiguous":
+        gpu_of_rank = np.arange(num_ranks, dtype=np.int64)
+    elif placement == "scattered":
+        per_node = max(int(gpus_per_node), 1)
+        if num_fabric_gpus % per_node or num_ranks % per_node:
+            per_node = 1
+        rng = np.random.default_rng(seed)
+        nodes = rng.permutation(num_fabric_gpus // per_node)[: num_ranks // per_node]
+        gpu_of_rank = (nodes[:, None] * per_node + np.arange(per_node)[None, :]).reshape(-1)
+    else:
+        raise SpecError("placement", f"unknown placement {placement!r}; one of {list(PLACEMENTS)}")
+    return Placement(layout=layout, order=dims, gpu_of_rank=gpu_of_rank.astype(np.int64))
