@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .errors import FabricflowError, MemoryBudgetError, RoutingError, SolverError, SpecError
 from .fabric.fabric import Fabric
+from .fabric.spec import build_fabric, list_presets, load_fabric
 from .routing.route import route
 from .routing.routes import Routes
 from .units import parse_bandwidth, parse_size, parse_time
@@ -26,6 +27,9 @@ __all__ = [
     "RoutingError",
     "SolverError",
     "SpecError",
+    "build_fabric",
+    "list_presets",
+    "load_fabric",
     "parse_bandwidth",
     "parse_size",
     "parse_time",

@@ -116,7 +116,7 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
 def format_bandwidth(bytes_per_s: float) -> str:
     """Human-readable bandwidth, in Gb/s as network engineers quote it (e.g. ``'400 Gb/s'``)."""
     bits = bytes_per_s * 8
-    for unit, scale in (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("Kb/s", 1e3)):
+    for unit, scale in (("Pb/s", 1e15), ("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("Kb/s", 1e3)):
         if bits >= scale:
             return f"{bits / scale:.4g} {unit}"
     return f"{bits:.4g} b/s"

@@ -1,0 +1,24 @@
+"""``fabricflow presets``: list the shipped fabric presets, one line each."""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("presets", help="list fabric presets")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..fabric.spec import list_presets
+
+    presets = list_presets()
+    if args.json:
+        print_json({"presets": presets})
+        return 0
+    width = max(len(p["name"]) for p in presets)
+    for preset in presets:
+        print(f"{preset['name']:<{width}}  {preset['gpus']:>7} GPUs  {preset['description']}")
+    return 0

@@ -1,0 +1,63 @@
+"""Simple traffic patterns as GPU-index flow lists (host-side numpy, vectorized).
+
+These are the synthetic patterns used by the demo and the benchmarks; the collective
+model (:mod:`fabricflow.collective`) builds the flows of real collective algorithms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SpecError
+
+
+def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None) -> np.ndarray:
+    """int64 ``[num_groups, group_size]``: groups spread over the fabric.
+
+    Member ``j`` of group ``i`` is GPU ``i + j * (num_gpus // group_size)``, so each group
+    touches GPUs that are far apart (other nodes, rails' pods), like expert-parallel
+    groups whose ranks are laid out across the cluster.
+    """
+    if group_size < 2 or group_size > num_gpus:
+        raise SpecError("group_size", f"must lie in 2..{num_gpus}, got {group_size}")
+    stride = num_gpus // group_size
+    most = stride
+    num_groups = most if num_groups is None else num_groups
+    if not 1 <= num_groups <= most:
+        raise SpecError("num_groups", f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
+                        f"{group_size}, got {num_groups}")
+    return np.arange(num_groups)[:, None] + stride * np.arange(group_size)[None, :]
+
+
+def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All ordered pairs inside each group: ``G * g * (g - 1)`` flows as ``(src, dst)``."""
+    groups = np.asarray(groups, dtype=np.int64)
+    size = groups.shape[1]
+    a, b = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    off_diagonal = a != b
+    src = groups[:, a[off_diagonal]].ravel()
+    dst = groups[:, b[off_diagonal]].ravel()
+    return src, dst
+
+
+def alltoall_groups(num_gpus: int, group_size: int, num_groups: int | None = None):
+    """MoE-style all-to-all inside strided groups; returns ``(src, dst)``."""
+    return alltoall_flows(strided_groups(num_gpus, group_size, num_groups))
+
+
+def ring(gpus, channels: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Ring ``gpus[0] -> gpus[1] -> ... -> gpus[0]``, repeated for ``channels`` channels.
+
+    Flows of different channels between the same pair hash independently (as NCCL's
+    channels use different queue pairs).
+    """
+    order = np.asarray(gpus, dtype=np.int64)
+    if order.ndim == 0:
+        order = np.arange(int(order))
+    if order.size < 2:
+        raise SpecError("gpus", f"a ring needs at least 2 GPUs, got {order.size}")
+    if channels < 1:
+        raise SpecError("channels", f"must be >= 1, got {channels}")
+    src = np.tile(order, channels)
+    dst = np.tile(np.roll(order, -1), channels)
+    return src, dst
