@@ -4,5 +4,7 @@ from __future__ import annotations
 
 from .clos import CLOS_KEYS, build_clos
 from .spec import register_topology
+from .torus import TORUS_KEYS, build_torus
 
 register_topology("clos", CLOS_KEYS)(build_clos)
+register_topology("torus", TORUS_KEYS)(build_torus)

@@ -2,3 +2,4 @@
 
 # Structured routers register themselves with the dispatcher on import.
 from . import clos as _clos  # noqa: E402,F401
+from . import torus as _torus  # noqa: E402,F401

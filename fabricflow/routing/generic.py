@@ -1,0 +1,210 @@
+"""Generic shortest-path routing with per-hop ECMP, for any fabric (the fallback).
+
+``ff.route`` sends every fabric without a registered structure here (YAML ``graph``
+fabrics, a Clos whose ``structure`` was dropped, ...), and the torus and dragonfly
+routers send the few flows that failures cut off from their structured paths.
+
+Algorithm (no per-flow Python):
+    1. Hop distances *to* every destination node used, by breadth-first search on the
+       reversed graph of working links (``scipy.sparse.csgraph``), a block of
+       destinations at a time so the distance table stays small.
+    2. A vectorized walk from all sources at once: at every step each flow looks at the
+       out-links of its current node and picks, by a seeded hash of the flow and the step
+       (``hashing.choose``), one whose far end is closest to its destination. This is
+       per-hop ECMP as switches do it: every route is a minimal-hop path over working
+       links, and ties are split by hash at every hop (not uniformly over whole paths).
+
+Transit through GPUs: a GPU is never an intermediate hop unless the fabric says its
+accelerators forward traffic (``fabric.meta["gpu_transit"]``, set by the torus generator
+and by ``gpu_transit: true`` in a graph spec). When the key is absent, GPUs forward only
+on fabrics with no switches at all (direct-connect fabrics).
+
+Size limit: the breadth-first searches cost about ``D x (N + L)`` edge visits for ``D``
+distinct destination nodes, ``N`` nodes and ``L`` links. Above
+:data:`GENERIC_MAX_WORK` (1e9, roughly 10-30 s on one core) the router refuses with
+:class:`MemoryBudgetError` and says to use a structured generator; e.g. an all-to-all
+over a 20,000-node graph with 100,000 links (2.4e9) is refused, a 4,096-chip torus
+all-to-all (1.2e8) is not.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MemoryBudgetError, SpecError
+from . import hashing
+from .route import unreachable_error
+from .routes import Routes
+
+POLICIES = ("ecmp",)
+GENERIC_MAX_WORK = 1_000_000_000
+DIST_BLOCK_ENTRIES = 8_000_000  # distances held at once: destinations x nodes (int32)
+WALK_BLOCK_ENTRIES = 4_000_000  # candidate links examined at once: flows x max out-degree
+_UNREACHED = np.iinfo(np.int32).max
+
+
+def route_generic(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
+                  seed: int = 0) -> Routes:
+    """Shortest-path routes with per-hop ECMP over the working links of any fabric.
+
+    Args:
+        fabric: any :class:`~fabricflow.fabric.fabric.Fabric`.
+        src, dst: int64 ``[F]`` GPU indices (validated by ``ff.route``).
+        policy: ``"ecmp"`` (the only policy of the generic router).
+        seed: hash seed for the ECMP choices.
+
+    Returns:
+        :class:`Routes` with ``links`` int32 ``[F, H]``, ``H`` = the longest path.
+
+    Raises:
+        RoutingError: flows with no working path (count and an example).
+        MemoryBudgetError: the fabric and destination set exceed :data:`GENERIC_MAX_WORK`.
+    """
+    if policy not in POLICIES:
+        raise SpecError("policy", f"unknown policy {policy!r} for the generic shortest-path "
+                        f"router (fabrics without a structured router); one of {list(POLICIES)}")
+    key = hashing.flow_key(src, dst, seed)
+    links = shortest_path_links(fabric, fabric.gpu_node[src], fabric.gpu_node[dst], key,
+                                src_gpu=src, dst_gpu=dst)
+    return Routes(links, None, src, dst, fabric.num_links, policy)
+
+
+def gpu_transit(fabric) -> bool:
+    """Whether GPUs may be intermediate hops (see the module docstring)."""
+    value = fabric.meta.get("gpu_transit")
+    if value is None:
+        return fabric.num_switches == 0
+    return bool(value)
+
+
+def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key: np.ndarray, *,
+                        src_gpu: np.ndarray, dst_gpu: np.ndarray,
+                        why: str = "over the working links") -> np.ndarray:
+    """Minimal-hop walks ``src_node[f] -> dst_node[f]``; int32 ``[F, H]``, ``-1`` padded.
+
+    ``key`` (uint64 ``[F]``, from :func:`hashing.flow_key`) drives the per-hop choices;
+    ``src_gpu``/``dst_gpu`` only name flows in errors.
+    """
+    num_flows = src_node.shape[0]
+    if num_flows == 0:
+        return np.full((0, 1), -1, np.int32)
+    targets, target_of_flow = np.unique(dst_node, return_inverse=True)
+    work = targets.size * (fabric.num_nodes + fabric.num_links)
+    if work > GENERIC_MAX_WORK:
+        raise MemoryBudgetError(
+            f"generic shortest-path routing to {targets.size:,} destination nodes on a fabric of "
+            f"{fabric.num_nodes:,} nodes and {fabric.num_links:,} links needs ~{work:.2g} "
+            f"breadth-first-search steps, over the limit of {GENERIC_MAX_WORK:.0e}; use a "
+            "structured generator (clos, torus, dragonfly) or route fewer destinations")
+    graph = _Graph(fabric)
+    block = max(1, DIST_BLOCK_ENTRIES // max(fabric.num_nodes, 1))
+    paths = np.full((num_flows, 1), -1, np.int64)
+    unreachable = np.zeros(num_flows, bool)
+    order = np.argsort(target_of_flow, kind="stable")
+    bounds = np.searchsorted(target_of_flow[order], np.arange(0, targets.size + block, block))
+    for index, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        if lo == hi:
+            continue
+        flows = order[lo:hi]
+        dist = graph.distances_to(targets[index * block:(index + 1) * block])
+        rows = target_of_flow[flows] - index * block
+        walked, bad = graph.walk(src_node[flows], dst_node[flows], rows, dist, key[flows])
+        if walked.shape[1] > paths.shape[1]:
+            paths = np.pad(paths, ((0, 0), (0, walked.shape[1] - paths.shape[1])),
+                           constant_values=-1)
+        paths[flows, :walked.shape[1]] = walked
+        unreachable[flows] = bad
+    if unreachable.any():
+        raise unreachable_error(src_gpu, dst_gpu, unreachable, why)
+    return paths.astype(np.int32)
+
+
+class _Graph:
+    """Working links in CSR order (out-links grouped by source node) and the BFS graph."""
+
+    def __init__(self, fabric):
+        from scipy.sparse import csr_matrix
+
+        self.fabric = fabric
+        up = np.flatnonzero(fabric.link_up)
+        order = np.argsort(fabric.link_src[up], kind="stable")
+        self.out_links = up[order].astype(np.int64)
+        degree = np.bincount(fabric.link_src[self.out_links], minlength=fabric.num_nodes)
+        self.indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+        self.degree = degree.astype(np.int64)
+        self.max_degree = int(degree.max(initial=0))
+        # Links out of a GPU are BFS edges only where GPUs forward; the walk still leaves
+        # the source GPU through any of its links (see the module docstring).
+        keep = self.out_links
+        if not gpu_transit(fabric):
+            keep = keep[fabric.node_tier[fabric.link_src[keep]] != 0]
+        n = fabric.num_nodes
+        # Reversed graph: an edge v -> u for every link u -> v, so BFS from a destination
+        # gives the hop count from every node to it.
+        self.reverse = csr_matrix((np.ones(keep.size, np.int8),
+                                   (fabric.link_dst[keep], fabric.link_src[keep])), shape=(n, n))
+
+    def distances_to(self, targets: np.ndarray) -> np.ndarray:
+        """int32 ``[len(targets), N]`` hop counts to each target (``_UNREACHED`` if none)."""
+        from scipy.sparse.csgraph import shortest_path
+
+        dist = shortest_path(self.reverse, directed=True, unweighted=True, indices=targets)
+        dist = np.atleast_2d(dist)
+        return np.where(np.isfinite(dist), dist, _UNREACHED).astype(np.int32)
+
+    def walk(self, src, dst, rows, dist, key) -> tuple[np.ndarray, np.ndarray]:
+        """Walk flows (in blocks bounding flows x max degree); returns (links, unreachable)."""
+        num = src.shape[0]
+        step_block = max(1, WALK_BLOCK_ENTRIES // max(self.max_degree, 1))
+        parts, bad = [], np.zeros(num, bool)
+        for lo in range(0, num, step_block):
+            part, part_bad = self._walk_block(src[lo:lo + step_block], dst[lo:lo + step_block],
+                                              rows[lo:lo + step_block], dist,
+                                              key[lo:lo + step_block])
+            parts.append(part)
+            bad[lo:lo + step_block] = part_bad
+        width = max(p.shape[1] for p in parts)
+        return (np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1)
+                                for p in parts]), bad)
+
+    def _walk_block(self, src, dst, rows, dist, key) -> tuple[np.ndarray, np.ndarray]:
+        fabric = self.fabric
+        num = src.shape[0]
+        cur = src.astype(np.int64).copy()
+        active = cur != dst
+        bad = np.zeros(num, bool)
+        columns = []
+        offsets = np.arange(max(self.max_degree, 1))
+        # A minimal path visits each node at most once: N steps bound the loop.
+        for step in range(fabric.num_nodes + 1):
+            ids = np.flatnonzero(active)
+            if ids.size == 0:
+                break
+            here = cur[ids]
+            valid = offsets[None, :] < self.degree[here][:, None]
+            slot = np.minimum(self.indptr[here][:, None] + offsets[None, :],
+                              max(self.out_links.size - 1, 0))
+            cand = self.out_links[slot] if self.out_links.size else np.zeros_like(slot)
+            far = fabric.link_dst[cand]
+            cand_dist = np.where(valid, dist[rows[ids][:, None], far], _UNREACHED)
+            best = cand_dist.min(axis=1)
+            stuck = best == _UNREACHED
+            if stuck.any():
+                bad[ids[stuck]] = True
+                active[ids[stuck]] = False
+                keep = ~stuck
+                ids, cand, cand_dist, best = ids[keep], cand[keep], cand_dist[keep], best[keep]
+            ok = cand_dist == best[:, None]
+            pick = hashing.choose(key[ids], 1 + step, ok.sum(axis=1))
+            chosen = np.argmax(np.cumsum(ok, axis=1) > pick[:, None], axis=1)
+            link = cand[np.arange(ids.size), chosen]
+            column = np.full(num, -1, np.int64)
+            column[ids] = link
+            columns.append(column)
+            cur[ids] = fabric.link_dst[link]
+            active[ids] = cur[ids] != dst[ids]
+        if not columns:
+            return np.full((num, 1), -1, np.int64), bad
+        links = np.stack(columns, axis=1)
+        links[bad] = -1
+        return links, bad
