@@ -1,0 +1,110 @@
+"""Phases and transfers: the flows a collective algorithm sends.
+
+An algorithm is a sequence of *phases*; within a phase, every group runs ``Tg``
+*transfers* at once. A transfer is a stream of data that crosses a fixed sequence of up
+to ``P`` GPU-to-GPU *hops*:
+
+* a pipelined algorithm (ring, tree, chain) is one transfer per channel whose hops are
+  all the ring/tree edges: in steady state every edge carries the stream at the same
+  rate, so on the fabric the transfer is a single fluid flow that loads every link of
+  every hop (a link crossed by two hops carries it twice);
+* a non-pipelined step (one round of halving-doubling, the sends of an all-to-all) is
+  one single-hop transfer per message.
+
+``bytes_per_size[g, t] * S`` bytes go through transfer ``t`` of group ``g`` for a
+collective of size ``S``; ``hop_load`` scales what a hop puts on its links per byte of
+progress (NVLS: ``(n+1)/n``); ``merge="max"`` says that a link shared by several hops of
+one transfer carries the stream once (in-network reduction: the switch combines).
+``hop_latency_count`` is how many times the hop's latency lies on the critical path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+FAMILIES = ("ring", "tree", "nvls", "p2p")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Phase:
+    """One phase of an algorithm, for all groups at once.
+
+    Attributes:
+        name: label (``ring``, ``intra-reduce-scatter``, ``step-2``, ...).
+        family: latency family of :class:`~fabricflow.collective.cost.CostModel`
+            (``ring``, ``tree``, ``nvls``, ``p2p``).
+        hop_src, hop_dst: int64 ``[G, Tg, P]`` GPU indices of each hop, ``-1`` padded.
+        hop_load: float64 ``[G, Tg, P]`` link load of the hop per byte/s of progress.
+        hop_latency_count: float64 ``[G, Tg, P]`` times the hop latency is on the
+            critical path.
+        bytes_per_size: float64 ``[G, Tg]`` bytes through the transfer per byte of size.
+        repeat: the phase runs this many times back to back (same flows, same bytes).
+        merge: ``sum`` or ``max`` (see the module docstring).
+        efficiency: extra throughput factor name (``nvls``, ``sharp``) or ``None``.
+    """
+
+    name: str
+    family: str
+    hop_src: np.ndarray
+    hop_dst: np.ndarray
+    hop_load: np.ndarray
+    hop_latency_count: np.ndarray
+    bytes_per_size: np.ndarray
+    repeat: int = 1
+    merge: str = "sum"
+    efficiency: str | None = None
+
+    def __post_init__(self) -> None:
+        shape = self.hop_src.shape
+        if len(shape) != 3:
+            raise ValueError(f"hop arrays must be [G, Tg, P], got {shape}")
+        for field in ("hop_dst", "hop_load", "hop_latency_count"):
+            if getattr(self, field).shape != shape:
+                raise ValueError(f"{field} has shape {getattr(self, field).shape}, expected {shape}")
+        if self.bytes_per_size.shape != shape[:2]:
+            raise ValueError(f"bytes_per_size has shape {self.bytes_per_size.shape}, "
+                             f"expected {shape[:2]}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.merge not in ("sum", "max"):
+            raise ValueError(f"merge must be 'sum' or 'max', got {self.merge!r}")
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.hop_src.shape[0])
+
+    @property
+    def transfers_per_group(self) -> int:
+        return int(self.hop_src.shape[1])
+
+    def bytes_sent(self, num_gpus: int, size_bytes: float = 1.0) -> np.ndarray:
+        """float64 ``[num_gpus]``: bytes each GPU sends over its hops in this phase
+        (``repeat`` included), for a collective of ``size_bytes``. For checks and tests."""
+        return self._per_gpu(self.hop_src, num_gpus, size_bytes)
+
+    def bytes_received(self, num_gpus: int, size_bytes: float = 1.0) -> np.ndarray:
+        """float64 ``[num_gpus]``: bytes each GPU receives over its hops in this phase."""
+        return self._per_gpu(self.hop_dst, num_gpus, size_bytes)
+
+    def _per_gpu(self, ends: np.ndarray, num_gpus: int, size_bytes: float) -> np.ndarray:
+        valid = ends >= 0
+        per_hop = self.hop_load * (self.bytes_per_size[:, :, None] * size_bytes * self.repeat)
+        return np.bincount(ends[valid], weights=per_hop[valid], minlength=num_gpus)
+
+
+def make_phase(name: str, family: str, hop_src, hop_dst, *, bytes_per_size, hop_load=1.0,
+               hop_latency_count=1.0, repeat: int = 1, merge: str = "sum",
+               efficiency: str | None = None) -> Phase:
+    """Build a :class:`Phase`, broadcasting scalar per-hop/per-transfer values."""
+    hop_src = np.asarray(hop_src, dtype=np.int64)
+    hop_dst = np.asarray(hop_dst, dtype=np.int64)
+    shape = hop_src.shape
+    valid = hop_src >= 0
+    load = np.where(valid, np.broadcast_to(np.asarray(hop_load, dtype=np.float64), shape), 0.0)
+    count = np.where(valid, np.broadcast_to(np.asarray(hop_latency_count, dtype=np.float64), shape),
+                     0.0)
+    per_transfer = np.broadcast_to(np.asarray(bytes_per_size, dtype=np.float64), shape[:2]).copy()
+    return Phase(name, family, hop_src, hop_dst, load, count, per_transfer, int(repeat), merge,
+                 efficiency)

@@ -1,0 +1,137 @@
+"""Phases -> fluid rates on the fabric: route every hop, merge each transfer into one
+flow, solve max-min fair rates over all transfers of all groups at once.
+
+A pipelined transfer crosses several hops; in steady state it runs at one rate ``r`` on
+all of them, so it is one flow whose route is the union of its hops' routes, with a
+coefficient per link = how many bytes the link carries per byte of progress (hop load x
+routing split, summed over the hops that cross the link; ``merge="max"`` for in-network
+reduction, where a link carries the stream once). Max-min fairness among these flows is
+what congestion control converges to when the transfers of all groups contend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..fabric.fabric import Fabric
+from ..routing.route import route
+from .cost import CostModel
+from .phase import Phase
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SolvedPhase:
+    """Rates and latencies of one phase's transfers (arrays ``[G, Tg]``).
+
+    Attributes:
+        phase: the phase.
+        rate: float64 bytes/s of progress of each transfer (before protocol efficiency).
+        path_latency_s: float64 critical-path fabric latency (sum over hops of latency
+            count x path latency).
+        intra_steps / network_steps: float64 critical-path steps inside a scale-up domain /
+            across the network (each costs the protocol's software overhead).
+        links, coef: the merged flows ``[T, H]`` (``T = G * Tg``) given to the solver.
+    """
+
+    phase: Phase
+    rate: np.ndarray
+    path_latency_s: np.ndarray
+    intra_steps: np.ndarray
+    network_steps: np.ndarray
+    links: np.ndarray
+    coef: np.ndarray
+
+
+def effective_capacity(fabric: Fabric, cost: CostModel) -> np.ndarray:
+    """float64 ``[L]`` payload bytes/s: line rate x the link technology's efficiency
+    (scale-up links touch a scale-up switch, tier ``-1``)."""
+    scale_up = (fabric.node_tier[fabric.link_src] < 0) | (fabric.node_tier[fabric.link_dst] < 0)
+    return fabric.capacity * np.where(scale_up, cost.scale_up_efficiency, cost.network_efficiency)
+
+
+def solve_phase(fabric: Fabric, phase: Phase, capacity: np.ndarray, *, routing: str = "ecmp",
+                seed: int = 0, solver=None) -> SolvedPhase:
+    """Route and solve one phase. ``capacity``: ``[L]`` bytes/s (see :func:`effective_capacity`).
+
+    Complexity: one routing call over all ``G * Tg * P`` hops, a sort of the route
+    entries, and one max-min solve over ``G * Tg`` flows.
+    """
+    num_groups, per_group, num_hops = phase.hop_src.shape
+    valid = phase.hop_src >= 0
+    transfer = np.broadcast_to(np.arange(num_groups * per_group).reshape(num_groups, per_group, 1),
+                               valid.shape)[valid]
+    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
+    routes = route(fabric, src, dst, policy=routing, seed=seed)
+    hop_links = routes.links.astype(np.int64)
+    hop_coef = (np.ones(hop_links.shape) if routes.coef is None
+                else routes.coef.astype(np.float64))
+    hop_coef = np.where(hop_links >= 0, hop_coef * phase.hop_load[valid][:, None], 0.0)
+
+    # Critical-path latency: path latency and software steps, counted per hop.
+    count = phase.hop_latency_count[valid]
+    intra = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
+    num_transfers = num_groups * per_group
+    path_latency = np.bincount(transfer, weights=count * routes.path_latency(fabric.latency),
+                               minlength=num_transfers)
+    intra_steps = np.bincount(transfer, weights=count * intra, minlength=num_transfers)
+    network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
+
+    links, coef = _merge_transfers(transfer, hop_links, hop_coef, num_transfers, phase.merge)
+    rate = _max_min(links, capacity, coef, solver)
+    shape = (num_groups, per_group)
+    return SolvedPhase(phase, rate.reshape(shape), path_latency.reshape(shape),
+                       intra_steps.reshape(shape), network_steps.reshape(shape), links, coef)
+
+
+def _merge_transfers(transfer: np.ndarray, hop_links: np.ndarray, hop_coef: np.ndarray,
+                     num_transfers: int, merge: str) -> tuple[np.ndarray, np.ndarray]:
+    """Entries of all hops of a transfer -> one padded row per transfer, each link once.
+
+    ``sum``: coefficients of repeated links add up; ``max``: the largest is kept.
+    """
+    keep = hop_links >= 0
+    row = np.broadcast_to(transfer[:, None], hop_links.shape)[keep]
+    link = hop_links[keep]
+    weight = hop_coef[keep]
+    order = np.lexsort((link, row))
+    row, link, weight = row[order], link[order], weight[order]
+    new = np.ones(row.size, dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (link[1:] != link[:-1])
+    starts = np.flatnonzero(new)
+    reduce = np.maximum if merge == "max" else np.add
+    merged = reduce.reduceat(weight, starts) if starts.size else weight[:0]
+    row, link = row[starts], link[starts]
+    first_of_row = np.ones(row.size, dtype=bool)
+    first_of_row[1:] = row[1:] != row[:-1]
+    run_start = np.maximum.accumulate(np.where(first_of_row, np.arange(row.size), 0))
+    position = np.arange(row.size) - run_start
+    width = int(position.max(initial=-1)) + 1
+    links = np.full((num_transfers, max(width, 1)), -1, dtype=np.int32)
+    coef = np.zeros((num_transfers, max(width, 1)), dtype=np.float64)
+    links[row, position] = link
+    coef[row, position] = merged
+    return links, coef
+
+
+def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
+    """Max-min fair rates from the project's solver (``ff.max_min_rates``)."""
+    if solver is None:
+        solver = default_solver()
+    return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
+
+
+def default_solver():
+    """``fabricflow.max_min_rates`` (JAX); the float64 reference until it is available."""
+    import fabricflow
+
+    solver = getattr(fabricflow, "max_min_rates", None)
+    if solver is None:
+        from ..solve.reference import progressive_filling
+
+        return progressive_filling
+    return solver
+
+
+__all__ = ["SolvedPhase", "default_solver", "effective_capacity", "solve_phase"]
