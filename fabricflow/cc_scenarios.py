@@ -8,8 +8,9 @@ named flow roles. Capacities are bytes/s, latencies s.
 * ``dumbbell(n)``: n senders -> switch A -> switch B -> n receivers; A->B is the bottleneck.
 * ``incast(n)``: 2-tier leaf-spine; n senders on leaf 0 send to one receiver on leaf 1,
   and a victim flow from leaf 0 goes over the same spine to leaf 2.
-* ``multi_bottleneck()``: a chain of switches with two bottleneck links of different
-  capacity and flows crossing one or both.
+* ``multi_bottleneck()``: two bottleneck links of different capacity, a NIC-capped flow,
+  three max-min levels; every flow crosses one congested queue.
+* ``parking_lot(hops)``: one long flow over ``hops`` equal links, one short flow per link.
 * ``alltoall(n)``: n hosts on a leaf-spine (hosts spread over leaves, one spine per flow
   chosen by a hash-free round robin), every host sends to every other.
 * ``ring(n)``: n switches in a ring, one host each; host i sends to host i+2 clockwise --
@@ -26,7 +27,7 @@ from .errors import SpecError
 from .fabric.fabric import Fabric
 from .routing.routes import Routes
 
-SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck")
+SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck", "parking_lot")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,16 +119,18 @@ def dumbbell(n: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6) -> Sc
 
 
 def incast(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6,
-           uplink_scale: float = 2.5) -> Scenario:
+           uplink_scale: float | None = None) -> Scenario:
     """2-tier leaf-spine incast with a victim flow.
 
     Leaf 0 holds n senders and a victim sender; leaf 1 holds the incast receiver, leaf 2
-    the victim's receiver; every leaf has one uplink of ``uplink_scale x bandwidth`` to the
-    spine. Incast flows 0..n-1 go leaf 0 -> spine -> leaf 1 (bottleneck: leaf 1 ->
-    receiver); the victim (flow n) goes leaf 0 -> spine -> leaf 2 and shares only the
-    uplink of leaf 0 with them, which has room for it: its max-min rate is its line rate.
+    the victim's receiver; every leaf has one uplink of ``uplink_scale x bandwidth``
+    (default n + 1: non-blocking) to the spine. Incast flows 0..n-1 go leaf 0 -> spine ->
+    leaf 1 (bottleneck: leaf 1 -> receiver); the victim (flow n) goes leaf 0 -> spine ->
+    leaf 2. No link on the victim's path is saturated, so its max-min rate is its line
+    rate; only PFC pauses spreading back from leaf 1 can slow it down.
     """
     n = _check_count(n, "flows", 2)
+    uplink_scale = float(n + 1) if uplink_scale is None else uplink_scale
     b = _Builder(bandwidth, latency)
     senders = [b.node(0) for _ in range(n)]
     victim_src, receiver, victim_dst = b.node(0), b.node(0), b.node(0)
@@ -148,30 +151,61 @@ def incast(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6,
 
 
 def multi_bottleneck(*, bandwidth: float = 5e9, latency: float = 1e-6) -> Scenario:
-    """Two bottlenecks in a chain: A -> B (``bandwidth``) and B -> C (``2 x bandwidth``).
+    """Two bottleneck switch links with three max-min levels; each flow crosses one
+    congested queue.
 
-    Flows 0, 1: A -> B only; flow 2: A -> B -> C (bottleneck A -> B, as flows 0 and 1);
-    flows 3, 4: B -> C only, bottlenecked there at (2C - C/3) / 2 each. Hosts attach with
-    ``2 x bandwidth`` NICs so that only the switch links constrain.
+    Switches A, B, C, D; links A -> B (C = ``bandwidth``), B -> C and B -> D (2C). Flows
+    0, 1 (A -> B) and 2 (A -> B -> D) share A -> B: C/3 each (B -> D stays unsaturated).
+    Flow 3 (B -> C) has a NIC of C/2, which caps it; flows 4, 5 (B -> C) share the rest of
+    B -> C: 3C/4 each. Other hosts attach with 2C NICs.
     """
     b = _Builder(bandwidth, latency)
-    hosts = [b.node(0) for _ in range(10)]
-    a, mid, c = b.node(1), b.node(1), b.node(1)
+    hosts = [b.node(0) for _ in range(12)]
+    a, mid, c, d = (b.node(1) for _ in range(4))
     b.cable(a, mid, 1.0)
     b.cable(mid, c, 2.0)
-    for h in hosts[:3]:
-        b.cable(h, a, 2.0)
-    for h in hosts[3:5]:
-        b.cable(h, mid, 2.0)
-    for h in hosts[5:10]:
-        b.cable(h, mid if h in hosts[5:7] else c, 2.0)
+    b.cable(mid, d, 2.0)
+    senders = [(hosts[0], a, 2.0), (hosts[1], a, 2.0), (hosts[2], a, 2.0),
+               (hosts[3], mid, 0.5), (hosts[4], mid, 2.0), (hosts[5], mid, 2.0)]
+    receivers = [(hosts[6], mid), (hosts[7], mid), (hosts[8], d), (hosts[9], c),
+                 (hosts[10], c), (hosts[11], c)]
+    for host, switch, scale in senders:
+        b.cable(host, switch, scale)
+    for host, switch in receivers:
+        b.cable(switch, host, 2.0)
     fabric = b.fabric("multi-bottleneck")
-    paths = [[hosts[0], a, mid, hosts[5]], [hosts[1], a, mid, hosts[6]],
-             [hosts[2], a, mid, c, hosts[7]], [hosts[3], mid, c, hosts[8]],
-             [hosts[4], mid, c, hosts[9]]]
+    paths = [[hosts[0], a, mid, hosts[6]], [hosts[1], a, mid, hosts[7]],
+             [hosts[2], a, mid, d, hosts[8]], [hosts[3], mid, c, hosts[9]],
+             [hosts[4], mid, c, hosts[10]], [hosts[5], mid, c, hosts[11]]]
     routes = _routes(b, paths, fabric)
     return Scenario("multi_bottleneck", fabric, routes, b.index[(a, mid)],
-                    {"flows": list(range(5))})
+                    {"flows": list(range(6))})
+
+
+def parking_lot(hops: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6) -> Scenario:
+    """A chain of ``hops`` equal switch links; flow 0 crosses all, flow i crosses link i-1.
+
+    Max-min gives every flow C/2; under DCQCN the long flow collects marks at every
+    congested queue and gets less (the ECN parking-lot unfairness).
+    """
+    hops = _check_count(hops, "hops", 2)
+    b = _Builder(bandwidth, latency)
+    switches = [b.node(1) for _ in range(hops + 1)]
+    for u, v in zip(switches[:-1], switches[1:], strict=True):
+        b.cable(u, v)
+    long_src, long_dst = b.node(0), b.node(0)
+    b.cable(long_src, switches[0], 2.0)
+    b.cable(switches[-1], long_dst, 2.0)
+    paths = [[long_src, *switches, long_dst]]
+    for i in range(hops):
+        src, dst = b.node(0), b.node(0)
+        b.cable(src, switches[i], 2.0)
+        b.cable(switches[i + 1], dst, 2.0)
+        paths.append([src, switches[i], switches[i + 1], dst])
+    fabric = b.fabric(f"parking-lot-{hops}")
+    routes = _routes(b, paths, fabric)
+    return Scenario("parking_lot", fabric, routes, b.index[(switches[0], switches[1])],
+                    {"long": [0], "short": list(range(1, hops + 1))})
 
 
 def alltoall(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6, leaves: int = 2,
@@ -245,4 +279,6 @@ def build_scenario(name: str, flows: int, *, bandwidth: float = 5e9,
         return ring(flows, bandwidth=bandwidth, latency=latency)
     if name == "multi_bottleneck":
         return multi_bottleneck(bandwidth=bandwidth, latency=latency)
+    if name == "parking_lot":
+        return parking_lot(flows, bandwidth=bandwidth, latency=latency)
     raise SpecError("scenario", f"unknown scenario {name!r}; choose one of {list(SCENARIOS)}")

@@ -1,0 +1,99 @@
+"""PFC post-analysis: pause fractions, victim flows and deadlock cycles (host side, numpy).
+
+The dynamics (ingress queues, XOFF/XON, pausing the upstream egress) run inside the
+DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
+
+* **Buffer dependency graph**: an edge ``k -> l`` when some flow arrives over link ``k``
+  and leaves over link ``l`` (its bytes in the ingress buffer of ``k`` wait for the egress
+  of ``l``). A set of links that are all paused and form a cycle in this graph can never
+  drain: a PFC deadlock (Hu et al., HotNets'16). :func:`deadlock_cycles` returns the
+  strongly connected components of the paused subgraph that contain a cycle.
+* **Victim flows**: flows slowed by pauses rather than by a saturated link on their own
+  path: their throughput is below ``(1 - rtol)`` x their max-min rate, some link on their
+  path was paused, and no link on their path ran at ``>= 1 - rtol`` utilisation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+
+def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
+    """Unique ``(ingress link, egress link)`` pairs, int ``[E, 2]``, from ``[F, H]`` arrays."""
+    mask = (prev_links >= 0) & (links >= 0)
+    pairs = np.stack([prev_links[mask], links[mask]], axis=1).astype(np.int64)
+    return np.unique(pairs, axis=0) if pairs.size else pairs.reshape(0, 2)
+
+
+def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarray) -> list[list[int]]:
+    """Cycles among mutually paused queues at one instant.
+
+    Args:
+        paused: bool ``[L]`` pause state (``paused[l]``: the egress feeding link l is stopped).
+        links, prev_links: ``[F, H]`` hop links and the ingress link of each hop (-1 none).
+
+    Returns:
+        One sorted list of link ids per deadlocked set (strongly connected component of
+        the paused dependency graph with a cycle); empty if there is none.
+    """
+    paused = np.asarray(paused, bool)
+    edges = dependency_edges(links, prev_links)
+    if edges.size == 0:
+        return []
+    keep = paused[edges[:, 0]] & paused[edges[:, 1]]
+    edges = edges[keep]
+    if edges.size == 0:
+        return []
+    num = paused.shape[0]
+    graph = coo_matrix((np.ones(edges.shape[0]), (edges[:, 0], edges[:, 1])), shape=(num, num))
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    cycles = []
+    self_loops = set(edges[edges[:, 0] == edges[:, 1], 0].tolist())
+    for label in np.unique(labels[np.unique(edges)]):
+        members = np.flatnonzero(labels == label)
+        if members.size > 1 or (members.size == 1 and int(members[0]) in self_loops):
+            cycles.append(sorted(int(m) for m in members))
+    return cycles
+
+
+def deadlocks_over_time(result) -> list[dict]:
+    """Deadlocked link sets found at any recorded instant of a (non-batched) result.
+
+    Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}``.
+    """
+    found: dict[tuple, dict] = {}
+    for index, time in enumerate(result.time):
+        for cycle in deadlock_cycles(result.paused[index], result.links, result.prev_links):
+            key = tuple(cycle)
+            entry = found.setdefault(key, {"links": list(cycle), "first_seen_s": float(time)})
+            entry["last_seen_s"] = float(time)
+    return list(found.values())
+
+
+def link_utilisation(links: np.ndarray, capacity: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """``[L]`` carried load / capacity for per-flow rates (bytes/s)."""
+    valid = links >= 0
+    per_entry = np.broadcast_to(np.asarray(rates, np.float64)[:, None], links.shape)
+    load = np.bincount(links[valid], weights=per_entry[valid], minlength=capacity.shape[0])
+    return load / np.where(capacity > 0, capacity, np.inf)
+
+
+def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None,
+                 rtol: float = 0.05) -> np.ndarray:
+    """Boolean ``[F]``: flows slowed by PFC pauses rather than by their own bottleneck.
+
+    Args:
+        result: a non-batched :class:`~fabricflow.solve.dcqcn.DCQCNResult`.
+        max_min_rate: ``[F]`` bytes/s, the ideal rates (e.g. from
+            :func:`fabricflow.solve.reference.progressive_filling`).
+        since: start of the averaging window, s (default: half the duration).
+        rtol: relative tolerance for "below max-min" and for "saturated".
+    """
+    rate = result.mean_rate(since)
+    utilisation = link_utilisation(result.links, result.capacity, rate)
+    safe = np.where(result.links >= 0, result.links, 0)
+    saturated = np.any((utilisation[safe] >= 1 - rtol) & (result.links >= 0), axis=1)
+    slowed = rate < (1 - rtol) * np.asarray(max_min_rate, np.float64)
+    return slowed & (result.flow_pause_time > 0) & ~saturated
