@@ -1,0 +1,219 @@
+"""Collective algorithms -> flow phases: byte accounting per GPU, structure, conventions.
+
+No fabric needed: the decomposition is pure numpy over groups and a GPU -> domain map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fabricflow.collective import busbw_factor, canonical_op, make_groups, nccl_sizes
+from fabricflow.collective.algorithms import ALGORITHMS, Context, NotApplicable, get_algorithm
+from fabricflow.collective.algorithms.hops import btree_parents, dtree_parents, tree_depth
+from fabricflow.collective.groups import as_groups, domain_grid
+from fabricflow.errors import SpecError
+
+GPUS_PER_DOMAIN = 8
+
+
+def context(op, groups, *, channels=4, rail_aware=True, nvls=False, sharp=False,
+            per_domain=GPUS_PER_DOMAIN):
+    groups = np.asarray(groups, dtype=np.int64)
+    domain = np.arange(int(groups.max()) + 1) // per_domain
+    grid = domain_grid(groups, domain)
+    ordered = grid.reshape(groups.shape) if grid is not None else np.sort(groups, axis=1)
+    return Context(canonical_op(op), groups, ordered, grid, channels, rail_aware, nvls, sharp)
+
+
+def sent(phases, num_gpus, size=1.0):
+    return sum(p.bytes_sent(num_gpus, size) for p in phases)
+
+
+def received(phases, num_gpus, size=1.0):
+    return sum(p.bytes_received(num_gpus, size) for p in phases)
+
+
+def cross_domain_sent(phases, num_gpus):
+    """Bytes each GPU sends to GPUs of other domains."""
+    out = np.zeros(num_gpus)
+    for p in phases:
+        valid = p.hop_src >= 0
+        cross = valid & (p.hop_src // GPUS_PER_DOMAIN != p.hop_dst // GPUS_PER_DOMAIN)
+        per_hop = p.hop_load * p.bytes_per_size[:, :, None] * p.repeat
+        out += np.bincount(p.hop_src[cross], weights=per_hop[cross], minlength=num_gpus)
+    return out
+
+
+# ------------------------------------------------------------------ conventions
+
+def test_busbw_factors_match_nccl_tests():
+    assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    for op in ("reduce_scatter", "all_gather", "alltoall"):
+        assert busbw_factor(op, 16) == pytest.approx(15 / 16)
+    assert busbw_factor("broadcast", 8) == 1.0
+    assert busbw_factor("sendrecv", 2) == 1.0
+    with pytest.raises(SpecError, match="one of"):
+        busbw_factor("allreduse", 8)
+
+
+def test_nccl_sizes_doubling_and_errors():
+    sizes = nccl_sizes(8 * 2**20, 8 * 2**30)
+    assert sizes[0] == 8 * 2**20 and sizes[-1] == 8 * 2**30 and sizes.size == 11
+    with pytest.raises(SpecError, match="maxbytes"):
+        nccl_sizes(2**30, 2**20)
+    with pytest.raises(SpecError, match="stepfactor"):
+        nccl_sizes(1, 2, 1.0)
+
+
+def test_group_validation_errors():
+    with pytest.raises(SpecError, match="twice"):
+        as_groups([[0, 1, 1]], 8)
+    with pytest.raises(SpecError, match="0..7"):
+        as_groups([[0, 8]], 8)
+    with pytest.raises(SpecError, match="at least 2"):
+        as_groups([[3]], 8)
+    with pytest.raises(SpecError, match="same size"):
+        as_groups([[0, 1], [2, 3, 4]], 8)
+    with pytest.raises(SpecError, match="divide"):
+        make_groups(12, 5)
+    assert make_groups(16, 4, layout="strided")[1].tolist() == [1, 5, 9, 13]
+
+
+def test_domain_grid_regular_and_irregular():
+    domain = np.arange(32) // 8
+    grid = domain_grid(np.array([[9, 1, 0, 8]]), domain)
+    assert grid.tolist() == [[[0, 1], [8, 9]]]
+    assert domain_grid(np.array([[0, 1, 8]]), domain) is None
+
+
+def test_double_binary_tree_is_two_valid_trees_with_disjoint_inner_nodes():
+    for n in (2, 3, 7, 8, 13, 64):
+        for parent in dtree_parents(n):
+            assert (parent < 0).sum() == 1
+            assert tree_depth(parent) <= int(np.ceil(np.log2(n))) + 1
+        first, second = dtree_parents(n)
+        inner_first = np.isin(np.arange(n), first)
+        inner_second = np.isin(np.arange(n), second)
+        if n > 2:
+            assert not np.any(inner_first & inner_second & (np.arange(n) > 0) & (np.arange(n) < n - 1))
+    assert btree_parents(8).tolist() == [-1, 2, 4, 2, 0, 6, 4, 6]
+
+
+# ------------------------------------------------------------------ byte accounting
+
+GROUPS_2x4 = make_groups(32, 8, layout="contiguous").reshape(4, 8)        # single domain each
+GROUPS_4x2 = np.array([[0, 1, 8, 9, 16, 17, 24, 25], [2, 3, 10, 11, 18, 19, 26, 27]])
+
+
+@pytest.mark.parametrize("groups", [GROUPS_2x4, GROUPS_4x2])
+@pytest.mark.parametrize("op, factor", [("all_reduce", 2.0), ("reduce_scatter", 1.0),
+                                        ("all_gather", 1.0)])
+def test_ring_every_gpu_sends_and_receives_its_share(groups, op, factor):
+    n = groups.shape[1]
+    phases = ALGORITHMS["ring"].build(context(op, groups, rail_aware=False))
+    members = np.unique(groups)
+    expected = factor * (n - 1) / n
+    np.testing.assert_allclose(sent(phases, 32)[members], expected)
+    np.testing.assert_allclose(received(phases, 32)[members], expected)
+    assert sent(phases, 32).sum() == pytest.approx(expected * members.size)
+
+
+def test_rail_aware_ring_keeps_network_hops_on_one_rail():
+    ctx = context("all_reduce", GROUPS_4x2, channels=4)
+    (phase,) = ALGORITHMS["ring"].build(ctx)
+    valid = phase.hop_src >= 0
+    cross = valid & (phase.hop_src // 8 != phase.hop_dst // 8)
+    assert np.all(phase.hop_src[cross] % 8 == phase.hop_dst[cross] % 8)
+    # Each channel leaves each domain once: per domain 2 (n-1)/n S cross the network.
+    per_domain = np.bincount(np.arange(32) // 8, weights=cross_domain_sent([phase], 32), minlength=4)
+    np.testing.assert_allclose(per_domain, 2 * (2 * 7 / 8))      # two groups per domain
+    plain = ALGORITHMS["ring"].build(context("all_reduce", GROUPS_4x2, channels=4, rail_aware=False))
+    cross_plain = plain[0].hop_src // 8 != plain[0].hop_dst // 8
+    assert np.any(plain[0].hop_src[cross_plain] % 8 != plain[0].hop_dst[cross_plain] % 8)
+
+
+def test_tree_moves_each_chunk_once_up_and_once_down_every_edge():
+    groups = np.arange(32)[None, :]                      # 4 domains x 8
+    (phase,) = ALGORITHMS["tree"].build(context("all_reduce", groups, channels=4))
+    # n - 1 edges per tree, both directions, S / C per channel, C channels: 2 (n-1) S.
+    assert sent([phase], 32).sum() == pytest.approx(2 * 31)
+    # A node sends about 2 S over the network in total (NCCL: algbw = busbw / 2).
+    per_domain = np.bincount(np.arange(32) // 8, weights=cross_domain_sent([phase], 32))
+    np.testing.assert_allclose(per_domain.sum(), 2 * 3)
+    assert per_domain.max() <= 2.0 + 1e-9
+
+
+@pytest.mark.parametrize("op, repeat", [("all_reduce", 2), ("reduce_scatter", 1), ("all_gather", 1)])
+def test_halving_doubling_bytes_and_steps(op, repeat):
+    phases = ALGORITHMS["halving_doubling"].build(context(op, GROUPS_4x2))
+    assert len(phases) == 3 and all(p.repeat == repeat for p in phases)
+    np.testing.assert_allclose(sent(phases, 32)[GROUPS_4x2.ravel()], repeat * 7 / 8)
+    # The largest exchange (S/2) stays inside the domain.
+    first = phases[0]
+    assert np.all(first.hop_src // 8 == first.hop_dst // 8)
+    with pytest.raises(NotApplicable, match="power-of-two"):
+        ALGORITHMS["halving_doubling"].build(context(op, np.arange(6)[None, :]))
+
+
+def test_hierarchical_allreduce_volumes_per_level():
+    phases = ALGORITHMS["hierarchical"].build(context("all_reduce", GROUPS_4x2, channels=4))
+    assert [p.name for p in phases] == ["intra-reduce-scatter", "inter-rail", "intra-all-gather"]
+    members = GROUPS_4x2.ravel()
+    k, d = 2, 4
+    np.testing.assert_allclose(sent(phases[:1], 32)[members], (k - 1) / k)
+    np.testing.assert_allclose(sent(phases[1:2], 32)[members], 2 * (d - 1) / d / k)
+    np.testing.assert_allclose(cross_domain_sent(phases, 32)[members], 2 * (d - 1) / d / k)
+
+
+def test_direct_and_hierarchical_all_to_all_deliver_the_same_data():
+    groups = GROUPS_4x2
+    n = groups.shape[1]
+    direct = ALGORITHMS["direct"].build(context("all_to_all", groups, channels=1))
+    members = groups.ravel()
+    np.testing.assert_allclose(sent(direct, 32)[members], (n - 1) / n)
+    np.testing.assert_allclose(received(direct, 32)[members], (n - 1) / n)
+    hier = ALGORITHMS["hierarchical"].build(context("all_to_all", groups, channels=1))
+    # Network bytes equal the direct scheme's (6 of the 7 peers are remote: 6/8 S each),
+    # but go in D - 1 = 3 aggregated rail flows per GPU instead of 6 cross-rail ones.
+    np.testing.assert_allclose(cross_domain_sent(hier, 32)[members], 6 / 8)
+    np.testing.assert_allclose(cross_domain_sent(direct, 32)[members], 6 / 8)
+    rail = hier[1]
+    assert np.all(rail.hop_src % 8 == rail.hop_dst % 8)
+    assert rail.transfers_per_group == 2 * 4 * 3
+
+
+def test_nvls_loads_each_switch_port_with_s_times_n_plus_1_over_n():
+    groups = np.arange(8)[None, :]
+    (phase,) = ALGORITHMS["nvls"].build(context("all_reduce", groups, nvls=True))
+    np.testing.assert_allclose(sent([phase], 8), 9 / 8)
+    with pytest.raises(NotApplicable, match="NVLS"):
+        ALGORITHMS["nvls"].build(context("all_reduce", groups, nvls=False))
+
+
+def test_sharp_tree_and_merge_mode():
+    phases = ALGORITHMS["sharp"].build(context("all_reduce", GROUPS_4x2, channels=2, sharp=True))
+    assert [p.name for p in phases] == ["intra-reduce-scatter", "sharp", "intra-all-gather"]
+    assert phases[1].merge == "max"
+
+
+def test_broadcast_chain_reaches_everyone_from_the_root():
+    groups = np.array([[9, 0, 1, 8, 16, 17, 24, 25]])    # root 9
+    (phase,) = ALGORITHMS["ring"].build(context("broadcast", groups, channels=2, rail_aware=False))
+    got = received([phase], 32)
+    assert got[9] == 0.0
+    np.testing.assert_allclose(got[[0, 1, 8, 16, 17, 24, 25]], 1.0)
+
+
+def test_sendrecv_ring_shift_in_rank_order():
+    groups = np.array([[3, 0, 5]])
+    (phase,) = ALGORITHMS["direct"].build(context("sendrecv", groups, channels=2))
+    pairs = set(zip(phase.hop_src.ravel().tolist(), phase.hop_dst.ravel().tolist(), strict=True))
+    assert pairs == {(3, 0), (0, 5), (5, 3)}
+    np.testing.assert_allclose(sent([phase], 8)[[3, 0, 5]], 1.0)
+
+
+def test_algorithm_names_and_aliases():
+    assert get_algorithm("hd").name == "halving_doubling"
+    with pytest.raises(SpecError, match="auto"):
+        get_algorithm("butterfly")
