@@ -195,3 +195,19 @@ def test_routing_matrix_bcoo_matches_link_load(small_rail_fabric):
 def test_empty_flow_list(small_rail_fabric):
     routes = ff.route(small_rail_fabric, np.array([], np.int64), np.array([], np.int64))
     assert routes.num_flows == 0
+
+
+def test_pxn_keeps_cross_rail_traffic_on_the_destination_rail(small_rail_fabric):
+    fabric = small_rail_fabric
+    src, dst = random_pairs(fabric.num_gpus, 1000, seed=9)
+    routes = ff.route(fabric, src, dst, pxn=True)
+    assert_valid_walks(fabric, routes, src, dst)
+    cross = (src % 4 != dst % 4) & (src // 4 != dst // 4)
+    kinds = fabric.link_kind[np.maximum(routes.links, 0)]
+    assert np.all(kinds[cross, 0] == "nvlink") and np.all(kinds[cross, 1] == "nvlink")
+    # after the relay the flow rides the destination rail: its NIC uplink leaves the proxy
+    proxy = src - src % 4 + dst % 4
+    assert np.all(fabric.link_src[routes.links[cross, 2]] == fabric.gpu_node[proxy[cross]])
+    plain = ff.route(fabric, src, dst)
+    assert np.array_equal(routes.hop_count[~cross], plain.hop_count[~cross])
+    assert np.array_equal(routes.hop_count[cross], 2 + hop_distances(fabric, proxy[cross], dst[cross]))

@@ -14,6 +14,10 @@ Policies:
     spray: an even split over *all* equal-cost paths (ideal packet spraying / adaptive
         routing). Row width grows with the path count; memory is checked first.
 
+PXN (``pxn=True``, NCCL's "PCI x NVLink"): on a rail-optimized fabric a flow to another
+rail first crosses NVLink to the GPU of its own node that sits on the destination's rail,
+then stays on that rail, as NCCL does to keep inter-node traffic rail-local.
+
 Failures (``fabric.without``): a path that uses a failed link is re-drawn with a fresh
 salt (rejection sampling keeps the choice uniform over surviving paths); the few flows
 still failing after that are resolved by enumerating all their paths. Flows with no
@@ -38,11 +42,14 @@ SPRAY_MAX_ENTRIES = 64_000_000
 
 @register_router(ClosStructure)
 def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0,
-               k: int = 4) -> Routes:
-    """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``."""
+               k: int = 4, pxn: bool = False) -> Routes:
+    """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``;
+    ``pxn``: relay cross-rail traffic over NVLink to the destination's rail first."""
     if policy not in POLICIES:
         raise SpecError("policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}")
     st: ClosStructure = fabric.structure
+    if pxn:
+        return _route_pxn(fabric, st, src, dst, policy=policy, seed=seed, k=k)
     key = hashing.flow_key(src, dst, seed)
     if policy == "ecmp":
         links = _single_paths(fabric, st, src, dst, key, draw=0)
@@ -203,3 +210,30 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
     if not np.all(np.isfinite(coef)):
         raise RoutingError("internal error: non-finite spray coefficients")
     return links, coef
+
+
+def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Routes:
+    """Cross-rail flows hop over NVLink to the proxy GPU on the destination's rail."""
+    if st.scale_up is None:
+        raise SpecError("pxn", "PXN needs a scale-up (NVLink) domain; this fabric has none")
+    per_node = fabric.gpus_per_node
+    proxy = src - src % per_node + dst % per_node
+    relay = (proxy != src) & (fabric.gpu_domain[src] != fabric.gpu_domain[dst])
+    relay &= fabric.gpu_domain[proxy] == fabric.gpu_domain[src]
+    first_hop = np.where(relay, proxy, src)
+    inner = route_clos(fabric, first_hop, dst, policy=policy, seed=seed, k=k)
+    hop = np.full((src.shape[0], 2), -1, np.int64)
+    hop[relay, 0] = st.scale_up.up[src[relay]]
+    hop[relay, 1] = st.scale_up.down[proxy[relay]]
+    links = np.concatenate([hop, inner.links], axis=1)
+    coef = None
+    if inner.coef is not None:
+        coef = np.concatenate([np.where(hop >= 0, 1.0, 0.0), inner.coef], axis=1)
+    # Left-align: rows without a relay have their padding first.
+    order = np.argsort(links < 0, axis=1, kind="stable")
+    links = np.take_along_axis(links, order, axis=1)
+    if coef is not None:
+        coef = np.take_along_axis(coef, order, axis=1)
+    used = int((links >= 0).sum(axis=1).max(initial=2))
+    return Routes(links[:, :used], None if coef is None else coef[:, :used], src, dst,
+                  fabric.num_links, policy + "+pxn")
