@@ -18,6 +18,12 @@ PRECISIONS = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
 GRAD_DTYPES = ("fp32", "bf16")
 
+# Fraction of compute-phase wall time the GPU spends inside kernels (the rest: launch gaps,
+# host synchronisation, allocator and framework overhead between kernels). The single
+# fitted constant of the step model: least squares in log space over the six Megatron
+# SC21 Table 1 rows of REFERENCES 5 (tests/test_step_calibration.py recomputes it).
+FRAMEWORK_EFFICIENCY = 0.80
+
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
@@ -42,6 +48,8 @@ class Layout:
             for bf16 training, or ``bf16``).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
             the slowest rank sets the all-to-all and expert-GEMM time.
+        framework_efficiency: fraction of compute-phase time spent inside kernels
+            (see ``FRAMEWORK_EFFICIENCY``); compute times are divided by it.
     """
 
     tp: int = 1
@@ -62,6 +70,7 @@ class Layout:
     pp_overlap: bool = True
     grad_reduce_dtype: str = "fp32"
     moe_imbalance: float = 1.1
+    framework_efficiency: float = FRAMEWORK_EFFICIENCY
 
     @property
     def num_gpus(self) -> int:
@@ -115,6 +124,9 @@ class Layout:
                                 f"one of {list(allowed)}")
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
+        if not 0.0 < self.framework_efficiency <= 1.0:
+            raise SpecError("layout.framework_efficiency", f"must lie in (0, 1], got "
+                            f"{self.framework_efficiency}")
         if not self.moe_imbalance >= 1.0:
             raise SpecError("layout.moe_imbalance", f"must be >= 1 (max/mean load), got {self.moe_imbalance}")
         if num_gpus is not None and self.num_gpus != num_gpus:

@@ -59,6 +59,8 @@ class ModelSpec:
             (``kv_lora_rank == 0`` means standard multi-head / grouped-query attention).
         attention: ``flash`` (fused, no s^2 tensors; causal tiles skipped) or ``eager``
             (materialised scores, softmax and dropout over s^2, as Megatron-LM did in 2021).
+        hidden_dropout, attention_dropout: dropout probabilities (a dropout costs a mask
+            write/read in memory-bound kernels; Hugging Face GPT-2 defaults to 0.1).
     """
 
     name: str
@@ -83,6 +85,8 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     attention: str = "flash"
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         for field in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -238,6 +242,11 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
         gated_ffn=gated, tie_word_embeddings=bool(_get(config, "tie_word_embeddings",
                                                         default=model_type == "gpt2")),
         attention="eager" if attn == "eager" else "flash",
+        hidden_dropout=float(_get(config, "resid_pdrop", "hidden_dropout", "hidden_dropout_prob",
+                                  default=0.1 if model_type == "gpt2" else 0.0)),
+        attention_dropout=float(_get(config, "attn_pdrop", "attention_dropout",
+                                     "attention_probs_dropout_prob",
+                                     default=0.1 if model_type == "gpt2" else 0.0)),
     )
     if experts:
         kwargs.update(
@@ -320,6 +329,7 @@ def _spec_to_config(spec: ModelSpec) -> dict:
         "hidden_act": "silu" if spec.gated_ffn else "gelu",
         "tie_word_embeddings": spec.tie_word_embeddings,
         "attn_implementation": spec.attention,
+        "hidden_dropout": spec.hidden_dropout, "attention_dropout": spec.attention_dropout,
     }
     if spec.is_moe:
         config.update(num_local_experts=spec.num_experts, num_experts_per_tok=spec.experts_per_token,

@@ -1,0 +1,133 @@
+"""The one place where the step model asks for collective times on a fabric.
+
+:func:`collective_time` takes a fabric, an op (``all_reduce``, ``reduce_scatter``,
+``all_gather``, ``all_to_all``, ``sendrecv``), GPU groups ``[num_groups, group_size]`` and
+the message size in bytes (nccl-tests convention, see ``collective/ops.py``) and returns
+the seconds of every group, with all groups running concurrently on the fabric.
+
+It delegates to the collective model (``fabricflow.collective``) when that model provides
+``collective_times``; otherwise it falls back to :func:`alpha_beta_estimate`, an analytic
+ring / direct estimate from per-GPU NVLink and NIC bandwidths (REFERENCES 4) that ignores
+congestion above the NICs. ``CollectiveCache`` memoises calls, since a step asks for the
+same (op, groups, size) several times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..fabric.fabric import Fabric
+
+# NCCL Simple-protocol latencies (REFERENCES 4, tuning.cc): base + per hop.
+BASE_LATENCY_S = 8.4e-6
+NVLINK_HOP_S = 3.4e-6
+NETWORK_HOP_S = 14.0e-6
+
+
+def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float) -> np.ndarray:
+    """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
+
+    Args:
+        fabric: the network.
+        op: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all`` or ``sendrecv``.
+        groups: int ``[num_groups, group_size]`` GPU indices.
+        size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    if groups.shape[1] < 2 or size_bytes <= 0:
+        return np.zeros(groups.shape[0])
+    model = _collective_model()
+    if model is not None:
+        return np.asarray(model(fabric, op, groups, float(size_bytes)), dtype=np.float64)
+    return alpha_beta_estimate(fabric, op, groups, size_bytes)
+
+
+def _collective_model():
+    """The collective model's entry point, or None while it is not available."""
+    try:
+        from ..collective import collective_times
+    except ImportError:
+        return None
+    return collective_times
+
+
+def collective_backend() -> str:
+    """``'collective-model'`` or ``'alpha-beta-estimate'`` (what :func:`collective_time` uses)."""
+    return "collective-model" if _collective_model() is not None else "alpha-beta-estimate"
+
+
+def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
+    """float64 ``[G]``: total capacity (bytes/s) of the ``kind`` links leaving each GPU."""
+    if kind not in fabric.link_kinds:
+        return np.zeros(fabric.num_gpus)
+    node_to_gpu = np.full(fabric.num_nodes, -1, dtype=np.int64)
+    node_to_gpu[fabric.gpu_node] = np.arange(fabric.num_gpus)
+    links = fabric.links_of_kind(kind)
+    owner = node_to_gpu[fabric.link_src[links]]
+    keep = owner >= 0
+    return np.bincount(owner[keep], weights=fabric.capacity[links][keep], minlength=fabric.num_gpus)
+
+
+def alpha_beta_estimate(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float) -> np.ndarray:
+    """Analytic estimate (not the fabric flow model): ring collectives and direct all-to-all.
+
+    A group inside one scale-up domain runs at the per-GPU NVLink bandwidth ``B_nv``. A group
+    spread over ``D`` domains with ``k`` members each runs its rings over ``k`` NICs per
+    domain (one ring channel per rail): bus bandwidth ``min(B_nv, k B_nic)``; its all-to-all
+    sends the off-domain share over each GPU's own NIC. Times (``n`` ranks, ``S`` bytes):
+    all-reduce ``2 (n-1)/n S / B``, reduce-scatter / all-gather ``(n-1)/n S / B``,
+    all-to-all ``max((k-1)/n S / B_nv, (n-k)/n S / B_nic)``, send/recv ``S / B``; plus
+    NCCL's Simple-protocol latency per ring step. Concurrent groups only share NICs as
+    the per-rail rings above do; spine congestion is not seen here.
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    num_groups, n = groups.shape
+    domains = np.sort(fabric.gpu_domain[groups], axis=1)
+    num_domains = 1 + np.count_nonzero(np.diff(domains, axis=1), axis=1)       # [G]
+    per_domain = n / num_domains
+    nvlink = _per_gpu_bandwidth(fabric, "nvlink")[groups].min(axis=1)
+    nic = _per_gpu_bandwidth(fabric, "nic")[groups].min(axis=1)
+    if not np.any(nvlink > 0):
+        nvlink = nic
+    intra = num_domains == 1
+    ring_bw = np.where(intra, nvlink, np.minimum(nvlink, per_domain * nic))
+    hop = np.where(intra, NVLINK_HOP_S, NETWORK_HOP_S)
+    if op == "all_reduce":
+        time = 2 * (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
+    elif op in ("reduce_scatter", "all_gather"):
+        time = (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + (n - 1) * hop
+    elif op == "all_to_all":
+        local = (per_domain - 1) / n * size_bytes / nvlink
+        remote = np.where(intra, 0.0, (n - per_domain) / n * size_bytes / np.maximum(nic, 1e-30))
+        time = np.maximum(local, remote) + BASE_LATENCY_S + hop
+    elif op == "sendrecv":
+        # The slowest pair of the group: across domains if any member is elsewhere.
+        time = size_bytes / np.where(intra, nvlink, np.minimum(nvlink, nic)) + BASE_LATENCY_S + hop
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    return np.broadcast_to(time, (num_groups,)).astype(np.float64)
+
+
+class CollectiveCache:
+    """Memoised :func:`collective_time` for one fabric and a fixed set of group arrays.
+
+    Group arrays are registered under a name (``"tp"``, ``"dp"``, ...) so the key is
+    (name, op, size) and no array is hashed per call.
+    """
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.groups: dict[str, np.ndarray] = {}
+        self._times: dict[tuple, float] = {}
+
+    def add(self, name: str, groups: np.ndarray) -> None:
+        self.groups[name] = np.asarray(groups, dtype=np.int64)
+
+    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+        """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
+        key = (name, op, float(size_bytes))
+        if key not in self._times:
+            groups = self.groups[name]
+            times = collective_time(self.fabric, op, groups, size_bytes)
+            self._times[key] = float(times.max()) if times.size else 0.0
+        return self._times[key]

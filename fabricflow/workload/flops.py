@@ -1,0 +1,57 @@
+"""Model FLOPs derived from the shapes (GQA, SwiGLU, MoE top-k, MLA), per token and per step.
+
+Convention (Megatron SC21 eq. 3, PaLM): a multiply-add is 2 FLOPs; attention scores and
+context count the full ``s x s`` product (no causal halving) so that MFU figures compare
+with published ones; backward = 2 x forward. For the dense GPT of Megatron this gives
+``72 B s l h^2 (1 + s/(6h) + V/(12 l h))`` per step without recompute and
+``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recompute (the layers run forward
+twice, the logits once).
+"""
+
+from __future__ import annotations
+
+from .model import ModelSpec
+
+
+def attention_core_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Forward FLOPs per token of ``softmax(Q K^T) V`` over ``seq_len`` keys (all heads)."""
+    return 2.0 * seq_len * model.num_heads * (model.qk_head_dim + model.value_head_dim)
+
+
+def layer_flops_per_token(model: ModelSpec, seq_len: int, *, moe: bool) -> float:
+    """Forward FLOPs per token of one transformer layer (dense, or MoE with top-k experts)."""
+    projections = sum(i * o for i, o in model.attention_weight_shapes())
+    if moe:
+        expert = sum(i * o for i, o in model.ffn_weight_shapes(model.moe_intermediate_size))
+        ffn = (model.experts_per_token + model.num_shared_experts) * expert
+        ffn += model.hidden_size * model.num_experts  # router
+    else:
+        ffn = sum(i * o for i, o in model.ffn_weight_shapes(model.intermediate_size))
+    return 2.0 * (projections + ffn) + attention_core_flops_per_token(model, seq_len)
+
+
+def forward_flops_per_token(model: ModelSpec, seq_len: int) -> dict[str, float]:
+    """Forward FLOPs per token: ``layers`` (all of them) and ``logits`` (output projection)."""
+    layers = model.num_dense_layers * layer_flops_per_token(model, seq_len, moe=False)
+    if model.is_moe:
+        layers += model.num_moe_layers * layer_flops_per_token(model, seq_len, moe=True)
+    return {"layers": layers, "logits": 2.0 * model.hidden_size * model.vocab_size}
+
+
+def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> float:
+    """Model FLOPs of one training step (forward + backward, no recompute): the MFU numerator."""
+    per_token = forward_flops_per_token(model, seq_len)
+    return 3.0 * global_batch * seq_len * (per_token["layers"] + per_token["logits"])
+
+
+def hardware_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int,
+                            recompute: str) -> float:
+    """FLOPs actually executed, counting recomputation (Megatron's "achieved TFLOP/s")."""
+    per_token = forward_flops_per_token(model, seq_len)
+    tokens = global_batch * seq_len
+    total = 3.0 * tokens * (per_token["layers"] + per_token["logits"])
+    if recompute == "full":
+        total += tokens * per_token["layers"]
+    elif recompute == "selective":
+        total += tokens * model.num_layers * attention_core_flops_per_token(model, seq_len)
+    return total

@@ -1,0 +1,277 @@
+"""Training step time: compute, pipeline bubble, and exposed TP/CP/EP/PP/DP communication.
+
+Composition (one GPU of the slowest pipeline rank; all times in seconds):
+
+* per micro-batch and layer: compute from :func:`layer_cost.layer_cost` (forward, backward,
+  recompute), plus the exposed part of its collectives, each timed on the fabric with all
+  concurrent groups by :func:`comm.collective_time`:
+  TP: 2 all-reduces of the activations ``b s/cp h`` (bf16) per pass, or with sequence
+  parallelism 2 all-gathers + 2 reduce-scatters; hidden behind the pass's GEMMs when
+  ``tp_overlap``. CP: a ring of ``cp - 1`` K/V send/recv steps forward (K/V + their
+  gradients backward), hidden behind the attention core. EP: dispatch and combine
+  all-to-all of ``top_k`` token copies per pass, scaled by the routing imbalance.
+  Passes: forward, backward, and the forward again under full recompute.
+* the slowest pipeline rank (first: embedding, last: logits + loss) sets the pace:
+  ``m`` micro-batches, bubble ``(p - 1) / v`` micro-batch times (1F1B / interleaved);
+  pipeline send/recv of ``b s/cp h / tp`` bytes (Megatron scatter-gather) is exposed on
+  the ``2 (p v - 1)`` hops of fill and drain when overlapped, on every hop otherwise.
+* DP: gradients reduced over the data x context ranks (expert gradients over the expert
+  data-parallel ranks): all-reduce (ZeRO-0) or reduce-scatter + parameter all-gather
+  (ZeRO-1/2), overlapped with the last backward / first forward per bucket when
+  ``dp_overlap`` (the first layer's bucket is always exposed); ZeRO-3 gathers parameters
+  for every forward and backward and reduce-scatters gradients per micro-batch.
+* optimizer: a memory-bound Adam pass over the local (sharded) parameters, ~34 B each
+  (read fp32 master, grad, two moments and the grad-norm pass; write master, moments, bf16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import SpecError
+from ..fabric.fabric import Fabric
+from .comm import CollectiveCache, collective_backend
+from .efficiency import memory_time
+from .flops import hardware_flops_per_step, model_flops_per_step
+from .gpu import GpuSpec, load_gpu
+from .layer_cost import embedding_cost, head_cost, layer_cost
+from .layout import Layout
+from .memory import GIB, MemoryEstimate, memory_per_gpu, stage_parameters
+from .model import ModelSpec, load_model
+from .placement import Placement, place
+
+ADAM_BYTES_PER_PARAM = 34.0
+BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """Outcome of :func:`step_time` (SI units).
+
+    ``breakdown`` (seconds) sums to ``step_time_s``: ``compute`` (slowest rank's kernels for
+    all micro-batches), ``bubble`` (pipeline fill and drain, incl. the comm inside the
+    micro-batch time), exposed ``tp``/``cp``/``ep``/``pp``/``dp`` communication and
+    ``optimizer``. ``tflops_per_gpu`` counts model FLOPs (no recompute, MFU numerator);
+    ``hardware_tflops_per_gpu`` counts recomputed FLOPs too (Megatron's "achieved").
+    """
+
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    memory: MemoryEstimate
+    breakdown: dict
+    details: dict
+
+    @property
+    def memory_gib_per_gpu(self) -> float:
+        return self.memory.total / GIB
+
+    def to_dict(self) -> dict:
+        return {"step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+                "tflops_per_gpu": self.tflops_per_gpu,
+                "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu, "mfu": self.mfu,
+                "memory_gib_per_gpu": self.memory_gib_per_gpu,
+                "memory_gib": self.memory.as_gib(), "breakdown": dict(self.breakdown),
+                **self.details}
+
+
+def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric: Fabric, *,
+              order: str = "tp-cp-ep-dp-pp", placement: str | Placement = "contiguous",
+              seed: int = 0, check_memory: bool = True) -> StepResult:
+    """Time of one training step of ``model`` on ``fabric`` with ``layout``.
+
+    Args:
+        model, gpu: specs or preset names.
+        layout: the parallel layout (validated here against the model).
+        fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
+        order: Megatron-style rank order, fastest-varying dimension first.
+        placement: ``contiguous``, ``scattered`` (seeded, whole servers) or a
+            :class:`Placement` built by :func:`placement.place`.
+        check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
+
+    Example::
+
+        fabric = ff.load_fabric("dgx-a100-superpod")
+        layout = Layout(tp=8, pp=2, dp=32, micro_batch=4, global_batch=1536, recompute="full")
+        result = step_time("megatron-39.1b", "a100-80gb", layout, fabric)
+        result.step_time_s, result.breakdown
+    """
+    model = load_model(model) if not isinstance(model, ModelSpec) else model
+    gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    layout.validate(model)
+    gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
+    memory = memory_per_gpu(model, layout)
+    if check_memory and memory.total > gpu.hbm:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in memory.as_gib().items() if k not in ("total", "rank"))
+        raise SpecError("layout", f"needs {memory.total / GIB:.1f} GiB per GPU on the {memory.rank} "
+                        f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
+                        "of HBM; raise tp/pp, use recompute, ZeRO or a smaller micro-batch")
+    if isinstance(placement, Placement):
+        where = placement
+    else:
+        where = place(layout, fabric.num_gpus, order=order, placement=placement, seed=seed,
+                      gpus_per_node=fabric.gpus_per_node)
+    comm = _register_groups(fabric, where, model, layout)
+
+    times = _micro_batch_times(model, gpu, layout, comm)
+    slow = max(times.values(), key=lambda t: t["total"])
+    m, p, v = layout.num_micro_batches, layout.pp, layout.vpp
+    breakdown = {key: 0.0 for key in BREAKDOWN_KEYS}
+    for key in ("compute", "tp", "cp", "ep"):
+        breakdown[key] = m * slow[key]
+    breakdown["bubble"] = (p - 1) / v * slow["total"]
+    breakdown["pp"] = _pipeline_exposed(model, layout, comm)
+    breakdown["dp"] = _data_parallel_exposed(model, layout, comm, slow)
+    dense_params, expert_params = stage_parameters(model, layout)
+    local = dense_params + expert_params
+    if layout.zero >= 1:
+        local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
+    breakdown["optimizer"] = float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
+    total = sum(breakdown.values())
+
+    num_gpus = layout.num_gpus
+    flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
+    hw_flops = hardware_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
+    details = {
+        "model": model.name, "gpu": gpu.name, "fabric": fabric.name, "num_gpus": num_gpus,
+        "layout": dataclasses.asdict(layout), "order": "-".join(where.order),
+        "placement": placement if isinstance(placement, str) else "custom",
+        "num_micro_batches": m, "collective_backend": collective_backend(),
+        "model_flops_per_step": flops, "parameters": model.num_parameters(),
+        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
+        "slowest_rank": slow["rank"],
+    }
+    return StepResult(
+        step_time_s=total,
+        tokens_per_s=layout.global_batch * layout.seq_len / total,
+        tflops_per_gpu=flops / total / num_gpus / 1e12,
+        hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
+        mfu=flops / (total * num_gpus * gpu.peak(layout.precision)),
+        memory=memory, breakdown=breakdown, details=details)
+
+
+def _register_groups(fabric: Fabric, where: Placement, model: ModelSpec,
+                     layout: Layout) -> CollectiveCache:
+    """Build each group set once: int arrays [num_groups, group_size] of GPU indices."""
+    comm = CollectiveCache(fabric)
+    for name, dims, expert in (("tp", "tp", False), ("cp", "cp", False), ("pp", "pp", False),
+                               ("dp", ("dp", "cp"), False)):
+        comm.add(name, where.groups(dims, expert=expert))
+    if model.is_moe:
+        comm.add("ep", where.groups("ep", expert=True))
+        comm.add("edp", where.groups("dp", expert=True))
+    return comm
+
+
+def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *, moe: bool) -> dict:
+    """Exposed TP / CP / EP seconds of one layer for one micro-batch (all passes)."""
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    passes_fwd = 2 if layout.recompute == "full" else 1
+    out = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
+    if layout.tp > 1:
+        size = 2.0 * tokens * model.hidden_size
+        if layout.sequence_parallel:
+            per_pass = 2 * (comm.slowest("tp", "all_gather", size)
+                            + comm.slowest("tp", "reduce_scatter", size))
+        else:
+            per_pass = 2 * comm.slowest("tp", "all_reduce", size)
+        if layout.tp_overlap:
+            out["tp"] = (passes_fwd * max(0.0, per_pass - cost.forward_gemm_s)
+                         + max(0.0, per_pass - cost.backward_gemm_s))
+        else:
+            out["tp"] = (passes_fwd + 1) * per_pass
+    if layout.cp > 1:
+        if model.is_mla:
+            width = model.num_heads * (model.qk_head_dim + model.value_head_dim)
+        else:
+            width = 2 * model.num_kv_heads * model.head_dim
+        chunk = 2.0 * tokens * width / layout.tp
+        steps = layout.cp - 1
+        ring_f = steps * comm.slowest("cp", "sendrecv", chunk)
+        ring_b = steps * comm.slowest("cp", "sendrecv", 2 * chunk)
+        redo = 1 if layout.recompute in ("full", "selective") else 0
+        out["cp"] = ((1 + redo) * max(0.0, ring_f - cost.forward_attention_s)
+                     + max(0.0, ring_b - cost.backward_attention_s))
+    if moe and layout.ep > 1:
+        size = 2.0 * tokens / layout.tp * model.experts_per_token * model.hidden_size
+        size *= layout.moe_imbalance
+        out["ep"] = 2 * (passes_fwd + 1) * comm.slowest("ep", "all_to_all", size)
+    return out
+
+
+def _micro_batch_times(model: ModelSpec, gpu: GpuSpec, layout: Layout,
+                       comm: CollectiveCache) -> dict:
+    """Per pipeline rank (first, middle, last): seconds of one micro-batch, split by kind."""
+    kinds = [(False, model.num_dense_layers / model.num_layers)]
+    if model.is_moe:
+        kinds.append((True, model.num_moe_layers / model.num_layers))
+    per_layer = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
+    costs = {moe: layer_cost(model, gpu, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
+             for moe, _ in kinds}
+    for moe, share in kinds:
+        cost = costs[moe]
+        exposed = _layer_comm(model, layout, comm, cost, moe=moe)
+        per_layer["compute"] += share * cost.total_s
+        for key, value in exposed.items():
+            per_layer[key] += share * value
+    emb_f, emb_b = embedding_cost(model, gpu, layout)
+    head_f, head_b = head_cost(model, gpu, layout)
+    first, middle, last = layout.stage_layers(model)
+    ranks = {"first": (first, emb_f + emb_b), "middle": (middle, 0.0), "last": (last, head_f + head_b)}
+    if layout.pp == 1:
+        ranks = {"only": (first, emb_f + emb_b + head_f + head_b)}
+    out = {}
+    for rank, (layers, extra) in ranks.items():
+        t = {key: layers * value for key, value in per_layer.items()}
+        t["compute"] += extra / layout.framework_efficiency
+        t["total"] = sum(t.values())
+        t["rank"] = rank
+        t["backward_s"] = layers * sum(share * costs[moe].backward_s for moe, share in kinds)
+        out[rank] = t
+    return out
+
+
+def _pipeline_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache) -> float:
+    if layout.pp == 1:
+        return 0.0
+    size = 2.0 * layout.micro_batch * layout.seq_len / layout.cp * model.hidden_size / layout.tp
+    hop = comm.slowest("pp", "sendrecv", size)
+    chain = 2 * (layout.pp * layout.vpp - 1) * hop
+    if layout.pp_overlap:
+        return chain
+    return chain + 2 * layout.num_micro_batches * layout.vpp * hop
+
+
+def _data_parallel_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache, slow: dict) -> float:
+    dense, expert = stage_parameters(model, layout)
+    grad_bytes = 4.0 if layout.grad_reduce_dtype == "fp32" else 2.0
+    sets = [("dp", dense, layout.dp * layout.cp)]
+    if model.is_moe:
+        sets.append(("edp", expert, layout.expert_dp))
+    first, _, last = layout.stage_layers(model)
+    buckets = max(first, last, 1)
+    total = 0.0
+    for name, params, size in sets:
+        if size == 1 or params == 0:
+            continue
+        if layout.zero == 3:
+            gather = comm.slowest(name, "all_gather", 2.0 * params)
+            scatter = comm.slowest(name, "reduce_scatter", grad_bytes * params)
+            per_mb = 2 * gather + scatter
+            if layout.dp_overlap:
+                per_mb = max(per_mb - slow["total"], per_mb / buckets)
+            total += layout.num_micro_batches * per_mb
+            continue
+        if layout.zero == 0:
+            reduce = comm.slowest(name, "all_reduce", grad_bytes * params)
+            gather = 0.0
+        else:
+            reduce = comm.slowest(name, "reduce_scatter", grad_bytes * params)
+            gather = comm.slowest(name, "all_gather", 2.0 * params)
+        if layout.dp_overlap:
+            reduce = max(reduce - slow["backward_s"], reduce / buckets)
+            gather = max(gather - (slow["total"] - slow["backward_s"]), gather / buckets) if gather else 0.0
+        total += reduce + gather
+    return total
