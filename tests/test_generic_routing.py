@@ -1,0 +1,169 @@
+"""Generic shortest-path ECMP router: minimal valid walks, no GPU transit, failures, limits,
+and an independent cross-check of the Clos router's hop counts."""
+
+import dataclasses
+
+import networkx as nx
+import numpy as np
+import pytest
+from fabric_specs import fat_tree_spec
+
+import fabricflow as ff
+from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
+from fabricflow.fabric.spec import build_fabric
+from fabricflow.routing import generic
+
+
+def random_pairs(num_gpus, count, seed=0):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, num_gpus, count)
+    dst = (src + rng.integers(1, num_gpus, count)) % num_gpus
+    return src, dst
+
+
+def assert_valid_walks(fabric, routes, src, dst):
+    """Every row is a connected walk from the source GPU's node to the destination GPU's
+    node over existing, working links, with padding only at the end."""
+    links = routes.links
+    valid = links >= 0
+    assert np.all(valid[:, :-1] | ~valid[:, 1:])
+    assert np.all(links[valid] < fabric.num_links)
+    hops = valid.sum(axis=1)
+    assert np.all(hops >= 1)
+    first = links[:, 0]
+    last = links[np.arange(len(links)), hops - 1]
+    assert np.all(fabric.link_src[first] == fabric.gpu_node[src])
+    assert np.all(fabric.link_dst[last] == fabric.gpu_node[dst])
+    inner = valid[:, 1:]
+    assert np.all(fabric.link_dst[links[:, :-1]][inner] == fabric.link_src[links[:, 1:]][inner])
+    assert np.all(fabric.link_up[links[valid]])
+
+
+def networkx_hops(fabric, src, dst, *, gpu_transit):
+    """Independent minimal hop counts (networkx BFS) over working links; without GPU
+    transit, GPUs other than the endpoints are removed from the graph per flow."""
+    graph = nx.DiGraph()
+    up = fabric.link_up
+    graph.add_nodes_from(range(fabric.num_nodes))
+    graph.add_edges_from(zip(fabric.link_src[up].tolist(), fabric.link_dst[up].tolist(), strict=True))
+    gpu_nodes = set(fabric.gpu_node.tolist())
+    out = []
+    for s, d in zip(fabric.gpu_node[src].tolist(), fabric.gpu_node[dst].tolist(), strict=True):
+        view = graph if gpu_transit else nx.subgraph_view(
+            graph, filter_node=lambda n, s=s, d=d: n in (s, d) or n not in gpu_nodes)
+        out.append(nx.shortest_path_length(view, s, d))
+    return np.asarray(out)
+
+
+def unstructured(fabric):
+    """The same fabric routed by the generic fallback."""
+    return dataclasses.replace(fabric, structure=None)
+
+
+def test_clos_router_hop_counts_match_the_generic_router(small_rail_fabric):
+    # An independent check of the Clos router: both give minimal hop counts.
+    src, dst = random_pairs(small_rail_fabric.num_gpus, 3000, seed=1)
+    clos = ff.route(small_rail_fabric, src, dst, policy="ecmp", seed=2)
+    plain = unstructured(small_rail_fabric)
+    routes = ff.route(plain, src, dst, seed=2)
+    assert_valid_walks(plain, routes, src, dst)
+    assert np.array_equal(routes.hop_count, clos.hop_count)
+
+
+def test_clos_router_matches_generic_after_failures():
+    fabric = build_fabric(fat_tree_spec(8, tiers=3)).without(link_kind="leaf", fraction=0.05, seed=4)
+    src, dst = random_pairs(fabric.num_gpus, 1500, seed=3)
+    clos = ff.route(fabric, src, dst)
+    routes = ff.route(unstructured(fabric), src, dst)
+    assert_valid_walks(fabric, routes, src, dst)
+    # While one up/down path of the lowest common level survives it is minimal overall,
+    # so both routers give the networkx minimum.
+    assert np.array_equal(routes.hop_count, clos.hop_count)
+    assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))
+
+
+def test_generic_router_finds_detours_longer_than_up_down_paths():
+    # With a leaf's uplinks mostly failed, some pairs keep only non-minimal detours; the
+    # generic router still finds the shortest surviving one.
+    fabric = build_fabric(fat_tree_spec(8, tiers=3)).without(link_kind="leaf", fraction=0.2, seed=4)
+    plain = unstructured(fabric)
+    src, dst = random_pairs(fabric.num_gpus, 1500, seed=3)
+    routes = ff.route(plain, src, dst)
+    assert_valid_walks(plain, routes, src, dst)
+    assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))
+
+
+def test_generic_routes_are_minimal_and_never_transit_gpus(small_rail_fabric):
+    fabric = unstructured(small_rail_fabric)
+    src, dst = random_pairs(fabric.num_gpus, 400, seed=5)
+    routes = ff.route(fabric, src, dst, seed=1)
+    assert_valid_walks(fabric, routes, src, dst)
+    assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))
+    links = routes.links
+    inner = (links[:, 1:] >= 0)
+    assert np.all(fabric.node_tier[fabric.link_src[links[:, 1:]][inner]] != 0)
+
+
+def test_ecmp_hash_spread_over_spines_is_near_uniform():
+    # 2-tier leaf-spine, k = 8: 4 spines; cross-leaf flows pick a spine at the leaf.
+    fabric = unstructured(build_fabric(fat_tree_spec(8, tiers=2)))
+    leaf_of = np.arange(fabric.num_gpus) // 4
+    src, dst = random_pairs(fabric.num_gpus, 8000, seed=6)
+    cross = leaf_of[src] != leaf_of[dst]
+    routes = ff.route(fabric, src[cross], dst[cross], seed=0)
+    spine_node = fabric.link_dst[routes.links[:, 1]]
+    counts = np.bincount(spine_node)[np.unique(spine_node)]
+    assert counts.size == 4
+    expected = cross.sum() / 4
+    # 5 standard deviations of a binomial count: fails only if the hash is biased.
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected * 0.75))
+
+
+def test_seed_determinism():
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    src, dst = random_pairs(fabric.num_gpus, 200, seed=7)
+    a = ff.route(fabric, src, dst, seed=3).links
+    assert np.array_equal(a, ff.route(fabric, src, dst, seed=3).links)
+    assert not np.array_equal(a, ff.route(fabric, src, dst, seed=4).links)
+
+
+def test_unreachable_pairs_get_count_and_example():
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    cut = fabric.without(links=np.flatnonzero(fabric.link_src == fabric.gpu_node[0]))
+    with pytest.raises(RoutingError, match=r"2 flow\(s\) unreachable.*e\.g\. flow 0: GPU 0 -> GPU 5"):
+        ff.route(cut, np.array([0, 3, 0]), np.array([5, 4, 9]))
+
+
+def test_size_limit_refuses_with_memory_budget_error(monkeypatch):
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    monkeypatch.setattr(generic, "GENERIC_MAX_WORK", 100)
+    with pytest.raises(MemoryBudgetError, match="destination nodes.*structured generator"):
+        ff.route(fabric, np.array([0, 1]), np.array([2, 3]))
+
+
+def test_small_blocks_give_the_same_routes(monkeypatch):
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    src, dst = random_pairs(fabric.num_gpus, 300, seed=8)
+    reference = ff.route(fabric, src, dst).links
+    monkeypatch.setattr(generic, "DIST_BLOCK_ENTRIES", 2 * fabric.num_nodes)
+    monkeypatch.setattr(generic, "WALK_BLOCK_ENTRIES", 7)
+    assert np.array_equal(ff.route(fabric, src, dst).links, reference)
+
+
+def test_unknown_policy_and_empty_flows():
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    with pytest.raises(SpecError, match="policy.*'ecmp'"):
+        ff.route(fabric, np.array([0]), np.array([1]), policy="valiant")
+    empty = ff.route(fabric, np.array([], np.int64), np.array([], np.int64))
+    assert empty.num_flows == 0
+
+
+def test_routing_matrix_of_generic_routes():
+    fabric = unstructured(build_fabric(fat_tree_spec(4)))
+    src, dst = random_pairs(fabric.num_gpus, 100, seed=9)
+    routes = ff.route(fabric, src, dst)
+    rates = np.random.default_rng(1).random(100)
+    matrix = routes.matrix()
+    assert matrix.shape == (fabric.num_links, 100)
+    assert np.allclose(np.asarray(matrix @ rates.astype(np.float32)), routes.link_load(rates),
+                       rtol=1e-5)
