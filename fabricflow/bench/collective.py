@@ -1,0 +1,48 @@
+"""Benchmark section ``collective``: the reduce-scatter of all data-parallel groups of a
+16,384-GPU job on a 3-tier fabric, routed and solved together.
+
+Target (issue 5, 2-core machine): at most 30 s for the whole collective (routing every
+hop of every ring channel, one max-min solve, pricing), with ``algo="ring"`` and with
+``algo="auto"`` (every applicable algorithm solved). The job is the first 16,384 GPUs of
+``clos-100k`` (3 tiers); data parallelism over 8 nodes apart: 2,048 groups of 8 GPUs,
+``GPU i, i + 2048, ...`` (the layout of a job with 2,048-way model parallelism).
+"""
+
+from __future__ import annotations
+
+from ._measure import measured
+
+SECTION = "collective"
+DESCRIPTION = "reduce-scatter of 2,048 concurrent DP groups of a 16k-GPU job (3-tier Clos)"
+
+TARGET_S = 30.0
+
+
+def run(args) -> dict:
+    from ..collective import collective_time, make_groups
+    from ..collective.solve import default_solver
+    from ..fabric.spec import load_fabric
+
+    quick = bool(getattr(args, "quick", False))
+    gpus = 4096 if quick else 16384
+    group_size = 8
+    result: dict = {"preset": "clos-100k", "gpus": gpus, "group_size": group_size,
+                    "op": "reduce_scatter", "size_bytes": 2**30,
+                    "solver": getattr(default_solver(), "__name__", str(default_solver()))}
+    with measured(result, "build"):
+        fabric = load_fabric("clos-100k", gpus=gpus)
+    groups = make_groups(gpus, group_size, layout="strided")
+    result["num_groups"] = int(groups.shape[0])
+    for algo, routing in (("ring", "ecmp"), ("ring", "multipath"), ("auto", "ecmp")):
+        key = f"{algo}_{routing}"
+        with measured(result, key):
+            res = collective_time(fabric, "reduce_scatter", groups, 2**30, algo=algo,
+                                  routing=routing)
+        result[f"{key}_algo"] = res.algo
+        result[f"{key}_flows"] = res.num_flows
+        result[f"{key}_busbw_GBps"] = res.busbw_Bps / 1e9
+        result[f"{key}_group_time_spread"] = float(res.group_time_s.max() / res.group_time_s.min())
+        result[f"{key}_bottleneck_kinds"] = sorted(set(res.bottleneck_kinds))
+    result["target_s"] = TARGET_S
+    result["meets_target"] = bool(max(result["ring_ecmp_s"], result["auto_ecmp_s"]) <= TARGET_S)
+    return result
