@@ -12,9 +12,10 @@ s / h)`` for GPT with dropout) to GQA/MLA, gated FFNs and MoE from the saved ten
 norm inputs and outputs and dropout masks (replicated over TP without sequence
 parallelism), Q/K/V, attention output and FFN intermediates (sharded by TP), and the
 ``s x s`` softmax / dropout tensors of eager attention (dropped by Flash attention and by
-selective recompute). Full recompute keeps only each layer's input. The first pipeline
-stage holds ``min(p, m)`` micro-batches in flight under 1F1B and ``p (1 + (p-1)/(p v))``
-layers' worth with ``v`` interleaved stages.
+selective recompute). Full recompute keeps only each layer's input. Pipeline rank ``r``
+holds ``min(m, p - r)`` micro-batches in flight under 1F1B; with ``v`` interleaved stages
+the first rank holds ``L (1 + (p-1)/(p v))`` layers' worth (Korthikanti et al.), see
+:func:`in_flight_chunks`.
 """
 
 from __future__ import annotations
@@ -83,9 +84,9 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     best = None
-    for rank, layers, extra_params, extra_act in (
-            ("first", first, embedding, 0.0),
-            ("last", last, embedding if (layout.pp > 1 or not model.tie_word_embeddings) else 0.0,
+    for rank, index, layers, extra_params, extra_act in (
+            ("first", 0, first, embedding, 0.0),
+            ("last", layout.pp - 1, last, embedding if (layout.pp > 1 or not model.tie_word_embeddings) else 0.0,
              2 * 4.0 * tokens * model.vocab_size / layout.tp)):
         n_moe = layers * moe_fraction
         n_dense = layers - n_moe
@@ -96,7 +97,7 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
             expert_params = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
         wd, gd, od = _states(layout, dense_params, shard_dense)
         we, ge, oe = _states(layout, expert_params, shard_expert)
-        activations = _stage_activations(model, layout, layers, n_moe) + extra_act
+        activations = _stage_activations(model, layout, layers, n_moe, index) + extra_act
         estimate = MemoryEstimate(weights=wd + we, gradients=gd + ge, optimizer=od + oe,
                                   activations=activations, rank=rank)
         if best is None or estimate.total > best.total:
@@ -117,9 +118,20 @@ def _states(layout: Layout, params: float, shards: int) -> tuple[float, float, f
     return weights, grads, optimizer
 
 
-def _stage_activations(model: ModelSpec, layout: Layout, layers: int, n_moe: float) -> float:
+def in_flight_chunks(layout: Layout, rank: int) -> int:
+    """Micro-batch chunks (of ``layers_per_rank / vpp`` layers) whose activations pipeline
+    rank ``rank`` holds at its peak: ``min(m, p - rank)`` under 1F1B, and Megatron's
+    interleaved warm-up ``2 (p - rank - 1) + (v - 1) p + 1`` (capped at ``m v``)."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
-    in_flight = p * (1 + (p - 1) / (p * v)) if v > 1 else min(p, m)
+    if v == 1:
+        return min(m, p - rank)
+    return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
+
+
+def _stage_activations(model: ModelSpec, layout: Layout, layers: int, n_moe: float,
+                       rank: int) -> float:
+    chunks = in_flight_chunks(layout, rank)
+    layers_per_chunk = layers / layout.vpp
     n_dense = layers - n_moe
     full_layer = (n_dense * layer_activation_bytes(model, layout, moe=False)
                   + (n_moe * layer_activation_bytes(model, layout, moe=True) if n_moe else 0.0)) / max(layers, 1)
@@ -127,8 +139,8 @@ def _stage_activations(model: ModelSpec, layout: Layout, layers: int, n_moe: flo
         tokens = layout.micro_batch * layout.seq_len / layout.cp
         shard = layout.tp if layout.sequence_parallel else 1
         checkpoint = 2.0 * tokens * model.hidden_size / shard
-        return in_flight * layers * checkpoint + full_layer
-    return in_flight * layers * full_layer
+        return chunks * layers_per_chunk * checkpoint + full_layer
+    return chunks * layers_per_chunk * full_layer
 
 
 def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:

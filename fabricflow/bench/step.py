@@ -1,0 +1,39 @@
+"""Benchmark section ``step``: one step-time evaluation of Llama-3-405B on 16,384 GPUs.
+
+Target (issue 6, 2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
+fabric build excluded (reported separately).
+"""
+
+from __future__ import annotations
+
+from ._measure import measured
+
+SECTION = "step"
+DESCRIPTION = "Llama-3-405B step time on 16,384 GPUs of meta-llama3-24k (TP8 PP16 DP128)"
+
+
+def run(args) -> dict:
+    from ..fabric.spec import load_fabric
+    from ..workload.layout import Layout
+    from ..workload.step import step_time
+
+    quick = bool(getattr(args, "quick", False))
+    result: dict = {"fabric": "meta-llama3-24k", "model": "llama3-405b"}
+    with measured(result, "fabric_build"):
+        fabric = load_fabric("meta-llama3-24k")
+    if quick:
+        layout = Layout(tp=8, pp=16, dp=8, vpp=4, micro_batch=1, global_batch=128,
+                        seq_len=8192, sequence_parallel=True)
+    else:
+        # Llama 3 paper (Table 4): 16,384 H100, TP 8, PP 16, DP 128, 2,048 x 8,192 tokens;
+        # interleaved stages (v = 4 assumed, not published).
+        layout = Layout(tp=8, pp=16, dp=128, vpp=4, micro_batch=1, global_batch=2048,
+                        seq_len=8192, sequence_parallel=True)
+    with measured(result, "step"):
+        out = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=True)
+    result.update(gpus=layout.num_gpus, step_time_s=out.step_time_s, mfu=out.mfu,
+                  tflops_per_gpu=out.tflops_per_gpu, memory_gib_per_gpu=out.memory_gib_per_gpu,
+                  breakdown=out.breakdown, collective_backend=out.details["collective_backend"])
+    result["targets"] = {"step_s": 10.0}
+    result["meets_targets"] = bool(result["step_s"] <= 10.0)
+    return result

@@ -1,0 +1,119 @@
+"""``fabricflow step``: training step time, MFU, memory and breakdown of a layout on a fabric."""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
+    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
+    parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
+    parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
+    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--pp", type=int, default=1)
+    parser.add_argument("--dp", type=int, default=None, help="default: gpus / (tp cp pp)")
+    parser.add_argument("--cp", type=int, default=1)
+    parser.add_argument("--ep", type=int, default=1)
+    parser.add_argument("--vpp", type=int, default=1, help="virtual pipeline stages per GPU")
+    parser.add_argument("--sequence-parallel", action="store_true")
+    parser.add_argument("--micro-batch", type=int, required=True)
+    parser.add_argument("--global-batch", type=int, required=True)
+    parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
+    parser.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument("--zero", type=int, default=1, choices=[0, 1, 2, 3])
+    parser.add_argument("--schedule", default=None, choices=["1f1b", "interleaved"],
+                        help="interleaved needs --vpp > 1 (default: from --vpp)")
+    parser.add_argument("--no-dp-overlap", action="store_true", help="DP gradient comm after backward")
+    parser.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs (needs SP)")
+    parser.add_argument("--no-pp-overlap", action="store_true")
+    parser.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--moe-imbalance", type=float, default=1.1,
+                        help="max/mean tokens per expert-parallel rank")
+    parser.add_argument("--attention", default=None, choices=["flash", "eager"],
+                        help="override the model's attention implementation")
+    parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
+    parser.add_argument("--placement", default="contiguous", choices=["contiguous", "scattered"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-memory-check", action="store_true",
+                        help="report memory over HBM instead of refusing the layout")
+    parser.add_argument("--plot", default=None, help="write a stacked-bar breakdown (PNG/PDF/SVG)")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def layout_from_args(args):
+    """The :class:`Layout` described by the CLI flags (errors name the flag)."""
+    from ..errors import SpecError
+    from ..workload.layout import Layout
+
+    dp = args.dp
+    if dp is None:
+        denominator = args.tp * args.cp * args.pp
+        if denominator <= 0 or args.gpus % denominator:
+            raise SpecError("--dp", f"--gpus {args.gpus} is not divisible by tp x cp x pp = {denominator}")
+        dp = args.gpus // denominator
+    if args.schedule == "interleaved" and args.vpp < 2:
+        raise SpecError("--schedule", "interleaved needs --vpp >= 2")
+    if args.schedule == "1f1b" and args.vpp > 1:
+        raise SpecError("--schedule", "1f1b means --vpp 1")
+    return Layout(tp=args.tp, pp=args.pp, dp=dp, cp=args.cp, ep=args.ep, vpp=args.vpp,
+                  sequence_parallel=args.sequence_parallel, micro_batch=args.micro_batch,
+                  global_batch=args.global_batch, seq_len=args.seq, recompute=args.recompute,
+                  precision=args.precision, zero=args.zero, dp_overlap=not args.no_dp_overlap,
+                  tp_overlap=args.tp_overlap, pp_overlap=not args.no_pp_overlap,
+                  grad_reduce_dtype=args.grad_reduce_dtype, moe_imbalance=args.moe_imbalance)
+
+
+def run(args) -> int:
+    from ..fabric.spec import load_fabric
+    from ..workload.model import load_model
+    from ..workload.step import step_time
+
+    layout = layout_from_args(args).validate(num_gpus=args.gpus)
+    overrides = {"attn_implementation": args.attention} if args.attention else {}
+    model = load_model(args.model, **overrides)
+    fabric = load_fabric(args.fabric)
+    result = step_time(model, args.gpu, layout, fabric, order=args.order, placement=args.placement,
+                       seed=args.seed, check_memory=not args.no_memory_check)
+    if args.plot:
+        from ..workload.plot import plot_breakdown
+
+        label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
+        plot_breakdown([(label, result)], args.plot)
+    if args.json:
+        out = result.to_dict()
+        if args.plot:
+            out["plot"] = args.plot
+        print_json(out)
+    else:
+        print_result(result, args.plot)
+    return 0
+
+
+def print_result(result, plot: str | None) -> None:
+    from ..units import format_time
+
+    d = result.details
+    lay = d["layout"]
+    print(f"{d['model']} on {d['num_gpus']} x {d['gpu']} ({d['fabric']}), TP {lay['tp']} PP {lay['pp']}"
+          f" (vpp {lay['vpp']}) DP {lay['dp']} CP {lay['cp']} EP {lay['ep']}, order {d['order']}, "
+          f"{d['placement']} placement")
+    print(f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)")
+    print(f"  tokens/s         {result.tokens_per_s:,.0f}")
+    print(f"  TFLOP/s per GPU  {result.tflops_per_gpu:.1f} model, "
+          f"{result.hardware_tflops_per_gpu:.1f} incl. recompute")
+    print(f"  MFU              {100 * result.mfu:.1f}%")
+    mem = result.memory.as_gib()
+    print(f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "
+          f"{mem['gradients']:.1f}, optimizer {mem['optimizer']:.1f}, activations "
+          f"{mem['activations']:.1f}; {mem['rank']} pipeline rank)")
+    print("  breakdown:")
+    for key, value in result.breakdown.items():
+        share = value / result.step_time_s if result.step_time_s else 0.0
+        print(f"    {key:<10} {format_time(value) if value else '0':>10}  {100 * share:5.1f}%")
+    print(f"  collectives: {d['collective_backend']}")
+    if plot:
+        print(f"  plot written to {plot}")

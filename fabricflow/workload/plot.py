@@ -1,0 +1,36 @@
+"""Stacked-bar plot of a step-time breakdown, for design reviews."""
+
+from __future__ import annotations
+
+from .step import BREAKDOWN_KEYS, StepResult
+
+COLORS = {"compute": "#4c72b0", "bubble": "#dd8452", "tp": "#55a868", "cp": "#8172b3",
+          "ep": "#c44e52", "pp": "#937860", "dp": "#da8bc3", "optimizer": "#8c8c8c"}
+
+
+def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
+    """Write a stacked bar per ``(label, result)`` (seconds by component) to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(results) + 2.5), 4.5))
+    labels = [label for label, _ in results]
+    bottom = [0.0] * len(results)
+    for key in BREAKDOWN_KEYS:
+        values = [result.breakdown[key] for _, result in results]
+        if not any(values):
+            continue
+        ax.bar(labels, values, bottom=bottom, label=key, color=COLORS[key])
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    for i, (_, result) in enumerate(results):
+        ax.text(i, bottom[i], f"{result.step_time_s:.3g} s\nMFU {100 * result.mfu:.1f}%",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("seconds per step")
+    ax.set_ylim(0, max(bottom) * 1.2 if max(bottom) > 0 else 1)
+    ax.set_title("Training step breakdown (exposed communication)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
