@@ -5,18 +5,22 @@
 the message size in bytes (nccl-tests convention, see ``collective/ops.py``) and returns
 the seconds of every group, with all groups running concurrently on the fabric.
 
-It delegates to the collective model (``fabricflow.collective``) when that model provides
-``collective_times``; otherwise it falls back to :func:`alpha_beta_estimate`, an analytic
-ring / direct estimate from per-GPU NVLink and NIC bandwidths (REFERENCES 4) that ignores
-congestion above the NICs. ``CollectiveCache`` memoises calls, since a step asks for the
-same (op, groups, size) several times.
+It delegates to the collective model (``fabricflow.collective.prepare_collective``: NCCL-like
+algorithms as flows, routed on the fabric, all groups sharing links through one max-min
+solve). :func:`alpha_beta_estimate`, an analytic ring / direct estimate from per-GPU NVLink
+and NIC bandwidths (REFERENCES 4) that ignores congestion above the NICs, stays available
+as ``backend="alpha-beta"`` for comparison. :class:`CollectiveCache` prepares each
+(group set, op) once and memoises sizes, since a step asks for the same ones repeatedly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import SpecError
 from ..fabric.fabric import Fabric
+
+BACKENDS = ("auto", "collective-model", "alpha-beta")
 
 # NCCL Simple-protocol latencies (REFERENCES 4, tuning.cc): base + per hop.
 BASE_LATENCY_S = 8.4e-6
@@ -24,7 +28,8 @@ NVLINK_HOP_S = 3.4e-6
 NETWORK_HOP_S = 14.0e-6
 
 
-def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float) -> np.ndarray:
+def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *,
+                    backend: str = "auto") -> np.ndarray:
     """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
 
     Args:
@@ -32,28 +37,40 @@ def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: flo
         op: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all`` or ``sendrecv``.
         groups: int ``[num_groups, group_size]`` GPU indices.
         size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
+        backend: ``auto`` / ``collective-model`` (flows on the fabric, max-min shared) or
+            ``alpha-beta`` (the analytic :func:`alpha_beta_estimate`).
+    """
+    return prepare(fabric, op, groups, backend=backend)(size_bytes)
+
+
+def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "auto"):
+    """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
+
+    With the collective model, routing and the max-min solve happen once here; each size
+    is then priced by NCCL's cost model on the solved rates.
     """
     groups = np.asarray(groups, dtype=np.int64)
-    if groups.shape[1] < 2 or size_bytes <= 0:
-        return np.zeros(groups.shape[0])
-    model = _collective_model()
-    if model is not None:
-        return np.asarray(model(fabric, op, groups, float(size_bytes)), dtype=np.float64)
-    return alpha_beta_estimate(fabric, op, groups, size_bytes)
+    if backend not in BACKENDS:
+        raise SpecError("backend", f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
+    if groups.ndim != 2 or groups.shape[1] < 2:
+        return lambda size_bytes: np.zeros(groups.shape[0] if groups.ndim == 2 else 1)
+    if backend == "alpha-beta":
+        return lambda size_bytes: alpha_beta_estimate(fabric, op, groups, size_bytes)
+    from ..collective import prepare_collective
+
+    prepared = prepare_collective(fabric, op, groups)
+
+    def timed(size_bytes: float) -> np.ndarray:
+        if size_bytes <= 0:
+            return np.zeros(groups.shape[0])
+        return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
+
+    return timed
 
 
-def _collective_model():
-    """The collective model's entry point, or None while it is not available."""
-    try:
-        from ..collective import collective_times
-    except ImportError:
-        return None
-    return collective_times
-
-
-def collective_backend() -> str:
-    """``'collective-model'`` or ``'alpha-beta-estimate'`` (what :func:`collective_time` uses)."""
-    return "collective-model" if _collective_model() is not None else "alpha-beta-estimate"
+def backend_name(backend: str) -> str:
+    """What ``backend`` resolves to: ``collective-model`` or ``alpha-beta``."""
+    return "alpha-beta" if backend == "alpha-beta" else "collective-model"
 
 
 def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
@@ -115,9 +132,13 @@ class CollectiveCache:
     (name, op, size) and no array is hashed per call.
     """
 
-    def __init__(self, fabric: Fabric):
+    def __init__(self, fabric: Fabric, backend: str = "auto"):
+        if backend not in BACKENDS:
+            raise SpecError("backend", f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
         self.fabric = fabric
+        self.backend = backend
         self.groups: dict[str, np.ndarray] = {}
+        self._prepared: dict[tuple, object] = {}
         self._times: dict[tuple, float] = {}
 
     def add(self, name: str, groups: np.ndarray) -> None:
@@ -127,7 +148,9 @@ class CollectiveCache:
         """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
         key = (name, op, float(size_bytes))
         if key not in self._times:
-            groups = self.groups[name]
-            times = collective_time(self.fabric, op, groups, size_bytes)
+            if (name, op) not in self._prepared:
+                self._prepared[(name, op)] = prepare(self.fabric, op, self.groups[name],
+                                                     backend=self.backend)
+            times = self._prepared[(name, op)](size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0
         return self._times[key]

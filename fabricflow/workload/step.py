@@ -30,7 +30,7 @@ import dataclasses
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
-from .comm import CollectiveCache, collective_backend
+from .comm import CollectiveCache, backend_name
 from .efficiency import memory_time
 from .flops import hardware_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, load_gpu
@@ -79,7 +79,8 @@ class StepResult:
 
 def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric: Fabric, *,
               order: str = "tp-cp-ep-dp-pp", placement: str | Placement = "contiguous",
-              seed: int = 0, check_memory: bool = True) -> StepResult:
+              seed: int = 0, check_memory: bool = True,
+              collectives: str = "auto") -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
     Args:
@@ -90,6 +91,8 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         placement: ``contiguous``, ``scattered`` (seeded, whole servers) or a
             :class:`Placement` built by :func:`placement.place`.
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
+        collectives: ``auto`` (the collective model on the fabric) or ``alpha-beta``
+            (analytic estimate, no congestion; for comparison).
 
     Example::
 
@@ -113,7 +116,7 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
     else:
         where = place(layout, fabric.num_gpus, order=order, placement=placement, seed=seed,
                       gpus_per_node=fabric.gpus_per_node)
-    comm = _register_groups(fabric, where, model, layout)
+    comm = _register_groups(CollectiveCache(fabric, collectives), where, model, layout)
 
     times = _micro_batch_times(model, gpu, layout, comm)
     slow = max(times.values(), key=lambda t: t["total"])
@@ -138,7 +141,7 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         "model": model.name, "gpu": gpu.name, "fabric": fabric.name, "num_gpus": num_gpus,
         "layout": dataclasses.asdict(layout), "order": "-".join(where.order),
         "placement": placement if isinstance(placement, str) else "custom",
-        "num_micro_batches": m, "collective_backend": collective_backend(),
+        "num_micro_batches": m, "collective_backend": backend_name(collectives),
         "model_flops_per_step": flops, "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
         "slowest_rank": slow["rank"],
@@ -152,10 +155,9 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         memory=memory, breakdown=breakdown, details=details)
 
 
-def _register_groups(fabric: Fabric, where: Placement, model: ModelSpec,
+def _register_groups(comm: CollectiveCache, where: Placement, model: ModelSpec,
                      layout: Layout) -> CollectiveCache:
     """Build each group set once: int arrays [num_groups, group_size] of GPU indices."""
-    comm = CollectiveCache(fabric)
     for name, dims, expert in (("tp", "tp", False), ("cp", "cp", False), ("pp", "pp", False),
                                ("dp", ("dp", "cp"), False)):
         comm.add(name, where.groups(dims, expert=expert))
