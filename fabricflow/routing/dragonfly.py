@@ -62,8 +62,8 @@ def route_dragonfly(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "
         pending = pending[~ok]
     if pending.size:
         s_node, t_node = fabric.gpu_node[src[pending]], fabric.gpu_node[dst[pending]]
-        detour = shortest_path_links(fabric, s_node, t_node, key[pending], src_gpu=src[pending],
-                                     dst_gpu=dst[pending],
+        detour = shortest_path_links(fabric, s_node, t_node, key[pending], src_gpu=src,
+                                     dst_gpu=dst, flow_index=pending,
                                      why="on this dragonfly: failures cut every working path")
         width = max(links.shape[1], detour.shape[1])
         links = np.pad(links, ((0, 0), (0, width - links.shape[1])), constant_values=-1)

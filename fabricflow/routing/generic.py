@@ -79,11 +79,13 @@ def gpu_transit(fabric) -> bool:
 
 def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key: np.ndarray, *,
                         src_gpu: np.ndarray, dst_gpu: np.ndarray,
+                        flow_index: np.ndarray | None = None,
                         why: str = "over the working links") -> np.ndarray:
     """Minimal-hop walks ``src_node[f] -> dst_node[f]``; int32 ``[F, H]``, ``-1`` padded.
 
-    ``key`` (uint64 ``[F]``, from :func:`hashing.flow_key`) drives the per-hop choices;
-    ``src_gpu``/``dst_gpu`` only name flows in errors.
+    ``key`` (uint64 ``[F]``, from :func:`hashing.flow_key`) drives the per-hop choices.
+    ``src_gpu``/``dst_gpu`` (all flows of the request) only name flows in errors;
+    ``flow_index`` (int ``[F]``) says which of them these walks are (default: all).
     """
     num_flows = src_node.shape[0]
     if num_flows == 0:
@@ -115,7 +117,11 @@ def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key:
         paths[flows, :walked.shape[1]] = walked
         unreachable[flows] = bad
     if unreachable.any():
-        raise unreachable_error(src_gpu, dst_gpu, unreachable, why)
+        bad = unreachable
+        if flow_index is not None:
+            bad = np.zeros(src_gpu.shape[0], bool)
+            bad[flow_index[unreachable]] = True
+        raise unreachable_error(src_gpu, dst_gpu, bad, why)
     return paths.astype(np.int32)
 
 

@@ -67,7 +67,7 @@ def route_torus(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp
         pending = pending[~ok]
     if pending.size:
         detour = shortest_path_links(fabric, s_node[pending], t_node[pending], key[pending],
-                                     src_gpu=src[pending], dst_gpu=dst[pending],
+                                     src_gpu=src, dst_gpu=dst, flow_index=pending,
                                      why="on this torus: failures cut every working path")
         width = max(links.shape[1], detour.shape[1])
         links = np.pad(links, ((0, 0), (0, width - links.shape[1])), constant_values=-1)
