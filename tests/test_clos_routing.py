@@ -34,14 +34,21 @@ def assert_valid_walks(fabric, routes, src, dst):
 
 
 def hop_distances(fabric, src, dst):
+    """Shortest hop counts in which GPUs are endpoints only (GPUs do not forward packets):
+    each GPU is split into a sending and a receiving vertex."""
+    def vertex(node, sending):
+        return (node, "out") if fabric.node_tier[node] == 0 and sending else \
+               (node, "in") if fabric.node_tier[node] == 0 else node
+
     graph = nx.DiGraph()
-    graph.add_edges_from(zip(fabric.link_src[fabric.link_up].tolist(), fabric.link_dst[fabric.link_up].tolist()))
+    for a, b in zip(fabric.link_src[fabric.link_up].tolist(), fabric.link_dst[fabric.link_up].tolist()):
+        graph.add_edge(vertex(a, True), vertex(b, False))
     cache = {}
     out = []
-    for s, d in zip(fabric.gpu_node[src], fabric.gpu_node[dst]):
+    for s, d in zip(fabric.gpu_node[src].tolist(), fabric.gpu_node[dst].tolist()):
         if s not in cache:
-            cache[s] = nx.single_source_shortest_path_length(graph, int(s))
-        out.append(cache[s][int(d)])
+            cache[s] = nx.single_source_shortest_path_length(graph, (s, "out"))
+        out.append(cache[s][(d, "in")])
     return np.array(out)
 
 
