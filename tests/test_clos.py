@@ -3,12 +3,11 @@
 import networkx as nx
 import numpy as np
 import pytest
+from fabric_specs import fat_tree_spec
 
 import fabricflow as ff
 from fabricflow.fabric.spec import build_fabric
 from fabricflow.fabric.summary import max_flow_between
-
-from fabric_specs import fat_tree_spec
 
 
 @pytest.mark.parametrize("k", [4, 8, 16])
