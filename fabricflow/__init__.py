@@ -10,6 +10,7 @@ Public API (stable names, see DESIGN.md):
 
 from __future__ import annotations
 
+from .collective import CollectiveResult, busbw_factor, collective_time, prepare_collective
 from .errors import FabricflowError, MemoryBudgetError, RoutingError, SolverError, SpecError
 from .fabric.fabric import Fabric
 from .fabric.spec import build_fabric, list_presets, load_fabric
@@ -20,6 +21,10 @@ from .units import parse_bandwidth, parse_size, parse_time
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectiveResult",
+    "busbw_factor",
+    "collective_time",
+    "prepare_collective",
     "Fabric",
     "FabricflowError",
     "MemoryBudgetError",
