@@ -1,0 +1,65 @@
+"""Rank order -> groups of GPUs, and contiguous / scattered placement."""
+
+import numpy as np
+import pytest
+
+from fabricflow.errors import SpecError
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.placement import parse_order, place
+
+
+def _is_partition(groups, num_ranks):
+    return np.array_equal(np.sort(groups.ravel()), np.arange(num_ranks))
+
+
+def test_megatron_order_groups():
+    layout = Layout(tp=2, cp=2, dp=3, pp=2, ep=3, global_batch=3)
+    where = place(layout, 24)
+    tp, cp, dp, pp = (where.groups(d) for d in ("tp", "cp", "dp", "pp"))
+    assert tp.shape == (12, 2) and cp.shape == (12, 2) and dp.shape == (8, 3) and pp.shape == (12, 2)
+    assert tp[0].tolist() == [0, 1]            # tp fastest
+    assert cp[0].tolist() == [0, 2]            # then cp
+    assert dp[0].tolist() == [0, 4, 8]         # then dp
+    assert pp[0].tolist() == [0, 12]           # pp slowest
+    for groups in (tp, cp, dp, pp, where.groups(("dp", "cp"))):
+        assert _is_partition(groups, 24)
+    dpcp = where.groups(("dp", "cp"))
+    assert dpcp.shape == (4, 6) and dpcp[0].tolist() == [0, 2, 4, 6, 8, 10]
+    # Expert layers: tp-ep-edp-pp with edp = dp * cp / ep = 2.
+    ep, edp = where.groups("ep", expert=True), where.groups("dp", expert=True)
+    assert ep.shape == (8, 3) and ep[0].tolist() == [0, 2, 4]
+    assert edp.shape == (12, 2) and edp[0].tolist() == [0, 6]
+    assert _is_partition(ep, 24) and _is_partition(edp, 24)
+
+
+def test_order_changes_groups():
+    layout = Layout(tp=4, dp=2, pp=2, global_batch=2)
+    where = place(layout, 16, order="dp-tp-cp-ep-pp")
+    assert where.groups("dp")[0].tolist() == [0, 1]
+    assert where.groups("tp")[0].tolist() == [0, 2, 4, 6]
+
+
+def test_scattered_placement_moves_whole_servers_and_is_seeded():
+    layout = Layout(tp=8, dp=4, global_batch=4)
+    a = place(layout, 128, placement="scattered", seed=3, gpus_per_node=8)
+    b = place(layout, 128, placement="scattered", seed=3, gpus_per_node=8)
+    c = place(layout, 128, placement="scattered", seed=4, gpus_per_node=8)
+    assert np.array_equal(a.gpu_of_rank, b.gpu_of_rank)
+    assert not np.array_equal(a.gpu_of_rank, c.gpu_of_rank)
+    assert np.unique(a.gpu_of_rank).size == 32
+    tp = a.groups("tp")
+    assert np.all(tp // 8 == tp[:, :1] // 8)              # a TP group stays in one server
+    assert np.all(np.diff(tp, axis=1) == 1)
+
+
+@pytest.mark.parametrize("order", ["tp-dp-pp", "tp-tp-cp-dp-pp", "tp-cp-ep-dp-xx"])
+def test_bad_order(order):
+    with pytest.raises(SpecError, match="order"):
+        parse_order(order)
+
+
+def test_layout_larger_than_fabric():
+    with pytest.raises(SpecError, match="fabric has 8"):
+        place(Layout(dp=16, global_batch=16), 8)
+    with pytest.raises(SpecError, match="placement"):
+        place(Layout(dp=2, global_batch=2), 8, placement="random")
