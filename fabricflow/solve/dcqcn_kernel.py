@@ -180,7 +180,9 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     # --- PFC: ingress queue per (switch, ingress port) -> pause the upstream link.
     paused, pause_time, flow_pause_time = state.paused, state.pause_time, state.flow_pause_time
     if config.pfc_mode != "off":
-        ingress = jax.ops.segment_sum(queue.ravel(), problem.prev_links.ravel(),
+        # Hop 0 has no ingress port (it is the NIC); leaving it out also keeps F entries
+        # from piling onto the sentinel segment.
+        ingress = jax.ops.segment_sum(queue[:, 1:].ravel(), problem.prev_links[:, 1:].ravel(),
                                       num_segments=num_links1)
         if config.pfc_mode == "dynamic":
             node_use = jax.ops.segment_sum(jnp.where(problem.pfc_ingress, ingress, 0.0),

@@ -10,7 +10,8 @@ DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
   strongly connected components of the paused subgraph that contain a cycle.
 * **Victim flows**: flows slowed by pauses rather than by a saturated link on their own
   path: their throughput is below ``(1 - rtol)`` x their max-min rate, some link on their
-  path was paused, and no link on their path ran at ``>= 1 - rtol`` utilisation.
+  path was paused, and no link on their path ran at ``>= 1 - rtol`` utilisation. Only
+  flows sending through the whole averaging window are candidates.
 """
 
 from __future__ import annotations
@@ -96,4 +97,7 @@ def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None
     safe = np.where(result.links >= 0, result.links, 0)
     saturated = np.any((utilisation[safe] >= 1 - rtol) & (result.links >= 0), axis=1)
     slowed = rate < (1 - rtol) * np.asarray(max_min_rate, np.float64)
-    return slowed & (result.flow_pause_time > 0) & ~saturated
+    # Only flows that were sending through the whole window can be compared with max-min.
+    since = result.duration / 2 if since is None else since
+    active = (result.start <= since) & ~(result.finish_time < result.duration)
+    return slowed & active & (result.flow_pause_time > 0) & ~saturated

@@ -1,0 +1,138 @@
+"""DCQCN/PFC results as an ``xarray.Dataset`` and their summaries.
+
+:func:`to_dataset` turns a :class:`~fabricflow.solve.dcqcn.DCQCNResult` into a dataset
+with coordinates ``time`` (s), ``flow``, ``link`` (and ``batch`` for parameter sweeps),
+units in every variable's ``attrs``; it saves with ``ds.to_netcdf(path)`` (scipy engine,
+no C netCDF stack needed). :func:`summarize` gives the figures a tuning study reads:
+time-averaged throughput per flow, Jain's fairness, bottleneck queue p50/p99, pause
+fraction, flow completion times, victim flows and deadlocked link sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..solve.pfc import deadlocks_over_time, victim_flows
+
+
+def jain_fairness(rates) -> float:
+    """Jain's index ``(sum x)^2 / (n sum x^2)`` in (0, 1]; 1 = all equal (NaN if all 0)."""
+    x = np.asarray(rates, dtype=np.float64)
+    denom = x.size * np.sum(x * x)
+    return float(np.sum(x) ** 2 / denom) if denom > 0 else float("nan")
+
+
+def to_dataset(result) -> xr.Dataset:
+    """Time series and per-flow / per-link outcomes of a DCQCN run as an xarray Dataset.
+
+    Variables: ``rate`` (time, flow) bytes/s; ``delivered`` (time, flow) bytes; ``queue``
+    (time, link) bytes; ``paused`` (time, link) 0/1; ``pause_time`` (link) s;
+    ``flow_pause_time``, ``finish_time`` (flow) s; ``capacity`` (link) bytes/s;
+    ``size``, ``start`` (flow). A parameter batch adds a leading ``batch`` dimension.
+    """
+    batched = result.rate.ndim == 3
+    lead = ("batch",) if batched else ()
+    ds = xr.Dataset(
+        {
+            "rate": (lead + ("time", "flow"), result.rate.astype(np.float64),
+                     {"units": "bytes/s", "long_name": "DCQCN current rate R_C"}),
+            "delivered": (lead + ("time", "flow"), result.delivered.astype(np.float64),
+                          {"units": "bytes", "long_name": "cumulative delivered bytes"}),
+            "queue": (lead + ("time", "link"), result.queue.astype(np.float64),
+                      {"units": "bytes", "long_name": "egress queue"}),
+            "paused": (lead + ("time", "link"), result.paused.astype(np.int8),
+                       {"units": "1", "long_name": "PFC pause state of the link's egress"}),
+            "pause_time": (lead + ("link",), result.pause_time.astype(np.float64),
+                           {"units": "s", "long_name": "time the link spent paused"}),
+            "flow_pause_time": (lead + ("flow",), result.flow_pause_time.astype(np.float64),
+                                {"units": "s", "long_name": "time with a paused link on the path"}),
+            "finish_time": (lead + ("flow",), result.finish_time.astype(np.float64),
+                            {"units": "s", "long_name": "flow completion time (inf: unfinished)"}),
+            "capacity": (("link",), result.capacity, {"units": "bytes/s"}),
+            "size": (("flow",), result.size, {"units": "bytes"}),
+            "start": (("flow",), result.start, {"units": "s"}),
+            "feedback_delay": (("flow",), result.delay, {"units": "s"}),
+        },
+        coords={"time": ("time", result.time, {"units": "s"}),
+                "flow": np.arange(result.num_flows), "link": np.arange(result.num_links)},
+        attrs={"model": "DCQCN fluid (Zhu et al. 2015/2016) with PFC", "dt_s": result.dt,
+               "duration_s": result.duration, "pfc_mode": result.pfc_mode,
+               **{f"param_{k}": _attr(v) for k, v in result.params.as_dict().items()},
+               **{f"pfc_{k}": _attr(v) for k, v in result.pfc_params.as_dict().items()}},
+    )
+    if batched:
+        ds = ds.assign_coords(batch=np.arange(result.rate.shape[0]))
+    return ds
+
+
+def _attr(value):
+    # netCDF attributes must be scalars or 1-d arrays.
+    return np.asarray(value, dtype=np.float64) if isinstance(value, list) else value
+
+
+def summarize(result, *, bottleneck: int | None = None, max_min_rate=None,
+              since: float | None = None) -> dict:
+    """Figures of a (non-batched) run, JSON-able.
+
+    Args:
+        result: :class:`~fabricflow.solve.dcqcn.DCQCNResult`.
+        bottleneck: link id whose queue to report (default: the link with the largest
+            mean queue over the window).
+        max_min_rate: ``[F]`` ideal rates (bytes/s) for victim detection (optional).
+        since: start of the averaging window, s (default: half the duration).
+
+    Returns:
+        dict with ``mean_rate_Bps`` (per flow, over the window), ``jain_fairness``,
+        ``bottleneck_link``, ``queue_mean_bytes`` / ``queue_p50_bytes`` /
+        ``queue_p99_bytes`` (bottleneck, over the recorded samples of the window),
+        ``pause_fraction`` (largest fraction of the run any link spent paused;
+        ``pause_fraction_per_link`` for all links), ``fct_s`` (per flow, ``None`` if
+        unfinished), ``victim_flows`` (with ``max_min_rate``) and ``deadlocks``.
+    """
+    if result.rate.ndim != 2:
+        raise ValueError("summarize takes a single run; index a batch first (batch_item)")
+    since = result.duration / 2 if since is None else since
+    rate = result.mean_rate(since)
+    window = result.time >= since
+    queue = result.queue[window]
+    if bottleneck is None:
+        bottleneck = int(np.argmax(queue.mean(axis=0)))
+    series = queue[:, bottleneck].astype(np.float64)
+    pause_fraction = result.pause_time / result.duration
+    fct = np.where(np.isfinite(result.finish_time), result.finish_time - result.start, np.nan)
+    summary = {
+        "mean_rate_Bps": rate,
+        "jain_fairness": jain_fairness(rate),
+        "bottleneck_link": bottleneck,
+        "queue_mean_bytes": float(series.mean()),
+        "queue_p50_bytes": float(np.percentile(series, 50)),
+        "queue_p99_bytes": float(np.percentile(series, 99)),
+        "pause_fraction": float(pause_fraction.max()) if pause_fraction.size else 0.0,
+        "paused_links": np.flatnonzero(result.pause_time > 0),
+        "pause_fraction_per_link": pause_fraction,
+        "fct_s": [None if np.isnan(v) else float(v) for v in fct],
+        "finished_flows": int(np.isfinite(result.finish_time).sum()),
+        "deadlocks": deadlocks_over_time(result) if result.pfc_mode != "off" else [],
+        "status": result.status,
+        "window_s": [float(since), float(result.duration)],
+    }
+    if max_min_rate is not None:
+        summary["max_min_rate_Bps"] = np.asarray(max_min_rate, dtype=np.float64)
+        summary["victim_flows"] = np.flatnonzero(victim_flows(result, max_min_rate, since=since))
+    return summary
+
+
+def batch_item(result, index: int):
+    """One run of a parameter batch, as a non-batched result."""
+    import dataclasses
+
+    from ..solve.dcqcn_params import DCQCNParams
+
+    pick = {name: getattr(result, name)[index] for name in (
+        "rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time", "finish_time",
+        "alpha", "target_rate")}
+    status = result.status if isinstance(result.status, str) else str(result.status[index])
+    params = DCQCNParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
+                            for k, v in result.params.as_dict().items()})
+    return dataclasses.replace(result, status=status, params=params, **pick)

@@ -1,0 +1,83 @@
+"""Plots of DCQCN/PFC runs: rates and queues over time, and where pauses spread.
+
+Matplotlib with the ``Agg`` backend (files, no display). Each function returns the
+figure and, given ``path``, saves it there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flows: int = 16):
+    """Two panels: R_C per flow (Gb/s) and egress queues (KB) over time (ms).
+
+    ``links`` default: the 4 links with the largest peak queue; ``flows`` default: the
+    first ``max_flows`` flows.
+    """
+    plt = _pyplot()
+    flows = np.arange(min(result.num_flows, max_flows)) if flows is None else np.asarray(flows)
+    if links is None:
+        links = np.argsort(result.queue.max(axis=0))[::-1][:4]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    time_ms = result.time * 1e3
+    for f in flows:
+        top.plot(time_ms, result.rate[:, f] * 8 / 1e9, lw=1, label=f"flow {f}")
+    top.set_ylabel("rate R_C (Gb/s)")
+    top.set_title(f"DCQCN, PFC {result.pfc_mode}")
+    if len(flows) <= 8:
+        top.legend(fontsize=7, loc="upper right")
+    for link in links:
+        bottom.plot(time_ms, result.queue[:, link] / 1e3, lw=1, label=f"link {link}")
+    bottom.set_ylabel("egress queue (KB)")
+    bottom.set_xlabel("time (ms)")
+    bottom.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot_pause_spread(result, fabric, *, path=None):
+    """The fabric as a graph, links coloured by the fraction of time they were paused.
+
+    Meant for small fabrics (uses networkx layout by tier: GPUs at the bottom).
+    """
+    import networkx as nx
+
+    plt = _pyplot()
+    graph = nx.DiGraph()
+    tiers = np.asarray(fabric.node_tier)
+    for node in range(fabric.num_nodes):
+        graph.add_node(node, subset=int(max(tiers[node], 0)))
+    fraction = result.pause_time / result.duration
+    for link in range(fabric.num_links):
+        graph.add_edge(int(fabric.link_src[link]), int(fabric.link_dst[link]),
+                       pause=float(fraction[link]))
+    pos = nx.multipartite_layout(graph, subset_key="subset", align="horizontal")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colors = [graph.edges[e]["pause"] for e in graph.edges]
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=120,
+                           node_color=["tab:blue" if tiers[n] == 0 else "tab:gray" for n in graph])
+    drawn = nx.draw_networkx_edges(graph, pos, ax=ax, edge_color=colors, edge_cmap=plt.cm.Reds,
+                                   edge_vmin=0.0, edge_vmax=max(1e-9, max(colors)),
+                                   connectionstyle="arc3,rad=0.1", arrows=True, width=2)
+    mappable = plt.cm.ScalarMappable(cmap=plt.cm.Reds,
+                                     norm=plt.Normalize(0.0, max(1e-9, max(colors))))
+    fig.colorbar(mappable, ax=ax, label="fraction of time paused")
+    ax.set_title(f"PFC pause spread ({fabric.name})")
+    ax.axis("off")
+    del drawn
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
