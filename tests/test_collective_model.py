@@ -181,3 +181,31 @@ def test_bad_inputs_name_the_field(h100):
         collective_time(h100, "all_reduce", np.arange(8), 1e6, protocol="LL64")
     with pytest.raises(SpecError, match="power-of-two"):
         collective_time(h100, "all_reduce", np.arange(6), 1e6, algo="halving_doubling")
+
+
+def _study(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "studies" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_effects_study_writes_figures(tmp_path, capsys):
+    assert _study("collective_effects").main([str(tmp_path), "--gpus", "256"]) == 0
+    numbers = json.loads((tmp_path / "collective_effects.json").read_text())
+    for name in ("ecmp_vs_spray", "rail_vs_tor", "failed_links", "shared_jobs"):
+        assert (tmp_path / f"collective_{name}.png").stat().st_size > 1000
+    jobs = numbers["shared_jobs"]["job0_busbw_GBps"]
+    assert jobs[-1] < jobs[0]
+
+
+def test_calibration_study_matches_measurements(tmp_path, capsys):
+    assert _study("collective_calibration").main([str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "collective_calibration.json").read_text())["rows"]
+    for row in rows:
+        if row["measured_busbw_GBps"]:
+            assert row["busbw_GBps"][-1] == pytest.approx(row["measured_busbw_GBps"], rel=0.10)

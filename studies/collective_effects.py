@@ -1,0 +1,145 @@
+"""Design-review figures for the collective model: what users come for.
+
+    python studies/collective_effects.py OUT_DIR [--gpus 512]
+
+Writes into OUT_DIR:
+  collective_ecmp_vs_spray.png   ring AllReduce busbw vs leaf oversubscription, ECMP (several
+                                 hash seeds) against ideal spraying
+  collective_rail_vs_tor.png     same-rail and cross-rail send/recv on rail-optimized and
+                                 ToR attachment (4:1 leaves)
+  collective_failed_links.png    busbw as the busiest leaf-spine cables fail one by one
+  collective_shared_jobs.png     a job's busbw when 1..8 jobs interleave on the fabric
+  collective_effects.json        the numbers behind the figures
+Each figure is computed by fabricflow.collective.effects (the tests run the same functions
+on small fabrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fabricflow.collective import make_groups  # noqa: E402
+from fabricflow.collective.effects import (  # noqa: E402
+    attachment_comparison,
+    ecmp_vs_spray,
+    failed_link_effect,
+    interleaved_jobs,
+    shared_jobs,
+    small_clos,
+)
+
+GB = 1e9
+
+
+def ecmp_figure(out: pathlib.Path, gpus: int) -> dict:
+    ups = [16, 8, 4]                        # 16 down ports: 1:1, 2:1, 4:1
+    rows = []
+    for up in ups:
+        fabric = small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=up)
+        result = ecmp_vs_spray(fabric, make_groups(gpus, 32), seeds=range(6))
+        rows.append({"oversubscription": 16 / up, "ecmp_GBps": (result["ecmp_Bps"] / GB).tolist(),
+                     "spray_GBps": result["spray_Bps"] / GB})
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    x = np.arange(len(ups))
+    ecmp = np.array([r["ecmp_GBps"] for r in rows])
+    ax.bar(x - 0.2, [r["spray_GBps"] for r in rows], 0.4, label="spray (ideal)")
+    ax.bar(x + 0.2, ecmp.mean(axis=1), 0.4, label="ECMP (mean of 6 seeds)",
+           yerr=[ecmp.mean(axis=1) - ecmp.min(axis=1), ecmp.max(axis=1) - ecmp.mean(axis=1)],
+           capsize=3)
+    ax.set_xticks(x, [f"{16 / u:g}:1" for u in ups])
+    ax.set_xlabel("leaf oversubscription (ToR attachment)")
+    ax.set_ylabel("ring AllReduce busbw (GB/s)")
+    ax.set_title(f"ECMP hash collisions, {gpus} GPUs, groups of 32")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "collective_ecmp_vs_spray.png", dpi=120)
+    plt.close(fig)
+    return {"ecmp_vs_spray": rows}
+
+
+def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
+    fabrics = {"rail-optimized": small_clos(attachment="rail", gpus=gpus, leaf_down=16, leaf_up=4),
+               "ToR": small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=4)}
+    result = attachment_comparison(fabrics, shifts=(0, 1))
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    x = np.arange(2)
+    for i, (label, values) in enumerate(result.items()):
+        ax.bar(x + (i - 0.5) * 0.4, [values[0] / GB, values[1] / GB], 0.4, label=label)
+    ax.set_xticks(x, ["same rail (GPU j -> GPU j)", "cross rail (GPU j -> GPU j+1)"])
+    ax.set_ylabel("send/recv busbw per GPU (GB/s)")
+    ax.set_title("Node-pair traffic on 4:1 leaves")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "collective_rail_vs_tor.png", dpi=120)
+    plt.close(fig)
+    return {"attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()}}
+
+
+def failure_figure(out: pathlib.Path, gpus: int) -> dict:
+    fabric = small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=8)
+    groups = make_groups(gpus, 32, layout="strided")
+    curves = {}
+    for routing in ("spray", "ecmp"):
+        result = failed_link_effect(fabric, groups, routing=routing, max_failed=4)
+        curves[routing] = (result["busbw_Bps"] / GB).tolist()
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for routing, values in curves.items():
+        ax.plot(range(len(values)), values, marker="o", label=routing)
+    ax.set_xlabel("failed leaf-spine cables (busiest first)")
+    ax.set_ylabel("ring AllReduce busbw (GB/s)")
+    ax.set_title(f"Failed spine links, 2:1 leaves, {gpus} GPUs")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "collective_failed_links.png", dpi=120)
+    plt.close(fig)
+    return {"failed_links": curves}
+
+
+def shared_jobs_figure(out: pathlib.Path, gpus: int) -> dict:
+    # 8 nodes per leaf, 4:1: job j owns nodes m with m % 8 == j, so every leaf holds one
+    # node of each running job and their uplinks fill up as jobs arrive.
+    fabric = small_clos(attachment="tor", gpus=gpus, leaf_down=64, leaf_up=16, spine_radix=64)
+    counts = [1, 2, 4, 8]
+    slots = interleaved_jobs(gpus, 8, 8)
+    together = []
+    for count in counts:
+        result = shared_jobs(fabric, slots[:count], routing="spray")
+        together.append(float(result["together_Bps"][0] / GB))
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.plot(counts, together, marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("jobs interleaved node by node")
+    ax.set_ylabel("job 0 ring AllReduce busbw (GB/s)")
+    ax.set_title("Jobs sharing 4:1 leaves (one node per leaf each, spray)")
+    ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(out / "collective_shared_jobs.png", dpi=120)
+    plt.close(fig)
+    return {"shared_jobs": {"jobs": counts, "job0_busbw_GBps": together}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=pathlib.Path)
+    parser.add_argument("--gpus", type=int, default=512, help="fabric size (multiple of 256)")
+    args = parser.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    numbers = {}
+    for figure in (ecmp_figure, attachment_figure, failure_figure, shared_jobs_figure):
+        numbers.update(figure(args.out_dir, args.gpus))
+    (args.out_dir / "collective_effects.json").write_text(json.dumps(numbers, indent=1))
+    print(json.dumps(numbers))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
