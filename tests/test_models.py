@@ -95,9 +95,9 @@ def test_unknown_preset_lists_presets():
 @pytest.mark.parametrize("name", ["megatron-1.7b", "megatron-76.1b", "gpt3-175b"])
 def test_flops_equal_megatron_formula_for_dense_gpt(name):
     model = load_model(name)
-    b, s, l, h, v = 512, 2048, model.num_layers, model.hidden_size, model.vocab_size
-    eq3 = 96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
-    no_recompute = 72 * b * s * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))
+    b, s, layers, h, v = 512, 2048, model.num_layers, model.hidden_size, model.vocab_size
+    eq3 = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
+    no_recompute = 72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h))
     assert hardware_flops_per_step(model, s, b, "full") == pytest.approx(eq3, rel=1e-12)
     assert model_flops_per_step(model, s, b) == pytest.approx(no_recompute, rel=1e-12)
 

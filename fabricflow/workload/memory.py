@@ -36,7 +36,7 @@ class MemoryEstimate:
     gradients: float
     optimizer: float
     activations: float
-    rank: str  # which pipeline rank ("first" or "last") is the most loaded
+    rank: str  # the most loaded pipeline rank: "first", "last" or "only" (pp = 1)
 
     @property
     def total(self) -> float:
@@ -84,10 +84,13 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     best = None
-    for rank, index, layers, extra_params, extra_act in (
-            ("first", 0, first, embedding, 0.0),
-            ("last", layout.pp - 1, last, embedding if (layout.pp > 1 or not model.tie_word_embeddings) else 0.0,
-             2 * 4.0 * tokens * model.vocab_size / layout.tp)):
+    logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp    # fp32 logits and their gradient
+    head = 0.0 if model.tie_word_embeddings else embedding
+    if layout.pp == 1:
+        ranks = [("only", 0, first, embedding + head, logits)]
+    else:  # the last rank keeps its own copy of the output projection even when tied
+        ranks = [("first", 0, first, embedding, 0.0), ("last", layout.pp - 1, last, embedding, logits)]
+    for rank, index, layers, extra_params, extra_act in ranks:
         n_moe = layers * moe_fraction
         n_dense = layers - n_moe
         dense_params = n_dense * dense_layer / layout.tp + extra_params
@@ -154,7 +157,8 @@ def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:
     moe_fraction = model.num_moe_layers / model.num_layers
     n_moe = layers * moe_fraction
     dense = (layers - n_moe) * sum(model.layer_parameters(False).values()) / layout.tp
-    dense += model.vocab_size * model.hidden_size / layout.tp
+    embedding = model.vocab_size * model.hidden_size / layout.tp
+    dense += embedding if layout.pp > 1 or model.tie_word_embeddings else 2 * embedding
     expert = 0.0
     if model.is_moe:
         moe_layer = model.layer_parameters(True)

@@ -1,0 +1,125 @@
+"""Step composition on preset fabrics: invariants, placement effects, CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.cli import main
+from fabricflow.errors import SpecError
+from fabricflow.workload.comm import collective_time
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return ff.load_fabric("dgx-a100-superpod")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return ff.load_fabric("dgx-h100-superpod")
+
+
+def test_breakdown_sums_and_derived_figures(a100):
+    layout = Layout(tp=8, pp=2, dp=4, micro_batch=2, global_batch=64, seq_len=2048,
+                    sequence_parallel=True)
+    r = step_time("megatron-7.5b", "a100-80gb", layout, a100)
+    assert set(r.breakdown) == set(BREAKDOWN_KEYS)
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s)
+    assert all(v >= 0 for v in r.breakdown.values())
+    assert r.tokens_per_s == pytest.approx(64 * 2048 / r.step_time_s)
+    assert r.mfu == pytest.approx(r.tflops_per_gpu * 1e12 / 312e12)
+    assert r.breakdown["tp"] > 0 and r.breakdown["pp"] > 0 and r.breakdown["bubble"] > 0
+    assert 0 < r.mfu < 0.87
+
+
+def test_bubble_follows_pipeline_formula(a100):
+    base = dict(tp=8, pp=4, dp=2, micro_batch=1, global_batch=16, seq_len=2048)
+    one = step_time("megatron-39.1b", "a100-80gb", Layout(**base), a100)
+    m = one.details["num_micro_batches"]
+    per_mb = max(one.details["micro_batch_s"].values())
+    assert one.breakdown["bubble"] == pytest.approx(3 * per_mb)
+    assert one.breakdown["bubble"] / (m * per_mb) == pytest.approx(3 / m)
+    two = step_time("megatron-39.1b", "a100-80gb", Layout(vpp=2, **base), a100)
+    assert two.breakdown["bubble"] == pytest.approx(one.breakdown["bubble"] / 2, rel=0.02)
+
+
+def test_dp_overlap_hides_gradient_reduction(a100):
+    base = dict(tp=8, dp=16, micro_batch=4, global_batch=64, seq_len=2048, zero=1)
+    hidden = step_time("megatron-18.4b", "a100-80gb", Layout(**base), a100)
+    exposed = step_time("megatron-18.4b", "a100-80gb", Layout(dp_overlap=False, **base), a100)
+    assert exposed.breakdown["dp"] > 2 * hidden.breakdown["dp"] > 0
+    assert exposed.step_time_s > hidden.step_time_s
+
+
+def test_order_decides_what_stays_on_nvlink(a100):
+    layout = Layout(tp=8, dp=8, micro_batch=2, global_batch=16, seq_len=2048)
+    inside = step_time("megatron-18.4b", "a100-80gb", layout, a100, order="tp-cp-ep-dp-pp")
+    across = step_time("megatron-18.4b", "a100-80gb", layout, a100, order="dp-tp-cp-ep-pp")
+    assert across.breakdown["tp"] > 3 * inside.breakdown["tp"]
+    assert across.breakdown["compute"] == pytest.approx(inside.breakdown["compute"])
+
+
+def test_scattered_placement_is_seeded(a100):
+    layout = Layout(tp=8, dp=8, micro_batch=2, global_batch=16, seq_len=2048)
+    a = step_time("megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", seed=1)
+    b = step_time("megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", seed=1)
+    assert a.step_time_s == b.step_time_s
+
+
+def test_moe_and_context_parallel_communication(h100):
+    layout = Layout(tp=2, dp=8, ep=8, micro_batch=1, global_batch=16, seq_len=4096,
+                    sequence_parallel=True)
+    moe = step_time("mixtral-8x7b", "h100-sxm", layout, h100)
+    assert moe.breakdown["ep"] > 0
+    cp = Layout(tp=8, cp=2, dp=2, micro_batch=1, global_batch=4, seq_len=32768,
+                sequence_parallel=True, recompute="selective")
+    long = step_time("llama3-8b", "h100-sxm", cp, h100)
+    assert long.breakdown["cp"] >= 0 and long.step_time_s > 0
+    deepseek = Layout(dp=16, ep=16, micro_batch=1, global_batch=16, seq_len=4096,
+                      recompute="full", zero=1)
+    r = step_time("deepseek-v3", "h100-sxm", deepseek, h100, check_memory=False)
+    assert r.breakdown["ep"] > 0 and r.memory_gib_per_gpu > 80
+
+
+def test_memory_and_precision_errors(a100):
+    too_big = Layout(tp=1, dp=8, micro_batch=8, global_batch=64, seq_len=2048)
+    with pytest.raises(SpecError, match=r"GiB per GPU.*HBM"):
+        step_time("megatron-18.4b", "a100-80gb", too_big, a100)
+    with pytest.raises(SpecError, match="fp8"):
+        step_time("megatron-1.7b", "a100-80gb", Layout(dp=8, global_batch=8, precision="fp8"), a100)
+
+
+def test_alpha_beta_estimate_agrees_inside_a_server(a100):
+    groups = np.arange(64).reshape(8, 8)
+    size = 256e6
+    model = collective_time(a100, "all_reduce", groups, size)
+    estimate = collective_time(a100, "all_reduce", groups, size, backend="alpha-beta")
+    assert model.shape == estimate.shape == (8,)
+    assert np.all(estimate <= model) and np.all(model < 2 * estimate)
+
+
+def _cli(capsys, *args):
+    code = main(["step", *args])
+    return code, capsys.readouterr().out
+
+
+def test_cli_json_table_and_plot(capsys, tmp_path):
+    args = ["--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model", "megatron-3.6b",
+            "--gpus", "64", "--tp", "2", "--micro-batch", "4", "--global-batch", "128",
+            "--seq", "2048", "--recompute", "full"]
+    code, out = _cli(capsys, *args, "--json", "--plot", str(tmp_path / "b.png"))
+    assert code == 0
+    data = json.loads(out)
+    for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_gib_per_gpu"):
+        assert data[key] > 0
+    assert set(data["breakdown"]) >= {"compute", "bubble", "tp", "cp", "ep", "pp", "dp"}
+    assert data["layout"]["dp"] == 32
+    assert (tmp_path / "b.png").stat().st_size > 1000
+    code, out = _cli(capsys, *args)
+    assert code == 0 and "MFU" in out and "breakdown" in out
+    code, out = _cli(capsys, *args[:-2], "--dp", "8", "--json")
+    assert code == 2 and "differs from the GPU count" in json.loads(out)["message"]
