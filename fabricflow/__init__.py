@@ -17,6 +17,20 @@ from .fabric.spec import build_fabric, list_presets, load_fabric
 from .routing.route import route
 from .routing.routes import Routes
 from .units import parse_bandwidth, parse_size, parse_time
+from .workload import (
+    GpuSpec,
+    Layout,
+    ModelSpec,
+    Placement,
+    StepResult,
+    list_gpus,
+    list_models,
+    load_gpu,
+    load_model,
+    memory_per_gpu,
+    place,
+    step_time,
+)
 
 __version__ = "0.1.0"
 
@@ -39,4 +53,16 @@ __all__ = [
     "parse_size",
     "parse_time",
     "route",
+    "GpuSpec",
+    "Layout",
+    "ModelSpec",
+    "Placement",
+    "StepResult",
+    "list_gpus",
+    "list_models",
+    "load_gpu",
+    "load_model",
+    "memory_per_gpu",
+    "place",
+    "step_time",
 ]
