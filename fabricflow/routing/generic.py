@@ -14,6 +14,10 @@ Algorithm (no per-flow Python):
        per-hop ECMP as switches do it: every route is a minimal-hop path over working
        links, and ties are split by hash at every hop (not uniformly over whole paths).
 
+Scale-up domains: flows between two GPUs of one scale-up domain take its switch
+(GPU -> NVSwitch-like tier -1 node -> GPU) while those two links work, as NCCL keeps such
+traffic on NVLink, instead of an equally short path through the NICs.
+
 Transit through GPUs: a GPU is never an intermediate hop unless the fabric says its
 accelerators forward traffic (``fabric.meta["gpu_transit"]``, set by the torus generator
 and by ``gpu_transit: true`` in a graph spec). When the key is absent, GPUs forward only
@@ -64,9 +68,44 @@ def route_generic(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ec
         raise SpecError("policy", f"unknown policy {policy!r} for the generic shortest-path "
                         f"router (fabrics without a structured router); one of {list(POLICIES)}")
     key = hashing.flow_key(src, dst, seed)
-    links = shortest_path_links(fabric, fabric.gpu_node[src], fabric.gpu_node[dst], key,
-                                src_gpu=src, dst_gpu=dst)
+    local, local_links = scale_up_paths(fabric, src, dst)
+    rest = np.flatnonzero(~local)
+    walked = shortest_path_links(fabric, fabric.gpu_node[src[rest]], fabric.gpu_node[dst[rest]],
+                                 key[rest], src_gpu=src, dst_gpu=dst, flow_index=rest)
+    links = np.full((src.shape[0], max(walked.shape[1], 2 if local.any() else 1)), -1, np.int32)
+    links[rest, :walked.shape[1]] = walked
+    if local.any():
+        links[local, :2] = local_links[local]
     return Routes(links, None, src, dst, fabric.num_links, policy)
+
+
+def scale_up_paths(fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flows inside one scale-up domain take its switch (GPU -> tier -1 switch -> GPU),
+    as NCCL keeps such traffic on NVLink, rather than an equally short path through a NIC.
+
+    Returns bool ``[F]`` (flows that have a working such path) and int64 ``[F, 2]`` links.
+    """
+    num = src.shape[0]
+    paths = np.full((num, 2), -1, np.int64)
+    tier = fabric.node_tier
+    is_gpu_node = np.zeros(fabric.num_nodes, bool)
+    is_gpu_node[fabric.gpu_node] = True
+    up_mask = fabric.link_up & is_gpu_node[fabric.link_src] & (tier[fabric.link_dst] == -1)
+    down_mask = fabric.link_up & (tier[fabric.link_src] == -1) & is_gpu_node[fabric.link_dst]
+    if not up_mask.any() or num == 0:
+        return np.zeros(num, bool), paths
+    gpu_of_node = np.full(fabric.num_nodes, -1, np.int64)
+    gpu_of_node[fabric.gpu_node] = np.arange(fabric.num_gpus)
+    up_of_gpu = np.full(fabric.num_gpus, -1, np.int64)
+    down_of_gpu = np.full(fabric.num_gpus, -1, np.int64)
+    up_ids, down_ids = np.flatnonzero(up_mask), np.flatnonzero(down_mask)
+    up_of_gpu[gpu_of_node[fabric.link_src[up_ids]]] = up_ids
+    down_of_gpu[gpu_of_node[fabric.link_dst[down_ids]]] = down_ids
+    up, down = up_of_gpu[src], down_of_gpu[dst]
+    local = ((fabric.gpu_domain[src] == fabric.gpu_domain[dst]) & (up >= 0) & (down >= 0))
+    local &= fabric.link_dst[np.maximum(up, 0)] == fabric.link_src[np.maximum(down, 0)]
+    paths[local, 0], paths[local, 1] = up[local], down[local]
+    return local, paths
 
 
 def gpu_transit(fabric) -> bool:
