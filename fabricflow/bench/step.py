@@ -22,8 +22,9 @@ def run(args) -> dict:
     with measured(result, "fabric_build"):
         fabric = load_fabric("meta-llama3-24k")
     if quick:
+        # 1,024 GPUs; ZeRO-2 so that the 8-way sharded state fits like the full case.
         layout = Layout(tp=8, pp=16, dp=8, vpp=4, micro_batch=1, global_batch=128,
-                        seq_len=8192, sequence_parallel=True)
+                        seq_len=8192, sequence_parallel=True, zero=2)
     else:
         # Llama 3 paper (Table 4): 16,384 H100, TP 8, PP 16, DP 128, 2,048 x 8,192 tokens;
         # interleaved stages (v = 4 assumed, not published).

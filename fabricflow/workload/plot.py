@@ -15,7 +15,7 @@ def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(results) + 2.5), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(results) + 4.0), 4.8))
     labels = [label for label, _ in results]
     bottom = [0.0] * len(results)
     for key in BREAKDOWN_KEYS:
@@ -29,7 +29,7 @@ def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
                 ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("seconds per step")
     ax.set_ylim(0, max(bottom) * 1.2 if max(bottom) > 0 else 1)
-    ax.set_title("Training step breakdown (exposed communication)")
+    ax.set_title("Step time breakdown (exposed comm)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
