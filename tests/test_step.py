@@ -123,3 +123,15 @@ def test_cli_json_table_and_plot(capsys, tmp_path):
     assert code == 0 and "MFU" in out and "breakdown" in out
     code, out = _cli(capsys, *args[:-2], "--dp", "8", "--json")
     assert code == 2 and "differs from the GPU count" in json.loads(out)["message"]
+
+
+def test_cli_overrides_and_backend(capsys):
+    args = ["--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model", "megatron-3.6b",
+            "--gpus", "64", "--tp", "2", "--micro-batch", "4", "--global-batch", "128",
+            "--seq", "2048", "--recompute", "full", "--collectives", "alpha-beta", "--json"]
+    code, out = _cli(capsys, *args, "--gpu-set", "hbm=10GB")
+    assert code == 2 and "HBM" in json.loads(out)["message"]
+    code, out = _cli(capsys, *args, "--model-set", "n_layer=10")
+    data = json.loads(out)
+    assert code == 0 and data["collective_backend"] == "alpha-beta"
+    assert data["parameters"] < 2e9

@@ -34,9 +34,16 @@ def register(subparsers) -> None:
                         help="max/mean tokens per expert-parallel rank")
     parser.add_argument("--attention", default=None, choices=["flash", "eager"],
                         help="override the model's attention implementation")
+    parser.add_argument("--gpu-set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a GPU field, e.g. hbm=96GB, peak_bf16=900TFLOPS (repeatable)")
+    parser.add_argument("--model-set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)")
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument("--placement", default="contiguous", choices=["contiguous", "scattered"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--collectives", default="auto", choices=["auto", "alpha-beta"],
+                        help="collective times: the fabric collective model (auto) or the "
+                        "analytic alpha-beta estimate (no congestion), for comparison")
     parser.add_argument("--no-memory-check", action="store_true",
                         help="report memory over HBM instead of refusing the layout")
     parser.add_argument("--plot", default=None, help="write a stacked-bar breakdown (PNG/PDF/SVG)")
@@ -67,17 +74,37 @@ def layout_from_args(args):
                   grad_reduce_dtype=args.grad_reduce_dtype, moe_imbalance=args.moe_imbalance)
 
 
+def _assignments(items: list[str], flag: str) -> dict:
+    """``['hbm=96GB', 'compute_units=132']`` -> dict; numbers parsed, the rest kept as text."""
+    import yaml
+
+    from ..errors import SpecError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else value
+    return out
+
+
 def run(args) -> int:
     from ..fabric.spec import load_fabric
+    from ..workload.gpu import load_gpu
     from ..workload.model import load_model
     from ..workload.step import step_time
 
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
-    overrides = {"attn_implementation": args.attention} if args.attention else {}
+    overrides = _assignments(args.model_set, "--model-set")
+    if args.attention:
+        overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
+    gpu = load_gpu(args.gpu, **_assignments(args.gpu_set, "--gpu-set"))
     fabric = load_fabric(args.fabric)
-    result = step_time(model, args.gpu, layout, fabric, order=args.order, placement=args.placement,
-                       seed=args.seed, check_memory=not args.no_memory_check)
+    result = step_time(model, gpu, layout, fabric, order=args.order, placement=args.placement,
+                       seed=args.seed, check_memory=not args.no_memory_check,
+                       collectives=args.collectives)
     if args.plot:
         from ..workload.plot import plot_breakdown
 
