@@ -191,10 +191,27 @@ def test_nvls_loads_each_switch_port_with_s_times_n_plus_1_over_n():
         ALGORITHMS["nvls"].build(context("all_reduce", groups, nvls=False))
 
 
-def test_sharp_tree_and_merge_mode():
-    phases = ALGORITHMS["sharp"].build(context("all_reduce", GROUPS_4x2, channels=2, sharp=True))
-    assert [p.name for p in phases] == ["intra-reduce-scatter", "sharp", "intra-all-gather"]
-    assert phases[1].merge == "max"
+def test_sharp_is_one_pipelined_transfer_with_max_merged_trees():
+    ctx = context("all_reduce", GROUPS_4x2, channels=2, sharp=True)
+    (phase,) = ALGORITHMS["sharp"].build(ctx)
+    assert phase.name == "sharp-pipelined" and phase.transfers_per_group == 1
+    tree_hops = phase.max_group >= 0
+    # Two rails x one channel: two reduction trees, each 2 (D-1) hops to/from its root.
+    assert np.unique(phase.max_group[tree_hops]).size == 2
+    assert tree_hops.sum(axis=2).tolist() == [[12], [12]]
+    # Per GPU: intra ring reduce-scatter + all-gather ((k-1)/k S each) + its S/k shard
+    # sent once up the tree (the root also sends the result back to D-1 members).
+    members = GROUPS_4x2.ravel()
+    intra = sent([phase], 32) - cross_domain_sent([phase], 32)
+    np.testing.assert_allclose(intra[members], 2 * (2 - 1) / 2)
+
+
+def test_nvls_across_domains_is_pipelined_with_rail_rings():
+    ctx = context("all_reduce", GROUPS_4x2, channels=4, nvls=True)
+    (phase,) = ALGORITHMS["nvls"].build(ctx)
+    assert phase.transfers_per_group == 1
+    members = GROUPS_4x2.ravel()
+    np.testing.assert_allclose(cross_domain_sent([phase], 32)[members], 2 * 3 / 4 / 2)
 
 
 def test_broadcast_chain_reaches_everyone_from_the_root():

@@ -135,7 +135,9 @@ class PreparedCollective:
             ctx = Context(self.op, self.groups, ordered, grid,
                           int(channels) if channels is not None else default_channels,
                           rail_aware=rail_aware, nvls=bool(fabric.meta.get("nvls", False)),
-                          sharp=bool(fabric.meta.get("in_network_reduction", False)))
+                          sharp=bool(fabric.meta.get("in_network_reduction", False)),
+                          nvls_efficiency=cost.nvls_efficiency,
+                          sharp_efficiency=cost.sharp_efficiency)
             try:
                 phases = algorithm.build(ctx)
                 if algorithm.simple_only and protocol not in ("auto", "Simple"):
@@ -191,7 +193,7 @@ class PreparedCollective:
 
     def _phase_times(self, sp: SolvedPhase, protocol: str, sizes: np.ndarray) -> np.ndarray:
         """float64 ``[K, G]``: the phase's time per size and group (repeats included)."""
-        efficiency = self.cost.protocol_efficiency[protocol] * self._extra_efficiency(sp)
+        efficiency = self.cost.protocol_efficiency[protocol]
         intra_s, network_s = self.cost.step_overhead_s(sp.phase.family, protocol)
         latency = sp.path_latency_s + sp.intra_steps * intra_s + sp.network_steps * network_s
         with np.errstate(divide="ignore"):
@@ -202,15 +204,11 @@ class PreparedCollective:
             out[k] = (size * seconds_per_byte + latency).max(axis=1)
         return out * sp.phase.repeat
 
-    def _extra_efficiency(self, sp: SolvedPhase) -> float:
-        return {"nvls": self.cost.nvls_efficiency, "sharp": self.cost.sharp_efficiency,
-                None: 1.0}[sp.phase.efficiency]
-
     def _bottleneck(self, solved: _Solved, protocol: str, size: float, group: int,
                     phase_times: np.ndarray):
         """Saturated links on the slowest transfer of ``group`` in its longest phase."""
         sp = solved.phases[int(np.argmax(phase_times))]
-        efficiency = self.cost.protocol_efficiency[protocol] * self._extra_efficiency(sp)
+        efficiency = self.cost.protocol_efficiency[protocol]
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
         row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))

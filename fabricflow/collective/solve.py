@@ -4,8 +4,8 @@ flow, solve max-min fair rates over all transfers of all groups at once.
 A pipelined transfer crosses several hops; in steady state it runs at one rate ``r`` on
 all of them, so it is one flow whose route is the union of its hops' routes, with a
 coefficient per link = how many bytes the link carries per byte of progress (hop load x
-routing split, summed over the hops that cross the link; ``merge="max"`` for in-network
-reduction, where a link carries the stream once). Max-min fairness among these flows is
+routing split, summed over the hops that cross the link; hops of one ``max_group`` take the
+maximum instead: in-network reduction, where a link carries the stream once). Max-min fairness among these flows is
 what congestion control converges to when the transfers of all groups contend.
 """
 
@@ -78,31 +78,34 @@ def solve_phase(fabric: Fabric, phase: Phase, capacity: np.ndarray, *, routing: 
     intra_steps = np.bincount(transfer, weights=count * intra, minlength=num_transfers)
     network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
 
-    links, coef = _merge_transfers(transfer, hop_links, hop_coef, num_transfers, phase.merge)
+    hop_index = np.flatnonzero(valid.ravel())
+    max_group = phase.max_group[valid]
+    # Hops outside a max group get a unique group (their own index): plain sums.
+    merge_group = (np.where(max_group >= 0, max_group, hop_index + max_group.max(initial=0) + 1)
+                   if np.any(max_group >= 0) else None)
+    links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
     rate = _max_min(links, capacity, coef, solver)
     shape = (num_groups, per_group)
     return SolvedPhase(phase, rate.reshape(shape), path_latency.reshape(shape),
                        intra_steps.reshape(shape), network_steps.reshape(shape), links, coef)
 
 
-def _merge_transfers(transfer: np.ndarray, hop_links: np.ndarray, hop_coef: np.ndarray,
-                     num_transfers: int, merge: str) -> tuple[np.ndarray, np.ndarray]:
+def _merge_transfers(transfer: np.ndarray, merge_group: np.ndarray, hop_links: np.ndarray,
+                     hop_coef: np.ndarray, num_transfers: int) -> tuple[np.ndarray, np.ndarray]:
     """Entries of all hops of a transfer -> one padded row per transfer, each link once.
 
-    ``sum``: coefficients of repeated links add up; ``max``: the largest is kept.
+    Within a ``merge_group`` (per hop; ``None``: every hop its own) repeated links keep the
+    largest coefficient; across groups the coefficients add up.
     """
     keep = hop_links >= 0
     row = np.broadcast_to(transfer[:, None], hop_links.shape)[keep]
+    if merge_group is not None:
+        group = np.broadcast_to(merge_group[:, None], hop_links.shape)[keep]
     link = hop_links[keep]
     weight = hop_coef[keep]
-    order = np.lexsort((link, row))
-    row, link, weight = row[order], link[order], weight[order]
-    new = np.ones(row.size, dtype=bool)
-    new[1:] = (row[1:] != row[:-1]) | (link[1:] != link[:-1])
-    starts = np.flatnonzero(new)
-    reduce = np.maximum if merge == "max" else np.add
-    merged = reduce.reduceat(weight, starts) if starts.size else weight[:0]
-    row, link = row[starts], link[starts]
+    if merge_group is not None:
+        row, link, _, weight = _reduce_runs(np.maximum, (row, link, group), weight)
+    row, link, weight = _reduce_runs(np.add, (row, link), weight)
     first_of_row = np.ones(row.size, dtype=bool)
     first_of_row[1:] = row[1:] != row[:-1]
     run_start = np.maximum.accumulate(np.where(first_of_row, np.arange(row.size), 0))
@@ -111,8 +114,22 @@ def _merge_transfers(transfer: np.ndarray, hop_links: np.ndarray, hop_coef: np.n
     links = np.full((num_transfers, max(width, 1)), -1, dtype=np.int32)
     coef = np.zeros((num_transfers, max(width, 1)), dtype=np.float64)
     links[row, position] = link
-    coef[row, position] = merged
+    coef[row, position] = weight
     return links, coef
+
+
+def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
+    """Sort entries by ``keys`` (most significant first) and reduce runs of equal keys."""
+    order = np.lexsort(tuple(reversed(keys)))
+    keys = tuple(k[order] for k in keys)
+    weight = weight[order]
+    new = np.zeros(weight.size, dtype=bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    starts = np.flatnonzero(new)
+    merged = reduce.reduceat(weight, starts) if starts.size else weight[:0]
+    return (*(k[starts] for k in keys), merged)
 
 
 def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:

@@ -27,6 +27,8 @@ class Context:
             domain hands its data over the scale-up link to the GPU of the next ring's rail.
         nvls: scale-up domains reduce in the switch (NVLink SHARP).
         sharp: scale-out switches reduce in the network (SHARP).
+        nvls_efficiency / sharp_efficiency: throughput factors of the in-network reductions
+            (a stage at efficiency ``e`` loads its links ``1/e`` times per byte).
     """
 
     op: str
@@ -37,6 +39,8 @@ class Context:
     rail_aware: bool = True
     nvls: bool = False
     sharp: bool = False
+    nvls_efficiency: float = 1.0
+    sharp_efficiency: float = 1.0
 
     @property
     def num_groups(self) -> int:

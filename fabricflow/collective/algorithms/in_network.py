@@ -9,23 +9,36 @@ GPU's link to the switch carries ``S (1 + 1/k)`` in each direction, against ``2 
 for a ring. The transfer is modelled as a ring of hops ``i -> i+1`` through the switch with
 load ``(k+1)/k`` (every uplink and downlink once). ReduceScatter / AllGather load one
 direction with ``S`` (the other with ``S / k``; the model loads both with ``S``, which is
-exact for the bottleneck direction). Groups spanning several domains run NVLS inside
-each domain and a ring across domains on every rail (NCCL's NVLS multi-node scheme).
+exact for the bottleneck direction). The switch's reduction runs at ``nvls_efficiency``.
+Pipelined, the NVLS reduce-scatter and all-gather of a hierarchical AllReduce together
+load each direction with ``S (k+1)/k``, as the single-domain NVLS AllReduce does.
+
+Groups spanning several domains (NCCL's NVLS multi-node scheme, and SHARP / CollNet)
+are pipelined: NVLS reduce-scatter inside each domain, AllReduce of the ``S / k`` shard
+across domains on every rail, NVLS all-gather -- all stages at once in steady state, so
+the group is one transfer loading the links of every stage (:func:`~..phase.pipelined`).
 
 SHARP AllReduce across domains: on each rail, the members' NICs send their shard up an
 aggregation tree of switches and receive the result; every link of the tree carries the
-stream once in each direction (``merge="max"``), so the network moves ``S / k`` per
-member instead of ``2 (D-1)/D S / k``.
+stream once in each direction (max-merged), so the network moves ``S / k`` per member
+instead of ``2 (D-1)/D S / k`` for a ring.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, make_phase
+from ..phase import Phase, make_phase, pipelined
 from .context import Context, NotApplicable
 from .hops import plain_rings
 from .ring import rings_of
+
+
+def _nvls_stage(ctx: Context, grid: np.ndarray, name: str, load: float, steps: int = 1) -> Phase:
+    k = grid.shape[2]
+    src, dst = plain_rings(grid, 1)              # [G, D, k]: one switch transfer per domain
+    return make_phase(name, "nvls", src, dst, hop_load=load / ctx.nvls_efficiency,
+                      hop_latency_count=steps / k, bytes_per_size=1.0)
 
 
 def nvls(ctx: Context) -> list[Phase]:
@@ -37,24 +50,20 @@ def nvls(ctx: Context) -> list[Phase]:
     num_domains, k = grid.shape[1:]
     if k == 1:
         raise NotApplicable("nvls needs >= 2 group members in a scale-up domain")
-
-    def intra(name: str, load: float) -> Phase:
-        src, dst = plain_rings(grid, 1)          # [G, D, k]: one switch transfer per domain
-        return make_phase(name, "nvls", src, dst, hop_load=load, hop_latency_count=1.0 / k,
-                          bytes_per_size=1.0, efficiency="nvls")
-
     if num_domains == 1:
         load = (k + 1) / k if ctx.op == "all_reduce" else 1.0
-        return [intra("nvls", load)]
+        return [_nvls_stage(ctx, grid, "nvls", load)]
     rails = np.swapaxes(grid, 1, 2)
     inter_rounds = 2.0 if ctx.op == "all_reduce" else 1.0
     across = rings_of(rails, max(1, ctx.channels // k), name="inter-rail", rounds=inter_rounds,
                       bytes_per_size=1.0 / k)
-    if ctx.op == "all_reduce":
-        return [intra("nvls-reduce-scatter", 1.0), across, intra("nvls-all-gather", 1.0)]
-    if ctx.op == "reduce_scatter":
-        return [intra("nvls-reduce-scatter", 1.0), across]
-    return [across, intra("nvls-all-gather", 1.0)]
+    # Pipelined, the reduce-scatter (up S, down S/k) and all-gather (up S/k, down S) run at
+    # once: together the NVLS AllReduce load (k+1)/k in each direction, in two steps.
+    both = _nvls_stage(ctx, grid, "nvls", (k + 1) / k, steps=2)
+    stages = {"all_reduce": [both, across],
+              "reduce_scatter": [_nvls_stage(ctx, grid, "reduce-scatter", 1.0), across],
+              "all_gather": [across, _nvls_stage(ctx, grid, "all-gather", 1.0)]}[ctx.op]
+    return [pipelined("nvls-pipelined", "nvls", stages)]
 
 
 def sharp(ctx: Context) -> list[Phase]:
@@ -73,12 +82,15 @@ def sharp(ctx: Context) -> list[Phase]:
     members = rails[:, :, 1:]
     src = np.concatenate([members, np.broadcast_to(root, members.shape)], axis=2)
     dst = np.concatenate([np.broadcast_to(root, members.shape), members], axis=2)
-    phase = make_phase("sharp", "tree", src, dst, hop_latency_count=1.0 / (num_domains - 1),
-                       bytes_per_size=1.0 / k / channels, merge="max", efficiency="sharp")
+    tree = make_phase("sharp", "tree", src, dst, hop_load=1.0 / ctx.sharp_efficiency,
+                      hop_latency_count=1.0 / (num_domains - 1),
+                      bytes_per_size=1.0 / k / channels, merge="max")
     if k == 1:
-        return [phase]
-    reduce = rings_of(grid, ctx.channels, name="intra-reduce-scatter", rounds=1.0,
-                      bytes_per_size=1.0)
-    gather = rings_of(grid, ctx.channels, name="intra-all-gather", rounds=1.0,
-                      bytes_per_size=1.0)
-    return [reduce, phase, gather]
+        return [tree]
+    if ctx.nvls:
+        stages = [_nvls_stage(ctx, grid, "nvls", (k + 1) / k, steps=2), tree]
+    else:
+        stages = [rings_of(grid, ctx.channels, name="reduce-scatter", rounds=1.0,
+                           bytes_per_size=1.0), tree,
+                  rings_of(grid, ctx.channels, name="all-gather", rounds=1.0, bytes_per_size=1.0)]
+    return [pipelined("sharp-pipelined", "tree", stages)]
