@@ -133,6 +133,8 @@ def test_scale_up_traffic_stays_in_the_domain():
     assert_valid_walks(fabric, routes, src, src + 3)
     assert np.all(routes.hop_count == 2)
     assert set(fabric.link_kind[routes.links.ravel()].tolist()) == {"nvlink"}
+    domain_switches = fabric.node_tier == -1
+    assert np.array_equal(fabric.node_group[domain_switches], np.arange(6) // 2)
 
 
 @pytest.mark.parametrize("glob, nic", [("100Gbps", "400Gbps"), ("800Gbps", "100Gbps"),
@@ -143,6 +145,13 @@ def test_bisection_matches_max_flow(glob, nic, groups):
     lower = fabric.node_group[fabric.gpu_node] < groups // 2
     flow = max_flow_between(fabric, lower, ~lower)
     assert fabric.summary()["bisection_bandwidth_Bps"] == pytest.approx(flow)
+
+
+def test_bisection_is_a_cut_when_local_links_are_thinner():
+    # Documented: an upper bound on the min cut; here local links bind, so it is above.
+    fabric = build_fabric(dragonfly_spec(4, 4, 2, 2, nic="400Gbps", local="10Gbps", glob="400Gbps"))
+    lower = fabric.node_group[fabric.gpu_node] < 2
+    assert fabric.summary()["bisection_bandwidth_Bps"] >= max_flow_between(fabric, lower, ~lower)
 
 
 def test_failed_global_links_are_avoided():

@@ -5,6 +5,8 @@ import copy
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_generic_routing import assert_valid_walks, networkx_hops, random_pairs
 
 import fabricflow as ff
@@ -156,3 +158,28 @@ def test_spec_errors_name_the_field(leaf_spine_spec, path, value, field, message
     with pytest.raises(SpecError, match=message) as info:
         build_fabric(spec)
     assert info.value.field == field
+
+
+@settings(max_examples=20, deadline=None)
+@given(switches=st.integers(2, 12), gpus=st.integers(2, 10), extra=st.floats(0.0, 1.0),
+       seed=st.integers(0, 2**31))
+def test_property_random_graphs_route_minimally(switches, gpus, extra, seed):
+    """Random connected switch graphs (a random tree plus extra edges) with GPUs on
+    random switches: generic routes are minimal valid walks through switches only."""
+    rng = np.random.default_rng(seed)
+    edges = {(int(rng.integers(i)), i) for i in range(1, switches)}  # a random tree
+    for _ in range(int(extra * switches)):
+        a, b = sorted(rng.choice(switches, 2, replace=False).tolist())
+        edges.add((a, b))
+    spec = {"name": "random", "gpus": gpus, "gpus_per_node": 1, "topology": {
+        "type": "graph", "defaults": {"bandwidth": "100Gbps"},
+        "nodes": [{"name": f"s{i}"} for i in range(switches)],
+        "gpus": [f"g{i}" for i in range(gpus)],
+        "links": ([{"a": f"s{a}", "b": f"s{b}"} for a, b in sorted(edges)]
+                  + [{"a": f"g{i}", "b": f"s{int(rng.integers(switches))}", "kind": "nic"}
+                     for i in range(gpus)])}}
+    fabric = build_fabric(spec)
+    src, dst = random_pairs(gpus, 40, seed=seed % 1000)
+    routes = ff.route(fabric, src, dst, seed=seed)
+    assert_valid_walks(fabric, routes, src, dst)
+    assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))

@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_generic_routing import assert_valid_walks, networkx_hops, random_pairs
 
 import fabricflow as ff
@@ -63,6 +65,19 @@ def test_routes_are_minimal_valid_walks(dims, wrap, policy):
     assert_valid_walks(fabric, routes, src, dst)
     assert np.array_equal(routes.hop_count, ring_distance(fabric, src, dst))
     assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dims=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+       wrap=st.booleans(), seed=st.integers(0, 2**31), policy=st.sampled_from(["dor", "ecmp"]))
+def test_property_minimal_walks_on_random_tori(dims, wrap, seed, policy):
+    fabric = build_fabric(torus_spec(dims, wrap=wrap))
+    if fabric.num_gpus < 2:
+        return
+    src, dst = random_pairs(fabric.num_gpus, 50, seed=seed % 1000)
+    routes = ff.route(fabric, src, dst, policy=policy, seed=seed)
+    assert_valid_walks(fabric, routes, src, dst)
+    assert np.array_equal(routes.hop_count, ring_distance(fabric, src, dst))
 
 
 def test_dor_goes_x_then_y_then_z_and_ecmp_varies_the_order():

@@ -201,5 +201,8 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     domains = (gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node)
     fabric = finish_fabric(asm, common, gpu_node, domains, structure,
                            group_of_gpu=gpu // (a * p))
+    if scale_up is not None:  # a domain switch belongs to the group of its first GPU
+        first_gpu = np.arange(scale_up.switch_node.size) * common.scale_up.domain_size
+        fabric.node_group[scale_up.switch_node] = first_gpu // (a * p)
     fabric.meta["dragonfly_global_arrangement"] = "round-robin, remote-group major"
     return fabric
