@@ -1,0 +1,100 @@
+"""``fabricflow cc`` CLI, the xarray dataset (netCDF round trip) and summaries."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from fabricflow.cc_scenarios import SCENARIOS, build_scenario, dumbbell
+from fabricflow.cli import main
+from fabricflow.solve.dcqcn import simulate_dcqcn
+from fabricflow.solve.dcqcn_params import DCQCNParams, stack_params
+from fabricflow.study.congestion import batch_item, jain_fairness, summarize, to_dataset
+
+
+def test_cc_json_has_the_contract_keys(capsys):
+    code = main(["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "10ms",
+                 "--pfc", "off", "--set", "kmax=400KB", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("mean_rate_Bps", "queue_mean_bytes", "queue_p99_bytes", "jain_fairness",
+                "pause_fraction"):
+        assert key in report
+    assert len(report["mean_rate_Bps"]) == 2
+    np.testing.assert_allclose(report["mean_rate_Bps"], 2.5e9, rtol=0.02)
+    assert report["overrides"] == {"kmax": "400KB"}
+    assert report["pause_fraction"] == 0.0
+    assert report["jain_fairness"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_cc_bad_input_gives_a_json_error(capsys):
+    code = main(["cc", "--scenario", "incast", "--flows", "4", "--set", "kmax", "--json"])
+    assert code == 2
+    error = json.loads(capsys.readouterr().out)
+    assert error["error"] == "SpecError" and "--set" in error["message"]
+    code = main(["cc", "--scenario", "incast", "--flows", "4", "--params", "fast", "--json"])
+    assert code == 2
+    assert "paper" in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_cc_out_writes_netcdf_summary_and_plots(tmp_path, capsys):
+    code = main(["cc", "--scenario", "incast", "--flows", "3", "--duration", "2ms",
+                 "--link-bandwidth", "100Gbps", "--out", str(tmp_path)])
+    assert code == 0
+    assert "flow" in capsys.readouterr().out
+    for name in ("dcqcn.nc", "summary.json", "rates_queues.png", "pause_spread.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    ds = xr.open_dataset(tmp_path / "dcqcn.nc")
+    assert ds["rate"].attrs["units"] == "bytes/s" and ds["queue"].attrs["units"] == "bytes"
+    assert ds["capacity"].max() == pytest.approx(4 * 100e9 / 8)   # uplinks: n + 1 = 4 x
+    ds.close()
+
+
+def test_dataset_roundtrip_and_summary_values(tmp_path):
+    sc = dumbbell(3)
+    res = simulate_dcqcn(sc.fabric, sc.routes, duration=0.01, records=100)
+    ds = to_dataset(res)
+    assert ds["rate"].dims == ("time", "flow") and ds.sizes["time"] == 100
+    ds.to_netcdf(tmp_path / "run.nc")
+    back = xr.open_dataset(tmp_path / "run.nc")
+    np.testing.assert_allclose(back["queue"].values, res.queue)
+    assert back.attrs["param_kmax"] == pytest.approx(200e3)
+    back.close()
+    summary = summarize(res, bottleneck=sc.bottleneck)
+    series = res.queue[res.time >= 0.005, sc.bottleneck]
+    assert summary["queue_p99_bytes"] == pytest.approx(np.percentile(series, 99))
+    assert summary["queue_p50_bytes"] <= summary["queue_p99_bytes"]
+    assert summary["jain_fairness"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_batched_dataset_and_batch_item():
+    sc = dumbbell(2)
+    batch = stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)])
+    res = simulate_dcqcn(sc.fabric, sc.routes, params=batch, duration=0.005, records=50)
+    ds = to_dataset(res)
+    assert ds["queue"].dims == ("batch", "time", "link") and ds.sizes["batch"] == 2
+    one = batch_item(res, 1)
+    assert one.params.kmax == pytest.approx(400e3)
+    assert summarize(one)["status"] == "ok"
+
+
+def test_jain_fairness():
+    assert jain_fairness([1, 1, 1, 1]) == pytest.approx(1.0)
+    assert jain_fairness([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain_fairness([3, 1]) == pytest.approx(16 / 20)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenarios_build_valid_routes(name):
+    sc = build_scenario(name, 4)
+    links = sc.routes.links
+    assert links.max() < sc.fabric.num_links
+    # Consecutive hops are connected: dst of hop h is src of hop h+1.
+    for row in links:
+        path = row[row >= 0]
+        np.testing.assert_array_equal(sc.fabric.link_dst[path[:-1]], sc.fabric.link_src[path[1:]])
+        assert sc.fabric.node_tier[sc.fabric.link_src[path[0]]] == 0
+        assert sc.fabric.node_tier[sc.fabric.link_dst[path[-1]]] == 0
