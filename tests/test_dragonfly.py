@@ -147,6 +147,13 @@ def test_bisection_matches_max_flow(glob, nic, groups):
     assert fabric.summary()["bisection_bandwidth_Bps"] == pytest.approx(flow)
 
 
+def test_valiant_on_two_groups_is_minimal():
+    fabric = build_fabric(dragonfly_spec(2, 4, 2, 3))
+    src, dst = random_pairs(fabric.num_gpus, 500, seed=12)
+    valiant = ff.route(fabric, src, dst, policy="valiant", seed=1)
+    assert np.array_equal(valiant.links, ff.route(fabric, src, dst, policy="minimal", seed=1).links)
+
+
 def test_bisection_is_a_cut_when_local_links_are_thinner():
     # Documented: an upper bound on the min cut; here local links bind, so it is above.
     fabric = build_fabric(dragonfly_spec(4, 4, 2, 2, nic="400Gbps", local="10Gbps", glob="400Gbps"))

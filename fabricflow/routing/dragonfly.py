@@ -103,8 +103,9 @@ def _paths(fabric, st: DragonflyStructure, src, dst, key, policy: str, attempt: 
         land = _group_hop(st, cols, other, mid, gt[other], arrive, c2, first=3)
         _last_local(st, cols, other, gt[other], land, lt[other], column=5)
     else:
-        copy = _pick_copy(st, key[other], gs[other], gt[other], ls[other], lt[other], policy,
-                          attempt)
+        # Valiant with 2 groups has no intermediate group: it is minimal routing.
+        copy = _pick_copy(st, key[other], gs[other], gt[other], ls[other], lt[other],
+                          "minimal" if policy == "valiant" else policy, attempt)
         land = _group_hop(st, cols, other, gs[other], gt[other], ls[other], copy, first=1)
         _last_local(st, cols, other, gt[other], land, lt[other], column=3)
 
