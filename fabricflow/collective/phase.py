@@ -32,6 +32,21 @@ import numpy as np
 
 FAMILIES = ("ring", "tree", "nvls", "p2p")
 
+# Hops of one phase beyond which we refuse before allocating: each hop is routed (a row of
+# up to ~8 int32 link ids) and merged, ~150 bytes per hop in flight -> ~7.5 GB.
+MAX_HOPS = 50_000_000
+
+
+def check_hop_budget(num_hops: int, what: str) -> None:
+    """Raise MemoryBudgetError when a phase would have more than :data:`MAX_HOPS` hops."""
+    if num_hops > MAX_HOPS:
+        from ..errors import MemoryBudgetError
+
+        raise MemoryBudgetError(
+            f"{what} needs {num_hops:,} flow hops (~{num_hops * 150 / 2**30:.1f} GiB while "
+            f"routing and merging), over the limit of {MAX_HOPS:,}; use fewer or smaller "
+            "groups, fewer channels, or the hierarchical algorithm")
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Phase:
@@ -110,6 +125,7 @@ def make_phase(name: str, family: str, hop_src, hop_dst, *, bytes_per_size, hop_
     hop_src = np.asarray(hop_src, dtype=np.int64)
     hop_dst = np.asarray(hop_dst, dtype=np.int64)
     shape = hop_src.shape
+    check_hop_budget(hop_src.size, f"phase {name!r}")
     valid = hop_src >= 0
     load = np.where(valid, np.broadcast_to(np.asarray(hop_load, dtype=np.float64), shape), 0.0)
     count = np.where(valid, np.broadcast_to(np.asarray(hop_latency_count, dtype=np.float64), shape),
