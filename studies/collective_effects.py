@@ -93,6 +93,7 @@ def failure_figure(out: pathlib.Path, gpus: int) -> dict:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for routing, values in curves.items():
         ax.plot(range(len(values)), values, marker="o", label=routing)
+    ax.set_xticks(range(len(next(iter(curves.values())))))
     ax.set_xlabel("failed leaf-spine cables (busiest first)")
     ax.set_ylabel("ring AllReduce busbw (GB/s)")
     ax.set_title(f"Failed spine links, 2:1 leaves, {gpus} GPUs")
