@@ -42,7 +42,7 @@ def test_collectives_come_from_the_fabric_model(selene):
 
 
 def test_shipped_constant_is_the_fit(selene):
-    assert fit_framework_efficiency(selene) == pytest.approx(FRAMEWORK_EFFICIENCY, abs=0.01)
+    assert fit_framework_efficiency(selene) == pytest.approx(FRAMEWORK_EFFICIENCY, abs=0.02)
 
 
 def test_trend_across_rows_is_physical(table):

@@ -4,7 +4,9 @@ The layer is written out as the kernels a Megatron-style implementation runs, wi
 shapes each GPU sees under TP (column-parallel QKV/FC1, row-parallel output/FC2), CP
 (``s / cp`` query tokens against ``s`` keys), SP (norms, residuals and dropouts on
 ``tokens / tp``) and EP (``top_k`` routed tokens over ``num_experts / ep`` local experts,
-scaled by the routing imbalance). GEMMs are timed by :func:`efficiency.gemm_time`
+scaled by the routing imbalance; expert weights split over TP as well, Megatron's default
+expert-tensor-parallel size). Weight GEMMs run in the layout's precision (fp8: Transformer
+Engine linear layers), attention in bf16. GEMMs are timed by :func:`efficiency.gemm_time`
 (backward = data-gradient ``(M, K, N)`` + weight-gradient ``(K, N, M)`` GEMMs), attention
 by :func:`efficiency.attention_time` (Flash: causal tiles skipped, backward 2.5 x forward)
 or as materialised ``s x s`` GEMMs + softmax/dropout kernels (eager), and element-wise
