@@ -16,6 +16,9 @@ from .fabric.fabric import Fabric
 from .fabric.spec import build_fabric, list_presets, load_fabric
 from .routing.route import route
 from .routing.routes import Routes
+from .solve.dcqcn import DCQCNResult, simulate_dcqcn, simulate_dcqcn_arrays
+from .solve.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
+from .solve.dcqcn_params import DCQCNParams, PFCParams, stack_params
 from .units import parse_bandwidth, parse_size, parse_time
 from .workload import (
     GpuSpec,
@@ -53,6 +56,14 @@ __all__ = [
     "parse_size",
     "parse_time",
     "route",
+    "DCQCNParams",
+    "DCQCNResult",
+    "PFCParams",
+    "dcqcn_fixed_point",
+    "dcqcn_linear_stability",
+    "simulate_dcqcn",
+    "simulate_dcqcn_arrays",
+    "stack_params",
     "GpuSpec",
     "Layout",
     "ModelSpec",

@@ -138,3 +138,8 @@ def linear_stability(capacity: float, num_flows: int, delay: float,
     return {"spectral_radius": radius, "growth_rate_per_s": float(np.log(radius) / dt),
             "oscillation_hz": float(abs(np.angle(dominant)) / (2 * np.pi * dt)),
             "stable": radius < 1.0, "delay_steps": steps, "fixed_point": fp}
+
+
+# Public aliases (exported from the package as ff.dcqcn_fixed_point / ff.dcqcn_linear_stability).
+dcqcn_fixed_point = fixed_point
+dcqcn_linear_stability = linear_stability
