@@ -217,3 +217,14 @@ def test_huge_all_to_all_is_refused_before_allocating():
     fabric = ff.load_fabric("clos-100k", gpus=16384)
     with pytest.raises(ff.MemoryBudgetError, match="flow hops"):
         collective_time(fabric, "all_to_all", np.arange(16384), 2**30, algo="direct")
+
+
+def test_cli_fail_option(capsys):
+    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "64",
+                 "--group-size", "8", "--layout", "strided", "-b", "1GiB", "-e", "1GiB",
+                 "--fail", "leaf:0.1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed_links"] > 0 and out["rows"][0]["busbw_GBps"] > 0
+    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "8",
+                 "--fail", "leaf", "--json"]) == 2
+    assert "KIND:FRACTION" in json.loads(capsys.readouterr().out)["message"]

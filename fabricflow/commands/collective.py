@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     parser.add_argument("--no-rail-aware", action="store_true",
                         help="rings cross rails between nodes instead of using PXN")
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+    parser.add_argument("--fail", default=None, metavar="KIND:FRACTION",
+                        help="fail a random fraction of the cables of a link kind first "
+                             "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)")
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -52,6 +55,13 @@ def run(args) -> int:
     from ..units import parse_size
 
     fabric = load_fabric(args.fabric)
+    if args.fail:
+        kind, _, fraction = args.fail.partition(":")
+        try:
+            value = float(fraction)
+        except ValueError:
+            raise SpecError("fail", f"expected KIND:FRACTION such as leaf:0.01, got {args.fail!r}") from None
+        fabric = fabric.without(link_kind=kind, fraction=value, seed=args.seed)
     if args.gpus < 2 or args.gpus > fabric.num_gpus:
         raise SpecError("gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}")
     group_size = args.group_size or args.gpus
@@ -64,7 +74,8 @@ def run(args) -> int:
     rows = table_rows(results)
     header = {"fabric": fabric.name, "op": results[0].op, "gpus": args.gpus,
               "group_size": group_size, "num_groups": int(groups.shape[0]),
-              "layout": args.layout, "routing": args.routing}
+              "layout": args.layout, "routing": args.routing,
+              "failed_links": int(fabric.meta.get("failed_links", 0))}
     if args.json:
         print_json({**header, "rows": rows})
         return 0
