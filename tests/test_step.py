@@ -135,3 +135,14 @@ def test_cli_overrides_and_backend(capsys):
     data = json.loads(out)
     assert code == 0 and data["collective_backend"] == "alpha-beta"
     assert data["parameters"] < 2e9
+
+
+def test_ep_overlap_and_fp8_dispatch_reduce_exposed_all_to_all(h100):
+    base = dict(tp=1, dp=16, ep=8, micro_batch=1, global_batch=16, seq_len=4096)
+    plain = step_time("mixtral-8x7b", "h100-sxm", Layout(**base), h100, check_memory=False)
+    fp8 = step_time("mixtral-8x7b", "h100-sxm", Layout(precision="fp8", **base), h100,
+                    check_memory=False)
+    hidden = step_time("mixtral-8x7b", "h100-sxm", Layout(ep_overlap=True, **base), h100,
+                       check_memory=False)
+    assert 0 < fp8.breakdown["ep"] < plain.breakdown["ep"]
+    assert hidden.breakdown["ep"] < plain.breakdown["ep"]

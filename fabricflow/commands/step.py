@@ -29,6 +29,8 @@ def register(subparsers) -> None:
     parser.add_argument("--no-dp-overlap", action="store_true", help="DP gradient comm after backward")
     parser.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs (needs SP)")
     parser.add_argument("--no-pp-overlap", action="store_true")
+    parser.add_argument("--ep-overlap", action="store_true",
+                        help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)")
     parser.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--moe-imbalance", type=float, default=1.1,
                         help="max/mean tokens per expert-parallel rank")
@@ -71,6 +73,7 @@ def layout_from_args(args):
                   global_batch=args.global_batch, seq_len=args.seq, recompute=args.recompute,
                   precision=args.precision, zero=args.zero, dp_overlap=not args.no_dp_overlap,
                   tp_overlap=args.tp_overlap, pp_overlap=not args.no_pp_overlap,
+                  ep_overlap=args.ep_overlap,
                   grad_reduce_dtype=args.grad_reduce_dtype, moe_imbalance=args.moe_imbalance)
 
 

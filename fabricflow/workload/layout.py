@@ -44,6 +44,8 @@ class Layout:
             with backward compute, per bucket.
         tp_overlap: overlap TP collectives with the GEMMs they feed (needs SP).
         pp_overlap: overlap pipeline send/recv with compute (Megatron default on).
+        ep_overlap: overlap MoE dispatch/combine all-to-all with the compute of another
+            micro-batch chunk (DeepSeek DualPipe-style); off = all-to-all exposed.
         grad_reduce_dtype: dtype of the gradient reduction (``fp32``, Megatron's default
             for bf16 training, or ``bf16``).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
@@ -68,6 +70,7 @@ class Layout:
     dp_overlap: bool = True
     tp_overlap: bool = False
     pp_overlap: bool = True
+    ep_overlap: bool = False
     grad_reduce_dtype: str = "fp32"
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY

@@ -9,7 +9,9 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   parallelism 2 all-gathers + 2 reduce-scatters; hidden behind the pass's GEMMs when
   ``tp_overlap``. CP: a ring of ``cp - 1`` K/V send/recv steps forward (K/V + their
   gradients backward), hidden behind the attention core. EP: dispatch and combine
-  all-to-all of ``top_k`` token copies per pass, scaled by the routing imbalance.
+  all-to-all of ``top_k`` token copies per pass (dispatch in fp8 under fp8 training),
+  scaled by the routing imbalance; backward runs both again; hidden behind another
+  chunk's compute when ``ep_overlap``.
   Passes: forward, backward, and the forward again under full recompute.
 * the slowest pipeline rank (first: embedding, last: logits + loss) sets the pace:
   ``m`` micro-batches, bubble ``(p - 1) / v`` micro-batch times (1F1B / interleaved);
@@ -197,9 +199,19 @@ def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *
         out["cp"] = ((1 + redo) * max(0.0, ring_f - cost.forward_attention_s)
                      + max(0.0, ring_b - cost.backward_attention_s))
     if moe and layout.ep > 1:
-        size = 2.0 * tokens / layout.tp * model.experts_per_token * model.hidden_size
-        size *= layout.moe_imbalance
-        out["ep"] = 2 * (passes_fwd + 1) * comm.slowest("ep", "all_to_all", size)
+        # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
+        # does), combine returns them in bf16; the most loaded rank sets the pace.
+        copies = tokens / layout.tp * model.experts_per_token * model.hidden_size
+        copies *= layout.moe_imbalance
+        dispatch_bytes = 1.0 if layout.precision == "fp8" else 2.0
+        bf16 = comm.slowest("ep", "all_to_all", 2.0 * copies)
+        forward = comm.slowest("ep", "all_to_all", dispatch_bytes * copies) + bf16
+        backward = 2 * bf16  # gradients of combine and of dispatch, bf16
+        if layout.ep_overlap:
+            out["ep"] = (passes_fwd * max(0.0, forward - cost.forward_s)
+                         + max(0.0, backward - cost.backward_s))
+        else:
+            out["ep"] = passes_fwd * forward + backward
     return out
 
 
