@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabricflow.errors import SpecError
 from fabricflow.workload.layout import Layout
@@ -63,3 +65,25 @@ def test_layout_larger_than_fabric():
         place(Layout(dp=16, global_batch=16), 8)
     with pytest.raises(SpecError, match="placement"):
         place(Layout(dp=2, global_batch=2), 8, placement="random")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]), dp=st.sampled_from([1, 2, 3, 4]),
+       pp=st.sampled_from([1, 2, 3]), data=st.data())
+def test_every_dimension_partitions_the_ranks(tp, cp, dp, pp, data):
+    ep = data.draw(st.sampled_from([e for e in (1, 2, 3, 4, 6, 8) if (dp * cp) % e == 0]))
+    dims = list(data.draw(st.permutations(["tp", "cp", "ep", "dp", "pp"])))
+    layout = Layout(tp=tp, cp=cp, dp=dp, pp=pp, ep=ep, global_batch=dp)
+    where = place(layout, layout.num_gpus, order="-".join(dims))
+    n = layout.num_gpus
+    for dim, size in (("tp", tp), ("cp", cp), ("dp", dp), ("pp", pp)):
+        groups = where.groups(dim)
+        assert groups.shape == (n // size, size) and _is_partition(groups, n)
+    for dim, size in (("ep", ep), ("dp", dp * cp // ep)):
+        groups = where.groups(dim, expert=True)
+        assert groups.shape == (n // size, size) and _is_partition(groups, n)
+    # A TP group and a DP group share at most one rank (orthogonal dimensions).
+    tp_of = np.empty(n, dtype=int)
+    tp_of[where.groups("tp")] = np.arange(n // tp)[:, None]
+    for row in where.groups("dp"):
+        assert np.unique(tp_of[row]).size == dp
