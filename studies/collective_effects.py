@@ -5,8 +5,8 @@
 Writes into OUT_DIR:
   collective_ecmp_vs_spray.png   ring AllReduce busbw vs leaf oversubscription, ECMP (several
                                  hash seeds) against ideal spraying
-  collective_rail_vs_tor.png     same-rail and cross-rail send/recv on rail-optimized and
-                                 ToR attachment (4:1 leaves)
+  collective_rail_vs_tor.png     same-rail and cross-rail send/recv, and direct vs PXN
+                                 all-to-all, on rail-optimized and ToR attachment (4:1 leaves)
   collective_failed_links.png    busbw as the busiest leaf-spine cables fail one by one
   collective_shared_jobs.png     a job's busbw when 1..8 jobs interleave on the fabric
   collective_effects.json        the numbers behind the figures
@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 from fabricflow.collective import make_groups  # noqa: E402
 from fabricflow.collective.effects import (  # noqa: E402
+    alltoall_attachment,
     attachment_comparison,
     ecmp_vs_spray,
     failed_link_effect,
@@ -69,18 +70,30 @@ def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
     fabrics = {"rail-optimized": small_clos(attachment="rail", gpus=gpus, leaf_down=16, leaf_up=4),
                "ToR": small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=4)}
     result = attachment_comparison(fabrics, shifts=(0, 1))
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    alltoall = alltoall_attachment(fabrics, group_size=64)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     x = np.arange(2)
     for i, (label, values) in enumerate(result.items()):
-        ax.bar(x + (i - 0.5) * 0.4, [values[0] / GB, values[1] / GB], 0.4, label=label)
-    ax.set_xticks(x, ["same rail (GPU j -> GPU j)", "cross rail (GPU j -> GPU j+1)"])
-    ax.set_ylabel("send/recv busbw per GPU (GB/s)")
-    ax.set_title("Node-pair traffic on 4:1 leaves")
-    ax.legend()
+        left.bar(x + (i - 0.5) * 0.4, [values[0] / GB, values[1] / GB], 0.4, label=label)
+    left.set_xticks(x, ["same rail (GPU j -> j)", "cross rail (GPU j -> j+1)"])
+    left.set_ylabel("send/recv busbw per GPU (GB/s)")
+    left.set_title("Node-pair traffic, 4:1 leaves")
+    left.set_ylim(0, 1.3 * max(max(v.values()) for v in result.values()) / GB)
+    left.legend(ncol=2, loc="upper right")
+    for i, (label, values) in enumerate(alltoall.items()):
+        right.bar(x + (i - 0.5) * 0.4, [values["direct"] / GB, values["hierarchical"] / GB], 0.4,
+                  label=label)
+    right.set_xticks(x, ["direct", "hierarchical (PXN)"])
+    right.set_ylabel("all-to-all busbw (GB/s)")
+    right.set_title("All-to-all in groups of 64 GPUs, 4:1 leaves")
+    right.set_ylim(0, 1.3 * max(max(v.values()) for v in alltoall.values()) / GB)
+    right.legend(ncol=2, loc="upper left")
     fig.tight_layout()
     fig.savefig(out / "collective_rail_vs_tor.png", dpi=120)
     plt.close(fig)
-    return {"attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()}}
+    return {"attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()},
+            "alltoall_attachment": {k: {a: v / GB for a, v in d.items()}
+                                    for k, d in alltoall.items()}}
 
 
 def failure_figure(out: pathlib.Path, gpus: int) -> dict:

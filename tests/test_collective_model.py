@@ -17,6 +17,7 @@ import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.collective import collective_sweep, collective_time, make_groups
 from fabricflow.collective.effects import (
+    alltoall_attachment,
     attachment_comparison,
     ecmp_vs_spray,
     failed_link_effect,
@@ -121,6 +122,15 @@ def test_rail_optimized_versus_tor_for_cross_rail_traffic():
     assert out["rail"][0] == pytest.approx(out["tor"][0], rel=1e-6)
     # Cross rail: the rail fabric sends it over the 4:1 leaf uplinks, ToR keeps it local.
     assert out["rail"][1] == pytest.approx(out["tor"][1] / 4, rel=0.02)
+
+
+def test_pxn_all_to_all_keeps_rail_fabric_traffic_on_the_rail():
+    fabrics = {"rail": small_clos(attachment="rail", leaf_down=16, leaf_up=4),
+               "tor": small_clos(attachment="tor", leaf_down=16, leaf_up=4)}
+    out = alltoall_attachment(fabrics, group_size=64)
+    # Rail leaves hold GPU j of 16 nodes: aggregated rail flows never leave the leaf.
+    assert out["rail"]["hierarchical"] > 2.5 * out["rail"]["direct"]
+    assert out["tor"]["hierarchical"] < 1.2 * out["tor"]["direct"]
 
 
 def test_failed_spine_link_lowers_busbw_and_is_avoided():

@@ -5,8 +5,8 @@ plain numbers (bus bandwidths in bytes/s), so that the design-review figures
 (``studies/collective_effects.py``) and the tests run the same code at different sizes:
 
 * :func:`ecmp_vs_spray` -- ECMP hash collisions versus ideal spraying;
-* :func:`attachment_comparison` -- rail-optimized versus ToR attachment for same-rail and
-  cross-rail traffic;
+* :func:`attachment_comparison`, :func:`alltoall_attachment` -- rail-optimized versus ToR
+  attachment for same-rail and cross-rail traffic, and PXN-style all-to-all;
 * :func:`failed_link_effect` -- failing the most loaded fabric links, one at a time;
 * :func:`shared_jobs` -- several jobs' collectives sharing the fabric.
 """
@@ -75,6 +75,22 @@ def attachment_comparison(fabrics: dict, *, size_bytes: float = 2**28, shifts=(0
         out[label] = {int(shift): collective_time(
             fabric, "sendrecv", node_pairs(fabric.num_gpus, shift=shift), size_bytes,
             algo="direct", routing=routing).busbw_Bps for shift in shifts}
+    return out
+
+
+def alltoall_attachment(fabrics: dict, *, group_size: int = 64, size_bytes: float = 2**28,
+                        routing: str = "spray") -> dict:
+    """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
+    in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
+    aggregation inside the node first, so that network flows stay on their rail."""
+    from .groups import make_groups
+
+    out = {}
+    for label, fabric in fabrics.items():
+        groups = make_groups(fabric.num_gpus, group_size)
+        out[label] = {algo: collective_time(fabric, "all_to_all", groups, size_bytes, algo=algo,
+                                            routing=routing).busbw_Bps
+                      for algo in ("direct", "hierarchical")}
     return out
 
 
