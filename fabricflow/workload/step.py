@@ -55,6 +55,9 @@ class StepResult:
     micro-batch time), exposed ``tp``/``cp``/``ep``/``pp``/``dp`` communication and
     ``optimizer``. ``tflops_per_gpu`` counts model FLOPs (no recompute, MFU numerator);
     ``hardware_tflops_per_gpu`` counts recomputed FLOPs too (Megatron's "achieved").
+    ``mfu`` divides model FLOP/s by the dense peak of the layout's precision (bf16 or fp8).
+    Attention counts the full ``s x s`` product in FLOPs (the usual MFU convention) while
+    its time follows the causal work a Flash kernel does.
     """
 
     step_time_s: float
