@@ -197,12 +197,11 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
         on_paused = jnp.any(paused[problem.links], axis=1)
         flow_pause_time = flow_pause_time + jnp.where(on_paused & sending, dt, 0.0)
 
-    nonfinite = state.nonfinite | ~jnp.all(jnp.isfinite(rc)) | ~jnp.all(jnp.isfinite(egress))
     return State(step=state.step + 1, rc=rc, rt=rt, alpha=alpha, queue=queue, served=served,
                  injected=injected, injected_c=injected_c, delivered=delivered,
                  delivered_c=delivered_c, finish=finish, paused=paused, egress=egress,
                  ring_log=ring_log, ring_rate=ring_rate, pause_time=pause_time,
-                 flow_pause_time=flow_pause_time, nonfinite=nonfinite)
+                 flow_pause_time=flow_pause_time, nonfinite=state.nonfinite)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "dtype"))
@@ -224,6 +223,9 @@ def run(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32)
 
     def outer(carry, _):
         carry, _ = jax.lax.scan(inner, carry, None, length=config.steps_per_record)
+        # NaN/inf persist once they appear, so checking at records (not every step) is enough.
+        bad = ~jnp.all(jnp.isfinite(carry.rc)) | ~jnp.all(jnp.isfinite(carry.egress))
+        carry = carry._replace(nonfinite=carry.nonfinite | bad)
         record = Record(rate=carry.rc, delivered=carry.delivered, queue=carry.egress[:-1],
                         paused=carry.paused[:-1])
         return carry, record
