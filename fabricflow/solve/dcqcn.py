@@ -145,7 +145,7 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
                           duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
                           records: int = 500, dtype=jnp.float32,
                           memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                          throw: bool = True) -> DCQCNResult:
+                          throw: bool = True, prepare_only: bool = False):
     """:func:`simulate_dcqcn` on plain arrays.
 
     Args:
@@ -156,6 +156,7 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
             (default all). link_dst_node / num_nodes: for dynamic thresholds (default:
             every link its own node).
         line_rate: ``[F]`` bytes/s cap of each flow (default: capacity of its first hop).
+        prepare_only: return the validated :class:`PreparedRun` without running it.
         Other arguments: see :func:`simulate_dcqcn`.
     """
     links = np.asarray(links)
@@ -243,14 +244,58 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
     config = kernel.Config(dt=dt, steps_per_record=steps_per_record, num_records=num_records,
                            ring_slots=ring_slots, pfc_mode=pfc_mode,
                            num_nodes=int(num_nodes or num_links))
-    runner = kernel.run_batch if batch else kernel.run
-    final, recs = runner(problem, _as_arrays(params), _as_arrays(pfc_params), config, dtype)
+    prepared = PreparedRun(
+        problem=problem, params_arrays=_as_arrays(params), pfc_arrays=_as_arrays(pfc_params),
+        config=config, dtype=dtype, batched=bool(batch), links=links, prev_links=prev_links,
+        capacity=capacity, size=size, start=start, delay=delay, params=params,
+        pfc_params=pfc_params)
+    if prepare_only:
+        return prepared
+    return run_prepared(prepared, throw=throw)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PreparedRun:
+    """Validated device arrays and static configuration of one run (or one batch).
+
+    ``kernel_args`` are the arguments of :func:`fabricflow.solve.dcqcn_kernel.run` (or
+    ``run_batch`` when ``batched``); benchmarks use them to time compilation apart.
+    """
+
+    problem: kernel.Problem
+    params_arrays: DCQCNParams
+    pfc_arrays: PFCParams
+    config: kernel.Config
+    dtype: object
+    batched: bool
+    links: np.ndarray
+    prev_links: np.ndarray
+    capacity: np.ndarray
+    size: np.ndarray
+    start: np.ndarray
+    delay: np.ndarray
+    params: DCQCNParams
+    pfc_params: PFCParams
+
+    @property
+    def kernel(self):
+        return kernel.run_batch if self.batched else kernel.run
+
+    @property
+    def kernel_args(self) -> tuple:
+        return (self.problem, self.params_arrays, self.pfc_arrays, self.config, self.dtype)
+
+
+def run_prepared(prepared: PreparedRun, *, throw: bool = True, outputs=None) -> DCQCNResult:
+    """Run (or take the kernel ``outputs`` of) a :class:`PreparedRun`; wrap the result."""
+    final, recs = prepared.kernel(*prepared.kernel_args) if outputs is None else outputs
     nonfinite = np.asarray(final.nonfinite)
     status = np.where(nonfinite, "nonfinite", "ok")
     if throw and np.any(nonfinite):
         raise SolverError("DCQCN run produced non-finite rates or queues (status nonfinite); "
                           "reduce dt or check the parameters")
-    times = (np.arange(1, num_records + 1) * steps_per_record) * dt
+    config = prepared.config
+    times = (np.arange(1, config.num_records + 1) * config.steps_per_record) * config.dt
     return DCQCNResult(
         time=times, rate=np.asarray(recs.rate), delivered=np.asarray(recs.delivered),
         queue=np.asarray(recs.queue), paused=np.asarray(recs.paused),
@@ -259,9 +304,10 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
         finish_time=np.asarray(final.finish, dtype=np.float64),
         alpha=np.asarray(final.alpha), target_rate=np.asarray(final.rt),
         status=str(status) if status.ndim == 0 else status,
-        links=links, prev_links=prev_links, capacity=capacity, size=size, start=start,
-        delay=delay, dt=dt, duration=float(times[-1]), params=params,
-        pfc_params=pfc_params, pfc_mode=pfc_mode)
+        links=prepared.links, prev_links=prepared.prev_links, capacity=prepared.capacity,
+        size=prepared.size, start=prepared.start, delay=prepared.delay, dt=config.dt,
+        duration=float(times[-1]), params=prepared.params, pfc_params=prepared.pfc_params,
+        pfc_mode=config.pfc_mode)
 
 
 def _resolve_params(params, overrides) -> DCQCNParams:
