@@ -98,6 +98,15 @@ class Record(NamedTuple):
     paused: jax.Array     # [L] bool
 
 
+def _sum_hops(values):
+    """Sum over the (small, static) hop axis of ``[F, H]`` as column adds: XLA fuses these
+    into one loop, where a reduction over a minor axis of size H is much slower on CPU."""
+    total = values[:, 0]
+    for hop in range(1, values.shape[1]):
+        total = total + values[:, hop]
+    return total
+
+
 def _kahan(total, comp, add):
     y = add - comp
     t = total + y
@@ -135,7 +144,7 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
 
     # --- delayed feedback from the rings (bounded memory: D slots).
     slot = jnp.mod(state.step - problem.delay_steps, slots)
-    log_hist = state.ring_log[slot[:, None], problem.links].sum(axis=1)
+    log_hist = _sum_hops(state.ring_log[slot[:, None], problem.links])
     rate_hist = state.ring_rate[slot, flow_ids]
 
     # --- DCQCN reaction point (only while the flow is sending).
@@ -162,6 +171,8 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
                                    num_segments=num_links1)
     service = jnp.where(state.paused, 0.0, problem.capacity * dt)
     fraction = jnp.where(per_link > service, service / jnp.maximum(per_link, 1e-30), 1.0)
+    # Materialise the [L] fractions once instead of recomputing them per (flow, hop).
+    fraction = jax.lax.optimization_barrier(fraction)
     served = waiting * fraction[problem.links]
     queue = waiting - served
     egress = jnp.maximum(per_link - service, 0.0)
@@ -180,9 +191,8 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     # --- PFC: ingress queue per (switch, ingress port) -> pause the upstream link.
     paused, pause_time, flow_pause_time = state.paused, state.pause_time, state.flow_pause_time
     if config.pfc_mode != "off":
-        # Hop 0 has no ingress port (it is the NIC); leaving it out also keeps F entries
-        # from piling onto the sentinel segment.
-        ingress = jax.ops.segment_sum(queue[:, 1:].ravel(), problem.prev_links[:, 1:].ravel(),
+        # Hop 0 has no ingress port (the NIC): its prev link is the sentinel segment.
+        ingress = jax.ops.segment_sum(queue.ravel(), problem.prev_links.ravel(),
                                       num_segments=num_links1)
         if config.pfc_mode == "dynamic":
             node_use = jax.ops.segment_sum(jnp.where(problem.pfc_ingress, ingress, 0.0),
@@ -194,7 +204,7 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
         xon = jnp.maximum(xoff - pfc_params.hysteresis, 0.0)
         paused = problem.pfc_ingress & jnp.where(state.paused, ingress > xon, ingress > xoff)
         pause_time = pause_time + jnp.where(paused, dt, 0.0)
-        on_paused = jnp.any(paused[problem.links], axis=1)
+        on_paused = _sum_hops(paused[problem.links].astype(dtype)) > 0
         flow_pause_time = flow_pause_time + jnp.where(on_paused & sending, dt, 0.0)
 
     return State(step=state.step + 1, rc=rc, rt=rt, alpha=alpha, queue=queue, served=served,
