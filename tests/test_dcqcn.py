@@ -181,3 +181,24 @@ def test_presets_and_unit_overrides():
     assert cx.timer == pytest.approx(300e-6) and cx.byte_counter == pytest.approx(32767)
     assert DCQCNParams.preset("paper").max_stable_dt() == pytest.approx(25e-6)
     assert DCQCNParams.preset("connectx").max_stable_dt() == pytest.approx(2e-6)
+
+
+def test_new_capacities_and_sizes_do_not_recompile():
+    sc = dumbbell(3, bandwidth=C40)
+    kw = dict(duration=0.002, records=20)
+    simulate_dcqcn(sc.fabric, sc.routes, **kw)
+    before = dcqcn_kernel.run._cache_size()
+    faster = sc.fabric.with_capacity(sc.fabric.capacity * 2.5)
+    res = simulate_dcqcn(faster, sc.routes, size=[1e5, 2e5, 3e5], start=[0, 1e-4, 2e-4], **kw)
+    assert dcqcn_kernel.run._cache_size() == before
+    assert np.all(np.isfinite(res.finish_time))
+
+
+def test_bench_section_smoke():
+    from fabricflow.bench import dcqcn as bench
+
+    result: dict = {}
+    bench._case(2_000, 200, result, "cpu")
+    assert result["cpu_status"] == "ok"
+    assert result["cpu_run_s"] > 0 and result["cpu_flows"] == 2_000
+    assert 0 < result["cpu_mean_rate_Gbps"] <= 400
