@@ -99,6 +99,6 @@ def run(args) -> int:
     print(f"  bottleneck link {summary['bottleneck_link']}: queue mean {summary['queue_mean_bytes'] / 1e3:.1f} KB"
           f", p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB")
     print(f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
-          f"{summary['pause_fraction']:.4f}, victims {list(summary['victim_flows'])}, "
+          f"{summary['pause_fraction']:.4f}, victims {[int(v) for v in summary['victim_flows']]}, "
           f"deadlocks {summary['deadlocks']}")
     return 0
