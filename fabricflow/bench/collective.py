@@ -19,8 +19,9 @@ TARGET_S = 30.0
 
 
 def run(args) -> dict:
+    import fabricflow
+
     from ..collective import collective_time, make_groups
-    from ..collective.solve import default_solver
     from ..fabric.spec import load_fabric
 
     quick = bool(getattr(args, "quick", False))
@@ -28,7 +29,7 @@ def run(args) -> dict:
     group_size = 8
     result: dict = {"preset": "clos-100k", "gpus": gpus, "group_size": group_size,
                     "op": "reduce_scatter", "size_bytes": 2**30,
-                    "solver": getattr(default_solver(), "__name__", str(default_solver()))}
+                    "jitted_solver_available": hasattr(fabricflow, "max_min_rates")}
     with measured(result, "build"):
         fabric = load_fabric("clos-100k", gpus=gpus)
     groups = make_groups(gpus, group_size, layout="strided")

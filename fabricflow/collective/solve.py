@@ -132,23 +132,60 @@ def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
     return (*(k[starts] for k in keys), merged)
 
 
+# Below this many route entries (F x H) the float64 numpy reference solves in milliseconds,
+# less than compiling the jitted kernel for a new shape would take.
+SMALL_PROBLEM_ENTRIES = 200_000
+# The jitted kernel unrolls its loop over the hop axis, so its compile time grows with H;
+# pipelined transfers (a ring over n ranks has ~n x path-length links) can be far wider.
+JIT_MAX_WIDTH = 64
+
+
 def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
-    """Max-min fair rates from the project's solver (``ff.max_min_rates``)."""
-    if solver is None:
-        solver = default_solver()
-    return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
+    """Max-min fair rates ``[F]`` from the project's solvers.
 
-
-def default_solver():
-    """``fabricflow.max_min_rates`` (JAX); the float64 reference until it is available."""
-    import fabricflow
-
-    solver = getattr(fabricflow, "max_min_rates", None)
-    if solver is None:
+    ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
+    rows up to :data:`JIT_MAX_WIDTH` wide, and the float64 reference
+    (:func:`fabricflow.solve.reference.progressive_filling`) for small or very wide ones.
+    For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
+    64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
+    compilation; padded rows carry no link and are dropped.
+    """
+    if solver is not None:
+        return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
+    jitted = _jitted_solver()
+    num_flows, width = links.shape
+    if jitted is None or links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
         from ..solve.reference import progressive_filling
 
-        return progressive_filling
-    return solver
+        return progressive_filling(links, capacity, coef=coef)
+    rows, cols = _bucket(num_flows, 64), _bucket(width, 8)
+    padded_links = np.full((rows, cols), -1, dtype=np.int32)
+    padded_links[:num_flows, :width] = links
+    padded_coef = np.zeros((rows, cols), dtype=np.float64)
+    padded_coef[:num_flows, :width] = coef
+    rates = np.asarray(jitted(padded_links, capacity, coef=padded_coef), dtype=np.float64)
+    return rates[:num_flows]
 
 
-__all__ = ["SolvedPhase", "default_solver", "effective_capacity", "solve_phase"]
+def _bucket(size: int, smallest: int) -> int:
+    """The next power of two >= ``size`` (at least ``smallest``)."""
+    return max(smallest, 1 << max(int(size) - 1, 0).bit_length())
+
+
+def _jitted_solver():
+    import fabricflow
+
+    return getattr(fabricflow, "max_min_rates", None)
+
+
+def solver_name(links_shape: tuple[int, int]) -> str:
+    """Which solver :func:`solve_phase` uses by default for flows of shape ``[F, H]``."""
+    num_flows, width = links_shape
+    if (_jitted_solver() is None or num_flows * width <= SMALL_PROBLEM_ENTRIES
+            or width > JIT_MAX_WIDTH):
+        return "progressive_filling (float64 reference)"
+    return "max_min_rates (jitted)"
+
+
+__all__ = ["SMALL_PROBLEM_ENTRIES", "SolvedPhase", "effective_capacity", "solve_phase",
+           "solver_name"]
