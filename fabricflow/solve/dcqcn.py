@@ -244,6 +244,8 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
         capacity=jnp.asarray(np.append(capacity, np.inf)),
         marking=jnp.asarray(np.append(marking, False)),
         pfc_ingress=jnp.asarray(np.append(pfc_ingress, False)),
+        scatter_links=jnp.asarray(_spread(links, num_links), jnp.int32),
+        scatter_prev=jnp.asarray(_spread(prev_links, num_links), jnp.int32),
         link_dst_node=jnp.asarray(np.append(link_dst_node, 0), jnp.int32),
         line_rate=jnp.asarray(line_rate), size=jnp.asarray(size), start=jnp.asarray(start),
         delay_steps=jnp.asarray(delay_steps, jnp.int32))
@@ -314,6 +316,12 @@ def run_prepared(prepared: PreparedRun, *, throw: bool = True, outputs=None) -> 
         size=prepared.size, start=prepared.start, delay=prepared.delay, dt=config.dt,
         duration=float(times[-1]), params=prepared.params, pfc_params=prepared.pfc_params,
         pfc_mode=config.pfc_mode)
+
+
+def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:
+    """``[F, H]`` link ids with -1 entries sent to extra segments ``L + 1 + (f mod PAD)``."""
+    rows = np.arange(ids.shape[0])[:, None] % kernel.PAD_SEGMENTS
+    return np.where(ids >= 0, ids, num_links + 1 + rows)
 
 
 def _resolve_params(params, overrides) -> DCQCNParams:

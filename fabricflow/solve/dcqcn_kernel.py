@@ -35,13 +35,17 @@ import jax.numpy as jnp
 from .dcqcn_model import dcqcn_derivatives, log_no_mark, marking_probability
 
 PFC_MODES = ("off", "static", "dynamic")
+PAD_SEGMENTS = 256
 
 
 class Problem(NamedTuple):
     """Host-prepared arrays (padding uses the sentinel link id ``L``).
 
     links, prev_links: int32 ``[F, H]`` link of each hop and the link it arrived over
-    (``L`` for hop 0 and padding); last_hop: int32 ``[F]``; capacity: ``[L+1]`` bytes/s;
+    (``L`` for hop 0 and padding), used for gathers; scatter_links, scatter_prev: the same
+    for the two ``segment_sum``s, but with padding / hop 0 spread over ``PAD_SEGMENTS``
+    extra segments after ``L`` (on GPUs, a million atomic adds onto one sentinel address
+    would serialise); last_hop: int32 ``[F]``; capacity: ``[L+1]`` bytes/s;
     marking, pfc_ingress: bool ``[L+1]``; link_dst_node: int32 ``[L+1]``; line_rate,
     size, start: ``[F]`` (bytes/s, bytes, s); delay_steps: int32 ``[F]`` (>= 1).
     """
@@ -52,6 +56,8 @@ class Problem(NamedTuple):
     capacity: jax.Array
     marking: jax.Array
     pfc_ingress: jax.Array
+    scatter_links: jax.Array
+    scatter_prev: jax.Array
     link_dst_node: jax.Array
     line_rate: jax.Array
     size: jax.Array
@@ -167,8 +173,8 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     valid = problem.links < num_links1 - 1
     arrivals = jnp.concatenate([inject[:, None], state.served[:, :-1]], axis=1)
     waiting = jnp.where(valid, state.queue + arrivals, 0.0)
-    per_link = jax.ops.segment_sum(waiting.ravel(), problem.links.ravel(),
-                                   num_segments=num_links1)
+    per_link = jax.ops.segment_sum(waiting.ravel(), problem.scatter_links.ravel(),
+                                   num_segments=num_links1 + PAD_SEGMENTS)[:num_links1]
     service = jnp.where(state.paused, 0.0, problem.capacity * dt)
     fraction = jnp.where(per_link > service, service / jnp.maximum(per_link, 1e-30), 1.0)
     # Materialise the [L] fractions once instead of recomputing them per (flow, hop).
@@ -192,8 +198,8 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     paused, pause_time, flow_pause_time = state.paused, state.pause_time, state.flow_pause_time
     if config.pfc_mode != "off":
         # Hop 0 has no ingress port (the NIC): its prev link is the sentinel segment.
-        ingress = jax.ops.segment_sum(queue.ravel(), problem.prev_links.ravel(),
-                                      num_segments=num_links1)
+        ingress = jax.ops.segment_sum(queue.ravel(), problem.scatter_prev.ravel(),
+                                      num_segments=num_links1 + PAD_SEGMENTS)[:num_links1]
         if config.pfc_mode == "dynamic":
             node_use = jax.ops.segment_sum(jnp.where(problem.pfc_ingress, ingress, 0.0),
                                            problem.link_dst_node, num_segments=config.num_nodes)
