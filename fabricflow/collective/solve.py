@@ -134,10 +134,11 @@ def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
 
 # Below this many route entries (F x H) the float64 numpy reference solves in milliseconds,
 # less than compiling the jitted kernel for a new shape would take.
-SMALL_PROBLEM_ENTRIES = 200_000
-# The jitted kernel unrolls its loop over the hop axis, so its compile time grows with H;
+SMALL_PROBLEM_ENTRIES = 100_000
+# The jitted kernel unrolls its loop over the hop axis, so its compile time grows with H
+# (measured on the 2-core machine: ~2.5 s at H = 16, ~5 s at 32, ~14 s at 64);
 # pipelined transfers (a ring over n ranks has ~n x path-length links) can be far wider.
-JIT_MAX_WIDTH = 64
+JIT_MAX_WIDTH = 32
 
 
 def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
