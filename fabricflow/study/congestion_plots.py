@@ -30,8 +30,12 @@ def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flow
         links = np.argsort(result.queue.max(axis=0))[::-1][:4]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     time_ms = result.time * 1e3
+    # Show R_C only while a flow is active (it keeps its last value after finishing).
+    active = ((result.time[:, None] >= result.start[None, :])
+              & (result.time[:, None] <= result.finish_time[None, :]))
+    rate = np.where(active, result.rate, np.nan)
     for f in flows:
-        top.plot(time_ms, result.rate[:, f] * 8 / 1e9, lw=1, label=f"flow {f}")
+        top.plot(time_ms, rate[:, f] * 8 / 1e9, lw=1, label=f"flow {f}")
     top.set_ylabel("rate R_C (Gb/s)")
     top.set_title(f"DCQCN, PFC {result.pfc_mode}")
     if len(flows) <= 8:
