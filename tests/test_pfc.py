@@ -92,3 +92,20 @@ def test_deadlock_cycles_on_synthetic_dependencies():
     assert deadlock_cycles(paused, links, prev) == []
     paused[[4, 5]] = True                   # a paused chain is not a cycle
     assert deadlock_cycles(paused, links, prev) == []
+
+
+def test_vmap_over_pfc_thresholds_matches_single_runs():
+    from fabricflow.solve.dcqcn_params import stack_params
+
+    sc = incast(4, bandwidth=C40)
+    sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])
+    batch = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=sweep, duration=0.003,
+                           records=30)
+    assert batch.pause_time.shape == (3, sc.fabric.num_links)
+    single = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3),
+                            duration=0.003, records=30)
+    np.testing.assert_allclose(batch.pause_time[0], single.pause_time, atol=2e-6)
+    np.testing.assert_allclose(batch.queue[0], single.queue, rtol=1e-4, atol=1.0)
+    # A higher XOFF pauses the shared uplink for less time.
+    total = batch.pause_time.sum(axis=1)
+    assert total[0] > total[1] > total[2]

@@ -117,7 +117,9 @@ def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
             batched (:func:`stack_params`) to vmap over parameter sets.
         overrides: field -> value (unit strings allowed) applied to the preset.
         pfc: ``off``, ``static`` (also ``on``/True) or ``dynamic`` thresholds.
-        pfc_params: :class:`PFCParams` (default thresholds: XOFF 100 KB, hysteresis 10 KB).
+        pfc_params: :class:`PFCParams` (default thresholds: XOFF 100 KB, hysteresis 10 KB);
+            fields may be ``[batch]`` arrays to sweep PFC settings (alone or alongside a
+            DCQCN batch of the same length) in the same vmapped run.
         duration, dt: simulated time and fixed step, s. ``dt`` must not exceed
             ``params.max_stable_dt()``.
         extra_delay: CNP feedback delay added to each flow's path latency, s.
@@ -224,6 +226,11 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
         np.asarray(line_rate, dtype=np.float64), (num_flows,))
 
     batch = _batch_size(params)
+    pfc_batch = _batch_size(pfc_params, "pfc_params")
+    if batch and pfc_batch and batch != pfc_batch:
+        raise SpecError("pfc_params", f"batch of {pfc_batch} PFC settings does not match the "
+                        f"batch of {batch} DCQCN parameter sets")
+    batch = max(batch, pfc_batch)
     itemsize = np.dtype(jnp.dtype(dtype)).itemsize
     estimate = max(batch, 1) * itemsize * (
         num_records * (2 * num_flows + 2 * num_links)
@@ -253,7 +260,8 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
                            ring_slots=ring_slots, pfc_mode=pfc_mode,
                            num_nodes=int(num_nodes or num_links))
     prepared = PreparedRun(
-        problem=problem, params_arrays=_as_arrays(params), pfc_arrays=_as_arrays(pfc_params),
+        problem=problem, params_arrays=_as_arrays(params, batch),
+        pfc_arrays=_as_arrays(pfc_params, batch),
         config=config, dtype=dtype, batched=bool(batch), links=links, prev_links=prev_links,
         capacity=capacity, size=size, start=start, delay=delay, params=params,
         pfc_params=pfc_params)
@@ -351,21 +359,21 @@ def _positive(value, field: str) -> float:
     return value
 
 
-def _batch_size(params: DCQCNParams) -> int:
+def _batch_size(params, field: str = "params") -> int:
+    """Length of the batch axis of a parameter dataclass (0 when every field is scalar)."""
     shapes = {np.shape(getattr(params, f.name)) for f in dataclasses.fields(params)}
     if shapes == {()}:
         return 0
     lengths = {shape[0] for shape in shapes if shape}
     if len(lengths) != 1 or any(len(shape) > 1 for shape in shapes):
-        raise SpecError("params", f"batched parameters need 1-d fields of one length, got {shapes}")
+        raise SpecError(field, f"batched parameters need 1-d fields of one length, got {shapes}")
     return lengths.pop()
 
 
-def _as_arrays(params):
-    """Same dataclass with numpy leaves; scalar fields broadcast to a batch if any is batched."""
-    batch = _batch_size(params) if isinstance(params, DCQCNParams) else 0
+def _as_arrays(params, batch: int):
+    """Same dataclass with numpy leaves, every field broadcast to ``[batch]`` if batch > 0."""
     values = {}
     for f in dataclasses.fields(params):
         value = np.asarray(getattr(params, f.name), dtype=np.float64)
-        values[f.name] = np.broadcast_to(value, (batch,)).copy() if batch and value.ndim == 0 else value
+        values[f.name] = np.broadcast_to(value, (batch,)).copy() if batch else value
     return type(params)(**values)

@@ -251,5 +251,6 @@ def run(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32)
 
 @functools.partial(jax.jit, static_argnames=("config", "dtype"))
 def run_batch(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32):
-    """:func:`run` vmapped over a batch of DCQCN parameter sets (leading axis of each field)."""
-    return jax.vmap(lambda p: run(problem, p, pfc_params, config, dtype))(params)
+    """:func:`run` vmapped over a batch of DCQCN and PFC parameter sets (leading axis of
+    every field of both)."""
+    return jax.vmap(lambda p, q: run(problem, p, q, config, dtype))(params, pfc_params)

@@ -230,19 +230,23 @@ PRESETS: dict[str, DCQCNParams] = {
 }
 
 
-def stack_params(params: list[DCQCNParams]) -> DCQCNParams:
-    """A batch of parameter sets as one :class:`DCQCNParams` with ``[batch]`` array fields.
+def stack_params(params: list):
+    """A batch of parameter sets as one dataclass with ``[batch]`` array fields.
 
-    Pass the result to :func:`fabricflow.solve.dcqcn.simulate_dcqcn` to ``vmap`` over the
-    batch (one compilation for the whole batch).
+    Works for :class:`DCQCNParams` and :class:`PFCParams` lists (all items of one type).
+    Pass the result to :func:`fabricflow.solve.dcqcn.simulate_dcqcn` (``params=`` or
+    ``pfc_params=``) to ``vmap`` over the batch with one compilation.
     """
     if not params:
         raise SpecError("params", "need at least one parameter set to stack")
+    kind = type(params[0])
+    if kind not in (DCQCNParams, PFCParams) or any(type(p) is not kind for p in params):
+        raise SpecError("params", "stack a list of DCQCNParams or a list of PFCParams")
     for item in params:
         item.validate()
     fields = {f.name: np.asarray([float(getattr(p, f.name)) for p in params])
-              for f in dataclasses.fields(DCQCNParams)}
-    return DCQCNParams(**fields)
+              for f in dataclasses.fields(kind)}
+    return kind(**fields)
 
 
 def parse_overrides(pairs: list[str] | None) -> tuple[dict, dict]:

@@ -127,7 +127,7 @@ def batch_item(result, index: int):
     """One run of a parameter batch, as a non-batched result."""
     import dataclasses
 
-    from ..solve.dcqcn_params import DCQCNParams
+    from ..solve.dcqcn_params import DCQCNParams, PFCParams
 
     pick = {name: getattr(result, name)[index] for name in (
         "rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time", "finish_time",
@@ -135,4 +135,7 @@ def batch_item(result, index: int):
     status = result.status if isinstance(result.status, str) else str(result.status[index])
     params = DCQCNParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
                             for k, v in result.params.as_dict().items()})
-    return dataclasses.replace(result, status=status, params=params, **pick)
+    pfc_params = PFCParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
+                              for k, v in result.pfc_params.as_dict().items()})
+    return dataclasses.replace(result, status=status, params=params, pfc_params=pfc_params,
+                               **pick)
