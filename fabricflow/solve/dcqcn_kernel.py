@@ -104,6 +104,14 @@ class Record(NamedTuple):
     paused: jax.Array     # [L] bool
 
 
+def _materialise(values, step):
+    """Return ``values`` computed once as an array. XLA would otherwise fuse the [L]
+    elementwise producer into every [F, H] gather that reads it and redo the division
+    per (flow, hop); a conditional on a traced predicate (always true) is a fusion
+    boundary, where ``optimization_barrier`` is dropped by the CPU compiler."""
+    return jax.lax.cond(step >= 0, lambda v: v, lambda v: v * 0, values)
+
+
 def _sum_hops(values):
     """Sum over the (small, static) hop axis of ``[F, H]`` as column adds: XLA fuses these
     into one loop, where a reduction over a minor axis of size H is much slower on CPU."""
@@ -177,8 +185,7 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
                                    num_segments=num_links1 + PAD_SEGMENTS)[:num_links1]
     service = jnp.where(state.paused, 0.0, problem.capacity * dt)
     fraction = jnp.where(per_link > service, service / jnp.maximum(per_link, 1e-30), 1.0)
-    # Materialise the [L] fractions once instead of recomputing them per (flow, hop).
-    fraction = jax.lax.optimization_barrier(fraction)
+    fraction = _materialise(fraction, state.step)
     served = waiting * fraction[problem.links]
     queue = waiting - served
     egress = jnp.maximum(per_link - service, 0.0)
