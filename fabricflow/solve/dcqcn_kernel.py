@@ -109,7 +109,7 @@ def _materialise(values, step):
     elementwise producer into every [F, H] gather that reads it and redo the division
     per (flow, hop); a conditional on a traced predicate (always true) is a fusion
     boundary, where ``optimization_barrier`` is dropped by the CPU compiler."""
-    return jax.lax.cond(step >= 0, lambda v: v, lambda v: v * 0, values)
+    return jax.lax.cond(step >= 0, lambda v: v, jnp.zeros_like, values)
 
 
 def _sum_hops(values):
@@ -216,6 +216,7 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
             xoff = jnp.broadcast_to(pfc_params.xoff, ingress.shape)
         xon = jnp.maximum(xoff - pfc_params.hysteresis, 0.0)
         paused = problem.pfc_ingress & jnp.where(state.paused, ingress > xon, ingress > xoff)
+        paused = _materialise(paused, state.step)
         pause_time = pause_time + jnp.where(paused, dt, 0.0)
         on_paused = _sum_hops(paused[problem.links].astype(dtype)) > 0
         flow_pause_time = flow_pause_time + jnp.where(on_paused & sending, dt, 0.0)
