@@ -9,6 +9,9 @@ flows, paper parameters, static PFC on, 100 records.
 
 from __future__ import annotations
 
+import os
+import resource
+
 import numpy as np
 
 from ._measure import measured
@@ -59,8 +62,14 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
     args = prepared.kernel_args
     with measured(result, f"{prefix}_compile"):
         compiled = prepared.kernel.lower(*args).compile()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     with measured(result, f"{prefix}_run"):
         outputs = jax.block_until_ready(compiled(*args[:3]))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    # Process CPU time: on a shared machine wall time also counts waiting for the cores.
+    result[f"{prefix}_run_cpu_s"] = (after.ru_utime - before.ru_utime
+                                     + after.ru_stime - before.ru_stime)
+    result[f"{prefix}_load_average_1min"] = os.getloadavg()[0]
     res = run_prepared(prepared, outputs=outputs)
     result[f"{prefix}_flows"] = num_flows
     result[f"{prefix}_hops"] = int(links.shape[1])
