@@ -109,62 +109,96 @@ def solve_max_min(links, capacity, weight=None, demand=None, coef=None, *,
 
 @jax.jit
 def _solve(links, capacity, weight, demand, coef, max_iters, rtol) -> MaxMinSolution:
+    net = prepare_network(links, capacity, weight, demand, coef)
+    present = jnp.ones(links.shape[0], bool)
+    rate, bottleneck, rounds, unsettled = water_fill(net, present, max_iters, rtol,
+                                                     net.start_status == Status.CONVERGED)
+    status = final_status(net.start_status, unsettled, rate)
+    return MaxMinSolution(rate, bottleneck, rounds, status)
+
+
+class Network(NamedTuple):
+    """Kernel-ready arrays of a max-min problem (built inside jit by :func:`prepare_network`)."""
+
+    ids: jax.Array             # int32 [H, F] link ids, sentinel L for padding
+    coef: jax.Array | None     # [H, F] or None
+    capacity: jax.Array        # [L + 1], sentinel slot 0 (never crossed)
+    is_real: jax.Array         # bool [L + 1]
+    quantum: jax.Array | None  # exact-sum grid step (float32 only)
+    weight: jax.Array          # [F]
+    demand: jax.Array          # [F] (inf = none)
+    demand_level: jax.Array    # [F] demand / weight
+    start_status: jax.Array    # int32: NONFINITE / INFEASIBLE inputs, else CONVERGED
+
+
+def prepare_network(links, capacity, weight, demand, coef) -> Network:
+    """Hop-major ids, sentinel slot, defaults and input status (inside jit)."""
     dtype = capacity.dtype
-    num_flows, num_hops = links.shape
+    num_flows = links.shape[0]
     num_links = capacity.shape[0]
     inf = jnp.asarray(jnp.inf, dtype)
-
     ids, coef_hm, out_of_range = hop_major(links, coef, capacity)
-    quantum = exact_sum_quantum(capacity)
     weight = jnp.ones(num_flows, dtype) if weight is None else weight
     if demand is None:
         demand = demand_level = jnp.full(num_flows, inf)
     else:
         demand_level = jnp.where(demand == inf, inf, demand / weight)
-    capacity_ext = jnp.concatenate([capacity, jnp.zeros(1, dtype)])   # sentinel: never crossed
-    slots = num_links + 1
-    is_real = jnp.arange(slots) < num_links
-
     start_status = input_status(
         nonfinite=[jnp.isnan(capacity), jnp.isnan(weight), jnp.isnan(demand)]
         + ([] if coef is None else [jnp.isnan(coef)]),
         infeasible=[capacity < 0, ~(weight > 0), demand < 0, out_of_range])
+    return Network(ids, coef_hm, jnp.concatenate([capacity, jnp.zeros(1, dtype)]),
+                   jnp.arange(num_links + 1) < num_links, exact_sum_quantum(capacity),
+                   weight, demand, demand_level, start_status)
+
+
+def water_fill(net: Network, present, max_iters, rtol, go=True):
+    """Max-min rates of the ``present`` flows (others get rate 0 and load nothing).
+
+    Returns ``(rate [F], bottleneck [F], rounds, unsettled)`` where ``unsettled`` is True
+    when ``max_iters`` stopped the loop with flows still active. ``go=False`` skips the
+    loop (bad input).
+    """
+    num_hops, num_flows = net.ids.shape
+    slots = net.capacity.shape[0]
+    dtype = net.capacity.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
 
     def round_(state):
         rate, active, bottleneck, rounds = state
         # Active weight and frozen load per link, both recomputed from scratch every round
         # (no running subtraction, so float32 residuals do not drift).
-        active_weight = scatter_hops(jnp.where(active, weight, 0), ids, coef_hm, slots, "add", 0)
-        residual = residual_capacity(capacity_ext, jnp.where(active, 0, rate), ids, coef_hm,
-                                     quantum)
-        crossed = (active_weight > 0) & is_real
+        active_weight = scatter_hops(jnp.where(active, net.weight, 0), net.ids, net.coef,
+                                     slots, "add", 0)
+        residual = residual_capacity(net.capacity, jnp.where(active, 0, rate), net.ids,
+                                     net.coef, net.quantum)
+        crossed = (active_weight > 0) & net.is_real
         share = jnp.where(crossed, residual / jnp.where(crossed, active_weight, 1), inf)
 
-        link_level = min_over_hops(share, ids, inf)
-        level = jnp.minimum(link_level, demand_level)
+        link_level = min_over_hops(share, net.ids, inf)
+        level = jnp.minimum(link_level, net.demand_level)
         # A link is a local bottleneck when no active flow on it has a lower level.
         active_level = jax.lax.optimization_barrier(jnp.where(active, level, inf))
-        floor = scatter_hops(active_level, ids, None, slots, "min", inf)
+        floor = scatter_hops(active_level, net.ids, None, slots, "min", inf)
         is_bottleneck = crossed & (share <= floor * (1 + rtol))
 
         hit_link = jnp.full(num_flows, -1, jnp.int32)
         for hop in reversed(range(num_hops)):
-            hit_link = jnp.where(gather(is_bottleneck, ids[hop]), ids[hop], hit_link)
-        by_demand = demand_level <= link_level * (1 + rtol)
+            hit_link = jnp.where(gather(is_bottleneck, net.ids[hop]), net.ids[hop], hit_link)
+        by_demand = net.demand_level <= link_level * (1 + rtol)
         freeze = active & ((hit_link >= 0) | by_demand | (level == inf))
-        new_rate = jnp.where(by_demand & (hit_link < 0), demand, weight * level)
+        new_rate = jnp.where(by_demand & (hit_link < 0), net.demand, net.weight * level)
         return (jnp.where(freeze, new_rate, rate), active & ~freeze,
                 jnp.where(freeze, hit_link, bottleneck), rounds + 1)
 
     def more(state):
         _, active, _, rounds = state
-        return (start_status == Status.CONVERGED) & jnp.any(active) & (rounds < max_iters)
+        return go & jnp.any(active) & (rounds < max_iters)
 
-    state = (jnp.zeros(num_flows, dtype), jnp.ones(num_flows, bool),
-             jnp.full(num_flows, -1, jnp.int32), jnp.int32(0))
+    state = (jnp.zeros(num_flows, dtype), present, jnp.full(num_flows, -1, jnp.int32),
+             jnp.int32(0))
     rate, active, bottleneck, rounds = jax.lax.while_loop(more, round_, state)
-    status = final_status(start_status, active, rate)
-    return MaxMinSolution(rate, bottleneck, rounds, status)
+    return rate, bottleneck, rounds, go & jnp.any(active)
 
 
 # ---------------------------------------------------------------- kernel building blocks
@@ -264,9 +298,9 @@ def input_status(nonfinite, infeasible):
                      jnp.where(wrong, Status.INFEASIBLE, Status.CONVERGED)).astype(jnp.int32)
 
 
-def final_status(start_status, active, rate):
+def final_status(start_status, unsettled, values):
     """Status after the loop: keep an input error, else unsettled -> MAX_ITERS_REACHED."""
     return jnp.where(start_status != Status.CONVERGED, start_status,
-                     jnp.where(jnp.any(active), Status.MAX_ITERS_REACHED,
-                               jnp.where(jnp.any(jnp.isnan(rate)), Status.NONFINITE,
+                     jnp.where(unsettled, Status.MAX_ITERS_REACHED,
+                               jnp.where(jnp.any(jnp.isnan(values)), Status.NONFINITE,
                                          Status.CONVERGED))).astype(jnp.int32)

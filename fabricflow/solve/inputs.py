@@ -1,0 +1,135 @@
+"""Host-side checks of solver inputs: clear errors naming the field, before any jit.
+
+The jitted kernels never raise (they report a status); everything a user can get wrong
+is caught here with a :class:`~fabricflow.errors.SpecError` that names the argument, the
+offending index and the allowed values.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import MemoryBudgetError, SpecError
+
+
+class FlowProblem(NamedTuple):
+    """Checked numpy inputs of a flow solve. ``batch`` is ``None`` or the scenario count.
+
+    Per-scenario arrays (``capacity``, ``weight``, ``demand``) are ``[B, ...]`` when
+    ``batch`` is set (unbatched ones are broadcast), else unbatched.
+    """
+
+    links: np.ndarray          # int32 [F, H], -1 padded, -1 also where coef <= 0
+    capacity: np.ndarray       # [L] or [B, L]
+    weight: np.ndarray | None  # [F] or [B, F]
+    demand: np.ndarray | None  # [F] or [B, F]
+    coef: np.ndarray | None    # [F, H] (0 where links == -1)
+    batch: int | None
+
+
+def check_links(links, num_links: int) -> np.ndarray:
+    """int32 ``[F, H]`` link ids in ``-1..num_links-1`` (``-1`` = padding)."""
+    links = np.asarray(links)
+    if links.ndim != 2:
+        raise SpecError("links", f"must be an int array [flows, hops], got shape {links.shape}")
+    if links.size and not np.issubdtype(links.dtype, np.integer):
+        raise SpecError("links", f"must hold integer link ids, got dtype {links.dtype}")
+    if links.size:
+        bad = (links < -1) | (links >= num_links)
+        if bad.any():
+            flow, hop = np.argwhere(bad)[0]
+            raise SpecError("links", f"link ids must lie in 0..{num_links - 1} (or -1 for "
+                            f"padding); flow {flow} hop {hop} has {int(links[flow, hop])}")
+    return np.ascontiguousarray(links, dtype=np.int32)
+
+
+def check_values(name: str, values, shape_tail: tuple[int, ...], *, positive: bool = False,
+                 allow_inf: bool = True) -> tuple[np.ndarray, int | None]:
+    """A float array of shape ``shape_tail`` or ``[B, *shape_tail]``: no NaN, no negatives.
+
+    Returns ``(array, batch or None)``. Keeps float64 (the solver picks its dtype).
+    """
+    array = np.asarray(values)
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
+                                     or array.dtype == bool):
+        raise SpecError(name, f"must be numeric, got dtype {array.dtype}")
+    array = array.astype(np.float64) if not np.issubdtype(array.dtype, np.floating) else array
+    if array.shape == shape_tail:
+        batch = None
+    elif array.ndim == len(shape_tail) + 1 and array.shape[1:] == shape_tail:
+        batch = array.shape[0]
+    else:
+        raise SpecError(name, f"must have shape {list(shape_tail)} (or [batch, "
+                        f"{', '.join(map(str, shape_tail))}] for scenarios), got {list(array.shape)}")
+    if np.isnan(array).any():
+        raise SpecError(name, f"contains NaN at index {_first(np.isnan(array))}")
+    low = array <= 0 if positive else array < 0
+    if low.any():
+        rule = "> 0" if positive else ">= 0"
+        index = _first(low)
+        raise SpecError(name, f"values must be {rule}; index {index} has {array[index]}")
+    if not allow_inf and np.isinf(array).any():
+        raise SpecError(name, f"values must be finite; index {_first(np.isinf(array))} is inf")
+    return array, batch
+
+
+def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowProblem:
+    """Check and normalise the inputs of a max-min solve (see :func:`max_min_rates`)."""
+    capacity_arr = np.asarray(capacity)
+    if capacity_arr.ndim not in (1, 2):
+        raise SpecError("capacity", f"must be [links] or [batch, links], got shape "
+                        f"{capacity_arr.shape}")
+    num_links = capacity_arr.shape[-1]
+    links = check_links(links, num_links)
+    num_flows = links.shape[0]
+    capacity_arr, batch = check_values("capacity", capacity_arr, (num_links,))
+    batches = [batch]
+    if weight is not None:
+        weight, b = check_values("weight", weight, (num_flows,), positive=True, allow_inf=False)
+        batches.append(b)
+    if demand is not None:
+        demand, b = check_values("demand", demand, (num_flows,))
+        batches.append(b)
+    if coef is not None:
+        coef, b = check_values("coef", coef, links.shape, allow_inf=False)
+        if b is not None:
+            raise SpecError("coef", f"must have the shape of links {list(links.shape)}, got "
+                            f"{list(coef.shape)}")
+        unused = (links < 0) | (coef <= 0)
+        links = np.where(unused, -1, links).astype(np.int32)
+        coef = np.where(unused, 0.0, coef)
+    sizes = {b for b in batches if b is not None}
+    if len(sizes) > 1:
+        raise SpecError("capacity", f"batched inputs disagree on the batch size: {sorted(sizes)}")
+    return FlowProblem(links, capacity_arr, weight, demand, coef, sizes.pop() if sizes else None)
+
+
+def check_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
+                 what: str) -> None:
+    """Refuse, before allocating, a solve whose working set exceeds 3/4 of the RAM."""
+    scenarios = batch or 1
+    # ids + coef + per-hop temporaries per entry; ~12 float/int vectors per flow and link
+    # (state, levels, masks) per scenario.
+    estimate = num_entries * 16 + scenarios * (num_flows * 48 + num_links * 40)
+    budget = int(0.75 * physical_memory_bytes())
+    if estimate > budget:
+        raise MemoryBudgetError(
+            f"{what}: about {estimate / 2**30:.1f} GiB needed for {num_flows} flows x "
+            f"{num_entries // max(num_flows, 1)} hops, {num_links} links and {scenarios} "
+            f"scenario(s); the budget is {budget / 2**30:.1f} GiB (3/4 of RAM). Solve fewer "
+            f"scenarios at once or split the flows.")
+
+
+def physical_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
+def _first(mask: np.ndarray):
+    index = tuple(int(i) for i in np.argwhere(mask)[0])
+    return index[0] if len(index) == 1 else index

@@ -1,0 +1,127 @@
+"""``ff.max_min_rates`` / ``ff.max_min_solution``: checked, merged, batched max-min solves.
+
+The pipeline: check inputs on the host (clear errors) -> merge identical flows into
+weighted ones (:mod:`.merge`) -> the jitted kernel :func:`.maxmin.solve_max_min`
+(``vmap``-ed over scenarios when ``capacity``/``weight``/``demand`` carry a batch axis)
+-> split merged rates back -> raise :class:`~fabricflow.errors.SolverError` on a bad
+status unless ``throw=False``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import SolverError
+from .inputs import check_memory, check_problem
+from .maxmin import MaxMinSolution, float_dtype, solve_max_min
+from .merge import merge_identical_flows
+from .status import Status
+
+
+def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge: bool = True,
+                  max_iters: int | None = None, rtol: float | None = None,
+                  throw: bool = True) -> np.ndarray:
+    """Exact weighted, demand-capped max-min fair rates of ``F`` flows.
+
+    Args:
+        links: int ``[F, H]`` link ids per flow, ``-1`` padded (``Routes.links``).
+        capacity: ``[L]`` link capacities (bytes/s for a :class:`Fabric`), or
+            ``[B, L]`` for ``B`` scenarios solved in one vmapped call (failures, upgrades).
+            Capacity 0 (a failed link) gives the flows crossing it rate 0; ``inf`` means
+            the link constrains nothing.
+        weight: ``[F]`` (or ``[B, F]``) positive weights, default 1: flows sharing a
+            bottleneck get rates proportional to their weights.
+        demand: ``[F]`` (or ``[B, F]``) rate caps, default none (``inf``).
+        coef: ``[F, H]`` fraction of each flow on each entry (``Routes.coef`` for
+            multipath splits), default 1.
+        merge: solve flows with identical rows (and demand level) as one weighted flow;
+            exact, and much faster for multi-channel collectives.
+        max_iters: bound on water-filling rounds (default: enough for any input).
+        rtol: relative tolerance for equal shares (default a few float ulps).
+        throw: raise :class:`SolverError` on a bad status; with ``False`` the flows left
+            unsettled get NaN.
+
+    Returns:
+        numpy ``[F]`` (or ``[B, F]``) rates in the unit of ``capacity``: float32 by
+        default, float64 when ``capacity`` is float64 and ``jax_enable_x64`` is on.
+        A flow crossing no link and with no demand gets ``inf``.
+
+    Precision: float32 rates agree with the float64 reference to ~1e-6 relative on
+    random instances; the error grows like ``eps * capacity / residual`` for a flow
+    whose bottleneck link was almost filled by others (enable x64 for such cases).
+
+    Shapes ``[U, H]`` (``U`` = unique flows), ``L`` and ``B`` are static for the jitted
+    kernel: new capacities, weights or demands of the same shapes reuse the compilation.
+
+    Example:
+        >>> max_min_rates([[0, 1], [0, -1], [1, -1]], [1.0, 1.0])
+        array([0.5, 0.5, 0.5], dtype=float32)
+    """
+    return max_min_solution(links, capacity, weight=weight, demand=demand, coef=coef,
+                            merge=merge, max_iters=max_iters, rtol=rtol, throw=throw).rates
+
+
+def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
+                     merge: bool = True, max_iters: int | None = None,
+                     rtol: float | None = None, throw: bool = True) -> MaxMinSolution:
+    """Like :func:`max_min_rates` but returns the whole :class:`MaxMinSolution` (numpy).
+
+    ``bottleneck[f]`` is the link that fixed flow ``f``'s rate (``-1``: its demand, or
+    nothing); ``rounds`` and ``status`` are scalars (``[B]`` with a batch).
+    """
+    problem = check_problem(links, capacity, weight, demand, coef)
+    num_flows, num_hops = problem.links.shape
+    check_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch,
+                 "max_min_rates")
+    dtype = float_dtype(problem.capacity, problem.weight, problem.demand)
+    merged = merge_identical_flows(problem.links, problem.coef, problem.weight,
+                                   problem.demand) if merge else None
+    if merged is not None and merged.num_unique == num_flows and problem.weight is None:
+        merged = None   # nothing merged: solve the original flows directly
+    if merged is None:
+        args = (problem.links, problem.capacity, problem.weight, problem.demand, problem.coef)
+    else:
+        args = (merged.links, problem.capacity, merged.weight, merged.demand, merged.coef)
+    solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol, dtype=dtype)
+
+    rates = np.asarray(solution.rates, np.float64)
+    bottleneck = np.asarray(solution.bottleneck)
+    status = np.asarray(solution.status)
+    if merged is not None:
+        rates = merged.split(rates)
+        bottleneck = merged.spread(bottleneck)
+    unsettled = np.isnan(rates)
+    if np.any(status != Status.CONVERGED):
+        worst = Status(int(np.max(status)))
+        if throw:
+            raise SolverError(f"max_min_rates: {worst.message} (status {worst.name}, "
+                              f"{int(np.max(np.asarray(solution.rounds)))} rounds)")
+        unsettled |= _unsettled_mask(status, rates.shape)
+    rates = np.where(unsettled, np.nan, rates).astype(dtype)
+    return MaxMinSolution(rates, bottleneck, np.asarray(solution.rounds), status)
+
+
+def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype):
+    """Call the kernel, vmapped over the batch axis of the per-scenario arrays."""
+    as_jax = (lambda a: None if a is None else jnp.asarray(a, dtype))
+    links_j = jnp.asarray(links)
+    capacity_j, weight_j, demand_j, coef_j = (as_jax(a) for a in (capacity, weight, demand, coef))
+
+    def solve(cap, w, d):
+        return solve_max_min(links_j, cap, w, d, coef_j, max_iters=max_iters, rtol=rtol)
+
+    if batch is None:
+        return jax.block_until_ready(solve(capacity_j, weight_j, demand_j))
+    axes = tuple(None if a is None or a.ndim == 1 else 0 for a in (capacity_j, weight_j, demand_j))
+    if capacity_j.ndim == 1:
+        capacity_j = jnp.broadcast_to(capacity_j, (batch, *capacity_j.shape))
+        axes = (0, *axes[1:])
+    return jax.block_until_ready(jax.vmap(solve, in_axes=axes)(capacity_j, weight_j, demand_j))
+
+
+def _unsettled_mask(status: np.ndarray, shape) -> np.ndarray:
+    """Flows of a scenario whose status is not CONVERGED: all of them are suspect."""
+    bad = np.asarray(status) != Status.CONVERGED
+    return np.broadcast_to(bad[..., None] if bad.ndim else bad, shape)
