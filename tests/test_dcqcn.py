@@ -202,3 +202,29 @@ def test_bench_section_smoke():
     assert result["cpu_status"] == "ok"
     assert result["cpu_run_s"] > 0 and result["cpu_flows"] == 2_000
     assert 0 < result["cpu_mean_rate_Gbps"] <= 400
+
+
+def test_hyper_increase_term():
+    import jax.numpy as jnp
+
+    paper = DCQCNParams.preset("paper")
+    hyper = paper.replace(rate_hai="400Mbps")
+    args = (jnp.float32(1e9), jnp.float32(2e9), jnp.float32(0.5), jnp.float32(0.0),
+            jnp.float32(1e9))
+    _, base, _ = dcqcn_derivatives(*args, paper)
+    _, more, _ = dcqcn_derivatives(*args, hyper)
+    # p = 0: both counters are always past F, every increase event is a hyper one.
+    events = 1e9 / paper.packet_bytes / (paper.byte_counter / paper.packet_bytes) + 1 / paper.timer
+    assert float(more - base) == pytest.approx((400e6 / 8 - paper.rate_ai) * events, rel=1e-3)
+    # Under heavy marking the hyper stage is never reached.
+    heavy = (*args[:3], jnp.float32(np.log1p(-0.01)), args[4])
+    np.testing.assert_allclose(float(dcqcn_derivatives(*heavy, hyper)[1]),
+                               float(dcqcn_derivatives(*heavy, paper)[1]), rtol=1e-5)
+
+
+def test_connectx_preset_shares_the_link_fairly():
+    sc = dumbbell(2, bandwidth=C40)
+    res = simulate_dcqcn(sc.fabric, sc.routes, params="connectx", duration=0.05, records=250)
+    rate = res.mean_rate()
+    assert rate.sum() >= 0.95 * C40
+    assert rate[0] == pytest.approx(rate[1], rel=0.01)

@@ -17,6 +17,9 @@ Written this way nothing overflows in float32 (``(1-p)^(-B)`` would near p ~ 0.0
 B = 1e4 packets) and the limits come out right with no special cases: p' -> 0 gives
 a = 0, R'b = R'c = R'/B, R'd = R'e = 1/T; p' -> 1 gives a = 1 and b..e -> 0; R' -> 0
 gives R'd -> (p'/m)/T rather than 0/0.
+
+Hyper increase (ConnectX R_HAI) is an addition of ours, described in
+:mod:`.dcqcn_params`; it vanishes when ``rate_hai == rate_ai``.
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ def dcqcn_derivatives(rc, rt, alpha, log_no_mark_delayed, rate_delayed, params):
     alpha_target = -jnp.expm1(-m * params.tau_prime * packets_per_s)
 
     d_alpha = params.g / params.tau_prime * (alpha_target - alpha)
-    d_rt = -(rt - rc) * a / params.tau + params.rate_ai * (rate_c + rate_e)
+    # Hyper increase (not in the paper's model; zero when rate_hai == rate_ai): an
+    # increase event whose other counter has also passed F unmarked stages adds R_HAI.
+    hyper = rate_c * jnp.exp(-params.fast_recovery * x_t) + rate_e * jnp.exp(
+        -params.fast_recovery * x_b)
+    d_rt = (-(rt - rc) * a / params.tau + params.rate_ai * (rate_c + rate_e)
+            + (params.rate_hai - params.rate_ai) * hyper)
     d_rc = -rc * alpha * a / (2.0 * params.tau) + 0.5 * (rt - rc) * (rate_b + rate_d)
     return d_rc, d_rt, d_alpha

@@ -12,11 +12,17 @@ Presets (REFERENCES.md §2):
   tau' = 55 us, rate-increase timer T = 55 us, byte counter B = 10 MB, F = 5,
   g = 1/256, R_AI = 40 Mb/s, Kmin = 5 KB, Kmax = 200 KB, Pmax = 1 %.
 * ``connectx`` -- NVIDIA ConnectX NIC firmware defaults: T = 300 us, B = 32767 B,
-  R_AI = 5 Mb/s, g = 1/204.8 (DCE_TCP_G = 1019/1024), alpha update period 1 us,
+  R_AI = 5 Mb/s, R_HAI = 50 Mb/s, g = 1/204.8 (DCE_TCP_G = 1019/1024), alpha update period 1 us,
   rate-reduce monitor period / min time between CNPs 4 us (tau), min rate 1 Mb/s. The
   switch ECN settings (Kmin, Kmax, Pmax) are switch configuration, not NIC firmware;
-  they keep the paper's values. Hyper-increase (R_HAI) has no term in the fluid model
-  and is not a parameter.
+  they keep the paper's values. Hyper increase R_HAI = 50 Mb/s (see ``rate_hai``).
+
+Hyper increase is not in the paper's fluid model (there every increase event adds R_AI).
+We add it as a first-order term: an increase event is a hyper-increase one when the
+*other* counter has also passed F stages without a mark, probability ``(1-p)^(F T R')``
+for byte-counter events and ``(1-p)^(F B)`` for timer events; such events add
+``R_HAI`` instead of ``R_AI``. With ``rate_hai == rate_ai`` (the ``paper`` preset) the
+equations are exactly the paper's.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class DCQCNParams:
         fast_recovery: fast-recovery steps F (a count, kept as float for vmap).
         g: alpha gain, dimensionless in (0, 1].
         rate_ai: additive increase step R_AI, bytes/s.
+        rate_hai: hyper increase step R_HAI, bytes/s (``== rate_ai``: no hyper stage, as
+            in the paper's model).
         kmin, kmax: RED marking thresholds on the egress queue, bytes.
         pmax: marking probability at ``kmax``, in (0, 1].
         min_rate: lowest sending rate, bytes/s.
@@ -59,6 +67,7 @@ class DCQCNParams:
     fast_recovery: float = 5.0
     g: float = 1.0 / 256.0
     rate_ai: float = 40e6 / 8
+    rate_hai: float = 40e6 / 8
     kmin: float = 5e3
     kmax: float = 200e3
     pmax: float = 0.01
@@ -88,7 +97,8 @@ class DCQCNParams:
         for name, value in values.items():
             if not np.all(np.isfinite(value)):
                 raise SpecError(f"params.{name}", f"must be finite, got {value}")
-        positive = ("tau", "tau_prime", "timer", "byte_counter", "rate_ai", "packet_bytes", "kmax")
+        positive = ("tau", "tau_prime", "timer", "byte_counter", "rate_ai", "rate_hai",
+                    "packet_bytes", "kmax")
         for name in positive:
             if np.any(values[name] <= 0):
                 raise SpecError(f"params.{name}", f"must be > 0, got {values[name]}")
@@ -165,7 +175,7 @@ class PFCParams:
 
 _TIME_FIELDS = {"tau", "tau_prime", "timer"}
 _SIZE_FIELDS = {"byte_counter", "kmin", "kmax", "packet_bytes"}
-_RATE_FIELDS = {"rate_ai", "min_rate"}
+_RATE_FIELDS = {"rate_ai", "rate_hai", "min_rate"}
 _PLAIN_FIELDS = {"fast_recovery", "g", "pmax", "initial_alpha", "initial_rate_fraction"}
 
 
@@ -225,7 +235,8 @@ PRESETS: dict[str, DCQCNParams] = {
     "paper": DCQCNParams(),
     "connectx": DCQCNParams(
         tau=4e-6, tau_prime=1e-6, timer=300e-6, byte_counter=32767.0, fast_recovery=5.0,
-        g=1.0 / 204.8, rate_ai=5e6 / 8, min_rate=1e6 / 8, initial_alpha=1.0,
+        g=1.0 / 204.8, rate_ai=5e6 / 8, rate_hai=50e6 / 8, min_rate=1e6 / 8,
+        initial_alpha=1.0,
     ),
 }
 
