@@ -164,7 +164,9 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
     padded_links[:num_flows, :width] = links
     padded_coef = np.zeros((rows, cols), dtype=np.float64)
     padded_coef[:num_flows, :width] = coef
-    rates = np.asarray(jitted(padded_links, capacity, coef=padded_coef), dtype=np.float64)
+    # merge=False: merging identical rows would make the solved shape data-dependent again.
+    rates = np.asarray(jitted(padded_links, capacity, coef=padded_coef, merge=False),
+                       dtype=np.float64)
     return rates[:num_flows]
 
 
