@@ -183,3 +183,42 @@ def test_to_networkx_round_trip():
     graph = fabric.to_networkx()
     assert graph.number_of_nodes() == fabric.num_nodes
     assert graph.number_of_edges() == fabric.num_links
+
+
+def test_max_flow_is_exact_on_large_capacity_totals():
+    # > 2**31 Mb/s in total: scipy's int32 max-flow must not wrap around
+    fabric = ff.load_fabric("dgx-b200-superpod")
+    half = fabric.structure.slot_of_gpu < fabric.num_gpus // 2
+    assert max_flow_between(fabric, half, ~half) == fabric.summary()["bisection_bandwidth_Bps"]
+
+
+def test_bisection_sees_uneven_failures():
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    leaves = np.flatnonzero(fabric.node_tier == 1)[:16]  # the leaves of the first slot half
+    uplinks = np.flatnonzero(np.isin(fabric.link_src, leaves) & (fabric.node_tier[fabric.link_dst] == 2))
+    failed = fabric.without(links=uplinks)
+    assert failed.summary()["bisection_bandwidth_Bps"] == 0.0
+
+
+def test_oversubscription_must_be_written_down_to_up():
+    spec = fat_tree_spec(8, tiers=2)
+    spec["topology"]["tiers"][0] = {"radix": 8, "oversubscription": "1:3"}
+    with pytest.raises(ff.SpecError, match="down:up"):
+        build_fabric(spec)
+
+
+def test_without_rejects_what_it_cannot_do():
+    fabric = build_fabric(fat_tree_spec(8, tiers=2))
+    with pytest.raises(ff.SpecError, match="kinds"):
+        fabric.without(link_kind="spine", fraction=0.5)  # 2 tiers: only leaf<->spine "leaf" cables
+    with pytest.raises(ff.SpecError, match="rounds to none"):
+        fabric.without(link_kind="leaf", fraction=1e-4)
+    with pytest.raises(ff.SpecError, match="integer"):
+        fabric.without(links=[1.5])
+
+
+def test_build_size_is_checked_before_allocating():
+    with pytest.raises(ff.MemoryBudgetError, match="GiB"):
+        ff.load_fabric("clos-100k", gpus=2**25, topology={"tiers": [
+            {"radix": 128, "oversubscription": 1}, {"radix": 128, "oversubscription": 1},
+            {"radix": 128, "oversubscription": 1}, {"radix": 128}]})

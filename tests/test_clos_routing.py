@@ -218,3 +218,29 @@ def test_pxn_keeps_cross_rail_traffic_on_the_destination_rail(small_rail_fabric)
     plain = ff.route(fabric, src, dst)
     assert np.array_equal(routes.hop_count[~cross], plain.hop_count[~cross])
     assert np.array_equal(routes.hop_count[cross], 2 + hop_distances(fabric, proxy[cross], dst[cross]))
+
+
+def test_pxn_does_not_relay_over_a_failed_nvlink(small_rail_fabric):
+    fabric = small_rail_fabric
+    src, dst = np.array([0]), np.array([9])  # node 0 rail 0 -> node 2 rail 1
+    relayed = ff.route(fabric, src, dst, pxn=True)
+    assert fabric.link_kind[relayed.links[0, 0]] == "nvlink"
+    failed = fabric.without(links=[relayed.links[0, 0]])
+    direct = ff.route(failed, src, dst, pxn=True)
+    assert np.all(failed.link_up[direct.links[direct.links >= 0]])
+    assert fabric.link_kind[direct.links[0, 0]] == "nic"
+
+
+def test_routing_arguments_are_validated(small_rail_fabric):
+    src, dst = np.array([0]), np.array([9])
+    for seed in (-1, 1.5, 2**70):
+        with pytest.raises(SpecError, match="seed"):
+            ff.route(small_rail_fabric, src, dst, seed=seed)
+    with pytest.raises(SpecError, match="unknown routing option"):
+        ff.route(small_rail_fabric, src, dst, foo=1)
+    tor = build_fabric(fat_tree_spec(8, gpus_per_node=4, attachment="tor",
+                                     scale_up={"domain_size": 4, "bandwidth_per_direction": "1GB/s"}))
+    with pytest.raises(SpecError, match="pxn"):
+        ff.route(tor, src, dst, pxn=True)
+    empty = np.array([], np.int64)
+    assert ff.route(small_rail_fabric, empty, empty, policy="spray").num_flows == 0

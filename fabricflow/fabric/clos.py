@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import SpecError
 from . import spec_reader as sr
-from .assemble import Assembler
+from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 
 TIER_NAMES = ("leaf", "spine", "core", "super")
@@ -94,18 +94,27 @@ class ClosStructure:
     attachment: str
 
     def bisection_Bps(self, fabric) -> float:
-        """Scale-out bisection, one direction: half of the thinnest level's total uplink
-        capacity (NIC cables included), over all planes. For the natural halving (half of
-        the top-tier blocks on each side) every byte crossing must climb each level inside
-        its own half, so the cut is the smallest of those capacities; tests check it
-        against a max-flow."""
-        totals = []
-        for level in range(self.levels):
-            first = self.up_offset[:, level]
-            count = (self.N[level] if level else self.H[self.levels]) * self.w[level + 1]
-            ids = (first[:, None] + np.arange(count)[None, :]).ravel()
-            totals.append(fabric.capacity[ids].sum())
-        return float(min(totals) / 2) if totals else 0.0
+        """Scale-out bisection, one direction, between the two halves of the host slots.
+
+        For an intact fabric whose top tier joins an even number of blocks, the halves
+        are whole top-tier blocks and every byte crossing must climb each level inside
+        its own half, so the cut is half of the thinnest level's total uplink capacity
+        (NIC cables included, all planes). Otherwise (failed links, which may be
+        uneven, or an odd/single top block count) it is an exact max-flow between the
+        same halves.
+        """
+        aligned = self.m[self.levels] % 2 == 0 or self.levels == 1
+        if fabric.link_up.all() and aligned:
+            totals = []
+            for level in range(self.levels):
+                count = (self.N[level] if level else self.H[self.levels]) * self.w[level + 1]
+                ids = (self.up_offset[:, level][:, None] + np.arange(count)[None, :]).ravel()
+                totals.append(fabric.capacity[ids].sum())
+            return float(min(totals) / 2)
+        from .summary import max_flow_between
+
+        half = self.slot_of_gpu < fabric.num_gpus // 2
+        return max_flow_between(fabric, half, ~half)
 
 
 def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
@@ -216,6 +225,11 @@ def build_clos(topology: sr.Section, common) -> object:
     N = np.zeros(levels + 1, np.int64)
     N[1:] = (H[levels] // H[1:]) * W[1:]
 
+    scale_up_links = 2 * num_gpus if common.scale_up else 0
+    check_build_size(
+        num_nodes=int(num_gpus + planes * N[1:].sum() + (num_gpus if common.scale_up else 0)),
+        num_links=int(scale_up_links + 2 * planes * (num_gpus + (N[1:levels] * w[2:]).sum())),
+        what=f"this {levels}-tier Clos")
     slot_of_gpu = _host_slots(num_gpus, per_node, int(m[1]), attachment)
 
     asm = Assembler()

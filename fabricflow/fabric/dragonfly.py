@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import SpecError
 from . import spec_reader as sr
-from .assemble import Assembler
+from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 
 DRAGONFLY_KEYS = ("type", "groups", "switches_per_group", "gpus_per_switch", "nodes_per_switch",
@@ -156,6 +156,11 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     local_lat = topology.get("local_latency", sr.time, 0.35e-6)
     global_lat = topology.get("global_latency", sr.time, 0.5e-6)
     num_gpus = common.num_gpus
+    check_build_size(
+        num_nodes=num_gpus + groups * a + (num_gpus if common.scale_up else 0),
+        num_links=(4 if common.scale_up else 2) * num_gpus + groups * a * (a - 1)
+        + groups * (groups - 1) * copies,
+        what=f"a dragonfly of {groups} groups x {a} switches")
 
     asm = Assembler()
     gpu = np.arange(num_gpus, dtype=np.int64)

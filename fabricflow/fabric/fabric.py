@@ -170,12 +170,18 @@ class Fabric:
         """
         down = ~self.link_up.copy()
         if links is not None:
-            ids = np.asarray(list(links), dtype=np.int64)
+            ids = np.asarray(list(links))
+            if ids.size and not np.issubdtype(ids.dtype, np.integer):
+                raise SpecError("links", f"must be integer link ids, got dtype {ids.dtype}")
+            ids = ids.astype(np.int64)
             if ids.size and (ids.min() < 0 or ids.max() >= self.num_links):
                 raise SpecError("links", f"link ids must lie in 0..{self.num_links - 1}")
             down[ids] = True
         if switches is not None:
-            nodes = np.asarray(list(switches), dtype=np.int64)
+            nodes = np.asarray(list(switches))
+            if nodes.size and not np.issubdtype(nodes.dtype, np.integer):
+                raise SpecError("switches", f"must be integer node ids, got dtype {nodes.dtype}")
+            nodes = nodes.astype(np.int64)
             if nodes.size and (nodes.min() < 0 or nodes.max() >= self.num_nodes):
                 raise SpecError("switches", f"node ids must lie in 0..{self.num_nodes - 1}")
             if nodes.size and np.any(self.node_tier[nodes] == 0):
@@ -184,17 +190,25 @@ class Fabric:
             dead = np.zeros(self.num_nodes, dtype=bool)
             dead[nodes] = True
             down |= dead[self.link_src] | dead[self.link_dst]
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating)):
+            raise SpecError("fraction", f"must be a number in [0, 1], got {fraction!r}")
         if fraction:
             if not 0.0 <= fraction <= 1.0:
                 raise SpecError("fraction", f"must lie in [0, 1], got {fraction}")
-            if link_kind is None:
-                raise SpecError("link_kind", f"needed with fraction; one of {list(self.link_kinds)}")
+            present = [k for k in self.link_kinds if np.any(self.link_kind_id == self.link_kinds.index(k))]
+            if link_kind not in present:
+                raise SpecError("link_kind", f"needed with fraction; this fabric has links of kinds "
+                                f"{present} (a Clos labels the cables between tiers t and t+1 with "
+                                f"tier t's name), got {link_kind!r}")
             candidates = self.links_of_kind(link_kind)
             # A cable is the link whose src < dst; fail it and its reverse together.
             cables = candidates[self.link_src[candidates] < self.link_dst[candidates]]
+            count = int(round(fraction * cables.size))
+            if count == 0:
+                raise SpecError("fraction", f"{fraction} of {cables.size} {link_kind} cables rounds "
+                                f"to none; use at least {0.5 / cables.size:.2g}")
             rng = np.random.default_rng(seed)
-            pick = rng.choice(cables, size=int(round(fraction * cables.size)), replace=False)
-            down[pick] = True
+            down[rng.choice(cables, size=count, replace=False)] = True
         down |= self._reverse_mask(down)
         capacity = np.where(down, 0.0, self.capacity)
         return dataclasses.replace(self, capacity=capacity, link_up=~down,
@@ -213,8 +227,11 @@ class Fabric:
         return (a.astype(np.int64) * self.num_nodes + b.astype(np.int64)) * 64 + self.link_kind_id
 
     def with_capacity(self, capacity: np.ndarray) -> Fabric:
-        """A copy with new per-link capacities (bytes/s, shape ``[L]``)."""
-        return dataclasses.replace(self, capacity=np.asarray(capacity, dtype=np.float64))
+        """A copy with new per-link capacities (bytes/s, shape ``[L]``); failed links stay at 0."""
+        capacity = np.asarray(capacity, dtype=np.float64)
+        if capacity.shape != self.capacity.shape:
+            raise SpecError("capacity", f"must have shape {self.capacity.shape}, got {capacity.shape}")
+        return dataclasses.replace(self, capacity=np.where(self.link_up, capacity, 0.0))
 
     # ------------------------------------------------------------------ views
     def summary(self) -> dict:

@@ -43,9 +43,9 @@ LINK_KEYS = ("a", "b", "bandwidth", "latency", "kind", "count")
 DEFAULT_KEYS = ("bandwidth", "latency", "kind")
 
 
-def _integer(value, field: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise SpecError(field, f"must be an integer >= {low}, got {value!r}")
+def _integer(value, field: str, low: int, high: int = 2**31 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(field, f"must be an integer in {low}..{high}, got {value!r}")
     return value
 
 
@@ -57,7 +57,7 @@ def _parse_nodes(topology: sr.Section) -> list[tuple[str, str, int, int]]:
         kind = item.get("kind", sr.text, "switch")
         if kind == "gpu":
             raise SpecError(item.field("kind"), "GPUs are listed under topology.gpus, not nodes")
-        tier = item.get("tier", lambda v, f: _integer(v, f, -1), 1)
+        tier = item.get("tier", lambda v, f: _integer(v, f, -1, 127), 1)
         if tier == 0:
             raise SpecError(item.field("tier"), "tier 0 is for GPUs; switches use tier >= 1 "
                             "(1 = leaf/ToR) or -1 (scale-up switch such as an NVSwitch)")

@@ -74,7 +74,7 @@ def build_fabric(spec: dict) -> Fabric:
     if not isinstance(topology_raw, dict) or "type" not in topology_raw:
         raise SpecError("topology.type", f"is required; one of {sorted(_BUILDERS)}")
     kind = topology_raw["type"]
-    if kind not in _BUILDERS:
+    if not isinstance(kind, str) or kind not in _BUILDERS:
         raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(_BUILDERS)}")
     builder, keys = _BUILDERS[kind]
     topology = sr.Section(topology_raw, "topology", keys)
@@ -134,8 +134,8 @@ def read_spec(name_or_path: str | Path) -> dict:
     """The spec mapping of a preset name or a YAML file path."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.exists():
-            raise SpecError("fabric", f"file not found: {path}")
+        if not path.is_file():
+            raise SpecError("fabric", f"not a spec file: {path} (file not found or a directory)")
         text = path.read_text()
     else:
         entry = _preset_dir() / f"{name_or_path}.yaml"

@@ -76,14 +76,17 @@ def nonnegative_int(value: Any, field: str) -> int:
 
 
 def ratio_at_least_one(value: Any, field: str) -> float:
-    """Oversubscription ``3`` or ``'3:1'`` or ``'1:3'``-style strings -> down/up ratio >= 1."""
+    """Oversubscription ``3`` or ``'3:1'`` (down:up) -> down/up ratio >= 1."""
     if isinstance(value, str) and ":" in value:
         left, _, right = value.partition(":")
         try:
             a, b = float(left), float(right)
         except ValueError:
             raise SpecError(field, f"cannot read ratio {value!r}; write e.g. 3, '3:1' or '1:1'") from None
-        number = max(a, b) / min(a, b) if min(a, b) > 0 else math.inf
+        if a < b:
+            raise SpecError(field, f"write oversubscription as down:up with down >= up "
+                            f"(e.g. '3:1'), got {value!r}")
+        number = a / b if b > 0 else math.inf
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         number = float(value)
     else:

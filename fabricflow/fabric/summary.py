@@ -75,35 +75,47 @@ def max_flow_between(fabric, side_a: np.ndarray, side_b: np.ndarray, *,
                      scale_out_only: bool = True) -> float:
     """Max flow (bytes/s) from the GPUs in ``side_a`` to those in ``side_b`` (bool ``[G]``).
 
-    Uses scipy's max-flow on integer capacities in units of 1 Mb/s (exact for any
-    capacity that is a multiple of 1 Mb/s). Links of kind ``nvlink`` (scale-up) are
-    excluded when ``scale_out_only``, so the figure is what the network offers.
+    scipy's max-flow works on int32 capacities, so capacities are expressed in a unit:
+    their greatest common divisor in bytes/s (exact), coarsened by a whole factor only if
+    the total would not fit in int32 (then rounded, relative error below ~1e-9 of the
+    total). The super-source/sink edges carry each GPU's own scale-out capacity rather
+    than "infinity", so nothing overflows. Links of scale-up switches are excluded when
+    ``scale_out_only``, so the figure is what the network offers.
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_flow
 
     if fabric.num_links > MAX_FLOW_LINK_LIMIT:
-        raise MemoryBudgetError(f"max-flow over {fabric.num_links} links is too large "
-                                f"(limit {MAX_FLOW_LINK_LIMIT}); use a structured generator")
+        raise MemoryBudgetError(f"max-flow over {fabric.num_links:,} links is too large "
+                                f"(limit {MAX_FLOW_LINK_LIMIT:,}); use a structured generator")
     keep = fabric.link_up.copy()
     if scale_out_only:
-        gpu_tier = fabric.node_tier
-        keep &= ~((gpu_tier[fabric.link_src] < 0) | (gpu_tier[fabric.link_dst] < 0))
-    unit = 1e6 / 8  # 1 Mb/s in bytes/s
+        tier = fabric.node_tier
+        keep &= ~((tier[fabric.link_src] < 0) | (tier[fabric.link_dst] < 0))
+    capacity = np.where(keep, fabric.capacity, 0.0)
     n = fabric.num_nodes
     source, sink = n, n + 1
-    big = int(fabric.capacity.sum() / unit) + 1
+    sends = np.bincount(fabric.link_src, weights=capacity, minlength=n)[fabric.gpu_node]
+    receives = np.bincount(fabric.link_dst, weights=capacity, minlength=n)[fabric.gpu_node]
+    total = capacity.sum() + sends.sum() + receives.sum()
+    unit = _integer_unit(np.concatenate([capacity, sends, receives]), total)
     rows = np.concatenate([fabric.link_src[keep], np.full(int(side_a.sum()), source),
                            fabric.gpu_node[side_b]])
     cols = np.concatenate([fabric.link_dst[keep], fabric.gpu_node[side_a],
                            np.full(int(side_b.sum()), sink)])
-    caps = np.concatenate([np.round(fabric.capacity[keep] / unit),
-                           np.full(int(side_a.sum() + side_b.sum()), big)]).astype(np.int64)
+    caps = np.concatenate([capacity[keep], sends[side_a], receives[side_b]])
+    caps = np.round(caps / unit).astype(np.int64)
     # csr_matrix sums duplicate (parallel) edges, which is right for max-flow.
     graph = csr_matrix((caps, (rows, cols)), shape=(n + 2, n + 2))
     graph.sum_duplicates()
-    if graph.data.max(initial=0) > np.iinfo(np.int32).max:
-        graph.data = graph.data  # scipy accepts int64 only in recent versions; checked below
-    flow = maximum_flow(graph.astype(np.int32) if big < np.iinfo(np.int32).max else graph,
-                        source, sink)
+    if graph.data.size and graph.data.max() >= np.iinfo(np.int32).max:
+        raise MemoryBudgetError("max-flow capacities do not fit in int32 even after rescaling")
+    flow = maximum_flow(graph.astype(np.int32), source, sink)
     return float(flow.flow_value * unit)
+
+
+def _integer_unit(values: np.ndarray, total: float) -> float:
+    """A unit (bytes/s) in which ``values`` are integers and ``total`` fits in 2**30."""
+    whole = np.round(values[values > 0]).astype(np.int64)
+    base = int(np.gcd.reduce(whole)) if whole.size else 1
+    return float(base * max(1, int(np.ceil(total / (base * 2**30)))))

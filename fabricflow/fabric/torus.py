@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import SpecError
 from . import spec_reader as sr
-from .assemble import Assembler
+from .assemble import Assembler, check_build_size
 
 TORUS_KEYS = ("type", "dims", "wraparound", "link_bandwidth", "latency")
 MAX_DIMS = 6
@@ -116,6 +116,7 @@ def build_torus(topology: sr.Section, common) -> object:
         raise SpecError("scale_up", "not supported with topology.type torus: the chips are "
                         "joined directly by the torus links; remove scale_up")
 
+    check_build_size(num_nodes=num, num_links=2 * num * count, what=f"a torus of dims {dims.tolist()}")
     strides = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
     node = np.arange(num, dtype=np.int64)
     coords = (node[:, None] // strides[None, :]) % dims[None, :]

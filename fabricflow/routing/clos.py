@@ -57,7 +57,14 @@ def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp"
     if policy == "multipath":
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise SpecError("k", f"paths per flow must be a positive integer, got {k!r}")
-        paths = [_single_paths(fabric, st, src, dst, key, draw=1000 * j) for j in range(k)]
+        entries = src.shape[0] * k * 2 * st.levels
+        if entries > SPRAY_MAX_ENTRIES:
+            raise MemoryBudgetError(
+                f"multipath routing of {src.shape[0]:,} flows over k={k} paths needs {entries:,} "
+                f"route entries (~{entries * 40 / 2**30:.1f} GiB while merging), over the limit of "
+                f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time")
+        # Salts of different paths live in disjoint ranges (REDRAWS x 64 < 1e6).
+        paths = [_single_paths(fabric, st, src, dst, key, draw=1_000_003 * j) for j in range(k)]
         links = np.concatenate(paths, axis=1)
         links, coef = merge_row_entries(links, np.where(links >= 0, 1.0 / k, 0.0))
         return Routes(links, coef, src, dst, fabric.num_links, policy)
@@ -174,6 +181,8 @@ def _enumerate_surviving(fabric, st, s, t, top, key, src, dst) -> np.ndarray:
 def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]:
     """Even split over all surviving equal-cost paths of every flow."""
     num = src.shape[0]
+    if num == 0:
+        return np.zeros((0, 2), np.int32), np.zeros((0, 2), np.float32)
     s, t = st.slot_of_gpu[src], st.slot_of_gpu[dst]
     top = lca_level(st, s, t)
     local = np.zeros(num, bool)
@@ -216,10 +225,15 @@ def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Route
     """Cross-rail flows hop over NVLink to the proxy GPU on the destination's rail."""
     if st.scale_up is None:
         raise SpecError("pxn", "PXN needs a scale-up (NVLink) domain; this fabric has none")
+    if st.attachment != "rail":
+        raise SpecError("pxn", "PXN relays traffic to the destination's rail; this fabric has "
+                        f"attachment {st.attachment!r}, where it would only add NVLink hops")
     per_node = fabric.gpus_per_node
     proxy = src - src % per_node + dst % per_node
     relay = (proxy != src) & (fabric.gpu_domain[src] != fabric.gpu_domain[dst])
     relay &= fabric.gpu_domain[proxy] == fabric.gpu_domain[src]
+    # A failed NVLink on either side of the relay: send directly instead.
+    relay &= fabric.link_up[st.scale_up.up[src]] & fabric.link_up[st.scale_up.down[proxy]]
     first_hop = np.where(relay, proxy, src)
     inner = route_clos(fabric, first_hop, dst, policy=policy, seed=seed, k=k)
     hop = np.full((src.shape[0], 2), -1, np.int64)

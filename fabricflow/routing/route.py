@@ -6,6 +6,7 @@ Structured fabrics (Clos, torus, dragonfly) register an arithmetic router for th
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import numpy as np
@@ -49,10 +50,19 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
         RoutingError: unreachable pairs (with their count and an example), unknown policy.
     """
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
     router = _ROUTERS.get(type(fabric.structure))
     if router is None:
         from .generic import route_generic as router
-    return router(fabric, src_arr, dst_arr, policy=policy, seed=seed, **options)
+    accepted = [name for name in inspect.signature(router).parameters
+                if name not in ("fabric", "src", "dst")]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for "
+                        f"{type(fabric.structure).__name__ if fabric.structure else 'a generic'} "
+                        f"fabric; accepted: {accepted}")
+    return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
 
 
 def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray]:
