@@ -87,3 +87,15 @@ def test_cli_presets_and_errors():
     assert len(lines) == len(ff.list_presets())
     bad = run_cli("fabric", "nope", "--json")
     assert bad.returncode == 2 and "unknown preset" in json.loads(bad.stdout)["message"]
+
+
+def test_demo_runs_and_writes_figures(tmp_path):
+    result = run_cli("demo", "--fabric", "dgx-h100-superpod", "--out", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["alltoall_flows"] == 1024 * 7
+    # the NIC is the bottleneck of a non-blocking fabric: no flow beats the NIC line rate
+    assert report["alltoall_rate_Bps"]["max"] <= 50e9 * (1 + 1e-6)
+    assert report["alltoall_aggregate_Bps"] <= 1024 * 50e9 * (1 + 1e-6)
+    for figure in report["figures"]:
+        assert (tmp_path / figure.split("/")[-1]).stat().st_size > 10_000

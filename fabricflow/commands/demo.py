@@ -1,8 +1,9 @@
 """``fabricflow demo``: the main job on the default preset, with plots written to disk.
 
 Builds the default fabric (``clos-100k``), routes a ring over all GPUs and an MoE-style
-all-to-all inside expert groups spread over the fabric, computes max-min fair rates for
-the all-to-all, and writes design-review figures into ``--out``.
+all-to-all inside expert groups spread over the fabric (ECMP), computes max-min fair
+rates for the all-to-all with the JAX solver, and writes design-review figures into
+``--out``: link counts/capacity per kind, flows per link and utilization per tier.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..fabric.spec import load_fabric
     from ..routing.route import route
+    from ..solve.rates import max_min_solution
     from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
     from ..traffic import alltoall_groups, ring
     from .fabric import print_summary
@@ -51,7 +53,17 @@ def run(args) -> int:
     a2a_routes = route(fabric, src, dst, policy="ecmp", seed=0)
     timings["route_alltoall_s"] = time.perf_counter() - start
 
+    start = time.perf_counter()
+    solution = max_min_solution(a2a_routes.links, fabric.capacity)
+    rates = np.asarray(solution.rates, dtype=np.float64)
+    timings["maxmin_alltoall_s"] = time.perf_counter() - start
+    utilization = a2a_routes.link_load(rates) / np.where(fabric.capacity > 0, fabric.capacity, np.inf)
+
     figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]
+    figures.append(str(plot_link_values_by_kind(
+        fabric, utilization, out / "alltoall_utilization.png", xlabel="link utilization",
+        title=f"{fabric.name}: max-min fair all-to-all, groups of {args.group_size} "
+              f"({a2a_routes.num_flows:,} flows, {int(solution.rounds)} rounds)")))
     flows_per_link = a2a_routes.link_load()
     figures.append(str(plot_link_values_by_kind(
         fabric, flows_per_link, out / "alltoall_flows_per_link.png", xlabel="flows per link",
@@ -66,6 +78,13 @@ def run(args) -> int:
         "alltoall_flows": a2a_routes.num_flows,
         "alltoall_max_flows_per_link": {kind: float(flows_per_link[fabric.links_of_kind(kind)].max())
                                         for kind in summary["links_per_kind"]},
+        "alltoall_rate_Bps": {"min": float(rates.min()), "median": float(np.median(rates)),
+                              "max": float(rates.max())},
+        "alltoall_aggregate_Bps": float(rates.sum()),
+        "alltoall_saturated_links_per_kind": {
+            kind: int((utilization[fabric.links_of_kind(kind)] > 1 - 1e-5).sum())
+            for kind in summary["links_per_kind"]},
+        "maxmin_rounds": int(solution.rounds),
         "timings": timings, "figures": figures,
     }
     if args.json:
@@ -75,6 +94,11 @@ def run(args) -> int:
               f"hop counts {dict(enumerate(result['ring_hops_histogram']))}")
         print(f"all-to-all in groups of {args.group_size}: {a2a_routes.num_flows:,} flows; "
               f"max flows per link by kind {result['alltoall_max_flows_per_link']}")
+        print(f"max-min fair rates: min {result['alltoall_rate_Bps']['min'] / 1e9:.3g} GB/s, median "
+              f"{result['alltoall_rate_Bps']['median'] / 1e9:.3g} GB/s, max "
+              f"{result['alltoall_rate_Bps']['max'] / 1e9:.3g} GB/s; aggregate "
+              f"{result['alltoall_aggregate_Bps'] / 1e12:.4g} TB/s in {result['maxmin_rounds']} rounds; "
+              f"saturated links {result['alltoall_saturated_links_per_kind']}")
         print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
         print("figures: " + ", ".join(figures))
     return 0
