@@ -54,7 +54,8 @@ class MergedFlows(NamedTuple):
 
 def merge_identical_flows(links: np.ndarray, coef: np.ndarray | None = None,
                           weight: np.ndarray | None = None,
-                          demand: np.ndarray | None = None) -> MergedFlows:
+                          demand: np.ndarray | None = None,
+                          extra_keys: tuple = ()) -> MergedFlows:
     """Group flows with identical ``(links row, coef row[, demand level])``.
 
     Args:
@@ -64,6 +65,8 @@ def merge_identical_flows(links: np.ndarray, coef: np.ndarray | None = None,
         weight: ``[F]`` / ``[B, F]`` positive weights or ``None`` (all 1).
         demand: ``[F]`` / ``[B, F]`` or ``None``; flows merge only when their demand level
             ``demand / weight`` is the same in every scenario.
+        extra_keys: more ``[F]`` float arrays that merged flows must share (the flow
+            completion engine passes start times and ``size / weight``).
 
     Returns:
         :class:`MergedFlows`.
@@ -75,6 +78,8 @@ def merge_identical_flows(links: np.ndarray, coef: np.ndarray | None = None,
     if demand is not None:
         level = np.asarray(demand, np.float64) / (1.0 if weight is None else weight)
         columns.append(np.atleast_2d(level).view(np.int64))
+    for key in extra_keys:
+        columns.append(np.atleast_2d(np.asarray(key, np.float64)).view(np.int64))
     keys = np.concatenate(columns, axis=0) if columns else np.zeros((0, num_flows), np.int64)
     inverse, first = _group_rows(keys)
     num_unique = first.size
