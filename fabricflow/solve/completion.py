@@ -33,7 +33,14 @@ import numpy as np
 
 from ..errors import SolverError, SpecError
 from .inputs import check_memory, check_problem, check_values
-from .maxmin import default_rtol, final_status, float_dtype, input_status, prepare_network, water_fill
+from .maxmin import (
+    default_rtol,
+    final_status,
+    float_dtype,
+    input_status,
+    prepare_network,
+    water_fill,
+)
 from .merge import merge_identical_flows
 from .status import Status
 
@@ -74,7 +81,8 @@ def simulate_completion(links, capacity, size, start=None, weight=None, coef=Non
     rtol = default_rtol(dtype) if rtol is None else rtol
     eps = 4 * rtol if eps is None else eps
     max_events = 2 * num_flows + 1 if max_events is None else max_events
-    as_dtype = (lambda a: None if a is None else jnp.asarray(a, dtype))
+    def as_dtype(a):
+        return (None if a is None else jnp.asarray(a, dtype))
     return _simulate(jnp.asarray(links), jnp.asarray(capacity, dtype), jnp.asarray(size, dtype),
                      jnp.zeros(num_flows, dtype) if start is None else as_dtype(start),
                      as_dtype(weight), as_dtype(coef), jnp.asarray(eps, dtype),

@@ -105,7 +105,8 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
 
 def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype):
     """Call the kernel, vmapped over the batch axis of the per-scenario arrays."""
-    as_jax = (lambda a: None if a is None else jnp.asarray(a, dtype))
+    def as_jax(a):
+        return (None if a is None else jnp.asarray(a, dtype))
     links_j = jnp.asarray(links)
     capacity_j, weight_j, demand_j, coef_j = (as_jax(a) for a in (capacity, weight, demand, coef))
 
