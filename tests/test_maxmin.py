@@ -22,7 +22,8 @@ def random_instance(rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weigh
     num_flows = int(rng.integers(*flows))
     num_links = int(rng.integers(*links))
     num_hops = int(rng.integers(*hops))
-    f32 = (lambda a: np.asarray(a, np.float32).astype(np.float64))
+    def f32(a):
+        return (np.asarray(a, np.float32).astype(np.float64))
     instance = {
         "links": rng.integers(-1, num_links, (num_flows, num_hops)).astype(np.int32),
         "capacity": f32(rng.uniform(1, 100, num_links)),
