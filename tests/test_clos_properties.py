@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_clos_routing import assert_valid_walks, hop_distances
+from routing_checks import assert_valid_walks, networkx_hops
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
@@ -62,7 +62,7 @@ def test_random_clos_is_consistent_and_routable(spec, seed):
         dst = (src + rng.integers(1, fabric.num_gpus, 200)) % fabric.num_gpus
         routes = ff.route(fabric, src, dst, seed=seed)
         assert_valid_walks(fabric, routes, src, dst)
-        assert np.array_equal(routes.hop_count, hop_distances(fabric, src, dst))
+        assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))
         multi = ff.route(fabric, src, dst, policy="multipath", k=3, seed=seed)
         assert np.allclose(multi.coef.sum(axis=1), routes.hop_count, atol=1e-5)
 

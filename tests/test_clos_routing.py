@@ -1,55 +1,18 @@
 """Clos routing: valid minimal walks, hash spread, multipath/spray coefficients, failures."""
 
-import networkx as nx
 import numpy as np
 import pytest
 from fabric_specs import fat_tree_spec
+from routing_checks import assert_valid_walks, networkx_hops, random_pairs
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
 from fabricflow.fabric.spec import build_fabric
 
 
-def random_pairs(num_gpus, count, seed=0):
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, num_gpus, count)
-    dst = (src + rng.integers(1, num_gpus, count)) % num_gpus
-    return src, dst
-
-
-def assert_valid_walks(fabric, routes, src, dst):
-    """Every row is a connected walk src node -> dst node over working links."""
-    links = routes.links
-    valid = links >= 0
-    # padding only at the end of each row
-    assert np.all(valid[:, :-1] | ~valid[:, 1:])
-    hops = valid.sum(axis=1)
-    first = links[:, 0]
-    last = links[np.arange(len(links)), hops - 1]
-    assert np.all(fabric.link_src[first] == fabric.gpu_node[src])
-    assert np.all(fabric.link_dst[last] == fabric.gpu_node[dst])
-    inner = valid[:, 1:]
-    assert np.all(fabric.link_dst[links[:, :-1]][inner] == fabric.link_src[links[:, 1:]][inner])
-    assert np.all(fabric.link_up[links[valid]])
-
-
 def hop_distances(fabric, src, dst):
-    """Shortest hop counts in which GPUs are endpoints only (GPUs do not forward packets):
-    each GPU is split into a sending and a receiving vertex."""
-    def vertex(node, sending):
-        return (node, "out") if fabric.node_tier[node] == 0 and sending else \
-               (node, "in") if fabric.node_tier[node] == 0 else node
-
-    graph = nx.DiGraph()
-    for a, b in zip(fabric.link_src[fabric.link_up].tolist(), fabric.link_dst[fabric.link_up].tolist()):
-        graph.add_edge(vertex(a, True), vertex(b, False))
-    cache = {}
-    out = []
-    for s, d in zip(fabric.gpu_node[src].tolist(), fabric.gpu_node[dst].tolist()):
-        if s not in cache:
-            cache[s] = nx.single_source_shortest_path_length(graph, (s, "out"))
-        out.append(cache[s][(d, "in")])
-    return np.array(out)
+    """Minimal hop counts in which GPUs are endpoints only (GPUs do not forward packets)."""
+    return networkx_hops(fabric, src, dst, gpu_transit=False)
 
 
 def test_ecmp_routes_are_minimal_valid_walks(small_rail_fabric):

@@ -5,7 +5,7 @@ failures, spec errors and the frontier-dragonfly preset."""
 import networkx as nx
 import numpy as np
 import pytest
-from test_generic_routing import assert_valid_walks, networkx_hops, random_pairs
+from routing_checks import assert_valid_walks, networkx_hops, random_pairs
 
 import fabricflow as ff
 from fabricflow.errors import RoutingError, SpecError

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_generic_routing import assert_valid_walks, networkx_hops, random_pairs
+from routing_checks import assert_valid_walks, networkx_hops, random_pairs
 
 import fabricflow as ff
 from fabricflow.errors import RoutingError, SpecError
