@@ -18,9 +18,13 @@ The globally smallest share is always a local bottleneck, so each round freezes 
 one link's flows; the result equals sequential progressive filling, in far fewer rounds
 (about 100-130 on fat-tree all-to-all instead of one per distinct level).
 
-One round costs two scatter-adds and one scatter-min over the ``F * H`` route entries and
-``2 H`` gathers of per-link values; entries are kept hop-major (``[H, F]``) so that the
-per-flow minimum over hops is ``H`` elementwise minima of contiguous vectors.
+One round costs three scatter-adds (active weight; frozen load split into an exactly
+summed high part and a small remainder, see :func:`exact_sum_quantum`) and one scatter-min
+over the ``F * H`` route entries, plus ``2 H`` gathers of per-link values. Entries are
+kept hop-major (``[H, F]``) and scattered one hop at a time: the per-flow minimum over
+hops is then ``H`` elementwise minima of contiguous vectors, and no ``[F, H]`` float
+temporaries are built (on 2 CPU cores a round over 1M flows x 6 hops takes ~40-80 ms;
+clos-100k MoE all-to-all needs ~45 rounds).
 
 Conventions: link ids ``-1`` are padding (they map to a sentinel link ``L`` of infinite
 capacity inside the kernel). A link of capacity 0 (failed) that carries a flow gives that
