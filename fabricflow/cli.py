@@ -17,8 +17,27 @@ from . import commands
 from .errors import FabricflowError
 
 
+class UsageError(Exception):
+    """A command line argparse rejects (missing flag, invalid choice, bad int)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        self.parser = parser
+        super().__init__(message)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Raises :class:`UsageError` instead of exiting, so that ``--json`` can report it."""
+
+    def error(self, message):
+        raise UsageError(self, message)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return any(len(arg) >= 4 and "--json".startswith(arg) for arg in argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="fabricflow",
         description="Flow-level network planning for AI-training clusters.",
     )
@@ -33,7 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:
+        if _wants_json(argv):
+            print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {error}"}))
+        else:
+            error.parser.print_usage(sys.stderr)
+            print(f"{error.parser.prog}: error: {error}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except FabricflowError as error:

@@ -13,9 +13,16 @@ ELEMENT_BYTES = 4
 
 
 def nccl_sizes(min_bytes: float, max_bytes: float, step_factor: float = 2.0) -> np.ndarray:
-    """Sizes ``min, min*f, min*f^2, ... <= max`` (bytes), as nccl-tests ``-b -e -f`` gives."""
+    """Sizes ``min, min*f, min*f^2, ... <= max`` (bytes), as nccl-tests ``-b -e -f`` gives.
+
+    Sizes are whole bytes: each is rounded to the nearest byte and repeats are dropped
+    (``-b 1 -f 1.5`` gives 1, 2, 3, 5, 8, ...).
+    """
     if not (np.isfinite(min_bytes) and np.isfinite(max_bytes)) or min_bytes <= 0:
         raise SpecError("minbytes", f"must be a positive finite size, got {min_bytes}")
+    for field, value in (("minbytes", min_bytes), ("maxbytes", max_bytes)):
+        if value != np.floor(value):
+            raise SpecError(field, f"must be a whole number of bytes, got {value:g}")
     if max_bytes < min_bytes:
         raise SpecError("maxbytes", f"must be >= minbytes ({min_bytes:g} B), got {max_bytes:g} B")
     if not step_factor > 1.0:
@@ -24,7 +31,7 @@ def nccl_sizes(min_bytes: float, max_bytes: float, step_factor: float = 2.0) -> 
     if count > 4096:
         raise SpecError("stepfactor", f"{count} sizes between minbytes and maxbytes; use a larger "
                         "step factor")
-    return min_bytes * step_factor ** np.arange(count)
+    return np.unique(np.minimum(np.round(min_bytes * step_factor ** np.arange(count)), max_bytes))
 
 
 def collective_sweep(fabric: Fabric, op: str, groups, sizes, **options) -> list[CollectiveResult]:

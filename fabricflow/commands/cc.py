@@ -43,6 +43,20 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _make_out_dir(path: str) -> None:
+    """Create the --out folder (before the simulation runs) or say why it cannot be used."""
+    from ..errors import SpecError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SpecError("--out", f"{path!r} exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise SpecError("--out", f"cannot create folder {path!r}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK):
+        raise SpecError("--out", f"folder {path!r} is not writable")
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -64,6 +78,8 @@ def run(args) -> int:
     pfc_params = PFCParams().replace(**pfc_overrides)
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
+    if args.out:
+        _make_out_dir(args.out)
     result = simulate_dcqcn(scenario.fabric, scenario.routes, size=size, params=args.params,
                             overrides=dcqcn_overrides, pfc=args.pfc, pfc_params=pfc_params,
                             duration=duration, dt=dt, extra_delay=delay)
@@ -76,7 +92,6 @@ def run(args) -> int:
               "pfc_params": pfc_params.as_dict(), "delay_s": delay, "duration_s": duration,
               "dt_s": dt, "roles": scenario.roles, **summary}
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         to_dataset(result).to_netcdf(os.path.join(args.out, "dcqcn.nc"))
         from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
 

@@ -64,7 +64,7 @@ def run(args) -> int:
         fabric = fabric.without(link_kind=kind, fraction=value, seed=args.seed)
     if args.gpus < 2 or args.gpus > fabric.num_gpus:
         raise SpecError("gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}")
-    group_size = args.group_size or args.gpus
+    group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
     sizes = nccl_sizes(parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
                        args.stepfactor)

@@ -58,6 +58,11 @@ def layout_from_args(args):
     from ..errors import SpecError
     from ..workload.layout import Layout
 
+    if args.gpus < 1:
+        raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
+    for flag in ("tp", "cp", "pp"):
+        if getattr(args, flag) < 1:
+            raise SpecError(f"--{flag}", f"must be an integer >= 1, got {getattr(args, flag)}")
     dp = args.dp
     if dp is None:
         denominator = args.tp * args.cp * args.pp
@@ -79,6 +84,8 @@ def layout_from_args(args):
 
 def _assignments(items: list[str], flag: str) -> dict:
     """``['hbm=96GB', 'compute_units=132']`` -> dict; numbers parsed, the rest kept as text."""
+    import math
+
     import yaml
 
     from ..errors import SpecError
@@ -88,16 +95,47 @@ def _assignments(items: list[str], flag: str) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else value
+        parsed = yaml.safe_load(value) if value.strip() else value
+        if isinstance(parsed, str):   # YAML 1.1 reads 1e9 as text; a number is meant
+            try:
+                number = float(parsed)
+            except ValueError:
+                number = None
+            if number is not None and math.isfinite(number):
+                parsed = number
+        out[key.strip()] = parsed
     return out
 
 
+def _check_plot_path(path: str) -> None:
+    """Refuse a --plot path matplotlib cannot write, before the model runs."""
+    import os
+
+    from matplotlib.figure import Figure
+
+    from ..errors import SpecError
+
+    formats = sorted(Figure().canvas.get_supported_filetypes())
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    if extension not in formats:
+        raise SpecError("--plot", f"unknown image format {extension!r} in {path!r}; use one of "
+                        f"{formats}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SpecError("--plot", f"folder {folder!r} of {path!r} does not exist or is not a folder")
+    if not os.access(folder, os.W_OK):
+        raise SpecError("--plot", f"folder {folder!r} of {path!r} is not writable")
+
+
 def run(args) -> int:
+    from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..workload.gpu import load_gpu
     from ..workload.model import load_model
     from ..workload.step import step_time
 
+    if args.plot:
+        _check_plot_path(args.plot)
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
     overrides = _assignments(args.model_set, "--model-set")
     if args.attention:
@@ -112,7 +150,10 @@ def run(args) -> int:
         from ..workload.plot import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
-        plot_breakdown([(label, result)], args.plot)
+        try:
+            plot_breakdown([(label, result)], args.plot)
+        except OSError as error:
+            raise SpecError("--plot", f"cannot write {args.plot!r}: {error.strerror or error}") from None
     if args.json:
         out = result.to_dict()
         if args.plot:

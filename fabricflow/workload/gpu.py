@@ -127,7 +127,20 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         peak_fp8=None if raw.get("peak_fp8") is None else parse_flops(raw["peak_fp8"], "gpu.peak_fp8"),
         hbm=parse_size(raw["hbm"], "gpu.hbm", allow_zero=False),
         hbm_bandwidth=parse_bandwidth(raw["hbm_bandwidth"], "gpu.hbm_bandwidth"),
-        compute_units=int(raw["compute_units"]),
-        gemm_efficiency=float(raw["gemm_efficiency"]),
-        attention_efficiency=float(raw["attention_efficiency"]),
+        compute_units=_whole(raw["compute_units"], "gpu.compute_units"),
+        gemm_efficiency=_fraction(raw["gemm_efficiency"], "gpu.gemm_efficiency"),
+        attention_efficiency=_fraction(raw["attention_efficiency"], "gpu.attention_efficiency"),
     )
+
+
+def _whole(value, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+            or value <= 0:
+        raise SpecError(field, f"must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _fraction(value, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(field, f"must be a number in (0, 1], got {value!r}")
+    return float(value)

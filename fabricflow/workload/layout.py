@@ -130,8 +130,9 @@ class Layout:
         if not 0.0 < self.framework_efficiency <= 1.0:
             raise SpecError("layout.framework_efficiency", f"must lie in (0, 1], got "
                             f"{self.framework_efficiency}")
-        if not self.moe_imbalance >= 1.0:
-            raise SpecError("layout.moe_imbalance", f"must be >= 1 (max/mean load), got {self.moe_imbalance}")
+        if not 1.0 <= self.moe_imbalance < float("inf"):
+            raise SpecError("layout.moe_imbalance", f"must be finite and >= 1 (max/mean load), "
+                            f"got {self.moe_imbalance}")
         if num_gpus is not None and self.num_gpus != num_gpus:
             raise SpecError("layout", f"tp x cp x dp x pp = {self.tp} x {self.cp} x {self.dp} x "
                             f"{self.pp} = {self.num_gpus} differs from the GPU count {num_gpus}")

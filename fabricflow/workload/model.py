@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -193,11 +194,52 @@ def _get(config: dict, *names, default=None):
     return default
 
 
+# config.json names read by :func:`model_from_config`; each tuple lists one field's
+# aliases in the order they are looked up (the first one present wins).
+CONFIG_FIELDS = (
+    ("model_type",), ("hidden_size", "n_embd", "d_model"),
+    ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"),
+    ("num_key_value_heads",), ("head_dim",), ("hidden_act", "activation_function"),
+    ("intermediate_size", "n_inner", "ffn_hidden_size"), ("vocab_size", "padded_vocab_size"),
+    ("tie_word_embeddings",), ("num_local_experts", "n_routed_experts", "num_experts"),
+    ("num_experts_per_tok", "moe_topk"), ("moe_intermediate_size",), ("n_shared_experts",),
+    ("first_k_dense_replace",), ("q_lora_rank",), ("kv_lora_rank",), ("qk_nope_head_dim",),
+    ("qk_rope_head_dim",), ("v_head_dim",), ("attn_implementation", "_attn_implementation"),
+    ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob"),
+    ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"),
+)
+
+
+def _apply_overrides(config: dict, overrides: dict) -> None:
+    """Set ``overrides`` in ``config``; an override also drops the field's other aliases
+    (so ``n_layer=4`` wins over a source's ``num_hidden_layers``). Unknown names raise."""
+    aliases = {name: group for group in CONFIG_FIELDS for name in group}
+    for key, value in overrides.items():
+        if key not in aliases:
+            raise SpecError(f"model.{key}", "unknown or unused config.json field; known: "
+                            f"{sorted(aliases)}")
+        for other in aliases[key]:
+            config.pop(other, None)
+        config[key] = value
+
+
+def _float(config: dict, field: str, *names, default: float) -> float:
+    value = _get(config, *names, default=default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+        raise SpecError(f"model.{field}", f"must be a probability in [0, 1], got {value!r}")
+    return number
+
+
 def _int(config: dict, field: str, *names, default=None) -> int:
     value = _get(config, *names, default=default)
     if value is None:
         raise SpecError(f"model.{field}", f"missing; expected one of the config fields {list(names)}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value != int(value)):
         raise SpecError(f"model.{names[0]}", f"must be an integer, got {value!r}")
     return int(value)
 
@@ -223,6 +265,10 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     heads = _int(config, "num_attention_heads", "num_attention_heads", "n_head")
     kv_heads = _int(config, "num_key_value_heads", "num_key_value_heads", default=heads)
     head_dim = _int(config, "head_dim", "head_dim", default=hidden // heads if heads else 0)
+    if (heads > 0 and hidden % heads and _get(config, "head_dim") is None
+            and not _get(config, "kv_lora_rank")):
+        raise SpecError("model.hidden_size", f"{hidden} is not divisible by num_attention_heads="
+                        f"{heads}; give head_dim explicitly for such a model")
     act = str(_get(config, "hidden_act", "activation_function", default="")).lower()
     if model_type in GATED_MODEL_TYPES:
         gated = True
@@ -234,19 +280,26 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
                default=4 * hidden)
     experts = _int(config, "num_local_experts", "num_local_experts", "n_routed_experts",
                    "num_experts", default=0)
+    if experts < 0:
+        raise SpecError("model.num_local_experts", f"must be >= 0 (0 = dense), got {experts}")
+    kv_lora_rank = _int(config, "kv_lora_rank", "kv_lora_rank", default=0)
+    if kv_lora_rank < 0:
+        raise SpecError("model.kv_lora_rank", f"must be >= 0 (0 = no MLA), got {kv_lora_rank}")
+    tied = _get(config, "tie_word_embeddings", default=model_type == "gpt2")
+    if not isinstance(tied, bool):
+        raise SpecError("model.tie_word_embeddings", f"must be true or false, got {tied!r}")
     attn = str(_get(config, "attn_implementation", "_attn_implementation", default="flash"))
     kwargs = dict(
         name=name, model_type=model_type, hidden_size=hidden, num_layers=layers,
         num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=ffn,
         vocab_size=_int(config, "vocab_size", "vocab_size", "padded_vocab_size"),
-        gated_ffn=gated, tie_word_embeddings=bool(_get(config, "tie_word_embeddings",
-                                                        default=model_type == "gpt2")),
+        gated_ffn=gated, tie_word_embeddings=tied,
         attention="eager" if attn == "eager" else "flash",
-        hidden_dropout=float(_get(config, "resid_pdrop", "hidden_dropout", "hidden_dropout_prob",
-                                  default=0.1 if model_type == "gpt2" else 0.0)),
-        attention_dropout=float(_get(config, "attn_pdrop", "attention_dropout",
-                                     "attention_probs_dropout_prob",
-                                     default=0.1 if model_type == "gpt2" else 0.0)),
+        hidden_dropout=_float(config, "hidden_dropout", "resid_pdrop", "hidden_dropout",
+                              "hidden_dropout_prob", default=0.1 if model_type == "gpt2" else 0.0),
+        attention_dropout=_float(config, "attention_dropout", "attn_pdrop", "attention_dropout",
+                                 "attention_probs_dropout_prob",
+                                 default=0.1 if model_type == "gpt2" else 0.0),
     )
     if experts:
         kwargs.update(
@@ -259,7 +312,7 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
             first_dense_layers=_int(config, "first_k_dense_replace", "first_k_dense_replace",
                                     default=0),
         )
-    if _get(config, "kv_lora_rank"):
+    if kv_lora_rank:
         kwargs.update(
             q_lora_rank=_int(config, "q_lora_rank", "q_lora_rank", default=0),
             kv_lora_rank=_int(config, "kv_lora_rank", "kv_lora_rank"),
@@ -295,7 +348,7 @@ def load_model(spec, **overrides) -> ModelSpec:
         config, name = _read_source(str(spec))
     else:
         raise SpecError("model", f"expected a preset name, a path or a dict, got {type(spec).__name__}")
-    config.update(overrides)
+    _apply_overrides(config, overrides)
     return model_from_config(config, name=name)
 
 
@@ -309,7 +362,10 @@ def _read_source(text: str) -> tuple[dict, str]:
         if path.suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(raw)
+            try:
+                data = yaml.safe_load(raw)
+            except yaml.YAMLError as error:
+                raise SpecError("model", f"{path} is not valid YAML: {error}") from None
         else:
             try:
                 data = json.loads(raw)

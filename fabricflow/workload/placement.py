@@ -103,6 +103,8 @@ def place(layout: Layout, num_fabric_gpus: int, *, order: str = "tp-cp-ep-dp-pp"
     if placement == "contiguous":
         gpu_of_rank = np.arange(num_ranks, dtype=np.int64)
     elif placement == "scattered":
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
         per_node = max(int(gpus_per_node), 1)
         if num_fabric_gpus % per_node or num_ranks % per_node:
             per_node = 1
