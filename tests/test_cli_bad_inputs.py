@@ -84,6 +84,12 @@ def test_nccl_sizes_are_whole_distinct_bytes():
         nccl_sizes(8, 9.5)
 
 
+def test_collective_routing_the_fabric_lacks_names_routing():
+    message = _json_error("collective", "--fabric", "tpu-v4-pod", "--op", "all_reduce", "--gpus",
+                          "64", "-b", "8MiB", "-e", "8MiB", "--routing", "spray")
+    assert message.startswith("routing:") and "'ecmp'" in message
+
+
 def test_collective_json_success_is_one_object():
     proc = _run(*COLLECTIVE, "-b", "8MiB", "-e", "16MiB", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -167,6 +173,19 @@ def test_cc_out_that_is_a_file_fails_before_simulating(tmp_path):
     blocker.write_text("x")
     assert _json_error(*CC, "--out", str(blocker)).startswith("--out:")
     assert _json_error(*CC, "--out", str(blocker / "sub")).startswith("--out:")
+
+
+def test_cc_min_rate_above_line_rate_rejected():
+    message = _json_error(*CC, "--set", "min_rate=100Gbps")
+    assert message.startswith("params.min_rate:") and "line rate" in message
+
+
+def test_pfc_zero_dynamic_threshold_inputs_rejected():
+    from fabricflow.solve.dcqcn_params import PFCParams
+
+    for name in ("shared_buffer", "dynamic_alpha"):
+        with pytest.raises(SpecError, match=f"pfc.{name}"):
+            PFCParams().replace(**{name: 0})
 
 
 def test_cc_json_success_is_one_object(tmp_path):

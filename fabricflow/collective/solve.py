@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 
+from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..routing.route import route
 from .cost import CostModel
@@ -63,7 +64,13 @@ def solve_phase(fabric: Fabric, phase: Phase, capacity: np.ndarray, *, routing: 
     transfer = np.broadcast_to(np.arange(num_groups * per_group).reshape(num_groups, per_group, 1),
                                valid.shape)[valid]
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
-    routes = route(fabric, src, dst, policy=routing, seed=seed)
+    try:
+        routes = route(fabric, src, dst, policy=routing, seed=seed)
+    except SpecError as error:
+        if error.field != "policy":
+            raise
+        raise SpecError("routing", f"{routing!r} does not apply to fabric {fabric.name} "
+                        f"({error}); pick another routing") from None
     hop_links = routes.links.astype(np.int64)
     hop_coef = (np.ones(hop_links.shape) if routes.coef is None
                 else routes.coef.astype(np.float64))

@@ -224,6 +224,11 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
     first_hop = links[:, 0]
     line_rate = capacity[first_hop] if line_rate is None else np.broadcast_to(
         np.asarray(line_rate, dtype=np.float64), (num_flows,))
+    slowest = float(np.min(line_rate))
+    if float(np.max(params.min_rate)) > slowest:
+        raise SpecError("params.min_rate", f"{float(np.max(params.min_rate)):.4g} B/s exceeds the "
+                        f"line rate {slowest:.4g} B/s ({slowest * 8 / 1e9:.4g} Gb/s) of the slowest "
+                        "flow; DCQCN could never slow down (use a min_rate below the line rate)")
 
     batch = _batch_size(params)
     pfc_batch = _batch_size(pfc_params, "pfc_params")

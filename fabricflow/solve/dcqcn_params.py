@@ -168,6 +168,9 @@ class PFCParams:
             raise SpecError("pfc.hysteresis", "must not exceed xoff (XON would be negative)")
         if np.any(np.asarray(self.xoff) <= 0):
             raise SpecError("pfc.xoff", "must be > 0 bytes")
+        for name in ("dynamic_alpha", "shared_buffer"):   # dynamic XOFF = alpha x free buffer
+            if np.any(np.asarray(getattr(self, name)) <= 0):
+                raise SpecError(f"pfc.{name}", f"must be > 0, got {getattr(self, name)}")
 
     def as_dict(self) -> dict:
         return {f.name: _to_plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
