@@ -76,6 +76,15 @@ def test_collective_fractional_bytes_rejected():
     assert "minbytes" in message and "whole number of bytes" in message
 
 
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_collective_nonpositive_minbytes_says_positive(capsys, value):
+    from fabricflow.cli import main
+
+    assert main([*COLLECTIVE, "-b", value, "--json"]) == 2
+    message = json.loads(capsys.readouterr().out)["message"]
+    assert message.startswith("minbytes:") and "> 0" in message
+
+
 def test_nccl_sizes_are_whole_distinct_bytes():
     sizes = nccl_sizes(1, 10, 1.5)
     assert sizes.tolist() == [1, 2, 3, 5, 8]

@@ -66,8 +66,8 @@ def run(args) -> int:
         raise SpecError("gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}")
     group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
-    sizes = nccl_sizes(parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
-                       args.stepfactor)
+    sizes = nccl_sizes(parse_size(args.minbytes, "minbytes", allow_zero=False),
+                       parse_size(args.maxbytes, "maxbytes", allow_zero=False), args.stepfactor)
     results = collective_sweep(fabric, args.op, groups, sizes, algo=args.algo,
                                protocol=args.protocol, routing=args.routing, seed=args.seed,
                                channels=args.channels, rail_aware=not args.no_rail_aware)
