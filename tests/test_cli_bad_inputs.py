@@ -189,6 +189,14 @@ def test_cc_min_rate_above_line_rate_rejected():
     assert message.startswith("params.min_rate:") and "line rate" in message
 
 
+def test_cc_duration_shorter_than_two_steps_rejected(capsys):
+    from fabricflow.cli import main
+
+    assert main([*_with(CC, "--duration", "0.4us"), "--json"]) == 2
+    message = json.loads(capsys.readouterr().out)["message"]
+    assert message.startswith("duration:") and "dt" in message
+
+
 def test_pfc_zero_dynamic_threshold_inputs_rejected():
     from fabricflow.solve.dcqcn_params import PFCParams
 

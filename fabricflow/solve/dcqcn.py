@@ -196,6 +196,9 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
         raise SpecError("dt", f"{dt:.3g} s exceeds the stable step {stable:.3g} s for these "
                         "parameters (min(tau, 2T, 2 tau'/g) / 2); use a smaller dt")
     steps = int(round(duration / dt))
+    if steps < 2:
+        raise SpecError("duration", f"{duration:.3g} s is less than 2 steps of dt = {dt:.3g} s; "
+                        "simulate longer or use a smaller dt")
     if records < 2:
         raise SpecError("records", "need at least 2 records")
     steps_per_record = max(1, steps // records)
