@@ -12,6 +12,7 @@ import importlib
 import json
 import pkgutil
 import sys
+import traceback
 
 from . import commands
 from .errors import FabricflowError
@@ -70,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"fabricflow {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:   # a bug, not bad input: --json still gets one object
+        if not getattr(args, "json", False) or isinstance(error, BrokenPipeError):
+            raise
+        traceback.print_exc()
+        print(json.dumps({"error": "InternalError", "message": f"{type(error).__name__}: {error}"}))
+        return 1
 
 
 if __name__ == "__main__":

@@ -59,6 +59,22 @@ def test_usage_errors_with_json_print_one_json_object(args, words):
     assert all(word in message for word in words), message
 
 
+def test_unexpected_exception_with_json_still_prints_one_object(capsys, monkeypatch):
+    import fabricflow.commands.cc as cc_command
+    from fabricflow.cli import main
+
+    def broken(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cc_command, "run", broken)
+    assert main([*CC, "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"error": "InternalError", "message": "RuntimeError: boom"}
+    assert "Traceback" in captured.err
+    with pytest.raises(RuntimeError):
+        main(CC)
+
+
 def test_usage_errors_without_json_keep_argparse_text():
     proc = _run("cc", "--flows", "2")
     assert proc.returncode == 2 and proc.stdout == ""
