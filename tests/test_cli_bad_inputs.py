@@ -226,3 +226,10 @@ def test_cc_json_success_is_one_object(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["flows"] == 2 and (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_cc_text_report_cuts_long_victim_lists():
+    from fabricflow.commands.cc import _short
+
+    assert _short([1, 2]) == "[1, 2]"
+    assert _short(list(range(1000))).endswith(", 15, ... (1000 in all)]")

@@ -114,6 +114,13 @@ def run(args) -> int:
     print(f"  bottleneck link {summary['bottleneck_link']}: queue mean {summary['queue_mean_bytes'] / 1e3:.1f} KB"
           f", p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB")
     print(f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
-          f"{summary['pause_fraction']:.4f}, victims {[int(v) for v in summary['victim_flows']]}, "
+          f"{summary['pause_fraction']:.4f}, victims {_short([int(v) for v in summary['victim_flows']])}, "
           f"deadlocks {summary['deadlocks']}")
     return 0
+
+
+def _short(items: list, shown: int = 16) -> str:
+    """``items`` as a list, cut to the first ``shown`` with a count (--json has them all)."""
+    if len(items) <= shown:
+        return str(items)
+    return f"{str(items[:shown])[:-1]}, ... ({len(items)} in all)]"
