@@ -198,6 +198,9 @@ def test_cc_out_that_is_a_file_fails_before_simulating(tmp_path):
     blocker.write_text("x")
     assert _json_error(*CC, "--out", str(blocker)).startswith("--out:")
     assert _json_error(*CC, "--out", str(blocker / "sub")).startswith("--out:")
+    # a simulation error leaves no empty --out folder behind
+    assert _json_error(*_with(CC, "--duration", "0.4us"), "--out", str(tmp_path / "x"))
+    assert not (tmp_path / "x").exists()
 
 
 def test_cc_min_rate_above_line_rate_rejected():

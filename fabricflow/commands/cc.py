@@ -43,18 +43,28 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _make_out_dir(path: str) -> None:
-    """Create the --out folder (before the simulation runs) or say why it cannot be used."""
+def _check_out_dir(path: str) -> None:
+    """Say why --out cannot be used, before the simulation runs (nothing is created)."""
     from ..errors import SpecError
 
     if os.path.exists(path) and not os.path.isdir(path):
         raise SpecError("--out", f"{path!r} exists and is not a folder")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise SpecError("--out", f"cannot create folder {path!r}: {existing!r} is not a folder")
+    if not os.access(existing, os.W_OK):
+        raise SpecError("--out", f"cannot write into {existing!r} (for {path!r})")
+
+
+def _make_out_dir(path: str) -> None:
+    from ..errors import SpecError
+
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         raise SpecError("--out", f"cannot create folder {path!r}: {error.strerror or error}") from None
-    if not os.access(path, os.W_OK):
-        raise SpecError("--out", f"folder {path!r} is not writable")
 
 
 def run(args) -> int:
@@ -79,7 +89,7 @@ def run(args) -> int:
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
     if args.out:
-        _make_out_dir(args.out)
+        _check_out_dir(args.out)
     result = simulate_dcqcn(scenario.fabric, scenario.routes, size=size, params=args.params,
                             overrides=dcqcn_overrides, pfc=args.pfc, pfc_params=pfc_params,
                             duration=duration, dt=dt, extra_delay=delay)
@@ -92,6 +102,7 @@ def run(args) -> int:
               "pfc_params": pfc_params.as_dict(), "delay_s": delay, "duration_s": duration,
               "dt_s": dt, "roles": scenario.roles, **summary}
     if args.out:
+        _make_out_dir(args.out)
         to_dataset(result).to_netcdf(os.path.join(args.out, "dcqcn.nc"))
         from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
 
