@@ -48,6 +48,17 @@ def _json_error(*args: str) -> str:
     return data["message"]
 
 
+def _main_error(capsys, *args: str) -> str:
+    """As :func:`_json_error` but in this process (no start-up cost; JAX already loaded)."""
+    from fabricflow.cli import main
+
+    assert main([*args, "--json"]) == 2
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert isinstance(data, dict) and set(data) == {"error", "message"}
+    return data["message"]
+
+
 # ------------------------------------------------------------------ argparse errors
 @pytest.mark.parametrize("args, words", [
     (["cc", "--flows", "2"], ["--scenario", "required"]),
@@ -87,8 +98,8 @@ def test_collective_group_size_zero_is_rejected_not_all_gpus():
     assert "group_size" in _json_error(*COLLECTIVE, "--group-size", "0")
 
 
-def test_collective_fractional_bytes_rejected():
-    message = _json_error(*COLLECTIVE, "-b", "1.5", "-e", "8")
+def test_collective_fractional_bytes_rejected(capsys):
+    message = _main_error(capsys, *COLLECTIVE, "-b", "1.5", "-e", "8")
     assert "minbytes" in message and "whole number of bytes" in message
 
 
@@ -132,21 +143,21 @@ def test_step_nonpositive_gpus_names_gpus():
     assert _json_error(*_with(STEP, "--gpus", "0")).startswith("--gpus:")
 
 
-def test_step_negative_seed_is_a_spec_error():
-    message = _json_error(*STEP, "--placement", "scattered", "--seed", "-1")
+def test_step_negative_seed_is_a_spec_error(capsys):
+    message = _main_error(capsys, *STEP, "--placement", "scattered", "--seed", "-1")
     assert message.startswith("seed:") and ">= 0" in message
 
 
-def test_step_plot_to_missing_folder_fails_before_running(tmp_path):
+def test_step_plot_to_missing_folder_fails_before_running(capsys, tmp_path):
     target = tmp_path / "no" / "such" / "b.png"
-    message = _json_error(*STEP, "--plot", str(target))
+    message = _main_error(capsys, *STEP, "--plot", str(target))
     assert message.startswith("--plot:") and "folder" in message
-    message = _json_error(*STEP, "--plot", str(tmp_path / "b.xyz"))
+    message = _main_error(capsys, *STEP, "--plot", str(tmp_path / "b.xyz"))
     assert "--plot" in message and "png" in message
 
 
-def test_step_infinite_moe_imbalance_rejected():
-    assert "moe_imbalance" in _json_error(*STEP, "--moe-imbalance", "inf")
+def test_step_infinite_moe_imbalance_rejected(capsys):
+    assert "moe_imbalance" in _main_error(capsys, *STEP, "--moe-imbalance", "inf")
 
 
 def test_step_unknown_model_override_rejected():
@@ -193,13 +204,13 @@ def test_step_json_success_is_one_object():
 
 
 # ------------------------------------------------------------------ cc
-def test_cc_out_that_is_a_file_fails_before_simulating(tmp_path):
+def test_cc_out_that_is_a_file_fails_before_simulating(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert _json_error(*CC, "--out", str(blocker)).startswith("--out:")
-    assert _json_error(*CC, "--out", str(blocker / "sub")).startswith("--out:")
+    assert _main_error(capsys, *CC, "--out", str(blocker / "sub")).startswith("--out:")
     # a simulation error leaves no empty --out folder behind
-    assert _json_error(*_with(CC, "--duration", "0.4us"), "--out", str(tmp_path / "x"))
+    assert _main_error(capsys, *_with(CC, "--duration", "0.4us"), "--out", str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
 
 
