@@ -28,47 +28,63 @@ def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
     return np.unique(pairs, axis=0) if pairs.size else pairs.reshape(0, 2)
 
 
-def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarray) -> list[list[int]]:
+def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarray, *,
+                    edges: np.ndarray | None = None) -> list[list[int]]:
     """Cycles among mutually paused queues at one instant.
 
     Args:
         paused: bool ``[L]`` pause state (``paused[l]``: the egress feeding link l is stopped).
         links, prev_links: ``[F, H]`` hop links and the ingress link of each hop (-1 none).
+        edges: the :func:`dependency_edges` of ``links``/``prev_links`` if already known
+            (they do not change over a run, so callers scanning many instants pass them).
 
     Returns:
         One sorted list of link ids per deadlocked set (strongly connected component of
         the paused dependency graph with a cycle); empty if there is none.
+
+    Complexity: one strongly-connected-components pass over the paused edges, then
+    vectorized grouping (no Python loop over links or components).
     """
     paused = np.asarray(paused, bool)
-    edges = dependency_edges(links, prev_links)
+    edges = dependency_edges(links, prev_links) if edges is None else edges
     if edges.size == 0:
         return []
-    keep = paused[edges[:, 0]] & paused[edges[:, 1]]
-    edges = edges[keep]
+    edges = edges[paused[edges[:, 0]] & paused[edges[:, 1]]]
     if edges.size == 0:
         return []
     num = paused.shape[0]
     graph = coo_matrix((np.ones(edges.shape[0]), (edges[:, 0], edges[:, 1])), shape=(num, num))
     _, labels = connected_components(graph, directed=True, connection="strong")
-    cycles = []
-    self_loops = set(edges[edges[:, 0] == edges[:, 1], 0].tolist())
-    for label in np.unique(labels[np.unique(edges)]):
-        members = np.flatnonzero(labels == label)
-        if members.size > 1 or (members.size == 1 and int(members[0]) in self_loops):
-            cycles.append(sorted(int(m) for m in members))
-    return cycles
+    nodes = np.unique(edges)
+    size = np.bincount(labels[nodes], minlength=labels.max() + 1)
+    looped = np.zeros(labels.max() + 1, bool)
+    looped[labels[edges[edges[:, 0] == edges[:, 1], 0]]] = True
+    cyclic = nodes[(size[labels[nodes]] > 1) | looped[labels[nodes]]]
+    if cyclic.size == 0:
+        return []
+    order = np.lexsort((cyclic, labels[cyclic]))
+    members, member_labels = cyclic[order], labels[cyclic[order]]
+    splits = np.flatnonzero(np.diff(member_labels)) + 1
+    return sorted([group.tolist() for group in np.split(members, splits)])
 
 
 def deadlocks_over_time(result) -> list[dict]:
     """Deadlocked link sets found at any recorded instant of a (non-batched) result.
 
-    Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}``.
+    Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}``. Instants
+    with the same pause pattern are analysed once, and the dependency edges once per run.
     """
+    edges = dependency_edges(result.links, result.prev_links)
+    paused = np.asarray(result.paused, bool)
+    if edges.size == 0 or not paused.any():
+        return []
+    patterns, pattern_of_instant = np.unique(paused, axis=0, return_inverse=True)
+    cycles_of_pattern = [deadlock_cycles(p, result.links, result.prev_links, edges=edges)
+                         if p.any() else [] for p in patterns]
     found: dict[tuple, dict] = {}
     for index, time in enumerate(result.time):
-        for cycle in deadlock_cycles(result.paused[index], result.links, result.prev_links):
-            key = tuple(cycle)
-            entry = found.setdefault(key, {"links": list(cycle), "first_seen_s": float(time)})
+        for cycle in cycles_of_pattern[int(pattern_of_instant.ravel()[index])]:
+            entry = found.setdefault(tuple(cycle), {"links": list(cycle), "first_seen_s": float(time)})
             entry["last_seen_s"] = float(time)
     return list(found.values())
 
