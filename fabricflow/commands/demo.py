@@ -30,6 +30,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..fabric.spec import load_fabric
     from ..routing.route import route
+    from ..solve.outputs import link_utilization, tier_summary
     from ..solve.rates import max_min_solution
     from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
     from ..traffic import alltoall_groups, ring
@@ -57,7 +58,8 @@ def run(args) -> int:
     solution = max_min_solution(a2a_routes.links, fabric.capacity)
     rates = np.asarray(solution.rates, dtype=np.float64)
     timings["maxmin_alltoall_s"] = time.perf_counter() - start
-    utilization = a2a_routes.link_load(rates) / np.where(fabric.capacity > 0, fabric.capacity, np.inf)
+    utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
+    tiers = tier_summary(fabric, utilization)
 
     figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]
     figures.append(str(plot_link_values_by_kind(
@@ -81,9 +83,7 @@ def run(args) -> int:
         "alltoall_rate_Bps": {"min": float(rates.min()), "median": float(np.median(rates)),
                               "max": float(rates.max())},
         "alltoall_aggregate_Bps": float(rates.sum()),
-        "alltoall_saturated_links_per_kind": {
-            kind: int((utilization[fabric.links_of_kind(kind)] > 1 - 1e-5).sum())
-            for kind in summary["links_per_kind"]},
+        "alltoall_saturated_links_per_kind": {kind: t["saturated"] for kind, t in tiers.items()},
         "maxmin_rounds": int(solution.rounds),
         "timings": timings, "figures": figures,
     }

@@ -18,6 +18,19 @@ import dataclasses
 import numpy as np
 
 
+def link_load(links, rates, num_links: int, coef=None) -> np.ndarray:
+    """float64 ``[num_links]``: sum over flows of ``rate * coef`` on every link.
+
+    ``links`` int ``[F, H]`` (``-1`` padded), ``rates`` ``[F]``, ``coef`` ``[F, H]`` or None.
+    """
+    links = np.asarray(links)
+    used = links >= 0
+    per_entry = np.broadcast_to(np.asarray(rates, np.float64)[:, None], links.shape)
+    if coef is not None:
+        per_entry = per_entry * np.asarray(coef, np.float64)
+    return np.bincount(links[used], weights=per_entry[used], minlength=num_links)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Routes:
     """Padded routes of ``F`` flows over a fabric of ``num_links`` links.
@@ -76,12 +89,8 @@ class Routes:
 
         With ``rates=None`` this counts flows per link (coefficient-weighted).
         """
-        weight = np.ones(self.num_flows) if rates is None else np.asarray(rates, dtype=np.float64)
-        per_entry = np.broadcast_to(weight[:, None], self.links.shape)
-        if self.coef is not None:
-            per_entry = per_entry * self.coef
-        valid = self.links >= 0
-        return np.bincount(self.links[valid], weights=per_entry[valid], minlength=self.num_links)
+        rates = np.ones(self.num_flows) if rates is None else rates
+        return link_load(self.links, rates, self.num_links, self.coef)
 
     def matrix(self):
         """The routing matrix as ``jax.experimental.sparse.BCOO`` of shape ``[L, F]``.

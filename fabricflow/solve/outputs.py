@@ -9,16 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..routing.routes import link_load
 
-def link_load(links, rates, num_links: int, coef=None) -> np.ndarray:
-    """float64 ``[L]``: sum over flows of ``rate * coef`` on every link."""
-    links = np.asarray(links)
-    rates = np.asarray(rates, np.float64)
-    used = links >= 0
-    per_entry = np.broadcast_to(rates[:, None], links.shape)
-    if coef is not None:
-        per_entry = per_entry * np.asarray(coef, np.float64)
-    return np.bincount(links[used], weights=per_entry[used], minlength=num_links)
+__all__ = ["bottleneck_summary", "link_load", "link_utilization", "tier_summary"]
 
 
 def link_utilization(links, capacity, rates, coef=None) -> np.ndarray:
