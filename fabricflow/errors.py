@@ -32,3 +32,7 @@ class SolverError(FabricflowError, RuntimeError):
 
 class MemoryBudgetError(FabricflowError, MemoryError):
     """A requested allocation would exceed the memory budget; says how large and why."""
+
+
+class OutputError(FabricflowError, OSError):
+    """An output file or folder cannot be written (read-only, full disk, not a folder)."""
