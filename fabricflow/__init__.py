@@ -1,6 +1,6 @@
 """fabricflow: flow-level network planning for AI-training clusters (JAX).
 
-Public API (stable names, see DESIGN.md):
+Public API (stable names, see docs/architecture.md):
 
     import fabricflow as ff
     fabric = ff.load_fabric("clos-100k")

@@ -3,7 +3,7 @@
     python studies/collective_calibration.py OUT_DIR
 
 Writes OUT_DIR/collective_calibration.png (busbw vs message size) and
-collective_calibration.json. Reference measurements (REFERENCES §4): 8x H100 in one node
+collective_calibration.json. Reference measurements (docs/references.md §4): 8x H100 in one node
 AllReduce busbw ~370 GB/s with rings and ~480 GB/s with NVLS; one 400G NDR NIC 46-48 GB/s;
 multi-node DGX A100 (8x HDR 200G per node) AllReduce ~192 GB/s.
 """

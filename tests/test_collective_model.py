@@ -1,7 +1,7 @@
 """Collective times on fabrics: calibration against measured NCCL numbers, the effects
 users come for (ECMP collisions, rail vs ToR, failures, shared jobs), the CLI and errors.
 
-Calibration targets (REFERENCES §4, maintainer answers in NVIDIA/nccl(-tests) issues),
+Calibration targets (docs/references.md §4, maintainer answers in NVIDIA/nccl(-tests) issues),
 each within 10%, from the same physical parameters for every case (link payload
 efficiency per technology, NCCL protocol efficiency and latencies, NVLS efficiency).
 """

@@ -20,7 +20,7 @@ C40 = 40e9 / 8  # 40 Gb/s in bytes/s
 
 
 def test_fixed_point_matches_paper_numbers():
-    # REFERENCES.md §2: 40 Gb/s, paper defaults, N = 2.
+    # docs/references.md §2: 40 Gb/s, paper defaults, N = 2.
     fp = fixed_point(C40, 2, DCQCNParams.preset("paper"))
     assert fp["p"] == pytest.approx(7.77e-4, rel=0.01)
     assert fp["queue_bytes"] == pytest.approx(20.2e3, rel=0.01)

@@ -46,7 +46,7 @@ def relative_error(rates, reference):
     return float(np.max(np.abs(rates[finite] - reference[finite]) / reference[finite], initial=0))
 
 
-# ------------------------------------------------------------------ oracles (REFERENCES 1)
+# ------------------------------------------------------------------ oracles (docs/references.md §1)
 @pytest.mark.parametrize("num_links", [1, 2, 5, 20])
 def test_parking_lot_every_flow_gets_half(num_links):
     long_flow = [list(range(num_links))]

@@ -1,4 +1,4 @@
-"""Accuracy: Megatron-LM SC21 Table 1 (REFERENCES 5) on dgx-a100-superpod, each within 10%."""
+"""Accuracy: Megatron-LM SC21 Table 1 (docs/references.md §5) on dgx-a100-superpod, each within 10%."""
 
 import pytest
 

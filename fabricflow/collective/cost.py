@@ -8,7 +8,7 @@ it on the shared fabric, so its time is::
         + sum over critical-path hops of (path latency + software overhead per step)
 
 and a collective adds the algorithm's base (launch) latency once. The constants below
-are NCCL's own (``src/graph/tuning.cc``, v2.2x-2.30) or physical facts, see REFERENCES §4:
+are NCCL's own (``src/graph/tuning.cc``, v2.2x-2.30) or physical facts, see docs/references.md §4:
 
 * **Protocols** trade latency for bandwidth. ``LL`` sends 8-byte words carrying 4 bytes
   of data and a 4-byte flag (bandwidth efficiency 1/2, lowest latency); ``LL128`` sends

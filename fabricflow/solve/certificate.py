@@ -1,6 +1,6 @@
 """``ff.certify_max_min``: check that given rates are feasible and max-min fair.
 
-Bottleneck theorem (Bertsekas & Gallager; REFERENCES.md section 1): a feasible
+Bottleneck theorem (Bertsekas & Gallager; docs/references.md §1): a feasible
 allocation is weighted max-min fair iff every flow either runs at its demand or crosses
 a *saturated* link on which its normalised rate ``rate / weight`` is the largest among
 the flows on that link. The check is host-side float64 numpy, independent of the

@@ -2,7 +2,7 @@
 
 Flows arrive at ``start[f]`` with ``size[f]`` bytes and share the fabric max-min fairly
 (:func:`~fabricflow.solve.maxmin.water_fill`); rates are recomputed whenever a flow
-arrives or finishes (m3's flowSim, REFERENCES.md section 1). The whole event loop is one
+arrives or finishes (m3's flowSim, docs/references.md §1). The whole event loop is one
 ``lax.while_loop`` (each iteration = one max-min solve) bounded by ``max_events``.
 
 Modes:

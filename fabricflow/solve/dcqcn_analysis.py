@@ -6,7 +6,7 @@ global JAX configuration is left untouched.
 
 * :func:`fixed_point`: N identical flows on a link of capacity C. At rest R_C = C/N and
   alpha = 1 - (1-p)^(tau' R_C); eliminating R_T between dR_T/dt = 0 and dR_C/dt = 0
-  gives a^2 alpha / ((b + d)(c + e)) = tau^2 R_AI R_C (REFERENCES.md §2), solved for p by
+  gives a^2 alpha / ((b + d)(c + e)) = tau^2 R_AI R_C (docs/references.md §2), solved for p by
   bracketing; then q = Kmin + (p / Pmax)(Kmax - Kmin). Paper defaults, 40 Gb/s, N = 2:
   p = 7.77e-4, q = 20.2 KB, alpha = 0.101.
 * :func:`linear_stability`: the symmetric mode (all flows in phase) of the delay system

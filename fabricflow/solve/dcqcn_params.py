@@ -6,7 +6,7 @@ and the kernel converts at its edge. Both dataclasses are JAX pytrees whose leav
 the numeric fields, so a batch of parameter sets (:func:`stack_params`) can be ``vmap``-ed
 through the simulator and compiles once.
 
-Presets (REFERENCES.md §2):
+Presets (docs/references.md §2):
 
 * ``paper`` -- SIGCOMM'15 / CoNEXT'16 defaults: CNP interval tau = 50 us, alpha timer
   tau' = 55 us, rate-increase timer T = 55 us, byte counter B = 10 MB, F = 5,

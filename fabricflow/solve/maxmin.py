@@ -1,7 +1,7 @@
 """Exact weighted max-min fair rates: parallel local-bottleneck water-filling in JAX.
 
 Algorithm (the exact parallel variant of progressive filling; s-PERC, SIGMETRICS'19;
-Soroush, NSDI'24, see REFERENCES.md section 1). Every active flow ``f`` runs at
+Soroush, NSDI'24, see docs/references.md §1). Every active flow ``f`` runs at
 ``weight[f] * t`` for a fill level ``t``. In one round, for every link ``l``:
 
 - ``share[l] = residual[l] / W[l]``: the level at which ``l`` saturates, where

@@ -1,4 +1,4 @@
-"""The calibration data of the step model: Megatron-LM SC21 Table 1 (REFERENCES 5).
+"""The calibration data of the step model: Megatron-LM SC21 Table 1 (docs/references.md §5).
 
 Six GPT runs on Selene (A100 80GB, 312 TFLOP/s peak, 8 GPUs per DGX A100 with 8x HDR
 200G), sequence 2048, vocabulary 51200, full recompute, fp16; "achieved TFLOP/s per GPU"

@@ -8,7 +8,7 @@ the seconds of every group, with all groups running concurrently on the fabric.
 It delegates to the collective model (``fabricflow.collective.prepare_collective``: NCCL-like
 algorithms as flows, routed on the fabric, all groups sharing links through one max-min
 solve). :func:`alpha_beta_estimate`, an analytic ring / direct estimate from per-GPU NVLink
-and NIC bandwidths (REFERENCES 4) that ignores congestion above the NICs, stays available
+and NIC bandwidths (docs/references.md §4) that ignores congestion above the NICs, stays available
 as ``backend="alpha-beta"`` for comparison. :class:`CollectiveCache` prepares each
 (group set, op) once and memoises sizes, since a step asks for the same ones repeatedly.
 """
@@ -22,7 +22,7 @@ from ..fabric.fabric import Fabric
 
 BACKENDS = ("auto", "collective-model", "alpha-beta")
 
-# NCCL Simple-protocol latencies (REFERENCES 4, tuning.cc): base + per hop.
+# NCCL Simple-protocol latencies (docs/references.md §4, tuning.cc): base + per hop.
 BASE_LATENCY_S = 8.4e-6
 NVLINK_HOP_S = 3.4e-6
 NETWORK_HOP_S = 14.0e-6

@@ -5,7 +5,7 @@ GEMM ``[M, K] x [K, N]`` (``batch`` independent copies), run as output tiles of
 
     time = max(flops / (peak * efficiency), bytes / (hbm_bandwidth * memory_efficiency))
            + LAUNCH_S
-    efficiency = gemm_efficiency            (best large shape, per GPU, REFERENCES 5)
+    efficiency = gemm_efficiency            (best large shape, per GPU, docs/references.md §5)
                * tile_fill                  (M, N padded to TILE: tile quantization)
                * wave_fill                  (tiles / (ceil(tiles / units) * units))
                * K / (K_pad + K_OVERHEAD)   (K padded to K_TILE; per-tile prologue/epilogue)

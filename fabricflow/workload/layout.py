@@ -21,7 +21,7 @@ GRAD_DTYPES = ("fp32", "bf16")
 # Fraction of compute-phase wall time the GPU spends inside kernels (the rest: launch gaps,
 # host synchronisation, allocator and framework overhead between kernels). The single
 # fitted constant of the step model: least squares in log space over the six Megatron
-# SC21 Table 1 rows of REFERENCES 5 (tests/test_step_calibration.py recomputes it).
+# SC21 Table 1 rows of docs/references.md §5 (tests/test_step_calibration.py recomputes it).
 FRAMEWORK_EFFICIENCY = 0.81
 
 

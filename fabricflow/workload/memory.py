@@ -2,7 +2,7 @@
 
 Model states (Megatron mixed precision): bf16 weights 2 B, fp32 main gradients 4 B
 (2 B with ``grad_reduce_dtype='bf16'``), fp32 master weights + two Adam moments 12 B per
-parameter: 18 B per parameter, as REFERENCES 5. ZeRO-1 (Megatron's distributed optimizer)
+parameter: 18 B per parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
 shards the 12 B over the data-parallel x context-parallel ranks (``6 + 12/d``), ZeRO-2 the
 gradients too, ZeRO-3 everything. Expert weights are sharded over ``tp x ep`` and their
 optimizer over the expert data-parallel ranks.
