@@ -1,7 +1,7 @@
 """``ff.complete_flows``: event-driven fluid flow completion times (jitted).
 
 Flows arrive at ``start[f]`` with ``size[f]`` bytes and share the fabric max-min fairly
-(:func:`~fabricflow.solve.maxmin.water_fill`); rates are recomputed whenever a flow
+(:func:`~fabricflow.solve.maxmin.kernel.water_fill`); rates are recomputed whenever a flow
 arrives or finishes (m3's flowSim, docs/references.md §1). The whole event loop is one
 ``lax.while_loop`` (each iteration = one max-min solve) bounded by ``max_events``.
 
