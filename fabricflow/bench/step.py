@@ -37,7 +37,7 @@ def run(args) -> dict:
     result.update(gpus=layout.num_gpus, step_time_s=out.step_time_s, mfu=out.mfu,
                   tflops_per_gpu=out.tflops_per_gpu, memory_gib_per_gpu=out.memory_gib_per_gpu,
                   breakdown=out.breakdown, collective_backend=out.details["collective_backend"])
-    # Accuracy: Megatron SC21 Table 1 (docs/references.md §5), error of every row.
+    # Accuracy: error of every row of Megatron-LM SC21 Table 1 (published TFLOP/s per GPU).
     from ..workload.calibration import calibration_table
 
     selene = load_fabric("dgx-a100-superpod")
