@@ -72,9 +72,9 @@ def run(args) -> int:
 
     from ..cc_scenarios import build_scenario
     from ..errors import SpecError
-    from ..solve.dcqcn import simulate_dcqcn
-    from ..solve.dcqcn_params import PFCParams, parse_overrides
-    from ..solve.reference import progressive_filling
+    from ..solve.dcqcn.params import PFCParams, parse_overrides
+    from ..solve.dcqcn.simulate import simulate_dcqcn
+    from ..solve.maxmin.progressive_filling import progressive_filling
     from ..study.congestion import summarize, to_dataset
     from ..units import parse_bandwidth, parse_size, parse_time
 

@@ -1,15 +1,15 @@
 """``ff.complete_flows``: event-driven fluid flow completion times (jitted).
 
 Flows arrive at ``start[f]`` with ``size[f]`` bytes and share the fabric max-min fairly
-(:func:`~fabricflow.solve.maxmin.water_fill`); rates are recomputed whenever a flow
-arrives or finishes (m3's flowSim, REFERENCES.md section 1). The whole event loop is one
+(:func:`~fabricflow.solve.maxmin.kernel.water_fill`); rates are recomputed whenever a flow
+arrives or finishes (m3's flowSim, docs/references.md §1). The whole event loop is one
 ``lax.while_loop`` (each iteration = one max-min solve) bounded by ``max_events``.
 
 Modes:
 
 - ``"exact"``: one event per arrival or completion (at most ``2 F`` events). Completions
   closer than a few float ulps are taken together. Matches the float64 event-by-event
-  reference (:func:`fabricflow.solve.reference.fluid_completion`).
+  reference of the test suite (``fluid_completion`` in ``tests/reference_solvers.py``).
 - ``"batched"``: for millions of flows. Each solve completes every flow whose projected
   finish lies within a window ``(1 + eps)`` times the earliest one, at its projected
   time, before re-solving. Error bound: within a window the rates are held for at most
@@ -32,16 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import SolverError, SpecError
-from .inputs import check_memory, check_problem, check_values
-from .maxmin import (
-    default_rtol,
-    final_status,
-    float_dtype,
-    input_status,
-    prepare_network,
-    water_fill,
-)
-from .merge import merge_identical_flows
+from ._kernel import default_rtol, final_status, float_dtype, input_status
+from .maxmin.identical_flows import merge_identical_flows
+from .maxmin.inputs import check_problem, check_solve_memory, check_values
+from .maxmin.kernel import prepare_network, water_fill
 from .status import Status
 
 
@@ -68,7 +62,7 @@ def simulate_completion(links, capacity, size, start=None, weight=None, coef=Non
     Args:
         links: int ``[F, H]``, ``-1`` padded. capacity: ``[L]`` (bytes/s).
         size: ``[F]`` bytes. start: ``[F]`` seconds (default 0). weight, coef: as for
-            :func:`~fabricflow.solve.maxmin.solve_max_min`.
+            :func:`~fabricflow.solve.maxmin.kernel.solve_max_min`.
         eps: completion window (relative). A few ulps gives the exact mode.
         max_events: bound on solves (default ``2 F + 1``, enough for the exact mode).
         rtol: share tolerance of the inner max-min solves.
@@ -174,7 +168,7 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
         start, _ = check_values("start", start, (num_flows,), allow_inf=False)
     if mode == "batched" and eps is not None and not (0 <= eps < 1):
         raise SpecError("eps", f"must lie in [0, 1), got {eps}")
-    check_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
+    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
                  "complete_flows")
     dtype = float_dtype(problem.capacity, problem.weight, size, start)
     links_, coef_, weight_, size_, start_ = problem.links, problem.coef, problem.weight, size, start

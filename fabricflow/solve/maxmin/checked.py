@@ -1,7 +1,7 @@
 """``ff.max_min_rates`` / ``ff.max_min_solution``: checked, merged, batched max-min solves.
 
 The pipeline: check inputs on the host (clear errors) -> merge identical flows into
-weighted ones (:mod:`.merge`) -> the jitted kernel :func:`.maxmin.solve_max_min`
+weighted ones (:mod:`.identical_flows`) -> the jitted kernel :func:`.kernel.solve_max_min`
 (``vmap``-ed over scenarios when ``capacity``/``weight``/``demand`` carry a batch axis)
 -> split merged rates back -> raise :class:`~fabricflow.errors.SolverError` on a bad
 status unless ``throw=False``.
@@ -13,11 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import SolverError
-from .inputs import check_memory, check_problem
-from .maxmin import MaxMinSolution, float_dtype, solve_max_min
-from .merge import merge_identical_flows
-from .status import Status
+from ...errors import SolverError
+from ..status import Status
+from .identical_flows import merge_identical_flows
+from .inputs import check_problem, check_solve_memory
+from .kernel import MaxMinSolution, float_dtype, solve_max_min
 
 
 def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge: bool = True,
@@ -73,7 +73,7 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
     """
     problem = check_problem(links, capacity, weight, demand, coef)
     num_flows, num_hops = problem.links.shape
-    check_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch,
+    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch,
                  "max_min_rates")
     dtype = float_dtype(problem.capacity, problem.weight, problem.demand)
     merged = merge_identical_flows(problem.links, problem.coef, problem.weight,

@@ -1,7 +1,7 @@
 """PFC post-analysis: pause fractions, victim flows and deadlock cycles (host side, numpy).
 
 The dynamics (ingress queues, XOFF/XON, pausing the upstream egress) run inside the
-DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
+DCQCN kernel (:mod:`.kernel`); this module reads a :class:`DCQCNResult`.
 
 * **Buffer dependency graph**: an edge ``k -> l`` when some flow arrives over link ``k``
   and leaves over link ``l`` (its bytes in the ingress buffer of ``k`` wait for the egress
@@ -17,8 +17,8 @@ DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
+
+from ..maxmin.outputs import link_utilization
 
 
 def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
@@ -45,6 +45,9 @@ def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarra
     Complexity: one strongly-connected-components pass over the paused edges, then
     vectorized grouping (no Python loop over links or components).
     """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     paused = np.asarray(paused, bool)
     edges = dependency_edges(links, prev_links) if edges is None else edges
     if edges.size == 0:
@@ -89,27 +92,19 @@ def deadlocks_over_time(result) -> list[dict]:
     return list(found.values())
 
 
-def link_utilisation(links: np.ndarray, capacity: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """``[L]`` carried load / capacity for per-flow rates (bytes/s)."""
-    valid = links >= 0
-    per_entry = np.broadcast_to(np.asarray(rates, np.float64)[:, None], links.shape)
-    load = np.bincount(links[valid], weights=per_entry[valid], minlength=capacity.shape[0])
-    return load / np.where(capacity > 0, capacity, np.inf)
-
-
 def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None,
                  rtol: float = 0.05) -> np.ndarray:
     """Boolean ``[F]``: flows slowed by PFC pauses rather than by their own bottleneck.
 
     Args:
-        result: a non-batched :class:`~fabricflow.solve.dcqcn.DCQCNResult`.
+        result: a non-batched :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
         max_min_rate: ``[F]`` bytes/s, the ideal rates (e.g. from
-            :func:`fabricflow.solve.reference.progressive_filling`).
+            :func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`).
         since: start of the averaging window, s (default: half the duration).
         rtol: relative tolerance for "below max-min" and for "saturated".
     """
     rate = result.mean_rate(since)
-    utilisation = link_utilisation(result.links, result.capacity, rate)
+    utilisation = link_utilization(result.links, result.capacity, rate)
     safe = np.where(result.links >= 0, result.links, 0)
     saturated = np.any((utilisation[safe] >= 1 - rtol) & (result.links >= 0), axis=1)
     slowed = rate < (1 - rtol) * np.asarray(max_min_rate, np.float64)

@@ -6,7 +6,7 @@ and the kernel converts at its edge. Both dataclasses are JAX pytrees whose leav
 the numeric fields, so a batch of parameter sets (:func:`stack_params`) can be ``vmap``-ed
 through the simulator and compiles once.
 
-Presets (REFERENCES.md §2):
+Presets (docs/references.md §2):
 
 * ``paper`` -- SIGCOMM'15 / CoNEXT'16 defaults: CNP interval tau = 50 us, alpha timer
   tau' = 55 us, rate-increase timer T = 55 us, byte counter B = 10 MB, F = 5,
@@ -33,8 +33,8 @@ import math
 import jax
 import numpy as np
 
-from ..errors import SpecError
-from ..units import parse_bandwidth, parse_size, parse_time
+from ...errors import SpecError
+from ...units import parse_bandwidth, parse_size, parse_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +248,7 @@ def stack_params(params: list):
     """A batch of parameter sets as one dataclass with ``[batch]`` array fields.
 
     Works for :class:`DCQCNParams` and :class:`PFCParams` lists (all items of one type).
-    Pass the result to :func:`fabricflow.solve.dcqcn.simulate_dcqcn` (``params=`` or
+    Pass the result to :func:`fabricflow.solve.dcqcn.simulate.simulate_dcqcn` (``params=`` or
     ``pfc_params=``) to ``vmap`` over the batch with one compilation.
     """
     if not params:

@@ -7,12 +7,12 @@ offending index and the allowed values.
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import MemoryBudgetError, SpecError
+from ...errors import SpecError
+from ...memory import check_memory
 
 
 class FlowProblem(NamedTuple):
@@ -107,27 +107,20 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     return FlowProblem(links, capacity_arr, weight, demand, coef, sizes.pop() if sizes else None)
 
 
-def check_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
-                 what: str) -> None:
-    """Refuse, before allocating, a solve whose working set exceeds 3/4 of the RAM."""
+def check_solve_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
+                       what: str, *, budget: int | None = None) -> None:
+    """Refuse, before allocating, a solve whose working set exceeds the memory budget.
+
+    The budget is the shared policy of :func:`fabricflow.memory.memory_budget` (or
+    ``budget`` bytes); raises :class:`~fabricflow.errors.MemoryBudgetError`.
+    """
     scenarios = batch or 1
     # ids + coef + per-hop temporaries per entry; ~12 float/int vectors per flow and link
     # (state, levels, masks) per scenario.
     estimate = num_entries * 16 + scenarios * (num_flows * 48 + num_links * 40)
-    budget = int(0.75 * physical_memory_bytes())
-    if estimate > budget:
-        raise MemoryBudgetError(
-            f"{what}: about {estimate / 2**30:.1f} GiB needed for {num_flows} flows x "
-            f"{num_entries // max(num_flows, 1)} hops, {num_links} links and {scenarios} "
-            f"scenario(s); the budget is {budget / 2**30:.1f} GiB (3/4 of RAM). Solve fewer "
-            f"scenarios at once or split the flows.")
-
-
-def physical_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 16 * 2**30
+    check_memory(estimate, f"{what} ({num_flows} flows x {num_entries // max(num_flows, 1)} "
+                 f"hops, {num_links} links, {scenarios} scenario(s))",
+                 hint="solve fewer scenarios at once or split the flows", budget=budget)
 
 
 def _first(mask: np.ndarray):

@@ -1,12 +1,12 @@
 """DCQCN fixed point and linear stability at one bottleneck, from the model itself.
 
-Both use :func:`~fabricflow.solve.dcqcn_model.dcqcn_derivatives` (the function the
+Both use :func:`~fabricflow.solve.dcqcn.model.dcqcn_derivatives` (the function the
 simulator integrates), evaluated in float64 inside a scoped ``jax.enable_x64`` so the
 global JAX configuration is left untouched.
 
 * :func:`fixed_point`: N identical flows on a link of capacity C. At rest R_C = C/N and
   alpha = 1 - (1-p)^(tau' R_C); eliminating R_T between dR_T/dt = 0 and dR_C/dt = 0
-  gives a^2 alpha / ((b + d)(c + e)) = tau^2 R_AI R_C (REFERENCES.md §2), solved for p by
+  gives a^2 alpha / ((b + d)(c + e)) = tau^2 R_AI R_C (docs/references.md §2), solved for p by
   bracketing; then q = Kmin + (p / Pmax)(Kmax - Kmin). Paper defaults, 40 Gb/s, N = 2:
   p = 7.77e-4, q = 20.2 KB, alpha = 0.101.
 * :func:`linear_stability`: the symmetric mode (all flows in phase) of the delay system
@@ -27,11 +27,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import brentq
 
-from ..errors import SpecError
-from .dcqcn_model import dcqcn_derivatives, marking_probability
-from .dcqcn_params import DCQCNParams
+from ...errors import SpecError
+from .model import dcqcn_derivatives, marking_probability
+from .params import DCQCNParams
 
 
 def _params64(params: DCQCNParams) -> DCQCNParams:
@@ -54,6 +53,8 @@ def fixed_point(capacity: float, num_flows: int, params: DCQCNParams | None = No
         SpecError: the fixed point needs a marking probability above Pmax (queue above
         Kmax), which the RED ramp cannot give.
     """
+    from scipy.optimize import brentq  # lazily: importing the solvers must not pull scipy
+
     params = params or DCQCNParams()
     if num_flows < 1 or capacity <= 0:
         raise SpecError("num_flows", "need num_flows >= 1 and capacity > 0")
