@@ -153,7 +153,8 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
 
     ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
     rows up to :data:`JIT_MAX_WIDTH` wide, and the float64 reference
-    (:func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`) for small or very wide ones.
+    (:func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`) for small or
+    very wide ones.
     For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
     64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
     compilation; padded rows carry no link and are dropped.

@@ -25,6 +25,7 @@ Flows that can never finish (every path crosses a failed link) get finish time `
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
 import jax
@@ -34,7 +35,7 @@ import numpy as np
 from ..errors import SolverError, SpecError
 from ._kernel import default_rtol, final_status, float_dtype, input_status
 from .maxmin.identical_flows import merge_identical_flows
-from .maxmin.inputs import check_problem, check_solve_memory, check_values
+from .maxmin.inputs import check_count, check_problem, check_solve_memory, check_values
 from .maxmin.kernel import prepare_network, water_fill
 from .status import Status
 
@@ -142,7 +143,7 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
             every flow within a relative window ``eps`` per solve; see the module docs
             for the error bound).
         eps: the batched window (default 0.01); ignored in exact mode.
-        max_events: bound on solves (default ``2 F + 1``).
+        max_events: bound on solves, an integer ``>= 1`` (default ``2 F + 1``).
         merge: merge flows with identical routes, start and ``size / weight`` first
             (exact: they finish together).
         throw: raise :class:`~fabricflow.errors.SolverError` on a bad status, else return
@@ -166,8 +167,11 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
     size, _ = check_values("size", size, (num_flows,), allow_inf=False)
     if start is not None:
         start, _ = check_values("start", start, (num_flows,), allow_inf=False)
-    if mode == "batched" and eps is not None and not (0 <= eps < 1):
-        raise SpecError("eps", f"must lie in [0, 1), got {eps}")
+    if mode == "batched" and eps is not None and (
+            isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < 1):
+        raise SpecError("eps", f"must be a number in [0, 1) (relative completion window), "
+                        f"got {eps!r}")
+    max_events = check_count(max_events, "max_events", "bound on max-min solves")
     check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
                  "complete_flows")
     dtype = float_dtype(problem.capacity, problem.weight, size, start)

@@ -7,6 +7,7 @@ offending index and the allowed values.
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -105,6 +106,34 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     if len(sizes) > 1:
         raise SpecError("capacity", f"batched inputs disagree on the batch size: {sorted(sizes)}")
     return FlowProblem(links, capacity_arr, weight, demand, coef, sizes.pop() if sizes else None)
+
+
+# Largest accepted share tolerance: beyond ~1e-3, links whose shares differ by more than
+# float rounding are frozen together and the rates are no longer max-min fair.
+MAX_RTOL = 1e-3
+MAX_INT32 = 2**31 - 1
+
+
+def check_rtol(rtol, field: str = "rtol") -> float | None:
+    """``None`` (the dtype's default) or a real number in ``[0, MAX_RTOL]``."""
+    if rtol is None:
+        return None
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not (
+            0 <= float(rtol) <= MAX_RTOL):
+        raise SpecError(field, f"must be a number in [0, {MAX_RTOL:g}] (relative tolerance for "
+                        f"calling two shares equal; default a few float ulps), got {rtol!r}")
+    return float(rtol)
+
+
+def check_count(value, field: str, meaning: str) -> int | None:
+    """``None`` (the default bound) or an integer in ``1..2**31 - 1``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
+            1 <= int(value) <= MAX_INT32):
+        raise SpecError(field, f"must be an integer in 1..{MAX_INT32} ({meaning}; default: "
+                        f"enough for any input), got {value!r}")
+    return int(value)
 
 
 def check_solve_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
