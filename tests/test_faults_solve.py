@@ -170,3 +170,122 @@ def test_shared_memory_budget_refuses_a_dcqcn_run(monkeypatch):
         prepare_dcqcn(links, [5e9], np.zeros(2_000), records=500)
     # An explicit budget still overrides the policy.
     prepare_dcqcn(links, [5e9], np.zeros(2_000), records=500, memory_budget=2**30)
+
+
+# ------------------------------------------------------------------ long DCQCN runs
+
+def _dumbbell():
+    from fabricflow.cc_scenarios import dumbbell
+
+    return dumbbell(2)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"duration": 1000.0}, ["entry-steps", "h on 2 CPU cores", "max_work"]),
+    ({"duration": 0.05, "dt": 1e-12}, ["entry-steps", "days", "raise dt"]),
+])
+def test_absurd_dcqcn_runs_are_refused_before_starting(options, words):
+    sc = _dumbbell()
+    with pytest.raises(SpecError) as error:
+        ff.simulate_dcqcn(sc.fabric, sc.routes, **options)
+    assert error.value.field == "duration"
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_max_work_allows_a_long_run_and_is_checked():
+    from fabricflow.solve.dcqcn.simulate import estimate_work, prepare_dcqcn
+
+    sc = _dumbbell()
+    links, capacity = sc.routes.links, sc.fabric.capacity
+    prepared = prepare_dcqcn(links, capacity, np.zeros(2), duration=1000.0, max_work=np.inf)
+    assert prepared.work == estimate_work(2, links.shape[1], capacity.shape[0], 10**9)
+    assert prepared.estimated_s > 3600
+    with pytest.raises(SpecError, match="max_work"):
+        prepare_dcqcn(links, capacity, np.zeros(2), duration=0.001, max_work=10.0)
+    for bad in (0, -1.0, float("nan"), "lots"):
+        with pytest.raises(SpecError) as error:
+            prepare_dcqcn(links, capacity, np.zeros(2), duration=0.001, max_work=bad)
+        assert error.value.field == "max_work"
+    with pytest.raises(SpecError) as error:   # more steps than the int32 step counter holds
+        prepare_dcqcn(links, capacity, np.zeros(2), duration=3000.0, max_work=np.inf)
+    assert "steps" in str(error.value)
+    with pytest.raises(SpecError) as error:
+        prepare_dcqcn(links, capacity, np.zeros(2), duration=0.01, dt=1e-320)
+    assert error.value.field == "dt"
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
+    from fabricflow.solve.dcqcn import kernel
+    from fabricflow.solve.dcqcn.params import stack_params
+    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+
+    sc = _dumbbell()
+    params = (stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched
+              else "paper")
+    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params,
+                             pfc="static", duration=2e-3, records=37)
+    plain = run_dcqcn(prepared)
+    calls = []
+    advance = kernel.advance_batch if batched else kernel.advance
+    chunked = run_dcqcn(prepared, progress=lambda f, s: calls.append((f, s)), chunks=5)
+    compiled = advance._cache_size()
+    again = run_dcqcn(prepared, progress=lambda f, s: None, chunks=5)
+    assert advance._cache_size() == compiled          # no compilation per chunk or call
+    fractions = [f for f, _ in calls]
+    assert len(calls) == 5 and fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert all(s >= 0 for _, s in calls)
+    for name in ("rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time",
+                 "finish_time", "alpha", "target_rate", "time"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(plain, name), name)
+        np.testing.assert_array_equal(getattr(again, name), getattr(plain, name), name)
+    assert np.array_equal(np.asarray(chunked.status), np.asarray(plain.status))
+
+
+def test_simulate_dcqcn_arrays_is_a_deprecated_alias():
+    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+
+    sc = _dumbbell()
+    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
+    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
+        old = ff.simulate_dcqcn_arrays(*args, duration=1e-3)
+    new = run_dcqcn(prepare_dcqcn(*args, duration=1e-3))
+    np.testing.assert_array_equal(old.rate, new.rate)
+    assert new.status == ff.SolverStatus.CONVERGED
+
+
+def test_nonfinite_dcqcn_run_reports_status_or_raises():
+    from fabricflow.errors import SolverError
+    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+
+    sc = _dumbbell()
+    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), duration=1e-3)
+    # Poison the line rate after the host checks: the kernel must report, not raise.
+    bad = dataclasses.replace(prepared, problem=prepared.problem._replace(
+        line_rate=prepared.problem.line_rate * np.nan))
+    result = run_dcqcn(bad, throw=False)
+    assert result.status == ff.SolverStatus.NONFINITE
+    with pytest.raises(SolverError, match="NONFINITE"):
+        run_dcqcn(bad)
+
+
+def test_batch_item_is_checked():
+    sc = _dumbbell()
+    single = ff.simulate_dcqcn(sc.fabric, sc.routes, duration=1e-3)
+    with pytest.raises(SpecError, match="batched"):
+        single.batch_item(0)
+
+
+def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
+    import json
+
+    from fabricflow.commands import cc
+    from fabricflow.cli import main
+
+    printer = cc._progress_printer
+    monkeypatch.setattr(cc, "_progress_printer", lambda d: printer(d, after_s=0.0))
+    assert main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--json"]) == 0
+    out, err = capsys.readouterr()
+    json.loads(out)
+    assert "cc: simulated" in err and "100%" in err

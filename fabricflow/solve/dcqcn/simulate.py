@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import time
 import warnings
 from collections.abc import Callable
@@ -42,9 +43,9 @@ from .result import DCQCNResult
 # x steps x batch. Calibrated on the bench (``fabricflow bench dcqcn``): 100k flows x
 # 4 hops x 10k steps ~ 50 s on 2 CPU cores, i.e. ~12.5 ns per entry-step.
 SECONDS_PER_ENTRY_STEP = 12.5e-9
-# Fixed cost of one step (dispatch-free, but every step touches the rings and a few
-# scalars) in entry-steps: ~1 us per step for a tiny problem.
-STEP_OVERHEAD_ENTRIES = 80
+# Fixed cost of one step in entry-steps (the scan's loop overhead and the small per-step
+# ops): ~10 us per step for a 2-flow dumbbell on the same machine.
+STEP_OVERHEAD_ENTRIES = 800
 # Runs estimated above this many entry-steps (~1 hour on 2 cores) are refused unless
 # ``max_work`` is raised: they are almost always a unit slip (a 1 ps step, 1000 s).
 DEFAULT_MAX_WORK = 3e11
@@ -179,13 +180,13 @@ def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
     if dt > stable:
         raise SpecError("dt", f"{dt:.3g} s exceeds the stable step {stable:.3g} s for these "
                         "parameters (min(tau, 2T, 2 tau'/g) / 2); use a smaller dt")
+    if not math.isfinite(duration / dt):
+        raise SpecError("dt", f"{dt:.3g} s is too small for a {duration:.3g} s run (the step "
+                        "count overflows); use a larger dt")
     steps = int(round(duration / dt))
     if steps < 2:
         raise SpecError("duration", f"{duration:.3g} s is less than 2 steps of dt = {dt:.3g} s; "
                         "simulate longer or use a smaller dt")
-    if steps > MAX_STEPS:
-        raise SpecError("duration", f"{duration:.3g} s at dt = {dt:.3g} s is {steps:.3g} steps; "
-                        f"at most {MAX_STEPS} steps per run: shorten the run or raise dt")
     if isinstance(records, bool) or not isinstance(records, (int, np.integer)) or records < 2:
         raise SpecError("records", f"must be an integer >= 2, got {records!r}")
     steps_per_record = max(1, steps // records)
@@ -234,6 +235,9 @@ def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
                  f"({num_flows} flows + {num_links} links), ring {ring_slots} slots)",
                  hint="use fewer records, flows or batch entries", budget=memory_budget)
     _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
+    if steps > MAX_STEPS:
+        raise SpecError("duration", f"{duration:.3g} s at dt = {dt:.3g} s is {steps:.3g} steps; "
+                        f"at most {MAX_STEPS} steps per run: shorten the run or raise dt")
 
     prev_links = np.full_like(links, -1)
     prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
@@ -362,9 +366,12 @@ def estimate_work(num_flows: int, hops: int, num_links: int, steps: int, batch: 
 
 
 def _check_work(work: float, steps: int, max_work: float | None) -> None:
+    if max_work is not None and (isinstance(max_work, bool)
+                                 or not isinstance(max_work, numbers.Real)
+                                 or math.isnan(max_work) or max_work <= 0):
+        raise SpecError("max_work", f"must be a number > 0 of entry-steps (math.inf: no "
+                        f"limit), got {max_work!r}")
     limit = DEFAULT_MAX_WORK if max_work is None else float(max_work)
-    if math.isnan(limit) or limit <= 0:
-        raise SpecError("max_work", f"must be > 0 entry-steps (math.inf: no limit), got {max_work}")
     if work > limit:
         seconds = work * SECONDS_PER_ENTRY_STEP
         raise SpecError("duration", f"the run is estimated at {work:.3g} entry-steps ({steps:.3g} "
