@@ -280,8 +280,8 @@ def test_batch_item_is_checked():
 def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
     import json
 
-    from fabricflow.commands import cc
     from fabricflow.cli import main
+    from fabricflow.commands import cc
 
     printer = cc._progress_printer
     monkeypatch.setattr(cc, "_progress_printer", lambda d: printer(d, after_s=0.0))
