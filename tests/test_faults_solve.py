@@ -337,3 +337,17 @@ def test_fast_deadlock_scan_equals_the_plain_one(seed):
     assert deadlocks_over_time(result) == expected
     if seed == 0:
         assert expected   # the instances do contain deadlocks
+
+
+def test_importing_the_solvers_pulls_no_scipy():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import fabricflow.solve.dcqcn.analysis, fabricflow.solve.dcqcn.pfc\n"
+            "import fabricflow.solve.dcqcn.simulate, fabricflow.solve.maxmin.checked\n"
+            "import fabricflow.solve.completion\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
