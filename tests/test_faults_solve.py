@@ -174,6 +174,10 @@ def test_shared_memory_budget_refuses_a_dcqcn_run(monkeypatch):
 
 # ------------------------------------------------------------------ long DCQCN runs
 
+# One run configuration for the tests below, so that the kernel compiles once for all.
+SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
+
+
 def _dumbbell():
     from fabricflow.cc_scenarios import dumbbell
 
@@ -225,7 +229,7 @@ def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
     params = (stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched
               else "paper")
     prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params,
-                             pfc="static", duration=2e-3, records=37)
+                             **SHORT_RUN)
     plain = run_dcqcn(prepared)
     calls = []
     advance = kernel.advance_batch if batched else kernel.advance
@@ -249,8 +253,8 @@ def test_simulate_dcqcn_arrays_is_a_deprecated_alias():
     sc = _dumbbell()
     args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
     with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
-        old = ff.simulate_dcqcn_arrays(*args, duration=1e-3)
-    new = run_dcqcn(prepare_dcqcn(*args, duration=1e-3))
+        old = ff.simulate_dcqcn_arrays(*args, **SHORT_RUN)
+    new = run_dcqcn(prepare_dcqcn(*args, **SHORT_RUN))
     np.testing.assert_array_equal(old.rate, new.rate)
     assert new.status == ff.SolverStatus.CONVERGED
 
@@ -260,7 +264,7 @@ def test_nonfinite_dcqcn_run_reports_status_or_raises():
     from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
 
     sc = _dumbbell()
-    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), duration=1e-3)
+    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN)
     # Poison the line rate after the host checks: the kernel must report, not raise.
     bad = dataclasses.replace(prepared, problem=prepared.problem._replace(
         line_rate=prepared.problem.line_rate * np.nan))
@@ -271,8 +275,17 @@ def test_nonfinite_dcqcn_run_reports_status_or_raises():
 
 
 def test_batch_item_is_checked():
+    from fabricflow.solve.dcqcn.params import stack_params
+
     sc = _dumbbell()
-    single = ff.simulate_dcqcn(sc.fabric, sc.routes, duration=1e-3)
+    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+
+    single = run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2),
+                                     **SHORT_RUN))
+    with pytest.raises(SpecError, match="index"):
+        run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2),
+                                params=stack_params([DCQCNParams()] * 2), **SHORT_RUN)
+                  ).batch_item(2)
     with pytest.raises(SpecError, match="batched"):
         single.batch_item(0)
 
@@ -285,7 +298,8 @@ def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
 
     printer = cc._progress_printer
     monkeypatch.setattr(cc, "_progress_printer", lambda d: printer(d, after_s=0.0))
-    assert main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--json"]) == 0
+    assert main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--pfc", "static",
+                 "--json"]) == 0
     out, err = capsys.readouterr()
     json.loads(out)
     assert "cc: simulated" in err and "100%" in err
