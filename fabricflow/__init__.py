@@ -16,13 +16,14 @@ from .fabric.fabric import Fabric
 from .fabric.spec import build_fabric, list_presets, load_fabric
 from .routing.route import route
 from .routing.routes import Routes
-from .solve.certificate import Certificate, certify_max_min
 from .solve.completion import Completion, complete_flows, simulate_completion
-from .solve.dcqcn import DCQCNResult, simulate_dcqcn, simulate_dcqcn_arrays
-from .solve.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
-from .solve.dcqcn_params import DCQCNParams, PFCParams, stack_params
-from .solve.maxmin import MaxMinSolution, solve_max_min
-from .solve.rates import max_min_rates, max_min_solution
+from .solve.dcqcn.analysis import dcqcn_fixed_point, dcqcn_linear_stability
+from .solve.dcqcn.params import DCQCNParams, PFCParams, stack_params
+from .solve.dcqcn.result import DCQCNResult
+from .solve.dcqcn.simulate import simulate_dcqcn, simulate_dcqcn_arrays
+from .solve.maxmin.certificate import Certificate, certify_max_min
+from .solve.maxmin.checked import max_min_rates, max_min_solution
+from .solve.maxmin.kernel import MaxMinSolution, solve_max_min
 from .solve.status import Status as SolverStatus
 from .units import parse_bandwidth, parse_size, parse_time
 from .workload import (

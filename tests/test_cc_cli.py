@@ -10,9 +10,9 @@ import xarray as xr
 
 from fabricflow.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.cli import main
-from fabricflow.solve.dcqcn import simulate_dcqcn
-from fabricflow.solve.dcqcn_params import DCQCNParams, stack_params
-from fabricflow.study.congestion import batch_item, jain_fairness, summarize, to_dataset
+from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
+from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
 
 
 def test_cc_json_has_the_contract_keys(capsys):
@@ -76,9 +76,9 @@ def test_batched_dataset_and_batch_item():
     res = simulate_dcqcn(sc.fabric, sc.routes, params=batch, duration=0.005, records=50)
     ds = to_dataset(res)
     assert ds["queue"].dims == ("batch", "time", "link") and ds.sizes["batch"] == 2
-    one = batch_item(res, 1)
+    one = res.batch_item(1)
     assert one.params.kmax == pytest.approx(400e3)
-    assert summarize(one)["status"] == "ok"
+    assert summarize(one)["status"] == "converged"
 
 
 def test_jain_fairness():

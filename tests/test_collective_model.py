@@ -27,7 +27,7 @@ from fabricflow.collective.effects import (
 )
 from fabricflow.collective.solve import solve_phase
 from fabricflow.errors import SpecError
-from fabricflow.solve.reference import progressive_filling
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 LARGE = 8 * 2**30
 
@@ -90,7 +90,7 @@ def test_project_solver_matches_the_float64_reference_on_collective_flows(h100):
 
     solver = getattr(ff, "max_min_rates", None)
     if solver is None:
-        solver = pytest.importorskip("fabricflow.solve.rates").max_min_rates
+        solver = pytest.importorskip("fabricflow.solve.maxmin.checked").max_min_rates
     groups = make_groups(64, 8, layout="strided")
     grid = groups[:, :, None]          # one member per node: D = 8 domains of k = 1
     ctx = Context("all_reduce", groups, groups, grid, 2)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import fluid_completion
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
-from fabricflow.solve.reference import fluid_completion
 
 NUM_FLOWS, NUM_LINKS, NUM_HOPS = 40, 8, 3
 

@@ -9,12 +9,13 @@ import pytest
 from fabricflow.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
-from fabricflow.solve import dcqcn_kernel
-from fabricflow.solve.dcqcn import simulate_dcqcn
-from fabricflow.solve.dcqcn_analysis import fixed_point
-from fabricflow.solve.dcqcn_model import dcqcn_derivatives
-from fabricflow.solve.dcqcn_params import DCQCNParams, stack_params
-from fabricflow.solve.reference import progressive_filling
+from fabricflow.solve.dcqcn import kernel as dcqcn_kernel
+from fabricflow.solve.dcqcn.analysis import fixed_point
+from fabricflow.solve.dcqcn.model import dcqcn_derivatives
+from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
+from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.solve.status import Status as SolverStatus
 
 C40 = 40e9 / 8  # 40 Gb/s in bytes/s
 
@@ -32,7 +33,7 @@ def test_dumbbell_converges_to_fair_share_and_fixed_point_queue(flows):
     sc = dumbbell(flows, bandwidth=C40)
     res = simulate_dcqcn(sc.fabric, sc.routes, params="paper", duration=0.1, dt=1e-6,
                          extra_delay=4e-6, records=500)
-    assert res.status == "ok"
+    assert res.status == SolverStatus.CONVERGED
     np.testing.assert_allclose(res.mean_rate(), C40 / flows, rtol=0.01)
     late = res.time >= 0.05
     queue = res.queue[late, sc.bottleneck].mean()
@@ -112,7 +113,7 @@ def test_no_nan_in_float32_under_heavy_overload(preset):
     sc = dumbbell(24, bandwidth=C40)
     res = simulate_dcqcn(sc.fabric, sc.routes, params=preset, duration=0.01, records=100,
                          overrides={"min_rate": 0.0})
-    assert res.status == "ok"
+    assert res.status == SolverStatus.CONVERGED
     for array in (res.rate, res.queue, res.delivered, res.alpha, res.target_rate):
         assert np.all(np.isfinite(array))
     assert res.queue[:, sc.bottleneck].max() > 200e3        # p = 1 region was reached
@@ -199,7 +200,7 @@ def test_bench_section_smoke():
 
     result: dict = {}
     bench._case(2_000, 200, result, "cpu")
-    assert result["cpu_status"] == "ok"
+    assert result["cpu_status"] == "converged"
     assert result["cpu_run_s"] > 0 and result["cpu_flows"] == 2_000
     assert 0 < result["cpu_mean_rate_Gbps"] <= 400
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from fabricflow.cc_scenarios import dumbbell
-from fabricflow.solve.dcqcn import simulate_dcqcn
-from fabricflow.solve.dcqcn_analysis import linear_stability
+from fabricflow.solve.dcqcn.analysis import linear_stability
+from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
 
 C40 = 40e9 / 8
 
@@ -53,7 +53,7 @@ def test_stability_boundary_moves_with_delay_and_flows():
     at_85 = [linear_stability(C40, flows, 85e-6)["stable"] for flows in (2, 4, 10)]
     assert not all(at_85)
     # Smaller R_AI restores stability at 85 us.
-    from fabricflow.solve.dcqcn_params import DCQCNParams
+    from fabricflow.solve.dcqcn.params import DCQCNParams
 
     slow = DCQCNParams.preset("paper", rate_ai="10Mbps")
     assert all(linear_stability(C40, flows, 85e-6, slow)["stable"] for flows in (2, 4, 10))

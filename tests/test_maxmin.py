@@ -8,9 +8,9 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SolverError, SpecError
-from fabricflow.solve import maxmin
-from fabricflow.solve.merge import merge_identical_flows
-from fabricflow.solve.reference import progressive_filling
+from fabricflow.solve.maxmin import kernel as maxmin
+from fabricflow.solve.maxmin.identical_flows import merge_identical_flows
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 
 def random_instance(rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weights=False,
@@ -236,11 +236,13 @@ def test_bad_input_names_the_field(kwargs, field):
 
 
 def test_memory_budget_refuses_before_allocating(monkeypatch):
-    from fabricflow.solve import inputs
-
-    monkeypatch.setattr(inputs, "physical_memory_bytes", lambda: 2**20)
-    with pytest.raises(MemoryBudgetError, match="GiB"):
+    # The shared policy: $FABRICFLOW_MEMORY_BUDGET caps every large allocation.
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "1MiB")
+    with pytest.raises(MemoryBudgetError, match=r"GiB.*FABRICFLOW_MEMORY_BUDGET") as error:
         ff.max_min_rates(np.zeros((10_000, 4), np.int32), [1.0])
+    assert "10000 flows x 4 hops" in str(error.value)
+    with pytest.raises(MemoryBudgetError, match="10000 flows x 4 hops"):
+        ff.complete_flows(np.zeros((10_000, 4), np.int32), [1.0], np.ones(10_000))
 
 
 def test_kernel_reports_bad_input_as_status():

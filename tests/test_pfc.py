@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from fabricflow.cc_scenarios import incast, ring
-from fabricflow.solve.dcqcn import simulate_dcqcn
-from fabricflow.solve.dcqcn_params import PFCParams
-from fabricflow.solve.pfc import deadlock_cycles, victim_flows
-from fabricflow.solve.reference import progressive_filling
+from fabricflow.solve.dcqcn.params import PFCParams
+from fabricflow.solve.dcqcn.pfc import deadlock_cycles, victim_flows
+from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.solve.status import Status as SolverStatus
 
 C40 = 40e9 / 8
 
@@ -61,7 +62,7 @@ def test_pfc_bounds_ingress_queues_and_counts_pause_time(incast_runs):
 def test_dynamic_threshold_pauses_less_than_a_static_low_threshold(incast_runs):
     sc, runs, _ = incast_runs
     dynamic = runs["dynamic"]
-    assert dynamic.status == "ok"
+    assert dynamic.status == SolverStatus.CONVERGED
     # 12 MB shared buffer / 8: XOFF ~1.5 MB, far above the 100 KB static one.
     assert dynamic.pause_time.sum() < runs["static"].pause_time.sum()
 
@@ -95,7 +96,7 @@ def test_deadlock_cycles_on_synthetic_dependencies():
 
 
 def test_vmap_over_pfc_thresholds_matches_single_runs():
-    from fabricflow.solve.dcqcn_params import stack_params
+    from fabricflow.solve.dcqcn.params import stack_params
 
     sc = incast(4, bandwidth=C40)
     sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 
 import fabricflow as ff
-from fabricflow.solve.outputs import bottleneck_summary, link_utilization, tier_summary
+from fabricflow.solve.maxmin.outputs import bottleneck_summary, link_utilization, tier_summary
 from fabricflow.study.solve_plots import plot_fct_cdf, plot_utilization_by_tier
 from fabricflow.traffic import alltoall_groups
 

@@ -51,14 +51,14 @@ def leaf_spine_flows(num_flows: int, *, hosts_per_leaf: int = 32, spines: int = 
 def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
     import jax
 
-    from ..solve.dcqcn import run_prepared, simulate_dcqcn_arrays
+    from ..solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
     dt = 1e-6
     with measured(result, f"{prefix}_prepare"):
-        prepared = simulate_dcqcn_arrays(
+        prepared = prepare_dcqcn(
             links, capacity, path_latency, marking=marking, pfc_ingress=pfc_ingress,
-            pfc="static", dt=dt, duration=steps * dt, records=100, prepare_only=True)
+            pfc="static", dt=dt, duration=steps * dt, records=100)
     args = prepared.kernel_args
     with measured(result, f"{prefix}_compile"):
         compiled = prepared.kernel.lower(*args).compile()
@@ -70,12 +70,12 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
     result[f"{prefix}_run_cpu_s"] = (after.ru_utime - before.ru_utime
                                      + after.ru_stime - before.ru_stime)
     result[f"{prefix}_load_average_1min"] = os.getloadavg()[0]
-    res = run_prepared(prepared, outputs=outputs)
+    res = run_dcqcn(prepared, outputs=outputs)
     result[f"{prefix}_flows"] = num_flows
     result[f"{prefix}_hops"] = int(links.shape[1])
     result[f"{prefix}_steps"] = steps
     result[f"{prefix}_ns_per_flow_step"] = result[f"{prefix}_run_s"] / (num_flows * steps) * 1e9
-    result[f"{prefix}_status"] = res.status
+    result[f"{prefix}_status"] = res.status.name.lower()
     result[f"{prefix}_mean_rate_Gbps"] = float(np.mean(res.mean_rate()) * 8 / 1e9)
     result[f"{prefix}_paused_link_fraction"] = float(np.mean(res.pause_time > 0))
 

@@ -24,7 +24,7 @@ DESCRIPTION = "max-min rates: 1M-flow MoE all-to-all and 16-channel ring on clos
 def run(args) -> dict:
     from ..fabric.spec import load_fabric
     from ..routing.route import route
-    from ..solve.outputs import link_utilization, tier_summary
+    from ..solve.maxmin.outputs import link_utilization, tier_summary
     from ..traffic import alltoall_groups, ring
 
     quick = bool(getattr(args, "quick", False))
@@ -57,7 +57,7 @@ def run(args) -> dict:
 
 def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
     """First call (compile + solve) and a second call with new capacities (solve only)."""
-    from ..solve.rates import max_min_solution
+    from ..solve.maxmin.checked import max_min_solution
 
     case: dict = {"flows": int(links.shape[0]), "max_hops": int(links.shape[1])}
     with measured(case, "first_call"):
@@ -74,8 +74,8 @@ def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
 
 def _compare_reference(links: np.ndarray, capacity: np.ndarray) -> dict:
     """The float64 numpy progressive filling vs the JAX solver on the same flows."""
-    from ..solve.rates import max_min_rates
-    from ..solve.reference import progressive_filling
+    from ..solve.maxmin.checked import max_min_rates
+    from ..solve.maxmin.progressive_filling import progressive_filling
 
     out: dict = {"flows": int(links.shape[0])}
     start = time.perf_counter()
@@ -96,7 +96,7 @@ def _gpu_cases(fabric, capacity: np.ndarray) -> dict | str:
     import jax.numpy as jnp
 
     from ..routing.route import route
-    from ..solve.rates import max_min_solution
+    from ..solve.maxmin.checked import max_min_solution
     from ..traffic import alltoall_groups
 
     if not any(device.platform == "gpu" for device in jax.devices()):

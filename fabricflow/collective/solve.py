@@ -153,7 +153,8 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
 
     ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
     rows up to :data:`JIT_MAX_WIDTH` wide, and the float64 reference
-    (:func:`fabricflow.solve.reference.progressive_filling`) for small or very wide ones.
+    (:func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`) for small or
+    very wide ones.
     For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
     64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
     compilation; padded rows carry no link and are dropped.
@@ -163,7 +164,7 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
     jitted = _jitted_solver()
     num_flows, width = links.shape
     if jitted is None or links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
-        from ..solve.reference import progressive_filling
+        from ..solve.maxmin.progressive_filling import progressive_filling
 
         return progressive_filling(links, capacity, coef=coef)
     rows, cols = _bucket(num_flows, 64), _bucket(width, 8)

@@ -39,6 +39,9 @@ def register(subparsers) -> None:
     parser.add_argument("--pfc", default="on", choices=["on", "off", "static", "dynamic"])
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument("--out", default=None, help="directory for netCDF, JSON and plots")
+    parser.add_argument("--max-work", type=float, default=None, metavar="ENTRY_STEPS",
+                        help="allow runs estimated above this much work (flow hops x steps; "
+                             "default 3e11, about an hour on 2 cores)")
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -72,9 +75,9 @@ def run(args) -> int:
 
     from ..cc_scenarios import build_scenario
     from ..errors import SpecError
-    from ..solve.dcqcn import simulate_dcqcn
-    from ..solve.dcqcn_params import PFCParams, parse_overrides
-    from ..solve.reference import progressive_filling
+    from ..solve.dcqcn.params import PFCParams, parse_overrides
+    from ..solve.dcqcn.simulate import simulate_dcqcn
+    from ..solve.maxmin.progressive_filling import progressive_filling
     from ..study.congestion import summarize, to_dataset
     from ..units import parse_bandwidth, parse_size, parse_time
 
@@ -92,7 +95,8 @@ def run(args) -> int:
         _check_out_dir(args.out)
     result = simulate_dcqcn(scenario.fabric, scenario.routes, size=size, params=args.params,
                             overrides=dcqcn_overrides, pfc=args.pfc, pfc_params=pfc_params,
-                            duration=duration, dt=dt, extra_delay=delay)
+                            duration=duration, dt=dt, extra_delay=delay,
+                            max_work=args.max_work, progress=_progress_printer(duration))
     max_min = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
     summary = summarize(result, bottleneck=scenario.bottleneck, max_min_rate=max_min)
     summary.pop("pause_fraction_per_link")
@@ -128,6 +132,21 @@ def run(args) -> int:
           f"{summary['pause_fraction']:.4f}, victims {_short([int(v) for v in summary['victim_flows']])}, "
           f"deadlocks {summary['deadlocks']}")
     return 0
+
+
+def _progress_printer(duration: float, *, after_s: float = 3.0):
+    """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr once the run
+    is projected to take more than ``after_s`` seconds (stdout stays clean for --json)."""
+    import sys
+
+    def progress(fraction: float, elapsed: float) -> None:
+        projected = elapsed / max(fraction, 1e-12)
+        if projected > after_s:
+            print(f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
+                  f"({fraction:.0%}), {elapsed:.0f} s elapsed, about "
+                  f"{projected - elapsed:.0f} s left", file=sys.stderr, flush=True)
+
+    return progress
 
 
 def _short(items: list, shown: int = 16) -> str:

@@ -30,8 +30,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..fabric.spec import load_fabric
     from ..routing.route import route
-    from ..solve.outputs import link_utilization, tier_summary
-    from ..solve.rates import max_min_solution
+    from ..solve.maxmin.checked import max_min_solution
+    from ..solve.maxmin.outputs import link_utilization, tier_summary
     from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
     from ..traffic import alltoall_groups, ring
     from .fabric import print_summary

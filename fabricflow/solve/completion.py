@@ -9,7 +9,7 @@ Modes:
 
 - ``"exact"``: one event per arrival or completion (at most ``2 F`` events). Completions
   closer than a few float ulps are taken together. Matches the float64 event-by-event
-  reference (:func:`fabricflow.solve.reference.fluid_completion`).
+  reference of the test suite (``fluid_completion`` in ``tests/reference_solvers.py``).
 - ``"batched"``: for millions of flows. Each solve completes every flow whose projected
   finish lies within a window ``(1 + eps)`` times the earliest one, at its projected
   time, before re-solving. Error bound: within a window the rates are held for at most
@@ -25,6 +25,7 @@ Flows that can never finish (every path crosses a failed link) get finish time `
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
 import jax
@@ -32,16 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import SolverError, SpecError
-from .inputs import check_memory, check_problem, check_values
-from .maxmin import (
-    default_rtol,
-    final_status,
-    float_dtype,
-    input_status,
-    prepare_network,
-    water_fill,
-)
-from .merge import merge_identical_flows
+from ._kernel import default_rtol, final_status, float_dtype, input_status
+from .maxmin.identical_flows import merge_identical_flows
+from .maxmin.inputs import check_count, check_problem, check_solve_memory, check_values
+from .maxmin.kernel import prepare_network, water_fill
 from .status import Status
 
 
@@ -68,7 +63,7 @@ def simulate_completion(links, capacity, size, start=None, weight=None, coef=Non
     Args:
         links: int ``[F, H]``, ``-1`` padded. capacity: ``[L]`` (bytes/s).
         size: ``[F]`` bytes. start: ``[F]`` seconds (default 0). weight, coef: as for
-            :func:`~fabricflow.solve.maxmin.solve_max_min`.
+            :func:`~fabricflow.solve.maxmin.kernel.solve_max_min`.
         eps: completion window (relative). A few ulps gives the exact mode.
         max_events: bound on solves (default ``2 F + 1``, enough for the exact mode).
         rtol: share tolerance of the inner max-min solves.
@@ -148,7 +143,7 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
             every flow within a relative window ``eps`` per solve; see the module docs
             for the error bound).
         eps: the batched window (default 0.01); ignored in exact mode.
-        max_events: bound on solves (default ``2 F + 1``).
+        max_events: bound on solves, an integer ``>= 1`` (default ``2 F + 1``).
         merge: merge flows with identical routes, start and ``size / weight`` first
             (exact: they finish together).
         throw: raise :class:`~fabricflow.errors.SolverError` on a bad status, else return
@@ -172,9 +167,12 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
     size, _ = check_values("size", size, (num_flows,), allow_inf=False)
     if start is not None:
         start, _ = check_values("start", start, (num_flows,), allow_inf=False)
-    if mode == "batched" and eps is not None and not (0 <= eps < 1):
-        raise SpecError("eps", f"must lie in [0, 1), got {eps}")
-    check_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
+    if mode == "batched" and eps is not None and (
+            isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < 1):
+        raise SpecError("eps", f"must be a number in [0, 1) (relative completion window), "
+                        f"got {eps!r}")
+    max_events = check_count(max_events, "max_events", "bound on max-min solves")
+    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
                  "complete_flows")
     dtype = float_dtype(problem.capacity, problem.weight, size, start)
     links_, coef_, weight_, size_, start_ = problem.links, problem.coef, problem.weight, size, start

@@ -1,6 +1,6 @@
 """DCQCN/PFC results as an ``xarray.Dataset`` and their summaries.
 
-:func:`to_dataset` turns a :class:`~fabricflow.solve.dcqcn.DCQCNResult` into a dataset
+:func:`to_dataset` turns a :class:`~fabricflow.solve.dcqcn.result.DCQCNResult` into a dataset
 with coordinates ``time`` (s), ``flow``, ``link`` (and ``batch`` for parameter sweeps),
 units in every variable's ``attrs``; it saves with ``ds.to_netcdf(path)`` (scipy engine,
 no C netCDF stack needed). :func:`summarize` gives the figures a tuning study reads:
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..solve.pfc import deadlocks_over_time, victim_flows
+from ..solve.dcqcn.pfc import deadlocks_over_time, victim_flows
 
 
 def jain_fairness(rates) -> float:
@@ -76,7 +76,7 @@ def summarize(result, *, bottleneck: int | None = None, max_min_rate=None,
     """Figures of a (non-batched) run, JSON-able.
 
     Args:
-        result: :class:`~fabricflow.solve.dcqcn.DCQCNResult`.
+        result: :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
         bottleneck: link id whose queue to report (default: the link with the largest
             mean queue over the window).
         max_min_rate: ``[F]`` ideal rates (bytes/s) for victim detection (optional).
@@ -91,7 +91,7 @@ def summarize(result, *, bottleneck: int | None = None, max_min_rate=None,
         unfinished), ``victim_flows`` (with ``max_min_rate``) and ``deadlocks``.
     """
     if result.rate.ndim != 2:
-        raise ValueError("summarize takes a single run; index a batch first (batch_item)")
+        raise ValueError("summarize takes a single run; index a batch first (result.batch_item(i))")
     since = result.duration / 2 if since is None else since
     rate = result.mean_rate(since)
     window = result.time >= since
@@ -114,28 +114,10 @@ def summarize(result, *, bottleneck: int | None = None, max_min_rate=None,
         "fct_s": [None if np.isnan(v) else float(v) for v in fct],
         "finished_flows": int(np.isfinite(result.finish_time).sum()),
         "deadlocks": deadlocks_over_time(result) if result.pfc_mode != "off" else [],
-        "status": result.status,
+        "status": result.status.name.lower(),
         "window_s": [float(since), float(result.duration)],
     }
     if max_min_rate is not None:
         summary["max_min_rate_Bps"] = np.asarray(max_min_rate, dtype=np.float64)
         summary["victim_flows"] = np.flatnonzero(victim_flows(result, max_min_rate, since=since))
     return summary
-
-
-def batch_item(result, index: int):
-    """One run of a parameter batch, as a non-batched result."""
-    import dataclasses
-
-    from ..solve.dcqcn_params import DCQCNParams, PFCParams
-
-    pick = {name: getattr(result, name)[index] for name in (
-        "rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time", "finish_time",
-        "alpha", "target_rate")}
-    status = result.status if isinstance(result.status, str) else str(result.status[index])
-    params = DCQCNParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                            for k, v in result.params.as_dict().items()})
-    pfc_params = PFCParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                              for k, v in result.pfc_params.as_dict().items()})
-    return dataclasses.replace(result, status=status, params=params, pfc_params=pfc_params,
-                               **pick)

@@ -21,10 +21,10 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
 
     Args:
         fabric: the :class:`~fabricflow.Fabric` the links belong to.
-        utilization: ``[L]`` from :func:`fabricflow.solve.outputs.link_utilization`.
+        utilization: ``[L]`` from :func:`fabricflow.solve.maxmin.outputs.link_utilization`.
         path: output file (PNG/SVG/PDF by suffix).
     """
-    from ..solve.outputs import tier_summary
+    from ..solve.maxmin.outputs import tier_summary
 
     plt = _pyplot()
     utilization = np.asarray(utilization, np.float64)

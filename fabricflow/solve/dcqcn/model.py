@@ -3,7 +3,7 @@
 One function, :func:`dcqcn_derivatives`, gives d(R_C)/dt, d(R_T)/dt, d(alpha)/dt of every
 flow from its current state and its *delayed* feedback (log probability that a packet is
 not marked, and the delayed sending rate). The simulator (:mod:`.dcqcn`) integrates it and
-the stability analysis (:mod:`.dcqcn_analysis`) linearises the very same function.
+the stability analysis (:mod:`.analysis`) linearises the very same function.
 
 With ``m = -log(1 - p')`` (so ``(1-p')^n = exp(-m n)``) and ``n`` counts in packets:
 
@@ -19,7 +19,7 @@ a = 0, R'b = R'c = R'/B, R'd = R'e = 1/T; p' -> 1 gives a = 1 and b..e -> 0; R' 
 gives R'd -> (p'/m)/T rather than 0/0.
 
 Hyper increase (ConnectX R_HAI) is an addition of ours, described in
-:mod:`.dcqcn_params`; it vanishes when ``rate_hai == rate_ai``.
+:mod:`.params`; it vanishes when ``rate_hai == rate_ai``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def dcqcn_derivatives(rc, rt, alpha, log_no_mark_delayed, rate_delayed, params):
         log_no_mark_delayed: ``log(1 - p')`` at ``t - tau*`` (<= 0), ``[F]``; for a path
             of several marking queues it is the sum over them.
         rate_delayed: ``R_C(t - tau*)``, bytes/s, ``[F]``.
-        params: :class:`~fabricflow.solve.dcqcn_params.DCQCNParams` (scalars or arrays
+        params: :class:`~fabricflow.solve.dcqcn.params.DCQCNParams` (scalars or arrays
             broadcastable against ``[F]``).
 
     Returns:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..routing.routes import link_load
+from ...routing.routes import link_load
 
 __all__ = ["bottleneck_summary", "link_load", "link_utilization", "tier_summary"]
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .dcqcn_model import dcqcn_derivatives, log_no_mark, marking_probability
+from .model import dcqcn_derivatives, log_no_mark, marking_probability
 
 PFC_MODES = ("off", "static", "dynamic")
 PAD_SEGMENTS = 256
@@ -228,6 +228,30 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
                  flow_pause_time=flow_pause_time, nonfinite=state.nonfinite)
 
 
+def _cast(problem: Problem, params, pfc_params, dtype):
+    """The float inputs in the run's dtype (integer and bool arrays stay as they are)."""
+    problem = problem._replace(
+        capacity=problem.capacity.astype(dtype), line_rate=problem.line_rate.astype(dtype),
+        size=problem.size.astype(dtype), start=problem.start.astype(dtype))
+    params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), params)
+    pfc_params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), pfc_params)
+    return problem, params, pfc_params
+
+
+def _one_record(carry: State, problem: Problem, params, pfc_params, config: Config):
+    """``steps_per_record`` steps, then the record of the state reached."""
+    def inner(state, _):
+        return step(state, problem, params, pfc_params, config), None
+
+    carry, _ = jax.lax.scan(inner, carry, None, length=config.steps_per_record)
+    # NaN/inf persist once they appear, so checking at records (not every step) is enough.
+    bad = ~jnp.all(jnp.isfinite(carry.rc)) | ~jnp.all(jnp.isfinite(carry.egress))
+    carry = carry._replace(nonfinite=carry.nonfinite | bad)
+    record = Record(rate=carry.rc, delivered=carry.delivered, queue=carry.egress[:-1],
+                    paused=carry.paused[:-1])
+    return carry, record
+
+
 @functools.partial(jax.jit, static_argnames=("config", "dtype"))
 def run(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32):
     """Integrate ``num_records x steps_per_record`` steps; return (final state, records).
@@ -235,24 +259,11 @@ def run(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32)
     The loop is a bounded ``lax.scan`` of ``lax.scan``s (records every
     ``steps_per_record`` steps), so its length is fixed at compile time.
     """
-    problem = problem._replace(
-        capacity=problem.capacity.astype(dtype), line_rate=problem.line_rate.astype(dtype),
-        size=problem.size.astype(dtype), start=problem.start.astype(dtype))
-    params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), params)
-    pfc_params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), pfc_params)
+    problem, params, pfc_params = _cast(problem, params, pfc_params, dtype)
     state = init_state(problem, params, pfc_params, config, dtype)
 
-    def inner(carry, _):
-        return step(carry, problem, params, pfc_params, config), None
-
     def outer(carry, _):
-        carry, _ = jax.lax.scan(inner, carry, None, length=config.steps_per_record)
-        # NaN/inf persist once they appear, so checking at records (not every step) is enough.
-        bad = ~jnp.all(jnp.isfinite(carry.rc)) | ~jnp.all(jnp.isfinite(carry.egress))
-        carry = carry._replace(nonfinite=carry.nonfinite | bad)
-        record = Record(rate=carry.rc, delivered=carry.delivered, queue=carry.egress[:-1],
-                        paused=carry.paused[:-1])
-        return carry, record
+        return _one_record(carry, problem, params, pfc_params, config)
 
     return jax.lax.scan(outer, state, None, length=config.num_records)
 
@@ -262,3 +273,53 @@ def run_batch(problem: Problem, params, pfc_params, config: Config, dtype=jnp.fl
     """:func:`run` vmapped over a batch of DCQCN and PFC parameter sets (leading axis of
     every field of both)."""
     return jax.vmap(lambda p, q: run(problem, p, q, config, dtype))(params, pfc_params)
+
+
+# ------------------------------------------------------------- chunked runs (progress)
+# The same integration cut into chunks of ``chunk`` records, so the host can report
+# progress between chunks. Every chunk has the same static length (one compilation); the
+# records past ``num_records`` in the last chunk are skipped by a ``lax.cond`` (the state
+# is left untouched) and dropped on the host. Each step runs the same ``step`` function
+# on the same state as :func:`run`, so the results agree with it.
+
+
+@functools.partial(jax.jit, static_argnames=("config", "dtype"))
+def start(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32) -> State:
+    """The state at time 0 of a chunked run."""
+    problem, params, pfc_params = _cast(problem, params, pfc_params, dtype)
+    return init_state(problem, params, pfc_params, config, dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "dtype", "chunk"))
+def advance(state: State, first_record, problem: Problem, params, pfc_params,
+            config: Config, dtype=jnp.float32, chunk: int = 1):
+    """Records ``first_record .. first_record + chunk - 1`` (those ``>= num_records`` are
+    skipped). Returns ``(state, records [chunk, ...])``."""
+    problem, params, pfc_params = _cast(problem, params, pfc_params, dtype)
+
+    def outer(carry, index):
+        def go(c):
+            return _one_record(c, problem, params, pfc_params, config)
+
+        def skip(c):
+            return c, Record(rate=c.rc, delivered=c.delivered, queue=c.egress[:-1],
+                             paused=c.paused[:-1])
+
+        return jax.lax.cond(index < config.num_records, go, skip, carry)
+
+    indices = first_record + jnp.arange(chunk, dtype=jnp.int32)
+    return jax.lax.scan(outer, state, indices)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "dtype"))
+def start_batch(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float32):
+    """:func:`start` for a parameter batch."""
+    return jax.vmap(lambda p, q: start(problem, p, q, config, dtype))(params, pfc_params)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "dtype", "chunk"))
+def advance_batch(state: State, first_record, problem: Problem, params, pfc_params,
+                  config: Config, dtype=jnp.float32, chunk: int = 1):
+    """:func:`advance` for a parameter batch (records ``[batch, chunk, ...]``)."""
+    return jax.vmap(lambda s, p, q: advance(s, first_record, problem, p, q, config, dtype,
+                                            chunk))(state, params, pfc_params)

@@ -1,7 +1,7 @@
 """``ff.max_min_rates`` / ``ff.max_min_solution``: checked, merged, batched max-min solves.
 
 The pipeline: check inputs on the host (clear errors) -> merge identical flows into
-weighted ones (:mod:`.merge`) -> the jitted kernel :func:`.maxmin.solve_max_min`
+weighted ones (:mod:`.identical_flows`) -> the jitted kernel :func:`.kernel.solve_max_min`
 (``vmap``-ed over scenarios when ``capacity``/``weight``/``demand`` carry a batch axis)
 -> split merged rates back -> raise :class:`~fabricflow.errors.SolverError` on a bad
 status unless ``throw=False``.
@@ -9,15 +9,18 @@ status unless ``throw=False``.
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import SolverError
-from .inputs import check_memory, check_problem
-from .maxmin import MaxMinSolution, float_dtype, solve_max_min
-from .merge import merge_identical_flows
-from .status import Status
+from ...errors import SolverError
+from ..status import Status
+from .identical_flows import merge_identical_flows
+from .inputs import check_count, check_problem, check_rtol, check_solve_memory
+from .kernel import MaxMinSolution, float_dtype, solve_max_min
+from .scaling import as_output_dtype, range_scaling
 
 
 def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge: bool = True,
@@ -38,15 +41,22 @@ def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge
             multipath splits), default 1.
         merge: solve flows with identical rows (and demand level) as one weighted flow;
             exact, and much faster for multi-channel collectives.
-        max_iters: bound on water-filling rounds (default: enough for any input).
-        rtol: relative tolerance for equal shares (default a few float ulps).
+        max_iters: bound on water-filling rounds, an integer ``>= 1`` (default: enough
+            for any input).
+        rtol: relative tolerance for equal shares, in ``[0, 1e-3]`` (default a few float
+            ulps; larger values freeze links of different shares together).
         throw: raise :class:`SolverError` on a bad status; with ``False`` the flows left
             unsettled get NaN.
 
     Returns:
         numpy ``[F]`` (or ``[B, F]``) rates in the unit of ``capacity``: float32 by
-        default, float64 when ``capacity`` is float64 and ``jax_enable_x64`` is on.
+        default, float64 when ``capacity`` is float64 and ``jax_enable_x64`` is on, or when
+        a rate does not fit float32 (beyond ~3e38, or below its smallest normal ~1e-38).
         A flow crossing no link and with no demand gets ``inf``.
+
+    Range: capacities, demands and weights are scaled by powers of two (exact) before
+    the solve, so any magnitude works; when they span more than float32 can resolve
+    (over ~2**96 between the smallest and largest), the solve runs in float64.
 
     Precision: float32 rates agree with the float64 reference to ~1e-6 relative on
     random instances; the error grows like ``eps * capacity / residual`` for a flow
@@ -72,10 +82,18 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
     nothing); ``rounds`` and ``status`` are scalars (``[B]`` with a batch).
     """
     problem = check_problem(links, capacity, weight, demand, coef)
+    max_iters = check_count(max_iters, "max_iters", "bound on water-filling rounds")
+    rtol = check_rtol(rtol)
     num_flows, num_hops = problem.links.shape
-    check_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch,
-                 "max_min_rates")
-    dtype = float_dtype(problem.capacity, problem.weight, problem.demand)
+    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1],
+                       problem.batch, "max_min_rates")
+    out_dtype = float_dtype(problem.capacity, problem.weight, problem.demand)
+    # Rates scale with capacities and demands, and do not change when every weight is
+    # scaled alike: bring both near 1 by powers of two (exact) so that float32 neither
+    # overflows nor underflows; a range float32 cannot hold is solved in float64.
+    scaling = range_scaling(problem.capacity, problem.weight, problem.demand, out_dtype)
+    problem = scaling.apply(problem)
+    dtype = jnp.float64 if scaling.float64 else out_dtype
     merged = merge_identical_flows(problem.links, problem.coef, problem.weight,
                                    problem.demand) if merge else None
     if merged is not None and merged.num_unique == num_flows and problem.weight is None:
@@ -84,9 +102,11 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
         args = (problem.links, problem.capacity, problem.weight, problem.demand, problem.coef)
     else:
         args = (merged.links, problem.capacity, merged.weight, merged.demand, merged.coef)
-    solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol, dtype=dtype)
+    with jax.enable_x64(True) if scaling.float64 else contextlib.nullcontext():
+        solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol,
+                        dtype=dtype)
 
-    rates = np.asarray(solution.rates, np.float64)
+    rates = scaling.restore(np.asarray(solution.rates, np.float64))
     bottleneck = np.asarray(solution.bottleneck)
     status = np.asarray(solution.status)
     if merged is not None:
@@ -99,7 +119,7 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
             raise SolverError(f"max_min_rates: {worst.message} (status {worst.name}, "
                               f"{int(np.max(np.asarray(solution.rounds)))} rounds)")
         unsettled |= _unsettled_mask(status, rates.shape)
-    rates = np.where(unsettled, np.nan, rates).astype(dtype)
+    rates = as_output_dtype(np.where(unsettled, np.nan, rates), out_dtype)
     return MaxMinSolution(rates, bottleneck, np.asarray(solution.rounds), status)
 
 

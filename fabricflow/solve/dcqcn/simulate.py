@@ -1,104 +1,65 @@
 """``simulate_dcqcn``: DCQCN congestion control over PFC on any fabric and routes.
 
 The host side (this module) validates inputs, turns a :class:`Fabric` + :class:`Routes`
-into padded arrays (sentinel link id ``L``), estimates memory, runs the jitted kernel
-(:mod:`.dcqcn_kernel`) and wraps the result. Example::
+into padded arrays (sentinel link id ``L``), estimates memory and work, runs the jitted
+kernel (:mod:`.kernel`) and wraps the result. Example::
 
     import fabricflow as ff
-    from fabricflow.cc_scenarios import dumbbell
+    from fabricflow.study.cc_scenarios import dumbbell
     sc = dumbbell(2)
     res = ff.simulate_dcqcn(sc.fabric, sc.routes, params="paper", duration=0.02)
     res.mean_rate()          # bytes/s per flow over the second half
 
-A batch of parameter sets (:func:`~fabricflow.solve.dcqcn_params.stack_params`) runs
+A batch of parameter sets (:func:`~fabricflow.solve.dcqcn.params.stack_params`) runs
 under ``vmap`` with one compilation; results then carry a leading ``[batch]`` axis.
+
+The array API is split like an allocate/update pair: :func:`prepare_dcqcn` (host side:
+checks, shapes, memory and work estimates; cannot be jitted) returns a
+:class:`PreparedRun`, and :func:`run_dcqcn` runs it (jitted, fixed shapes), in chunks with
+progress reports when asked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+import time
+import warnings
+from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import MemoryBudgetError, SolverError, SpecError
-from . import dcqcn_kernel as kernel
-from .dcqcn_params import DCQCNParams, PFCParams
+from ...errors import SolverError, SpecError
+from ...memory import check_memory
+from ..status import Status
+from . import kernel
+from .params import DCQCNParams, PFCParams
+from .result import DCQCNResult
 
-DEFAULT_MEMORY_BUDGET = 4 * 2**30
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class DCQCNResult:
-    """Outcome of a DCQCN run. Arrays are numpy; a parameter batch adds a leading axis.
-
-    Attributes:
-        time: ``[R]`` s, time of each record.
-        rate: ``[R, F]`` DCQCN current rate R_C, bytes/s.
-        delivered: ``[R, F]`` cumulative delivered bytes.
-        queue: ``[R, L]`` egress queue per link, bytes.
-        paused: ``[R, L]`` bool, PFC pause state of each link (its egress stopped).
-        pause_time: ``[L]`` s each link spent paused (exact, every step).
-        flow_pause_time: ``[F]`` s each flow spent with a paused link on its path.
-        finish_time: ``[F]`` s completion time (``inf``: not finished).
-        alpha, target_rate: ``[F]`` final alpha and R_T.
-        status: ``ok`` or ``nonfinite``.
-        links, capacity, size, start, delay: the problem (``[F, H]`` -1 padded, ``[L]``
-            bytes/s, ``[F]`` bytes, ``[F]`` s, ``[F]`` s feedback delay).
-        prev_links: ``[F, H]`` ingress link of each hop (-1 for hop 0).
-        dt, duration: s. params, pfc_params, pfc_mode: what ran.
-    """
-
-    time: np.ndarray
-    rate: np.ndarray
-    delivered: np.ndarray
-    queue: np.ndarray
-    paused: np.ndarray
-    pause_time: np.ndarray
-    flow_pause_time: np.ndarray
-    finish_time: np.ndarray
-    alpha: np.ndarray
-    target_rate: np.ndarray
-    status: str | np.ndarray
-    links: np.ndarray
-    prev_links: np.ndarray
-    capacity: np.ndarray
-    size: np.ndarray
-    start: np.ndarray
-    delay: np.ndarray
-    dt: float
-    duration: float
-    params: DCQCNParams
-    pfc_params: PFCParams
-    pfc_mode: str
-
-    @property
-    def num_flows(self) -> int:
-        return int(self.links.shape[0])
-
-    @property
-    def num_links(self) -> int:
-        return int(self.capacity.shape[0])
-
-    def mean_rate(self, since: float | None = None) -> np.ndarray:
-        """Time-averaged delivered throughput per flow (bytes/s) from ``since`` (default:
-        half the duration) to the end, from the cumulative delivered bytes (exact)."""
-        since = self.duration / 2 if since is None else since
-        index = int(np.searchsorted(self.time, since, side="left"))
-        index = min(index, self.time.shape[0] - 1)
-        if index == self.time.shape[0] - 1:
-            raise SpecError("since", f"must be earlier than the last record {self.time[-1]:.3g} s")
-        delivered = self.delivered.astype(np.float64)
-        span = self.time[-1] - self.time[index]
-        return (delivered[..., -1, :] - delivered[..., index, :]) / span
+# Work of a run, in entry-steps: (route entries F x H + links + a fixed per-step cost)
+# x steps x batch. Calibrated on the bench (``fabricflow bench dcqcn``): 100k flows x
+# 4 hops x 10k steps ~ 50 s on 2 CPU cores, i.e. ~12.5 ns per entry-step.
+SECONDS_PER_ENTRY_STEP = 12.5e-9
+# Fixed cost of one step in entry-steps (the scan's loop overhead and the small per-step
+# ops): ~10 us per step for a 2-flow dumbbell on the same machine.
+STEP_OVERHEAD_ENTRIES = 800
+# Runs estimated above this many entry-steps (~1 hour on 2 cores) are refused unless
+# ``max_work`` is raised: they are almost always a unit slip (a 1 ps step, 1000 s).
+DEFAULT_MAX_WORK = 3e11
+# The step counter is int32 inside the kernel.
+MAX_STEPS = 2**31 - 1
 
 
 def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
                    overrides: dict | None = None, pfc="off", pfc_params: PFCParams | None = None,
                    duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
                    records: int = 500, dtype=jnp.float32,
-                   memory_budget: int = DEFAULT_MEMORY_BUDGET, throw: bool = True) -> DCQCNResult:
+                   memory_budget: int | None = None, max_work: float | None = None,
+                   progress: Callable[[float, float], None] | None = None,
+                   throw: bool = True) -> DCQCNResult:
     """Simulate DCQCN (and PFC) for ``routes`` over ``fabric``.
 
     Links leaving a switch (``node_tier[src] != 0``) mark ECN; links arriving at a switch
@@ -125,11 +86,19 @@ def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
         extra_delay: CNP feedback delay added to each flow's path latency, s.
         records: number of time samples kept (decimation: every ``steps // records`` steps).
         dtype: ``jnp.float32`` (default) or ``jnp.float64`` (needs x64 enabled).
-        memory_budget: refuse (MemoryBudgetError) to allocate more than this many bytes.
-        throw: raise :class:`SolverError` for a non-finite run instead of returning it.
+        memory_budget: bytes; refuse (MemoryBudgetError) a run whose arrays need more.
+            Default: the shared policy of :func:`fabricflow.memory.memory_budget`
+            (``$FABRICFLOW_MEMORY_BUDGET`` or 75 % of the memory limit).
+        max_work: refuse (SpecError) a run estimated at more entry-steps than this
+            (default :data:`DEFAULT_MAX_WORK`, about an hour on 2 CPU cores; ``math.inf``
+            allows anything). See :func:`estimate_work`.
+        progress: ``progress(fraction_done, elapsed_s)``, called after each chunk of the
+            run (the run is then cut into about 20 chunks; the results are the same).
+        throw: raise :class:`SolverError` for a non-finite run instead of returning it
+            with ``status == Status.NONFINITE``.
 
     Returns:
-        :class:`DCQCNResult`.
+        :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
     """
     if routes.coef is not None:
         raise SpecError("routes", "DCQCN needs single-path routes (coef is None); route each "
@@ -138,23 +107,37 @@ def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
     marking = node_tier[fabric.link_src] != 0
     pfc_ingress = node_tier[fabric.link_dst] != 0
     path_latency = routes.path_latency(fabric.latency)
-    return simulate_dcqcn_arrays(
+    prepared = prepare_dcqcn(
         routes.links, fabric.capacity, path_latency, size=size, start=start, params=params,
         overrides=overrides, marking=marking, pfc_ingress=pfc_ingress,
         link_dst_node=fabric.link_dst, num_nodes=fabric.num_nodes, pfc=pfc,
         pfc_params=pfc_params, duration=duration, dt=dt, extra_delay=extra_delay,
-        records=records, dtype=dtype, memory_budget=memory_budget, throw=throw)
+        records=records, dtype=dtype, memory_budget=memory_budget, max_work=max_work)
+    return run_dcqcn(prepared, throw=throw, progress=progress)
 
 
-def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=None,
-                          params="paper", overrides: dict | None = None, marking=None,
-                          pfc_ingress=None, link_dst_node=None, num_nodes: int | None = None,
-                          line_rate=None, pfc="off", pfc_params: PFCParams | None = None,
-                          duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
-                          records: int = 500, dtype=jnp.float32,
-                          memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                          throw: bool = True, prepare_only: bool = False):
-    """:func:`simulate_dcqcn` on plain arrays.
+def simulate_dcqcn_arrays(links, capacity, path_latency, *, throw: bool = True,
+                          progress: Callable[[float, float], None] | None = None,
+                          **options) -> DCQCNResult:
+    """Deprecated: ``run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options))``."""
+    warnings.warn("simulate_dcqcn_arrays is deprecated; use prepare_dcqcn + run_dcqcn",
+                  DeprecationWarning, stacklevel=2)
+    return run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options), throw=throw,
+                     progress=progress)
+
+
+def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
+                  params="paper", overrides: dict | None = None, marking=None,
+                  pfc_ingress=None, link_dst_node=None, num_nodes: int | None = None,
+                  line_rate=None, pfc="off", pfc_params: PFCParams | None = None,
+                  duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
+                  records: int = 500, dtype=jnp.float32, memory_budget: int | None = None,
+                  max_work: float | None = None) -> PreparedRun:
+    """Check and lay out a DCQCN run on plain arrays (host side; nothing runs yet).
+
+    Every input error, and a run too large for memory (:class:`MemoryBudgetError`) or
+    absurdly long (:class:`SpecError` on ``duration``, with the estimated work and time),
+    is refused here. Run the result with :func:`run_dcqcn`.
 
     Args:
         links: int ``[F, H]`` link ids, -1 padded (padding at the end of a row).
@@ -164,8 +147,10 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
             (default all). link_dst_node / num_nodes: for dynamic thresholds (default:
             every link its own node).
         line_rate: ``[F]`` bytes/s cap of each flow (default: capacity of its first hop).
-        prepare_only: return the validated :class:`PreparedRun` without running it.
         Other arguments: see :func:`simulate_dcqcn`.
+
+    Returns:
+        :class:`PreparedRun`.
     """
     links = np.asarray(links)
     if links.ndim != 2 or links.shape[0] == 0 or links.shape[1] == 0:
@@ -195,12 +180,15 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
     if dt > stable:
         raise SpecError("dt", f"{dt:.3g} s exceeds the stable step {stable:.3g} s for these "
                         "parameters (min(tau, 2T, 2 tau'/g) / 2); use a smaller dt")
+    if not math.isfinite(duration / dt):
+        raise SpecError("dt", f"{dt:.3g} s is too small for a {duration:.3g} s run (the step "
+                        "count overflows); use a larger dt")
     steps = int(round(duration / dt))
     if steps < 2:
         raise SpecError("duration", f"{duration:.3g} s is less than 2 steps of dt = {dt:.3g} s; "
                         "simulate longer or use a smaller dt")
-    if records < 2:
-        raise SpecError("records", "need at least 2 records")
+    if isinstance(records, bool) or not isinstance(records, (int, np.integer)) or records < 2:
+        raise SpecError("records", f"must be an integer >= 2, got {records!r}")
     steps_per_record = max(1, steps // records)
     num_records = max(2, steps // steps_per_record)
 
@@ -243,11 +231,13 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
     estimate = max(batch, 1) * itemsize * (
         num_records * (2 * num_flows + 2 * num_links)
         + ring_slots * (num_flows + num_links + 1) + 6 * num_flows * hops + 14 * num_flows)
-    if estimate > memory_budget:
-        raise MemoryBudgetError(
-            f"DCQCN run needs about {estimate / 2**30:.2f} GiB ({max(batch, 1)} batch x {num_records} "
-            f"records x ({num_flows} flows + {num_links} links), ring {ring_slots} slots); budget "
-            f"{memory_budget / 2**30:.2f} GiB: use fewer records, flows or batch entries")
+    check_memory(estimate, f"DCQCN run ({max(batch, 1)} batch x {num_records} records x "
+                 f"({num_flows} flows + {num_links} links), ring {ring_slots} slots)",
+                 hint="use fewer records, flows or batch entries", budget=memory_budget)
+    _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
+    if steps > MAX_STEPS:
+        raise SpecError("duration", f"{duration:.3g} s at dt = {dt:.3g} s is {steps:.3g} steps; "
+                        f"at most {MAX_STEPS} steps per run: shorten the run or raise dt")
 
     prev_links = np.full_like(links, -1)
     prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
@@ -273,17 +263,17 @@ def simulate_dcqcn_arrays(links, capacity, path_latency, *, size=None, start=Non
         config=config, dtype=dtype, batched=bool(batch), links=links, prev_links=prev_links,
         capacity=capacity, size=size, start=start, delay=delay, params=params,
         pfc_params=pfc_params)
-    if prepare_only:
-        return prepared
-    return run_prepared(prepared, throw=throw)
+    return prepared
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PreparedRun:
     """Validated device arrays and static configuration of one run (or one batch).
 
-    ``kernel_args`` are the arguments of :func:`fabricflow.solve.dcqcn_kernel.run` (or
+    ``kernel_args`` are the arguments of :func:`fabricflow.solve.dcqcn.kernel.run` (or
     ``run_batch`` when ``batched``); benchmarks use them to time compilation apart.
+    ``work`` is the estimated work in entry-steps and ``estimated_s`` the matching
+    run time on 2 CPU cores (see :func:`estimate_work`).
     """
 
     problem: kernel.Problem
@@ -302,6 +292,18 @@ class PreparedRun:
     pfc_params: PFCParams
 
     @property
+    def work(self) -> float:
+        config = self.config
+        steps = config.num_records * config.steps_per_record
+        batch = self.params_arrays.tau.shape[0] if self.batched else 0
+        return estimate_work(self.links.shape[0], self.links.shape[1],
+                             self.capacity.shape[0], steps, batch)
+
+    @property
+    def estimated_s(self) -> float:
+        return self.work * SECONDS_PER_ENTRY_STEP
+
+    @property
     def kernel(self):
         return kernel.run_batch if self.batched else kernel.run
 
@@ -310,14 +312,35 @@ class PreparedRun:
         return (self.problem, self.params_arrays, self.pfc_arrays, self.config, self.dtype)
 
 
-def run_prepared(prepared: PreparedRun, *, throw: bool = True, outputs=None) -> DCQCNResult:
-    """Run (or take the kernel ``outputs`` of) a :class:`PreparedRun`; wrap the result."""
-    final, recs = prepared.kernel(*prepared.kernel_args) if outputs is None else outputs
+def run_dcqcn(prepared: PreparedRun, *, throw: bool = True, outputs=None,
+              progress: Callable[[float, float], None] | None = None,
+              chunks: int = 20) -> DCQCNResult:
+    """Run a :class:`PreparedRun` (or wrap kernel ``outputs`` already computed).
+
+    Args:
+        prepared: from :func:`prepare_dcqcn`.
+        throw: raise :class:`SolverError` when the run went non-finite; with ``False`` the
+            result carries ``status == Status.NONFINITE`` (per batch entry).
+        outputs: ``(final state, records)`` of ``prepared.kernel`` (benchmarks compile
+            and run the kernel themselves).
+        progress: ``progress(fraction_done, elapsed_s)`` after each chunk; the run is
+            then cut into ``chunks`` pieces of equal static length (one compilation).
+        chunks: number of pieces with ``progress`` (ignored without it).
+
+    Returns:
+        :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
+    """
+    if outputs is not None:
+        final, recs = outputs
+    elif progress is None:
+        final, recs = prepared.kernel(*prepared.kernel_args)
+    else:
+        final, recs = _run_chunked(prepared, progress, chunks)
     nonfinite = np.asarray(final.nonfinite)
-    status = np.where(nonfinite, "nonfinite", "ok")
+    codes = np.where(nonfinite, Status.NONFINITE, Status.CONVERGED).astype(np.int32)
     if throw and np.any(nonfinite):
-        raise SolverError("DCQCN run produced non-finite rates or queues (status nonfinite); "
-                          "reduce dt or check the parameters")
+        raise SolverError(f"DCQCN run: {Status.NONFINITE.message} (status NONFINITE: "
+                          "non-finite rates or queues); reduce dt or check the parameters")
     config = prepared.config
     times = (np.arange(1, config.num_records + 1) * config.steps_per_record) * config.dt
     return DCQCNResult(
@@ -327,11 +350,69 @@ def run_prepared(prepared: PreparedRun, *, throw: bool = True, outputs=None) -> 
         flow_pause_time=np.asarray(final.flow_pause_time),
         finish_time=np.asarray(final.finish, dtype=np.float64),
         alpha=np.asarray(final.alpha), target_rate=np.asarray(final.rt),
-        status=str(status) if status.ndim == 0 else status,
+        status=Status(int(codes)) if codes.ndim == 0 else codes,
         links=prepared.links, prev_links=prepared.prev_links, capacity=prepared.capacity,
         size=prepared.size, start=prepared.start, delay=prepared.delay, dt=config.dt,
         duration=float(times[-1]), params=prepared.params, pfc_params=prepared.pfc_params,
         pfc_mode=config.pfc_mode)
+
+
+def estimate_work(num_flows: int, hops: int, num_links: int, steps: int, batch: int = 0) -> float:
+    """Work of a run in entry-steps: ``(F H + L + overhead) x steps x max(batch, 1)``.
+
+    Multiply by :data:`SECONDS_PER_ENTRY_STEP` for seconds on 2 CPU cores.
+    """
+    return float(num_flows * hops + num_links + STEP_OVERHEAD_ENTRIES) * steps * max(batch, 1)
+
+
+def _check_work(work: float, steps: int, max_work: float | None) -> None:
+    if max_work is not None and (isinstance(max_work, bool)
+                                 or not isinstance(max_work, numbers.Real)
+                                 or math.isnan(max_work) or max_work <= 0):
+        raise SpecError("max_work", f"must be a number > 0 of entry-steps (math.inf: no "
+                        f"limit), got {max_work!r}")
+    limit = DEFAULT_MAX_WORK if max_work is None else float(max_work)
+    if work > limit:
+        seconds = work * SECONDS_PER_ENTRY_STEP
+        raise SpecError("duration", f"the run is estimated at {work:.3g} entry-steps ({steps:.3g} "
+                        f"steps), about {_human_time(seconds)} on 2 CPU cores, over the limit of "
+                        f"{limit:.3g} (max_work): shorten the duration, raise dt, simulate fewer "
+                        "flows or batch entries, or pass a larger max_work to run it anyway")
+
+
+def _human_time(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.3g} days"
+
+
+def _run_chunked(prepared: PreparedRun, progress, chunks: int):
+    """The kernel run cut into ``chunks`` equal pieces, calling ``progress`` after each."""
+    config = prepared.config
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise SpecError("chunks", f"must be an integer >= 1, got {chunks!r}")
+    chunk = -(-config.num_records // min(int(chunks), config.num_records))
+    problem, params, pfc_params, _, dtype = prepared.kernel_args
+    begin, advance = ((kernel.start_batch, kernel.advance_batch) if prepared.batched
+                      else (kernel.start, kernel.advance))
+    record_axis = 1 if prepared.batched else 0
+    clock = time.perf_counter()
+    state = begin(problem, params, pfc_params, config, dtype)
+    pieces = []
+    for first in range(0, config.num_records, chunk):
+        state, recs = advance(state, jnp.int32(first), problem, params, pfc_params, config,
+                              dtype, chunk)
+        pieces.append(jax.device_get(recs))
+        done = min(first + chunk, config.num_records) / config.num_records
+        progress(done, time.perf_counter() - clock)
+    recs = jax.tree_util.tree_map(
+        lambda *parts: np.concatenate(parts, axis=record_axis).take(
+            np.arange(config.num_records), axis=record_axis), *pieces)
+    return state, recs
 
 
 def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:

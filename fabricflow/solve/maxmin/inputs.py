@@ -7,12 +7,13 @@ offending index and the allowed values.
 
 from __future__ import annotations
 
-import os
+import numbers
 from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import MemoryBudgetError, SpecError
+from ...errors import SpecError
+from ...memory import check_memory
 
 
 class FlowProblem(NamedTuple):
@@ -107,27 +108,48 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     return FlowProblem(links, capacity_arr, weight, demand, coef, sizes.pop() if sizes else None)
 
 
-def check_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
-                 what: str) -> None:
-    """Refuse, before allocating, a solve whose working set exceeds 3/4 of the RAM."""
+# Largest accepted share tolerance: beyond ~1e-3, links whose shares differ by more than
+# float rounding are frozen together and the rates are no longer max-min fair.
+MAX_RTOL = 1e-3
+MAX_INT32 = 2**31 - 1
+
+
+def check_rtol(rtol, field: str = "rtol") -> float | None:
+    """``None`` (the dtype's default) or a real number in ``[0, MAX_RTOL]``."""
+    if rtol is None:
+        return None
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not (
+            0 <= float(rtol) <= MAX_RTOL):
+        raise SpecError(field, f"must be a number in [0, {MAX_RTOL:g}] (relative tolerance for "
+                        f"calling two shares equal; default a few float ulps), got {rtol!r}")
+    return float(rtol)
+
+
+def check_count(value, field: str, meaning: str) -> int | None:
+    """``None`` (the default bound) or an integer in ``1..2**31 - 1``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
+            1 <= int(value) <= MAX_INT32):
+        raise SpecError(field, f"must be an integer in 1..{MAX_INT32} ({meaning}; default: "
+                        f"enough for any input), got {value!r}")
+    return int(value)
+
+
+def check_solve_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
+                       what: str, *, budget: int | None = None) -> None:
+    """Refuse, before allocating, a solve whose working set exceeds the memory budget.
+
+    The budget is the shared policy of :func:`fabricflow.memory.memory_budget` (or
+    ``budget`` bytes); raises :class:`~fabricflow.errors.MemoryBudgetError`.
+    """
     scenarios = batch or 1
     # ids + coef + per-hop temporaries per entry; ~12 float/int vectors per flow and link
     # (state, levels, masks) per scenario.
     estimate = num_entries * 16 + scenarios * (num_flows * 48 + num_links * 40)
-    budget = int(0.75 * physical_memory_bytes())
-    if estimate > budget:
-        raise MemoryBudgetError(
-            f"{what}: about {estimate / 2**30:.1f} GiB needed for {num_flows} flows x "
-            f"{num_entries // max(num_flows, 1)} hops, {num_links} links and {scenarios} "
-            f"scenario(s); the budget is {budget / 2**30:.1f} GiB (3/4 of RAM). Solve fewer "
-            f"scenarios at once or split the flows.")
-
-
-def physical_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 16 * 2**30
+    check_memory(estimate, f"{what} ({num_flows} flows x {num_entries // max(num_flows, 1)} "
+                 f"hops, {num_links} links, {scenarios} scenario(s))",
+                 hint="solve fewer scenarios at once or split the flows", budget=budget)
 
 
 def _first(mask: np.ndarray):

@@ -33,8 +33,8 @@ import math
 import jax
 import numpy as np
 
-from ..errors import SpecError
-from ..units import parse_bandwidth, parse_size, parse_time
+from ...errors import SpecError
+from ...units import parse_bandwidth, parse_size, parse_time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,16 +106,22 @@ class DCQCNParams:
             if np.any((values[name] <= 0) | (values[name] > 1)):
                 raise SpecError(f"params.{name}", f"must lie in (0, 1], got {values[name]}")
         if np.any((values["initial_alpha"] < 0) | (values["initial_alpha"] > 1)):
-            raise SpecError("params.initial_alpha", "must lie in [0, 1]")
+            raise SpecError("params.initial_alpha",
+                            f"must lie in [0, 1], got {values['initial_alpha']}")
         if np.any((values["initial_rate_fraction"] <= 0) | (values["initial_rate_fraction"] > 1)):
-            raise SpecError("params.initial_rate_fraction", "must lie in (0, 1]")
+            raise SpecError("params.initial_rate_fraction",
+                            f"must lie in (0, 1], got {values['initial_rate_fraction']}")
         if np.any(values["fast_recovery"] < 0):
-            raise SpecError("params.fast_recovery", "must be >= 0")
-        if np.any((values["kmin"] < 0) | (values["kmin"] >= values["kmax"])):
-            raise SpecError("params.kmin", f"must satisfy 0 <= kmin < kmax, got kmin={values['kmin']}, "
-                            f"kmax={values['kmax']}")
+            raise SpecError("params.fast_recovery",
+                            f"must be >= 0 steps, got {values['fast_recovery']}")
+        if np.any(values["kmin"] < 0):
+            raise SpecError("params.kmin", f"must be >= 0 bytes, got {values['kmin']}")
+        if np.any(values["kmin"] >= values["kmax"]):
+            raise SpecError("params.kmin", f"the RED ramp needs kmin < kmax, got kmin="
+                            f"{values['kmin']} bytes, kmax={values['kmax']} bytes (lower kmin "
+                            "or raise kmax)")
         if np.any(values["min_rate"] < 0):
-            raise SpecError("params.min_rate", "must be >= 0 bytes/s")
+            raise SpecError("params.min_rate", f"must be >= 0 bytes/s, got {values['min_rate']}")
 
     def max_stable_dt(self) -> float:
         """Largest step (s) for which the explicit Euler update is stable, with margin 2.
@@ -164,10 +170,14 @@ class PFCParams:
             value = np.asarray(getattr(self, f.name), dtype=np.float64)
             if not np.all(np.isfinite(value)) or np.any(value < 0):
                 raise SpecError(f"pfc.{f.name}", f"must be finite and >= 0, got {value}")
-        if np.any(np.asarray(self.hysteresis) > np.asarray(self.xoff)):
-            raise SpecError("pfc.hysteresis", "must not exceed xoff (XON would be negative)")
+        # xoff first: with xoff = 0 the hysteresis check below would blame hysteresis.
         if np.any(np.asarray(self.xoff) <= 0):
-            raise SpecError("pfc.xoff", "must be > 0 bytes")
+            raise SpecError("pfc.xoff", f"must be > 0 bytes (the ingress queue length that "
+                            f"pauses the upstream link), got {self.xoff}")
+        if np.any(np.asarray(self.hysteresis) > np.asarray(self.xoff)):
+            raise SpecError("pfc.hysteresis", f"must lie in [0, xoff] bytes (XON = xoff - "
+                            f"hysteresis would be negative), got hysteresis={self.hysteresis}, "
+                            f"xoff={self.xoff}")
         for name in ("dynamic_alpha", "shared_buffer"):   # dynamic XOFF = alpha x free buffer
             if np.any(np.asarray(getattr(self, name)) <= 0):
                 raise SpecError(f"pfc.{name}", f"must be > 0, got {getattr(self, name)}")
@@ -248,7 +258,7 @@ def stack_params(params: list):
     """A batch of parameter sets as one dataclass with ``[batch]`` array fields.
 
     Works for :class:`DCQCNParams` and :class:`PFCParams` lists (all items of one type).
-    Pass the result to :func:`fabricflow.solve.dcqcn.simulate_dcqcn` (``params=`` or
+    Pass the result to :func:`fabricflow.solve.dcqcn.simulate.simulate_dcqcn` (``params=`` or
     ``pfc_params=``) to ``vmap`` over the batch with one compilation.
     """
     if not params:

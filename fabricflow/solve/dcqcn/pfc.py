@@ -1,7 +1,7 @@
 """PFC post-analysis: pause fractions, victim flows and deadlock cycles (host side, numpy).
 
 The dynamics (ingress queues, XOFF/XON, pausing the upstream egress) run inside the
-DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
+DCQCN kernel (:mod:`.kernel`); this module reads a :class:`DCQCNResult`.
 
 * **Buffer dependency graph**: an edge ``k -> l`` when some flow arrives over link ``k``
   and leaves over link ``l`` (its bytes in the ingress buffer of ``k`` wait for the egress
@@ -17,8 +17,8 @@ DCQCN kernel (:mod:`.dcqcn_kernel`); this module reads a :class:`DCQCNResult`.
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
+
+from ..maxmin.outputs import link_utilization
 
 
 def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
@@ -45,6 +45,9 @@ def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarra
     Complexity: one strongly-connected-components pass over the paused edges, then
     vectorized grouping (no Python loop over links or components).
     """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     paused = np.asarray(paused, bool)
     edges = dependency_edges(links, prev_links) if edges is None else edges
     if edges.size == 0:
@@ -71,30 +74,34 @@ def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarra
 def deadlocks_over_time(result) -> list[dict]:
     """Deadlocked link sets found at any recorded instant of a (non-batched) result.
 
-    Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}``. Instants
-    with the same pause pattern are analysed once, and the dependency edges once per run.
+    Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}`` in the
+    order the sets first appear. Consecutive records with the same pause pattern form one
+    run (found by comparing neighbouring records, vectorized); each distinct pattern is
+    analysed once (patterns are packed to bits and keyed by their bytes), and the
+    dependency edges once per run. Cost: ``O(R L / 8)`` plus one deadlock search per
+    distinct pattern, where a row-wise ``np.unique`` over ``[R, L]`` used to dominate.
     """
     edges = dependency_edges(result.links, result.prev_links)
     paused = np.asarray(result.paused, bool)
     if edges.size == 0 or not paused.any():
         return []
-    patterns, pattern_of_instant = np.unique(paused, axis=0, return_inverse=True)
-    cycles_of_pattern = [deadlock_cycles(p, result.links, result.prev_links, edges=edges)
-                         if p.any() else [] for p in patterns]
+    run_start = np.flatnonzero(np.concatenate(
+        [[True], np.any(paused[1:] != paused[:-1], axis=1)]))
+    run_end = np.append(run_start[1:], paused.shape[0]) - 1
+    packed = np.packbits(paused[run_start], axis=1)
+    cycles_of_pattern: dict[bytes, list[list[int]]] = {}
     found: dict[tuple, dict] = {}
-    for index, time in enumerate(result.time):
-        for cycle in cycles_of_pattern[int(pattern_of_instant.ravel()[index])]:
-            entry = found.setdefault(tuple(cycle), {"links": list(cycle), "first_seen_s": float(time)})
-            entry["last_seen_s"] = float(time)
+    for run, first in enumerate(run_start):
+        key = packed[run].tobytes()
+        if key not in cycles_of_pattern:
+            pattern = paused[first]
+            cycles_of_pattern[key] = (deadlock_cycles(pattern, result.links, result.prev_links,
+                                                      edges=edges) if pattern.any() else [])
+        for cycle in cycles_of_pattern[key]:
+            entry = found.setdefault(tuple(cycle), {"links": list(cycle),
+                                                    "first_seen_s": float(result.time[first])})
+            entry["last_seen_s"] = float(result.time[run_end[run]])
     return list(found.values())
-
-
-def link_utilisation(links: np.ndarray, capacity: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """``[L]`` carried load / capacity for per-flow rates (bytes/s)."""
-    valid = links >= 0
-    per_entry = np.broadcast_to(np.asarray(rates, np.float64)[:, None], links.shape)
-    load = np.bincount(links[valid], weights=per_entry[valid], minlength=capacity.shape[0])
-    return load / np.where(capacity > 0, capacity, np.inf)
 
 
 def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None,
@@ -102,14 +109,14 @@ def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None
     """Boolean ``[F]``: flows slowed by PFC pauses rather than by their own bottleneck.
 
     Args:
-        result: a non-batched :class:`~fabricflow.solve.dcqcn.DCQCNResult`.
+        result: a non-batched :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
         max_min_rate: ``[F]`` bytes/s, the ideal rates (e.g. from
-            :func:`fabricflow.solve.reference.progressive_filling`).
+            :func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`).
         since: start of the averaging window, s (default: half the duration).
         rtol: relative tolerance for "below max-min" and for "saturated".
     """
     rate = result.mean_rate(since)
-    utilisation = link_utilisation(result.links, result.capacity, rate)
+    utilisation = link_utilization(result.links, result.capacity, rate)
     safe = np.where(result.links >= 0, result.links, 0)
     saturated = np.any((utilisation[safe] >= 1 - rtol) & (result.links >= 0), axis=1)
     slowed = rate < (1 - rtol) * np.asarray(max_min_rate, np.float64)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...routing.routes import link_load
 from .inputs import check_problem
 
 
@@ -79,7 +80,9 @@ def certify_max_min(links, capacity, rates, *, weight=None, demand=None, coef=No
     entry_flow, entry_link, entry_coef = entry_flow[bounded], entry_link[bounded], entry_coef[bounded]
 
     with np.errstate(invalid="ignore"):
-        load = np.bincount(entry_link, weights=entry_coef * rates[entry_flow], minlength=num_links)
+        load = link_load(links, rates, num_links, problem.coef)
+    # Links of infinite capacity constrain nothing: they carry no load in the certificate.
+    load = np.where(np.isfinite(capacity), load, 0.0)
     slack = rtol * np.maximum(capacity, 0)
     overload = load - capacity
     feasible = bool(np.all(np.isfinite(load[np.isfinite(capacity)]))

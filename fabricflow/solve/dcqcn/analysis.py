@@ -1,6 +1,6 @@
 """DCQCN fixed point and linear stability at one bottleneck, from the model itself.
 
-Both use :func:`~fabricflow.solve.dcqcn_model.dcqcn_derivatives` (the function the
+Both use :func:`~fabricflow.solve.dcqcn.model.dcqcn_derivatives` (the function the
 simulator integrates), evaluated in float64 inside a scoped ``jax.enable_x64`` so the
 global JAX configuration is left untouched.
 
@@ -27,11 +27,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import brentq
 
-from ..errors import SpecError
-from .dcqcn_model import dcqcn_derivatives, marking_probability
-from .dcqcn_params import DCQCNParams
+from ...errors import SpecError
+from .model import dcqcn_derivatives, marking_probability
+from .params import DCQCNParams
 
 
 def _params64(params: DCQCNParams) -> DCQCNParams:
@@ -54,6 +53,8 @@ def fixed_point(capacity: float, num_flows: int, params: DCQCNParams | None = No
         SpecError: the fixed point needs a marking probability above Pmax (queue above
         Kmax), which the RED ramp cannot give.
     """
+    from scipy.optimize import brentq  # lazily: importing the solvers must not pull scipy
+
     params = params or DCQCNParams()
     if num_flows < 1 or capacity <= 0:
         raise SpecError("num_flows", "need num_flows >= 1 and capacity > 0")

@@ -1,0 +1,1 @@
+"""DCQCN + PFC fluid model: parameters, kernel, simulation, results, PFC analysis."""

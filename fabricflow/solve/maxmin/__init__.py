@@ -1,0 +1,1 @@
+"""Max-min fair rates: the jitted kernel, the checked API, certificate and reports."""
