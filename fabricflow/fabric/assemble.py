@@ -79,9 +79,16 @@ class Assembler:
                 self.add_links(b, a, capacity, latency, kind))
 
     def build(self, name: str, gpu_node, gpu_domain, gpus_per_node: int, structure=None,
-              meta: dict | None = None) -> Fabric:
+              meta: dict | None = None, node_groups=()) -> Fabric:
+        """The :class:`Fabric` of the blocks added so far.
+
+        ``node_groups``: ``(nodes, groups)`` pairs that overwrite the group of ``nodes``
+        (int ``[n]``) with ``groups`` (scalar or int ``[n]``), in order.
+        """
         kinds, tiers, groups = (np.concatenate(parts) if parts else np.zeros(0)
                                 for parts in zip(*self._nodes))
+        for nodes, values in node_groups:
+            groups[nodes] = values
         if self._links:
             src, dst, cap, lat, kind = (np.concatenate(parts) for parts in zip(*self._links))
         else:

@@ -41,17 +41,6 @@ TOP_KEYS = ("name", "description", "sources", "assumptions", "gpus", "gpus_per_n
             "in_network_reduction", "topology")
 
 Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
-_BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
-
-
-def register_topology(type_name: str, keys: tuple[str, ...]) -> Callable[[Builder], Builder]:
-    """Register a generator for ``topology.type == type_name`` accepting ``keys``."""
-
-    def wrap(builder: Builder) -> Builder:
-        _BUILDERS[type_name] = (builder, tuple(keys))
-        return builder
-
-    return wrap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +57,16 @@ class CommonSpec:
 
 def build_fabric(spec: dict) -> Fabric:
     """Build a fabric from a spec mapping (the parsed YAML). Raises SpecError naming the field."""
-    _ensure_builders()
+    from .generators import GENERATORS
+
     top = sr.Section(spec, "", TOP_KEYS)
     topology_raw = top.raw("topology")
     if not isinstance(topology_raw, dict) or "type" not in topology_raw:
-        raise SpecError("topology.type", f"is required; one of {sorted(_BUILDERS)}")
+        raise SpecError("topology.type", f"is required; one of {sorted(GENERATORS)}")
     kind = topology_raw["type"]
-    if not isinstance(kind, str) or kind not in _BUILDERS:
-        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(_BUILDERS)}")
-    builder, keys = _BUILDERS[kind]
+    if not isinstance(kind, str) or kind not in GENERATORS:
+        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(GENERATORS)}")
+    builder, keys = GENERATORS[kind]
     topology = sr.Section(topology_raw, "topology", keys)
     scale_up_section = top.section("scale_up", SCALE_UP_KEYS, None)
     common = CommonSpec(
@@ -99,17 +89,26 @@ def build_fabric(spec: dict) -> Fabric:
 
 
 def finish_fabric(assembler: Assembler, common: CommonSpec, gpu_node: np.ndarray,
-                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None) -> Fabric:
-    """Shared last step of the generators: set GPU groups and build the Fabric."""
+                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None,
+                  node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = (),
+                  meta: dict | None = None) -> Fabric:
+    """Shared last step of the generators: set node groups and build the Fabric.
+
+    ``group_of_gpu`` (int ``[G]``) is the group of each GPU's node; ``node_groups`` are
+    further ``(nodes, groups)`` assignments applied after it; ``meta`` adds entries to
+    the fabric's ``meta``. Everything is set before the (frozen) Fabric is made.
+    """
+    if group_of_gpu is not None:
+        node_groups = ((gpu_node, group_of_gpu), *node_groups)
     fabric = assembler.build(
         common.name, gpu_node=gpu_node, gpu_domain=gpu_domain,
         gpus_per_node=common.gpus_per_node, structure=structure,
         meta={**common.meta, "nvls": bool(common.scale_up and common.scale_up.nvls),
               "in_network_reduction": common.in_network_reduction,
-              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1},
+              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
+              **(meta or {})},
+        node_groups=node_groups,
     )
-    if group_of_gpu is not None:
-        fabric.node_group[gpu_node] = group_of_gpu
     return fabric
 
 
@@ -171,8 +170,3 @@ def _merge(base: dict, overrides: dict) -> dict:
         else:
             merged[key] = value
     return merged
-
-
-def _ensure_builders() -> None:
-    """Import the generator modules so that they register themselves."""
-    from . import generators  # noqa: F401

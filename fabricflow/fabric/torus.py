@@ -136,8 +136,7 @@ def build_torus(topology: sr.Section, common) -> object:
 
     structure = TorusStructure(dims=dims, ring=ring, strides=strides, step_link=step_link,
                                coords=coords)
-    fabric = finish_fabric(asm, common, gpu_node, node // common.gpus_per_node, structure)
-    fabric.node_group[:] = node // common.gpus_per_node  # a group is a host's chips
-    fabric.meta["gpu_transit"] = True  # chips forward traffic (generic router may use them)
-    fabric.meta["torus_dims"] = dims.tolist()
-    return fabric
+    # A group is a host's chips; chips forward traffic (the generic router may use them).
+    return finish_fabric(asm, common, gpu_node, node // common.gpus_per_node, structure,
+                         node_groups=((node, node // common.gpus_per_node),),
+                         meta={"gpu_transit": True, "torus_dims": dims.tolist()})

@@ -31,8 +31,9 @@ import numpy as np
 from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..fabric.clos import ClosStructure
 from . import hashing
-from .merge import merge_row_entries
-from .route import register_router, unreachable_error
+from .links_up import all_links_up
+from .multipath_rows import merge_row_entries
+from .route import unreachable_error
 from .routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray")
@@ -40,7 +41,6 @@ REDRAWS = 24
 SPRAY_MAX_ENTRIES = 64_000_000
 
 
-@register_router(ClosStructure)
 def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0,
                k: int = 4, pxn: bool = False) -> Routes:
     """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``;
@@ -114,10 +114,6 @@ def _draw(st: ClosStructure, key: np.ndarray, salt: int) -> tuple[np.ndarray, np
     return plane, b
 
 
-def _all_up(fabric, links: np.ndarray) -> np.ndarray:
-    return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)
-
-
 def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.ndarray:
     """One path per flow (ECMP), redrawn around failures. int32 ``[F, H]``."""
     num = src.shape[0]
@@ -129,14 +125,14 @@ def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.nda
         local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
         links[local, 0] = st.scale_up.up[src[local]]
         links[local, 1] = st.scale_up.down[dst[local]]
-        local &= _all_up(fabric, links)  # failed NVLink: fall back to the network
+        local &= all_links_up(fabric, links)  # failed NVLink: fall back to the network
     pending = np.flatnonzero(~local)
     for attempt in range(REDRAWS):
         if pending.size == 0:
             break
         plane, b = _draw(st, key[pending], salt=draw + 64 * attempt)
         candidate = _paths_for_choices(st, s[pending], t[pending], top[pending], plane, b)
-        ok = _all_up(fabric, candidate)
+        ok = all_links_up(fabric, candidate)
         links[pending[ok]] = candidate[ok]
         pending = pending[~ok]
     if pending.size:
@@ -167,7 +163,7 @@ def _enumerate_surviving(fabric, st, s, t, top, key, src, dst) -> np.ndarray:
     for combo in range(most):
         exists = combo < num_paths
         plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
-        alive[:, combo] = exists & _all_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
+        alive[:, combo] = exists & all_links_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
     count = alive.sum(axis=1)
     if np.any(count == 0):
         raise unreachable_error(src, dst, count == 0,
@@ -203,7 +199,7 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
         exists = (combo < num_paths) & ~local
         plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
         path = _paths_for_choices(st, s, t, top, plane, b)
-        ok = exists & _all_up(fabric, path)
+        ok = exists & all_links_up(fabric, path)
         links[ok, combo] = path[ok]
         alive[:, combo] = ok
     if local.any():

@@ -6,7 +6,7 @@ Structured fabrics (Clos, torus, dragonfly) register an arithmetic router for th
 
 from __future__ import annotations
 
-import inspect
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -16,17 +16,30 @@ from ..fabric.fabric import Fabric
 from .routes import Routes
 
 Router = Callable[..., Routes]
-_ROUTERS: dict[type, Router] = {}
 
 
-def register_router(structure_type: type) -> Callable[[Router], Router]:
-    """Decorator: ``router(fabric, src, dst, *, policy, seed, **options) -> Routes``."""
+@functools.cache
+def routers() -> dict[type | None, tuple[Router, tuple[str, ...]]]:
+    """Structure type -> ``(router, options)``: the router of a fabric and the keyword
+    options it takes besides ``policy`` and ``seed``. ``None``: fabrics without a structure
+    (the generic shortest-path router).
 
-    def wrap(router: Router) -> Router:
-        _ROUTERS[structure_type] = router
-        return router
+    A plain table, built on first use because the router modules import this one.
+    """
+    from ..fabric.clos import ClosStructure
+    from ..fabric.dragonfly import DragonflyStructure
+    from ..fabric.torus import TorusStructure
+    from .clos import route_clos
+    from .dragonfly import route_dragonfly
+    from .generic import route_generic
+    from .torus import route_torus
 
-    return wrap
+    return {
+        ClosStructure: (route_clos, ("k", "pxn")),
+        TorusStructure: (route_torus, ()),
+        DragonflyStructure: (route_dragonfly, ()),
+        None: (route_generic, ()),
+    }
 
 
 def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **options) -> Routes:
@@ -52,16 +65,13 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
-    router = _ROUTERS.get(type(fabric.structure))
-    if router is None:
-        from .generic import route_generic as router
-    accepted = [name for name in inspect.signature(router).parameters
-                if name not in ("fabric", "src", "dst")]
+    table = routers()
+    router, accepted = table.get(type(fabric.structure), table[None])
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for "
-                        f"{type(fabric.structure).__name__ if fabric.structure else 'a generic'} "
-                        f"fabric; accepted: {accepted}")
+        kind = type(fabric.structure).__name__ if fabric.structure is not None else "a generic"
+        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for {kind} fabric; "
+                        f"accepted: {list(accepted) or 'none'}")
     return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
 
 
