@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from ..errors import SpecError
+from ..files import read_structured
 from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
@@ -123,30 +123,29 @@ def list_presets() -> list[dict]:
     presets = []
     for entry in sorted(_preset_dir().iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            spec = yaml.safe_load(entry.read_text())
+            spec = read_structured(entry, what="fabric")
             presets.append({"name": entry.name[:-5], "description": spec.get("description", ""),
                             "gpus": spec.get("gpus")})
     return presets
 
 
 def read_spec(name_or_path: str | Path) -> dict:
-    """The spec mapping of a preset name or a YAML file path."""
+    """The spec mapping of a preset name or a YAML file path.
+
+    Files are read by :func:`fabricflow.files.read_structured` (size, encoding, nesting,
+    alias, duplicate-key and integer-range checks).
+    """
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise SpecError("fabric", f"not a spec file: {path} (file not found or a directory)")
-        text = path.read_text()
     else:
-        entry = _preset_dir() / f"{name_or_path}.yaml"
-        if not entry.is_file():
+        path = _preset_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
             names = [p["name"] for p in list_presets()]
             raise SpecError("fabric", f"unknown preset {str(name_or_path)!r}; presets: {names} "
                             "(or give a path to a .yaml spec)")
-        text = entry.read_text()
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise SpecError("fabric", f"invalid YAML in {name_or_path}: {error}") from None
+    spec = read_structured(path, what="fabric", syntax="yaml")
     if not isinstance(spec, dict):
         raise SpecError("fabric", f"{name_or_path} must hold a mapping at top level")
     return spec
