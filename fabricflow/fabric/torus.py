@@ -21,6 +21,7 @@ Spec (``topology`` section, ``type: torus``)::
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def build_torus(topology: sr.Section, common) -> object:
         raise SpecError(topology.field("link_bandwidth"), "is required (per cable per "
                         "direction, e.g. 50GB/s; one value or one per dimension)")
     latency = topology.get("latency", sr.time, 0.5e-6)
-    num = int(np.prod(dims))
+    num = math.prod(int(d) for d in dims)   # Python ints: no int64 wrap-around
     if common.num_gpus != num:
         raise SpecError("gpus", f"a torus of dims {dims.tolist()} has {num} chips, but gpus is "
                         f"{common.num_gpus}; make gpus the product of dims")
