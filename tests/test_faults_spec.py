@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import codecs
+import json
+import os
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from fabric_specs import fat_tree_spec
 
-from fabricflow.errors import SpecError
+from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.fabric.spec import build_fabric, load_fabric, read_spec
 from fabricflow.files import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, read_structured
 from fabricflow.routing.route import route, routers
 from fabricflow.routing.routes import Routes
 from fabricflow.units import parse_bandwidth, parse_size, parse_time
 from fabricflow.workload.model import load_model
+
+REPO = Path(__file__).resolve().parents[1]
 
 # ----------------------------------------------------------------- Routes and route()
 
@@ -176,3 +184,83 @@ def test_summary_of_a_maximal_bandwidth_fabric_stays_finite(tmp_path):
     path.write_text(_spec_text(nic_bandwidth="1e15"))
     summary = load_fabric(path).summary()
     assert np.isfinite(summary["bisection_bandwidth_Bps"])
+
+
+# ----------------------------------------------------------------- memory guard
+
+_DRAGONFLY_10M = """name: df-10m
+gpus: 10000000
+gpus_per_node: 4
+topology:
+  type: dragonfly
+  groups: 100
+  switches_per_group: 100
+  nodes_per_switch: 250
+  nic_bandwidth: 200Gbps
+"""
+_CLOS_1M = """name: clos-1m
+gpus: 1048576
+gpus_per_node: 8
+scale_up: {domain_size: 8, bandwidth_per_direction: 450GB/s}
+topology:
+  type: clos
+  attachment: rail
+  nic_bandwidth: 400Gbps
+  tiers: [{radix: 128}, {radix: 128}, {radix: 128}, {radix: 128}]
+"""
+
+
+def _limit_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("text", [_DRAGONFLY_10M, _CLOS_1M], ids=["dragonfly-10M", "clos-1M"])
+def test_cli_under_1gib_address_space_refuses_with_memory_budget_error(tmp_path, text):
+    # Both fabrics got past the old fixed 8 GiB guard and died in numpy under `ulimit -v`.
+    path = tmp_path / "big.yaml"
+    path.write_text(text)
+    env = {key: value for key, value in os.environ.items() if key != "FABRICFLOW_MEMORY_BUDGET"}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["JAX_PLATFORMS"] = "cpu"
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "fabricflow.cli", "fabric", str(path), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120,
+                          preexec_fn=_limit_address_space)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["error"] == "MemoryBudgetError"
+    assert "GiB" in answer["message"] and "RLIMIT_AS" in answer["message"]
+    assert time.perf_counter() - start < 30
+
+
+def test_build_and_route_follow_the_memory_budget(monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64KiB")
+    with pytest.raises(MemoryBudgetError, match=r"nodes.*directed links.*FABRICFLOW_MEMORY_BUDGET"):
+        build_fabric(fat_tree_spec(8))
+    monkeypatch.delenv("FABRICFLOW_MEMORY_BUDGET")
+    fabric = build_fabric(fat_tree_spec(8))
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "1MiB")
+    src = np.zeros(10_000, np.int64)
+    with pytest.raises(MemoryBudgetError, match="routing 10,000 flows"):
+        route(fabric, src, src + 1)
+    assert route(fabric, src[:10], src[:10] + 1).num_flows == 10
+
+
+def test_raw_memory_errors_become_named_memory_budget_errors(monkeypatch):
+    from fabricflow.fabric import assemble
+    from fabricflow.routing import clos
+
+    fabric = build_fabric(fat_tree_spec(4))
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 76.3 MiB")
+
+    monkeypatch.setattr(clos, "_single_paths", out_of_memory)
+    with pytest.raises(MemoryBudgetError, match=r"routing 1 flows.*ran out of memory.*76\.3 MiB"):
+        route(fabric, [0], [5])
+    monkeypatch.setattr(assemble.Assembler, "build", out_of_memory)
+    with pytest.raises(MemoryBudgetError, match="building fabric 'fat-tree-k4' ran out of memory"):
+        build_fabric(fat_tree_spec(4))
+    with pytest.raises(MemoryBudgetError, match="ran out of memory"):
+        load_fabric("dgx-h100-superpod")

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..files import read_structured
+from ..memory import out_of_memory
 from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
@@ -56,7 +57,21 @@ class CommonSpec:
 
 
 def build_fabric(spec: dict) -> Fabric:
-    """Build a fabric from a spec mapping (the parsed YAML). Raises SpecError naming the field."""
+    """Build a fabric from a spec mapping (the parsed YAML).
+
+    Raises:
+        SpecError: naming the field.
+        MemoryBudgetError: the fabric is too large for this process (estimated before
+            allocating; a ``MemoryError`` while building is reported the same way).
+    """
+    try:
+        return _build_fabric(spec)
+    except MemoryError as error:
+        name = spec.get("name") if isinstance(spec, dict) else None
+        raise out_of_memory(error, f"building fabric {name!r}") from error
+
+
+def _build_fabric(spec: dict) -> Fabric:
     from .generators import GENERATORS
 
     top = sr.Section(spec, "", TOP_KEYS)
@@ -156,9 +171,16 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
 
     Overrides replace top-level keys; mapping values merge recursively, so
     ``load_fabric("clos-100k", gpus=8192, topology={"planes": 2})`` changes just those.
+
+    Raises:
+        SpecError: a bad file or field (named).
+        MemoryBudgetError: the fabric is too large for this process.
     """
-    spec = read_spec(name_or_path)
-    return build_fabric(_merge(spec, overrides))
+    try:
+        spec = read_spec(name_or_path)
+        return build_fabric(_merge(spec, overrides))
+    except MemoryError as error:
+        raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error
 
 
 def _merge(base: dict, overrides: dict) -> dict:

@@ -30,10 +30,11 @@ import numpy as np
 
 from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..fabric.clos import ClosStructure
+from ..memory import check_memory
 from . import hashing
 from .links_up import all_links_up
 from .multipath_rows import merge_row_entries
-from .route import unreachable_error
+from .route import MERGE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray")
@@ -61,7 +62,8 @@ def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp"
         if entries > SPRAY_MAX_ENTRIES:
             raise MemoryBudgetError(
                 f"multipath routing of {src.shape[0]:,} flows over k={k} paths needs {entries:,} "
-                f"route entries (~{entries * 40 / 2**30:.1f} GiB while merging), over the limit of "
+                f"route entries (~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while "
+                "merging), over the limit of "
                 f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time")
         # Salts of different paths live in disjoint ranges (REDRAWS x 64 < 1e6).
         paths = [_single_paths(fabric, st, src, dst, key, draw=1_000_003 * j) for j in range(k)]
@@ -191,8 +193,10 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
     if entries > SPRAY_MAX_ENTRIES:
         raise MemoryBudgetError(
             f"spray routing of {num} flows over up to {most} paths needs {entries:,} route entries "
-            f"(~{entries * 12 / 2**30:.1f} GiB while merging), over the limit of "
-            f"{SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
+            f"(~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while merging), over the limit "
+            f"of {SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
+    check_memory(entries * MERGE_BYTES_PER_ENTRY, f"spray routing of {num:,} flows over up to "
+                 f"{most} paths", hint="route fewer flows or use policy='multipath' with k paths")
     links = np.full((num, most, 2 * st.levels), -1, np.int64)
     alive = np.zeros((num, most), bool)
     for combo in range(most):

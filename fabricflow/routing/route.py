@@ -13,9 +13,19 @@ import numpy as np
 
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
+from ..memory import check_memory, out_of_memory
 from .routes import Routes
 
 Router = Callable[..., Routes]
+
+# Peak bytes of routing, per flow and per candidate path entry (flows x hops of the
+# paths a router builds before trimming). Measured peak RSS on 2M flows: 290-330 B per
+# flow on Clos (6 hops) and dragonfly (5-7), 500 B on a 24-hop torus; multipath merging
+# ~95 B per raw entry. The constants cover these with margin.
+ROUTE_BYTES_PER_FLOW = 200
+ROUTE_BYTES_PER_ENTRY = 64
+MERGE_BYTES_PER_ENTRY = 100
+GENERIC_WIDTH_GUESS = 8
 
 
 @functools.cache
@@ -72,7 +82,39 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
         kind = type(fabric.structure).__name__ if fabric.structure is not None else "a generic"
         raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for {kind} fabric; "
                         f"accepted: {list(accepted) or 'none'}")
-    return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
+    check_memory(route_bytes(fabric, src_arr.shape[0], policy, options),
+                 f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",
+                 hint="route fewer flows at a time")
+    try:
+        return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
+    except MemoryError as error:
+        raise out_of_memory(error, f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric "
+                            f"{fabric.name!r}") from error
+
+
+def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> int:
+    """Estimated peak bytes of routing ``num_flows`` flows (Python ints: no overflow).
+
+    Spray's width depends on the flows; :func:`fabricflow.routing.clos` checks it again
+    once known.
+    """
+    from ..fabric.clos import ClosStructure
+    from ..fabric.dragonfly import DragonflyStructure
+    from ..fabric.torus import TorusStructure
+
+    structure = fabric.structure
+    width, per_entry = GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
+    if isinstance(structure, ClosStructure):         # up and down, per path
+        width = 2 * int(structure.levels) + 2 * bool(options.get("pxn"))
+        if policy == "multipath":
+            k = options.get("k", 4)
+            width *= int(k) if isinstance(k, (int, np.integer)) and k > 0 else 1
+            per_entry = MERGE_BYTES_PER_ENTRY
+    elif isinstance(structure, TorusStructure):      # the longest minimal path
+        width = max(int(structure.max_hops), 1)
+    elif isinstance(structure, DragonflyStructure):  # at most 7 links (valiant)
+        width = 7
+    return int(num_flows) * (ROUTE_BYTES_PER_FLOW + per_entry * width)
 
 
 def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray]:
