@@ -160,6 +160,8 @@ def _parse_yaml(text: str, what: str, source: str) -> Any:
     except SpecError:
         raise
     except yaml.YAMLError as error:
+        if "maximum nesting depth" in str(error):   # libyaml's own limit (1000 levels)
+            raise SpecError(what, f"{source} is nested deeper than {MAX_DEPTH} levels") from None
         raise SpecError(what, f"{source} is not valid YAML: {error}") from None
     except RecursionError:
         raise SpecError(what, f"{source} is nested too deeply (limit {MAX_DEPTH} levels)") from None
@@ -178,16 +180,36 @@ def _loader_class():
     global _LOADER
     if _LOADER is not None:
         return _LOADER
-    import yaml
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
     from yaml.events import AliasEvent
     from yaml.nodes import MappingNode, ScalarNode
+    from yaml.resolver import Resolver
 
-    class Loader(yaml.SafeLoader):
+    # libyaml's event parser where present (several times faster on large graph specs);
+    # the composer stays in Python, where the depth and alias limits live.
+    try:
+        from yaml.cyaml import CParser as EventParser
+    except ImportError:   # PyYAML without libyaml: the pure-Python reader, scanner, parser
+        from yaml.parser import Parser
+        from yaml.reader import Reader
+        from yaml.scanner import Scanner
+
+        class EventParser(Reader, Scanner, Parser):
+            def __init__(self, stream):
+                Reader.__init__(self, stream)
+                Scanner.__init__(self)
+                Parser.__init__(self)
+
+    class Loader(Composer, EventParser, SafeConstructor, Resolver):
         what = "file"
         source = "<text>"
 
         def __init__(self, stream):
-            super().__init__(stream)
+            EventParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
             self._depth = 0
             self._aliases = 0
 

@@ -103,6 +103,9 @@ def test_deep_nesting_is_refused_without_recursion_error(tmp_path, opening, clos
     path.write_text("name: " + opening * 50_000 + "1" + closing * 50_000 + "\n")
     with pytest.raises(SpecError, match=f"deeper than {MAX_DEPTH}"):
         read_spec(path)
+    path.write_text("name: " + opening * 100 + "1" + closing * 100 + "\n")   # under libyaml's
+    with pytest.raises(SpecError, match=f"line 1: nested deeper than {MAX_DEPTH}"):
+        read_spec(path)
     json_path = tmp_path / "deep.json"
     json_path.write_text('{"a": ' + "[" * 50_000 + "]" * 50_000 + "}")
     with pytest.raises(SpecError, match="nested too deeply"):
