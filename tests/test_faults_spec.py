@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import os
 import resource
@@ -267,3 +268,10 @@ def test_raw_memory_errors_become_named_memory_budget_errors(monkeypatch):
         build_fabric(fat_tree_spec(4))
     with pytest.raises(MemoryBudgetError, match="ran out of memory"):
         load_fabric("dgx-h100-superpod")
+
+
+def test_fabric_whose_capacity_sum_overflows_is_refused():
+    fabric = build_fabric(fat_tree_spec(4))
+    with pytest.raises(SpecError, match="sum beyond float64") as info:
+        dataclasses.replace(fabric, capacity=np.full(fabric.num_links, 1e308), link_up=None)
+    assert info.value.field == "capacity"
