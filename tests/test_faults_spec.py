@@ -6,7 +6,6 @@ import codecs
 import dataclasses
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -214,8 +213,12 @@ topology:
 """
 
 
-def _limit_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+# `ulimit -v 1048576` set inside the child before anything is imported (a preexec_fn would
+# fork this JAX-threaded test process, which can deadlock).
+_UNDER_1GIB = ("import resource, runpy, sys; "
+               "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+               "sys.argv = ['fabricflow', *sys.argv[1:]]; "
+               "runpy.run_module('fabricflow.cli', run_name='__main__', alter_sys=True)")
 
 
 @pytest.mark.parametrize("text", [_DRAGONFLY_10M, _CLOS_1M], ids=["dragonfly-10M", "clos-1M"])
@@ -227,9 +230,8 @@ def test_cli_under_1gib_address_space_refuses_with_memory_budget_error(tmp_path,
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["JAX_PLATFORMS"] = "cpu"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "fabricflow.cli", "fabric", str(path), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120,
-                          preexec_fn=_limit_address_space)
+    done = subprocess.run([sys.executable, "-c", _UNDER_1GIB, "fabric", str(path), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     answer = json.loads(done.stdout)
