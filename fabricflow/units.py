@@ -47,7 +47,8 @@ def _split(value: object, field: str, kind: str) -> tuple[float, str]:
         try:
             return float(value), ""
         except OverflowError:   # a Python int beyond float range
-            raise SpecError(field, f"{kind}: an integer of {value.bit_length()} bits is beyond "
+            bits = int(value).bit_length()
+            raise SpecError(field, f"{kind}: an integer of {bits} bits is beyond "
                             f"the ceiling of {_CEILING[kind][0]:.0e} {_CEILING[kind][1]}") from None
     if not isinstance(value, str):
         raise SpecError(field, f"expected a {kind} such as {_EXAMPLES[kind]}, got {value!r}")

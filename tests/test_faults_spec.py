@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fabric_specs import fat_tree_spec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.fabric.spec import build_fabric, load_fabric, read_spec
@@ -277,3 +279,23 @@ def test_fabric_whose_capacity_sum_overflows_is_refused():
     with pytest.raises(SpecError, match="sum beyond float64") as info:
         dataclasses.replace(fabric, capacity=np.full(fabric.num_links, 1e308), link_up=None)
     assert info.value.field == "capacity"
+
+
+_PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=_PLAIN)
+def test_plain_data_round_trips_through_yaml_and_json(tmp_path_factory, data):
+    import yaml
+
+    folder = tmp_path_factory.mktemp("round")
+    (folder / "a.yaml").write_text(yaml.safe_dump({"data": data}, allow_unicode=True),
+                                   encoding="utf-8")
+    (folder / "a.json").write_text(json.dumps({"data": data}), encoding="utf-8")
+    assert read_structured(folder / "a.yaml", what="x") == {"data": data}
+    assert read_structured(folder / "a.json", what="x") == {"data": data}

@@ -5,12 +5,16 @@ A plain table; :mod:`fabricflow.fabric.spec` imports it when a spec is built.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .clos import CLOS_KEYS, build_clos
 from .dragonfly import DRAGONFLY_KEYS, build_dragonfly
 from .graph import GRAPH_KEYS, build_graph
 from .torus import TORUS_KEYS, build_torus
 
-GENERATORS = {
+# type name -> (builder(topology: Section, common: CommonSpec) -> Fabric, topology keys)
+GENERATORS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "clos": (build_clos, CLOS_KEYS),
     "torus": (build_torus, TORUS_KEYS),
     "dragonfly": (build_dragonfly, DRAGONFLY_KEYS),
