@@ -1,7 +1,9 @@
 """``ff.route``: GPU-to-GPU flows -> padded :class:`Routes`, dispatched on fabric structure.
 
-Structured fabrics (Clos, torus, dragonfly) register an arithmetic router for their
-``Fabric.structure`` type; any other fabric goes to the generic shortest-path router.
+Structured fabrics (Clos, torus, dragonfly) have an arithmetic router for their
+``Fabric.structure`` type, listed in :func:`routers`; any other fabric goes to the generic
+shortest-path router. The memory a request needs is estimated (:func:`route_bytes`) and
+checked against :func:`fabricflow.memory.check_memory` before routing.
 """
 
 from __future__ import annotations
@@ -70,7 +72,11 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
         :class:`Routes` with ``links`` int32 ``[F, H]`` (``-1`` padded).
 
     Raises:
-        RoutingError: unreachable pairs (with their count and an example), unknown policy.
+        RoutingError: unreachable pairs (with their count and an example).
+        SpecError: bad endpoints, seed, policy, or an option the router does not take
+            (naming it and the accepted ones).
+        MemoryBudgetError: the request would not fit in memory (estimated first; a
+            ``MemoryError`` while routing is reported the same way).
     """
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
