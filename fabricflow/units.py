@@ -9,6 +9,14 @@ Bandwidth: bit rates (``bps``, ``Kbps``, ``Mbps``, ``Gbps``, ``Tbps``; also ``Gb
 divided by 8; byte rates (``B/s``, ``KB/s``, ``MB/s``, ``GB/s``, ``TB/s``, ``GiB/s``, ``Bps``,
 ``GBps``) are taken as is. Decimal prefixes are powers of 1000, binary ones (``Ki``, ``Mi``,
 ``Gi``, ``Ti``) powers of 1024, as network and NCCL practice writes them.
+
+Values must be finite, >= 0 (> 0 where zero means nothing) and at most a ceiling far
+beyond any real hardware, so that sums and products of many of them stay finite:
+
+- bandwidth <= :data:`MAX_BANDWIDTH` = 1e15 bytes/s (8 Pb/s; a 1.6 Tb/s port is 2e11 B/s,
+  a GPU's NVLink-5 bundle 1.8e12 B/s, an NVL72 domain 1.3e14 B/s in total);
+- time <= :data:`MAX_TIME` = 1e9 s (about 32 years);
+- size <= :data:`MAX_SIZE` = 2**80 bytes (1 YiB).
 """
 
 from __future__ import annotations
@@ -22,6 +30,12 @@ _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e1
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9, "ps": 1e-12, "min": 60.0}
 
+MAX_BANDWIDTH = 1e15
+MAX_TIME = 1e9
+MAX_SIZE = 2.0**80
+_CEILING = {"bandwidth": (MAX_BANDWIDTH, "bytes/s (8 Pb/s)"), "time": (MAX_TIME, "s"),
+            "size": (MAX_SIZE, "bytes (1 YiB)")}
+
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
 
@@ -30,7 +44,12 @@ def _split(value: object, field: str, kind: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise SpecError(field, f"expected a {kind}, got a boolean {value!r}")
     if isinstance(value, (int, float)):
-        return float(value), ""
+        try:
+            return float(value), ""
+        except OverflowError:   # a Python int beyond float range
+            bits = int(value).bit_length()
+            raise SpecError(field, f"{kind}: an integer of {bits} bits is beyond "
+                            f"the ceiling of {_CEILING[kind][0]:.0e} {_CEILING[kind][1]}") from None
     if not isinstance(value, str):
         raise SpecError(field, f"expected a {kind} such as {_EXAMPLES[kind]}, got {value!r}")
     match = _QUANTITY.match(value)
@@ -54,12 +73,18 @@ def _prefix_scale(prefix: str) -> float | None:
     return None
 
 
-def _check(number: float, field: str, kind: str, allow_zero: bool) -> float:
-    if not math.isfinite(number):
-        raise SpecError(field, f"{kind} must be finite, got {number}")
+def _check(number: float, field: str, kind: str, allow_zero: bool, value: object) -> float:
+    """``number`` (SI) if finite, >= 0 (> 0 unless ``allow_zero``) and under the ceiling;
+    errors quote ``value`` as written."""
+    if math.isnan(number):
+        raise SpecError(field, f"{kind} must be a number, got {value!r}")
     if number < 0 or (number == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise SpecError(field, f"{kind} must be {bound}, got {number}")
+        raise SpecError(field, f"{kind} must be {bound}, got {value!r}")
+    ceiling, unit = _CEILING[kind]
+    if number > ceiling:   # inf included: '1e400Gbps' overflows to inf
+        raise SpecError(field, f"{kind} {value!r} is beyond the ceiling of {ceiling:.0e} {unit} "
+                        "(see fabricflow.units); check the unit and the exponent")
     return number
 
 
@@ -75,7 +100,7 @@ def parse_bandwidth(value: object, field: str = "bandwidth", *, allow_zero: bool
                 "(bps, Mbps, Gbps, Tbps, Gb/s) or bytes per second (B/s, GB/s, GiB/s, GBps)",
             )
         number *= scale
-    return _check(number, field, "bandwidth", allow_zero)
+    return _check(number, field, "bandwidth", allow_zero, value)
 
 
 def _bandwidth_unit_scale(unit: str) -> float | None:
@@ -94,7 +119,7 @@ def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -
         if unit not in _TIME:
             raise SpecError(field, f"unknown time unit {unit!r}; use one of {sorted(_TIME)}")
         number *= _TIME[unit]
-    return _check(number, field, "time", allow_zero)
+    return _check(number, field, "time", allow_zero, value)
 
 
 def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -> float:
@@ -110,7 +135,7 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
         if scale is None:
             raise SpecError(field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB")
         number *= scale
-    return _check(number, field, "size", allow_zero)
+    return _check(number, field, "size", allow_zero, value)
 
 
 def format_bandwidth(bytes_per_s: float) -> str:

@@ -34,6 +34,9 @@ Spec (``topology`` section, ``type: clos``)::
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
+import operator
 
 import numpy as np
 
@@ -198,9 +201,10 @@ def build_clos(topology: sr.Section, common) -> object:
                         "use attachment: tor (or add a tier so rails can meet)")
 
     # Host slots per level-(h-1) block fix how many blocks the top tier joins.
-    H_below_top = int(np.prod(m[1:levels]))
+    # Sizes in Python ints (no int64 wrap-around) until the memory check has passed.
+    H_below_top = math.prod(int(x) for x in m[1:levels])
     unit = per_node * int(m[1]) if attachment == "rail" else int(m[1])
-    step = np.lcm(unit, H_below_top)
+    step = math.lcm(unit, H_below_top)
     if num_gpus % step:
         raise SpecError("gpus", f"{num_gpus} GPUs do not fill whole "
                         f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
@@ -208,7 +212,7 @@ def build_clos(topology: sr.Section, common) -> object:
                         f"or {(num_gpus // step + 1) * step})")
     top_children = num_gpus // H_below_top
     if top_children > m[levels] and levels > 1:
-        capacity = int(m[levels] * H_below_top)
+        capacity = int(m[levels]) * H_below_top
         raise SpecError(topology.field(f"tiers[{levels - 1}].radix"),
                         f"radix too small for {num_gpus} GPUs: the top tier joins at most "
                         f"{int(m[levels])} blocks of {H_below_top} GPUs = {capacity} GPUs; add a tier, "
@@ -218,18 +222,19 @@ def build_clos(topology: sr.Section, common) -> object:
                         f"radix too small: one switch takes {int(m[1])} GPUs, asked for {num_gpus}")
     m[levels] = top_children
 
-    H = np.cumprod(np.concatenate([[1], m[1:]]))
-    W = np.ones(levels + 1, np.int64)
-    for level in range(2, levels + 1):
-        W[level] = W[level - 1] * w[level]
-    N = np.zeros(levels + 1, np.int64)
-    N[1:] = (H[levels] // H[1:]) * W[1:]
-
+    m_int, w_int = [int(x) for x in m], [int(x) for x in w]
+    H_int = list(itertools.accumulate([1, *m_int[1:]], operator.mul))
+    W_int = [1, *itertools.accumulate(w_int[1:], operator.mul)]
+    N_int = [0] + [H_int[levels] // H_int[level] * W_int[level] for level in range(1, levels + 1)]
     scale_up_links = 2 * num_gpus if common.scale_up else 0
     check_build_size(
-        num_nodes=int(num_gpus + planes * N[1:].sum() + (num_gpus if common.scale_up else 0)),
-        num_links=int(scale_up_links + 2 * planes * (num_gpus + (N[1:levels] * w[2:]).sum())),
+        num_nodes=num_gpus + planes * sum(N_int[1:]) + (num_gpus if common.scale_up else 0),
+        num_links=scale_up_links + 2 * planes * (num_gpus + sum(
+            N_int[level] * w_int[level + 1] for level in range(1, levels))),
         what=f"this {levels}-tier Clos")
+    H = np.asarray(H_int, np.int64)
+    W = np.asarray(W_int, np.int64)
+    N = np.asarray(N_int, np.int64)
     slot_of_gpu = _host_slots(num_gpus, per_node, int(m[1]), attachment)
 
     asm = Assembler()

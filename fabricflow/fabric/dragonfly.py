@@ -204,10 +204,10 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     assert start == structure.global_offset
 
     domains = (gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node)
-    fabric = finish_fabric(asm, common, gpu_node, domains, structure,
-                           group_of_gpu=gpu // (a * p))
+    node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     if scale_up is not None:  # a domain switch belongs to the group of its first GPU
         first_gpu = np.arange(scale_up.switch_node.size) * common.scale_up.domain_size
-        fabric.node_group[scale_up.switch_node] = first_gpu // (a * p)
-    fabric.meta["dragonfly_global_arrangement"] = "round-robin, remote-group major"
-    return fabric
+        node_groups = ((scale_up.switch_node, first_gpu // (a * p)),)
+    return finish_fabric(asm, common, gpu_node, domains, structure,
+                         group_of_gpu=gpu // (a * p), node_groups=node_groups,
+                         meta={"dragonfly_global_arrangement": "round-robin, remote-group major"})

@@ -107,6 +107,12 @@ class Fabric:
             raise SpecError("link_src/link_dst", f"node ids must lie in 0..{num_nodes - 1}")
         if not np.all(np.isfinite(self.capacity)) or np.any(self.capacity < 0):
             raise SpecError("capacity", "link capacities must be finite and >= 0 bytes/s")
+        with np.errstate(over="ignore"):
+            total = self.capacity.sum()
+        if not np.isfinite(total):
+            # Every capacity is finite but their sum is not: totals and bisection would be inf.
+            raise SpecError("capacity", f"link capacities up to {self.capacity.max():.3g} bytes/s "
+                            "sum beyond float64; a link carries at most ~1e15 bytes/s")
         if np.any(self.capacity[self.link_up] <= 0):
             raise SpecError("capacity", "working links must have capacity > 0 bytes/s")
         if not np.all(np.isfinite(self.latency)) or np.any(self.latency < 0):

@@ -1,14 +1,22 @@
-"""Registers every topology generator with the spec loader (imported lazily by spec.py)."""
+"""The topology generators: ``topology.type`` -> (builder, the ``topology`` keys it reads).
+
+A plain table; :mod:`fabricflow.fabric.spec` imports it when a spec is built.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from .clos import CLOS_KEYS, build_clos
 from .dragonfly import DRAGONFLY_KEYS, build_dragonfly
 from .graph import GRAPH_KEYS, build_graph
-from .spec import register_topology
 from .torus import TORUS_KEYS, build_torus
 
-register_topology("clos", CLOS_KEYS)(build_clos)
-register_topology("torus", TORUS_KEYS)(build_torus)
-register_topology("dragonfly", DRAGONFLY_KEYS)(build_dragonfly)
-register_topology("graph", GRAPH_KEYS)(build_graph)
+# type name -> (builder(topology: Section, common: CommonSpec) -> Fabric, topology keys)
+GENERATORS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
+    "clos": (build_clos, CLOS_KEYS),
+    "torus": (build_torus, TORUS_KEYS),
+    "dragonfly": (build_dragonfly, DRAGONFLY_KEYS),
+    "graph": (build_graph, GRAPH_KEYS),
+}

@@ -128,9 +128,7 @@ def build_graph(topology: sr.Section, common) -> object:
 
     domains = (np.arange(len(gpus)) // common.scale_up.domain_size if scale_up is not None
                else np.arange(len(gpus)) // common.gpus_per_node)
-    fabric = finish_fabric(asm, common, gpu_node, domains, None)
-    fabric.meta["gpu_transit"] = transit
-    return fabric
+    return finish_fabric(asm, common, gpu_node, domains, None, meta={"gpu_transit": transit})
 
 
 def _parse_links(topology: sr.Section, defaults: sr.Section | None,

@@ -29,9 +29,10 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from ..errors import SpecError
+from ..files import read_structured
+from ..memory import out_of_memory
 from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
@@ -41,17 +42,6 @@ TOP_KEYS = ("name", "description", "sources", "assumptions", "gpus", "gpus_per_n
             "in_network_reduction", "topology")
 
 Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
-_BUILDERS: dict[str, tuple[Builder, tuple[str, ...]]] = {}
-
-
-def register_topology(type_name: str, keys: tuple[str, ...]) -> Callable[[Builder], Builder]:
-    """Register a generator for ``topology.type == type_name`` accepting ``keys``."""
-
-    def wrap(builder: Builder) -> Builder:
-        _BUILDERS[type_name] = (builder, tuple(keys))
-        return builder
-
-    return wrap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,16 +57,31 @@ class CommonSpec:
 
 
 def build_fabric(spec: dict) -> Fabric:
-    """Build a fabric from a spec mapping (the parsed YAML). Raises SpecError naming the field."""
-    _ensure_builders()
+    """Build a fabric from a spec mapping (the parsed YAML).
+
+    Raises:
+        SpecError: naming the field.
+        MemoryBudgetError: the fabric is too large for this process (estimated before
+            allocating; a ``MemoryError`` while building is reported the same way).
+    """
+    try:
+        return _build_fabric(spec)
+    except MemoryError as error:
+        name = spec.get("name") if isinstance(spec, dict) else None
+        raise out_of_memory(error, f"building fabric {name!r}") from error
+
+
+def _build_fabric(spec: dict) -> Fabric:
+    from .generators import GENERATORS
+
     top = sr.Section(spec, "", TOP_KEYS)
     topology_raw = top.raw("topology")
     if not isinstance(topology_raw, dict) or "type" not in topology_raw:
-        raise SpecError("topology.type", f"is required; one of {sorted(_BUILDERS)}")
+        raise SpecError("topology.type", f"is required; one of {sorted(GENERATORS)}")
     kind = topology_raw["type"]
-    if not isinstance(kind, str) or kind not in _BUILDERS:
-        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(_BUILDERS)}")
-    builder, keys = _BUILDERS[kind]
+    if not isinstance(kind, str) or kind not in GENERATORS:
+        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(GENERATORS)}")
+    builder, keys = GENERATORS[kind]
     topology = sr.Section(topology_raw, "topology", keys)
     scale_up_section = top.section("scale_up", SCALE_UP_KEYS, None)
     common = CommonSpec(
@@ -99,17 +104,26 @@ def build_fabric(spec: dict) -> Fabric:
 
 
 def finish_fabric(assembler: Assembler, common: CommonSpec, gpu_node: np.ndarray,
-                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None) -> Fabric:
-    """Shared last step of the generators: set GPU groups and build the Fabric."""
+                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None,
+                  node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = (),
+                  meta: dict | None = None) -> Fabric:
+    """Shared last step of the generators: set node groups and build the Fabric.
+
+    ``group_of_gpu`` (int ``[G]``) is the group of each GPU's node; ``node_groups`` are
+    further ``(nodes, groups)`` assignments applied after it; ``meta`` adds entries to
+    the fabric's ``meta``. Everything is set before the (frozen) Fabric is made.
+    """
+    if group_of_gpu is not None:
+        node_groups = ((gpu_node, group_of_gpu), *node_groups)
     fabric = assembler.build(
         common.name, gpu_node=gpu_node, gpu_domain=gpu_domain,
         gpus_per_node=common.gpus_per_node, structure=structure,
         meta={**common.meta, "nvls": bool(common.scale_up and common.scale_up.nvls),
               "in_network_reduction": common.in_network_reduction,
-              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1},
+              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
+              **(meta or {})},
+        node_groups=node_groups,
     )
-    if group_of_gpu is not None:
-        fabric.node_group[gpu_node] = group_of_gpu
     return fabric
 
 
@@ -124,30 +138,29 @@ def list_presets() -> list[dict]:
     presets = []
     for entry in sorted(_preset_dir().iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            spec = yaml.safe_load(entry.read_text())
+            spec = read_structured(entry, what="fabric")
             presets.append({"name": entry.name[:-5], "description": spec.get("description", ""),
                             "gpus": spec.get("gpus")})
     return presets
 
 
 def read_spec(name_or_path: str | Path) -> dict:
-    """The spec mapping of a preset name or a YAML file path."""
+    """The spec mapping of a preset name or a YAML file path.
+
+    Files are read by :func:`fabricflow.files.read_structured` (size, encoding, nesting,
+    alias, duplicate-key and integer-range checks).
+    """
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise SpecError("fabric", f"not a spec file: {path} (file not found or a directory)")
-        text = path.read_text()
     else:
-        entry = _preset_dir() / f"{name_or_path}.yaml"
-        if not entry.is_file():
+        path = _preset_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
             names = [p["name"] for p in list_presets()]
             raise SpecError("fabric", f"unknown preset {str(name_or_path)!r}; presets: {names} "
                             "(or give a path to a .yaml spec)")
-        text = entry.read_text()
-    try:
-        spec = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise SpecError("fabric", f"invalid YAML in {name_or_path}: {error}") from None
+    spec = read_structured(path, what="fabric", syntax="yaml")
     if not isinstance(spec, dict):
         raise SpecError("fabric", f"{name_or_path} must hold a mapping at top level")
     return spec
@@ -158,9 +171,16 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
 
     Overrides replace top-level keys; mapping values merge recursively, so
     ``load_fabric("clos-100k", gpus=8192, topology={"planes": 2})`` changes just those.
+
+    Raises:
+        SpecError: a bad file or field (named).
+        MemoryBudgetError: the fabric is too large for this process.
     """
-    spec = read_spec(name_or_path)
-    return build_fabric(_merge(spec, overrides))
+    try:
+        spec = read_spec(name_or_path)
+        return build_fabric(_merge(spec, overrides))
+    except MemoryError as error:
+        raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error
 
 
 def _merge(base: dict, overrides: dict) -> dict:
@@ -171,8 +191,3 @@ def _merge(base: dict, overrides: dict) -> dict:
         else:
             merged[key] = value
     return merged
-
-
-def _ensure_builders() -> None:
-    """Import the generator modules so that they register themselves."""
-    from . import generators  # noqa: F401

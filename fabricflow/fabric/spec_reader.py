@@ -15,6 +15,9 @@ from ..errors import SpecError
 from ..units import parse_bandwidth, parse_size, parse_time
 
 _REQUIRED = object()
+# Node and link ids are int32, so no count in a spec can be larger; this also keeps
+# products of counts far from int64 overflow in the generators' arithmetic.
+MAX_COUNT = 2**31 - 1
 
 
 class Section:
@@ -65,14 +68,28 @@ class Section:
 
 def positive_int(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(field, f"must be a positive integer, got {value!r}")
-    return value
+        raise SpecError(field, f"must be a positive integer, got {_short(value)}")
+    return _at_most_max_count(value, field)
 
 
 def nonnegative_int(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(field, f"must be an integer >= 0, got {value!r}")
-    return value
+        raise SpecError(field, f"must be an integer >= 0, got {_short(value)}")
+    return _at_most_max_count(value, field)
+
+
+def _at_most_max_count(value: int, field: str) -> int:
+    if value > MAX_COUNT:
+        raise SpecError(field, f"must be at most {MAX_COUNT:,} (node and link ids are 32-bit), "
+                        f"got {_short(value)}")
+    return int(value)
+
+
+def _short(value: Any) -> str:
+    """repr of ``value``, or its size for a huge integer (repr of > 4300 digits fails)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)
 
 
 def ratio_at_least_one(value: Any, field: str) -> float:

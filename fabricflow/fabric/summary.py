@@ -14,11 +14,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import MemoryBudgetError
+from ..memory import out_of_memory
 
 MAX_FLOW_LINK_LIMIT = 2_000_000
 
 
 def fabric_summary(fabric) -> dict:
+    """Counts, capacities per link kind, oversubscription per tier and bisection bandwidth
+    of ``fabric`` (plain JSON-ready values; bandwidths in bytes/s).
+
+    Raises:
+        MemoryBudgetError: the summary does not fit in this process's memory.
+    """
+    try:
+        return _fabric_summary(fabric)
+    except MemoryError as error:
+        raise out_of_memory(error, f"summarising fabric {fabric.name!r}") from error
+
+
+def _fabric_summary(fabric) -> dict:
     up = fabric.link_up
     tiers = []
     src_tier = fabric.node_tier[fabric.link_src].astype(np.int64)

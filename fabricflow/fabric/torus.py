@@ -21,6 +21,7 @@ Spec (``topology`` section, ``type: torus``)::
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def build_torus(topology: sr.Section, common) -> object:
         raise SpecError(topology.field("link_bandwidth"), "is required (per cable per "
                         "direction, e.g. 50GB/s; one value or one per dimension)")
     latency = topology.get("latency", sr.time, 0.5e-6)
-    num = int(np.prod(dims))
+    num = math.prod(int(d) for d in dims)   # Python ints: no int64 wrap-around
     if common.num_gpus != num:
         raise SpecError("gpus", f"a torus of dims {dims.tolist()} has {num} chips, but gpus is "
                         f"{common.num_gpus}; make gpus the product of dims")
@@ -136,8 +137,7 @@ def build_torus(topology: sr.Section, common) -> object:
 
     structure = TorusStructure(dims=dims, ring=ring, strides=strides, step_link=step_link,
                                coords=coords)
-    fabric = finish_fabric(asm, common, gpu_node, node // common.gpus_per_node, structure)
-    fabric.node_group[:] = node // common.gpus_per_node  # a group is a host's chips
-    fabric.meta["gpu_transit"] = True  # chips forward traffic (generic router may use them)
-    fabric.meta["torus_dims"] = dims.tolist()
-    return fabric
+    # A group is a host's chips; chips forward traffic (the generic router may use them).
+    return finish_fabric(asm, common, gpu_node, node // common.gpus_per_node, structure,
+                         node_groups=((node, node // common.gpus_per_node),),
+                         meta={"gpu_transit": True, "torus_dims": dims.tolist()})

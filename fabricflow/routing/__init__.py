@@ -1,6 +1,5 @@
-"""fabricflow.routing."""
+"""fabricflow.routing: GPU-to-GPU flows -> padded :class:`~fabricflow.routing.routes.Routes`.
 
-# Structured routers register themselves with the dispatcher on import.
-from . import clos as _clos  # noqa: E402,F401
-from . import dragonfly as _dragonfly  # noqa: E402,F401
-from . import torus as _torus  # noqa: E402,F401
+``route.route`` dispatches on the fabric's structure through the plain table
+``route.routers()``; importing this package imports no router.
+"""

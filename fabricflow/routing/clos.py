@@ -30,9 +30,11 @@ import numpy as np
 
 from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..fabric.clos import ClosStructure
+from ..memory import check_memory
 from . import hashing
-from .merge import merge_row_entries
-from .route import register_router, unreachable_error
+from .links_up import all_links_up
+from .multipath_rows import merge_row_entries
+from .route import MERGE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray")
@@ -40,7 +42,6 @@ REDRAWS = 24
 SPRAY_MAX_ENTRIES = 64_000_000
 
 
-@register_router(ClosStructure)
 def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0,
                k: int = 4, pxn: bool = False) -> Routes:
     """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``;
@@ -61,7 +62,8 @@ def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp"
         if entries > SPRAY_MAX_ENTRIES:
             raise MemoryBudgetError(
                 f"multipath routing of {src.shape[0]:,} flows over k={k} paths needs {entries:,} "
-                f"route entries (~{entries * 40 / 2**30:.1f} GiB while merging), over the limit of "
+                f"route entries (~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while "
+                "merging), over the limit of "
                 f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time")
         # Salts of different paths live in disjoint ranges (REDRAWS x 64 < 1e6).
         paths = [_single_paths(fabric, st, src, dst, key, draw=1_000_003 * j) for j in range(k)]
@@ -114,10 +116,6 @@ def _draw(st: ClosStructure, key: np.ndarray, salt: int) -> tuple[np.ndarray, np
     return plane, b
 
 
-def _all_up(fabric, links: np.ndarray) -> np.ndarray:
-    return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)
-
-
 def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.ndarray:
     """One path per flow (ECMP), redrawn around failures. int32 ``[F, H]``."""
     num = src.shape[0]
@@ -129,14 +127,14 @@ def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.nda
         local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
         links[local, 0] = st.scale_up.up[src[local]]
         links[local, 1] = st.scale_up.down[dst[local]]
-        local &= _all_up(fabric, links)  # failed NVLink: fall back to the network
+        local &= all_links_up(fabric, links)  # failed NVLink: fall back to the network
     pending = np.flatnonzero(~local)
     for attempt in range(REDRAWS):
         if pending.size == 0:
             break
         plane, b = _draw(st, key[pending], salt=draw + 64 * attempt)
         candidate = _paths_for_choices(st, s[pending], t[pending], top[pending], plane, b)
-        ok = _all_up(fabric, candidate)
+        ok = all_links_up(fabric, candidate)
         links[pending[ok]] = candidate[ok]
         pending = pending[~ok]
     if pending.size:
@@ -167,7 +165,7 @@ def _enumerate_surviving(fabric, st, s, t, top, key, src, dst) -> np.ndarray:
     for combo in range(most):
         exists = combo < num_paths
         plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
-        alive[:, combo] = exists & _all_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
+        alive[:, combo] = exists & all_links_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
     count = alive.sum(axis=1)
     if np.any(count == 0):
         raise unreachable_error(src, dst, count == 0,
@@ -195,15 +193,17 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
     if entries > SPRAY_MAX_ENTRIES:
         raise MemoryBudgetError(
             f"spray routing of {num} flows over up to {most} paths needs {entries:,} route entries "
-            f"(~{entries * 12 / 2**30:.1f} GiB while merging), over the limit of "
-            f"{SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
+            f"(~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while merging), over the limit "
+            f"of {SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
+    check_memory(entries * MERGE_BYTES_PER_ENTRY, f"spray routing of {num:,} flows over up to "
+                 f"{most} paths", hint="route fewer flows or use policy='multipath' with k paths")
     links = np.full((num, most, 2 * st.levels), -1, np.int64)
     alive = np.zeros((num, most), bool)
     for combo in range(most):
         exists = (combo < num_paths) & ~local
         plane, b = _combo_choices(st, np.minimum(combo, num_paths - 1), top)
         path = _paths_for_choices(st, s, t, top, plane, b)
-        ok = exists & _all_up(fabric, path)
+        ok = exists & all_links_up(fabric, path)
         links[ok, combo] = path[ok]
         alive[:, combo] = ok
     if local.any():

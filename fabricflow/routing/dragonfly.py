@@ -32,8 +32,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.dragonfly import DragonflyStructure
 from . import hashing
-from .generic import shortest_path_links
-from .route import register_router
+from .links_up import redraw_then_detour
 from .routes import Routes
 
 POLICIES = ("minimal", "ecmp", "valiant")
@@ -41,7 +40,6 @@ WIDTH = 7
 REDRAWS = 16
 
 
-@register_router(DragonflyStructure)
 def route_dragonfly(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
                     seed: int = 0) -> Routes:
     """Route GPU pairs on a dragonfly; see the module docstring for the policies."""
@@ -51,26 +49,15 @@ def route_dragonfly(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "
     st: DragonflyStructure = fabric.structure
     key = hashing.flow_key(src, dst, seed)
     links = _paths(fabric, st, src, dst, key, policy, attempt=0)
-    pending = np.flatnonzero(~_all_up(fabric, links))
-    attempts = st.copies if policy != "valiant" else REDRAWS
-    for attempt in range(1, attempts):
-        if pending.size == 0:
-            break
-        candidate = _paths(fabric, st, src[pending], dst[pending], key[pending], policy, attempt)
-        ok = _all_up(fabric, candidate)
-        links[pending[ok]] = candidate[ok]
-        pending = pending[~ok]
-    if pending.size:
-        s_node, t_node = fabric.gpu_node[src[pending]], fabric.gpu_node[dst[pending]]
-        detour = shortest_path_links(fabric, s_node, t_node, key[pending], src_gpu=src,
-                                     dst_gpu=dst, flow_index=pending,
-                                     why="on this dragonfly: failures cut every working path")
-        width = max(links.shape[1], detour.shape[1])
-        links = np.pad(links, ((0, 0), (0, width - links.shape[1])), constant_values=-1)
-        links[pending] = -1
-        links[pending, :detour.shape[1]] = detour
-    used = int((links >= 0).sum(axis=1).max(initial=2))
-    return Routes(links[:, :max(used, 2)], None, src, dst, fabric.num_links, policy)
+
+    def other_path(pending: np.ndarray, attempt: int) -> np.ndarray:
+        return _paths(fabric, st, src[pending], dst[pending], key[pending], policy, attempt)
+
+    links = redraw_then_detour(fabric, links, src, dst, key,
+                               attempts=st.copies if policy != "valiant" else REDRAWS,
+                               redraw=other_path, min_width=2,
+                               why="on this dragonfly: failures cut every working path")
+    return Routes(links, None, src, dst, fabric.num_links, policy)
 
 
 def _paths(fabric, st: DragonflyStructure, src, dst, key, policy: str, attempt: int) -> np.ndarray:
@@ -152,7 +139,3 @@ def _compact(cols: np.ndarray) -> np.ndarray:
     """Move the -1 gaps of each row to its end, keeping the order of the links."""
     order = np.argsort(cols < 0, axis=1, kind="stable")
     return np.take_along_axis(cols, order, axis=1)
-
-
-def _all_up(fabric, links: np.ndarray) -> np.ndarray:
-    return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)

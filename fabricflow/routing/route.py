@@ -1,32 +1,57 @@
 """``ff.route``: GPU-to-GPU flows -> padded :class:`Routes`, dispatched on fabric structure.
 
-Structured fabrics (Clos, torus, dragonfly) register an arithmetic router for their
-``Fabric.structure`` type; any other fabric goes to the generic shortest-path router.
+Structured fabrics (Clos, torus, dragonfly) have an arithmetic router for their
+``Fabric.structure`` type, listed in :func:`routers`; any other fabric goes to the generic
+shortest-path router. The memory a request needs is estimated (:func:`route_bytes`) and
+checked against :func:`fabricflow.memory.check_memory` before routing.
 """
 
 from __future__ import annotations
 
-import inspect
+import functools
 from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
+from ..memory import check_memory, out_of_memory
 from .routes import Routes
 
 Router = Callable[..., Routes]
-_ROUTERS: dict[type, Router] = {}
+
+# Peak bytes of routing, per flow and per candidate path entry (flows x hops of the
+# paths a router builds before trimming). Measured peak RSS on 2M flows: 290-330 B per
+# flow on Clos (6 hops) and dragonfly (5-7), 500 B on a 24-hop torus; multipath merging
+# ~95 B per raw entry. The constants cover these with margin.
+ROUTE_BYTES_PER_FLOW = 200
+ROUTE_BYTES_PER_ENTRY = 64
+MERGE_BYTES_PER_ENTRY = 100
+GENERIC_WIDTH_GUESS = 8
 
 
-def register_router(structure_type: type) -> Callable[[Router], Router]:
-    """Decorator: ``router(fabric, src, dst, *, policy, seed, **options) -> Routes``."""
+@functools.cache
+def routers() -> dict[type | None, tuple[Router, tuple[str, ...]]]:
+    """Structure type -> ``(router, options)``: the router of a fabric and the keyword
+    options it takes besides ``policy`` and ``seed``. ``None``: fabrics without a structure
+    (the generic shortest-path router).
 
-    def wrap(router: Router) -> Router:
-        _ROUTERS[structure_type] = router
-        return router
+    A plain table, built on first use because the router modules import this one.
+    """
+    from ..fabric.clos import ClosStructure
+    from ..fabric.dragonfly import DragonflyStructure
+    from ..fabric.torus import TorusStructure
+    from .clos import route_clos
+    from .dragonfly import route_dragonfly
+    from .generic import route_generic
+    from .torus import route_torus
 
-    return wrap
+    return {
+        ClosStructure: (route_clos, ("k", "pxn")),
+        TorusStructure: (route_torus, ()),
+        DragonflyStructure: (route_dragonfly, ()),
+        None: (route_generic, ()),
+    }
 
 
 def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **options) -> Routes:
@@ -47,22 +72,55 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
         :class:`Routes` with ``links`` int32 ``[F, H]`` (``-1`` padded).
 
     Raises:
-        RoutingError: unreachable pairs (with their count and an example), unknown policy.
+        RoutingError: unreachable pairs (with their count and an example).
+        SpecError: bad endpoints, seed, policy, or an option the router does not take
+            (naming it and the accepted ones).
+        MemoryBudgetError: the request would not fit in memory (estimated first; a
+            ``MemoryError`` while routing is reported the same way).
     """
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
-    router = _ROUTERS.get(type(fabric.structure))
-    if router is None:
-        from .generic import route_generic as router
-    accepted = [name for name in inspect.signature(router).parameters
-                if name not in ("fabric", "src", "dst")]
+    table = routers()
+    router, accepted = table.get(type(fabric.structure), table[None])
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for "
-                        f"{type(fabric.structure).__name__ if fabric.structure else 'a generic'} "
-                        f"fabric; accepted: {accepted}")
-    return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
+        kind = type(fabric.structure).__name__ if fabric.structure is not None else "a generic"
+        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for {kind} fabric; "
+                        f"accepted: {list(accepted) or 'none'}")
+    check_memory(route_bytes(fabric, src_arr.shape[0], policy, options),
+                 f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",
+                 hint="route fewer flows at a time")
+    try:
+        return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
+    except MemoryError as error:
+        raise out_of_memory(error, f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric "
+                            f"{fabric.name!r}") from error
+
+
+def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> int:
+    """Estimated peak bytes of routing ``num_flows`` flows (Python ints: no overflow).
+
+    Spray's width depends on the flows; :func:`fabricflow.routing.clos` checks it again
+    once known.
+    """
+    from ..fabric.clos import ClosStructure
+    from ..fabric.dragonfly import DragonflyStructure
+    from ..fabric.torus import TorusStructure
+
+    structure = fabric.structure
+    width, per_entry = GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
+    if isinstance(structure, ClosStructure):         # up and down, per path
+        width = 2 * int(structure.levels) + 2 * bool(options.get("pxn"))
+        if policy == "multipath":
+            k = options.get("k", 4)
+            width *= int(k) if isinstance(k, (int, np.integer)) and k > 0 else 1
+            per_entry = MERGE_BYTES_PER_ENTRY
+    elif isinstance(structure, TorusStructure):      # the longest minimal path
+        width = max(int(structure.max_hops), 1)
+    elif isinstance(structure, DragonflyStructure):  # at most 7 links (valiant)
+        width = 7
+    return int(num_flows) * (ROUTE_BYTES_PER_FLOW + per_entry * width)
 
 
 def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray]:

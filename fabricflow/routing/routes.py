@@ -17,6 +17,8 @@ import dataclasses
 
 import numpy as np
 
+from ..errors import SpecError
+
 
 def link_load(links, rates, num_links: int, coef=None) -> np.ndarray:
     """float64 ``[num_links]``: sum over flows of ``rate * coef`` on every link.
@@ -55,9 +57,13 @@ class Routes:
         if self.coef is not None:
             object.__setattr__(self, "coef", np.ascontiguousarray(self.coef, dtype=np.float32))
             if self.coef.shape != self.links.shape:
-                raise ValueError(f"coef shape {self.coef.shape} != links shape {self.links.shape}")
+                raise SpecError("coef", f"shape {self.coef.shape} differs from links shape "
+                                f"{self.links.shape}; coef must be [F, H] like links")
         if self.links.ndim != 2:
-            raise ValueError(f"links must be [F, H], got shape {self.links.shape}")
+            raise SpecError("links", f"must be [F, H] (flows x hops), got shape {self.links.shape}")
+        if self.links.size and (self.links.min() < -1 or self.links.max() >= self.num_links):
+            raise SpecError("links", f"link ids must lie in 0..{self.num_links - 1} (-1 = "
+                            f"padding), got {self.links.min()}..{self.links.max()}")
 
     @property
     def num_flows(self) -> int:

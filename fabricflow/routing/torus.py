@@ -28,8 +28,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.torus import TorusStructure
 from . import hashing
-from .generic import shortest_path_links
-from .route import register_router
+from .links_up import redraw_then_detour
 from .routes import Routes
 
 POLICIES = ("dor", "ecmp")
@@ -37,7 +36,6 @@ _TIE_SALT = 101
 _ORDER_SALT = 211
 
 
-@register_router(TorusStructure)
 def route_torus(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
                 seed: int = 0) -> Routes:
     """Route GPU pairs on a torus; see the module docstring for the policies."""
@@ -55,26 +53,16 @@ def route_torus(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp
     s_node, t_node = fabric.gpu_node[src], fabric.gpu_node[dst]
     hops, minus = _hops_and_directions(st, s_node, t_node, key)
     links = _walk(fabric, st, s_node, hops, minus, orders[choice])
-    pending = np.flatnonzero(~_all_up(fabric, links))
-    # Other dimension orders, in a fixed rotation after the flow's own choice.
-    for shift in range(1, orders.shape[0]):
-        if pending.size == 0:
-            break
+
+    def other_order(pending: np.ndarray, shift: int) -> np.ndarray:
+        # Other dimension orders, in a fixed rotation after the flow's own choice.
         order = orders[(choice[pending] + shift) % orders.shape[0]]
-        candidate = _walk(fabric, st, s_node[pending], hops[pending], minus[pending], order)
-        ok = _all_up(fabric, candidate)
-        links[pending[ok]] = candidate[ok]
-        pending = pending[~ok]
-    if pending.size:
-        detour = shortest_path_links(fabric, s_node[pending], t_node[pending], key[pending],
-                                     src_gpu=src, dst_gpu=dst, flow_index=pending,
-                                     why="on this torus: failures cut every working path")
-        width = max(links.shape[1], detour.shape[1])
-        links = np.pad(links, ((0, 0), (0, width - links.shape[1])), constant_values=-1)
-        links[pending] = -1
-        links[pending, :detour.shape[1]] = detour
-    used = int((links >= 0).sum(axis=1).max(initial=1))
-    return Routes(links[:, :max(used, 1)], None, src, dst, fabric.num_links, policy)
+        return _walk(fabric, st, s_node[pending], hops[pending], minus[pending], order)
+
+    links = redraw_then_detour(fabric, links, src, dst, key, attempts=orders.shape[0],
+                               redraw=other_order, min_width=1,
+                               why="on this torus: failures cut every working path")
+    return Routes(links, None, src, dst, fabric.num_links, policy)
 
 
 def _hops_and_directions(st: TorusStructure, s, t, key) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +101,3 @@ def _walk(fabric, st: TorusStructure, start, hops, minus, order) -> np.ndarray:
             column[active] += 1
             cur[active] = fabric.link_dst[link]
     return links
-
-
-def _all_up(fabric, links: np.ndarray) -> np.ndarray:
-    return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)

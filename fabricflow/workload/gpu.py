@@ -7,7 +7,6 @@ be overridden: ``load_gpu("h100-sxm", hbm="96GB", gemm_efficiency=0.75)``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from importlib import resources
 
@@ -88,8 +87,11 @@ def parse_flops(value, field: str) -> float:
 
 
 def _presets() -> dict:
-    text = (resources.files("fabricflow.workload") / "presets" / "gpus.json").read_text()
-    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+    from ..files import read_structured
+
+    presets = read_structured(resources.files("fabricflow.workload") / "presets" / "gpus.json",
+                              what="gpu", syntax="json")
+    return {k: v for k, v in presets.items() if not k.startswith("_")}
 
 
 def list_gpus() -> list[str]:

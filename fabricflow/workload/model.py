@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -353,24 +352,15 @@ def load_model(spec, **overrides) -> ModelSpec:
 
 
 def _read_source(text: str) -> tuple[dict, str]:
+    from ..files import read_structured
+
     preset = _presets_dir() / f"{text}.json"
     if preset.is_file():
-        return json.loads(preset.read_text()), text
+        return read_structured(preset, what="model", syntax="json"), text
     path = Path(text)
     if path.is_file():
-        raw = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(raw)
-            except yaml.YAMLError as error:
-                raise SpecError("model", f"{path} is not valid YAML: {error}") from None
-        else:
-            try:
-                data = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise SpecError("model", f"{path} is not valid JSON: {error}") from None
+        syntax = "yaml" if path.suffix in (".yaml", ".yml") else "json"
+        data = read_structured(path, what="model", syntax=syntax)
         return data, path.stem if path.stem != "config" else path.parent.name or "config"
     raise SpecError("model", f"unknown model {text!r}: not a preset ({', '.join(list_models())}) "
                     "and not an existing config.json/YAML path")
