@@ -10,7 +10,7 @@ Writes into OUT_DIR:
   collective_failed_links.png    busbw as the busiest leaf-spine cables fail one by one
   collective_shared_jobs.png     a job's busbw when 1..8 jobs interleave on the fabric
   collective_effects.json        the numbers behind the figures
-Each figure is computed by fabricflow.collective.effects (the tests run the same functions
+Each figure is computed by fabricflow.study.collective_effects (the tests run the same functions
 on small fabrics).
 """
 
@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fabricflow.collective import make_groups  # noqa: E402
-from fabricflow.collective.effects import (  # noqa: E402
+from fabricflow.study.collective_effects import (  # noqa: E402
     alltoall_attachment,
     attachment_comparison,
     ecmp_vs_spray,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc_scenarios import dumbbell
+from fabricflow.study.cc_scenarios import dumbbell
 from fabricflow.solve.dcqcn import simulate_dcqcn
 from fabricflow.solve.dcqcn_analysis import linear_stability
 

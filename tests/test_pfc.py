@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc_scenarios import incast, ring
+from fabricflow.study.cc_scenarios import incast, ring
 from fabricflow.solve.dcqcn import simulate_dcqcn
 from fabricflow.solve.dcqcn_params import PFCParams
 from fabricflow.solve.pfc import deadlock_cycles, victim_flows

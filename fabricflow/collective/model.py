@@ -1,7 +1,7 @@
 """``collective_time``: the time of one collective on many concurrent groups.
 
 Pipeline: groups -> algorithm phases (:mod:`.algorithms`) -> routes + max-min rates of all
-groups' transfers together (:mod:`.solve`) -> per-size, per-protocol times (:mod:`.cost`).
+groups' transfers together (:mod:`.flow_rates`) -> per-size, per-protocol times (:mod:`.cost`).
 Routing and solving do not depend on the message size or the protocol (both scale every
 transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep.
 """
@@ -16,9 +16,9 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
+from .flow_rates import SolvedPhase, effective_capacity, solve_phase
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
-from .solve import SolvedPhase, effective_capacity, solve_phase
 
 ROUTINGS = ("ecmp", "multipath", "spray")
 

@@ -147,7 +147,7 @@ def run(args) -> int:
                        seed=args.seed, check_memory=not args.no_memory_check,
                        collectives=args.collectives)
     if args.plot:
-        from ..workload.plot import plot_breakdown
+        from ..study.step_plots import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         try:

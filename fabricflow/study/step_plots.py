@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .step import BREAKDOWN_KEYS, StepResult
+from ..workload.step import BREAKDOWN_KEYS, StepResult
 
 COLORS = {"compute": "#4c72b0", "bubble": "#dd8452", "tp": "#55a868", "cp": "#8172b3",
           "ep": "#c44e52", "pp": "#937860", "dp": "#da8bc3", "optimizer": "#8c8c8c"}

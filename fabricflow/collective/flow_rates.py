@@ -160,12 +160,12 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
     """
     if solver is not None:
         return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
-    jitted = _jitted_solver()
     num_flows, width = links.shape
-    if jitted is None or links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
+    if links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
         from ..solve.reference import progressive_filling
 
         return progressive_filling(links, capacity, coef=coef)
+    jitted = _jitted_solver()
     rows, cols = _bucket(num_flows, 64), _bucket(width, 8)
     padded_links = np.full((rows, cols), -1, dtype=np.int32)
     padded_links[:num_flows, :width] = links
@@ -183,16 +183,17 @@ def _bucket(size: int, smallest: int) -> int:
 
 
 def _jitted_solver():
-    import fabricflow
+    # Imported here, not at module level: the solver pulls in jax, which collective
+    # users that pass their own ``solver=`` (or only build phases) do not need.
+    from ..solve.rates import max_min_rates
 
-    return getattr(fabricflow, "max_min_rates", None)
+    return max_min_rates
 
 
 def solver_name(links_shape: tuple[int, int]) -> str:
     """Which solver :func:`solve_phase` uses by default for flows of shape ``[F, H]``."""
     num_flows, width = links_shape
-    if (_jitted_solver() is None or num_flows * width <= SMALL_PROBLEM_ENTRIES
-            or width > JIT_MAX_WIDTH):
+    if num_flows * width <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
         return "progressive_filling (float64 reference)"
     return "max_min_rates (jitted)"
 
