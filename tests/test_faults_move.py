@@ -59,3 +59,113 @@ def test_scenario_path_over_a_missing_cable_is_refused():
     assert builder.links([[hosts[0], switch, hosts[1]]]).tolist() == [[0, 3]]
     with pytest.raises(ValueError, match="not a cable"):
         builder.links([[hosts[0], hosts[1]]])
+
+
+# ---------------------------------------------------------------------------- figures
+
+def _modules_after_import(statement: str) -> set[str]:
+    import subprocess
+    import sys
+
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=120)
+    return set(out.stdout.split())
+
+
+def test_model_packages_do_not_import_matplotlib():
+    loaded = _modules_after_import(
+        "import fabricflow.workload, fabricflow.collective, fabricflow.traffic\n"
+        "import fabricflow.workload.step, fabricflow.collective.model")
+    assert "matplotlib" not in loaded
+
+
+def test_plot_modules_leave_the_matplotlib_backend_alone():
+    loaded = _modules_after_import(
+        "import matplotlib\nmatplotlib.use('svg')\n"
+        "import fabricflow.study.fabric_plots, fabricflow.study.solve_plots\n"
+        "import fabricflow.study.congestion_plots, fabricflow.study.step_plots\n"
+        "from fabricflow.study.figures import new_figure, save_figure\n"
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()")
+    assert "matplotlib.pyplot" not in loaded
+
+
+def _figure():
+    from fabricflow.study.figures import new_figure
+
+    fig = new_figure(figsize=(2, 2))
+    fig.subplots().plot([0, 1], [0, 1])
+    return fig
+
+
+def test_save_figure_writes_the_format_of_the_extension(tmp_path):
+    from fabricflow.study.figures import save_figure
+
+    assert save_figure(_figure(), tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert save_figure(_figure(), tmp_path / "a.svg").read_text().lstrip().startswith("<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "a.svg"]
+
+
+def test_save_figure_refuses_an_unknown_format_before_writing(tmp_path):
+    from fabricflow.errors import SpecError
+    from fabricflow.study.figures import save_figure
+
+    with pytest.raises(SpecError, match="png"):
+        save_figure(_figure(), tmp_path / "a.docx")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only folders")
+def test_save_figure_into_a_read_only_folder_raises_output_error(tmp_path):
+    from fabricflow.errors import OutputError
+    from fabricflow.study.figures import save_figure
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(OutputError, match="permission denied"):
+            save_figure(_figure(), folder / "a.png")
+        assert list(folder.iterdir()) == []
+    finally:
+        folder.chmod(0o755)
+
+
+def test_save_figure_under_a_file_raises_output_error(tmp_path):
+    from fabricflow.errors import OutputError
+    from fabricflow.study.figures import save_figure
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="file"):
+        save_figure(_figure(), tmp_path / "file" / "a.png")
+
+
+def test_save_figure_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from fabricflow.errors import OutputError
+    from fabricflow.study.figures import save_figure
+
+    def half_written(self, target, **options):
+        with open(target, "wb") as handle:
+            handle.write(b"\x89PNG truncated")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", half_written)
+    with pytest.raises(OutputError, match="disk is full"):
+        save_figure(_figure(), tmp_path / "a.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_step_plot_goes_through_save_figure(tmp_path, monkeypatch):
+    from fabricflow.study import step_plots
+
+    saved = []
+    monkeypatch.setattr(step_plots, "save_figure", lambda fig, path: saved.append(path))
+    result = type("R", (), {"breakdown": dict.fromkeys(step_plots.BREAKDOWN_KEYS, 1.0),
+                            "step_time_s": 8.0, "mfu": 0.4})()
+    step_plots.plot_breakdown([("a", result)], tmp_path / "b.png")
+    assert saved == [tmp_path / "b.png"]
