@@ -169,3 +169,103 @@ def test_step_plot_goes_through_save_figure(tmp_path, monkeypatch):
                             "step_time_s": 8.0, "mfu": 0.4})()
     step_plots.plot_breakdown([("a", result)], tmp_path / "b.png")
     assert saved == [tmp_path / "b.png"]
+
+
+# ---------------------------------------------------------------------------- names
+
+@pytest.mark.parametrize(("num_gpus", "group_size", "num_groups"),
+                         [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)])
+def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic import strided_groups
+
+    groups = strided_groups(num_gpus, group_size, num_groups)
+    stride = num_gpus // group_size
+    # The definition: member j of group i is GPU i + j * stride.
+    expected = np.arange(num_groups or stride)[:, None] + stride * np.arange(group_size)
+    assert groups.dtype == np.int64 and np.array_equal(groups, expected)
+    if num_gpus % group_size == 0:
+        full = make_groups(num_gpus, group_size, layout="strided")
+        assert np.array_equal(groups, full[:groups.shape[0]])
+
+
+def test_strided_groups_bad_sizes_name_the_field():
+    from fabricflow.errors import SpecError
+    from fabricflow.traffic import strided_groups
+
+    with pytest.raises(SpecError) as error:
+        strided_groups(64, 8, 9)
+    assert error.value.field == "num_groups"
+    with pytest.raises(SpecError) as error:
+        strided_groups(4, 8)
+    assert error.value.field == "group_size"
+
+
+@pytest.fixture(scope="module")
+def a100():
+    from fabricflow.fabric.spec import load_fabric
+
+    return load_fabric("dgx-a100-superpod")
+
+
+def _small_step(fabric, collectives):
+    from fabricflow.workload import Layout, step_time
+
+    layout = Layout(tp=2, dp=8, micro_batch=4, global_batch=64, seq_len=2048, recompute="full")
+    return step_time("megatron-1.7b", "a100-80gb", layout, fabric, collectives=collectives)
+
+
+def test_step_backend_fabric_is_the_default_and_old_names_are_deprecated_aliases(a100):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fabric = _small_step(a100, "fabric")
+    assert fabric.details["collective_backend"] == "fabric"
+    for old in ("auto", "collective-model"):
+        with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use 'fabric'") as rec:
+            result = _small_step(a100, old)
+        assert rec[0].filename == __file__     # attributed to the caller, not to fabricflow
+        assert result.details["collective_backend"] == "fabric"
+        assert result.step_time_s == fabric.step_time_s
+        assert result.breakdown == fabric.breakdown
+    assert _small_step(a100, "alpha-beta").details["collective_backend"] == "alpha-beta"
+
+
+def test_unknown_step_backend_names_the_field_and_choices(a100):
+    from fabricflow.errors import SpecError
+
+    with pytest.raises(SpecError) as error:
+        _small_step(a100, "nccl")
+    assert error.value.field == "collectives"
+    assert "'fabric'" in str(error.value) and "'alpha-beta'" in str(error.value)
+
+
+def test_collective_seconds_backends(a100):
+    from fabricflow.errors import SpecError
+    from fabricflow.workload.comm import collective_seconds
+
+    groups = np.arange(16).reshape(2, 8)
+    fabric = collective_seconds(a100, "all_reduce", groups, 2**26)
+    with pytest.warns(DeprecationWarning):
+        old = collective_seconds(a100, "all_reduce", groups, 2**26, backend="auto")
+    assert np.array_equal(fabric, old) and fabric.shape == (2,)
+    with pytest.raises(SpecError) as error:
+        collective_seconds(a100, "all_reduce", groups, 2**26, backend="collective")
+    assert error.value.field == "backend"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("value", ["fabric", "alpha-beta", "auto", "collective-model"])
+def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
+    import json
+
+    from fabricflow.cli import main
+
+    args = ["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model",
+            "megatron-1.7b", "--gpus", "16", "--tp", "2", "--micro-batch", "4",
+            "--global-batch", "64", "--seq", "2048", "--recompute", "full", "--json",
+            "--collectives", value]
+    assert main(args) == 0
+    expected = "alpha-beta" if value == "alpha-beta" else "fabric"
+    assert json.loads(capsys.readouterr().out)["collective_backend"] == expected
