@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..routing.route import route
+from ..routing.routes import link_load
 from .cost import CostModel
 from .phase import Phase
 
@@ -43,6 +44,10 @@ class SolvedPhase:
     network_steps: np.ndarray
     links: np.ndarray
     coef: np.ndarray
+
+    def link_load(self, num_links: int) -> np.ndarray:
+        """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
+        return link_load(self.links, self.rate.reshape(-1), num_links, self.coef)
 
 
 def effective_capacity(fabric: Fabric, cost: CostModel) -> np.ndarray:

@@ -212,10 +212,7 @@ class PreparedCollective:
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
         row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))
-        valid = sp.links >= 0
-        rates = np.broadcast_to(sp.rate.reshape(-1, 1), sp.links.shape)
-        load = np.bincount(sp.links[valid], weights=(rates * sp.coef)[valid],
-                           minlength=self.fabric.num_links)
+        load = sp.link_load(self.fabric.num_links)
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]

@@ -120,10 +120,7 @@ def failed_link_effect(fabric: Fabric, groups, *, op: str = "all_reduce",
         solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
         load = np.zeros(fabric.num_links)
         for sp in solved.phases:
-            valid = sp.links >= 0
-            rates = np.broadcast_to(sp.rate.reshape(-1, 1), sp.links.shape)
-            load += np.bincount(sp.links[valid], weights=(rates * sp.coef)[valid],
-                                minlength=fabric.num_links)
+            load += sp.link_load(fabric.num_links)
         utilization = load / np.maximum(effective_capacity(current, prepared.cost), 1e-30)
         alive = candidates[current.link_up[candidates]]
         victim = int(alive[np.argmax(utilization[alive])])
