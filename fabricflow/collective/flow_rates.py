@@ -158,7 +158,9 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
 
     ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
     rows up to :data:`JIT_MAX_WIDTH` wide, and the float64 reference
-    (:func:`fabricflow.solve.reference.progressive_filling`) for small or very wide ones.
+    (:func:`fabricflow.solve.reference.progressive_filling`, run incrementally by
+    :func:`._filling.progressive_filling_incremental`: same rates bit for bit) for small or
+    very wide ones.
     For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
     64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
     compilation; padded rows carry no link and are dropped.
@@ -167,9 +169,9 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
         return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
     num_flows, width = links.shape
     if links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
-        from ..solve.reference import progressive_filling
+        from ._filling import progressive_filling_incremental
 
-        return progressive_filling(links, capacity, coef=coef)
+        return progressive_filling_incremental(links, capacity, coef=coef)
     jitted = _jitted_solver()
     rows, cols = _bucket(num_flows, 64), _bucket(width, 8)
     padded_links = np.full((rows, cols), -1, dtype=np.int32)
