@@ -37,7 +37,7 @@ def test_collectives_come_from_the_fabric_model(selene):
     from fabricflow.workload.step import step_time
 
     result = step_time("megatron-18.4b", "a100-80gb", table1_layout(MEGATRON_SC21_TABLE1[3]), selene)
-    assert result.details["collective_backend"] == "collective-model"
+    assert result.details["collective_backend"] == "fabric"
     assert result.breakdown["tp"] > 0.05 * result.step_time_s  # TP all-reduce is not overlapped
 
 
