@@ -16,8 +16,12 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
 
     Member ``j`` of group ``i`` is GPU ``i + j * (num_gpus // group_size)``, so each group
     touches GPUs that are far apart (other nodes, rails' pods), like expert-parallel
-    groups whose ranks are laid out across the cluster.
+    groups whose ranks are laid out across the cluster. These are the first ``num_groups``
+    rows of :func:`fabricflow.collective.make_groups` ``(stride * group_size, group_size,
+    layout="strided")``, which builds them.
     """
+    from .collective.groups import make_groups
+
     if group_size < 2 or group_size > num_gpus:
         raise SpecError("group_size", f"must lie in 2..{num_gpus}, got {group_size}")
     stride = num_gpus // group_size
@@ -26,7 +30,7 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
     if not 1 <= num_groups <= most:
         raise SpecError("num_groups", f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
                         f"{group_size}, got {num_groups}")
-    return np.arange(num_groups)[:, None] + stride * np.arange(group_size)[None, :]
+    return make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
 
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

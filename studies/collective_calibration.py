@@ -14,14 +14,12 @@ import argparse
 import json
 import pathlib
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-import fabricflow as ff  # noqa: E402
-from fabricflow.collective import collective_sweep, nccl_sizes  # noqa: E402
+import fabricflow as ff
+from fabricflow.atomic import ensure_folder, write_text
+from fabricflow.collective import collective_sweep, nccl_sizes
+from fabricflow.study.figures import new_figure, save_figure
 
 CASES = [
     # (label, preset, op, GPUs, algo, measured busbw GB/s)
@@ -51,10 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=pathlib.Path)
     args = parser.parse_args(argv)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(args.out_dir)
     sizes = nccl_sizes(2**10, 2**33, 4)
     rows = calibration(sizes)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = new_figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for i, row in enumerate(rows):
         color = f"C{i}"
         ax.plot(sizes, row["busbw_GBps"], marker=".", color=color, label=row["label"])
@@ -67,12 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_title("Model (lines) vs measured large-message busbw (dotted)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out_dir / "collective_calibration.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, args.out_dir / "collective_calibration.png")
     summary = [{"label": r["label"], "measured_GBps": r["measured_busbw_GBps"],
                 "model_GBps_at_8GiB": r["busbw_GBps"][-1], "algo": r["algo"][-1]} for r in rows]
-    (args.out_dir / "collective_calibration.json").write_text(
-        json.dumps({"sizes": sizes.tolist(), "rows": rows}, indent=1))
+    write_text(args.out_dir / "collective_calibration.json",
+               json.dumps({"sizes": sizes.tolist(), "rows": rows}, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -10,7 +10,7 @@ Writes into OUT_DIR:
   collective_failed_links.png    busbw as the busiest leaf-spine cables fail one by one
   collective_shared_jobs.png     a job's busbw when 1..8 jobs interleave on the fabric
   collective_effects.json        the numbers behind the figures
-Each figure is computed by fabricflow.collective.effects (the tests run the same functions
+Each figure is computed by fabricflow.study.collective_effects (the tests run the same functions
 on small fabrics).
 """
 
@@ -20,14 +20,11 @@ import argparse
 import json
 import pathlib
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from fabricflow.collective import make_groups  # noqa: E402
-from fabricflow.collective.effects import (  # noqa: E402
+from fabricflow.atomic import ensure_folder, write_text
+from fabricflow.collective import make_groups
+from fabricflow.study.collective_effects import (
     alltoall_attachment,
     attachment_comparison,
     ecmp_vs_spray,
@@ -36,6 +33,7 @@ from fabricflow.collective.effects import (  # noqa: E402
     shared_jobs,
     small_clos,
 )
+from fabricflow.study.figures import new_figure, save_figure
 
 GB = 1e9
 
@@ -48,7 +46,8 @@ def ecmp_figure(out: pathlib.Path, gpus: int) -> dict:
         result = ecmp_vs_spray(fabric, make_groups(gpus, 32), seeds=range(6))
         rows.append({"oversubscription": 16 / up, "ecmp_GBps": (result["ecmp_Bps"] / GB).tolist(),
                      "spray_GBps": result["spray_Bps"] / GB})
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig = new_figure(figsize=(5.5, 3.8))
+    ax = fig.subplots()
     x = np.arange(len(ups))
     ecmp = np.array([r["ecmp_GBps"] for r in rows])
     ax.bar(x - 0.2, [r["spray_GBps"] for r in rows], 0.4, label="spray (ideal)")
@@ -61,8 +60,7 @@ def ecmp_figure(out: pathlib.Path, gpus: int) -> dict:
     ax.set_title(f"ECMP hash collisions, {gpus} GPUs, groups of 32")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "collective_ecmp_vs_spray.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "collective_ecmp_vs_spray.png")
     return {"ecmp_vs_spray": rows}
 
 
@@ -71,7 +69,8 @@ def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
                "ToR": small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=4)}
     result = attachment_comparison(fabrics, shifts=(0, 1))
     alltoall = alltoall_attachment(fabrics, group_size=64)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig = new_figure(figsize=(10, 3.8))
+    (left, right) = fig.subplots(1, 2)
     x = np.arange(2)
     for i, (label, values) in enumerate(result.items()):
         left.bar(x + (i - 0.5) * 0.4, [values[0] / GB, values[1] / GB], 0.4, label=label)
@@ -89,8 +88,7 @@ def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
     right.set_ylim(0, 1.3 * max(max(v.values()) for v in alltoall.values()) / GB)
     right.legend(ncol=2, loc="upper left")
     fig.tight_layout()
-    fig.savefig(out / "collective_rail_vs_tor.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "collective_rail_vs_tor.png")
     return {"attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()},
             "alltoall_attachment": {k: {a: v / GB for a, v in d.items()}
                                     for k, d in alltoall.items()}}
@@ -103,7 +101,8 @@ def failure_figure(out: pathlib.Path, gpus: int) -> dict:
     for routing in ("spray", "ecmp"):
         result = failed_link_effect(fabric, groups, routing=routing, max_failed=4)
         curves[routing] = (result["busbw_Bps"] / GB).tolist()
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig = new_figure(figsize=(5.5, 3.8))
+    ax = fig.subplots()
     for routing, values in curves.items():
         ax.plot(range(len(values)), values, marker="o", label=routing)
     ax.set_xticks(range(len(next(iter(curves.values())))))
@@ -113,8 +112,7 @@ def failure_figure(out: pathlib.Path, gpus: int) -> dict:
     ax.set_ylim(bottom=0)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "collective_failed_links.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "collective_failed_links.png")
     return {"failed_links": curves}
 
 
@@ -128,7 +126,8 @@ def shared_jobs_figure(out: pathlib.Path, gpus: int) -> dict:
     for count in counts:
         result = shared_jobs(fabric, slots[:count], routing="spray")
         together.append(float(result["together_Bps"][0] / GB))
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig = new_figure(figsize=(5.5, 3.8))
+    ax = fig.subplots()
     ax.plot(counts, together, marker="o")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("jobs interleaved node by node")
@@ -136,8 +135,7 @@ def shared_jobs_figure(out: pathlib.Path, gpus: int) -> dict:
     ax.set_title("Jobs sharing 4:1 leaves (one node per leaf each, spray)")
     ax.set_ylim(bottom=0)
     fig.tight_layout()
-    fig.savefig(out / "collective_shared_jobs.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "collective_shared_jobs.png")
     return {"shared_jobs": {"jobs": counts, "job0_busbw_GBps": together}}
 
 
@@ -146,11 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=pathlib.Path)
     parser.add_argument("--gpus", type=int, default=512, help="fabric size (multiple of 256)")
     args = parser.parse_args(argv)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(args.out_dir)
     numbers = {}
     for figure in (ecmp_figure, attachment_figure, failure_figure, shared_jobs_figure):
         numbers.update(figure(args.out_dir, args.gpus))
-    (args.out_dir / "collective_effects.json").write_text(json.dumps(numbers, indent=1))
+    write_text(args.out_dir / "collective_effects.json", json.dumps(numbers, indent=1))
     print(json.dumps(numbers))
     return 0
 

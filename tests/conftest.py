@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import matplotlib
 import pytest
 from fabric_specs import fat_tree_spec
-
-matplotlib.use("Agg")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fabricflow.cc_scenarios import SCENARIOS, build_scenario, dumbbell
+from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.cli import main
 from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn

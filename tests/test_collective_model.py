@@ -16,7 +16,10 @@ import pytest
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.collective import collective_sweep, collective_time, make_groups
-from fabricflow.collective.effects import (
+from fabricflow.collective.flow_rates import solve_phase
+from fabricflow.errors import SpecError
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.study.collective_effects import (
     alltoall_attachment,
     attachment_comparison,
     ecmp_vs_spray,
@@ -25,9 +28,6 @@ from fabricflow.collective.effects import (
     shared_jobs,
     small_clos,
 )
-from fabricflow.collective.solve import solve_phase
-from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 LARGE = 8 * 2**30
 
@@ -86,7 +86,7 @@ def test_auto_is_the_fastest_option_at_every_size_and_latency_dominates_small(h1
 
 def test_project_solver_matches_the_float64_reference_on_collective_flows(h100):
     from fabricflow.collective.algorithms import ALGORITHMS, Context
-    from fabricflow.collective.solve import effective_capacity
+    from fabricflow.collective.flow_rates import effective_capacity
 
     solver = getattr(ff, "max_min_rates", None)
     if solver is None:

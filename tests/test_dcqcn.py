@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
+from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
 from fabricflow.solve.dcqcn import kernel as dcqcn_kernel

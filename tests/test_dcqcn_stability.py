@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc_scenarios import dumbbell
+from fabricflow.study.cc_scenarios import dumbbell
 from fabricflow.solve.dcqcn.analysis import linear_stability
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
 

@@ -179,7 +179,7 @@ SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
 
 
 def _dumbbell():
-    from fabricflow.cc_scenarios import dumbbell
+    from fabricflow.study.cc_scenarios import dumbbell
 
     return dumbbell(2)
 

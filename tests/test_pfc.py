@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc_scenarios import incast, ring
+from fabricflow.study.cc_scenarios import incast, ring
 from fabricflow.solve.dcqcn.params import PFCParams
 from fabricflow.solve.dcqcn.pfc import deadlock_cycles, victim_flows
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn

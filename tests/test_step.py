@@ -8,7 +8,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import SpecError
-from fabricflow.workload.comm import collective_time
+from fabricflow.workload.comm import collective_seconds
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
@@ -96,8 +96,8 @@ def test_memory_and_precision_errors(a100):
 def test_alpha_beta_estimate_agrees_inside_a_server(a100):
     groups = np.arange(64).reshape(8, 8)
     size = 256e6
-    model = collective_time(a100, "all_reduce", groups, size)
-    estimate = collective_time(a100, "all_reduce", groups, size, backend="alpha-beta")
+    model = collective_seconds(a100, "all_reduce", groups, size)
+    estimate = collective_seconds(a100, "all_reduce", groups, size, backend="alpha-beta")
     assert model.shape == estimate.shape == (8,)
     assert np.all(estimate <= model) and np.all(model < 2 * estimate)
 

@@ -3,7 +3,7 @@
 import pytest
 
 import fabricflow as ff
-from fabricflow.workload.calibration import (
+from fabricflow.study.step_calibration import (
     MEGATRON_SC21_TABLE1,
     calibration_table,
     fit_framework_efficiency,
@@ -33,11 +33,11 @@ def test_every_table1_row_within_10_percent(table):
 
 
 def test_collectives_come_from_the_fabric_model(selene):
-    from fabricflow.workload.calibration import table1_layout
+    from fabricflow.study.step_calibration import table1_layout
     from fabricflow.workload.step import step_time
 
     result = step_time("megatron-18.4b", "a100-80gb", table1_layout(MEGATRON_SC21_TABLE1[3]), selene)
-    assert result.details["collective_backend"] == "collective-model"
+    assert result.details["collective_backend"] == "fabric"
     assert result.breakdown["tp"] > 0.05 * result.step_time_s  # TP all-reduce is not overlapped
 
 

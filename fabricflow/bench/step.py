@@ -38,7 +38,7 @@ def run(args) -> dict:
                   tflops_per_gpu=out.tflops_per_gpu, memory_gib_per_gpu=out.memory_gib_per_gpu,
                   breakdown=out.breakdown, collective_backend=out.details["collective_backend"])
     # Accuracy: error of every row of Megatron-LM SC21 Table 1 (published TFLOP/s per GPU).
-    from ..workload.calibration import calibration_table
+    from ..study.step_calibration import calibration_table
 
     selene = load_fabric("dgx-a100-superpod")
     with measured(result, "calibration"):

@@ -1,7 +1,7 @@
 """``collective_time``: the time of one collective on many concurrent groups.
 
 Pipeline: groups -> algorithm phases (:mod:`.algorithms`) -> routes + max-min rates of all
-groups' transfers together (:mod:`.solve`) -> per-size, per-protocol times (:mod:`.cost`).
+groups' transfers together (:mod:`.flow_rates`) -> per-size, per-protocol times (:mod:`.cost`).
 Routing and solving do not depend on the message size or the protocol (both scale every
 transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep.
 """
@@ -16,9 +16,9 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
+from .flow_rates import SolvedPhase, effective_capacity, solve_phase
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
-from .solve import SolvedPhase, effective_capacity, solve_phase
 
 ROUTINGS = ("ecmp", "multipath", "spray")
 
@@ -212,10 +212,7 @@ class PreparedCollective:
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
         row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))
-        valid = sp.links >= 0
-        rates = np.broadcast_to(sp.rate.reshape(-1, 1), sp.links.shape)
-        load = np.bincount(sp.links[valid], weights=(rates * sp.coef)[valid],
-                           minlength=self.fabric.num_links)
+        load = sp.link_load(self.fabric.num_links)
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]

@@ -21,7 +21,7 @@ from ._common import add_json_flag, print_json, to_jsonable
 
 
 def register(subparsers) -> None:
-    from ..cc_scenarios import SCENARIOS
+    from ..study.cc_scenarios import SCENARIOS
 
     parser = subparsers.add_parser("cc", help="DCQCN/PFC congestion-control dynamics")
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
@@ -73,11 +73,11 @@ def _make_out_dir(path: str) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..cc_scenarios import build_scenario
     from ..errors import SpecError
     from ..solve.dcqcn.params import PFCParams, parse_overrides
     from ..solve.dcqcn.simulate import simulate_dcqcn
     from ..solve.maxmin.progressive_filling import progressive_filling
+    from ..study.cc_scenarios import build_scenario
     from ..study.congestion import summarize, to_dataset
     from ..units import parse_bandwidth, parse_size, parse_time
 

@@ -43,9 +43,11 @@ def register(subparsers) -> None:
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument("--placement", default="contiguous", choices=["contiguous", "scattered"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--collectives", default="auto", choices=["auto", "alpha-beta"],
-                        help="collective times: the fabric collective model (auto) or the "
-                        "analytic alpha-beta estimate (no congestion), for comparison")
+    # "auto" and "collective-model" are the former names of "fabric", still accepted.
+    parser.add_argument("--collectives", default="fabric",
+                        choices=["fabric", "alpha-beta", "auto", "collective-model"],
+                        help="collective times: flows on the fabric, max-min shared (fabric) or "
+                        "the analytic alpha-beta estimate (no contention), for comparison")
     parser.add_argument("--no-memory-check", action="store_true",
                         help="report memory over HBM instead of refusing the layout")
     parser.add_argument("--plot", default=None, help="write a stacked-bar breakdown (PNG/PDF/SVG)")
@@ -147,7 +149,7 @@ def run(args) -> int:
                        seed=args.seed, check_memory=not args.no_memory_check,
                        collectives=args.collectives)
     if args.plot:
-        from ..workload.plot import plot_breakdown
+        from ..study.step_plots import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         try:

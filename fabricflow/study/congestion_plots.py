@@ -1,21 +1,14 @@
 """Plots of DCQCN/PFC runs: rates and queues over time, and where pauses spread.
 
-Matplotlib with the ``Agg`` backend (files, no display). Each function returns the
-figure and, given ``path``, saves it there.
+Matplotlib figures built without pyplot (no backend switch, no global state). Each
+function returns the figure and, given ``path``, saves it there atomically.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figures import new_figure, save_figure
 
 
 def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flows: int = 16):
@@ -24,11 +17,11 @@ def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flow
     ``links`` default: the 4 links with the largest peak queue; ``flows`` default: the
     first ``max_flows`` flows.
     """
-    plt = _pyplot()
     flows = np.arange(min(result.num_flows, max_flows)) if flows is None else np.asarray(flows)
     if links is None:
         links = np.argsort(result.queue.max(axis=0))[::-1][:4]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    fig = new_figure(figsize=(8, 6))
+    (top, bottom) = fig.subplots(2, 1, sharex=True)
     time_ms = result.time * 1e3
     # Show R_C only while a flow is active (it keeps its last value after finishing).
     active = ((result.time[:, None] >= result.start[None, :])
@@ -47,7 +40,7 @@ def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flow
     bottom.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path)
     return fig
 
 
@@ -57,8 +50,10 @@ def plot_pause_spread(result, fabric, *, path=None):
     Meant for small fabrics (uses networkx layout by tier: GPUs at the bottom).
     """
     import networkx as nx
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
 
-    plt = _pyplot()
     graph = nx.DiGraph()
     tiers = np.asarray(fabric.node_tier)
     for node in range(fabric.num_nodes):
@@ -68,20 +63,20 @@ def plot_pause_spread(result, fabric, *, path=None):
         graph.add_edge(int(fabric.link_src[link]), int(fabric.link_dst[link]),
                        pause=float(fraction[link]))
     pos = nx.multipartite_layout(graph, subset_key="subset", align="horizontal")
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = new_figure(figsize=(8, 5))
+    ax = fig.subplots()
     colors = [graph.edges[e]["pause"] for e in graph.edges]
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=120,
                            node_color=["tab:blue" if tiers[n] == 0 else "tab:gray" for n in graph])
-    drawn = nx.draw_networkx_edges(graph, pos, ax=ax, edge_color=colors, edge_cmap=plt.cm.Reds,
+    drawn = nx.draw_networkx_edges(graph, pos, ax=ax, edge_color=colors, edge_cmap=colormaps["Reds"],
                                    edge_vmin=0.0, edge_vmax=max(1e-9, max(colors)),
                                    connectionstyle="arc3,rad=0.1", arrows=True, width=2)
-    mappable = plt.cm.ScalarMappable(cmap=plt.cm.Reds,
-                                     norm=plt.Normalize(0.0, max(1e-9, max(colors))))
+    mappable = ScalarMappable(cmap=colormaps["Reds"], norm=Normalize(0.0, max(1e-9, max(colors))))
     fig.colorbar(mappable, ax=ax, label="fraction of time paused")
     ax.set_title(f"PFC pause spread ({fabric.name})")
     ax.axis("off")
     del drawn
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path)
     return fig

@@ -1,4 +1,4 @@
-"""Design-review plots of a fabric and of routed traffic (matplotlib, Agg)."""
+"""Design-review plots of a fabric and of routed traffic (matplotlib figures, no pyplot)."""
 
 from __future__ import annotations
 
@@ -6,24 +6,17 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figures import new_figure, save_figure
 
 
 def plot_tiers(fabric, path: str | Path) -> Path:
     """Bar charts: directed links per kind and total capacity per kind (Tb/s)."""
-    plt = _pyplot()
     summary = fabric.summary()
     kinds = list(summary["links_per_kind"])
     counts = [summary["links_per_kind"][k] for k in kinds]
     capacity = [summary["capacity_per_kind_Bps"][k] * 8 / 1e12 for k in kinds]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig = new_figure(figsize=(10, 4))
+    axes = fig.subplots(1, 2)
     axes[0].bar(kinds, counts, color="tab:blue")
     axes[0].set_ylabel("directed links")
     axes[0].set_yscale("log")
@@ -40,8 +33,7 @@ def plot_tiers(fabric, path: str | Path) -> Path:
                  fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -49,9 +41,9 @@ def plot_link_values_by_kind(fabric, values: np.ndarray, path: str | Path, *, xl
                              title: str, kinds=None) -> Path:
     """Histogram of a per-link value (flows per link, utilization...) for each link kind,
     over the links that carry anything."""
-    plt = _pyplot()
     kinds = kinds or [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = new_figure(figsize=(7, 4))
+    ax = fig.subplots()
     for kind in kinds:
         ids = fabric.links_of_kind(kind)
         data = values[ids]
@@ -66,6 +58,5 @@ def plot_link_values_by_kind(fabric, values: np.ndarray, path: str | Path, *, xl
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return path

@@ -6,14 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figures import new_figure, save_figure
 
 
 def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: str = "") -> Path:
@@ -26,12 +19,11 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
     """
     from ..solve.maxmin.outputs import tier_summary
 
-    plt = _pyplot()
     utilization = np.asarray(utilization, np.float64)
     summary = tier_summary(fabric, utilization)
     kinds = list(summary)
-    fig, axes = plt.subplots(1, max(len(kinds), 1), figsize=(3.2 * max(len(kinds), 1), 3.2),
-                             squeeze=False)
+    fig = new_figure(figsize=(3.2 * max(len(kinds), 1), 3.2))
+    axes = fig.subplots(1, max(len(kinds), 1), squeeze=False)
     bins = np.linspace(0, 1, 41)
     for ax, kind in zip(axes[0], kinds, strict=False):
         chosen = (fabric.link_kind_id == fabric.link_kinds.index(kind)) & fabric.link_up
@@ -45,8 +37,7 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
     fig.suptitle(title or f"{fabric.name}: link utilization by tier", fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -57,9 +48,9 @@ def plot_fct_cdf(fct_s: dict | np.ndarray, path: str | Path, *, title: str = "")
         fct_s: ``[F]`` completion times, or ``{label: [F]}`` to compare scenarios.
         path: output file.
     """
-    plt = _pyplot()
     curves = fct_s if isinstance(fct_s, dict) else {"flows": fct_s}
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig = new_figure(figsize=(5, 3.5))
+    ax = fig.subplots()
     for label, values in curves.items():
         values = np.sort(np.asarray(values, np.float64))
         values = values[np.isfinite(values)]
@@ -74,6 +65,5 @@ def plot_fct_cdf(fct_s: dict | np.ndarray, path: str | Path, *, title: str = "")
     ax.set_title(title or "flow completion time CDF", fontsize=10)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
     return path

@@ -1,6 +1,6 @@
 """The one place where the step model asks for collective times on a fabric.
 
-:func:`collective_time` takes a fabric, an op (``all_reduce``, ``reduce_scatter``,
+:func:`collective_seconds` takes a fabric, an op (``all_reduce``, ``reduce_scatter``,
 ``all_gather``, ``all_to_all``, ``sendrecv``), GPU groups ``[num_groups, group_size]`` and
 the message size in bytes (nccl-tests convention, see ``collective/ops.py``) and returns
 the seconds of every group, with all groups running concurrently on the fabric.
@@ -9,18 +9,24 @@ It delegates to the collective model (``fabricflow.collective.prepare_collective
 algorithms as flows, routed on the fabric, all groups sharing links through one max-min
 solve). :func:`alpha_beta_estimate`, an analytic ring / direct estimate from per-GPU NVLink
 and NIC bandwidths (docs/references.md §4) that ignores congestion above the NICs, stays available
-as ``backend="alpha-beta"`` for comparison. :class:`CollectiveCache` prepares each
+as ``backend="alpha-beta"`` for comparison. ``"fabric"`` (the collective model) is the
+default; ``"auto"`` and ``"collective-model"`` are its former names, still accepted with a
+:class:`DeprecationWarning`. :class:`CollectiveCache` prepares each
 (group set, op) once and memoises sizes, since a step asks for the same ones repeatedly.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 
-BACKENDS = ("auto", "collective-model", "alpha-beta")
+BACKENDS = ("fabric", "alpha-beta")
+# Former names of "fabric", still accepted because ``step_time(collectives=...)`` is public.
+DEPRECATED_BACKENDS = {"auto": "fabric", "collective-model": "fabric"}
 
 # NCCL Simple-protocol latencies (docs/references.md §4, tuning.cc): base + per hop.
 BASE_LATENCY_S = 8.4e-6
@@ -28,8 +34,21 @@ NVLINK_HOP_S = 3.4e-6
 NETWORK_HOP_S = 14.0e-6
 
 
-def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *,
-                    backend: str = "auto") -> np.ndarray:
+def resolve_backend(backend: str, *, field: str = "backend", stacklevel: int = 3) -> str:
+    """``backend`` as one of :data:`BACKENDS` (deprecated aliases warn, attributed
+    ``stacklevel`` frames up: the user's call); SpecError otherwise."""
+    if backend in DEPRECATED_BACKENDS:
+        new = DEPRECATED_BACKENDS[backend]
+        warnings.warn(f"collective backend {backend!r} is deprecated; use {new!r}",
+                      DeprecationWarning, stacklevel=stacklevel)
+        return new
+    if backend not in BACKENDS:
+        raise SpecError(field, f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
+    return backend
+
+
+def collective_seconds(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *,
+                       backend: str = "fabric") -> np.ndarray:
     """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
 
     Args:
@@ -37,21 +56,20 @@ def collective_time(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: flo
         op: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all`` or ``sendrecv``.
         groups: int ``[num_groups, group_size]`` GPU indices.
         size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
-        backend: ``auto`` / ``collective-model`` (flows on the fabric, max-min shared) or
-            ``alpha-beta`` (the analytic :func:`alpha_beta_estimate`).
+        backend: ``fabric`` (flows on the fabric, max-min shared) or ``alpha-beta`` (the
+            analytic :func:`alpha_beta_estimate`, no contention).
     """
-    return prepare(fabric, op, groups, backend=backend)(size_bytes)
+    return prepare(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
 
 
-def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "auto"):
+def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric"):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once here; each size
     is then priced by NCCL's cost model on the solved rates.
     """
     groups = np.asarray(groups, dtype=np.int64)
-    if backend not in BACKENDS:
-        raise SpecError("backend", f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
+    backend = resolve_backend(backend, stacklevel=4)
     if groups.ndim != 2 or groups.shape[1] < 2:
         return lambda size_bytes: np.zeros(groups.shape[0] if groups.ndim == 2 else 1)
     if backend == "alpha-beta":
@@ -66,11 +84,6 @@ def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "auto
         return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
 
     return timed
-
-
-def backend_name(backend: str) -> str:
-    """What ``backend`` resolves to: ``collective-model`` or ``alpha-beta``."""
-    return "alpha-beta" if backend == "alpha-beta" else "collective-model"
 
 
 def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
@@ -126,17 +139,16 @@ def alpha_beta_estimate(fabric: Fabric, op: str, groups: np.ndarray, size_bytes:
 
 
 class CollectiveCache:
-    """Memoised :func:`collective_time` for one fabric and a fixed set of group arrays.
+    """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
     Group arrays are registered under a name (``"tp"``, ``"dp"``, ...) so the key is
     (name, op, size) and no array is hashed per call.
     """
 
-    def __init__(self, fabric: Fabric, backend: str = "auto"):
-        if backend not in BACKENDS:
-            raise SpecError("backend", f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
+    def __init__(self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend"):
         self.fabric = fabric
-        self.backend = backend
+        # Called by step_time on the user's behalf: warn at the user's call.
+        self.backend = resolve_backend(backend, field=field, stacklevel=5)
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, object] = {}
         self._times: dict[tuple, float] = {}

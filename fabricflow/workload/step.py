@@ -4,7 +4,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
 
 * per micro-batch and layer: compute from :func:`layer_cost.layer_cost` (forward, backward,
   recompute), plus the exposed part of its collectives, each timed on the fabric with all
-  concurrent groups by :func:`comm.collective_time`:
+  concurrent groups by :func:`comm.collective_seconds`:
   TP: 2 all-reduces of the activations ``b s/cp h`` (bf16) per pass, or with sequence
   parallelism 2 all-gathers + 2 reduce-scatters; hidden behind the pass's GEMMs when
   ``tp_overlap``. CP: a ring of ``cp - 1`` K/V send/recv steps forward (K/V + their
@@ -32,7 +32,7 @@ import dataclasses
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
-from .comm import CollectiveCache, backend_name
+from .comm import CollectiveCache
 from .efficiency import memory_time
 from .flops import hardware_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, load_gpu
@@ -85,7 +85,7 @@ class StepResult:
 def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric: Fabric, *,
               order: str = "tp-cp-ep-dp-pp", placement: str | Placement = "contiguous",
               seed: int = 0, check_memory: bool = True,
-              collectives: str = "auto") -> StepResult:
+              collectives: str = "fabric") -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
     Args:
@@ -96,8 +96,9 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         placement: ``contiguous``, ``scattered`` (seeded, whole servers) or a
             :class:`Placement` built by :func:`placement.place`.
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
-        collectives: ``auto`` (the collective model on the fabric) or ``alpha-beta``
-            (analytic estimate, no congestion; for comparison).
+        collectives: ``fabric`` (the collective model: flows on the fabric, max-min
+            shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
+            ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
 
     Example::
 
@@ -121,7 +122,8 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
     else:
         where = place(layout, fabric.num_gpus, order=order, placement=placement, seed=seed,
                       gpus_per_node=fabric.gpus_per_node)
-    comm = _register_groups(CollectiveCache(fabric, collectives), where, model, layout)
+    cache = CollectiveCache(fabric, collectives, field="collectives")
+    comm = _register_groups(cache, where, model, layout)
 
     times = _micro_batch_times(model, gpu, layout, comm)
     slow = max(times.values(), key=lambda t: t["total"])
@@ -146,7 +148,7 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         "model": model.name, "gpu": gpu.name, "fabric": fabric.name, "num_gpus": num_gpus,
         "layout": dataclasses.asdict(layout), "order": "-".join(where.order),
         "placement": placement if isinstance(placement, str) else "custom",
-        "num_micro_batches": m, "collective_backend": backend_name(collectives),
+        "num_micro_batches": m, "collective_backend": comm.backend,
         "model_flops_per_step": flops, "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
         "slowest_rank": slow["rank"],

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from .step import BREAKDOWN_KEYS, StepResult
+from ..workload.step import BREAKDOWN_KEYS, StepResult
+from .figures import new_figure, save_figure
 
 COLORS = {"compute": "#4c72b0", "bubble": "#dd8452", "tp": "#55a868", "cp": "#8172b3",
           "ep": "#c44e52", "pp": "#937860", "dp": "#da8bc3", "optimizer": "#8c8c8c"}
 
 
 def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
-    """Write a stacked bar per ``(label, result)`` (seconds by component) to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(results) + 4.0), 4.8))
+    """Write a stacked bar per ``(label, result)`` (seconds by component) to ``path``
+    (atomically; :class:`~fabricflow.errors.OutputError` if it cannot be written)."""
+    fig = new_figure(figsize=(max(6.5, 1.6 * len(results) + 4.0), 4.8))
+    ax = fig.subplots()
     labels = [label for label, _ in results]
     bottom = [0.0] * len(results)
     for key in BREAKDOWN_KEYS:
@@ -32,5 +30,4 @@ def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
     ax.set_title("Step time breakdown (exposed comm)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .layout import FRAMEWORK_EFFICIENCY, Layout
+from ..workload.layout import FRAMEWORK_EFFICIENCY, Layout
 
 # model preset, tp, pp, gpus, micro-batch, global batch, vpp, overlapped DDP, TFLOP/s per GPU
 MEGATRON_SC21_TABLE1 = (
@@ -40,7 +40,7 @@ def table1_layout(row, framework_efficiency: float = FRAMEWORK_EFFICIENCY) -> La
 def calibration_table(fabric, framework_efficiency: float = FRAMEWORK_EFFICIENCY,
                       gpu: str = "a100-80gb") -> list[dict]:
     """Predicted vs published TFLOP/s per GPU for every row; ``error`` = predicted/published - 1."""
-    from .step import step_time
+    from ..workload.step import step_time
 
     rows = []
     for row in MEGATRON_SC21_TABLE1:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..routing.route import route
+from ..routing.routes import link_load
 from .cost import CostModel
 from .phase import Phase
 
@@ -43,6 +44,10 @@ class SolvedPhase:
     network_steps: np.ndarray
     links: np.ndarray
     coef: np.ndarray
+
+    def link_load(self, num_links: int) -> np.ndarray:
+        """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
+        return link_load(self.links, self.rate.reshape(-1), num_links, self.coef)
 
 
 def effective_capacity(fabric: Fabric, cost: CostModel) -> np.ndarray:
@@ -152,21 +157,21 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
     """Max-min fair rates ``[F]`` from the project's solvers.
 
     ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
-    rows up to :data:`JIT_MAX_WIDTH` wide, and the float64 reference
-    (:func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`) for small or
-    very wide ones.
+    rows up to :data:`JIT_MAX_WIDTH` wide, and float64 progressive filling for small or very
+    wide ones (:func:`fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`,
+    bit for bit the rates of the textbook loop in :mod:`fabricflow.solve.maxmin.progressive_filling`).
     For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
     64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
     compilation; padded rows carry no link and are dropped.
     """
     if solver is not None:
         return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
-    jitted = _jitted_solver()
     num_flows, width = links.shape
-    if jitted is None or links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
-        from ..solve.maxmin.progressive_filling import progressive_filling
+    if links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
+        from ..solve.maxmin.incremental_filling import progressive_filling_incremental
 
-        return progressive_filling(links, capacity, coef=coef)
+        return progressive_filling_incremental(links, capacity, coef=coef)
+    jitted = _jitted_solver()
     rows, cols = _bucket(num_flows, 64), _bucket(width, 8)
     padded_links = np.full((rows, cols), -1, dtype=np.int32)
     padded_links[:num_flows, :width] = links
@@ -184,16 +189,17 @@ def _bucket(size: int, smallest: int) -> int:
 
 
 def _jitted_solver():
-    import fabricflow
+    # Imported here, not at module level: the solver pulls in jax, which collective
+    # users that pass their own ``solver=`` (or only build phases) do not need.
+    from ..solve.maxmin.checked import max_min_rates
 
-    return getattr(fabricflow, "max_min_rates", None)
+    return max_min_rates
 
 
 def solver_name(links_shape: tuple[int, int]) -> str:
     """Which solver :func:`solve_phase` uses by default for flows of shape ``[F, H]``."""
     num_flows, width = links_shape
-    if (_jitted_solver() is None or num_flows * width <= SMALL_PROBLEM_ENTRIES
-            or width > JIT_MAX_WIDTH):
+    if num_flows * width <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
         return "progressive_filling (float64 reference)"
     return "max_min_rates (jitted)"
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..collective.model import collective_time
 from ..fabric.fabric import Fabric
 from ..fabric.spec import build_fabric
-from .model import collective_time
 
 
 def small_clos(*, attachment: str = "rail", gpus: int = 256, leaf_down: int = 16,
@@ -83,7 +83,7 @@ def alltoall_attachment(fabrics: dict, *, group_size: int = 64, size_bytes: floa
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
     aggregation inside the node first, so that network flows stay on their rail."""
-    from .groups import make_groups
+    from ..collective.groups import make_groups
 
     out = {}
     for label, fabric in fabrics.items():
@@ -103,8 +103,8 @@ def failed_link_effect(fabric: Fabric, groups, *, op: str = "all_reduce",
     failure hurts); both directions fail together. Returns ``{"failed": [0, 1, ...],
     "busbw_Bps": [...], "failed_links": [...]}``.
     """
-    from .model import prepare_collective
-    from .solve import effective_capacity
+    from ..collective.flow_rates import effective_capacity
+    from ..collective.model import prepare_collective
 
     failed_links: list[int] = []
     busbw, counts = [], []
@@ -120,10 +120,7 @@ def failed_link_effect(fabric: Fabric, groups, *, op: str = "all_reduce",
         solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
         load = np.zeros(fabric.num_links)
         for sp in solved.phases:
-            valid = sp.links >= 0
-            rates = np.broadcast_to(sp.rate.reshape(-1, 1), sp.links.shape)
-            load += np.bincount(sp.links[valid], weights=(rates * sp.coef)[valid],
-                                minlength=fabric.num_links)
+            load += sp.link_load(fabric.num_links)
         utilization = load / np.maximum(effective_capacity(current, prepared.cost), 1e-30)
         alive = candidates[current.link_up[candidates]]
         victim = int(alive[np.argmax(utilization[alive])])
@@ -137,7 +134,7 @@ def interleaved_jobs(num_gpus: int, num_jobs: int, group_size: int, *,
     """``num_jobs`` jobs whose nodes interleave (node ``m`` belongs to job ``m % num_jobs``),
     as a scheduler that fills free nodes does; each job's groups are data-parallel style
     (strided over the job's GPUs). Returns one ``[groups, group_size]`` array per job."""
-    from .groups import make_groups
+    from ..collective.groups import make_groups
 
     node = np.arange(num_gpus) // gpus_per_node
     jobs = []
