@@ -3,19 +3,41 @@
 Each subcommand lives in its own module under ``fabricflow/commands/`` and provides
 ``register(subparsers)`` (adds its parser and sets ``func``) so that commands stay small
 and independent. Every command accepts ``--json`` and then prints exactly one JSON object.
+
+Exit codes: 0 success; 2 bad input (usage, :class:`~fabricflow.errors.SpecError` and the
+other input errors, memory budget); 1 an output cannot be written
+(:class:`~fabricflow.errors.OutputError`) or an internal error; 130 interrupted (SIGINT or
+SIGTERM: files already written stay, partial ones never appear); 141 stdout closed early
+(``fabricflow presets | head -1``).
+
+Start-up stays light: ``import fabricflow`` is lazy and command modules import JAX, SciPy,
+xarray and matplotlib only inside the function that runs the command, so ``--help`` and
+``presets`` never load them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import pkgutil
+import re
+import signal
 import sys
+import threading
 import traceback
 
 from . import commands
-from .errors import FabricflowError
+from .errors import FabricflowError, OutputError
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a killed writer
+
+# A value that argparse would take for an option because it starts with "-": a negative
+# number with or without a unit (-1ms, -0.5, -.5, -8MiB) or a signed inf/nan.
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
 class UsageError(Exception):
@@ -24,6 +46,14 @@ class UsageError(Exception):
     def __init__(self, parser: argparse.ArgumentParser, message: str):
         self.parser = parser
         super().__init__(message)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; raised at the next Python bytecode, a safe point."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -51,11 +81,161 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Option strings (of the parser and every subparser) that take exactly one value."""
+    flags: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _value_flags(sub)
+        elif action.option_strings and action.nargs is None and isinstance(
+                action, (argparse._StoreAction, argparse._AppendAction)):
+            flags.update(action.option_strings)
+    return flags
+
+
+def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--duration -1ms`` -> ``--duration=-1ms``, so that argparse hands the value over.
+
+    argparse reads a token starting with ``-`` as an option and answers "expected one
+    argument", hiding the real problem ("duration must be > 0") that the command reports.
+    """
+    flags = _value_flags(parser)
+    long_flags = [flag for flag in flags if flag.startswith("--")]
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            out.extend(argv[index:])
+            break
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is not None and _NEGATIVE_VALUE.match(following) and "=" not in token:
+            # argparse accepts unique prefixes of long options (--dur for --duration)
+            known = token in flags or (token.startswith("--") and len(
+                [flag for flag in long_flags if flag.startswith(token)]) == 1)
+            if known:
+                out.append(f"{token}={following}")
+                index += 2
+                continue
+        out.append(token)
+        index += 1
+    return out
+
+
+def _report(args, argv: list[str], error: str, message: str, **extra) -> None:
+    """One JSON object on stdout under --json, else ``fabricflow CMD: error: ...`` on stderr."""
+    if getattr(args, "json", False) or (args is None and _wants_json(argv)):
+        print(json.dumps({"error": error, "message": message, **extra}))
+    else:
+        command = getattr(args, "command", None)
+        prefix = f"fabricflow {command}" if command else "fabricflow"
+        print(f"{prefix}: error: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _interrupts_at_safe_points():
+    """SIGINT/SIGTERM raise :class:`Interrupted` in the main thread, then are ignored.
+
+    Python runs the handler between bytecodes, never inside XLA's compiler, so the
+    exception unwinds through ``finally`` blocks (temporary output files are removed). A
+    second signal while the first is being reported is ignored rather than cutting the
+    report short.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    for number in previous:
+        signal.signal(number, handler)
+    try:
+        yield
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action if action is not None else signal.SIG_DFL)
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so that the exit-time flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    ``hard_exit`` (default: when ``argv`` is None, i.e. the real command line): after an
+    interrupt, flush and leave with ``os._exit(130)`` rather than running interpreter
+    teardown while XLA's threads are alive, which can crash. In-process callers (tests)
+    get 130 returned.
+    """
+    if hard_exit is None:
+        hard_exit = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parser.parse_args(argv)
+        with _interrupts_at_safe_points():
+            try:
+                code = _run(argv)
+            except BrokenPipeError:
+                _silence_stdout()
+                return EXIT_BROKEN_PIPE
+            try:
+                sys.stdout.flush()     # a closed pipe shows here, not at interpreter exit
+            except BrokenPipeError:
+                _silence_stdout()
+                return EXIT_BROKEN_PIPE
+            return code
+    except Interrupted as interrupt:
+        name = signal.Signals(interrupt.signum).name
+        return _interrupted(getattr(interrupt, "args_namespace", None), argv, name, hard_exit)
+    except KeyboardInterrupt:    # raised by other code (a debugger, a test) as SIGINT would
+        return _interrupted(None, argv, "SIGINT", hard_exit)
+
+
+def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
+    """Report an interrupt (one JSON object under --json) and leave with 130."""
+    completed = list(getattr(args, "completed", []) or [])
+    partial = dict(getattr(args, "partial", {}) or {})
+    message = (f"interrupted by {name}; " + (f"completed: {', '.join(map(str, completed))}"
+                                             if completed else "nothing completed"))
+    extra = {"completed": completed}
+    if partial:
+        extra["partial"] = partial
+    try:
+        if getattr(args, "json", False) or (args is None and _wants_json(argv)):
+            from .commands._common import to_jsonable
+
+            print(json.dumps({"error": "Interrupted", "message": message,
+                              **to_jsonable(extra)}))
+        else:
+            command = getattr(args, "command", None)
+            print(f"fabricflow{' ' + command if command else ''}: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        _silence_stdout()
+    if hard_exit:
+        _flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:
         if _wants_json(argv):
             print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {error}"}))
@@ -63,16 +243,30 @@ def main(argv: list[str] | None = None) -> int:
             error.parser.print_usage(sys.stderr)
             print(f"{error.parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    # Commands record what they finished here, so that an interrupt can report it.
+    args.completed = []
+    args.partial = {}
     try:
         return int(args.func(args) or 0)
+    except Interrupted as interrupt:
+        interrupt.args_namespace = args
+        raise
+    except OutputError as error:
+        _report(args, argv, type(error).__name__, str(error))
+        return 1
     except FabricflowError as error:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": type(error).__name__, "message": str(error)}))
-        else:
-            print(f"fabricflow {args.command}: error: {error}", file=sys.stderr)
+        _report(args, argv, type(error).__name__, str(error))
         return 2
+    except MemoryError as error:   # a raw allocation failure: name what ran out
+        from .memory import out_of_memory
+
+        named = out_of_memory(error, f"fabricflow {args.command}")
+        _report(args, argv, type(named).__name__, str(named))
+        return 2
+    except BrokenPipeError:
+        raise
     except Exception as error:   # a bug, not bad input: --json still gets one object
-        if not getattr(args, "json", False) or isinstance(error, BrokenPipeError):
+        if not getattr(args, "json", False):
             raise
         traceback.print_exc()
         print(json.dumps({"error": "InternalError", "message": f"{type(error).__name__}: {error}"}))

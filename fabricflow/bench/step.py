@@ -1,6 +1,6 @@
 """Benchmark section ``step``: one step-time evaluation of Llama-3-405B on 16,384 GPUs.
 
-Target (issue 6, 2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
+Target (2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
 fabric build excluded (reported separately). Also reports the error of every Megatron SC21
 Table 1 row on ``dgx-a100-superpod`` (target: within 10% each).
 """
@@ -37,7 +37,7 @@ def run(args) -> dict:
     result.update(gpus=layout.num_gpus, step_time_s=out.step_time_s, mfu=out.mfu,
                   tflops_per_gpu=out.tflops_per_gpu, memory_gib_per_gpu=out.memory_gib_per_gpu,
                   breakdown=out.breakdown, collective_backend=out.details["collective_backend"])
-    # Accuracy: Megatron SC21 Table 1 (REFERENCES 5), error of every row.
+    # Accuracy: error of every row of Megatron-LM SC21 Table 1 (published TFLOP/s per GPU).
     from ..workload.calibration import calibration_table
 
     selene = load_fabric("dgx-a100-superpod")
