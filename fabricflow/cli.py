@@ -26,10 +26,11 @@ import pkgutil
 import re
 import signal
 import sys
-import threading
 import traceback
 
 from . import commands
+from .commands import _interrupt
+from .commands._interrupt import Interrupted
 from .errors import FabricflowError, OutputError
 
 EXIT_INTERRUPTED = 130
@@ -46,14 +47,6 @@ class UsageError(Exception):
     def __init__(self, parser: argparse.ArgumentParser, message: str):
         self.parser = parser
         super().__init__(message)
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; raised at the next Python bytecode, a safe point."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -133,34 +126,6 @@ def _report(args, argv: list[str], error: str, message: str, **extra) -> None:
         print(f"{prefix}: error: {message}", file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _interrupts_at_safe_points():
-    """SIGINT/SIGTERM raise :class:`Interrupted` in the main thread, then are ignored.
-
-    Python runs the handler between bytecodes, never inside XLA's compiler, so the
-    exception unwinds through ``finally`` blocks (temporary output files are removed). A
-    second signal while the first is being reported is ignored rather than cutting the
-    report short.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        for number in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, signal.SIG_IGN)
-        raise Interrupted(signum)
-
-    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    for number in previous:
-        signal.signal(number, handler)
-    try:
-        yield
-    finally:
-        for number, action in previous.items():
-            signal.signal(number, action if action is not None else signal.SIG_DFL)
-
-
 def _silence_stdout() -> None:
     """After EPIPE: point stdout at /dev/null so that the exit-time flush cannot fail again."""
     with contextlib.suppress(OSError, ValueError):
@@ -186,28 +151,37 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
     if hard_exit is None:
         hard_exit = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    with _interrupt.handling():
+        try:
+            return _main(argv)
+        except Interrupted as interrupt:
+            name = signal.Signals(interrupt.signum).name
+            return _interrupted(getattr(interrupt, "args_namespace", None), argv, name,
+                                hard_exit)
+        except KeyboardInterrupt:    # raised by other code (a debugger, a test) as SIGINT
+            return _interrupted(None, argv, "SIGINT", hard_exit)
+
+
+def _main(argv: list[str]) -> int:
+    """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141."""
     try:
-        with _interrupts_at_safe_points():
-            try:
-                code = _run(argv)
-            except BrokenPipeError:
-                _silence_stdout()
-                return EXIT_BROKEN_PIPE
-            try:
-                sys.stdout.flush()     # a closed pipe shows here, not at interpreter exit
-            except BrokenPipeError:
-                _silence_stdout()
-                return EXIT_BROKEN_PIPE
-            return code
-    except Interrupted as interrupt:
-        name = signal.Signals(interrupt.signum).name
-        return _interrupted(getattr(interrupt, "args_namespace", None), argv, name, hard_exit)
-    except KeyboardInterrupt:    # raised by other code (a debugger, a test) as SIGINT would
-        return _interrupted(None, argv, "SIGINT", hard_exit)
+        code = _run(argv)
+        sys.stdout.flush()      # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    if code == 0 and _interrupt.received():
+        # library code swallowed the signal and the command finished anyway: its output
+        # is whole, but the run was asked to stop
+        print(f"fabricflow: {signal.Signals(_interrupt.received()).name} arrived after the "
+              "run had finished its work", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
 
 
 def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     """Report an interrupt (one JSON object under --json) and leave with 130."""
+    _interrupt.ignore()
     completed = list(getattr(args, "completed", []) or [])
     partial = dict(getattr(args, "partial", {}) or {})
     message = (f"interrupted by {name}; " + (f"completed: {', '.join(map(str, completed))}"

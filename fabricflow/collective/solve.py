@@ -183,9 +183,11 @@ def _bucket(size: int, smallest: int) -> int:
 
 
 def _jitted_solver():
-    import fabricflow
-
-    return getattr(fabricflow, "max_min_rates", None)
+    try:
+        from ..solve.rates import max_min_rates
+    except ImportError:
+        return None
+    return max_min_rates
 
 
 def solver_name(links_shape: tuple[int, int]) -> str:

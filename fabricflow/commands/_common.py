@@ -29,6 +29,9 @@ def to_jsonable(value):
 
 
 def print_json(obj) -> None:
+    from ._interrupt import check
+
+    check()        # an interrupt swallowed by library code still stops the report
     json.dump(to_jsonable(obj), sys.stdout)
     sys.stdout.write("\n")
 
@@ -51,7 +54,10 @@ def _fmt(value) -> str:
 
 def mark_done(args, item) -> None:
     """Record a finished output (a file path, a section name) for the interrupt report."""
+    from ._interrupt import check
+
     args.__dict__.setdefault("completed", []).append(item)
+    check()
 
 
 def check_out_folder(path: str, flag: str = "--out") -> None:

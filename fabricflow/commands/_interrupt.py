@@ -1,0 +1,67 @@
+"""SIGINT/SIGTERM for the commands: stop at a safe point, never lose the signal.
+
+The handler records the signal and raises :class:`Interrupted` (a ``KeyboardInterrupt``)
+in the main thread. Python runs it between bytecodes, never inside XLA's compiler, so the
+exception unwinds through ``finally`` blocks and temporary output files are removed. Some
+library code swallows ``KeyboardInterrupt`` (a bare ``except:`` around an optional
+import); the record survives that, and :func:`check` raises again at the commands' next
+safe point (an output finished, the report about to be printed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_received: list[int] = []      # signal numbers seen since install(); [] = none
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def _handler(signum, frame):
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def received() -> int | None:
+    """The first signal recorded since :func:`handling` began, or None."""
+    return _received[0] if _received else None
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` if a signal arrived (and was swallowed) earlier."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
+def ignore() -> None:
+    """Ignore further signals while the interrupt is being reported (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        for number in SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def handling():
+    """Install the handler for the block (main thread only), restoring the previous ones."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _received.clear()
+    previous = {number: signal.getsignal(number) for number in SIGNALS}
+    for number in SIGNALS:
+        signal.signal(number, _handler)
+    try:
+        yield
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action if action is not None else signal.SIG_DFL)
