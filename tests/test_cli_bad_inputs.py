@@ -149,9 +149,13 @@ def test_step_negative_seed_is_a_spec_error(capsys):
 
 
 def test_step_plot_to_missing_folder_fails_before_running(capsys, tmp_path):
+    from fabricflow.cli import main
+
     target = tmp_path / "no" / "such" / "b.png"
-    message = _main_error(capsys, *STEP, "--plot", str(target))
-    assert message.startswith("--plot:") and "folder" in message
+    assert main([*STEP, "--plot", str(target), "--json"]) == 1      # an output error
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == "OutputError"
+    assert data["message"].startswith("--plot:") and "folder" in data["message"]
     message = _main_error(capsys, *STEP, "--plot", str(tmp_path / "b.xyz"))
     assert "--plot" in message and "png" in message
 
