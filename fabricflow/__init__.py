@@ -157,10 +157,18 @@ def __getattr__(name: str):
         warnings.warn(f"fabricflow.{name} is deprecated as a top-level name; use "
                       f"`from {module} import {name}`", DeprecationWarning, stacklevel=2)
         return _load(name, module)          # not cached: every use warns
+    elif not name.startswith("_") and _is_submodule(name):
+        value = importlib.import_module(f"{__name__}.{name}")   # ff.workload, ff.traffic
     else:
         raise AttributeError(f"module 'fabricflow' has no attribute {name!r}")
     globals()[name] = value            # later lookups skip __getattr__
     return value
+
+
+def _is_submodule(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(f"{__name__}.{name}") is not None
 
 
 def __dir__() -> list[str]:

@@ -75,16 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
-    """Option strings (of the parser and every subparser) that take exactly one value."""
-    flags: set[str] = set()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                flags |= _value_flags(sub)
-        elif action.option_strings and action.nargs is None and isinstance(
-                action, (argparse._StoreAction, argparse._AppendAction)):
-            flags.update(action.option_strings)
-    return flags
+    """Option strings of ``parser`` (not its subparsers) that take exactly one value."""
+    return {flag for action in parser._actions
+            if action.option_strings and action.nargs is None
+            and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+            for flag in action.option_strings}
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next((dict(action.choices) for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), {})
 
 
 def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -92,9 +92,10 @@ def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) ->
 
     argparse reads a token starting with ``-`` as an option and answers "expected one
     argument", hiding the real problem ("duration must be > 0") that the command reports.
+    Only the flags of the command being run that take a value are rewritten.
     """
+    commands = _subparsers(parser)
     flags = _value_flags(parser)
-    long_flags = [flag for flag in flags if flag.startswith("--")]
     out: list[str] = []
     index = 0
     while index < len(argv):
@@ -102,11 +103,14 @@ def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) ->
         if token == "--":
             out.extend(argv[index:])
             break
+        if token in commands:             # the flags of this command from here on
+            flags = _value_flags(commands[token])
+            commands = {}
         following = argv[index + 1] if index + 1 < len(argv) else None
         if following is not None and _NEGATIVE_VALUE.match(following) and "=" not in token:
             # argparse accepts unique prefixes of long options (--dur for --duration)
             known = token in flags or (token.startswith("--") and len(
-                [flag for flag in long_flags if flag.startswith(token)]) == 1)
+                [flag for flag in flags if flag.startswith(token)]) == 1)
             if known:
                 out.append(f"{token}={following}")
                 index += 2

@@ -95,6 +95,7 @@ def test_public_names_resolve_and_all_matches_the_map():
     assert fabricflow.errors.SpecError is fabricflow.SpecError
     with pytest.raises(AttributeError, match="no_such_name"):
         fabricflow.no_such_name  # noqa: B018
+    assert fabricflow.traffic.__name__ == "fabricflow.traffic"      # subpackages on demand
 
 
 @pytest.mark.parametrize("name", sorted(fabricflow._DEPRECATED))
