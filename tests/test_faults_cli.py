@@ -332,6 +332,17 @@ def test_negative_value_reaches_the_command(capsys, flag):
     assert data["message"].startswith("--duration:") and "> 0" in data["message"]
 
 
+def test_only_the_running_commands_value_flags_take_negative_values():
+    from fabricflow.cli import _attach_negative_values, build_parser
+
+    parser = build_parser()
+    # --gpu takes a value in `step` but is a switch in `bench`
+    assert _attach_negative_values(["step", "--gpu", "-1"], parser) == ["step", "--gpu=-1"]
+    assert _attach_negative_values(["bench", "--gpu", "-1"], parser) == ["bench", "--gpu", "-1"]
+    assert _attach_negative_values(["collective", "-b", "-8M", "--out", "-x"], parser) == \
+        ["collective", "-b=-8M", "--out", "-x"]
+
+
 def test_missing_value_is_still_a_usage_error(capsys):
     assert main(["cc", "--scenario", "dumbbell", "--out", "--json"]) == 2
     data = _one_json(capsys.readouterr().out)
