@@ -123,6 +123,7 @@ def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) ->
 def _report(args, argv: list[str], error: str, message: str, **extra) -> None:
     """One JSON object on stdout under --json, else ``fabricflow CMD: error: ...`` on stderr."""
     if getattr(args, "json", False) or (args is None and _wants_json(argv)):
+        _interrupt.mark_reported()
         print(json.dumps({"error": error, "message": message, **extra}))
     else:
         command = getattr(args, "command", None)
@@ -194,7 +195,9 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     if partial:
         extra["partial"] = partial
     try:
-        if getattr(args, "json", False) or (args is None and _wants_json(argv)):
+        if _interrupt.reported():       # the command's JSON object is out: keep it the only one
+            print(f"fabricflow: {message}", file=sys.stderr)
+        elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
             from .commands._common import to_jsonable
 
             print(json.dumps({"error": "Interrupted", "message": message,
@@ -216,6 +219,7 @@ def _run(argv: list[str]) -> int:
         args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:
         if _wants_json(argv):
+            _interrupt.mark_reported()
             print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {error}"}))
         else:
             error.parser.print_usage(sys.stderr)
@@ -247,6 +251,7 @@ def _run(argv: list[str]) -> int:
         if not getattr(args, "json", False):
             raise
         traceback.print_exc()
+        _interrupt.mark_reported()
         print(json.dumps({"error": "InternalError", "message": f"{type(error).__name__}: {error}"}))
         return 1
 

@@ -384,3 +384,19 @@ def test_memory_errors_are_named_errors(monkeypatch, capsys, raised, words):
     assert "Traceback" not in captured.err
     assert main(["presets"]) == 2
     assert "fabricflow presets: error:" in capsys.readouterr().err
+
+
+def test_signal_after_the_report_keeps_one_json_object(monkeypatch, capsys):
+    import fabricflow.commands.presets as presets
+    from fabricflow.commands._common import print_json
+
+    def report_then_signal(args):
+        print_json({"presets": []})
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+
+    monkeypatch.setattr(presets, "run", report_then_signal)
+    assert main(["presets", "--json"]) == 130
+    captured = capsys.readouterr()
+    assert _one_json(captured.out) == {"presets": []}
+    assert "interrupted by SIGINT" in captured.err

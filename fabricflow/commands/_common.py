@@ -29,11 +29,12 @@ def to_jsonable(value):
 
 
 def print_json(obj) -> None:
-    from ._interrupt import check
+    from ._interrupt import check, mark_reported
 
     check()        # an interrupt swallowed by library code still stops the report
-    json.dump(to_jsonable(obj), sys.stdout)
-    sys.stdout.write("\n")
+    text = json.dumps(to_jsonable(obj))
+    mark_reported()
+    sys.stdout.write(text + "\n")
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:

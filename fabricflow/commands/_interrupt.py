@@ -16,7 +16,8 @@ import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_received: list[int] = []      # signal numbers seen since install(); [] = none
+_received: list[int] = []      # signal numbers seen since handling() began; [] = none
+_reported: list[bool] = []     # [True] once the command printed its --json object
 
 
 class Interrupted(KeyboardInterrupt):
@@ -43,6 +44,15 @@ def check() -> None:
         raise Interrupted(_received[0])
 
 
+def mark_reported() -> None:
+    """The command's one JSON object is out: an interrupt now must not print another."""
+    _reported[:] = [True]
+
+
+def reported() -> bool:
+    return bool(_reported)
+
+
 def ignore() -> None:
     """Ignore further signals while the interrupt is being reported (main thread only)."""
     if threading.current_thread() is threading.main_thread():
@@ -57,6 +67,7 @@ def handling():
         yield
         return
     _received.clear()
+    _reported.clear()
     previous = {number: signal.getsignal(number) for number in SIGNALS}
     for number in SIGNALS:
         signal.signal(number, _handler)
