@@ -400,3 +400,30 @@ def test_signal_after_the_report_keeps_one_json_object(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert _one_json(captured.out) == {"presets": []}
     assert "interrupted by SIGINT" in captured.err
+
+
+def test_signal_landing_in_a_gc_callback_is_not_lost_or_printed(monkeypatch, capsys):
+    """JAX's gc callback runs Python code; a signal handled there must still stop the run."""
+    import gc
+
+    def callback(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))        # the handler runs here, inside the callback
+
+    def collect_then_work():
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        time.sleep(5)              # reached only if the interrupt was lost
+        return {"value": 2}
+
+    _fake_bench(monkeypatch, collect_then_work)
+    start = time.monotonic()
+    assert main(["bench", "--json"]) == 130
+    assert time.monotonic() - start < 4
+    captured = capsys.readouterr()
+    assert _one_json(captured.out)["completed"] == ["first"]
+    assert "Exception ignored" not in captured.err and "Traceback" not in captured.err
