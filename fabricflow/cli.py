@@ -28,13 +28,31 @@ import signal
 import sys
 import traceback
 
-from . import commands
 from .commands import _interrupt
 from .commands._interrupt import Interrupted
 from .errors import FabricflowError, OutputError
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a killed writer
+
+
+
+def _interrupted_at_start(signum, frame) -> None:
+    """SIGINT/SIGTERM before :func:`main` took over: nothing ran yet, so report and leave."""
+    name = signal.Signals(signum).name
+    if any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:]):
+        text = json.dumps({"error": "Interrupted", "completed": [],
+                           "message": f"interrupted by {name}; nothing completed"})
+        os.write(sys.stdout.fileno(), (text + "\n").encode())
+    else:
+        os.write(sys.stderr.fileno(), f"fabricflow: interrupted by {name}\n".encode())
+    os._exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) in ("fabricflow", "fabricflow.exe"):
+    # run as the command (not imported by a program): cover the imports before main()
+    for _signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signum, _interrupted_at_start)
 
 # A value that argparse would take for an option because it starts with "-": a negative
 # number with or without a unit (-1ms, -0.5, -.5, -8MiB) or a signed inf/nan.
@@ -61,6 +79,8 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import commands
+
     parser = _ArgumentParser(
         prog="fabricflow",
         description="Flow-level network planning for AI-training clusters.",

@@ -154,7 +154,7 @@ def _interrupt(args: list[str], delay: float, signum=signal.SIGINT, until=None):
     return proc.returncode, out, err
 
 
-@pytest.mark.parametrize("delay", [0.3, 1.5, 3.0])    # imports, JAX compilation, simulation
+@pytest.mark.parametrize("delay", [0.6, 1.5, 3.0])    # imports, JAX compilation, simulation
 def test_cc_interrupted_exits_130_with_one_json_object(tmp_path, delay):
     out_dir = tmp_path / "run"
     code, out, err = _interrupt(["cc", "--scenario", "dumbbell", "--flows", "2",
