@@ -195,11 +195,12 @@ def _main(argv: list[str]) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    if code == 0 and _interrupt.received():
+    late = _interrupt.received()
+    if code == 0 and late is not None:
         # library code swallowed the signal and the command finished anyway: its output
         # is whole, but the run was asked to stop
-        print(f"fabricflow: {signal.Signals(_interrupt.received()).name} arrived after the "
-              "run had finished its work", file=sys.stderr)
+        print(f"fabricflow: {signal.Signals(late).name} arrived after the run had finished "
+              "its work", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
 
@@ -211,7 +212,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     partial = dict(getattr(args, "partial", {}) or {})
     message = (f"interrupted by {name}; " + (f"completed: {', '.join(map(str, completed))}"
                                              if completed else "nothing completed"))
-    extra = {"completed": completed}
+    extra: dict = {"completed": completed}
     if partial:
         extra["partial"] = partial
     try:

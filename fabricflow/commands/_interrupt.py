@@ -30,6 +30,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int):
         self.signum = signum
+        self.args_namespace: object = None    # the argparse namespace, set by the CLI
         super().__init__(signal.Signals(signum).name)
 
 
