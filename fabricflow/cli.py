@@ -36,11 +36,15 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a killed writer
 
 
-
 def _interrupted_at_start(signum, frame) -> None:
-    """SIGINT/SIGTERM before :func:`main` took over: nothing ran yet, so report and leave."""
+    """SIGINT/SIGTERM outside :func:`main` (imports before it, teardown after): leave.
+
+    Before main nothing ran; after it the command's report is out (and stays the only JSON
+    object on stdout).
+    """
     name = signal.Signals(signum).name
-    if any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:]):
+    wants_json = any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:])
+    if wants_json and not _interrupt.reported():
         text = json.dumps({"error": "Interrupted", "completed": [],
                            "message": f"interrupted by {name}; nothing completed"})
         os.write(sys.stdout.fileno(), (text + "\n").encode())

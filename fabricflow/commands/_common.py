@@ -79,20 +79,31 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
         raise OutputError(f"{flag}: cannot use {path!r} as output folder: it exists and is "
                           f"not a folder")
     created = []                      # deepest first, for removal
-    missing = os.path.abspath(path)
-    while not os.path.lexists(missing):
-        created.append(missing)
-        missing = os.path.dirname(missing)
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        created.append(existing)
+        existing = os.path.dirname(existing)
     try:
-        ensure_folder(path)
-        handle, probe = tempfile.mkstemp(prefix=".fabricflow-probe.", dir=path)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except FileNotFoundError:
+            # the deepest existing folder is there but refuses new entries (/proc, /sys)
+            raise OutputError(f"{flag}: cannot create output folder {path!r}: {existing!r} "
+                              f"does not accept new folders") from None
+        except OSError as error:
+            raise OutputError(f"{flag}: cannot create output folder {path!r}: "
+                              f"{describe_os_error(error)}") from None
+        try:
+            ensure_folder(path)
+        except OutputError as error:
+            raise OutputError(f"{flag}: {error}") from None
+        try:
+            handle, probe = tempfile.mkstemp(prefix=".fabricflow-probe.", dir=path)
+        except OSError as error:
+            raise OutputError(f"{flag}: cannot write into output folder {path!r}: "
+                              f"{describe_os_error(error)}") from None
         os.close(handle)
         os.unlink(probe)
-    except OutputError as error:
-        raise OutputError(f"{flag}: {error}") from None
-    except OSError as error:
-        raise OutputError(f"{flag}: cannot write into output folder {path!r}: "
-                          f"{describe_os_error(error)}") from None
     finally:
         for folder in created:
             with contextlib.suppress(OSError):
