@@ -1,95 +1,208 @@
 """fabricflow: flow-level network planning for AI-training clusters (JAX).
 
-Public API (stable names, see docs/architecture.md):
+Public API (stable names)::
 
     import fabricflow as ff
     fabric = ff.load_fabric("clos-100k")
     routes = ff.route(fabric, src, dst, policy="ecmp", seed=0)
     rates = ff.max_min_rates(routes.links, fabric.capacity)
+
+Names are loaded on first use (PEP 562): ``import fabricflow`` imports neither JAX, SciPy,
+xarray nor matplotlib, so that the command line starts fast (``fabricflow presets``) and a
+user pays for the solver only when calling it. Kernels that used to be exported here
+(``solve_max_min``, ``simulate_dcqcn_arrays``, ...) still resolve, with a
+``DeprecationWarning``; import them from their modules instead.
 """
 
 from __future__ import annotations
 
-from .collective import CollectiveResult, busbw_factor, collective_time, prepare_collective
-from .errors import FabricflowError, MemoryBudgetError, RoutingError, SolverError, SpecError
-from .fabric.fabric import Fabric
-from .fabric.spec import build_fabric, list_presets, load_fabric
-from .routing.route import route
-from .routing.routes import Routes
-from .solve.completion import Completion, complete_flows, simulate_completion
-from .solve.dcqcn.analysis import dcqcn_fixed_point, dcqcn_linear_stability
-from .solve.dcqcn.params import DCQCNParams, PFCParams, stack_params
-from .solve.dcqcn.result import DCQCNResult
-from .solve.dcqcn.simulate import simulate_dcqcn, simulate_dcqcn_arrays
-from .solve.maxmin.certificate import Certificate, certify_max_min
-from .solve.maxmin.checked import max_min_rates, max_min_solution
-from .solve.maxmin.kernel import MaxMinSolution, solve_max_min
-from .solve.status import Status as SolverStatus
-from .units import parse_bandwidth, parse_size, parse_time
-from .workload import (
-    GpuSpec,
-    Layout,
-    ModelSpec,
-    Placement,
-    StepResult,
-    list_gpus,
-    list_models,
-    load_gpu,
-    load_model,
-    memory_per_gpu,
-    place,
-    step_time,
-)
+import importlib
+import warnings
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+# public name -> module that defines it (the attribute has the same name unless the value
+# is "module:attribute").
+_EXPORTS: dict[str, str] = {
+    # fabric
+    "Fabric": "fabricflow.fabric.fabric",
+    "build_fabric": "fabricflow.fabric.spec",
+    "list_presets": "fabricflow.fabric.spec",
+    "load_fabric": "fabricflow.fabric.spec",
+    # routing
+    "route": "fabricflow.routing.route",
+    "Routes": "fabricflow.routing.routes",
+    # max-min fair rates
+    "max_min_rates": "fabricflow.solve.maxmin.checked",
+    "max_min_solution": "fabricflow.solve.maxmin.checked",
+    "certify_max_min": "fabricflow.solve.maxmin.certificate",
+    "Certificate": "fabricflow.solve.maxmin.certificate",
+    "SolverStatus": "fabricflow.solve.status:Status",
+    # flow completion
+    "complete_flows": "fabricflow.solve.completion",
+    "Completion": "fabricflow.solve.completion",
+    # DCQCN / PFC
+    "simulate_dcqcn": "fabricflow.solve.dcqcn.simulate",
+    "DCQCNResult": "fabricflow.solve.dcqcn.result",
+    "DCQCNParams": "fabricflow.solve.dcqcn.params",
+    "PFCParams": "fabricflow.solve.dcqcn.params",
+    "dcqcn_fixed_point": "fabricflow.solve.dcqcn.analysis",
+    "dcqcn_linear_stability": "fabricflow.solve.dcqcn.analysis",
+    # collectives
+    "collective_time": "fabricflow.collective.model",
+    "CollectiveResult": "fabricflow.collective.model",
+    "busbw_factor": "fabricflow.collective.ops",
+    # training step
+    "step_time": "fabricflow.workload.step",
+    "StepResult": "fabricflow.workload.step",
+    "Layout": "fabricflow.workload.layout",
+    "place": "fabricflow.workload.placement",
+    "Placement": "fabricflow.workload.placement",
+    "load_model": "fabricflow.workload.model",
+    "list_models": "fabricflow.workload.model",
+    "ModelSpec": "fabricflow.workload.model",
+    "load_gpu": "fabricflow.workload.gpu",
+    "list_gpus": "fabricflow.workload.gpu",
+    "GpuSpec": "fabricflow.workload.gpu",
+    "memory_per_gpu": "fabricflow.workload.memory",
+    # units
+    "parse_bandwidth": "fabricflow.units",
+    "parse_size": "fabricflow.units",
+    "parse_time": "fabricflow.units",
+    # errors
+    "errors": "fabricflow.errors:",
+    "FabricflowError": "fabricflow.errors",
+    "SpecError": "fabricflow.errors",
+    "RoutingError": "fabricflow.errors",
+    "SolverError": "fabricflow.errors",
+    "MemoryBudgetError": "fabricflow.errors",
+    "OutputError": "fabricflow.errors",
+}
+
+# Kernels and internals that were exported here once: still reachable, with a warning
+# that names the module to import them from.
+_DEPRECATED: dict[str, str] = {
+    "solve_max_min": "fabricflow.solve.maxmin.kernel",
+    "MaxMinSolution": "fabricflow.solve.maxmin.kernel",
+    "simulate_dcqcn_arrays": "fabricflow.solve.dcqcn.simulate",
+    "simulate_completion": "fabricflow.solve.completion",
+    "stack_params": "fabricflow.solve.dcqcn.params",
+    "prepare_collective": "fabricflow.collective.model",
+}
+
+# Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
+# imports as exported; a test checks that both agree.
 __all__ = [
+    "Certificate",
     "CollectiveResult",
-    "busbw_factor",
-    "collective_time",
-    "prepare_collective",
+    "Completion",
+    "DCQCNParams",
+    "DCQCNResult",
     "Fabric",
     "FabricflowError",
+    "GpuSpec",
+    "Layout",
     "MemoryBudgetError",
+    "ModelSpec",
+    "OutputError",
+    "PFCParams",
+    "Placement",
     "Routes",
     "RoutingError",
     "SolverError",
+    "SolverStatus",
     "SpecError",
+    "StepResult",
     "build_fabric",
+    "busbw_factor",
+    "certify_max_min",
+    "collective_time",
+    "complete_flows",
+    "dcqcn_fixed_point",
+    "dcqcn_linear_stability",
+    "errors",
+    "list_gpus",
+    "list_models",
     "list_presets",
     "load_fabric",
+    "load_gpu",
+    "load_model",
+    "max_min_rates",
+    "max_min_solution",
+    "memory_per_gpu",
     "parse_bandwidth",
     "parse_size",
     "parse_time",
-    "route",
-    "DCQCNParams",
-    "DCQCNResult",
-    "PFCParams",
-    "dcqcn_fixed_point",
-    "dcqcn_linear_stability",
-    "simulate_dcqcn",
-    "simulate_dcqcn_arrays",
-    "Certificate",
-    "Completion",
-    "MaxMinSolution",
-    "SolverStatus",
-    "certify_max_min",
-    "complete_flows",
-    "max_min_rates",
-    "max_min_solution",
-    "simulate_completion",
-    "solve_max_min",
-    "stack_params",
-    "GpuSpec",
-    "Layout",
-    "ModelSpec",
-    "Placement",
-    "StepResult",
-    "list_gpus",
-    "list_models",
-    "load_gpu",
-    "load_model",
-    "memory_per_gpu",
     "place",
+    "route",
+    "simulate_dcqcn",
     "step_time",
 ]
+
+
+def _load(name: str, target: str):
+    module_name, sep, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    if sep and not attribute:          # "pkg.module:" exports the module itself
+        return module
+    return getattr(module, attribute or name)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = _load(name, _EXPORTS[name])
+    elif name in _DEPRECATED:
+        module = _DEPRECATED[name]
+        warnings.warn(f"fabricflow.{name} is deprecated as a top-level name; use "
+                      f"`from {module} import {name}`", DeprecationWarning, stacklevel=2)
+        return _load(name, module)          # not cached: every use warns
+    elif not name.startswith("_") and _is_submodule(name):
+        value = importlib.import_module(f"{__name__}.{name}")   # ff.workload, ff.traffic
+    else:
+        raise AttributeError(f"module 'fabricflow' has no attribute {name!r}")
+    globals()[name] = value            # later lookups skip __getattr__
+    return value
+
+
+def _is_submodule(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(f"{__name__}.{name}") is not None
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:   # real imports for type checkers and IDEs; never run
+    from . import errors
+    from .collective.model import CollectiveResult, collective_time
+    from .collective.ops import busbw_factor
+    from .errors import (
+        FabricflowError,
+        MemoryBudgetError,
+        OutputError,
+        RoutingError,
+        SolverError,
+        SpecError,
+    )
+    from .fabric.fabric import Fabric
+    from .fabric.spec import build_fabric, list_presets, load_fabric
+    from .routing.route import route
+    from .routing.routes import Routes
+    from .solve.maxmin.certificate import Certificate, certify_max_min
+    from .solve.completion import Completion, complete_flows
+    from .solve.dcqcn.result import DCQCNResult
+    from .solve.dcqcn.simulate import simulate_dcqcn
+    from .solve.dcqcn.analysis import dcqcn_fixed_point, dcqcn_linear_stability
+    from .solve.dcqcn.params import DCQCNParams, PFCParams
+    from .solve.maxmin.checked import max_min_rates, max_min_solution
+    from .solve.status import Status as SolverStatus
+    from .units import parse_bandwidth, parse_size, parse_time
+    from .workload.gpu import GpuSpec, list_gpus, load_gpu
+    from .workload.layout import Layout
+    from .workload.memory import memory_per_gpu
+    from .workload.model import ModelSpec, list_models, load_model
+    from .workload.placement import Placement, place
+    from .workload.step import StepResult, step_time

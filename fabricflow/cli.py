@@ -3,19 +3,64 @@
 Each subcommand lives in its own module under ``fabricflow/commands/`` and provides
 ``register(subparsers)`` (adds its parser and sets ``func``) so that commands stay small
 and independent. Every command accepts ``--json`` and then prints exactly one JSON object.
+
+Exit codes: 0 success; 2 bad input (usage, :class:`~fabricflow.errors.SpecError` and the
+other input errors, memory budget); 1 an output cannot be written
+(:class:`~fabricflow.errors.OutputError`) or an internal error; 130 interrupted (SIGINT or
+SIGTERM: files already written stay, partial ones never appear); 141 stdout closed early
+(``fabricflow presets | head -1``).
+
+Start-up stays light: ``import fabricflow`` is lazy and command modules import JAX, SciPy,
+xarray and matplotlib only inside the function that runs the command, so ``--help`` and
+``presets`` never load them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import pkgutil
+import re
+import signal
 import sys
 import traceback
 
-from . import commands
-from .errors import FabricflowError
+from .commands import _interrupt
+from .commands._interrupt import Interrupted
+from .errors import FabricflowError, OutputError
+
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a killed writer
+
+
+def _interrupted_at_start(signum, frame) -> None:
+    """SIGINT/SIGTERM outside :func:`main` (imports before it, teardown after): leave.
+
+    Before main nothing ran; after it the command's report is out (and stays the only JSON
+    object on stdout).
+    """
+    name = signal.Signals(signum).name
+    wants_json = any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:])
+    if wants_json and not _interrupt.reported():
+        text = json.dumps({"error": "Interrupted", "completed": [],
+                           "message": f"interrupted by {name}; nothing completed"})
+        os.write(sys.stdout.fileno(), (text + "\n").encode())
+    else:
+        os.write(sys.stderr.fileno(), f"fabricflow: interrupted by {name}\n".encode())
+    os._exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) in ("fabricflow", "fabricflow.exe"):
+    # run as the command (not imported by a program): cover the imports before main()
+    for _signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(_signum, _interrupted_at_start)
+
+# A value that argparse would take for an option because it starts with "-": a negative
+# number with or without a unit (-1ms, -0.5, -.5, -8MiB) or a signed inf/nan.
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
 
 
 class UsageError(Exception):
@@ -38,6 +83,8 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import commands
+
     parser = _ArgumentParser(
         prog="fabricflow",
         description="Flow-level network planning for AI-training clusters.",
@@ -51,30 +98,185 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Option strings of ``parser`` (not its subparsers) that take exactly one value."""
+    return {flag for action in parser._actions
+            if action.option_strings and action.nargs is None
+            and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+            for flag in action.option_strings}
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next((dict(action.choices) for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), {})
+
+
+def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--duration -1ms`` -> ``--duration=-1ms``, so that argparse hands the value over.
+
+    argparse reads a token starting with ``-`` as an option and answers "expected one
+    argument", hiding the real problem ("duration must be > 0") that the command reports.
+    Only the flags of the command being run that take a value are rewritten.
+    """
+    commands = _subparsers(parser)
+    flags = _value_flags(parser)
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            out.extend(argv[index:])
+            break
+        if token in commands:             # the flags of this command from here on
+            flags = _value_flags(commands[token])
+            commands = {}
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is not None and _NEGATIVE_VALUE.match(following) and "=" not in token:
+            # argparse accepts unique prefixes of long options (--dur for --duration)
+            known = token in flags or (token.startswith("--") and len(
+                [flag for flag in flags if flag.startswith(token)]) == 1)
+            if known:
+                out.append(f"{token}={following}")
+                index += 2
+                continue
+        out.append(token)
+        index += 1
+    return out
+
+
+def _report(args, argv: list[str], error: str, message: str, **extra) -> None:
+    """One JSON object on stdout under --json, else ``fabricflow CMD: error: ...`` on stderr."""
+    if getattr(args, "json", False) or (args is None and _wants_json(argv)):
+        _interrupt.mark_reported()
+        print(json.dumps({"error": error, "message": message, **extra}))
+    else:
+        command = getattr(args, "command", None)
+        prefix = f"fabricflow {command}" if command else "fabricflow"
+        print(f"{prefix}: error: {message}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so that the exit-time flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    ``hard_exit`` (default: when ``argv`` is None, i.e. the real command line): after an
+    interrupt, flush and leave with ``os._exit(130)`` rather than running interpreter
+    teardown while XLA's threads are alive, which can crash. In-process callers (tests)
+    get 130 returned.
+    """
+    if hard_exit is None:
+        hard_exit = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    with _interrupt.handling():
+        try:
+            return _main(argv)
+        except Interrupted as interrupt:
+            name = signal.Signals(interrupt.signum).name
+            return _interrupted(getattr(interrupt, "args_namespace", None), argv, name,
+                                hard_exit)
+        except KeyboardInterrupt:    # raised by other code (a debugger, a test) as SIGINT
+            return _interrupted(None, argv, "SIGINT", hard_exit)
+
+
+def _main(argv: list[str]) -> int:
+    """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141."""
     try:
-        args = parser.parse_args(argv)
+        code = _run(argv)
+        sys.stdout.flush()      # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    late = _interrupt.received()
+    if code == 0 and late is not None:
+        # library code swallowed the signal and the command finished anyway: its output
+        # is whole, but the run was asked to stop
+        print(f"fabricflow: {signal.Signals(late).name} arrived after the run had finished "
+              "its work", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
+    """Report an interrupt (one JSON object under --json) and leave with 130."""
+    _interrupt.ignore()
+    completed = list(getattr(args, "completed", []) or [])
+    partial = dict(getattr(args, "partial", {}) or {})
+    message = (f"interrupted by {name}; " + (f"completed: {', '.join(map(str, completed))}"
+                                             if completed else "nothing completed"))
+    extra: dict = {"completed": completed}
+    if partial:
+        extra["partial"] = partial
+    try:
+        if _interrupt.reported():       # the command's JSON object is out: keep it the only one
+            print(f"fabricflow: {message}", file=sys.stderr)
+        elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
+            from .commands._common import to_jsonable
+
+            print(json.dumps({"error": "Interrupted", "message": message,
+                              **to_jsonable(extra)}))
+        else:
+            command = getattr(args, "command", None)
+            print(f"fabricflow{' ' + command if command else ''}: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        _silence_stdout()
+    if hard_exit:
+        _flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:
         if _wants_json(argv):
+            _interrupt.mark_reported()
             print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {error}"}))
         else:
             error.parser.print_usage(sys.stderr)
             print(f"{error.parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    # Commands record what they finished here, so that an interrupt can report it.
+    args.completed = []
+    args.partial = {}
     try:
         return int(args.func(args) or 0)
+    except Interrupted as interrupt:
+        interrupt.args_namespace = args
+        raise
+    except OutputError as error:
+        _report(args, argv, type(error).__name__, str(error))
+        return 1
     except FabricflowError as error:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": type(error).__name__, "message": str(error)}))
-        else:
-            print(f"fabricflow {args.command}: error: {error}", file=sys.stderr)
+        _report(args, argv, type(error).__name__, str(error))
         return 2
+    except MemoryError as error:   # a raw allocation failure: name what ran out
+        from .memory import out_of_memory
+
+        named = out_of_memory(error, f"fabricflow {args.command}")
+        _report(args, argv, type(named).__name__, str(named))
+        return 2
+    except BrokenPipeError:
+        raise
     except Exception as error:   # a bug, not bad input: --json still gets one object
-        if not getattr(args, "json", False) or isinstance(error, BrokenPipeError):
+        if not getattr(args, "json", False):
             raise
         traceback.print_exc()
+        _interrupt.mark_reported()
         print(json.dumps({"error": "InternalError", "message": f"{type(error).__name__}: {error}"}))
         return 1
 

@@ -149,9 +149,13 @@ def test_step_negative_seed_is_a_spec_error(capsys):
 
 
 def test_step_plot_to_missing_folder_fails_before_running(capsys, tmp_path):
+    from fabricflow.cli import main
+
     target = tmp_path / "no" / "such" / "b.png"
-    message = _main_error(capsys, *STEP, "--plot", str(target))
-    assert message.startswith("--plot:") and "folder" in message
+    assert main([*STEP, "--plot", str(target), "--json"]) == 1      # an output error
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == "OutputError"
+    assert data["message"].startswith("--plot:") and "folder" in data["message"]
     message = _main_error(capsys, *STEP, "--plot", str(tmp_path / "b.xyz"))
     assert "--plot" in message and "png" in message
 
@@ -205,10 +209,17 @@ def test_step_json_success_is_one_object():
 
 # ------------------------------------------------------------------ cc
 def test_cc_out_that_is_a_file_fails_before_simulating(capsys, tmp_path):
+    from fabricflow.cli import main
+
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert _json_error(*CC, "--out", str(blocker)).startswith("--out:")
-    assert _main_error(capsys, *CC, "--out", str(blocker / "sub")).startswith("--out:")
+    # an output that cannot be written is exit 1 (OutputError), not bad input (2)
+    proc = _run(*CC, "--out", str(blocker), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["error"] == "OutputError" and data["message"].startswith("--out:")
+    assert main([*CC, "--out", str(blocker / "sub"), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["message"].startswith("--out:")
     # a simulation error leaves no empty --out folder behind
     assert _main_error(capsys, *_with(CC, "--duration", "0.4us"), "--out", str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()

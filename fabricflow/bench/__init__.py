@@ -3,7 +3,7 @@
 A section module provides ``SECTION`` (its name), ``DESCRIPTION`` and
 ``run(options) -> dict`` returning JSON-able figures (times in s, memory in bytes, sizes).
 ``options`` is the argparse namespace (``quick``, ``gpu`` flags, ...). Sections are found
-by module discovery so that each issue adds its own file.
+by module discovery: a new benchmark is a new file here, with no registry to edit.
 """
 
 from __future__ import annotations

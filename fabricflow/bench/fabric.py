@@ -1,6 +1,6 @@
 """Benchmark section ``fabric``: build the 100k-GPU preset and ECMP-route 1M flows.
 
-Targets (issue 2, 2-core machine): build ``clos-100k`` in <= 20 s and <= 4 GiB peak;
+Targets (2-core machine): build ``clos-100k`` in <= 20 s and <= 4 GiB peak;
 ECMP-route 1,000,000 flows (all-to-all in groups spread over the fabric) in <= 10 s.
 """
 

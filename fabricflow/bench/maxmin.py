@@ -1,6 +1,6 @@
 """Benchmark section ``maxmin``: max-min fair rates of 1M+ flows on ``clos-100k``.
 
-Cases (issue 3): (a) MoE all-to-all, 16-GPU expert groups strided across the fabric
+Cases: (a) MoE all-to-all, 16-GPU expert groups strided across the fabric
 (4,167 groups, 1,000,080 flows); (b) a ring over all GPUs with 16 channels; and the
 plain float64 numpy progressive-filling reference against the JAX solver on the first
 100,000 MoE flows, in the same run. Targets on the 2-core machine: 1M flows in <= 10 s

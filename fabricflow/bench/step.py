@@ -1,6 +1,6 @@
 """Benchmark section ``step``: one step-time evaluation of Llama-3-405B on 16,384 GPUs.
 
-Target (issue 6, 2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
+Target (2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
 fabric build excluded (reported separately). Also reports the error of every Megatron SC21
 Table 1 row on ``dgx-a100-superpod`` (target: within 10% each).
 """

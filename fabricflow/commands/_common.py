@@ -29,8 +29,12 @@ def to_jsonable(value):
 
 
 def print_json(obj) -> None:
-    json.dump(to_jsonable(obj), sys.stdout)
-    sys.stdout.write("\n")
+    from ._interrupt import check, mark_reported
+
+    check()        # an interrupt swallowed by library code still stops the report
+    text = json.dumps(to_jsonable(obj))
+    mark_reported()
+    sys.stdout.write(text + "\n")
 
 
 def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
@@ -47,3 +51,67 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
+
+
+def mark_done(args, item) -> None:
+    """Record a finished output (a file path, a section name) for the interrupt report."""
+    from ._interrupt import check
+
+    args.__dict__.setdefault("completed", []).append(item)
+    check()
+
+
+def check_out_folder(path: str, flag: str = "--out") -> None:
+    """Fail now, before a long computation, if ``path`` cannot take output files.
+
+    Creates the folder (and missing parents) and a probe file, then removes what it
+    created, so that a later error or interrupt leaves no empty folder behind. Raises
+    :class:`~fabricflow.errors.OutputError` ("--out: cannot ...") naming the reason.
+    """
+    import contextlib
+    import os
+    import tempfile
+
+    from ..atomic import describe_os_error, ensure_folder
+    from ..errors import OutputError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OutputError(f"{flag}: cannot use {path!r} as output folder: it exists and is "
+                          f"not a folder")
+    created = []                      # deepest first, for removal
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        created.append(existing)
+        existing = os.path.dirname(existing)
+    try:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except FileNotFoundError:
+            # the deepest existing folder is there but refuses new entries (/proc, /sys)
+            raise OutputError(f"{flag}: cannot create output folder {path!r}: {existing!r} "
+                              f"does not accept new folders") from None
+        except OSError as error:
+            raise OutputError(f"{flag}: cannot create output folder {path!r}: "
+                              f"{describe_os_error(error)}") from None
+        try:
+            ensure_folder(path)
+        except OutputError as error:
+            raise OutputError(f"{flag}: {error}") from None
+        try:
+            handle, probe = tempfile.mkstemp(prefix=".fabricflow-probe.", dir=path)
+        except OSError as error:
+            raise OutputError(f"{flag}: cannot write into output folder {path!r}: "
+                              f"{describe_os_error(error)}") from None
+        os.close(handle)
+        os.unlink(probe)
+    finally:
+        for folder in created:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+def write_json_file(path: str, obj) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically (whole file or none)."""
+    from ..atomic import write_text
+
+    write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")

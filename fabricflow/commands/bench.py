@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import time
 
-from ._common import add_json_flag, print_json
+from ._common import add_json_flag, mark_done, print_json
 
 
 def register(subparsers) -> None:
@@ -38,6 +38,8 @@ def run(args) -> int:
         section = available[name].run(args)
         section.setdefault("section_wall_s", time.perf_counter() - start)
         report[name] = section
+        mark_done(args, name)
+        args.__dict__.setdefault("partial", {})[name] = section   # reported if interrupted
         if not args.json:
             print(f"== {name}")
             for key, value in section.items():

@@ -14,10 +14,15 @@ half), ``queue_mean_bytes``, ``queue_p50_bytes``, ``queue_p99_bytes`` (bottlenec
 
 from __future__ import annotations
 
-import json
 import os
 
-from ._common import add_json_flag, print_json, to_jsonable
+from ._common import (
+    add_json_flag,
+    check_out_folder,
+    mark_done,
+    print_json,
+    write_json_file,
+)
 
 
 def register(subparsers) -> None:
@@ -46,30 +51,6 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _check_out_dir(path: str) -> None:
-    """Say why --out cannot be used, before the simulation runs (nothing is created)."""
-    from ..errors import SpecError
-
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise SpecError("--out", f"{path!r} exists and is not a folder")
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise SpecError("--out", f"cannot create folder {path!r}: {existing!r} is not a folder")
-    if not os.access(existing, os.W_OK):
-        raise SpecError("--out", f"cannot write into {existing!r} (for {path!r})")
-
-
-def _make_out_dir(path: str) -> None:
-    from ..errors import SpecError
-
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise SpecError("--out", f"cannot create folder {path!r}: {error.strerror or error}") from None
-
-
 def run(args) -> int:
     import numpy as np
 
@@ -92,7 +73,7 @@ def run(args) -> int:
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
     if args.out:
-        _check_out_dir(args.out)
+        check_out_folder(args.out)
     result = simulate_dcqcn(scenario.fabric, scenario.routes, size=size, params=args.params,
                             overrides=dcqcn_overrides, pfc=args.pfc, pfc_params=pfc_params,
                             duration=duration, dt=dt, extra_delay=delay,
@@ -106,14 +87,23 @@ def run(args) -> int:
               "pfc_params": pfc_params.as_dict(), "delay_s": delay, "duration_s": duration,
               "dt_s": dt, "roles": scenario.roles, **summary}
     if args.out:
-        _make_out_dir(args.out)
-        to_dataset(result).to_netcdf(os.path.join(args.out, "dcqcn.nc"))
+        from ..atomic import atomic_path, ensure_folder
         from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
 
-        plot_rates_and_queues(result, path=os.path.join(args.out, "rates_queues.png"))
-        plot_pause_spread(result, scenario.fabric, path=os.path.join(args.out, "pause_spread.png"))
-        with open(os.path.join(args.out, "summary.json"), "w") as handle:
-            json.dump(to_jsonable(report), handle, indent=1)
+        ensure_folder(args.out)
+        path = os.path.join(args.out, "dcqcn.nc")
+        with atomic_path(path) as tmp:
+            to_dataset(result).to_netcdf(tmp)
+        mark_done(args, path)
+        path = os.path.join(args.out, "rates_queues.png")
+        plot_rates_and_queues(result, path=path)
+        mark_done(args, path)
+        path = os.path.join(args.out, "pause_spread.png")
+        plot_pause_spread(result, scenario.fabric, path=path)
+        mark_done(args, path)
+        path = os.path.join(args.out, "summary.json")
+        write_json_file(path, report)
+        mark_done(args, path)
         report["out"] = args.out
     if args.json:
         print_json(report)

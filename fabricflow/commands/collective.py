@@ -52,7 +52,6 @@ def run(args) -> int:
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
-    from ..units import parse_size
 
     fabric = load_fabric(args.fabric)
     if args.fail:
@@ -66,8 +65,8 @@ def run(args) -> int:
         raise SpecError("gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}")
     group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
-    sizes = nccl_sizes(parse_size(args.minbytes, "minbytes", allow_zero=False),
-                       parse_size(args.maxbytes, "maxbytes", allow_zero=False), args.stepfactor)
+    sizes = nccl_sizes(_size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes"),
+                       args.stepfactor)
     results = collective_sweep(fabric, args.op, groups, sizes, algo=args.algo,
                                protocol=args.protocol, routing=args.routing, seed=args.seed,
                                channels=args.channels, rail_aware=not args.no_rail_aware)
@@ -86,3 +85,23 @@ def run(args) -> int:
                        ("algbw_GBps", "algbw(GB/s)"), ("busbw_GBps", "busbw(GB/s)"),
                        ("algo", "algo"), ("protocol", "proto"), ("bottleneck", "bottleneck")])
     return 0
+
+
+def _size(value: str, field: str) -> float:
+    """``parse_size`` for -b/-e; nccl-tests style ``8M`` gets a hint (``8MB`` or ``8MiB``)."""
+    import re
+
+    from ..errors import SpecError
+    from ..units import parse_size
+
+    try:
+        return parse_size(value, field, allow_zero=False)
+    except SpecError as error:
+        bare = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgGtT])\s*", str(value))
+        if bare is None:
+            raise
+        number, prefix = bare.group(1), bare.group(2).upper()
+        raise SpecError(field, f"{error.args[0].partition(': ')[2]}; nccl-tests' {value!r} "
+                        f"means {number}{prefix}iB (2^{dict(K=10, M=20, G=30, T=40)[prefix]}"
+                        f" bytes): write {number}{prefix}iB, or {number}{prefix}B for "
+                        f"10^{dict(K=3, M=6, G=9, T=12)[prefix]}") from None

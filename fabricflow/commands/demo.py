@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
-from ._common import add_json_flag, print_json
+from ._common import add_json_flag, check_out_folder, mark_done, print_json
 
 DEFAULT_PRESET = "clos-100k"
 
@@ -28,6 +26,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    import numpy as np
+
+    from ..atomic import ensure_folder
     from ..fabric.spec import load_fabric
     from ..routing.route import route
     from ..solve.maxmin.checked import max_min_solution
@@ -37,12 +38,12 @@ def run(args) -> int:
     from .fabric import print_summary
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     timings = {}
     start = time.perf_counter()
-    fabric = load_fabric(args.fabric)
-    summary = fabric.summary()
+    fabric = load_fabric(args.fabric)       # a bad fabric fails before --out is touched
     timings["build_s"] = time.perf_counter() - start
+    check_out_folder(args.out)
+    summary = fabric.summary()
     if not args.json:
         print_summary(summary)
 
@@ -61,16 +62,20 @@ def run(args) -> int:
     utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
     tiers = tier_summary(fabric, utilization)
 
+    ensure_folder(out)
     figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]
+    mark_done(args, figures[-1])
     figures.append(str(plot_link_values_by_kind(
         fabric, utilization, out / "alltoall_utilization.png", xlabel="link utilization",
         title=f"{fabric.name}: max-min fair all-to-all, groups of {args.group_size} "
               f"({a2a_routes.num_flows:,} flows, {int(solution.rounds)} rounds)")))
+    mark_done(args, figures[-1])
     flows_per_link = a2a_routes.link_load()
     figures.append(str(plot_link_values_by_kind(
         fabric, flows_per_link, out / "alltoall_flows_per_link.png", xlabel="flows per link",
         title=f"{fabric.name}: all-to-all in groups of {args.group_size}, ECMP "
               f"({a2a_routes.num_flows:,} flows)")))
+    mark_done(args, figures[-1])
 
     result = {
         "fabric": summary["name"], "num_gpus": fabric.num_gpus, "num_links": fabric.num_links,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from ._common import add_json_flag, mark_done, print_json
 
 
 def register(subparsers) -> None:
@@ -110,12 +110,16 @@ def _assignments(items: list[str], flag: str) -> dict:
 
 
 def _check_plot_path(path: str) -> None:
-    """Refuse a --plot path matplotlib cannot write, before the model runs."""
+    """Refuse a --plot path matplotlib cannot write, before the model runs.
+
+    An unknown format is bad input (:class:`SpecError`); a folder that cannot take the file
+    is an :class:`OutputError`.
+    """
     import os
 
     from matplotlib.figure import Figure
 
-    from ..errors import SpecError
+    from ..errors import OutputError, SpecError
 
     formats = sorted(Figure().canvas.get_supported_filetypes())
     extension = os.path.splitext(path)[1].lstrip(".").lower()
@@ -124,13 +128,15 @@ def _check_plot_path(path: str) -> None:
                         f"{formats}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise SpecError("--plot", f"folder {folder!r} of {path!r} does not exist or is not a folder")
+        raise OutputError(f"--plot: cannot write {path!r}: folder {folder!r} does not exist or "
+                          f"is not a folder")
     if not os.access(folder, os.W_OK):
-        raise SpecError("--plot", f"folder {folder!r} of {path!r} is not writable")
+        raise OutputError(f"--plot: cannot write {path!r}: folder {folder!r} is not writable")
 
 
 def run(args) -> int:
-    from ..errors import SpecError
+    from ..atomic import describe_os_error
+    from ..errors import OutputError
     from ..fabric.spec import load_fabric
     from ..workload.gpu import load_gpu
     from ..workload.model import load_model
@@ -154,8 +160,12 @@ def run(args) -> int:
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         try:
             plot_breakdown([(label, result)], args.plot)
+        except OutputError as error:
+            raise OutputError(f"--plot: {error}") from None
         except OSError as error:
-            raise SpecError("--plot", f"cannot write {args.plot!r}: {error.strerror or error}") from None
+            raise OutputError(f"--plot: cannot write {args.plot!r}: "
+                              f"{describe_os_error(error)}") from None
+        mark_done(args, args.plot)
     if args.json:
         out = result.to_dict()
         if args.plot:
