@@ -144,7 +144,7 @@ __all__ = [
 def _load(name: str, target: str):
     module_name, sep, attribute = target.partition(":")
     module = importlib.import_module(module_name)
-    if sep and not attribute:          # "pkg.module:" exports the module itself
+    if sep and not attribute:  # "pkg.module:" exports the module itself
         return module
     return getattr(module, attribute or name)
 
@@ -154,14 +154,18 @@ def __getattr__(name: str):
         value = _load(name, _EXPORTS[name])
     elif name in _DEPRECATED:
         module = _DEPRECATED[name]
-        warnings.warn(f"fabricflow.{name} is deprecated as a top-level name; use "
-                      f"`from {module} import {name}`", DeprecationWarning, stacklevel=2)
-        return _load(name, module)          # not cached: every use warns
+        warnings.warn(
+            f"fabricflow.{name} is deprecated as a top-level name; use "
+            f"`from {module} import {name}`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _load(name, module)  # not cached: every use warns
     elif not name.startswith("_") and _is_submodule(name):
-        value = importlib.import_module(f"{__name__}.{name}")   # ff.workload, ff.traffic
+        value = importlib.import_module(f"{__name__}.{name}")  # ff.workload, ff.traffic
     else:
         raise AttributeError(f"module 'fabricflow' has no attribute {name!r}")
-    globals()[name] = value            # later lookups skip __getattr__
+    globals()[name] = value  # later lookups skip __getattr__
     return value
 
 
@@ -175,7 +179,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-if TYPE_CHECKING:   # real imports for type checkers and IDEs; never run
+if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
     from .collective.model import CollectiveResult, collective_time
     from .collective.ops import busbw_factor
@@ -191,12 +195,12 @@ if TYPE_CHECKING:   # real imports for type checkers and IDEs; never run
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .routing.route import route
     from .routing.routes import Routes
-    from .solve.maxmin.certificate import Certificate, certify_max_min
     from .solve.completion import Completion, complete_flows
-    from .solve.dcqcn.result import DCQCNResult
-    from .solve.dcqcn.simulate import simulate_dcqcn
     from .solve.dcqcn.analysis import dcqcn_fixed_point, dcqcn_linear_stability
     from .solve.dcqcn.params import DCQCNParams, PFCParams
+    from .solve.dcqcn.result import DCQCNResult
+    from .solve.dcqcn.simulate import simulate_dcqcn
+    from .solve.maxmin.certificate import Certificate, certify_max_min
     from .solve.maxmin.checked import max_min_rates, max_min_solution
     from .solve.status import Status as SolverStatus
     from .units import parse_bandwidth, parse_size, parse_time

@@ -40,8 +40,9 @@ def ensure_folder(path: str | os.PathLike) -> str:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
-        raise OutputError(f"cannot create output folder {path!r}: "
-                          f"{describe_os_error(error)}") from None
+        raise OutputError(
+            f"cannot create output folder {path!r}: {describe_os_error(error)}"
+        ) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write into output folder {path!r}: permission denied")
     return path

@@ -33,7 +33,7 @@ from .commands._interrupt import Interrupted
 from .errors import FabricflowError, OutputError
 
 EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what a shell reports for a killed writer
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
 
 
 def _interrupted_at_start(signum, frame) -> None:
@@ -45,8 +45,13 @@ def _interrupted_at_start(signum, frame) -> None:
     name = signal.Signals(signum).name
     wants_json = any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:])
     if wants_json and not _interrupt.reported():
-        text = json.dumps({"error": "Interrupted", "completed": [],
-                           "message": f"interrupted by {name}; nothing completed"})
+        text = json.dumps(
+            {
+                "error": "Interrupted",
+                "completed": [],
+                "message": f"interrupted by {name}; nothing completed",
+            }
+        )
         os.write(sys.stdout.fileno(), (text + "\n").encode())
     else:
         os.write(sys.stderr.fileno(), f"fabricflow: interrupted by {name}\n".encode())
@@ -100,15 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
     """Option strings of ``parser`` (not its subparsers) that take exactly one value."""
-    return {flag for action in parser._actions
-            if action.option_strings and action.nargs is None
-            and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
-            for flag in action.option_strings}
+    return {
+        flag
+        for action in parser._actions
+        if action.option_strings
+        and action.nargs is None
+        and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+        for flag in action.option_strings
+    }
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return next((dict(action.choices) for action in parser._actions
-                 if isinstance(action, argparse._SubParsersAction)), {})
+    return next(
+        (
+            dict(action.choices)
+            for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)
+        ),
+        {},
+    )
 
 
 def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -127,14 +142,16 @@ def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) ->
         if token == "--":
             out.extend(argv[index:])
             break
-        if token in commands:             # the flags of this command from here on
+        if token in commands:  # the flags of this command from here on
             flags = _value_flags(commands[token])
             commands = {}
         following = argv[index + 1] if index + 1 < len(argv) else None
         if following is not None and _NEGATIVE_VALUE.match(following) and "=" not in token:
             # argparse accepts unique prefixes of long options (--dur for --duration)
-            known = token in flags or (token.startswith("--") and len(
-                [flag for flag in flags if flag.startswith(token)]) == 1)
+            known = token in flags or (
+                token.startswith("--")
+                and len([flag for flag in flags if flag.startswith(token)]) == 1
+            )
             if known:
                 out.append(f"{token}={following}")
                 index += 2
@@ -185,9 +202,8 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
             return _main(argv)
         except Interrupted as interrupt:
             name = signal.Signals(interrupt.signum).name
-            return _interrupted(getattr(interrupt, "args_namespace", None), argv, name,
-                                hard_exit)
-        except KeyboardInterrupt:    # raised by other code (a debugger, a test) as SIGINT
+            return _interrupted(getattr(interrupt, "args_namespace", None), argv, name, hard_exit)
+        except KeyboardInterrupt:  # raised by other code (a debugger, a test) as SIGINT
             return _interrupted(None, argv, "SIGINT", hard_exit)
 
 
@@ -195,7 +211,7 @@ def _main(argv: list[str]) -> int:
     """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141."""
     try:
         code = _run(argv)
-        sys.stdout.flush()      # a closed pipe shows here, not at interpreter exit
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
@@ -203,8 +219,10 @@ def _main(argv: list[str]) -> int:
     if code == 0 and late is not None:
         # library code swallowed the signal and the command finished anyway: its output
         # is whole, but the run was asked to stop
-        print(f"fabricflow: {signal.Signals(late).name} arrived after the run had finished "
-              "its work", file=sys.stderr)
+        print(
+            f"fabricflow: {signal.Signals(late).name} arrived after the run had finished its work",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     return code
 
@@ -214,19 +232,19 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     _interrupt.ignore()
     completed = list(getattr(args, "completed", []) or [])
     partial = dict(getattr(args, "partial", {}) or {})
-    message = (f"interrupted by {name}; " + (f"completed: {', '.join(map(str, completed))}"
-                                             if completed else "nothing completed"))
+    message = f"interrupted by {name}; " + (
+        f"completed: {', '.join(map(str, completed))}" if completed else "nothing completed"
+    )
     extra: dict = {"completed": completed}
     if partial:
         extra["partial"] = partial
     try:
-        if _interrupt.reported():       # the command's JSON object is out: keep it the only one
+        if _interrupt.reported():  # the command's JSON object is out: keep it the only one
             print(f"fabricflow: {message}", file=sys.stderr)
         elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
             from .commands._common import to_jsonable
 
-            print(json.dumps({"error": "Interrupted", "message": message,
-                              **to_jsonable(extra)}))
+            print(json.dumps({"error": "Interrupted", "message": message, **to_jsonable(extra)}))
         else:
             command = getattr(args, "command", None)
             print(f"fabricflow{' ' + command if command else ''}: {message}", file=sys.stderr)
@@ -264,7 +282,7 @@ def _run(argv: list[str]) -> int:
     except FabricflowError as error:
         _report(args, argv, type(error).__name__, str(error))
         return 2
-    except MemoryError as error:   # a raw allocation failure: name what ran out
+    except MemoryError as error:  # a raw allocation failure: name what ran out
         from .memory import out_of_memory
 
         named = out_of_memory(error, f"fabricflow {args.command}")
@@ -272,7 +290,7 @@ def _run(argv: list[str]) -> int:
         return 2
     except BrokenPipeError:
         raise
-    except Exception as error:   # a bug, not bad input: --json still gets one object
+    except Exception as error:  # a bug, not bad input: --json still gets one object
         if not getattr(args, "json", False):
             raise
         traceback.print_exc()

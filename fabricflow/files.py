@@ -37,9 +37,13 @@ MAX_ALIASES = 1000
 MAX_NODES = 1_000_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def read_structured(path: str | os.PathLike, *, what: str, syntax: str | None = None) -> Any:
@@ -87,17 +91,22 @@ def _read_text(path: Path, what: str) -> str:
         if not path.is_file():
             raise SpecError(what, f"{path} is not a file")
         if size > MAX_FILE_BYTES:
-            raise SpecError(what, f"{path} is {size / 2**20:.1f} MiB, over the limit of "
-                            f"{MAX_FILE_BYTES // 2**20} MiB for a spec or config file")
+            raise SpecError(
+                what,
+                f"{path} is {size / 2**20:.1f} MiB, over the limit of "
+                f"{MAX_FILE_BYTES // 2**20} MiB for a spec or config file",
+            )
         with open(path, "rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(what, f"file not found: {path}") from None
     except OSError as error:
         raise SpecError(what, f"cannot read {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_FILE_BYTES:   # grew while we read it, or a special file
-        raise SpecError(what, f"{path} is over the limit of {MAX_FILE_BYTES // 2**20} MiB "
-                        "for a spec or config file")
+    if len(raw) > MAX_FILE_BYTES:  # grew while we read it, or a special file
+        raise SpecError(
+            what,
+            f"{path} is over the limit of {MAX_FILE_BYTES // 2**20} MiB for a spec or config file",
+        )
     return decode_text(raw, what, str(path))
 
 
@@ -109,20 +118,26 @@ def decode_text(raw: bytes, what: str, source: str) -> str:
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
         column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
-        raise SpecError(what, f"{source} is not {encoding.upper()} text: byte "
-                        f"0x{raw[error.start]:02x} at line {line}, column {column} "
-                        "(save the file as UTF-8)") from None
+        raise SpecError(
+            what,
+            f"{source} is not {encoding.upper()} text: byte "
+            f"0x{raw[error.start]:02x} at line {line}, column {column} "
+            "(save the file as UTF-8)",
+        ) from None
 
 
 # ---------------------------------------------------------------------------- JSON
+
 
 def _parse_json(text: str, what: str, source: str) -> Any:
     def pairs(items: list[tuple[str, Any]]) -> dict:
         seen: dict = {}
         for key, value in items:
             if key in seen:
-                raise SpecError(what, f"{source}: duplicate key {key!r} in a JSON object; "
-                                "each key may appear once")
+                raise SpecError(
+                    what,
+                    f"{source}: duplicate key {key!r} in a JSON object; each key may appear once",
+                )
             seen[key] = value
         return seen
 
@@ -137,18 +152,21 @@ def _parse_json(text: str, what: str, source: str) -> Any:
         raise SpecError(what, f"{source} is not valid JSON: {error}") from None
     except RecursionError:
         raise SpecError(what, f"{source} is nested too deeply (limit {MAX_DEPTH} levels)") from None
-    except ValueError as error:   # e.g. an integer of more than 4300 digits
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
         raise _value_error(error, what, source) from None
 
 
 def _value_error(error: ValueError, what: str, source: str) -> SpecError:
     if "integer string conversion" in str(error):
-        return SpecError(what, f"{source} holds an integer of more than 4300 digits, outside "
-                         "the 64-bit integer range")
+        return SpecError(
+            what,
+            f"{source} holds an integer of more than 4300 digits, outside the 64-bit integer range",
+        )
     return SpecError(what, f"{source}: {error}")
 
 
 # ---------------------------------------------------------------------------- YAML
+
 
 def _parse_yaml(text: str, what: str, source: str) -> Any:
     import yaml
@@ -160,12 +178,12 @@ def _parse_yaml(text: str, what: str, source: str) -> Any:
     except SpecError:
         raise
     except yaml.YAMLError as error:
-        if "maximum nesting depth" in str(error):   # libyaml's own limit (1000 levels)
+        if "maximum nesting depth" in str(error):  # libyaml's own limit (1000 levels)
             raise SpecError(what, f"{source} is nested deeper than {MAX_DEPTH} levels") from None
         raise SpecError(what, f"{source} is not valid YAML: {error}") from None
     except RecursionError:
         raise SpecError(what, f"{source} is nested too deeply (limit {MAX_DEPTH} levels)") from None
-    except ValueError as error:   # e.g. an integer of more than 4300 digits
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
         raise _value_error(error, what, source) from None
     finally:
         loader.dispose()
@@ -190,7 +208,7 @@ def _loader_class():
     # the composer stays in Python, where the depth and alias limits live.
     try:
         from yaml.cyaml import CParser as EventParser
-    except ImportError:   # PyYAML without libyaml: the pure-Python reader, scanner, parser
+    except ImportError:  # PyYAML without libyaml: the pure-Python reader, scanner, parser
         from yaml.parser import Parser
         from yaml.reader import Reader
         from yaml.scanner import Scanner
@@ -220,14 +238,20 @@ def _loader_class():
             if self.check_event(AliasEvent):
                 self._aliases += 1
                 if self._aliases > MAX_ALIASES:
-                    raise SpecError(self.what, f"{self._where(self.peek_event().start_mark)}: "
-                                    f"more than {MAX_ALIASES} YAML aliases (*name)")
+                    raise SpecError(
+                        self.what,
+                        f"{self._where(self.peek_event().start_mark)}: "
+                        f"more than {MAX_ALIASES} YAML aliases (*name)",
+                    )
                 return super().compose_node(parent, index)
             self._depth += 1
             try:
                 if self._depth > MAX_DEPTH:
-                    raise SpecError(self.what, f"{self._where(self.peek_event().start_mark)}: "
-                                    f"nested deeper than {MAX_DEPTH} levels")
+                    raise SpecError(
+                        self.what,
+                        f"{self._where(self.peek_event().start_mark)}: "
+                        f"nested deeper than {MAX_DEPTH} levels",
+                    )
                 return super().compose_node(parent, index)
             finally:
                 self._depth -= 1
@@ -248,11 +272,14 @@ def _loader_class():
                     try:
                         first = seen.setdefault(key, key_node.start_mark)
                     except TypeError:
-                        continue   # unhashable: the constructor reports it
+                        continue  # unhashable: the constructor reports it
                     if first is not key_node.start_mark:
-                        raise SpecError(self.what, f"{self._where(key_node.start_mark)}: "
-                                        f"duplicate key {key!r} (first at line "
-                                        f"{first.line + 1}); each key may appear once")
+                        raise SpecError(
+                            self.what,
+                            f"{self._where(key_node.start_mark)}: "
+                            f"duplicate key {key!r} (first at line "
+                            f"{first.line + 1}); each key may appear once",
+                        )
             return super().construct_mapping(node, deep=deep)
 
     _LOADER = Loader
@@ -284,22 +311,32 @@ def _check_expansion(root, what: str, source: str) -> None:
             depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
             on_path.discard(key)
             if size[key] > MAX_NODES or depth[key] > MAX_DEPTH:
-                limit = (f"{MAX_NODES:,} values" if size[key] > MAX_NODES
-                         else f"{MAX_DEPTH} levels of nesting")
-                raise SpecError(what, f"{source}, line {node.start_mark.line + 1}: YAML "
-                                f"aliases expand this to more than {limit}")
+                limit = (
+                    f"{MAX_NODES:,} values"
+                    if size[key] > MAX_NODES
+                    else f"{MAX_DEPTH} levels of nesting"
+                )
+                raise SpecError(
+                    what,
+                    f"{source}, line {node.start_mark.line + 1}: YAML "
+                    f"aliases expand this to more than {limit}",
+                )
             continue
         if key in size:
             continue
         if key in on_path:
-            raise SpecError(what, f"{source}, line {node.start_mark.line + 1}: a YAML alias "
-                            "refers to a node that contains it (a recursive structure)")
+            raise SpecError(
+                what,
+                f"{source}, line {node.start_mark.line + 1}: a YAML alias "
+                "refers to a node that contains it (a recursive structure)",
+            )
         on_path.add(key)
         stack.append((node, True))
         stack.extend((kid, False) for kid in children(node) if id(kid) not in size)
 
 
 # ---------------------------------------------------------------------------- values
+
 
 def check_plain_data(data: Any, source: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH and integers outside int64 anywhere in
@@ -310,13 +347,21 @@ def check_plain_data(data: Any, source: str) -> None:
         if isinstance(value, (dict, list)) and depth > MAX_DEPTH:
             raise SpecError(field, f"{source} is nested deeper than {MAX_DEPTH} levels here")
         if isinstance(value, dict):
-            stack.extend((item, f"{field}.{key}" if field else str(key), depth + 1)
-                         for key, item in value.items())
+            stack.extend(
+                (item, f"{field}.{key}" if field else str(key), depth + 1)
+                for key, item in value.items()
+            )
         elif isinstance(value, list):
             stack.extend((item, f"{field}[{i}]", depth + 1) for i, item in enumerate(value))
         elif isinstance(value, int) and not isinstance(value, bool):
             if not INT64_MIN <= value <= INT64_MAX:
-                shown = (str(value) if value.bit_length() < 128
-                         else f"an integer of {value.bit_length()} bits")
-                raise SpecError(field, f"{shown} in {source} is outside the 64-bit integer "
-                                f"range ({INT64_MIN}..{INT64_MAX})")
+                shown = (
+                    str(value)
+                    if value.bit_length() < 128
+                    else f"an integer of {value.bit_length()} bits"
+                )
+                raise SpecError(
+                    field,
+                    f"{shown} in {source} is outside the 64-bit integer "
+                    f"range ({INT64_MIN}..{INT64_MAX})",
+                )

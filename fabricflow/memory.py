@@ -21,8 +21,10 @@ from .errors import MemoryBudgetError, SpecError
 
 USABLE_FRACTION = 0.75
 ENV_VARIABLE = "FABRICFLOW_MEMORY_BUDGET"
-_CGROUP_FILES = ("/sys/fs/cgroup/memory.max",                      # cgroup v2
-                 "/sys/fs/cgroup/memory/memory.limit_in_bytes")    # cgroup v1
+_CGROUP_FILES = (
+    "/sys/fs/cgroup/memory.max",  # cgroup v2
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)  # cgroup v1
 
 
 def physical_memory_bytes() -> int:
@@ -40,7 +42,7 @@ def _cgroup_limit_bytes() -> int | None:
                 text = handle.read().strip()
         except OSError:
             continue
-        if text.isdigit() and int(text) < 2**60:   # "max" or a huge v1 value: no limit
+        if text.isdigit() and int(text) < 2**60:  # "max" or a huge v1 value: no limit
             return int(text)
     return None
 
@@ -121,8 +123,10 @@ def check_memory(nbytes: float, what: str, *, hint: str = "", budget: int | None
     """
     limit, source = memory_budget(budget)
     if nbytes > limit:
-        message = (f"{what} needs about {nbytes / 2**30:.2f} GiB, over the memory budget of "
-                   f"{limit / 2**30:.2f} GiB ({source}; set ${ENV_VARIABLE} to change it)")
+        message = (
+            f"{what} needs about {nbytes / 2**30:.2f} GiB, over the memory budget of "
+            f"{limit / 2**30:.2f} GiB ({source}; set ${ENV_VARIABLE} to change it)"
+        )
         raise MemoryBudgetError(f"{message}: {hint}" if hint else message)
 
 
@@ -137,4 +141,5 @@ def out_of_memory(error: MemoryError, what: str) -> MemoryBudgetError:
     detail = f" ({error})" if str(error) else ""
     return MemoryBudgetError(
         f"{what} ran out of memory{detail}; this process may use about {limit / 2**30:.2f} GiB "
-        f"({source}): make the problem smaller")
+        f"({source}): make the problem smaller"
+    )

@@ -28,8 +28,11 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
     most = stride
     num_groups = most if num_groups is None else num_groups
     if not 1 <= num_groups <= most:
-        raise SpecError("num_groups", f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
-                        f"{group_size}, got {num_groups}")
+        raise SpecError(
+            "num_groups",
+            f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
+            f"{group_size}, got {num_groups}",
+        )
     return make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
 
 

@@ -28,13 +28,25 @@ from .errors import SpecError
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9, "ps": 1e-12, "min": 60.0}
+_TIME = {
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "\u03bcs": 1e-6,
+    "ns": 1e-9,
+    "ps": 1e-12,
+    "min": 60.0,
+}
 
 MAX_BANDWIDTH = 1e15
 MAX_TIME = 1e9
 MAX_SIZE = 2.0**80
-_CEILING = {"bandwidth": (MAX_BANDWIDTH, "bytes/s (8 Pb/s)"), "time": (MAX_TIME, "s"),
-            "size": (MAX_SIZE, "bytes (1 YiB)")}
+_CEILING = {
+    "bandwidth": (MAX_BANDWIDTH, "bytes/s (8 Pb/s)"),
+    "time": (MAX_TIME, "s"),
+    "size": (MAX_SIZE, "bytes (1 YiB)"),
+}
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
@@ -46,10 +58,13 @@ def _split(value: object, field: str, kind: str) -> tuple[float, str]:
     if isinstance(value, (int, float)):
         try:
             return float(value), ""
-        except OverflowError:   # a Python int beyond float range
+        except OverflowError:  # a Python int beyond float range
             bits = int(value).bit_length()
-            raise SpecError(field, f"{kind}: an integer of {bits} bits is beyond "
-                            f"the ceiling of {_CEILING[kind][0]:.0e} {_CEILING[kind][1]}") from None
+            raise SpecError(
+                field,
+                f"{kind}: an integer of {bits} bits is beyond "
+                f"the ceiling of {_CEILING[kind][0]:.0e} {_CEILING[kind][1]}",
+            ) from None
     if not isinstance(value, str):
         raise SpecError(field, f"expected a {kind} such as {_EXAMPLES[kind]}, got {value!r}")
     match = _QUANTITY.match(value)
@@ -82,9 +97,12 @@ def _check(number: float, field: str, kind: str, allow_zero: bool, value: object
         bound = ">= 0" if allow_zero else "> 0"
         raise SpecError(field, f"{kind} must be {bound}, got {value!r}")
     ceiling, unit = _CEILING[kind]
-    if number > ceiling:   # inf included: '1e400Gbps' overflows to inf
-        raise SpecError(field, f"{kind} {value!r} is beyond the ceiling of {ceiling:.0e} {unit} "
-                        "(see fabricflow.units); check the unit and the exponent")
+    if number > ceiling:  # inf included: '1e400Gbps' overflows to inf
+        raise SpecError(
+            field,
+            f"{kind} {value!r} is beyond the ceiling of {ceiling:.0e} {unit} "
+            "(see fabricflow.units); check the unit and the exponent",
+        )
     return number
 
 
@@ -133,7 +151,9 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
                 scale = None if prefix_scale is None else prefix_scale * per_byte
                 break
         if scale is None:
-            raise SpecError(field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB")
+            raise SpecError(
+                field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB"
+            )
         number *= scale
     return _check(number, field, "size", allow_zero, value)
 
@@ -141,7 +161,13 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
 def format_bandwidth(bytes_per_s: float) -> str:
     """Human-readable bandwidth, in Gb/s as network engineers quote it (e.g. ``'400 Gb/s'``)."""
     bits = bytes_per_s * 8
-    for unit, scale in (("Pb/s", 1e15), ("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("Kb/s", 1e3)):
+    for unit, scale in (
+        ("Pb/s", 1e15),
+        ("Tb/s", 1e12),
+        ("Gb/s", 1e9),
+        ("Mb/s", 1e6),
+        ("Kb/s", 1e3),
+    ):
         if bits >= scale:
             return f"{bits / scale:.4g} {unit}"
     return f"{bits:.4g} b/s"

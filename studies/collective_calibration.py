@@ -39,9 +39,15 @@ def calibration(sizes: np.ndarray) -> list[dict]:
         fabric = fabrics.setdefault(preset, ff.load_fabric(preset))
         groups = np.arange(gpus) if isinstance(gpus, int) else np.asarray(gpus)
         results = collective_sweep(fabric, op, groups, sizes, algo=algo)
-        rows.append({"label": label, "measured_busbw_GBps": measured,
-                     "busbw_GBps": [r.busbw_Bps / 1e9 for r in results],
-                     "algo": [r.algo for r in results], "protocol": [r.protocol for r in results]})
+        rows.append(
+            {
+                "label": label,
+                "measured_busbw_GBps": measured,
+                "busbw_GBps": [r.busbw_Bps / 1e9 for r in results],
+                "algo": [r.algo for r in results],
+                "protocol": [r.protocol for r in results],
+            }
+        )
     return rows
 
 
@@ -67,10 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, args.out_dir / "collective_calibration.png")
-    summary = [{"label": r["label"], "measured_GBps": r["measured_busbw_GBps"],
-                "model_GBps_at_8GiB": r["busbw_GBps"][-1], "algo": r["algo"][-1]} for r in rows]
-    write_text(args.out_dir / "collective_calibration.json",
-               json.dumps({"sizes": sizes.tolist(), "rows": rows}, indent=1))
+    summary = [
+        {
+            "label": r["label"],
+            "measured_GBps": r["measured_busbw_GBps"],
+            "model_GBps_at_8GiB": r["busbw_GBps"][-1],
+            "algo": r["algo"][-1],
+        }
+        for r in rows
+    ]
+    write_text(
+        args.out_dir / "collective_calibration.json",
+        json.dumps({"sizes": sizes.tolist(), "rows": rows}, indent=1),
+    )
     print(json.dumps(summary, indent=1))
     return 0
 

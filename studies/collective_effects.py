@@ -39,21 +39,31 @@ GB = 1e9
 
 
 def ecmp_figure(out: pathlib.Path, gpus: int) -> dict:
-    ups = [16, 8, 4]                        # 16 down ports: 1:1, 2:1, 4:1
+    ups = [16, 8, 4]  # 16 down ports: 1:1, 2:1, 4:1
     rows = []
     for up in ups:
         fabric = small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=up)
         result = ecmp_vs_spray(fabric, make_groups(gpus, 32), seeds=range(6))
-        rows.append({"oversubscription": 16 / up, "ecmp_GBps": (result["ecmp_Bps"] / GB).tolist(),
-                     "spray_GBps": result["spray_Bps"] / GB})
+        rows.append(
+            {
+                "oversubscription": 16 / up,
+                "ecmp_GBps": (result["ecmp_Bps"] / GB).tolist(),
+                "spray_GBps": result["spray_Bps"] / GB,
+            }
+        )
     fig = new_figure(figsize=(5.5, 3.8))
     ax = fig.subplots()
     x = np.arange(len(ups))
     ecmp = np.array([r["ecmp_GBps"] for r in rows])
     ax.bar(x - 0.2, [r["spray_GBps"] for r in rows], 0.4, label="spray (ideal)")
-    ax.bar(x + 0.2, ecmp.mean(axis=1), 0.4, label="ECMP (mean of 6 seeds)",
-           yerr=[ecmp.mean(axis=1) - ecmp.min(axis=1), ecmp.max(axis=1) - ecmp.mean(axis=1)],
-           capsize=3)
+    ax.bar(
+        x + 0.2,
+        ecmp.mean(axis=1),
+        0.4,
+        label="ECMP (mean of 6 seeds)",
+        yerr=[ecmp.mean(axis=1) - ecmp.min(axis=1), ecmp.max(axis=1) - ecmp.mean(axis=1)],
+        capsize=3,
+    )
     ax.set_xticks(x, [f"{16 / u:g}:1" for u in ups])
     ax.set_xlabel("leaf oversubscription (ToR attachment)")
     ax.set_ylabel("ring AllReduce busbw (GB/s)")
@@ -65,8 +75,10 @@ def ecmp_figure(out: pathlib.Path, gpus: int) -> dict:
 
 
 def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
-    fabrics = {"rail-optimized": small_clos(attachment="rail", gpus=gpus, leaf_down=16, leaf_up=4),
-               "ToR": small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=4)}
+    fabrics = {
+        "rail-optimized": small_clos(attachment="rail", gpus=gpus, leaf_down=16, leaf_up=4),
+        "ToR": small_clos(attachment="tor", gpus=gpus, leaf_down=16, leaf_up=4),
+    }
     result = attachment_comparison(fabrics, shifts=(0, 1))
     alltoall = alltoall_attachment(fabrics, group_size=64)
     fig = new_figure(figsize=(10, 3.8))
@@ -80,8 +92,12 @@ def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
     left.set_ylim(0, 1.3 * max(max(v.values()) for v in result.values()) / GB)
     left.legend(ncol=2, loc="upper right")
     for i, (label, values) in enumerate(alltoall.items()):
-        right.bar(x + (i - 0.5) * 0.4, [values["direct"] / GB, values["hierarchical"] / GB], 0.4,
-                  label=label)
+        right.bar(
+            x + (i - 0.5) * 0.4,
+            [values["direct"] / GB, values["hierarchical"] / GB],
+            0.4,
+            label=label,
+        )
     right.set_xticks(x, ["direct", "hierarchical (PXN)"])
     right.set_ylabel("all-to-all busbw (GB/s)")
     right.set_title("All-to-all in groups of 64 GPUs, 4:1 leaves")
@@ -89,9 +105,10 @@ def attachment_figure(out: pathlib.Path, gpus: int) -> dict:
     right.legend(ncol=2, loc="upper left")
     fig.tight_layout()
     save_figure(fig, out / "collective_rail_vs_tor.png")
-    return {"attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()},
-            "alltoall_attachment": {k: {a: v / GB for a, v in d.items()}
-                                    for k, d in alltoall.items()}}
+    return {
+        "attachment": {k: {str(s): v / GB for s, v in d.items()} for k, d in result.items()},
+        "alltoall_attachment": {k: {a: v / GB for a, v in d.items()} for k, d in alltoall.items()},
+    }
 
 
 def failure_figure(out: pathlib.Path, gpus: int) -> dict:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 
-def fat_tree_spec(k: int, *, gpus_per_node: int = 1, attachment: str = "tor", scale_up=None,
-                  tiers: int = 3, planes: int = 1, nic: str = "100Gbps") -> dict:
+def fat_tree_spec(
+    k: int,
+    *,
+    gpus_per_node: int = 1,
+    attachment: str = "tor",
+    scale_up=None,
+    tiers: int = 3,
+    planes: int = 1,
+    nic: str = "100Gbps",
+) -> dict:
     """Spec of a non-blocking k-ary fat-tree with ``tiers`` tiers (k^3/4 hosts for 3)."""
     hosts = 2 * (k // 2) ** tiers
     spec = {
@@ -12,7 +20,10 @@ def fat_tree_spec(k: int, *, gpus_per_node: int = 1, attachment: str = "tor", sc
         "gpus": hosts,
         "gpus_per_node": gpus_per_node,
         "topology": {
-            "type": "clos", "attachment": attachment, "planes": planes, "nic_bandwidth": nic,
+            "type": "clos",
+            "attachment": attachment,
+            "planes": planes,
+            "nic_bandwidth": nic,
             "tiers": [{"radix": k} for _ in range(tiers)],
         },
     }

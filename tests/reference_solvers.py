@@ -11,8 +11,9 @@ import numpy as np
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 
-def fluid_completion(links, capacity, size, start=None, weight=None, coef=None, *,
-                     rtol: float = 1e-9) -> np.ndarray:
+def fluid_completion(
+    links, capacity, size, start=None, weight=None, coef=None, *, rtol: float = 1e-9
+) -> np.ndarray:
     """Event-by-event fluid flow completion times (float64 reference, m3 flowSim style).
 
     Rates are max-min fair (:func:`progressive_filling`) among the flows present (started,
@@ -44,15 +45,19 @@ def fluid_completion(links, capacity, size, start=None, weight=None, coef=None, 
         present = (start <= now) & ~done
         rate = np.zeros(num_flows)
         if present.any():
-            rate[present] = progressive_filling(links[present], capacity, weight[present],
-                                                coef=None if coef is None else coef[present])
+            rate[present] = progressive_filling(
+                links[present],
+                capacity,
+                weight[present],
+                coef=None if coef is None else coef[present],
+            )
         with np.errstate(divide="ignore", invalid="ignore"):
             to_finish = np.where(present, np.where(remaining > 0, remaining / rate, 0.0), np.inf)
         pending = ~done & (start > now)
         to_arrival = (start[pending] - now).min(initial=np.inf)
         step = min(to_finish.min(initial=np.inf), to_arrival)
         if not np.isfinite(step):
-            break                               # the rest can never finish
+            break  # the rest can never finish
         finishing = present & (to_finish <= step * (1 + rtol))
         finish[finishing] = now + to_finish[finishing]
         done |= finishing

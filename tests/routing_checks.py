@@ -37,11 +37,18 @@ def networkx_hops(fabric, src, dst, *, gpu_transit):
     graph = nx.DiGraph()
     up = fabric.link_up
     graph.add_nodes_from(range(fabric.num_nodes))
-    graph.add_edges_from(zip(fabric.link_src[up].tolist(), fabric.link_dst[up].tolist(), strict=True))
+    graph.add_edges_from(
+        zip(fabric.link_src[up].tolist(), fabric.link_dst[up].tolist(), strict=True)
+    )
     gpu_nodes = set(fabric.gpu_node.tolist())
     out = []
     for s, d in zip(fabric.gpu_node[src].tolist(), fabric.gpu_node[dst].tolist(), strict=True):
-        view = graph if gpu_transit else nx.subgraph_view(
-            graph, filter_node=lambda n, s=s, d=d: n in (s, d) or n not in gpu_nodes)
+        view = (
+            graph
+            if gpu_transit
+            else nx.subgraph_view(
+                graph, filter_node=lambda n, s=s, d=d: n in (s, d) or n not in gpu_nodes
+            )
+        )
         out.append(nx.shortest_path_length(view, s, d))
     return np.asarray(out)

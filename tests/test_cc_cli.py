@@ -8,20 +8,39 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.cli import main
 from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
 
 
 def test_cc_json_has_the_contract_keys(capsys):
-    code = main(["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "10ms",
-                 "--pfc", "off", "--set", "kmax=400KB", "--json"])
+    code = main(
+        [
+            "cc",
+            "--scenario",
+            "dumbbell",
+            "--flows",
+            "2",
+            "--duration",
+            "10ms",
+            "--pfc",
+            "off",
+            "--set",
+            "kmax=400KB",
+            "--json",
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    for key in ("mean_rate_Bps", "queue_mean_bytes", "queue_p99_bytes", "jain_fairness",
-                "pause_fraction"):
+    for key in (
+        "mean_rate_Bps",
+        "queue_mean_bytes",
+        "queue_p99_bytes",
+        "jain_fairness",
+        "pause_fraction",
+    ):
         assert key in report
     assert len(report["mean_rate_Bps"]) == 2
     np.testing.assert_allclose(report["mean_rate_Bps"], 2.5e9, rtol=0.02)
@@ -41,15 +60,28 @@ def test_cc_bad_input_gives_a_json_error(capsys):
 
 
 def test_cc_out_writes_netcdf_summary_and_plots(tmp_path, capsys):
-    code = main(["cc", "--scenario", "incast", "--flows", "3", "--duration", "2ms",
-                 "--link-bandwidth", "100Gbps", "--out", str(tmp_path)])
+    code = main(
+        [
+            "cc",
+            "--scenario",
+            "incast",
+            "--flows",
+            "3",
+            "--duration",
+            "2ms",
+            "--link-bandwidth",
+            "100Gbps",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     assert "flow" in capsys.readouterr().out
     for name in ("dcqcn.nc", "summary.json", "rates_queues.png", "pause_spread.png"):
         assert (tmp_path / name).stat().st_size > 0
     ds = xr.open_dataset(tmp_path / "dcqcn.nc")
     assert ds["rate"].attrs["units"] == "bytes/s" and ds["queue"].attrs["units"] == "bytes"
-    assert ds["capacity"].max() == pytest.approx(4 * 100e9 / 8)   # uplinks: n + 1 = 4 x
+    assert ds["capacity"].max() == pytest.approx(4 * 100e9 / 8)  # uplinks: n + 1 = 4 x
     ds.close()
 
 

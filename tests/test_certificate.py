@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import fabricflow as ff
 
-NUM_FLOWS, NUM_LINKS, NUM_HOPS = 48, 12, 4   # fixed shapes: one compilation per option set
+NUM_FLOWS, NUM_LINKS, NUM_HOPS = 48, 12, 4  # fixed shapes: one compilation per option set
 
 
 @st.composite
@@ -21,7 +21,9 @@ def instances(draw):
     if draw(st.booleans()):
         kwargs["weight"] = rng.uniform(0.2, 5, NUM_FLOWS)
     if draw(st.booleans()):
-        kwargs["demand"] = np.where(rng.random(NUM_FLOWS) < 0.3, rng.uniform(0, 3, NUM_FLOWS), np.inf)
+        kwargs["demand"] = np.where(
+            rng.random(NUM_FLOWS) < 0.3, rng.uniform(0, 3, NUM_FLOWS), np.inf
+        )
     if draw(st.booleans()):
         kwargs["coef"] = rng.choice([0.0, 0.25, 0.5, 1.0], (NUM_FLOWS, NUM_HOPS))
     return links, capacity, kwargs
@@ -41,7 +43,7 @@ def test_solver_output_is_certified_max_min(instance):
 def test_certificate_rejects_unfair_and_infeasible_allocations():
     links, capacity = [[0, 1], [0, -1], [1, -1]], [1.0, 1.0]
     assert ff.certify_max_min(links, capacity, [0.5, 0.5, 0.5])
-    unfair = ff.certify_max_min(links, capacity, [0.4, 0.5, 0.5])      # feasible, not max-min
+    unfair = ff.certify_max_min(links, capacity, [0.4, 0.5, 0.5])  # feasible, not max-min
     assert unfair.feasible and not unfair.max_min
     assert not unfair.certified[0]
     overloaded = ff.certify_max_min(links, capacity, [0.6, 0.5, 0.5])

@@ -19,9 +19,25 @@ from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.model import load_model
 
-STEP = ["step", "--fabric", "dgx-h100-superpod", "--gpu", "h100-sxm", "--model", "llama3-8b",
-        "--gpus", "64", "--tp", "8", "--micro-batch", "1", "--global-batch", "64",
-        "--seq", "4096"]
+STEP = [
+    "step",
+    "--fabric",
+    "dgx-h100-superpod",
+    "--gpu",
+    "h100-sxm",
+    "--model",
+    "llama3-8b",
+    "--gpus",
+    "64",
+    "--tp",
+    "8",
+    "--micro-batch",
+    "1",
+    "--global-batch",
+    "64",
+    "--seq",
+    "4096",
+]
 COLLECTIVE = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "8"]
 CC = ["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "1ms"]
 
@@ -34,8 +50,9 @@ def _with(args: list[str], flag: str, value: str) -> list[str]:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabricflow.cli", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricflow.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _json_error(*args: str) -> str:
@@ -60,11 +77,14 @@ def _main_error(capsys, *args: str) -> str:
 
 
 # ------------------------------------------------------------------ argparse errors
-@pytest.mark.parametrize("args, words", [
-    (["cc", "--flows", "2"], ["--scenario", "required"]),
-    ([*COLLECTIVE, "--layout", "diag"], ["--layout", "contiguous", "strided"]),
-    ([*STEP, "--recompute", "ful"], ["--recompute", "selective", "full"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["cc", "--flows", "2"], ["--scenario", "required"]),
+        ([*COLLECTIVE, "--layout", "diag"], ["--layout", "contiguous", "strided"]),
+        ([*STEP, "--recompute", "ful"], ["--recompute", "selective", "full"]),
+    ],
+)
 def test_usage_errors_with_json_print_one_json_object(args, words):
     message = _json_error(*args)
     assert all(word in message for word in words), message
@@ -121,8 +141,21 @@ def test_nccl_sizes_are_whole_distinct_bytes():
 
 
 def test_collective_routing_the_fabric_lacks_names_routing():
-    message = _json_error("collective", "--fabric", "tpu-v4-pod", "--op", "all_reduce", "--gpus",
-                          "64", "-b", "8MiB", "-e", "8MiB", "--routing", "spray")
+    message = _json_error(
+        "collective",
+        "--fabric",
+        "tpu-v4-pod",
+        "--op",
+        "all_reduce",
+        "--gpus",
+        "64",
+        "-b",
+        "8MiB",
+        "-e",
+        "8MiB",
+        "--routing",
+        "spray",
+    )
     assert message.startswith("routing:") and "'ecmp'" in message
 
 
@@ -152,7 +185,7 @@ def test_step_plot_to_missing_folder_fails_before_running(capsys, tmp_path):
     from fabricflow.cli import main
 
     target = tmp_path / "no" / "such" / "b.png"
-    assert main([*STEP, "--plot", str(target), "--json"]) == 1      # an output error
+    assert main([*STEP, "--plot", str(target), "--json"]) == 1  # an output error
     data = json.loads(capsys.readouterr().out)
     assert data["error"] == "OutputError"
     assert data["message"].startswith("--plot:") and "folder" in data["message"]
@@ -178,9 +211,13 @@ def test_model_overrides_alias_wins_and_values_checked():
         load_model("llama3-8b", hidden_dropout="abc")
     with pytest.raises(SpecError, match="attention_dropout"):
         load_model("llama3-8b", attn_pdrop=1.5)
-    for field, value in (("num_hidden_layers", float("inf")), ("num_hidden_layers", float("nan")),
-                         ("tie_word_embeddings", "maybe"), ("num_local_experts", -8),
-                         ("kv_lora_rank", -5)):
+    for field, value in (
+        ("num_hidden_layers", float("inf")),
+        ("num_hidden_layers", float("nan")),
+        ("tie_word_embeddings", "maybe"),
+        ("num_local_experts", -8),
+        ("kv_lora_rank", -5),
+    ):
         with pytest.raises(SpecError, match=field):
             load_model("llama3-8b", **{field: value})
 
@@ -193,8 +230,11 @@ def test_model_file_with_bad_yaml_is_a_spec_error(tmp_path):
 
 
 def test_gpu_overrides_reject_fractional_units_and_text():
-    for field, value in (("compute_units", 1.5), ("compute_units", "abc"),
-                         ("gemm_efficiency", "abc")):
+    for field, value in (
+        ("compute_units", 1.5),
+        ("compute_units", "abc"),
+        ("gemm_efficiency", "abc"),
+    ):
         with pytest.raises(SpecError, match=f"gpu.{field}"):
             load_gpu("h100-sxm", **{field: value})
 

@@ -67,16 +67,24 @@ def _networkx_bisection(fabric):
     return nx.maximum_flow_value(graph, "S", "T")
 
 
-@pytest.mark.parametrize("spec_change", [
-    {},
-    {"tiers": 2},
-    {"oversubscribed": True},
-    {"planes": 2},
-])
+@pytest.mark.parametrize(
+    "spec_change",
+    [
+        {},
+        {"tiers": 2},
+        {"oversubscribed": True},
+        {"planes": 2},
+    ],
+)
 def test_bisection_matches_networkx_max_flow(spec_change):
-    spec = fat_tree_spec(8, tiers=spec_change.get("tiers", 3), planes=spec_change.get("planes", 1),
-                         gpus_per_node=4, attachment="rail",
-                         scale_up={"domain_size": 4, "bandwidth_per_direction": "100GB/s"})
+    spec = fat_tree_spec(
+        8,
+        tiers=spec_change.get("tiers", 3),
+        planes=spec_change.get("planes", 1),
+        gpus_per_node=4,
+        attachment="rail",
+        scale_up={"domain_size": 4, "bandwidth_per_direction": "100GB/s"},
+    )
     if spec_change.get("oversubscribed"):
         spec["topology"]["tiers"][1] = {"radix": 8, "oversubscription": 3}
         spec["gpus"] = 4 * 6 * 8  # leaf 4 down; spine 6 down; core 8 -> 4*6*8 hosts
@@ -88,7 +96,9 @@ def test_bisection_matches_networkx_max_flow(spec_change):
 def test_scipy_max_flow_helper_agrees_with_structure():
     fabric = build_fabric(fat_tree_spec(8))
     half = fabric.structure.slot_of_gpu < fabric.num_gpus // 2
-    assert max_flow_between(fabric, half, ~half) == pytest.approx(fabric.summary()["bisection_bandwidth_Bps"])
+    assert max_flow_between(fabric, half, ~half) == pytest.approx(
+        fabric.summary()["bisection_bandwidth_Bps"]
+    )
 
 
 def test_failed_spine_lowers_capacity_and_bisection_never_rises():
@@ -96,7 +106,9 @@ def test_failed_spine_lowers_capacity_and_bisection_never_rises():
     spine = np.flatnonzero(fabric.node_tier == 2)[0]
     failed = fabric.without(switches=[spine])
     assert failed.summary()["failed_links"] == 16  # 8 ports x 2 directions
-    assert failed.summary()["bisection_bandwidth_Bps"] <= fabric.summary()["bisection_bandwidth_Bps"]
+    assert (
+        failed.summary()["bisection_bandwidth_Bps"] <= fabric.summary()["bisection_bandwidth_Bps"]
+    )
     assert np.all(failed.capacity[~failed.link_up] == 0)
     # link ids are stable
     assert failed.num_links == fabric.num_links
@@ -106,7 +118,9 @@ def test_without_cable_fails_both_directions():
     fabric = build_fabric(fat_tree_spec(4))
     link = int(fabric.links_of_kind("leaf")[0])
     failed = fabric.without(links=[link])
-    reverse = np.flatnonzero((fabric.link_src == fabric.link_dst[link]) & (fabric.link_dst == fabric.link_src[link]))
+    reverse = np.flatnonzero(
+        (fabric.link_src == fabric.link_dst[link]) & (fabric.link_dst == fabric.link_src[link])
+    )
     assert not failed.link_up[link] and not failed.link_up[reverse].any()
     assert (~failed.link_up).sum() == 2
 
@@ -129,14 +143,23 @@ def test_planes_double_the_network():
     one = build_fabric(fat_tree_spec(8))
     two = build_fabric(fat_tree_spec(8, planes=2))
     assert two.num_switches == 2 * one.num_switches
-    assert two.summary()["bisection_bandwidth_Bps"] == pytest.approx(2 * one.summary()["bisection_bandwidth_Bps"])
+    assert two.summary()["bisection_bandwidth_Bps"] == pytest.approx(
+        2 * one.summary()["bisection_bandwidth_Bps"]
+    )
 
 
 def test_all_presets_build_with_sources_and_assumptions():
     names = [p["name"] for p in ff.list_presets()]
-    for required in ["dgx-a100-superpod", "dgx-h100-superpod", "dgx-b200-superpod",
-                     "gb200-nvl72-superpod", "meta-llama3-24k", "alibaba-hpn-pod",
-                     "xai-colossus-100k", "clos-100k"]:
+    for required in [
+        "dgx-a100-superpod",
+        "dgx-h100-superpod",
+        "dgx-b200-superpod",
+        "gb200-nvl72-superpod",
+        "meta-llama3-24k",
+        "alibaba-hpn-pod",
+        "xai-colossus-100k",
+        "clos-100k",
+    ]:
         assert required in names
     for name in names:
         if name == "clos-100k" or name == "xai-colossus-100k":
@@ -195,7 +218,9 @@ def test_max_flow_is_exact_on_large_capacity_totals():
 def test_bisection_sees_uneven_failures():
     fabric = ff.load_fabric("dgx-h100-superpod")
     leaves = np.flatnonzero(fabric.node_tier == 1)[:16]  # the leaves of the first slot half
-    uplinks = np.flatnonzero(np.isin(fabric.link_src, leaves) & (fabric.node_tier[fabric.link_dst] == 2))
+    uplinks = np.flatnonzero(
+        np.isin(fabric.link_src, leaves) & (fabric.node_tier[fabric.link_dst] == 2)
+    )
     failed = fabric.without(links=uplinks)
     assert failed.summary()["bisection_bandwidth_Bps"] == 0.0
 
@@ -219,6 +244,15 @@ def test_without_rejects_what_it_cannot_do():
 
 def test_build_size_is_checked_before_allocating():
     with pytest.raises(ff.MemoryBudgetError, match="GiB"):
-        ff.load_fabric("clos-100k", gpus=2**25, topology={"tiers": [
-            {"radix": 128, "oversubscription": 1}, {"radix": 128, "oversubscription": 1},
-            {"radix": 128, "oversubscription": 1}, {"radix": 128}]})
+        ff.load_fabric(
+            "clos-100k",
+            gpus=2**25,
+            topology={
+                "tiers": [
+                    {"radix": 128, "oversubscription": 1},
+                    {"radix": 128, "oversubscription": 1},
+                    {"radix": 128, "oversubscription": 1},
+                    {"radix": 128},
+                ]
+            },
+        )

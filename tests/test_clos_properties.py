@@ -23,17 +23,29 @@ def clos_specs(draw):
             tier_specs.append({"radix": radix})
         else:
             ratio = draw(st.sampled_from([1, 1, 2, 3]))
-            tier_specs.append({"radix": radix, "oversubscription": ratio,
-                               "uplink_bundle": draw(st.sampled_from([1, 1, 2]))})
+            tier_specs.append(
+                {
+                    "radix": radix,
+                    "oversubscription": ratio,
+                    "uplink_bundle": draw(st.sampled_from([1, 1, 2])),
+                }
+            )
     return {
         "name": "random-clos",
         "gpus": draw(st.integers(1, 40)) * per_node * 2,
         "gpus_per_node": per_node,
-        "scale_up": ({"domain_size": per_node, "bandwidth_per_direction": "200GB/s"}
-                     if per_node > 1 and draw(st.booleans()) else None),
-        "topology": {"type": "clos", "attachment": draw(st.sampled_from(["rail", "tor"])),
-                     "planes": draw(st.sampled_from([1, 2])), "nic_bandwidth": "100Gbps",
-                     "tiers": tier_specs},
+        "scale_up": (
+            {"domain_size": per_node, "bandwidth_per_direction": "200GB/s"}
+            if per_node > 1 and draw(st.booleans())
+            else None
+        ),
+        "topology": {
+            "type": "clos",
+            "attachment": draw(st.sampled_from(["rail", "tor"])),
+            "planes": draw(st.sampled_from([1, 2])),
+            "nic_bandwidth": "100Gbps",
+            "tiers": tier_specs,
+        },
     }
 
 
@@ -70,5 +82,8 @@ def test_random_clos_is_consistent_and_routable(spec, seed):
     top_blocks = fabric.structure.m[fabric.structure.levels]
     if top_blocks % 2 == 0 or fabric.structure.levels == 1:
         # the natural halving is aligned with top-tier blocks: formula == min cut
-        assert np.isclose(fabric.summary()["bisection_bandwidth_Bps"],
-                          max_flow_between(fabric, half, ~half), rtol=1e-9)
+        assert np.isclose(
+            fabric.summary()["bisection_bandwidth_Bps"],
+            max_flow_between(fabric, half, ~half),
+            rtol=1e-9,
+        )

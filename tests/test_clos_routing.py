@@ -94,7 +94,7 @@ def test_spray_splits_evenly_over_all_paths():
     links = routes.links[0][routes.links[0] >= 0]
     kinds = fabric.link_kind[links]
     assert np.allclose(coef[kinds == "nic"], 1.0)
-    assert np.allclose(coef[kinds == "leaf"], 1 / 4)   # 4 leaf uplinks and 4 downlinks
+    assert np.allclose(coef[kinds == "leaf"], 1 / 4)  # 4 leaf uplinks and 4 downlinks
     assert np.allclose(coef[kinds == "spine"], 1 / 16)  # 16 core paths
     assert (kinds == "spine").sum() == 32
 
@@ -125,8 +125,12 @@ def test_failed_spine_switch_is_avoided():
     failed = fabric.without(switches=[spine])
     src, dst = random_pairs(fabric.num_gpus, 2000)
     routes = ff.route(failed, src, dst)
-    touched = np.concatenate([failed.link_src[routes.links[routes.links >= 0]],
-                              failed.link_dst[routes.links[routes.links >= 0]]])
+    touched = np.concatenate(
+        [
+            failed.link_src[routes.links[routes.links >= 0]],
+            failed.link_dst[routes.links[routes.links >= 0]],
+        ]
+    )
     assert spine not in set(touched.tolist())
 
 
@@ -180,7 +184,9 @@ def test_pxn_keeps_cross_rail_traffic_on_the_destination_rail(small_rail_fabric)
     assert np.all(fabric.link_src[routes.links[cross, 2]] == fabric.gpu_node[proxy[cross]])
     plain = ff.route(fabric, src, dst)
     assert np.array_equal(routes.hop_count[~cross], plain.hop_count[~cross])
-    assert np.array_equal(routes.hop_count[cross], 2 + hop_distances(fabric, proxy[cross], dst[cross]))
+    assert np.array_equal(
+        routes.hop_count[cross], 2 + hop_distances(fabric, proxy[cross], dst[cross])
+    )
 
 
 def test_pxn_does_not_relay_over_a_failed_nvlink(small_rail_fabric):
@@ -201,8 +207,14 @@ def test_routing_arguments_are_validated(small_rail_fabric):
             ff.route(small_rail_fabric, src, dst, seed=seed)
     with pytest.raises(SpecError, match="unknown routing option"):
         ff.route(small_rail_fabric, src, dst, foo=1)
-    tor = build_fabric(fat_tree_spec(8, gpus_per_node=4, attachment="tor",
-                                     scale_up={"domain_size": 4, "bandwidth_per_direction": "1GB/s"}))
+    tor = build_fabric(
+        fat_tree_spec(
+            8,
+            gpus_per_node=4,
+            attachment="tor",
+            scale_up={"domain_size": 4, "bandwidth_per_direction": "1GB/s"},
+        )
+    )
     with pytest.raises(SpecError, match="pxn"):
         ff.route(tor, src, dst, pxn=True)
     empty = np.array([], np.int64)

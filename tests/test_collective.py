@@ -17,8 +17,9 @@ from fabricflow.errors import SpecError
 GPUS_PER_DOMAIN = 8
 
 
-def context(op, groups, *, channels=4, rail_aware=True, nvls=False, sharp=False,
-            per_domain=GPUS_PER_DOMAIN):
+def context(
+    op, groups, *, channels=4, rail_aware=True, nvls=False, sharp=False, per_domain=GPUS_PER_DOMAIN
+):
     groups = np.asarray(groups, dtype=np.int64)
     domain = np.arange(int(groups.max()) + 1) // per_domain
     grid = domain_grid(groups, domain)
@@ -46,6 +47,7 @@ def cross_domain_sent(phases, num_gpus):
 
 
 # ------------------------------------------------------------------ conventions
+
 
 def test_busbw_factors_match_nccl_tests():
     assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
@@ -96,19 +98,22 @@ def test_double_binary_tree_is_two_valid_trees_with_disjoint_inner_nodes():
         inner_first = np.isin(np.arange(n), first)
         inner_second = np.isin(np.arange(n), second)
         if n > 2:
-            assert not np.any(inner_first & inner_second & (np.arange(n) > 0) & (np.arange(n) < n - 1))
+            assert not np.any(
+                inner_first & inner_second & (np.arange(n) > 0) & (np.arange(n) < n - 1)
+            )
     assert btree_parents(8).tolist() == [-1, 2, 4, 2, 0, 6, 4, 6]
 
 
 # ------------------------------------------------------------------ byte accounting
 
-GROUPS_2x4 = make_groups(32, 8, layout="contiguous").reshape(4, 8)        # single domain each
+GROUPS_2x4 = make_groups(32, 8, layout="contiguous").reshape(4, 8)  # single domain each
 GROUPS_4x2 = np.array([[0, 1, 8, 9, 16, 17, 24, 25], [2, 3, 10, 11, 18, 19, 26, 27]])
 
 
 @pytest.mark.parametrize("groups", [GROUPS_2x4, GROUPS_4x2])
-@pytest.mark.parametrize("op, factor", [("all_reduce", 2.0), ("reduce_scatter", 1.0),
-                                        ("all_gather", 1.0)])
+@pytest.mark.parametrize(
+    "op, factor", [("all_reduce", 2.0), ("reduce_scatter", 1.0), ("all_gather", 1.0)]
+)
 def test_ring_every_gpu_sends_and_receives_its_share(groups, op, factor):
     n = groups.shape[1]
     phases = ALGORITHMS["ring"].build(context(op, groups, rail_aware=False))
@@ -126,15 +131,19 @@ def test_rail_aware_ring_keeps_network_hops_on_one_rail():
     cross = valid & (phase.hop_src // 8 != phase.hop_dst // 8)
     assert np.all(phase.hop_src[cross] % 8 == phase.hop_dst[cross] % 8)
     # Each channel leaves each domain once: per domain 2 (n-1)/n S cross the network.
-    per_domain = np.bincount(np.arange(32) // 8, weights=cross_domain_sent([phase], 32), minlength=4)
-    np.testing.assert_allclose(per_domain, 2 * (2 * 7 / 8))      # two groups per domain
-    plain = ALGORITHMS["ring"].build(context("all_reduce", GROUPS_4x2, channels=4, rail_aware=False))
+    per_domain = np.bincount(
+        np.arange(32) // 8, weights=cross_domain_sent([phase], 32), minlength=4
+    )
+    np.testing.assert_allclose(per_domain, 2 * (2 * 7 / 8))  # two groups per domain
+    plain = ALGORITHMS["ring"].build(
+        context("all_reduce", GROUPS_4x2, channels=4, rail_aware=False)
+    )
     cross_plain = plain[0].hop_src // 8 != plain[0].hop_dst // 8
     assert np.any(plain[0].hop_src[cross_plain] % 8 != plain[0].hop_dst[cross_plain] % 8)
 
 
 def test_tree_moves_each_chunk_once_up_and_once_down_every_edge():
-    groups = np.arange(32)[None, :]                      # 4 domains x 8
+    groups = np.arange(32)[None, :]  # 4 domains x 8
     (phase,) = ALGORITHMS["tree"].build(context("all_reduce", groups, channels=4))
     # n - 1 edges per tree, both directions, S / C per channel, C channels: 2 (n-1) S.
     assert sent([phase], 32).sum() == pytest.approx(2 * 31)
@@ -144,7 +153,9 @@ def test_tree_moves_each_chunk_once_up_and_once_down_every_edge():
     assert per_domain.max() <= 2.0 + 1e-9
 
 
-@pytest.mark.parametrize("op, repeat", [("all_reduce", 2), ("reduce_scatter", 1), ("all_gather", 1)])
+@pytest.mark.parametrize(
+    "op, repeat", [("all_reduce", 2), ("reduce_scatter", 1), ("all_gather", 1)]
+)
 def test_halving_doubling_bytes_and_steps(op, repeat):
     phases = ALGORITHMS["halving_doubling"].build(context(op, GROUPS_4x2))
     assert len(phases) == 3 and all(p.repeat == repeat for p in phases)
@@ -215,7 +226,7 @@ def test_nvls_across_domains_is_pipelined_with_rail_rings():
 
 
 def test_broadcast_chain_reaches_everyone_from_the_root():
-    groups = np.array([[9, 0, 1, 8, 16, 17, 24, 25]])    # root 9
+    groups = np.array([[9, 0, 1, 8, 16, 17, 24, 25]])  # root 9
     (phase,) = ALGORITHMS["ring"].build(context("broadcast", groups, channels=2, rail_aware=False))
     got = received([phase], 32)
     assert got[9] == 0.0

@@ -44,6 +44,7 @@ def a100():
 
 # ------------------------------------------------------------------ calibration
 
+
 def test_h100_node_ring_allreduce_about_370(h100):
     result = collective_time(h100, "all_reduce", np.arange(8), LARGE, algo="ring")
     assert result.busbw_Bps / 1e9 == pytest.approx(370, rel=0.10)
@@ -59,7 +60,7 @@ def test_h100_node_nvls_allreduce_about_480(h100):
 
 @pytest.mark.parametrize("op", ["sendrecv", "all_reduce"])
 def test_one_400g_nic_about_47(h100, op):
-    result = collective_time(h100, op, [0, 8], LARGE)     # two nodes, one GPU each
+    result = collective_time(h100, op, [0, 8], LARGE)  # two nodes, one GPU each
     assert 46e9 * 0.95 <= result.busbw_Bps <= 48e9 * 1.05
     assert "nic" in result.bottleneck_kinds
 
@@ -72,6 +73,7 @@ def test_multinode_dgx_a100_allreduce_about_192(a100, nodes, algo):
 
 # ------------------------------------------------------------------ model behaviour
 
+
 def test_auto_is_the_fastest_option_at_every_size_and_latency_dominates_small(h100):
     sizes = [1024, 2**20, 2**30]
     results = collective_sweep(h100, "all_reduce", np.arange(16), sizes)
@@ -79,7 +81,7 @@ def test_auto_is_the_fastest_option_at_every_size_and_latency_dominates_small(h1
         assert result.time_s == pytest.approx(min(result.candidates.values()))
     times = [r.time_s for r in results]
     assert times == sorted(times)
-    assert results[0].protocol != "Simple"               # LL/LL128 win small messages
+    assert results[0].protocol != "Simple"  # LL/LL128 win small messages
     assert results[0].bottleneck_links.size >= 0
     assert results[0].busbw_Bps < 0.05 * results[-1].busbw_Bps
 
@@ -92,7 +94,7 @@ def test_project_solver_matches_the_float64_reference_on_collective_flows(h100):
     if solver is None:
         solver = pytest.importorskip("fabricflow.solve.maxmin.checked").max_min_rates
     groups = make_groups(64, 8, layout="strided")
-    grid = groups[:, :, None]          # one member per node: D = 8 domains of k = 1
+    grid = groups[:, :, None]  # one member per node: D = 8 domains of k = 1
     ctx = Context("all_reduce", groups, groups, grid, 2)
     (phase,) = ALGORITHMS["ring"].build(ctx)
     capacity = effective_capacity(h100, ff.collective.DEFAULT_COST)
@@ -116,8 +118,10 @@ def test_ecmp_collisions_lower_busbw_versus_spray():
 
 
 def test_rail_optimized_versus_tor_for_cross_rail_traffic():
-    fabrics = {"rail": small_clos(attachment="rail", leaf_down=16, leaf_up=4),
-               "tor": small_clos(attachment="tor", leaf_down=16, leaf_up=4)}
+    fabrics = {
+        "rail": small_clos(attachment="rail", leaf_down=16, leaf_up=4),
+        "tor": small_clos(attachment="tor", leaf_down=16, leaf_up=4),
+    }
     out = attachment_comparison(fabrics)
     # Same rail: both stay under one leaf, NIC-bound.
     assert out["rail"][0] == pytest.approx(out["tor"][0], rel=1e-6)
@@ -126,8 +130,10 @@ def test_rail_optimized_versus_tor_for_cross_rail_traffic():
 
 
 def test_pxn_all_to_all_keeps_rail_fabric_traffic_on_the_rail():
-    fabrics = {"rail": small_clos(attachment="rail", leaf_down=16, leaf_up=4),
-               "tor": small_clos(attachment="tor", leaf_down=16, leaf_up=4)}
+    fabrics = {
+        "rail": small_clos(attachment="rail", leaf_down=16, leaf_up=4),
+        "tor": small_clos(attachment="tor", leaf_down=16, leaf_up=4),
+    }
     out = alltoall_attachment(fabrics, group_size=64)
     # Rail leaves hold GPU j of 16 nodes: aggregated rail flows never leave the leaf.
     assert out["rail"]["hierarchical"] > 2.5 * out["rail"]["direct"]
@@ -138,10 +144,16 @@ def test_failed_spine_link_lowers_busbw_and_is_avoided():
     fabric = small_clos(attachment="tor", leaf_down=16, leaf_up=8)
     out = failed_link_effect(fabric, make_groups(256, 32, layout="strided"), max_failed=1)
     healthy, degraded = out["busbw_Bps"]
-    assert degraded == pytest.approx(healthy * 7 / 8, rel=0.02)     # 8 -> 7 uplinks
+    assert degraded == pytest.approx(healthy * 7 / 8, rel=0.02)  # 8 -> 7 uplinks
     broken = fabric.without(links=out["failed_links"])
-    result = collective_time(broken, "all_reduce", make_groups(256, 32, layout="strided"), 2**30,
-                             algo="ring", routing="ecmp")
+    result = collective_time(
+        broken,
+        "all_reduce",
+        make_groups(256, 32, layout="strided"),
+        2**30,
+        algo="ring",
+        routing="ecmp",
+    )
     assert np.isfinite(result.time_s)
     assert not set(result.bottleneck_links.tolist()) & set(out["failed_links"])
 
@@ -161,10 +173,26 @@ def test_per_group_times_and_bottleneck_report():
 
 # ------------------------------------------------------------------ CLI and errors
 
+
 def test_cli_json_rows(capsys):
-    code = main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce",
-                 "--gpus", "16", "--minbytes", "1MiB", "--maxbytes", "64MiB", "--stepfactor", "8",
-                 "--json"])
+    code = main(
+        [
+            "collective",
+            "--fabric",
+            "dgx-h100-superpod",
+            "--op",
+            "all_reduce",
+            "--gpus",
+            "16",
+            "--minbytes",
+            "1MiB",
+            "--maxbytes",
+            "64MiB",
+            "--stepfactor",
+            "8",
+            "--json",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert [row["bytes"] for row in out["rows"]] == [2**20, 2**23, 2**26]
@@ -174,12 +202,43 @@ def test_cli_json_rows(capsys):
 
 
 def test_cli_table_and_error(capsys):
-    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_to_all", "--gpus", "16",
-                 "--group-size", "8", "-b", "1MiB", "-e", "1MiB"]) == 0
+    assert (
+        main(
+            [
+                "collective",
+                "--fabric",
+                "dgx-h100-superpod",
+                "--op",
+                "all_to_all",
+                "--gpus",
+                "16",
+                "--group-size",
+                "8",
+                "-b",
+                "1MiB",
+                "-e",
+                "1MiB",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "busbw(GB/s)" in text and "1048576" in text
-    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "allreduse", "--gpus", "8",
-                 "--json"]) == 2
+    assert (
+        main(
+            [
+                "collective",
+                "--fabric",
+                "dgx-h100-superpod",
+                "--op",
+                "allreduse",
+                "--gpus",
+                "8",
+                "--json",
+            ]
+        )
+        == 2
+    )
     assert "one of" in json.loads(capsys.readouterr().out)["message"]
 
 
@@ -231,11 +290,48 @@ def test_huge_all_to_all_is_refused_before_allocating():
 
 
 def test_cli_fail_option(capsys):
-    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "64",
-                 "--group-size", "8", "--layout", "strided", "-b", "1GiB", "-e", "1GiB",
-                 "--fail", "leaf:0.1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "collective",
+                "--fabric",
+                "dgx-h100-superpod",
+                "--op",
+                "all_reduce",
+                "--gpus",
+                "64",
+                "--group-size",
+                "8",
+                "--layout",
+                "strided",
+                "-b",
+                "1GiB",
+                "-e",
+                "1GiB",
+                "--fail",
+                "leaf:0.1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["failed_links"] > 0 and out["rows"][0]["busbw_GBps"] > 0
-    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "8",
-                 "--fail", "leaf", "--json"]) == 2
+    assert (
+        main(
+            [
+                "collective",
+                "--fabric",
+                "dgx-h100-superpod",
+                "--op",
+                "all_reduce",
+                "--gpus",
+                "8",
+                "--fail",
+                "leaf",
+                "--json",
+            ]
+        )
+        == 2
+    )
     assert "KIND:FRACTION" in json.loads(capsys.readouterr().out)["message"]

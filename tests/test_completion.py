@@ -15,9 +15,12 @@ NUM_FLOWS, NUM_LINKS, NUM_HOPS = 40, 8, 3
 def instance(seed, *, staggered=False, weighted=False):
     rng = np.random.default_rng(seed)
     links = rng.integers(-1, NUM_LINKS, (NUM_FLOWS, NUM_HOPS)).astype(np.int32)
-    links[:, 0] = rng.integers(0, NUM_LINKS, NUM_FLOWS)          # every flow crosses a link
-    kwargs = {"links": links, "capacity": rng.uniform(1, 5, NUM_LINKS),
-              "size": rng.uniform(0.1, 10, NUM_FLOWS)}
+    links[:, 0] = rng.integers(0, NUM_LINKS, NUM_FLOWS)  # every flow crosses a link
+    kwargs = {
+        "links": links,
+        "capacity": rng.uniform(1, 5, NUM_LINKS),
+        "size": rng.uniform(0.1, 10, NUM_FLOWS),
+    }
     if staggered:
         kwargs["start"] = rng.uniform(0, 3, NUM_FLOWS) * (rng.random(NUM_FLOWS) < 0.6)
     if weighted:
@@ -66,9 +69,10 @@ def test_identical_flows_merge_and_finish_together():
     merged = ff.complete_flows(links, [3.0, 2.0], size)
     plain = ff.complete_flows(links, [3.0, 2.0], size, merge=False)
     np.testing.assert_allclose(merged.finish_time, plain.finish_time, rtol=1e-5)
-    np.testing.assert_allclose(merged.finish_time, fluid_completion(links, [3.0, 2.0], size),
-                               rtol=1e-5)
-    assert int(merged.events) <= int(plain.events)   # ties are grouped either way
+    np.testing.assert_allclose(
+        merged.finish_time, fluid_completion(links, [3.0, 2.0], size), rtol=1e-5
+    )
+    assert int(merged.events) <= int(plain.events)  # ties are grouped either way
 
 
 def test_flows_through_failed_link_never_finish_and_zero_size_finish_at_start():
@@ -79,19 +83,24 @@ def test_flows_through_failed_link_never_finish_and_zero_size_finish_at_start():
 
 
 def test_empty():
-    assert ff.complete_flows(np.zeros((0, 2), np.int32), [1.0], np.zeros(0)).finish_time.shape == (0,)
+    assert ff.complete_flows(np.zeros((0, 2), np.int32), [1.0], np.zeros(0)).finish_time.shape == (
+        0,
+    )
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"size": [1.0, np.nan]}, "size"),
-    ({"size": [1.0, -1.0]}, "size"),
-    ({"size": [1.0, np.inf]}, "size"),
-    ({"size": [1.0]}, "size"),
-    ({"start": [0.0, -1.0]}, "start"),
-    ({"mode": "fast"}, "mode"),
-    ({"mode": "batched", "eps": 2.0}, "eps"),
-    ({"capacity": [np.nan]}, "capacity"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"size": [1.0, np.nan]}, "size"),
+        ({"size": [1.0, -1.0]}, "size"),
+        ({"size": [1.0, np.inf]}, "size"),
+        ({"size": [1.0]}, "size"),
+        ({"start": [0.0, -1.0]}, "start"),
+        ({"mode": "fast"}, "mode"),
+        ({"mode": "batched", "eps": 2.0}, "eps"),
+        ({"capacity": [np.nan]}, "capacity"),
+    ],
+)
 def test_bad_input_names_the_field(kwargs, field):
     args = {"links": [[0], [0]], "capacity": [1.0], "size": [1.0, 1.0], **kwargs}
     with pytest.raises(SpecError) as error:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
 from fabricflow.solve.dcqcn import kernel as dcqcn_kernel
@@ -16,6 +15,7 @@ from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.status import Status as SolverStatus
+from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 
 C40 = 40e9 / 8  # 40 Gb/s in bytes/s
 
@@ -31,8 +31,9 @@ def test_fixed_point_matches_paper_numbers():
 @pytest.mark.parametrize("flows", [2, 4])
 def test_dumbbell_converges_to_fair_share_and_fixed_point_queue(flows):
     sc = dumbbell(flows, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, params="paper", duration=0.1, dt=1e-6,
-                         extra_delay=4e-6, records=500)
+    res = simulate_dcqcn(
+        sc.fabric, sc.routes, params="paper", duration=0.1, dt=1e-6, extra_delay=4e-6, records=500
+    )
     assert res.status == SolverStatus.CONVERGED
     np.testing.assert_allclose(res.mean_rate(), C40 / flows, rtol=0.01)
     late = res.time >= 0.05
@@ -49,7 +50,7 @@ def test_multi_bottleneck_long_run_matches_max_min():
     sc = multi_bottleneck(bandwidth=C40)
     res = simulate_dcqcn(sc.fabric, sc.routes, duration=0.1, records=500)
     ideal = progressive_filling(sc.routes.links, sc.fabric.capacity)
-    assert len(np.unique(np.round(ideal / C40, 6))) == 3      # three bottleneck levels
+    assert len(np.unique(np.round(ideal / C40, 6))) == 3  # three bottleneck levels
     np.testing.assert_allclose(res.mean_rate(), ideal, rtol=0.03)
 
 
@@ -94,15 +95,17 @@ def test_limits_of_the_safe_forms():
     params = DCQCNParams.preset("paper")
     rc, rt = jnp.float32(1e9), jnp.float32(2e9)
     # p = 0: a = 0, R'b = R'/B, R'd = 1/T -> pure increase, alpha decays.
-    d_rc, d_rt, d_alpha = dcqcn_derivatives(rc, rt, jnp.float32(0.5), jnp.float32(0.0),
-                                            jnp.float32(1e9), params)
+    d_rc, d_rt, d_alpha = dcqcn_derivatives(
+        rc, rt, jnp.float32(0.5), jnp.float32(0.0), jnp.float32(1e9), params
+    )
     n = 1e9 / params.packet_bytes
     expected = 0.5 * 1e9 * (n / (params.byte_counter / params.packet_bytes) + 1 / params.timer)
     assert float(d_rc) == pytest.approx(expected, rel=1e-4)
     assert float(d_alpha) == pytest.approx(-params.g / params.tau_prime * 0.5, rel=1e-5)
     # p -> 1: a -> 1, no increase terms: d_rt = -(rt - rc)/tau.
-    _, d_rt, _ = dcqcn_derivatives(rc, rt, jnp.float32(0.5), jnp.float32(-100.0),
-                                   jnp.float32(1e9), params)
+    _, d_rt, _ = dcqcn_derivatives(
+        rc, rt, jnp.float32(0.5), jnp.float32(-100.0), jnp.float32(1e9), params
+    )
     assert float(d_rt) == pytest.approx(-1e9 / params.tau, rel=1e-4)
 
 
@@ -111,12 +114,13 @@ def test_no_nan_in_float32_under_heavy_overload(preset):
     # 24 flows at line rate into one link: the queue passes Kmax (p = 1), rates crash to
     # the minimum and recover; everything must stay finite.
     sc = dumbbell(24, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, params=preset, duration=0.01, records=100,
-                         overrides={"min_rate": 0.0})
+    res = simulate_dcqcn(
+        sc.fabric, sc.routes, params=preset, duration=0.01, records=100, overrides={"min_rate": 0.0}
+    )
     assert res.status == SolverStatus.CONVERGED
     for array in (res.rate, res.queue, res.delivered, res.alpha, res.target_rate):
         assert np.all(np.isfinite(array))
-    assert res.queue[:, sc.bottleneck].max() > 200e3        # p = 1 region was reached
+    assert res.queue[:, sc.bottleneck].max() > 200e3  # p = 1 region was reached
     assert np.all(res.rate >= 0) and np.all(res.rate <= C40 * (1 + 1e-6))
 
 
@@ -127,8 +131,9 @@ def test_vmap_over_parameter_sets_compiles_once_and_matches_single_runs():
     res = simulate_dcqcn(sc.fabric, sc.routes, params=batch, **kw)
     assert res.rate.shape == (3, 50, 2) and res.queue.shape[0] == 3
     size_before = dcqcn_kernel.run_batch._cache_size()
-    batch2 = stack_params([DCQCNParams.preset("paper", kmax=k, rate_ai="20Mbps")
-                           for k in (150e3, 250e3, 500e3)])
+    batch2 = stack_params(
+        [DCQCNParams.preset("paper", kmax=k, rate_ai="20Mbps") for k in (150e3, 250e3, 500e3)]
+    )
     simulate_dcqcn(sc.fabric, sc.routes, params=batch2, **kw)
     assert dcqcn_kernel.run_batch._cache_size() == size_before
     single = simulate_dcqcn(sc.fabric, sc.routes, params="paper", overrides={"kmax": 400e3}, **kw)
@@ -139,8 +144,7 @@ def test_flows_with_sizes_and_starts_finish_and_conserve_bytes():
     sc = dumbbell(2, bandwidth=C40)
     size = np.array([1e6, 2e6])
     start = np.array([0.0, 1e-3])
-    res = simulate_dcqcn(sc.fabric, sc.routes, size=size, start=start, duration=0.005,
-                         records=500)
+    res = simulate_dcqcn(sc.fabric, sc.routes, size=size, start=start, duration=0.005, records=500)
     assert np.all(np.isfinite(res.finish_time))
     np.testing.assert_allclose(res.delivered[-1], size, rtol=1e-5)
     fct = res.finish_time - start
@@ -166,8 +170,13 @@ def test_bad_inputs_name_the_field():
         DCQCNParams.preset("paper", kmin="300KB")
     with pytest.raises(SpecError, match="g"):
         DCQCNParams.preset("paper", g=2)
-    multipath = Routes(links=sc.routes.links, coef=np.ones(sc.routes.links.shape),
-                       src=sc.routes.src, dst=sc.routes.dst, num_links=sc.routes.num_links)
+    multipath = Routes(
+        links=sc.routes.links,
+        coef=np.ones(sc.routes.links.shape),
+        src=sc.routes.src,
+        dst=sc.routes.dst,
+        num_links=sc.routes.num_links,
+    )
     with pytest.raises(SpecError, match="routes"):
         simulate_dcqcn(sc.fabric, multipath)
     with pytest.raises(MemoryBudgetError, match="GiB"):
@@ -210,8 +219,13 @@ def test_hyper_increase_term():
 
     paper = DCQCNParams.preset("paper")
     hyper = paper.replace(rate_hai="400Mbps")
-    args = (jnp.float32(1e9), jnp.float32(2e9), jnp.float32(0.5), jnp.float32(0.0),
-            jnp.float32(1e9))
+    args = (
+        jnp.float32(1e9),
+        jnp.float32(2e9),
+        jnp.float32(0.5),
+        jnp.float32(0.0),
+        jnp.float32(1e9),
+    )
     _, base, _ = dcqcn_derivatives(*args, paper)
     _, more, _ = dcqcn_derivatives(*args, hyper)
     # p = 0: both counters are always past F, every increase event is a hyper one.
@@ -219,8 +233,11 @@ def test_hyper_increase_term():
     assert float(more - base) == pytest.approx((400e6 / 8 - paper.rate_ai) * events, rel=1e-3)
     # Under heavy marking the hyper stage is never reached.
     heavy = (*args[:3], jnp.float32(np.log1p(-0.01)), args[4])
-    np.testing.assert_allclose(float(dcqcn_derivatives(*heavy, hyper)[1]),
-                               float(dcqcn_derivatives(*heavy, paper)[1]), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(dcqcn_derivatives(*heavy, hyper)[1]),
+        float(dcqcn_derivatives(*heavy, paper)[1]),
+        rtol=1e-5,
+    )
 
 
 def test_connectx_preset_shares_the_link_fairly():

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.study.cc_scenarios import dumbbell
 from fabricflow.solve.dcqcn.analysis import linear_stability
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
 
@@ -22,8 +22,7 @@ C40 = 40e9 / 8
 @pytest.mark.parametrize("extra_delay, expect_stable", [(1e-6, True), (197e-6, False)])
 def test_oscillation_where_the_linear_analysis_predicts_it(extra_delay, expect_stable):
     sc = dumbbell(2, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, duration=0.06, extra_delay=extra_delay,
-                         records=3000)
+    res = simulate_dcqcn(sc.fabric, sc.routes, duration=0.06, extra_delay=extra_delay, records=3000)
     delay = float(res.delay[0])
     analysis = linear_stability(C40, 2, delay, dt=res.dt)
     assert analysis["stable"] is expect_stable
@@ -34,8 +33,8 @@ def test_oscillation_where_the_linear_analysis_predicts_it(extra_delay, expect_s
         assert queue.max() - queue.min() < 5e3
         assert rate.std() < 1e-3 * C40
     else:
-        assert queue.max() - queue.min() > 30e3     # swings over tens of KB ...
-        assert queue.min() < 1e3                    # ... down to an empty queue
+        assert queue.max() - queue.min() > 30e3  # swings over tens of KB ...
+        assert queue.min() < 1e3  # ... down to an empty queue
         assert rate.std() > 3e-3 * C40
         # Sustained: the swing in the last 10 ms is as large as in the 10 ms before.
         last = res.time >= 0.05

@@ -16,8 +16,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Text a user or contributor reads: code, tests, scripts, notebooks, presets, docs.
 SOURCE_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".ipynb", ".toml", ".txt"}
-SOURCE_ROOTS = ["fabricflow", "studies", "tests", "notebooks", "docs", "README.md",
-                "pyproject.toml"]
+SOURCE_ROOTS = [
+    "fabricflow",
+    "studies",
+    "tests",
+    "notebooks",
+    "docs",
+    "README.md",
+    "pyproject.toml",
+]
 
 # Inline links and images [text](target), and reference definitions [label]: target.
 _INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -30,7 +37,11 @@ def _source_files():
         path = ROOT / name
         files = [path] if path.is_file() else sorted(path.rglob("*"))
         for file in files:
-            if file.is_file() and file.suffix in SOURCE_SUFFIXES and "__pycache__" not in file.parts:
+            if (
+                file.is_file()
+                and file.suffix in SOURCE_SUFFIXES
+                and "__pycache__" not in file.parts
+            ):
                 yield file
 
 
@@ -53,8 +64,9 @@ def _anchors(markdown: pathlib.Path) -> set[str]:
 
 def _reference_sections() -> dict[int, str]:
     text = (ROOT / "docs" / "references.md").read_text(encoding="utf-8")
-    return {int(m.group(1)): m.group(2)
-            for m in re.finditer(r"^## (\d+)\. (.+)$", text, re.MULTILINE)}
+    return {
+        int(m.group(1)): m.group(2) for m in re.finditer(r"^## (\d+)\. (.+)$", text, re.MULTILINE)
+    }
 
 
 @pytest.mark.parametrize("markdown", MARKDOWN, ids=lambda p: p.name)
@@ -62,10 +74,10 @@ def test_markdown_links_stay_inside_the_repository(markdown):
     text = _without_code_blocks(markdown.read_text(encoding="utf-8"))
     targets = _INLINE_LINK.findall(text) + _REFERENCE_DEF.findall(text)
     for target in targets:
-        assert not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target), \
+        assert not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target), (
             f"{markdown.name}: link leaves the repository: {target}"
-        assert not target.startswith(("/", "\\", "~")), \
-            f"{markdown.name}: absolute link {target}"
+        )
+        assert not target.startswith(("/", "\\", "~")), f"{markdown.name}: absolute link {target}"
         path, _, anchor = target.partition("#")
         resolved = (markdown.parent / path).resolve() if path else markdown
         assert resolved.is_relative_to(ROOT), f"{markdown.name}: link outside the repo {target}"
@@ -79,13 +91,16 @@ def test_markdown_links_stay_inside_the_repository(markdown):
 
 def test_the_link_checker_catches_bad_links(tmp_path):
     # The patterns above must see the forms a bad link takes.
-    text = ("[a](https://example.org/x) [b](../shared/NOTES.md) ![c](<img.png> \"t\")\n"
-            "[d]: http://example.org\n")
+    text = (
+        '[a](https://example.org/x) [b](../shared/NOTES.md) ![c](<img.png> "t")\n'
+        "[d]: http://example.org\n"
+    )
     found = _INLINE_LINK.findall(text) + _REFERENCE_DEF.findall(text)
-    assert found == ["https://example.org/x", "../shared/NOTES.md", "img.png",
-                     "http://example.org"]
-    assert _anchor("## 4. Collectives: nccl-tests conventions".lstrip("# ")) == \
-        "4-collectives-nccl-tests-conventions"
+    assert found == ["https://example.org/x", "../shared/NOTES.md", "img.png", "http://example.org"]
+    assert (
+        _anchor("## 4. Collectives: nccl-tests conventions".lstrip("# "))
+        == "4-collectives-nccl-tests-conventions"
+    )
 
 
 def test_nothing_points_at_notes_outside_the_repository():
@@ -95,8 +110,9 @@ def test_nothing_points_at_notes_outside_the_repository():
     for file in _source_files():
         if file.resolve() == this_file:
             continue
-        for number, line in enumerate(file.read_text(encoding="utf-8", errors="replace")
-                                      .splitlines(), 1):
+        for number, line in enumerate(
+            file.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+        ):
             if pattern.search(line):
                 offenders.append(f"{file.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
     assert not offenders, "cite docs/ instead:\n" + "\n".join(offenders)
@@ -135,8 +151,9 @@ def test_typing_module_imports_no_jax():
         "print(len(module.__all__), heavy)\n"
         "assert not heavy, heavy\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -145,8 +162,18 @@ def test_typing_aliases_carry_a_dtype_and_a_known_shape():
 
     from fabricflow import typing as fft
 
-    axes = {"flows", "hops", "links", "nodes", "gpus", "scenarios", "paths", "num_groups",
-            "group_size", "records"}
+    axes = {
+        "flows",
+        "hops",
+        "links",
+        "nodes",
+        "gpus",
+        "scenarios",
+        "paths",
+        "num_groups",
+        "group_size",
+        "records",
+    }
     assert len(fft.__all__) >= 15
     for name in fft.__all__:
         alias = getattr(fft, name)

@@ -13,13 +13,35 @@ from fabricflow.fabric.spec import build_fabric, load_fabric
 from fabricflow.fabric.summary import max_flow_between
 
 
-def dragonfly_spec(groups=5, switches=4, per_switch=2, copies=2, *, nic="400Gbps",
-                   local="400Gbps", glob="100Gbps", scale_up=None, gpus_per_node=2, **extra):
-    spec = {"name": "df", "gpus": groups * switches * per_switch, "gpus_per_node": gpus_per_node,
-            "topology": {"type": "dragonfly", "groups": groups, "switches_per_group": switches,
-                         "gpus_per_switch": per_switch, "nic_bandwidth": nic,
-                         "local_bandwidth": local, "global_bandwidth": glob,
-                         "global_links_per_group_pair": copies, **extra}}
+def dragonfly_spec(
+    groups=5,
+    switches=4,
+    per_switch=2,
+    copies=2,
+    *,
+    nic="400Gbps",
+    local="400Gbps",
+    glob="100Gbps",
+    scale_up=None,
+    gpus_per_node=2,
+    **extra,
+):
+    spec = {
+        "name": "df",
+        "gpus": groups * switches * per_switch,
+        "gpus_per_node": gpus_per_node,
+        "topology": {
+            "type": "dragonfly",
+            "groups": groups,
+            "switches_per_group": switches,
+            "gpus_per_switch": per_switch,
+            "nic_bandwidth": nic,
+            "local_bandwidth": local,
+            "global_bandwidth": glob,
+            "global_links_per_group_pair": copies,
+            **extra,
+        },
+    }
     if scale_up:
         spec["scale_up"] = scale_up
     return spec
@@ -34,8 +56,9 @@ def hops_of_kind(fabric, routes, kind):
     return ((links >= 0) & kind_mask(fabric, kind)[np.maximum(links, 0)]).sum(axis=1)
 
 
-@pytest.mark.parametrize("groups, switches, per_switch, copies", [(5, 4, 2, 2), (4, 3, 1, 5),
-                                                                   (2, 2, 3, 1), (7, 4, 2, 1)])
+@pytest.mark.parametrize(
+    "groups, switches, per_switch, copies", [(5, 4, 2, 2), (4, 3, 1, 5), (2, 2, 3, 1), (7, 4, 2, 1)]
+)
 def test_counts_and_round_robin_global_arrangement(groups, switches, per_switch, copies):
     fabric = build_fabric(dragonfly_spec(groups, switches, per_switch, copies))
     assert fabric.num_gpus == groups * switches * per_switch
@@ -51,8 +74,11 @@ def test_counts_and_round_robin_global_arrangement(groups, switches, per_switch,
     expected = copies * 100e9 / 8 * (1 - np.eye(groups))
     assert np.allclose(capacity, expected)
     # Round robin: every switch carries floor or ceil of (groups - 1) * copies / a cables.
-    per_switch_cables = np.bincount(src - fabric.num_gpus, minlength=fabric.num_switches,
-                                    weights=fabric.capacity[glob] / (100e9 / 8))
+    per_switch_cables = np.bincount(
+        src - fabric.num_gpus,
+        minlength=fabric.num_switches,
+        weights=fabric.capacity[glob] / (100e9 / 8),
+    )
     share = (groups - 1) * copies / switches
     assert np.all((per_switch_cables >= np.floor(share)) & (per_switch_cables <= np.ceil(share)))
     # Local links join every switch pair of a group exactly once, inside the group.
@@ -60,8 +86,9 @@ def test_counts_and_round_robin_global_arrangement(groups, switches, per_switch,
     pairs = set(zip(fabric.link_src[local].tolist(), fabric.link_dst[local].tolist(), strict=True))
     assert len(pairs) == local.sum()
     # GPUs carry their group in node_group.
-    assert np.array_equal(group[fabric.gpu_node],
-                          np.arange(fabric.num_gpus) // (switches * per_switch))
+    assert np.array_equal(
+        group[fabric.gpu_node], np.arange(fabric.num_gpus) // (switches * per_switch)
+    )
 
 
 def one_global_hop_distance(fabric, src, dst):
@@ -69,13 +96,19 @@ def one_global_hop_distance(fabric, src, dst):
     the shortest path with a single global hop."""
     graph = nx.DiGraph()
     up = fabric.link_up
-    graph.add_edges_from(zip(fabric.link_src[up].tolist(), fabric.link_dst[up].tolist(), strict=True))
+    graph.add_edges_from(
+        zip(fabric.link_src[up].tolist(), fabric.link_dst[up].tolist(), strict=True)
+    )
     group = fabric.node_group
     out = []
     for s, d in zip(fabric.gpu_node[src].tolist(), fabric.gpu_node[dst].tolist(), strict=True):
         keep = {group[s], group[d]}
-        view = nx.subgraph_view(graph, filter_node=lambda n, keep=keep, s=s, d=d:
-                                n in (s, d) or (fabric.node_tier[n] == 1 and group[n] in keep))
+        view = nx.subgraph_view(
+            graph,
+            filter_node=lambda n, keep=keep, s=s, d=d: (
+                n in (s, d) or (fabric.node_tier[n] == 1 and group[n] in keep)
+            ),
+        )
         out.append(nx.shortest_path_length(view, s, d))
     return np.asarray(out)
 
@@ -126,8 +159,16 @@ def test_minimal_spreads_over_the_copies_and_valiant_over_groups():
 
 
 def test_scale_up_traffic_stays_in_the_domain():
-    fabric = build_fabric(dragonfly_spec(
-        3, 2, 4, 1, gpus_per_node=4, scale_up={"domain_size": 4, "bandwidth_per_direction": "50GB/s"}))
+    fabric = build_fabric(
+        dragonfly_spec(
+            3,
+            2,
+            4,
+            1,
+            gpus_per_node=4,
+            scale_up={"domain_size": 4, "bandwidth_per_direction": "50GB/s"},
+        )
+    )
     src = np.arange(0, fabric.num_gpus, 4)
     routes = ff.route(fabric, src, src + 3, policy="valiant")
     assert_valid_walks(fabric, routes, src, src + 3)
@@ -137,8 +178,9 @@ def test_scale_up_traffic_stays_in_the_domain():
     assert np.array_equal(fabric.node_group[domain_switches], np.arange(6) // 2)
 
 
-@pytest.mark.parametrize("glob, nic", [("100Gbps", "400Gbps"), ("800Gbps", "100Gbps"),
-                                       ("200Gbps", "200Gbps")])
+@pytest.mark.parametrize(
+    "glob, nic", [("100Gbps", "400Gbps"), ("800Gbps", "100Gbps"), ("200Gbps", "200Gbps")]
+)
 @pytest.mark.parametrize("groups", [4, 6])
 def test_bisection_matches_max_flow(glob, nic, groups):
     fabric = build_fabric(dragonfly_spec(groups, 4, 2, 2, nic=nic, local="800Gbps", glob=glob))
@@ -183,9 +225,12 @@ def test_failed_global_links_are_avoided():
 def test_isolated_switch_gives_unreachable_error():
     fabric = build_fabric(dragonfly_spec(3, 2, 2, 1))
     switch = int(fabric.gpu_node.size)  # the first switch holds GPUs 0 and 1
-    cut = fabric.without(links=np.flatnonzero((fabric.link_src == switch)
-                                              & (fabric.node_tier[fabric.link_dst] == 1)))
-    with pytest.raises(RoutingError, match=r"2 flow\(s\) unreachable.*dragonfly.*e\.g\. flow 1: GPU 0"):
+    cut = fabric.without(
+        links=np.flatnonzero((fabric.link_src == switch) & (fabric.node_tier[fabric.link_dst] == 1))
+    )
+    with pytest.raises(
+        RoutingError, match=r"2 flow\(s\) unreachable.*dragonfly.*e\.g\. flow 1: GPU 0"
+    ):
         ff.route(cut, np.array([0, 0, 1, 2]), np.array([1, 5, 6, 7]))
 
 
@@ -199,15 +244,21 @@ def test_routing_matrix_and_policy_errors():
     assert ff.route(fabric, np.array([], np.int64), np.array([], np.int64)).num_flows == 0
 
 
-@pytest.mark.parametrize("change, field, message", [
-    ({"gpus": 38}, "gpus", "5 x 4 x 2 = 40"),
-    ({"topology": {"nodes_per_switch": 1}}, "topology.gpus_per_switch", "exactly one"),
-    ({"topology": {"groups": 1}, "gpus": 8}, "topology.groups", "at least 2"),
-    ({"topology": {"global_links_per_group_pair": 0}}, "topology.global_links_per_group_pair",
-     "positive integer"),
-    ({"topology": {"nic_bandwidth": "-4Gbps"}}, "topology.nic_bandwidth", "> 0"),
-    ({"topology": {"global_links": 2}}, "topology", "allowed keys"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"gpus": 38}, "gpus", "5 x 4 x 2 = 40"),
+        ({"topology": {"nodes_per_switch": 1}}, "topology.gpus_per_switch", "exactly one"),
+        ({"topology": {"groups": 1}, "gpus": 8}, "topology.groups", "at least 2"),
+        (
+            {"topology": {"global_links_per_group_pair": 0}},
+            "topology.global_links_per_group_pair",
+            "positive integer",
+        ),
+        ({"topology": {"nic_bandwidth": "-4Gbps"}}, "topology.nic_bandwidth", "> 0"),
+        ({"topology": {"global_links": 2}}, "topology", "allowed keys"),
+    ],
+)
 def test_spec_errors_name_the_field(change, field, message):
     spec = dragonfly_spec()
     for key, value in change.items():

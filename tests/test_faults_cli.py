@@ -29,8 +29,13 @@ HEAVY = ("jax", "scipy", "xarray", "matplotlib")
 
 
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fabricflow.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabricflow.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def _one_json(text: str) -> dict:
@@ -65,19 +70,23 @@ def _check_whole(folder) -> None:
 
 # ------------------------------------------------------------------ import scheme
 def test_import_and_parser_load_no_heavy_module():
-    code = (f"import sys, json, fabricflow; a = [m for m in {HEAVY!r} if m in sys.modules]; "
-            "import fabricflow.cli as c; c.build_parser(); "
-            f"print(json.dumps([a, [m for m in {HEAVY!r} if m in sys.modules]]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        f"import sys, json, fabricflow; a = [m for m in {HEAVY!r} if m in sys.modules]; "
+        "import fabricflow.cli as c; c.build_parser(); "
+        f"print(json.dumps([a, [m for m in {HEAVY!r} if m in sys.modules]]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert json.loads(out) == [[], []]
 
 
 @pytest.mark.parametrize("args", [["--help"], ["presets"]])
 def test_help_and_presets_start_fast(args):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "-m", "fabricflow.cli", *args], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricflow.cli", *args], capture_output=True, text=True
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert proc.returncode == 0, proc.stderr
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -95,7 +104,7 @@ def test_public_names_resolve_and_all_matches_the_map():
     assert fabricflow.errors.SpecError is fabricflow.SpecError
     with pytest.raises(AttributeError, match="no_such_name"):
         fabricflow.no_such_name  # noqa: B018
-    assert fabricflow.traffic.__name__ == "fabricflow.traffic"      # subpackages on demand
+    assert fabricflow.traffic.__name__ == "fabricflow.traffic"  # subpackages on demand
 
 
 @pytest.mark.parametrize("name", sorted(fabricflow._DEPRECATED))
@@ -122,11 +131,15 @@ def test_no_module_imports_the_top_level_package():
             depth = os.path.relpath(folder, root).count(os.sep) + (folder != root)
             for node in ast.walk(tree):
                 top_level = (  # `import fabricflow`, `from fabricflow import x`, `from .. import x`
-                    isinstance(node, ast.Import) and any(a.name == "fabricflow" for a in node.names)
-                    or isinstance(node, ast.ImportFrom) and node.module == "fabricflow"
-                    or isinstance(node, ast.ImportFrom) and node.module is None
-                    and node.level == depth + 1 and not all(
-                        os.path.exists(os.path.join(root, a.name)) for a in node.names))
+                    isinstance(node, ast.Import)
+                    and any(a.name == "fabricflow" for a in node.names)
+                    or isinstance(node, ast.ImportFrom)
+                    and node.module == "fabricflow"
+                    or isinstance(node, ast.ImportFrom)
+                    and node.module is None
+                    and node.level == depth + 1
+                    and not all(os.path.exists(os.path.join(root, a.name)) for a in node.names)
+                )
                 if top_level:
                     offenders.append(f"{path}:{node.lineno}")
     assert offenders == []
@@ -134,7 +147,7 @@ def test_no_module_imports_the_top_level_package():
 
 def test_stdout_closed_early_is_quiet():
     proc = _cli("presets")
-    proc.stdout.close()             # the reader went away (`| head -0`)
+    proc.stdout.close()  # the reader went away (`| head -0`)
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
@@ -154,11 +167,24 @@ def _interrupt(args: list[str], delay: float, signum=signal.SIGINT, until=None):
     return proc.returncode, out, err
 
 
-@pytest.mark.parametrize("delay", [0.6, 1.5, 3.0])    # imports, JAX compilation, simulation
+@pytest.mark.parametrize("delay", [0.6, 1.5, 3.0])  # imports, JAX compilation, simulation
 def test_cc_interrupted_exits_130_with_one_json_object(tmp_path, delay):
     out_dir = tmp_path / "run"
-    code, out, err = _interrupt(["cc", "--scenario", "dumbbell", "--flows", "2",
-                                 "--duration", "2s", "--out", str(out_dir), "--json"], delay)
+    code, out, err = _interrupt(
+        [
+            "cc",
+            "--scenario",
+            "dumbbell",
+            "--flows",
+            "2",
+            "--duration",
+            "2s",
+            "--out",
+            str(out_dir),
+            "--json",
+        ],
+        delay,
+    )
     assert code == 130, (out, err)
     assert "Traceback" not in err, err
     data = _one_json(out)
@@ -170,12 +196,24 @@ def test_cc_interrupted_exits_130_with_one_json_object(tmp_path, delay):
 def test_cc_interrupted_after_first_file_keeps_it_whole(tmp_path):
     out_dir = tmp_path / "run"
     code, out, err = _interrupt(
-        ["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "20ms",
-         "--out", str(out_dir), "--json"], 0,
-        until=lambda: (out_dir / "dcqcn.nc").exists())
+        [
+            "cc",
+            "--scenario",
+            "dumbbell",
+            "--flows",
+            "2",
+            "--duration",
+            "20ms",
+            "--out",
+            str(out_dir),
+            "--json",
+        ],
+        0,
+        until=lambda: (out_dir / "dcqcn.nc").exists(),
+    )
     assert "Traceback" not in err, err
     data = _one_json(out)
-    if code == 0:        # the run finished before the signal landed: a whole result
+    if code == 0:  # the run finished before the signal landed: a whole result
         assert data["flows"] == 2
     else:
         assert code == 130 and data["error"] == "Interrupted"
@@ -186,8 +224,9 @@ def test_cc_interrupted_after_first_file_keeps_it_whole(tmp_path):
 
 def test_demo_terminated_exits_130_without_traceback(tmp_path):
     out_dir = tmp_path / "demo"
-    code, out, err = _interrupt(["demo", "--fabric", "dgx-h100-superpod", "--out", str(out_dir)],
-                                1.5, signal.SIGTERM)
+    code, out, err = _interrupt(
+        ["demo", "--fabric", "dgx-h100-superpod", "--out", str(out_dir)], 1.5, signal.SIGTERM
+    )
     assert code == 130, (out, err)
     assert "Traceback" not in err and "interrupted by SIGTERM" in err, err
     _check_whole(out_dir)
@@ -196,7 +235,7 @@ def test_demo_terminated_exits_130_without_traceback(tmp_path):
 def test_bench_interrupted_reports_the_sections_it_finished():
     proc = _cli("bench", "step", "dcqcn", "--quick")
     lines = []
-    for line in proc.stdout:           # the text report prints a section when it is done
+    for line in proc.stdout:  # the text report prints a section when it is done
         lines.append(line)
         if line.startswith("== step"):
             break
@@ -212,8 +251,10 @@ def _fake_bench(monkeypatch, second):
 
     import fabricflow.bench as bench
 
-    sections = {"first": types.SimpleNamespace(run=lambda args: {"value": 1}),
-                "second": types.SimpleNamespace(run=lambda args: second())}
+    sections = {
+        "first": types.SimpleNamespace(run=lambda args: {"value": 1}),
+        "second": types.SimpleNamespace(run=lambda args: second()),
+    }
     monkeypatch.setattr(bench, "sections", lambda: sections)
 
 
@@ -223,7 +264,7 @@ def test_bench_json_interrupt_keeps_completed_sections(monkeypatch, capsys):
     data = _one_json(capsys.readouterr().out)
     assert data["error"] == "Interrupted" and data["completed"] == ["first"]
     assert data["partial"]["first"]["value"] == 1
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # restored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
 def test_interrupt_swallowed_by_library_code_still_stops_the_report(monkeypatch, capsys):
@@ -231,7 +272,7 @@ def test_interrupt_swallowed_by_library_code_still_stops_the_report(monkeypatch,
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
-        except BaseException:      # what a bare `except:` in a dependency does
+        except BaseException:  # what a bare `except:` in a dependency does
             pass
         return {"value": 2}
 
@@ -246,8 +287,12 @@ def _mount_tmpfs(path, options: str) -> bool:
     os.makedirs(path, exist_ok=True)
     if os.geteuid() != 0:
         return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def _output_error(capsys, *args) -> str:
@@ -266,8 +311,7 @@ def test_out_under_a_file_or_proc_is_an_output_error(tmp_path, capsys):
     assert message.startswith("--out:") and "not a folder" in message
     message = _output_error(capsys, *CC, "--out", "/proc/fabricflow-out")
     assert message.startswith("--out:") and "/proc/fabricflow-out" in message
-    message = _output_error(capsys, "demo", "--fabric", "dgx-h100-superpod", "--out",
-                            str(blocker))
+    message = _output_error(capsys, "demo", "--fabric", "dgx-h100-superpod", "--out", str(blocker))
     assert "not a folder" in message
     assert blocker.read_text() == "x"
 
@@ -339,8 +383,12 @@ def test_only_the_running_commands_value_flags_take_negative_values():
     # --gpu takes a value in `step` but is a switch in `bench`
     assert _attach_negative_values(["step", "--gpu", "-1"], parser) == ["step", "--gpu=-1"]
     assert _attach_negative_values(["bench", "--gpu", "-1"], parser) == ["bench", "--gpu", "-1"]
-    assert _attach_negative_values(["collective", "-b", "-8M", "--out", "-x"], parser) == \
-        ["collective", "-b=-8M", "--out", "-x"]
+    assert _attach_negative_values(["collective", "-b", "-8M", "--out", "-x"], parser) == [
+        "collective",
+        "-b=-8M",
+        "--out",
+        "-x",
+    ]
 
 
 def test_missing_value_is_still_a_usage_error(capsys):
@@ -350,8 +398,23 @@ def test_missing_value_is_still_a_usage_error(capsys):
 
 
 def test_collective_bare_unit_prefix_suggests_bytes(capsys):
-    assert main(["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce",
-                 "--gpus", "8", "-b", "8M", "--json"]) == 2
+    assert (
+        main(
+            [
+                "collective",
+                "--fabric",
+                "dgx-h100-superpod",
+                "--op",
+                "all_reduce",
+                "--gpus",
+                "8",
+                "-b",
+                "8M",
+                "--json",
+            ]
+        )
+        == 2
+    )
     message = _one_json(capsys.readouterr().out)["message"]
     assert message.startswith("minbytes:") and "8MiB" in message and "8MB" in message
 
@@ -364,10 +427,13 @@ def test_demo_bad_fabric_creates_no_out_folder(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ memory
-@pytest.mark.parametrize("raised, words", [
-    (MemoryError(), "fabricflow presets ran out of memory"),
-    (fabricflow.MemoryBudgetError("routing needs 9 GiB; budget 1 GiB"), "routing needs 9 GiB"),
-])
+@pytest.mark.parametrize(
+    "raised, words",
+    [
+        (MemoryError(), "fabricflow presets ran out of memory"),
+        (fabricflow.MemoryBudgetError("routing needs 9 GiB; budget 1 GiB"), "routing needs 9 GiB"),
+    ],
+)
 def test_memory_errors_are_named_errors(monkeypatch, capsys, raised, words):
     import fabricflow.commands.presets as presets
 
@@ -409,7 +475,7 @@ def test_signal_landing_in_a_gc_callback_is_not_lost_or_printed(monkeypatch, cap
     def callback(phase, info):
         if phase == "start":
             os.kill(os.getpid(), signal.SIGINT)
-            sum(range(1000))        # the handler runs here, inside the callback
+            sum(range(1000))  # the handler runs here, inside the callback
 
     def collect_then_work():
         gc.callbacks.append(callback)
@@ -417,7 +483,7 @@ def test_signal_landing_in_a_gc_callback_is_not_lost_or_printed(monkeypatch, cap
             gc.collect()
         finally:
             gc.callbacks.remove(callback)
-        time.sleep(5)              # reached only if the interrupt was lost
+        time.sleep(5)  # reached only if the interrupt was lost
         return {"value": 2}
 
     _fake_bench(monkeypatch, collect_then_work)

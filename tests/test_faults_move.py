@@ -32,17 +32,40 @@ SCENARIO_FINGERPRINTS = {
 def _fingerprint(scenario) -> str:
     fabric, routes = scenario.fabric, scenario.routes
     digest = hashlib.sha256()
-    for name in ("link_src", "link_dst", "capacity", "latency", "link_kind_id", "node_kind_id",
-                 "node_tier", "node_group", "gpu_node", "gpu_domain"):
+    for name in (
+        "link_src",
+        "link_dst",
+        "capacity",
+        "latency",
+        "link_kind_id",
+        "node_kind_id",
+        "node_tier",
+        "node_group",
+        "gpu_node",
+        "gpu_domain",
+    ):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(np.asarray(getattr(fabric, name), np.float64)).tobytes())
     for name in ("links", "src", "dst"):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(np.asarray(getattr(routes, name), np.float64)).tobytes())
-    digest.update(repr((fabric.name, tuple(fabric.link_kinds), tuple(fabric.node_kinds),
-                        fabric.gpus_per_node, fabric.meta, routes.coef, routes.num_links,
-                        routes.policy, scenario.name, scenario.bottleneck,
-                        scenario.roles)).encode())
+    digest.update(
+        repr(
+            (
+                fabric.name,
+                tuple(fabric.link_kinds),
+                tuple(fabric.node_kinds),
+                fabric.gpus_per_node,
+                fabric.meta,
+                routes.coef,
+                routes.num_links,
+                routes.policy,
+                scenario.name,
+                scenario.bottleneck,
+                scenario.roles,
+            )
+        ).encode()
+    )
     return digest.hexdigest()[:16]
 
 
@@ -64,20 +87,23 @@ def test_scenario_path_over_a_missing_cable_is_refused():
 
 # ---------------------------------------------------------------------------- figures
 
+
 def _modules_after_import(statement: str) -> set[str]:
     import subprocess
     import sys
 
     code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     return set(out.stdout.split())
 
 
 def test_model_packages_do_not_import_matplotlib():
     loaded = _modules_after_import(
         "import fabricflow.workload, fabricflow.collective, fabricflow.traffic\n"
-        "import fabricflow.workload.step, fabricflow.collective.model")
+        "import fabricflow.workload.step, fabricflow.collective.model"
+    )
     assert "matplotlib" not in loaded
 
 
@@ -87,7 +113,8 @@ def test_plot_modules_leave_the_matplotlib_backend_alone():
         "import fabricflow.study.fabric_plots, fabricflow.study.solve_plots\n"
         "import fabricflow.study.congestion_plots, fabricflow.study.step_plots\n"
         "from fabricflow.study.figures import new_figure, save_figure\n"
-        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()")
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()"
+    )
     assert "matplotlib.pyplot" not in loaded
 
 
@@ -116,8 +143,10 @@ def test_save_figure_refuses_an_unknown_format_before_writing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
-                    reason="root writes into read-only folders")
+@pytest.mark.skipif(
+    not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+    reason="root writes into read-only folders",
+)
 def test_save_figure_into_a_read_only_folder_raises_output_error(tmp_path):
     from fabricflow.errors import OutputError
     from fabricflow.study.figures import save_figure
@@ -166,16 +195,26 @@ def test_step_plot_goes_through_save_figure(tmp_path, monkeypatch):
 
     saved = []
     monkeypatch.setattr(step_plots, "save_figure", lambda fig, path: saved.append(path))
-    result = type("R", (), {"breakdown": dict.fromkeys(step_plots.BREAKDOWN_KEYS, 1.0),
-                            "step_time_s": 8.0, "mfu": 0.4})()
+    result = type(
+        "R",
+        (),
+        {
+            "breakdown": dict.fromkeys(step_plots.BREAKDOWN_KEYS, 1.0),
+            "step_time_s": 8.0,
+            "mfu": 0.4,
+        },
+    )()
     step_plots.plot_breakdown([("a", result)], tmp_path / "b.png")
     assert saved == [tmp_path / "b.png"]
 
 
 # ---------------------------------------------------------------------------- names
 
-@pytest.mark.parametrize(("num_gpus", "group_size", "num_groups"),
-                         [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)])
+
+@pytest.mark.parametrize(
+    ("num_gpus", "group_size", "num_groups"),
+    [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)],
+)
 def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
     from fabricflow.collective import make_groups
     from fabricflow.traffic import strided_groups
@@ -187,7 +226,7 @@ def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups
     assert groups.dtype == np.int64 and np.array_equal(groups, expected)
     if num_gpus % group_size == 0:
         full = make_groups(num_gpus, group_size, layout="strided")
-        assert np.array_equal(groups, full[:groups.shape[0]])
+        assert np.array_equal(groups, full[: groups.shape[0]])
 
 
 def test_strided_groups_bad_sizes_name_the_field():
@@ -226,7 +265,7 @@ def test_step_backend_fabric_is_the_default_and_old_names_are_deprecated_aliases
     for old in ("auto", "collective-model"):
         with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use 'fabric'") as rec:
             result = _small_step(a100, old)
-        assert rec[0].filename == __file__     # attributed to the caller, not to fabricflow
+        assert rec[0].filename == __file__  # attributed to the caller, not to fabricflow
         assert result.details["collective_backend"] == "fabric"
         assert result.step_time_s == fabric.step_time_s
         assert result.breakdown == fabric.breakdown
@@ -263,16 +302,37 @@ def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
 
     from fabricflow.cli import main
 
-    args = ["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model",
-            "megatron-1.7b", "--gpus", "16", "--tp", "2", "--micro-batch", "4",
-            "--global-batch", "64", "--seq", "2048", "--recompute", "full", "--json",
-            "--collectives", value]
+    args = [
+        "step",
+        "--fabric",
+        "dgx-a100-superpod",
+        "--gpu",
+        "a100-80gb",
+        "--model",
+        "megatron-1.7b",
+        "--gpus",
+        "16",
+        "--tp",
+        "2",
+        "--micro-batch",
+        "4",
+        "--global-batch",
+        "64",
+        "--seq",
+        "2048",
+        "--recompute",
+        "full",
+        "--json",
+        "--collectives",
+        value,
+    ]
     assert main(args) == 0
     expected = "alpha-beta" if value == "alpha-beta" else "fabric"
     assert json.loads(capsys.readouterr().out)["collective_backend"] == expected
 
 
 # ---------------------------------------------------------------------------- long runs
+
 
 def _random_instance(rng, num_flows, num_links, width, *, zero_coef=False):
     links = rng.integers(-1, num_links, size=(num_flows, width))
@@ -292,22 +352,24 @@ def test_incremental_filling_equals_the_textbook_loop_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     links, capacity, coef = _random_instance(rng, 300, 60, 12, zero_coef=seed % 2 == 1)
     if seed == 4:
-        capacity[::7] = 0.0           # failed links: their flows get 0
+        capacity[::7] = 0.0  # failed links: their flows get 0
     if seed == 5:
-        capacity[::5] = np.inf        # links that constrain nothing
-        links[:3] = -1                # flows crossing no link: inf
+        capacity[::5] = np.inf  # links that constrain nothing
+        links[:3] = -1  # flows crossing no link: inf
     expected = progressive_filling(links, capacity, coef=coef)
     assert np.array_equal(progressive_filling_incremental(links, capacity, coef), expected)
-    assert np.array_equal(progressive_filling_incremental(links, capacity),
-                          progressive_filling(links, capacity))
+    assert np.array_equal(
+        progressive_filling_incremental(links, capacity), progressive_filling(links, capacity)
+    )
 
 
 def test_incremental_filling_degenerate_inputs():
     from fabricflow.solve.maxmin.incremental_filling import progressive_filling_incremental
 
     assert progressive_filling_incremental(np.zeros((0, 3), int), np.ones(4)).shape == (0,)
-    assert np.array_equal(progressive_filling_incremental(np.full((2, 3), -1), np.ones(4)),
-                          [np.inf, np.inf])
+    assert np.array_equal(
+        progressive_filling_incremental(np.full((2, 3), -1), np.ones(4)), [np.inf, np.inf]
+    )
 
 
 def test_wide_collective_flows_solve_as_before():
@@ -319,7 +381,7 @@ def test_wide_collective_flows_solve_as_before():
     from fabricflow.fabric.spec import load_fabric
     from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
-    fabric = load_fabric("clos-100k", gpus=8192)      # two pods: rings cross the core
+    fabric = load_fabric("clos-100k", gpus=8192)  # two pods: rings cross the core
     groups = make_groups(8192, 8, layout="strided")
     grid = groups[:, :, None]
     ctx = Context("all_reduce", groups, groups, grid, 2)

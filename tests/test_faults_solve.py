@@ -43,8 +43,9 @@ def test_range_wider_than_float32_is_solved_in_float64():
     demand = [1e-42, np.inf, 1e30]
     links = [[0, -1], [1, -1], [1, -1]]
     rates = ff.max_min_rates(links, capacity, demand=demand)
-    np.testing.assert_allclose(rates, progressive_filling(links, capacity, demand=demand),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        rates, progressive_filling(links, capacity, demand=demand), rtol=1e-9
+    )
 
 
 def test_extreme_weights_and_demands_match_the_reference():
@@ -62,8 +63,9 @@ def test_batched_scenarios_of_huge_capacities():
     capacity = np.array([[1.0, 2.0], [4.0, 1.0]]) * 1e38
     rates = ff.max_min_rates(PARKING_LOT, capacity)
     for b in range(2):
-        np.testing.assert_allclose(rates[b], progressive_filling(PARKING_LOT, capacity[b]),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            rates[b], progressive_filling(PARKING_LOT, capacity[b]), rtol=1e-6
+        )
 
 
 def test_zero_and_infinite_capacities_keep_their_meaning_when_scaled():
@@ -73,12 +75,14 @@ def test_zero_and_infinite_capacities_keep_their_meaning_when_scaled():
 
 # ------------------------------------------------------------ tolerances and loop bounds
 
+
 def test_large_rtol_is_refused_instead_of_wrong_rates():
     with pytest.raises(SpecError, match=r"\[0, 0.001\]") as error:
         ff.max_min_rates(PARKING_LOT, [1.0, 3.0], rtol=10)
     assert error.value.field == "rtol"
-    np.testing.assert_allclose(ff.max_min_rates(PARKING_LOT, [1.0, 3.0], rtol=1e-3),
-                               [0.5, 0.5, 2.5])
+    np.testing.assert_allclose(
+        ff.max_min_rates(PARKING_LOT, [1.0, 3.0], rtol=1e-3), [0.5, 0.5, 2.5]
+    )
 
 
 @pytest.mark.parametrize("rtol", [-1, float("nan"), float("inf"), "1e-6", True])
@@ -95,12 +99,17 @@ def test_invalid_max_iters_is_refused(max_iters):
     assert error.value.field == "max_iters"
 
 
-@pytest.mark.parametrize(("options", "field"), [
-    ({"max_events": 0}, "max_events"), ({"max_events": -1}, "max_events"),
-    ({"max_events": 1.5}, "max_events"),
-    ({"mode": "batched", "eps": float("nan")}, "eps"),
-    ({"mode": "batched", "eps": -0.1}, "eps"), ({"mode": "batched", "eps": 1.0}, "eps"),
-])
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"max_events": 0}, "max_events"),
+        ({"max_events": -1}, "max_events"),
+        ({"max_events": 1.5}, "max_events"),
+        ({"mode": "batched", "eps": float("nan")}, "eps"),
+        ({"mode": "batched", "eps": -0.1}, "eps"),
+        ({"mode": "batched", "eps": 1.0}, "eps"),
+    ],
+)
 def test_completion_checks_its_bounds(options, field):
     with pytest.raises(SpecError) as error:
         ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0], **options)
@@ -109,17 +118,27 @@ def test_completion_checks_its_bounds(options, field):
 
 # ----------------------------------------------------------------- PFC / DCQCN messages
 
+
 def test_pfc_xoff_zero_blames_xoff():
     with pytest.raises(SpecError, match="> 0 bytes") as error:
         PFCParams().replace(xoff="0")
     assert error.value.field == "pfc.xoff"
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("xoff", -1.0), ("xoff", 0.0), ("xoff", np.nan), ("hysteresis", -1.0),
-    ("hysteresis", 2e5), ("dynamic_alpha", 0.0), ("dynamic_alpha", -1.0),
-    ("shared_buffer", 0.0), ("shared_buffer", np.inf),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("xoff", -1.0),
+        ("xoff", 0.0),
+        ("xoff", np.nan),
+        ("hysteresis", -1.0),
+        ("hysteresis", 2e5),
+        ("dynamic_alpha", 0.0),
+        ("dynamic_alpha", -1.0),
+        ("shared_buffer", 0.0),
+        ("shared_buffer", np.inf),
+    ],
+)
 def test_every_pfc_field_names_itself(field, value):
     with pytest.raises(SpecError) as error:
         dataclasses.replace(PFCParams(), **{field: value}).validate()
@@ -127,8 +146,14 @@ def test_every_pfc_field_names_itself(field, value):
 
 
 BAD_DCQCN = [(f.name, v) for f in dataclasses.fields(DCQCNParams) for v in (-1.0, np.nan)] + [
-    ("g", 2.0), ("pmax", 2.0), ("initial_alpha", 2.0), ("initial_rate_fraction", 2.0),
-    ("kmax", 0.0), ("tau", 0.0), ("g", 0.0)]
+    ("g", 2.0),
+    ("pmax", 2.0),
+    ("initial_alpha", 2.0),
+    ("initial_rate_fraction", 2.0),
+    ("kmax", 0.0),
+    ("tau", 0.0),
+    ("g", 0.0),
+]
 
 
 @pytest.mark.parametrize(("field", "value"), BAD_DCQCN)
@@ -154,6 +179,7 @@ def test_cli_pfc_xoff_zero(capsys):
 
 
 # ------------------------------------------------------------------ one memory policy
+
 
 def test_shared_memory_budget_refuses_a_moderate_maxmin_solve(monkeypatch):
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "1MiB")
@@ -184,10 +210,13 @@ def _dumbbell():
     return dumbbell(2)
 
 
-@pytest.mark.parametrize(("options", "words"), [
-    ({"duration": 1000.0}, ["entry-steps", "h on 2 CPU cores", "max_work"]),
-    ({"duration": 0.05, "dt": 1e-12}, ["entry-steps", "days", "raise dt"]),
-])
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"duration": 1000.0}, ["entry-steps", "h on 2 CPU cores", "max_work"]),
+        ({"duration": 0.05, "dt": 1e-12}, ["entry-steps", "days", "raise dt"]),
+    ],
+)
 def test_absurd_dcqcn_runs_are_refused_before_starting(options, words):
     sc = _dumbbell()
     with pytest.raises(SpecError) as error:
@@ -211,7 +240,7 @@ def test_max_work_allows_a_long_run_and_is_checked():
         with pytest.raises(SpecError) as error:
             prepare_dcqcn(links, capacity, np.zeros(2), duration=0.001, max_work=bad)
         assert error.value.field == "max_work"
-    with pytest.raises(SpecError) as error:   # more steps than the int32 step counter holds
+    with pytest.raises(SpecError) as error:  # more steps than the int32 step counter holds
         prepare_dcqcn(links, capacity, np.zeros(2), duration=3000.0, max_work=np.inf)
     assert "steps" in str(error.value)
     with pytest.raises(SpecError) as error:
@@ -226,22 +255,32 @@ def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
     from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
 
     sc = _dumbbell()
-    params = (stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched
-              else "paper")
-    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params,
-                             **SHORT_RUN)
+    params = stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched else "paper"
+    prepared = prepare_dcqcn(
+        sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params, **SHORT_RUN
+    )
     plain = run_dcqcn(prepared)
     calls = []
     advance = kernel.advance_batch if batched else kernel.advance
     chunked = run_dcqcn(prepared, progress=lambda f, s: calls.append((f, s)), chunks=5)
     compiled = advance._cache_size()
     again = run_dcqcn(prepared, progress=lambda f, s: None, chunks=5)
-    assert advance._cache_size() == compiled          # no compilation per chunk or call
+    assert advance._cache_size() == compiled  # no compilation per chunk or call
     fractions = [f for f, _ in calls]
     assert len(calls) == 5 and fractions == sorted(fractions) and fractions[-1] == 1.0
     assert all(s >= 0 for _, s in calls)
-    for name in ("rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time",
-                 "finish_time", "alpha", "target_rate", "time"):
+    for name in (
+        "rate",
+        "delivered",
+        "queue",
+        "paused",
+        "pause_time",
+        "flow_pause_time",
+        "finish_time",
+        "alpha",
+        "target_rate",
+        "time",
+    ):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(plain, name), name)
         np.testing.assert_array_equal(getattr(again, name), getattr(plain, name), name)
     assert np.array_equal(np.asarray(chunked.status), np.asarray(plain.status))
@@ -266,8 +305,9 @@ def test_nonfinite_dcqcn_run_reports_status_or_raises():
     sc = _dumbbell()
     prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN)
     # Poison the line rate after the host checks: the kernel must report, not raise.
-    bad = dataclasses.replace(prepared, problem=prepared.problem._replace(
-        line_rate=prepared.problem.line_rate * np.nan))
+    bad = dataclasses.replace(
+        prepared, problem=prepared.problem._replace(line_rate=prepared.problem.line_rate * np.nan)
+    )
     result = run_dcqcn(bad, throw=False)
     assert result.status == ff.SolverStatus.NONFINITE
     with pytest.raises(SolverError, match="NONFINITE"):
@@ -280,12 +320,17 @@ def test_batch_item_is_checked():
     sc = _dumbbell()
     from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
 
-    single = run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2),
-                                     **SHORT_RUN))
+    single = run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN))
     with pytest.raises(SpecError, match="index"):
-        run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2),
-                                params=stack_params([DCQCNParams()] * 2), **SHORT_RUN)
-                  ).batch_item(2)
+        run_dcqcn(
+            prepare_dcqcn(
+                sc.routes.links,
+                sc.fabric.capacity,
+                np.zeros(2),
+                params=stack_params([DCQCNParams()] * 2),
+                **SHORT_RUN,
+            )
+        ).batch_item(2)
     with pytest.raises(SpecError, match="batched"):
         single.batch_item(0)
 
@@ -298,14 +343,17 @@ def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
 
     printer = cc._progress_printer
     monkeypatch.setattr(cc, "_progress_printer", lambda d: printer(d, after_s=0.0))
-    assert main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--pfc", "static",
-                 "--json"]) == 0
+    assert (
+        main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--pfc", "static", "--json"])
+        == 0
+    )
     out, err = capsys.readouterr()
     json.loads(out)
     assert "cc: simulated" in err and "100%" in err
 
 
 # --------------------------------------------------------------- PFC deadlock scan
+
 
 def _deadlocks_over_time_plain(result) -> list[dict]:
     """The former implementation (row-wise np.unique over every record), kept as the oracle."""
@@ -316,13 +364,16 @@ def _deadlocks_over_time_plain(result) -> list[dict]:
     if edges.size == 0 or not paused.any():
         return []
     patterns, pattern_of_instant = np.unique(paused, axis=0, return_inverse=True)
-    cycles_of_pattern = [deadlock_cycles(p, result.links, result.prev_links, edges=edges)
-                         if p.any() else [] for p in patterns]
+    cycles_of_pattern = [
+        deadlock_cycles(p, result.links, result.prev_links, edges=edges) if p.any() else []
+        for p in patterns
+    ]
     found: dict[tuple, dict] = {}
     for index, time in enumerate(result.time):
         for cycle in cycles_of_pattern[int(pattern_of_instant.ravel()[index])]:
-            entry = found.setdefault(tuple(cycle), {"links": list(cycle),
-                                                    "first_seen_s": float(time)})
+            entry = found.setdefault(
+                tuple(cycle), {"links": list(cycle), "first_seen_s": float(time)}
+            )
             entry["last_seen_s"] = float(time)
     return list(found.values())
 
@@ -345,23 +396,27 @@ def test_fast_deadlock_scan_equals_the_plain_one(seed):
     paused = palette[rng.integers(0, 5, records)]
     paused[rng.random(records) < 0.3] = rng.random(num_links) < 0.7
     paused = np.repeat(paused, rng.integers(1, 4, records), axis=0)[:records]
-    result = SimpleNamespace(links=links, prev_links=prev_links, paused=paused,
-                             time=np.arange(1, records + 1) * 1e-5)
+    result = SimpleNamespace(
+        links=links, prev_links=prev_links, paused=paused, time=np.arange(1, records + 1) * 1e-5
+    )
     expected = _deadlocks_over_time_plain(result)
     assert deadlocks_over_time(result) == expected
     if seed == 0:
-        assert expected   # the instances do contain deadlocks
+        assert expected  # the instances do contain deadlocks
 
 
 def test_importing_the_solvers_pulls_no_scipy():
     import subprocess
     import sys
 
-    code = ("import sys\n"
-            "import fabricflow.solve.dcqcn.analysis, fabricflow.solve.dcqcn.pfc\n"
-            "import fabricflow.solve.dcqcn.simulate, fabricflow.solve.maxmin.checked\n"
-            "import fabricflow.solve.completion\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys\n"
+        "import fabricflow.solve.dcqcn.analysis, fabricflow.solve.dcqcn.pfc\n"
+        "import fabricflow.solve.dcqcn.simulate, fabricflow.solve.maxmin.checked\n"
+        "import fabricflow.solve.completion\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # ----------------------------------------------------------------- Routes and route()
 
+
 def test_routes_shape_errors_are_spec_errors():
     with pytest.raises(SpecError, match="coef"):
         Routes(np.zeros((2, 3)), np.zeros((2, 2)), np.zeros(2), np.ones(2), 4)
@@ -58,11 +59,15 @@ def test_router_table_is_explicit():
 
 # ----------------------------------------------------------------- spec and config files
 
+
 def _spec_text(**topology) -> str:
     fields = {"nic_bandwidth": "100Gbps", **topology}
     lines = "".join(f"  {key}: {value}\n" for key, value in fields.items())
-    return ("name: t\ngpus: 16\ngpus_per_node: 1\ntopology:\n  type: clos\n  attachment: tor\n"
-            + lines + "  tiers:\n    - {radix: 8}\n    - {radix: 8}\n")
+    return (
+        "name: t\ngpus: 16\ngpus_per_node: 1\ntopology:\n  type: clos\n  attachment: tor\n"
+        + lines
+        + "  tiers:\n    - {radix: 8}\n    - {radix: 8}\n"
+    )
 
 
 def test_valid_spec_file_reads_as_before(tmp_path):
@@ -105,14 +110,14 @@ def test_deep_nesting_is_refused_without_recursion_error(tmp_path, opening, clos
     path.write_text("name: " + opening * 50_000 + "1" + closing * 50_000 + "\n")
     with pytest.raises(SpecError, match=f"deeper than {MAX_DEPTH}"):
         read_spec(path)
-    path.write_text("name: " + opening * 100 + "1" + closing * 100 + "\n")   # under libyaml's
+    path.write_text("name: " + opening * 100 + "1" + closing * 100 + "\n")  # under libyaml's
     with pytest.raises(SpecError, match=f"line 1: nested deeper than {MAX_DEPTH}"):
         read_spec(path)
     json_path = tmp_path / "deep.json"
     json_path.write_text('{"a": ' + "[" * 50_000 + "]" * 50_000 + "}")
     with pytest.raises(SpecError, match="nested too deeply"):
         read_structured(json_path, what="model")
-    json_path.write_text('{"a": ' + "[" * 100 + "]" * 100 + "}")   # under Python's limit
+    json_path.write_text('{"a": ' + "[" * 100 + "]" * 100 + "}")  # under Python's limit
     with pytest.raises(SpecError, match=f"deeper than {MAX_DEPTH}"):
         read_structured(json_path, what="model")
 
@@ -151,7 +156,7 @@ def test_duplicate_keys_are_refused_with_the_line(tmp_path):
 def test_oversized_file_is_refused_before_parsing(tmp_path):
     path = tmp_path / "huge.yaml"
     with open(path, "wb") as handle:
-        handle.truncate(MAX_FILE_BYTES + 1)   # sparse: no 16 MiB written
+        handle.truncate(MAX_FILE_BYTES + 1)  # sparse: no 16 MiB written
     with pytest.raises(SpecError, match="over the limit of 16 MiB"):
         read_spec(path)
 
@@ -172,12 +177,19 @@ def test_absurd_bandwidth_is_refused_naming_the_field(tmp_path, value):
     assert info.value.field == "topology.nic_bandwidth"
 
 
-@pytest.mark.parametrize("parse, value, message", [
-    (parse_bandwidth, "1e400Gbps", "ceiling"), (parse_bandwidth, "nanGB/s", "cannot read"),
-    (parse_bandwidth, float("nan"), "must be a number"), (parse_bandwidth, 10**400, "ceiling"),
-    (parse_time, "-5us", "'-5us'"), (parse_time, "1e308min", "ceiling"),
-    (parse_size, float("inf"), "ceiling"), (parse_size, 2**90, "ceiling"),
-])
+@pytest.mark.parametrize(
+    "parse, value, message",
+    [
+        (parse_bandwidth, "1e400Gbps", "ceiling"),
+        (parse_bandwidth, "nanGB/s", "cannot read"),
+        (parse_bandwidth, float("nan"), "must be a number"),
+        (parse_bandwidth, 10**400, "ceiling"),
+        (parse_time, "-5us", "'-5us'"),
+        (parse_time, "1e308min", "ceiling"),
+        (parse_size, float("inf"), "ceiling"),
+        (parse_size, 2**90, "ceiling"),
+    ],
+)
 def test_unit_parsing_refuses_non_finite_negative_and_overflowing(parse, value, message):
     with pytest.raises(SpecError, match=message) as info:
         parse(value, "x")
@@ -217,10 +229,12 @@ topology:
 
 # `ulimit -v 1048576` set inside the child before anything is imported (a preexec_fn would
 # fork this JAX-threaded test process, which can deadlock).
-_UNDER_1GIB = ("import resource, runpy, sys; "
-               "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-               "sys.argv = ['fabricflow', *sys.argv[1:]]; "
-               "runpy.run_module('fabricflow.cli', run_name='__main__', alter_sys=True)")
+_UNDER_1GIB = (
+    "import resource, runpy, sys; "
+    "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+    "sys.argv = ['fabricflow', *sys.argv[1:]]; "
+    "runpy.run_module('fabricflow.cli', run_name='__main__', alter_sys=True)"
+)
 
 
 @pytest.mark.parametrize("text", [_DRAGONFLY_10M, _CLOS_1M], ids=["dragonfly-10M", "clos-1M"])
@@ -232,8 +246,13 @@ def test_cli_under_1gib_address_space_refuses_with_memory_budget_error(tmp_path,
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["JAX_PLATFORMS"] = "cpu"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _UNDER_1GIB, "fabric", str(path), "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _UNDER_1GIB, "fabric", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     answer = json.loads(done.stdout)
@@ -282,10 +301,16 @@ def test_fabric_whose_capacity_sum_overflows_is_refused():
 
 
 _PLAIN = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=60, deadline=None)

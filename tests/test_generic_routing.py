@@ -30,7 +30,9 @@ def test_clos_router_hop_counts_match_the_generic_router(small_rail_fabric):
 
 
 def test_clos_router_matches_generic_after_failures():
-    fabric = build_fabric(fat_tree_spec(8, tiers=3)).without(link_kind="leaf", fraction=0.05, seed=4)
+    fabric = build_fabric(fat_tree_spec(8, tiers=3)).without(
+        link_kind="leaf", fraction=0.05, seed=4
+    )
     src, dst = random_pairs(fabric.num_gpus, 1500, seed=3)
     clos = ff.route(fabric, src, dst)
     routes = ff.route(unstructured(fabric), src, dst)
@@ -59,7 +61,7 @@ def test_generic_routes_are_minimal_and_never_transit_gpus(small_rail_fabric):
     assert_valid_walks(fabric, routes, src, dst)
     assert np.array_equal(routes.hop_count, networkx_hops(fabric, src, dst, gpu_transit=False))
     links = routes.links
-    inner = (links[:, 1:] >= 0)
+    inner = links[:, 1:] >= 0
     assert np.all(fabric.node_tier[fabric.link_src[links[:, 1:]][inner]] != 0)
 
 
@@ -89,7 +91,9 @@ def test_seed_determinism():
 def test_unreachable_pairs_get_count_and_example():
     fabric = unstructured(build_fabric(fat_tree_spec(4)))
     cut = fabric.without(links=np.flatnonzero(fabric.link_src == fabric.gpu_node[0]))
-    with pytest.raises(RoutingError, match=r"2 flow\(s\) unreachable.*e\.g\. flow 0: GPU 0 -> GPU 5"):
+    with pytest.raises(
+        RoutingError, match=r"2 flow\(s\) unreachable.*e\.g\. flow 0: GPU 0 -> GPU 5"
+    ):
         ff.route(cut, np.array([0, 3, 0]), np.array([5, 4, 9]))
 
 
@@ -124,5 +128,6 @@ def test_routing_matrix_of_generic_routes():
     rates = np.random.default_rng(1).random(100)
     matrix = routes.matrix()
     assert matrix.shape == (fabric.num_links, 100)
-    assert np.allclose(np.asarray(matrix @ rates.astype(np.float32)), routes.link_load(rates),
-                       rtol=1e-5)
+    assert np.allclose(
+        np.asarray(matrix @ rates.astype(np.float32)), routes.link_load(rates), rtol=1e-5
+    )

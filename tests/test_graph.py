@@ -97,9 +97,18 @@ def test_failures_and_unreachable(leaf_spine_spec):
 def ring_spec(transit):
     names = [f"chip{i}" for i in range(6)]
     links = [{"a": names[i], "b": names[(i + 1) % 6]} for i in range(6)]
-    return {"name": "ring", "gpus": 6, "gpus_per_node": 1,
-            "topology": {"type": "graph", "gpu_transit": transit, "gpus": names,
-                         "defaults": {"bandwidth": "50GB/s", "kind": "ici"}, "links": links}}
+    return {
+        "name": "ring",
+        "gpus": 6,
+        "gpus_per_node": 1,
+        "topology": {
+            "type": "graph",
+            "gpu_transit": transit,
+            "gpus": names,
+            "defaults": {"bandwidth": "50GB/s", "kind": "ici"},
+            "links": links,
+        },
+    }
 
 
 def test_gpu_transit_controls_forwarding():
@@ -138,20 +147,23 @@ def _edit(spec, path, value):
 _DELETE = object()
 
 
-@pytest.mark.parametrize("path, value, field, message", [
-    (("links", 0, "b"), "leaf9", "topology.links[0].b", "unknown node 'leaf9'"),
-    (("links", 0, "b"), "g0", "topology.links[0].b", "to itself"),
-    (("links", 9), {"a": "spine0", "b": "leaf0"}, "topology.links[9].b", "duplicates.*count"),
-    (("nodes", 1, "name"), "leaf0", "topology.nodes[1].name", "duplicate name"),
-    (("nodes", 1, "name"), "g3", "topology.nodes[1].name", "duplicate name"),
-    (("nodes", 0, "tier"), 0, "topology.nodes[0].tier", "tier 0 is for GPUs"),
-    (("nodes", 0, "kind"), "gpu", "topology.nodes[0].kind", "topology.gpus"),
-    (("gpus",), ["g0"], "topology.gpus", "lists 1 GPUs but the top-level gpus is 8"),
-    (("links", 0, "count"), 0, "topology.links[0].count", "positive integer"),
-    (("links", 0, "colour"), "red", "topology.links[0]", "allowed keys"),
-    (("defaults",), _DELETE, "topology.links[8].bandwidth", "is required"),
-    (("gpu_transit",), "no", "topology.gpu_transit", "true or false"),
-])
+@pytest.mark.parametrize(
+    "path, value, field, message",
+    [
+        (("links", 0, "b"), "leaf9", "topology.links[0].b", "unknown node 'leaf9'"),
+        (("links", 0, "b"), "g0", "topology.links[0].b", "to itself"),
+        (("links", 9), {"a": "spine0", "b": "leaf0"}, "topology.links[9].b", "duplicates.*count"),
+        (("nodes", 1, "name"), "leaf0", "topology.nodes[1].name", "duplicate name"),
+        (("nodes", 1, "name"), "g3", "topology.nodes[1].name", "duplicate name"),
+        (("nodes", 0, "tier"), 0, "topology.nodes[0].tier", "tier 0 is for GPUs"),
+        (("nodes", 0, "kind"), "gpu", "topology.nodes[0].kind", "topology.gpus"),
+        (("gpus",), ["g0"], "topology.gpus", "lists 1 GPUs but the top-level gpus is 8"),
+        (("links", 0, "count"), 0, "topology.links[0].count", "positive integer"),
+        (("links", 0, "colour"), "red", "topology.links[0]", "allowed keys"),
+        (("defaults",), _DELETE, "topology.links[8].bandwidth", "is required"),
+        (("gpu_transit",), "no", "topology.gpu_transit", "true or false"),
+    ],
+)
 def test_spec_errors_name_the_field(leaf_spine_spec, path, value, field, message):
     spec = copy.deepcopy(leaf_spine_spec)
     _edit(spec, path, value)
@@ -161,8 +173,12 @@ def test_spec_errors_name_the_field(leaf_spine_spec, path, value, field, message
 
 
 @settings(max_examples=20, deadline=None)
-@given(switches=st.integers(2, 12), gpus=st.integers(2, 10), extra=st.floats(0.0, 1.0),
-       seed=st.integers(0, 2**31))
+@given(
+    switches=st.integers(2, 12),
+    gpus=st.integers(2, 10),
+    extra=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**31),
+)
 def test_property_random_graphs_route_minimally(switches, gpus, extra, seed):
     """Random connected switch graphs (a random tree plus extra edges) with GPUs on
     random switches: generic routes are minimal valid walks through switches only."""
@@ -171,13 +187,24 @@ def test_property_random_graphs_route_minimally(switches, gpus, extra, seed):
     for _ in range(int(extra * switches)):
         a, b = sorted(rng.choice(switches, 2, replace=False).tolist())
         edges.add((a, b))
-    spec = {"name": "random", "gpus": gpus, "gpus_per_node": 1, "topology": {
-        "type": "graph", "defaults": {"bandwidth": "100Gbps"},
-        "nodes": [{"name": f"s{i}"} for i in range(switches)],
-        "gpus": [f"g{i}" for i in range(gpus)],
-        "links": ([{"a": f"s{a}", "b": f"s{b}"} for a, b in sorted(edges)]
-                  + [{"a": f"g{i}", "b": f"s{int(rng.integers(switches))}", "kind": "nic"}
-                     for i in range(gpus)])}}
+    spec = {
+        "name": "random",
+        "gpus": gpus,
+        "gpus_per_node": 1,
+        "topology": {
+            "type": "graph",
+            "defaults": {"bandwidth": "100Gbps"},
+            "nodes": [{"name": f"s{i}"} for i in range(switches)],
+            "gpus": [f"g{i}" for i in range(gpus)],
+            "links": (
+                [{"a": f"s{a}", "b": f"s{b}"} for a, b in sorted(edges)]
+                + [
+                    {"a": f"g{i}", "b": f"s{int(rng.integers(switches))}", "kind": "nic"}
+                    for i in range(gpus)
+                ]
+            ),
+        },
+    }
     fabric = build_fabric(spec)
     src, dst = random_pairs(gpus, 40, seed=seed % 1000)
     routes = ff.route(fabric, src, dst, seed=seed)

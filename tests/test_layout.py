@@ -6,34 +6,46 @@ from fabricflow.errors import SpecError
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.model import load_model
 
-LLAMA = load_model("llama3-70b")     # 64 heads, 8 KV heads, 80 layers
+LLAMA = load_model("llama3-70b")  # 64 heads, 8 KV heads, 80 layers
 MIXTRAL = load_model("mixtral-8x7b")  # 8 experts
 
 
 def test_valid_layout_passes_and_counts():
-    layout = Layout(tp=8, pp=4, dp=16, cp=2, vpp=5, micro_batch=1, global_batch=512,
-                    seq_len=8192, sequence_parallel=True).validate(LLAMA, 1024)
+    layout = Layout(
+        tp=8,
+        pp=4,
+        dp=16,
+        cp=2,
+        vpp=5,
+        micro_batch=1,
+        global_batch=512,
+        seq_len=8192,
+        sequence_parallel=True,
+    ).validate(LLAMA, 1024)
     assert layout.num_gpus == 1024 and layout.num_micro_batches == 32
     assert layout.schedule == "interleaved" and layout.expert_dp == 32
 
 
-@pytest.mark.parametrize("kwargs, num_gpus, model, match", [
-    (dict(tp=8, pp=2, dp=4), 128, LLAMA, "differs from the GPU count 128"),
-    (dict(tp=3, dp=1), None, LLAMA, "num_attention_heads"),
-    (dict(tp=16, dp=1), None, LLAMA, "num_key_value_heads"),
-    (dict(pp=3, dp=1), None, LLAMA, "not divisible by pp x vpp"),
-    (dict(pp=4, vpp=3, dp=1, global_batch=8), None, LLAMA, "not divisible by pp x vpp"),
-    (dict(dp=4, ep=3, global_batch=12), None, MIXTRAL, "ep=3 must divide dp x cp"),
-    (dict(dp=6, ep=6, global_batch=12), None, MIXTRAL, "must divide the 8 experts"),
-    (dict(dp=4, ep=2, global_batch=8), None, LLAMA, "has no experts"),
-    (dict(dp=4, micro_batch=3, global_batch=16), None, LLAMA, "global_batch"),
-    (dict(tp=8, dp=1, tp_overlap=True), None, LLAMA, "sequence-parallel"),
-    (dict(dp=1, recompute="some"), None, LLAMA, "recompute"),
-    (dict(dp=1, precision="fp4"), None, LLAMA, "precision"),
-    (dict(dp=1, zero=4), None, LLAMA, "zero"),
-    (dict(dp=0), None, LLAMA, "layout.dp"),
-    (dict(dp=1, cp=3, seq_len=4096), None, LLAMA, "seq_len"),
-])
+@pytest.mark.parametrize(
+    "kwargs, num_gpus, model, match",
+    [
+        (dict(tp=8, pp=2, dp=4), 128, LLAMA, "differs from the GPU count 128"),
+        (dict(tp=3, dp=1), None, LLAMA, "num_attention_heads"),
+        (dict(tp=16, dp=1), None, LLAMA, "num_key_value_heads"),
+        (dict(pp=3, dp=1), None, LLAMA, "not divisible by pp x vpp"),
+        (dict(pp=4, vpp=3, dp=1, global_batch=8), None, LLAMA, "not divisible by pp x vpp"),
+        (dict(dp=4, ep=3, global_batch=12), None, MIXTRAL, "ep=3 must divide dp x cp"),
+        (dict(dp=6, ep=6, global_batch=12), None, MIXTRAL, "must divide the 8 experts"),
+        (dict(dp=4, ep=2, global_batch=8), None, LLAMA, "has no experts"),
+        (dict(dp=4, micro_batch=3, global_batch=16), None, LLAMA, "global_batch"),
+        (dict(tp=8, dp=1, tp_overlap=True), None, LLAMA, "sequence-parallel"),
+        (dict(dp=1, recompute="some"), None, LLAMA, "recompute"),
+        (dict(dp=1, precision="fp4"), None, LLAMA, "precision"),
+        (dict(dp=1, zero=4), None, LLAMA, "zero"),
+        (dict(dp=0), None, LLAMA, "layout.dp"),
+        (dict(dp=1, cp=3, seq_len=4096), None, LLAMA, "seq_len"),
+    ],
+)
 def test_invalid_layouts_raise_clear_errors(kwargs, num_gpus, model, match):
     with pytest.raises(SpecError, match=match):
         Layout(**kwargs).validate(model, num_gpus)

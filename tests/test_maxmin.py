@@ -13,8 +13,9 @@ from fabricflow.solve.maxmin.identical_flows import merge_identical_flows
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 
-def random_instance(rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weights=False,
-                    demands=False, coef=False):
+def random_instance(
+    rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weights=False, demands=False, coef=False
+):
     """A random instance whose values are exact in float32 (so float32 and float64 agree
     on the inputs and any difference is the solver's). Fixed sizes by default so that a
     test compiles once; random ``-1`` padding still varies the path lengths (0..5 hops)
@@ -22,8 +23,10 @@ def random_instance(rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weigh
     num_flows = int(rng.integers(*flows))
     num_links = int(rng.integers(*links))
     num_hops = int(rng.integers(*hops))
+
     def f32(a):
-        return (np.asarray(a, np.float32).astype(np.float64))
+        return np.asarray(a, np.float32).astype(np.float64)
+
     instance = {
         "links": rng.integers(-1, num_links, (num_flows, num_hops)).astype(np.int32),
         "capacity": f32(rng.uniform(1, 100, num_links)),
@@ -31,8 +34,9 @@ def random_instance(rng, *, flows=(256, 257), links=(32, 33), hops=(5, 6), weigh
     if weights:
         instance["weight"] = f32(rng.uniform(0.2, 4, num_flows))
     if demands:
-        instance["demand"] = np.where(rng.random(num_flows) < 0.3,
-                                      f32(rng.uniform(0.01, 5, num_flows)), np.inf)
+        instance["demand"] = np.where(
+            rng.random(num_flows) < 0.3, f32(rng.uniform(0.01, 5, num_flows)), np.inf
+        )
     if coef:
         instance["coef"] = rng.choice([0.0, 0.25, 0.5, 1.0], (num_flows, num_hops))
     return instance
@@ -92,16 +96,25 @@ def test_unconstrained_flow_is_infinite():
 
 
 # ------------------------------------------------------------------ agreement with float64
-@pytest.mark.parametrize("options", [{}, {"weights": True}, {"demands": True}, {"coef": True},
-                                     {"weights": True, "demands": True, "coef": True}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"weights": True},
+        {"demands": True},
+        {"coef": True},
+        {"weights": True, "demands": True, "coef": True},
+    ],
+)
 def test_float32_agrees_with_float64_reference(options):
     rng = np.random.default_rng(sum(map(ord, str(options))))
     worst = 0.0
     for _ in range(25):
         instance = random_instance(rng, **options)
         reference = progressive_filling(**instance)
-        rates = ff.max_min_rates(**{k: v for k, v in instance.items() if k != "links"},
-                                 links=instance["links"])
+        rates = ff.max_min_rates(
+            **{k: v for k, v in instance.items() if k != "links"}, links=instance["links"]
+        )
         assert rates.dtype == np.float32
         worst = max(worst, relative_error(rates, reference))
     assert worst <= 1e-5
@@ -119,8 +132,7 @@ def test_float64_mode_matches_reference_tightly():
 
 def test_larger_instance_agrees():
     rng = np.random.default_rng(11)
-    instance = random_instance(rng, flows=(3000, 3001), links=(200, 201), hops=(6, 7),
-                               weights=True)
+    instance = random_instance(rng, flows=(3000, 3001), links=(200, 201), hops=(6, 7), weights=True)
     assert relative_error(ff.max_min_rates(**instance), progressive_filling(**instance)) <= 1e-5
 
 
@@ -134,21 +146,28 @@ def test_merge_groups_identical_rows_and_is_exact():
     merged = merge_identical_flows(links, weight=weight)
     assert merged.num_unique <= 4
     capacity = np.array([3.0, 1.0, 2.0, 5.0, 4.0, 1.5])
-    for kwargs in ({}, {"weight": weight}, {"demand": demand}, {"weight": weight, "demand": demand}):
+    for kwargs in (
+        {},
+        {"weight": weight},
+        {"demand": demand},
+        {"weight": weight, "demand": demand},
+    ):
         merged_rates = ff.max_min_rates(links, capacity, **kwargs)
         plain = ff.max_min_rates(links, capacity, merge=False, **kwargs)
         np.testing.assert_allclose(merged_rates, plain, rtol=1e-5)
-        np.testing.assert_allclose(merged_rates, progressive_filling(links, capacity, **kwargs),
-                                   rtol=1e-5)
+        np.testing.assert_allclose(
+            merged_rates, progressive_filling(links, capacity, **kwargs), rtol=1e-5
+        )
 
 
 def test_merge_keeps_different_demand_levels_apart():
     links = np.zeros((3, 1), np.int32)
     merged = merge_identical_flows(links, demand=np.array([1.0, 2.0, 1.0]))
     assert merged.num_unique == 2
-    merged = merge_identical_flows(links, weight=np.array([1.0, 2.0, 1.0]),
-                                   demand=np.array([1.0, 2.0, 1.0]))
-    assert merged.num_unique == 1   # same demand level d/w = 1
+    merged = merge_identical_flows(
+        links, weight=np.array([1.0, 2.0, 1.0]), demand=np.array([1.0, 2.0, 1.0])
+    )
+    assert merged.num_unique == 1  # same demand level d/w = 1
 
 
 # ------------------------------------------------------------------ jit / vmap / shapes
@@ -166,8 +185,11 @@ def test_vmap_over_capacity_weight_and_demand_batches():
     solution = ff.max_min_solution(links, instance["capacity"], weight=weights, demand=demands)
     assert solution.rates.shape == (4, num_flows) and solution.status.shape == (4,)
     for b in range(4):
-        np.testing.assert_allclose(solution.rates[b], progressive_filling(
-            links, instance["capacity"], weights[b], demands[b]), rtol=1e-5)
+        np.testing.assert_allclose(
+            solution.rates[b],
+            progressive_filling(links, instance["capacity"], weights[b], demands[b]),
+            rtol=1e-5,
+        )
 
 
 def test_kernel_vmaps_directly():
@@ -185,8 +207,9 @@ def test_second_call_with_new_capacities_does_not_recompile():
     ff.max_min_rates(instance["links"], instance["capacity"])
     before = maxmin._solve._cache_size()
     for scale in (2.0, 0.5, 3.0):
-        ff.max_min_rates(instance["links"], instance["capacity"] * scale,
-                         demand=None, max_iters=500)
+        ff.max_min_rates(
+            instance["links"], instance["capacity"] * scale, demand=None, max_iters=500
+        )
     assert maxmin._solve._cache_size() == before
 
 
@@ -197,7 +220,7 @@ def test_bottleneck_and_status():
 
 
 def test_max_iters_reached_raises_or_reports():
-    links, capacity, demand = [[0]] * 4, [10.0], [2, 2.6, 4, 5]     # needs 3 rounds
+    links, capacity, demand = [[0]] * 4, [10.0], [2, 2.6, 4, 5]  # needs 3 rounds
     with pytest.raises(SolverError, match="MAX_ITERS_REACHED"):
         ff.max_min_rates(links, capacity, demand=demand, max_iters=1)
     rates = ff.max_min_rates(links, capacity, demand=demand, max_iters=1, throw=False)
@@ -214,20 +237,23 @@ def test_empty_and_degenerate_inputs():
     np.testing.assert_allclose(ff.max_min_rates([[0], [0]], [5.0], demand=[0.0, np.inf]), [0, 5])
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"capacity": [1.0, np.nan]}, "capacity"),
-    ({"capacity": [1.0, -1.0]}, "capacity"),
-    ({"links": [[0, 2], [1, -1]]}, "links"),
-    ({"links": [[0, -2], [1, -1]]}, "links"),
-    ({"links": [0, 1]}, "links"),
-    ({"links": [[0.5, 1.0], [1.0, -1.0]]}, "links"),
-    ({"weight": [1.0]}, "weight"),
-    ({"weight": [1.0, 0.0]}, "weight"),
-    ({"demand": [1.0, np.nan]}, "demand"),
-    ({"demand": [-1.0, 1.0]}, "demand"),
-    ({"coef": [[1.0, 1.0]]}, "coef"),
-    ({"capacity": [[1.0, 1.0], [1.0, 1.0]], "weight": np.ones((3, 2))}, "capacity"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"capacity": [1.0, np.nan]}, "capacity"),
+        ({"capacity": [1.0, -1.0]}, "capacity"),
+        ({"links": [[0, 2], [1, -1]]}, "links"),
+        ({"links": [[0, -2], [1, -1]]}, "links"),
+        ({"links": [0, 1]}, "links"),
+        ({"links": [[0.5, 1.0], [1.0, -1.0]]}, "links"),
+        ({"weight": [1.0]}, "weight"),
+        ({"weight": [1.0, 0.0]}, "weight"),
+        ({"demand": [1.0, np.nan]}, "demand"),
+        ({"demand": [-1.0, 1.0]}, "demand"),
+        ({"coef": [[1.0, 1.0]]}, "coef"),
+        ({"capacity": [[1.0, 1.0], [1.0, 1.0]], "weight": np.ones((3, 2))}, "capacity"),
+    ],
+)
 def test_bad_input_names_the_field(kwargs, field):
     args = {"links": [[0, 1], [1, -1]], "capacity": [1.0, 1.0], **kwargs}
     with pytest.raises(SpecError) as error:

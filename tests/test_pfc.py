@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.study.cc_scenarios import incast, ring
 from fabricflow.solve.dcqcn.params import PFCParams
 from fabricflow.solve.dcqcn.pfc import deadlock_cycles, victim_flows
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.status import Status as SolverStatus
+from fabricflow.study.cc_scenarios import incast, ring
 
 C40 = 40e9 / 8
 
@@ -18,15 +18,17 @@ C40 = 40e9 / 8
 @pytest.fixture(scope="module")
 def incast_runs():
     sc = incast(8, bandwidth=C40)
-    runs = {mode: simulate_dcqcn(sc.fabric, sc.routes, pfc=mode, duration=0.02, records=400)
-            for mode in ("off", "static", "dynamic")}
+    runs = {
+        mode: simulate_dcqcn(sc.fabric, sc.routes, pfc=mode, duration=0.02, records=400)
+        for mode in ("off", "static", "dynamic")
+    }
     return sc, runs, progressive_filling(sc.routes.links, sc.fabric.capacity)
 
 
 def test_incast_with_pfc_creates_a_victim_and_not_without(incast_runs):
     sc, runs, ideal = incast_runs
     victim = sc.roles["victim"][0]
-    assert ideal[victim] == pytest.approx(C40)            # nothing on its path saturates
+    assert ideal[victim] == pytest.approx(C40)  # nothing on its path saturates
     off, on = runs["off"], runs["static"]
     # PFC off: no pauses, the victim runs at its max-min rate, nobody is a victim.
     assert np.all(off.pause_time == 0)
@@ -38,8 +40,9 @@ def test_incast_with_pfc_creates_a_victim_and_not_without(incast_runs):
     assert on.mean_rate()[victim] < 0.5 * off.mean_rate()[victim]
     assert np.flatnonzero(victim_flows(on, ideal)).tolist() == [victim]
     # The incast flows themselves still get their fair share in the long run.
-    np.testing.assert_allclose(on.mean_rate()[sc.roles["incast"]], ideal[sc.roles["incast"]],
-                               rtol=0.02)
+    np.testing.assert_allclose(
+        on.mean_rate()[sc.roles["incast"]], ideal[sc.roles["incast"]], rtol=0.02
+    )
 
 
 def test_pfc_bounds_ingress_queues_and_counts_pause_time(incast_runs):
@@ -69,16 +72,22 @@ def test_dynamic_threshold_pauses_less_than_a_static_low_threshold(incast_runs):
 
 def test_deadlock_cycle_found_in_ring_with_low_xoff_and_not_with_default():
     sc = ring(4, bandwidth=C40)
-    ring_links = sorted(sc.routes.links[::2, 1].tolist())   # switch i -> i+1 of each host
-    low = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", duration=0.005, records=100,
-                         pfc_params=PFCParams(xoff=20e3, hysteresis=2e3))
+    ring_links = sorted(sc.routes.links[::2, 1].tolist())  # switch i -> i+1 of each host
+    low = simulate_dcqcn(
+        sc.fabric,
+        sc.routes,
+        pfc="on",
+        duration=0.005,
+        records=100,
+        pfc_params=PFCParams(xoff=20e3, hysteresis=2e3),
+    )
     cycles = deadlock_cycles(low.paused[-1], low.links, low.prev_links)
     assert cycles == [ring_links]
     # Deadlocked: nothing moves at the end.
     assert np.all(low.delivered[-1] == low.delivered[-20])
     default = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", duration=0.005, records=100)
     assert not any(deadlock_cycles(p, default.links, default.prev_links) for p in default.paused)
-    ideal = progressive_filling(sc.routes.links, sc.fabric.capacity)   # C/4: 4 flows a link
+    ideal = progressive_filling(sc.routes.links, sc.fabric.capacity)  # C/4: 4 flows a link
     np.testing.assert_allclose(default.mean_rate(), ideal, rtol=0.02)
 
 
@@ -89,9 +98,9 @@ def test_deadlock_cycles_on_synthetic_dependencies():
     assert deadlock_cycles(paused, links, prev) == []
     paused[[0, 1, 2, 3]] = True
     assert deadlock_cycles(paused, links, prev) == [[0, 1, 2, 3]]
-    paused[1] = False                       # the cycle 0 -> 1 -> 2 -> 3 -> 0 is broken
+    paused[1] = False  # the cycle 0 -> 1 -> 2 -> 3 -> 0 is broken
     assert deadlock_cycles(paused, links, prev) == []
-    paused[[4, 5]] = True                   # a paused chain is not a cycle
+    paused[[4, 5]] = True  # a paused chain is not a cycle
     assert deadlock_cycles(paused, links, prev) == []
 
 
@@ -100,11 +109,13 @@ def test_vmap_over_pfc_thresholds_matches_single_runs():
 
     sc = incast(4, bandwidth=C40)
     sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])
-    batch = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=sweep, duration=0.003,
-                           records=30)
+    batch = simulate_dcqcn(
+        sc.fabric, sc.routes, pfc="on", pfc_params=sweep, duration=0.003, records=30
+    )
     assert batch.pause_time.shape == (3, sc.fabric.num_links)
-    single = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3),
-                            duration=0.003, records=30)
+    single = simulate_dcqcn(
+        sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3), duration=0.003, records=30
+    )
     np.testing.assert_allclose(batch.pause_time[0], single.pause_time, atol=2e-6)
     np.testing.assert_allclose(batch.queue[0], single.queue, rtol=1e-4, atol=1.0)
     # A higher XOFF pauses the shared uplink for less time.

@@ -18,11 +18,13 @@ def test_megatron_order_groups():
     layout = Layout(tp=2, cp=2, dp=3, pp=2, ep=3, global_batch=3)
     where = place(layout, 24)
     tp, cp, dp, pp = (where.groups(d) for d in ("tp", "cp", "dp", "pp"))
-    assert tp.shape == (12, 2) and cp.shape == (12, 2) and dp.shape == (8, 3) and pp.shape == (12, 2)
-    assert tp[0].tolist() == [0, 1]            # tp fastest
-    assert cp[0].tolist() == [0, 2]            # then cp
-    assert dp[0].tolist() == [0, 4, 8]         # then dp
-    assert pp[0].tolist() == [0, 12]           # pp slowest
+    assert (
+        tp.shape == (12, 2) and cp.shape == (12, 2) and dp.shape == (8, 3) and pp.shape == (12, 2)
+    )
+    assert tp[0].tolist() == [0, 1]  # tp fastest
+    assert cp[0].tolist() == [0, 2]  # then cp
+    assert dp[0].tolist() == [0, 4, 8]  # then dp
+    assert pp[0].tolist() == [0, 12]  # pp slowest
     for groups in (tp, cp, dp, pp, where.groups(("dp", "cp"))):
         assert _is_partition(groups, 24)
     dpcp = where.groups(("dp", "cp"))
@@ -50,7 +52,7 @@ def test_scattered_placement_moves_whole_servers_and_is_seeded():
     assert not np.array_equal(a.gpu_of_rank, c.gpu_of_rank)
     assert np.unique(a.gpu_of_rank).size == 32
     tp = a.groups("tp")
-    assert np.all(tp // 8 == tp[:, :1] // 8)              # a TP group stays in one server
+    assert np.all(tp // 8 == tp[:, :1] // 8)  # a TP group stays in one server
     assert np.all(np.diff(tp, axis=1) == 1)
 
 
@@ -68,8 +70,13 @@ def test_layout_larger_than_fabric():
 
 
 @settings(max_examples=60, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]), dp=st.sampled_from([1, 2, 3, 4]),
-       pp=st.sampled_from([1, 2, 3]), data=st.data())
+@given(
+    tp=st.sampled_from([1, 2, 4]),
+    cp=st.sampled_from([1, 2]),
+    dp=st.sampled_from([1, 2, 3, 4]),
+    pp=st.sampled_from([1, 2, 3]),
+    data=st.data(),
+)
 def test_every_dimension_partitions_the_ranks(tp, cp, dp, pp, data):
     ep = data.draw(st.sampled_from([e for e in (1, 2, 3, 4, 6, 8) if (dp * cp) % e == 0]))
     dims = list(data.draw(st.permutations(["tp", "cp", "ep", "dp", "pp"])))

@@ -18,8 +18,9 @@ def test_utilization_tiers_bottlenecks_and_plots(small_rail_fabric, tmp_path):
     routes = ff.route(fabric, src, dst, policy="ecmp", seed=0)
     solution = ff.max_min_solution(routes.links, fabric.capacity)
     utilization = link_utilization(routes.links, fabric.capacity, solution.rates)
-    np.testing.assert_allclose(utilization * fabric.capacity,
-                               routes.link_load(solution.rates), rtol=1e-9)
+    np.testing.assert_allclose(
+        utilization * fabric.capacity, routes.link_load(solution.rates), rtol=1e-9
+    )
     assert utilization.max() <= 1 + 1e-5
     summary = tier_summary(fabric, utilization)
     assert set(summary) <= set(fabric.link_kinds)
@@ -43,13 +44,15 @@ def test_failure_scenarios_in_one_batched_call(small_rail_fabric):
     fabric = small_rail_fabric
     src, dst = alltoall_groups(fabric.num_gpus, 8)
     routes = ff.route(fabric, src, dst, policy="ecmp", seed=0)
-    capacities = np.stack([fabric.without(link_kind="leaf", fraction=0.1, seed=s).capacity
-                           for s in range(4)])
+    capacities = np.stack(
+        [fabric.without(link_kind="leaf", fraction=0.1, seed=s).capacity for s in range(4)]
+    )
     rates = ff.max_min_rates(routes.links, capacities)
     assert rates.shape == (4, routes.num_flows)
     for scenario in range(4):
-        np.testing.assert_allclose(rates[scenario],
-                                   ff.max_min_rates(routes.links, capacities[scenario]), rtol=1e-6)
+        np.testing.assert_allclose(
+            rates[scenario], ff.max_min_rates(routes.links, capacities[scenario]), rtol=1e-6
+        )
 
 
 def test_bench_section_quick():

@@ -19,26 +19,48 @@ def spec_with(change):
     return spec
 
 
-@pytest.mark.parametrize("change, field, message", [
-    (lambda s: s["topology"].update(raddix=3), "topology", "unknown key"),
-    (lambda s: s.update(gpu=3), "", "unknown key"),
-    (lambda s: s["topology"].update(nic_bandwidth="-400Gbps"), "topology.nic_bandwidth", "> 0"),
-    (lambda s: s["topology"].update(nic_bandwidth="0Gbps"), "topology.nic_bandwidth", "> 0"),
-    (lambda s: s["topology"]["tiers"][0].update(oversubscription=0.5), "tiers[0].oversubscription", ">= 1"),
-    (lambda s: s["topology"]["tiers"][0].update(oversubscription=5), "tiers[0].oversubscription", "cannot be split"),
-    (lambda s: s.update(gpus=4096), "tiers[2].radix", "radix too small"),
-    (lambda s: s.update(gpus=100), "gpus", "multiple of"),
-    (lambda s: s["topology"].update(type="hypercube"), "topology.type", "one of"),
-    (lambda s: s["topology"].update(attachment="side"), "topology.attachment", "rail"),
-    (lambda s: s["topology"]["tiers"][2].update(oversubscription=2), "oversubscription", "top tier"),
-    (lambda s: s["topology"].update(tiers=[{"radix": 8}] * 5), "topology.tiers", "at most 4"),
-    (lambda s: s["topology"]["tiers"][0].update(down_ports=4), "tiers[0].radix", "either radix"),
-    (lambda s: s["topology"].update(planes=0), "topology.planes", "positive integer"),
-    (lambda s: s.update(scale_up={"domain_size": 8}), "scale_up", "exactly one of"),
-    (lambda s: s.update(scale_up={"domain_size": 3, "bandwidth_per_direction": "1GB/s"}),
-     "scale_up.domain_size", "not a multiple"),
-    (lambda s: s.pop("name"), "name", "required"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        (lambda s: s["topology"].update(raddix=3), "topology", "unknown key"),
+        (lambda s: s.update(gpu=3), "", "unknown key"),
+        (lambda s: s["topology"].update(nic_bandwidth="-400Gbps"), "topology.nic_bandwidth", "> 0"),
+        (lambda s: s["topology"].update(nic_bandwidth="0Gbps"), "topology.nic_bandwidth", "> 0"),
+        (
+            lambda s: s["topology"]["tiers"][0].update(oversubscription=0.5),
+            "tiers[0].oversubscription",
+            ">= 1",
+        ),
+        (
+            lambda s: s["topology"]["tiers"][0].update(oversubscription=5),
+            "tiers[0].oversubscription",
+            "cannot be split",
+        ),
+        (lambda s: s.update(gpus=4096), "tiers[2].radix", "radix too small"),
+        (lambda s: s.update(gpus=100), "gpus", "multiple of"),
+        (lambda s: s["topology"].update(type="hypercube"), "topology.type", "one of"),
+        (lambda s: s["topology"].update(attachment="side"), "topology.attachment", "rail"),
+        (
+            lambda s: s["topology"]["tiers"][2].update(oversubscription=2),
+            "oversubscription",
+            "top tier",
+        ),
+        (lambda s: s["topology"].update(tiers=[{"radix": 8}] * 5), "topology.tiers", "at most 4"),
+        (
+            lambda s: s["topology"]["tiers"][0].update(down_ports=4),
+            "tiers[0].radix",
+            "either radix",
+        ),
+        (lambda s: s["topology"].update(planes=0), "topology.planes", "positive integer"),
+        (lambda s: s.update(scale_up={"domain_size": 8}), "scale_up", "exactly one of"),
+        (
+            lambda s: s.update(scale_up={"domain_size": 3, "bandwidth_per_direction": "1GB/s"}),
+            "scale_up.domain_size",
+            "not a multiple",
+        ),
+        (lambda s: s.pop("name"), "name", "required"),
+    ],
+)
 def test_bad_specs_name_the_field(change, field, message):
     with pytest.raises(SpecError) as error:
         build_fabric(spec_with(change))
@@ -66,15 +88,23 @@ def test_presets_ship_as_package_data():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "fabricflow.cli", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabricflow.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_fabric_json_is_one_object_with_contract_keys():
     result = run_cli("fabric", "dgx-h100-superpod", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    for key in ("name", "num_gpus", "num_switches", "num_links", "tiers", "bisection_bandwidth_Bps"):
+    for key in (
+        "name",
+        "num_gpus",
+        "num_switches",
+        "num_links",
+        "tiers",
+        "bisection_bandwidth_Bps",
+    ):
         assert key in summary
     assert {"name", "switches", "oversubscription"} <= set(summary["tiers"][0])
     assert summary["bisection_bandwidth_Bps"] == pytest.approx(1024 * 50e9 / 2)

@@ -24,8 +24,9 @@ def h100():
 
 
 def test_breakdown_sums_and_derived_figures(a100):
-    layout = Layout(tp=8, pp=2, dp=4, micro_batch=2, global_batch=64, seq_len=2048,
-                    sequence_parallel=True)
+    layout = Layout(
+        tp=8, pp=2, dp=4, micro_batch=2, global_batch=64, seq_len=2048, sequence_parallel=True
+    )
     r = step_time("megatron-7.5b", "a100-80gb", layout, a100)
     assert set(r.breakdown) == set(BREAKDOWN_KEYS)
     assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s)
@@ -71,16 +72,26 @@ def test_scattered_placement_is_seeded(a100):
 
 
 def test_moe_and_context_parallel_communication(h100):
-    layout = Layout(tp=2, dp=8, ep=8, micro_batch=1, global_batch=16, seq_len=4096,
-                    sequence_parallel=True)
+    layout = Layout(
+        tp=2, dp=8, ep=8, micro_batch=1, global_batch=16, seq_len=4096, sequence_parallel=True
+    )
     moe = step_time("mixtral-8x7b", "h100-sxm", layout, h100)
     assert moe.breakdown["ep"] > 0
-    cp = Layout(tp=8, cp=2, dp=2, micro_batch=1, global_batch=4, seq_len=32768,
-                sequence_parallel=True, recompute="selective")
+    cp = Layout(
+        tp=8,
+        cp=2,
+        dp=2,
+        micro_batch=1,
+        global_batch=4,
+        seq_len=32768,
+        sequence_parallel=True,
+        recompute="selective",
+    )
     long = step_time("llama3-8b", "h100-sxm", cp, h100)
     assert long.breakdown["cp"] >= 0 and long.step_time_s > 0
-    deepseek = Layout(dp=16, ep=16, micro_batch=1, global_batch=16, seq_len=4096,
-                      recompute="full", zero=1)
+    deepseek = Layout(
+        dp=16, ep=16, micro_batch=1, global_batch=16, seq_len=4096, recompute="full", zero=1
+    )
     r = step_time("deepseek-v3", "h100-sxm", deepseek, h100, check_memory=False)
     assert r.breakdown["ep"] > 0 and r.memory_gib_per_gpu > 80
 
@@ -108,9 +119,26 @@ def _cli(capsys, *args):
 
 
 def test_cli_json_table_and_plot(capsys, tmp_path):
-    args = ["--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model", "megatron-3.6b",
-            "--gpus", "64", "--tp", "2", "--micro-batch", "4", "--global-batch", "128",
-            "--seq", "2048", "--recompute", "full"]
+    args = [
+        "--fabric",
+        "dgx-a100-superpod",
+        "--gpu",
+        "a100-80gb",
+        "--model",
+        "megatron-3.6b",
+        "--gpus",
+        "64",
+        "--tp",
+        "2",
+        "--micro-batch",
+        "4",
+        "--global-batch",
+        "128",
+        "--seq",
+        "2048",
+        "--recompute",
+        "full",
+    ]
     code, out = _cli(capsys, *args, "--json", "--plot", str(tmp_path / "b.png"))
     assert code == 0
     data = json.loads(out)
@@ -126,9 +154,29 @@ def test_cli_json_table_and_plot(capsys, tmp_path):
 
 
 def test_cli_overrides_and_backend(capsys):
-    args = ["--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model", "megatron-3.6b",
-            "--gpus", "64", "--tp", "2", "--micro-batch", "4", "--global-batch", "128",
-            "--seq", "2048", "--recompute", "full", "--collectives", "alpha-beta", "--json"]
+    args = [
+        "--fabric",
+        "dgx-a100-superpod",
+        "--gpu",
+        "a100-80gb",
+        "--model",
+        "megatron-3.6b",
+        "--gpus",
+        "64",
+        "--tp",
+        "2",
+        "--micro-batch",
+        "4",
+        "--global-batch",
+        "128",
+        "--seq",
+        "2048",
+        "--recompute",
+        "full",
+        "--collectives",
+        "alpha-beta",
+        "--json",
+    ]
     code, out = _cli(capsys, *args, "--gpu-set", "hbm=10GB")
     assert code == 2 and "HBM" in json.loads(out)["message"]
     code, out = _cli(capsys, *args, "--model-set", "n_layer=10")
@@ -140,10 +188,12 @@ def test_cli_overrides_and_backend(capsys):
 def test_ep_overlap_and_fp8_dispatch_reduce_exposed_all_to_all(h100):
     base = dict(tp=1, dp=16, ep=8, micro_batch=1, global_batch=16, seq_len=4096)
     plain = step_time("mixtral-8x7b", "h100-sxm", Layout(**base), h100, check_memory=False)
-    fp8 = step_time("mixtral-8x7b", "h100-sxm", Layout(precision="fp8", **base), h100,
-                    check_memory=False)
-    hidden = step_time("mixtral-8x7b", "h100-sxm", Layout(ep_overlap=True, **base), h100,
-                       check_memory=False)
+    fp8 = step_time(
+        "mixtral-8x7b", "h100-sxm", Layout(precision="fp8", **base), h100, check_memory=False
+    )
+    hidden = step_time(
+        "mixtral-8x7b", "h100-sxm", Layout(ep_overlap=True, **base), h100, check_memory=False
+    )
     assert 0 < fp8.breakdown["ep"] < plain.breakdown["ep"]
     assert hidden.breakdown["ep"] < plain.breakdown["ep"]
 
@@ -153,8 +203,16 @@ def test_llama3_405b_on_16k_gpus_within_10_seconds():
     import time
 
     fabric = ff.load_fabric("meta-llama3-24k")
-    layout = Layout(tp=8, pp=16, dp=128, vpp=4, micro_batch=1, global_batch=2048, seq_len=8192,
-                    sequence_parallel=True)
+    layout = Layout(
+        tp=8,
+        pp=16,
+        dp=128,
+        vpp=4,
+        micro_batch=1,
+        global_batch=2048,
+        seq_len=8192,
+        sequence_parallel=True,
+    )
     start = time.perf_counter()
     result = step_time("llama3-405b", "h100-sxm", layout, fabric)
     assert time.perf_counter() - start < 10.0

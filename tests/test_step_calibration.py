@@ -20,9 +20,11 @@ def selene():
 def table(selene):
     rows = calibration_table(selene)
     for row in rows:  # shown with pytest -s
-        print(f"{row['model']:>16} TP{row['tp']} PP{row['pp']} {row['gpus']:>5} GPUs: "
-              f"predicted {row['predicted_tflops']:6.1f} published {row['published_tflops']:6.1f} "
-              f"TFLOP/s/GPU  error {100 * row['error']:+5.1f}%")
+        print(
+            f"{row['model']:>16} TP{row['tp']} PP{row['pp']} {row['gpus']:>5} GPUs: "
+            f"predicted {row['predicted_tflops']:6.1f} published {row['published_tflops']:6.1f} "
+            f"TFLOP/s/GPU  error {100 * row['error']:+5.1f}%"
+        )
     return rows
 
 
@@ -36,7 +38,9 @@ def test_collectives_come_from_the_fabric_model(selene):
     from fabricflow.study.step_calibration import table1_layout
     from fabricflow.workload.step import step_time
 
-    result = step_time("megatron-18.4b", "a100-80gb", table1_layout(MEGATRON_SC21_TABLE1[3]), selene)
+    result = step_time(
+        "megatron-18.4b", "a100-80gb", table1_layout(MEGATRON_SC21_TABLE1[3]), selene
+    )
     assert result.details["collective_backend"] == "fabric"
     assert result.breakdown["tp"] > 0.05 * result.step_time_s  # TP all-reduce is not overlapped
 

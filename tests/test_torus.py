@@ -17,9 +17,18 @@ from fabricflow.fabric.summary import max_flow_between
 
 
 def torus_spec(dims, *, wrap=True, bandwidth="50GB/s", gpus_per_node=1, **extra):
-    spec = {"name": "torus", "gpus": int(np.prod(dims)), "gpus_per_node": gpus_per_node,
-            "topology": {"type": "torus", "dims": list(dims), "wraparound": wrap,
-                         "link_bandwidth": bandwidth, **extra}}
+    spec = {
+        "name": "torus",
+        "gpus": int(np.prod(dims)),
+        "gpus_per_node": gpus_per_node,
+        "topology": {
+            "type": "torus",
+            "dims": list(dims),
+            "wraparound": wrap,
+            "link_bandwidth": bandwidth,
+            **extra,
+        },
+    }
     return spec
 
 
@@ -36,12 +45,15 @@ def ring_distance(fabric, src, dst):
     return np.where(st.ring, np.minimum(delta, st.dims - delta), delta).sum(axis=1)
 
 
-@pytest.mark.parametrize("dims, wrap, links", [
-    ((4, 4, 4), True, 2 * 3 * 64),
-    ((3, 4), False, 2 * (2 * 4 + 3 * 3)),
-    ((2, 2, 2), True, 2 * 3 * 4),     # size-2 rings: one cable per pair, no duplicate
-    ((5, 1), True, 2 * 5),
-])
+@pytest.mark.parametrize(
+    "dims, wrap, links",
+    [
+        ((4, 4, 4), True, 2 * 3 * 64),
+        ((3, 4), False, 2 * (2 * 4 + 3 * 3)),
+        ((2, 2, 2), True, 2 * 3 * 4),  # size-2 rings: one cable per pair, no duplicate
+        ((5, 1), True, 2 * 5),
+    ],
+)
 def test_link_counts_and_degrees(dims, wrap, links):
     fabric = build_fabric(torus_spec(dims, wrap=wrap))
     assert fabric.num_gpus == fabric.num_nodes == int(np.prod(dims))
@@ -53,8 +65,9 @@ def test_link_counts_and_degrees(dims, wrap, links):
         assert np.all(np.bincount(fabric.link_src) == 2 * len(dims))
 
 
-@pytest.mark.parametrize("dims, wrap", [((4, 4, 4), True), ((3, 5), True), ((3, 4), False),
-                                        ((2, 3, 4), True)])
+@pytest.mark.parametrize(
+    "dims, wrap", [((4, 4, 4), True), ((3, 5), True), ((3, 4), False), ((2, 3, 4), True)]
+)
 @pytest.mark.parametrize("policy", ["dor", "ecmp"])
 def test_routes_are_minimal_valid_walks(dims, wrap, policy):
     fabric = build_fabric(torus_spec(dims, wrap=wrap))
@@ -68,8 +81,12 @@ def test_routes_are_minimal_valid_walks(dims, wrap, policy):
 
 
 @settings(max_examples=25, deadline=None)
-@given(dims=st.lists(st.integers(1, 6), min_size=1, max_size=3),
-       wrap=st.booleans(), seed=st.integers(0, 2**31), policy=st.sampled_from(["dor", "ecmp"]))
+@given(
+    dims=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+    wrap=st.booleans(),
+    seed=st.integers(0, 2**31),
+    policy=st.sampled_from(["dor", "ecmp"]),
+)
 def test_property_minimal_walks_on_random_tori(dims, wrap, seed, policy):
     fabric = build_fabric(torus_spec(dims, wrap=wrap))
     if fabric.num_gpus < 2:
@@ -115,8 +132,9 @@ def test_seed_determinism():
     assert not np.array_equal(a, ff.route(fabric, src, dst, seed=2).links)
 
 
-@pytest.mark.parametrize("dims, wrap", [((4, 4, 6), True), ((3, 4), False), ((4, 5), True),
-                                        ((2, 2, 4), True)])
+@pytest.mark.parametrize(
+    "dims, wrap", [((4, 4, 6), True), ((3, 4), False), ((4, 5), True), ((2, 2, 4), True)]
+)
 def test_bisection_matches_max_flow(dims, wrap):
     fabric = build_fabric(torus_spec(dims, wrap=wrap, bandwidth="100Gbps"))
     st = fabric.structure
@@ -136,7 +154,8 @@ def test_bisection_drops_with_failed_links():
     crossing = np.flatnonzero(lower[fabric.link_src] & ~lower[fabric.link_dst])
     failed = fabric.without(links=crossing[:2])
     assert failed.summary()["bisection_bandwidth_Bps"] == pytest.approx(
-        max_flow_between(failed, lower, ~lower))
+        max_flow_between(failed, lower, ~lower)
+    )
     assert failed.summary()["bisection_bandwidth_Bps"] < fabric.summary()["bisection_bandwidth_Bps"]
 
 
@@ -160,7 +179,9 @@ def test_failures_are_avoided_with_shortest_surviving_paths(policy):
 def test_isolated_chip_is_unreachable_with_count_and_example():
     fabric = build_fabric(torus_spec((4, 4)))
     cut = fabric.without(links=np.flatnonzero(fabric.link_src == 5))
-    with pytest.raises(RoutingError, match=r"2 flow\(s\) unreachable.*torus.*e\.g\. flow 1: GPU 0 -> GPU 5"):
+    with pytest.raises(
+        RoutingError, match=r"2 flow\(s\) unreachable.*torus.*e\.g\. flow 1: GPU 0 -> GPU 5"
+    ):
         ff.route(cut, np.array([0, 0, 5]), np.array([1, 5, 3]))
 
 
@@ -185,17 +206,20 @@ def test_routing_matrix_and_policy_errors():
     assert ff.route(fabric, np.array([], np.int64), np.array([], np.int64)).num_flows == 0
 
 
-@pytest.mark.parametrize("change, field, message", [
-    ({"gpus": 60}, "gpus", "product of dims"),
-    ({"topology": {"dims": []}}, "topology.dims", "list of 1 to 6"),
-    ({"topology": {"dims": [4, 0]}}, "topology.dims[1]", "positive integer"),
-    ({"topology": {"link_bandwidth": ["1GB/s"]}}, "topology.link_bandwidth", "list of 3"),
-    ({"topology": {"link_bandwidth": None}}, "topology.link_bandwidth", "is required"),
-    ({"topology": {"wraparound": "yes"}}, "topology.wraparound", "true or false"),
-    ({"topology": {"latency": "3 parsecs"}}, "topology.latency", "time"),
-    ({"topology": {"dimz": [4]}}, "topology", "allowed keys"),
-    ({"scale_up": {"domain_size": 4, "bandwidth_per_direction": "1GB/s"}}, "scale_up", "torus"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"gpus": 60}, "gpus", "product of dims"),
+        ({"topology": {"dims": []}}, "topology.dims", "list of 1 to 6"),
+        ({"topology": {"dims": [4, 0]}}, "topology.dims[1]", "positive integer"),
+        ({"topology": {"link_bandwidth": ["1GB/s"]}}, "topology.link_bandwidth", "list of 3"),
+        ({"topology": {"link_bandwidth": None}}, "topology.link_bandwidth", "is required"),
+        ({"topology": {"wraparound": "yes"}}, "topology.wraparound", "true or false"),
+        ({"topology": {"latency": "3 parsecs"}}, "topology.latency", "time"),
+        ({"topology": {"dimz": [4]}}, "topology", "allowed keys"),
+        ({"scale_up": {"domain_size": 4, "bandwidth_per_direction": "1GB/s"}}, "scale_up", "torus"),
+    ],
+)
 def test_spec_errors_name_the_field(change, field, message):
     spec = torus_spec((4, 4, 4))
     for key, value in change.items():
@@ -209,8 +233,9 @@ def test_spec_errors_name_the_field(change, field, message):
 
 
 def test_per_dimension_bandwidth_and_mesh_flags():
-    fabric = build_fabric(torus_spec((4, 4, 2), wrap=[True, False, True],
-                                     bandwidth=["10GB/s", "20GB/s", "30GB/s"]))
+    fabric = build_fabric(
+        torus_spec((4, 4, 2), wrap=[True, False, True], bandwidth=["10GB/s", "20GB/s", "30GB/s"])
+    )
     dims = link_dimension(fabric, np.arange(fabric.num_links))
     for d, bandwidth in enumerate((10e9, 20e9, 30e9)):
         assert np.all(fabric.capacity[dims == d] == bandwidth)

@@ -16,8 +16,17 @@ H100 = load_gpu("h100-sxm")
 
 
 def test_gpu_presets_and_overrides():
-    assert set(list_gpus()) >= {"a100-80gb", "h100-sxm", "h800", "h200", "b200", "gb200",
-                                "mi300x", "tpu-v4", "tpu-v5p"}
+    assert set(list_gpus()) >= {
+        "a100-80gb",
+        "h100-sxm",
+        "h800",
+        "h200",
+        "b200",
+        "gb200",
+        "mi300x",
+        "tpu-v4",
+        "tpu-v5p",
+    }
     assert H100.peak("fp8") == pytest.approx(1979e12) and H100.hbm == pytest.approx(80e9)
     assert load_gpu("h100-sxm", hbm="96GB", peak_bf16="1PFLOPS").peak_bf16 == 1e15
     with pytest.raises(SpecError, match="fp8"):
@@ -74,10 +83,12 @@ def test_model_states_18_bytes_per_parameter_and_zero_sharding():
     assert states == pytest.approx(18 * model.num_parameters(), rel=0.002)
     zero1 = memory_per_gpu(model, Layout(dp=8, zero=1, micro_batch=1, seq_len=1024, global_batch=8))
     assert zero1.weights + zero1.gradients + zero1.optimizer == pytest.approx(
-        (6 + 12 / 8) * model.num_parameters(), rel=0.002)
+        (6 + 12 / 8) * model.num_parameters(), rel=0.002
+    )
     zero3 = memory_per_gpu(model, Layout(dp=8, zero=3, micro_batch=1, seq_len=1024, global_batch=8))
     assert zero3.weights + zero3.gradients + zero3.optimizer == pytest.approx(
-        18 / 8 * model.num_parameters(), rel=0.002)
+        18 / 8 * model.num_parameters(), rel=0.002
+    )
 
 
 def test_recompute_and_flash_reduce_activation_memory():
@@ -85,8 +96,9 @@ def test_recompute_and_flash_reduce_activation_memory():
     kwargs = dict(tp=8, micro_batch=4, seq_len=2048, global_batch=4)
     eager = memory_per_gpu(model, Layout(**kwargs)).activations
     full = memory_per_gpu(model, Layout(recompute="full", **kwargs)).activations
-    flash = memory_per_gpu(load_model("megatron-18.4b", attn_implementation="flash"),
-                           Layout(**kwargs)).activations
+    flash = memory_per_gpu(
+        load_model("megatron-18.4b", attn_implementation="flash"), Layout(**kwargs)
+    ).activations
     assert full < flash < eager
 
 
@@ -96,10 +108,17 @@ def test_layer_cost_ordering():
     cost = layer_cost(model, H100, layout, moe=False)
     assert 1.5 * cost.forward_s < cost.backward_s < 3.5 * cost.forward_s
     assert cost.recompute_s == 0
-    full = layer_cost(model, H100, Layout(recompute="full", micro_batch=1, seq_len=4096, global_batch=1), moe=False)
+    full = layer_cost(
+        model,
+        H100,
+        Layout(recompute="full", micro_batch=1, seq_len=4096, global_batch=1),
+        moe=False,
+    )
     assert full.recompute_s == pytest.approx(cost.forward_s)
     # Forward time is at least the GEMM FLOPs at peak, and the GEMM-bound bulk of it.
     flops = 2 * 4096 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336)
     assert flops / H100.peak_bf16 < cost.forward_gemm_s < flops / H100.peak_bf16 / 0.6
-    fp8 = layer_cost(model, H100, Layout(precision="fp8", micro_batch=1, seq_len=4096, global_batch=1), moe=False)
+    fp8 = layer_cost(
+        model, H100, Layout(precision="fp8", micro_batch=1, seq_len=4096, global_batch=1), moe=False
+    )
     assert fp8.forward_gemm_s < 0.6 * cost.forward_gemm_s

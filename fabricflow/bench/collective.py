@@ -25,9 +25,14 @@ def run(args) -> dict:
     quick = bool(getattr(args, "quick", False))
     gpus = 4096 if quick else 16384
     group_size = 8
-    result: dict = {"preset": "clos-100k", "gpus": gpus, "group_size": group_size,
-                    "op": "reduce_scatter", "size_bytes": 2**30,
-                    "jitted_solver_available": _jitted_solver_available()}
+    result: dict = {
+        "preset": "clos-100k",
+        "gpus": gpus,
+        "group_size": group_size,
+        "op": "reduce_scatter",
+        "size_bytes": 2**30,
+        "jitted_solver_available": _jitted_solver_available(),
+    }
     with measured(result, "build"):
         fabric = load_fabric("clos-100k", gpus=gpus)
     groups = make_groups(gpus, group_size, layout="strided")
@@ -35,8 +40,9 @@ def run(args) -> dict:
     for algo, routing in (("ring", "ecmp"), ("ring", "multipath"), ("auto", "ecmp")):
         key = f"{algo}_{routing}"
         with measured(result, key):
-            res = collective_time(fabric, "reduce_scatter", groups, 2**30, algo=algo,
-                                  routing=routing)
+            res = collective_time(
+                fabric, "reduce_scatter", groups, 2**30, algo=algo, routing=routing
+            )
         result[f"{key}_algo"] = res.algo
         result[f"{key}_flows"] = res.num_flows
         result[f"{key}_busbw_GBps"] = res.busbw_Bps / 1e9

@@ -20,8 +20,14 @@ SECTION = "dcqcn"
 DESCRIPTION = "DCQCN/PFC fluid model: flows x steps per second"
 
 
-def leaf_spine_flows(num_flows: int, *, hosts_per_leaf: int = 32, spines: int = 16,
-                     bandwidth: float = 50e9, seed: int = 0):
+def leaf_spine_flows(
+    num_flows: int,
+    *,
+    hosts_per_leaf: int = 32,
+    spines: int = 16,
+    bandwidth: float = 50e9,
+    seed: int = 0,
+):
     """Random flows on a synthetic leaf-spine as plain arrays.
 
     Returns ``(links [F, 4], capacity [L], marking [L], pfc_ingress [L], path_latency [F])``.
@@ -38,11 +44,18 @@ def leaf_spine_flows(num_flows: int, *, hosts_per_leaf: int = 32, spines: int = 
     leaf_up = 2 * hosts + src_leaf * spines + spine
     spine_down = 2 * hosts + leaves * spines + dst_leaf * spines + spine
     same = src_leaf == dst_leaf
-    links = np.stack([up, np.where(same, down, leaf_up), np.where(same, -1, spine_down),
-                      np.where(same, -1, down)], axis=1)
+    links = np.stack(
+        [
+            up,
+            np.where(same, down, leaf_up),
+            np.where(same, -1, spine_down),
+            np.where(same, -1, down),
+        ],
+        axis=1,
+    )
     num_links = 2 * hosts + 2 * leaves * spines
     capacity = np.full(num_links, bandwidth)
-    marking = np.arange(num_links) >= hosts          # switch egress: all but host uplinks
+    marking = np.arange(num_links) >= hosts  # switch egress: all but host uplinks
     pfc_ingress = (np.arange(num_links) < hosts) | (np.arange(num_links) >= 2 * hosts)
     path_latency = (links >= 0).sum(axis=1) * 1e-6
     return links.astype(np.int32), capacity, marking, pfc_ingress, path_latency
@@ -57,8 +70,16 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
     dt = 1e-6
     with measured(result, f"{prefix}_prepare"):
         prepared = prepare_dcqcn(
-            links, capacity, path_latency, marking=marking, pfc_ingress=pfc_ingress,
-            pfc="static", dt=dt, duration=steps * dt, records=100)
+            links,
+            capacity,
+            path_latency,
+            marking=marking,
+            pfc_ingress=pfc_ingress,
+            pfc="static",
+            dt=dt,
+            duration=steps * dt,
+            records=100,
+        )
     args = prepared.kernel_args
     with measured(result, f"{prefix}_compile"):
         compiled = prepared.kernel.lower(*args).compile()
@@ -67,8 +88,9 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
         outputs = jax.block_until_ready(compiled(*args[:3]))
     after = resource.getrusage(resource.RUSAGE_SELF)
     # Process CPU time: on a shared machine wall time also counts waiting for the cores.
-    result[f"{prefix}_run_cpu_s"] = (after.ru_utime - before.ru_utime
-                                     + after.ru_stime - before.ru_stime)
+    result[f"{prefix}_run_cpu_s"] = (
+        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    )
     result[f"{prefix}_load_average_1min"] = os.getloadavg()[0]
     res = run_dcqcn(prepared, outputs=outputs)
     result[f"{prefix}_flows"] = num_flows

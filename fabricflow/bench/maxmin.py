@@ -81,7 +81,7 @@ def _compare_reference(links: np.ndarray, capacity: np.ndarray) -> dict:
     start = time.perf_counter()
     reference = progressive_filling(links, capacity)
     out["numpy_float64_s"] = time.perf_counter() - start
-    max_min_rates(links, capacity.astype(np.float32))            # compile
+    max_min_rates(links, capacity.astype(np.float32))  # compile
     start = time.perf_counter()
     rates = max_min_rates(links, capacity.astype(np.float32))
     out["jax_float32_s"] = time.perf_counter() - start
@@ -102,7 +102,7 @@ def _gpu_cases(fabric, capacity: np.ndarray) -> dict | str:
     if not any(device.platform == "gpu" for device in jax.devices()):
         return "skipped: no GPU device"
     out: dict = {"device": str(jax.devices()[0])}
-    src, dst = alltoall_groups(fabric.num_gpus, 101)     # ~10.2M flows
+    src, dst = alltoall_groups(fabric.num_gpus, 101)  # ~10.2M flows
     links = route(fabric, src, dst, policy="ecmp", seed=0).links
     out["flows"] = int(links.shape[0])
     with measured(out, "first_call"):

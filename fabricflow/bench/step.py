@@ -10,8 +10,10 @@ from __future__ import annotations
 from ._measure import measured
 
 SECTION = "step"
-DESCRIPTION = ("Llama-3-405B step time on 16,384 GPUs of meta-llama3-24k (TP8 PP16 DP128); "
-               "Megatron Table 1 errors")
+DESCRIPTION = (
+    "Llama-3-405B step time on 16,384 GPUs of meta-llama3-24k (TP8 PP16 DP128); "
+    "Megatron Table 1 errors"
+)
 
 
 def run(args) -> dict:
@@ -25,18 +27,41 @@ def run(args) -> dict:
         fabric = load_fabric("meta-llama3-24k")
     if quick:
         # 1,024 GPUs; ZeRO-2 so that the 8-way sharded state fits like the full case.
-        layout = Layout(tp=8, pp=16, dp=8, vpp=4, micro_batch=1, global_batch=128,
-                        seq_len=8192, sequence_parallel=True, zero=2)
+        layout = Layout(
+            tp=8,
+            pp=16,
+            dp=8,
+            vpp=4,
+            micro_batch=1,
+            global_batch=128,
+            seq_len=8192,
+            sequence_parallel=True,
+            zero=2,
+        )
     else:
         # Llama 3 paper (Table 4): 16,384 H100, TP 8, PP 16, DP 128, 2,048 x 8,192 tokens;
         # interleaved stages (v = 4 assumed, not published).
-        layout = Layout(tp=8, pp=16, dp=128, vpp=4, micro_batch=1, global_batch=2048,
-                        seq_len=8192, sequence_parallel=True)
+        layout = Layout(
+            tp=8,
+            pp=16,
+            dp=128,
+            vpp=4,
+            micro_batch=1,
+            global_batch=2048,
+            seq_len=8192,
+            sequence_parallel=True,
+        )
     with measured(result, "step"):
         out = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=True)
-    result.update(gpus=layout.num_gpus, step_time_s=out.step_time_s, mfu=out.mfu,
-                  tflops_per_gpu=out.tflops_per_gpu, memory_gib_per_gpu=out.memory_gib_per_gpu,
-                  breakdown=out.breakdown, collective_backend=out.details["collective_backend"])
+    result.update(
+        gpus=layout.num_gpus,
+        step_time_s=out.step_time_s,
+        mfu=out.mfu,
+        tflops_per_gpu=out.tflops_per_gpu,
+        memory_gib_per_gpu=out.memory_gib_per_gpu,
+        breakdown=out.breakdown,
+        collective_backend=out.details["collective_backend"],
+    )
     # Accuracy: error of every row of Megatron-LM SC21 Table 1 (published TFLOP/s per GPU).
     from ..study.step_calibration import calibration_table
 
@@ -44,11 +69,20 @@ def run(args) -> dict:
     with measured(result, "calibration"):
         rows = calibration_table(selene)
     result["calibration_dgx_a100_superpod"] = [
-        {"model": r["model"], "tp": r["tp"], "pp": r["pp"], "gpus": r["gpus"],
-         "published_tflops": r["published_tflops"], "predicted_tflops": round(r["predicted_tflops"], 2),
-         "error_pct": round(100 * r["error"], 2)} for r in rows]
+        {
+            "model": r["model"],
+            "tp": r["tp"],
+            "pp": r["pp"],
+            "gpus": r["gpus"],
+            "published_tflops": r["published_tflops"],
+            "predicted_tflops": round(r["predicted_tflops"], 2),
+            "error_pct": round(100 * r["error"], 2),
+        }
+        for r in rows
+    ]
     result["calibration_max_abs_error_pct"] = max(abs(100 * r["error"]) for r in rows)
     result["targets"] = {"step_s": 10.0, "calibration_max_abs_error_pct": 10.0}
-    result["meets_targets"] = bool(result["step_s"] <= 10.0
-                                   and result["calibration_max_abs_error_pct"] <= 10.0)
+    result["meets_targets"] = bool(
+        result["step_s"] <= 10.0 and result["calibration_max_abs_error_pct"] <= 10.0
+    )
     return result

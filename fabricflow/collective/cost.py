@@ -62,16 +62,30 @@ class CostModel:
             channels per search channel, one search channel per NIC / local GPU).
     """
 
-    protocol_efficiency: MappingProxyType = dataclasses.field(default_factory=lambda: MappingProxyType(
-        {"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0}))
-    base_latency_s: MappingProxyType = dataclasses.field(default_factory=lambda: _table(
-        ring=(6.6, 14.0, 8.4), tree=(6.8, 14.0, 8.4), nvls=(0.0, 0.0, 0.0), p2p=(6.6, 14.0, 8.4)))
-    intra_step_s: MappingProxyType = dataclasses.field(default_factory=lambda: _table(
-        ring=(0.6, 1.9, 3.4), tree=(0.6, 1.25, 4.0), nvls=(25.0, 25.0, 25.0),
-        p2p=(0.6, 1.9, 3.4)))
-    network_step_s: MappingProxyType = dataclasses.field(default_factory=lambda: _table(
-        ring=(2.7, 4.0, 14.0), tree=(5.0, 8.5, 14.0), nvls=(18.0, 18.0, 18.0),
-        p2p=(2.7, 4.0, 14.0)))
+    protocol_efficiency: MappingProxyType = dataclasses.field(
+        default_factory=lambda: MappingProxyType({"LL": 0.5, "LL128": 120.0 / 128.0, "Simple": 1.0})
+    )
+    base_latency_s: MappingProxyType = dataclasses.field(
+        default_factory=lambda: _table(
+            ring=(6.6, 14.0, 8.4), tree=(6.8, 14.0, 8.4), nvls=(0.0, 0.0, 0.0), p2p=(6.6, 14.0, 8.4)
+        )
+    )
+    intra_step_s: MappingProxyType = dataclasses.field(
+        default_factory=lambda: _table(
+            ring=(0.6, 1.9, 3.4),
+            tree=(0.6, 1.25, 4.0),
+            nvls=(25.0, 25.0, 25.0),
+            p2p=(0.6, 1.9, 3.4),
+        )
+    )
+    network_step_s: MappingProxyType = dataclasses.field(
+        default_factory=lambda: _table(
+            ring=(2.7, 4.0, 14.0),
+            tree=(5.0, 8.5, 14.0),
+            nvls=(18.0, 18.0, 18.0),
+            p2p=(2.7, 4.0, 14.0),
+        )
+    )
     scale_up_efficiency: float = 0.83
     network_efficiency: float = 0.94
     nvls_efficiency: float = 0.85
@@ -79,8 +93,12 @@ class CostModel:
     channels_per_rail: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("scale_up_efficiency", "network_efficiency", "nvls_efficiency",
-                     "sharp_efficiency"):
+        for name in (
+            "scale_up_efficiency",
+            "network_efficiency",
+            "nvls_efficiency",
+            "sharp_efficiency",
+        ):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise SpecError(name, f"must lie in (0, 1], got {value}")
@@ -103,7 +121,9 @@ class CostModel:
 
 def protocol_index(protocol: str) -> int:
     if protocol not in PROTOCOLS:
-        raise SpecError("protocol", f"unknown protocol {protocol!r}; one of {list(PROTOCOLS)} or 'auto'")
+        raise SpecError(
+            "protocol", f"unknown protocol {protocol!r}; one of {list(PROTOCOLS)} or 'auto'"
+        )
     return PROTOCOLS.index(protocol)
 
 

@@ -57,8 +57,15 @@ def effective_capacity(fabric: Fabric, cost: CostModel) -> np.ndarray:
     return fabric.capacity * np.where(scale_up, cost.scale_up_efficiency, cost.network_efficiency)
 
 
-def solve_phase(fabric: Fabric, phase: Phase, capacity: np.ndarray, *, routing: str = "ecmp",
-                seed: int = 0, solver=None) -> SolvedPhase:
+def solve_phase(
+    fabric: Fabric,
+    phase: Phase,
+    capacity: np.ndarray,
+    *,
+    routing: str = "ecmp",
+    seed: int = 0,
+    solver=None,
+) -> SolvedPhase:
     """Route and solve one phase. ``capacity``: ``[L]`` bytes/s (see :func:`effective_capacity`).
 
     Complexity: one routing call over all ``G * Tg * P`` hops, a sort of the route
@@ -66,44 +73,62 @@ def solve_phase(fabric: Fabric, phase: Phase, capacity: np.ndarray, *, routing: 
     """
     num_groups, per_group, num_hops = phase.hop_src.shape
     valid = phase.hop_src >= 0
-    transfer = np.broadcast_to(np.arange(num_groups * per_group).reshape(num_groups, per_group, 1),
-                               valid.shape)[valid]
+    transfer = np.broadcast_to(
+        np.arange(num_groups * per_group).reshape(num_groups, per_group, 1), valid.shape
+    )[valid]
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
     try:
         routes = route(fabric, src, dst, policy=routing, seed=seed)
     except SpecError as error:
         if error.field != "policy":
             raise
-        raise SpecError("routing", f"{routing!r} does not apply to fabric {fabric.name} "
-                        f"({error}); pick another routing") from None
+        raise SpecError(
+            "routing",
+            f"{routing!r} does not apply to fabric {fabric.name} ({error}); pick another routing",
+        ) from None
     hop_links = routes.links.astype(np.int64)
-    hop_coef = (np.ones(hop_links.shape) if routes.coef is None
-                else routes.coef.astype(np.float64))
+    hop_coef = np.ones(hop_links.shape) if routes.coef is None else routes.coef.astype(np.float64)
     hop_coef = np.where(hop_links >= 0, hop_coef * phase.hop_load[valid][:, None], 0.0)
 
     # Critical-path latency: path latency and software steps, counted per hop.
     count = phase.hop_latency_count[valid]
     intra = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
     num_transfers = num_groups * per_group
-    path_latency = np.bincount(transfer, weights=count * routes.path_latency(fabric.latency),
-                               minlength=num_transfers)
+    path_latency = np.bincount(
+        transfer, weights=count * routes.path_latency(fabric.latency), minlength=num_transfers
+    )
     intra_steps = np.bincount(transfer, weights=count * intra, minlength=num_transfers)
     network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
 
     hop_index = np.flatnonzero(valid.ravel())
     max_group = phase.max_group[valid]
     # Hops outside a max group get a unique group (their own index): plain sums.
-    merge_group = (np.where(max_group >= 0, max_group, hop_index + max_group.max(initial=0) + 1)
-                   if np.any(max_group >= 0) else None)
+    merge_group = (
+        np.where(max_group >= 0, max_group, hop_index + max_group.max(initial=0) + 1)
+        if np.any(max_group >= 0)
+        else None
+    )
     links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
     rate = _max_min(links, capacity, coef, solver)
     shape = (num_groups, per_group)
-    return SolvedPhase(phase, rate.reshape(shape), path_latency.reshape(shape),
-                       intra_steps.reshape(shape), network_steps.reshape(shape), links, coef)
+    return SolvedPhase(
+        phase,
+        rate.reshape(shape),
+        path_latency.reshape(shape),
+        intra_steps.reshape(shape),
+        network_steps.reshape(shape),
+        links,
+        coef,
+    )
 
 
-def _merge_transfers(transfer: np.ndarray, merge_group: np.ndarray, hop_links: np.ndarray,
-                     hop_coef: np.ndarray, num_transfers: int) -> tuple[np.ndarray, np.ndarray]:
+def _merge_transfers(
+    transfer: np.ndarray,
+    merge_group: np.ndarray,
+    hop_links: np.ndarray,
+    hop_coef: np.ndarray,
+    num_transfers: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Entries of all hops of a transfer -> one padded row per transfer, each link once.
 
     Within a ``merge_group`` (per hop; ``None``: every hop its own) repeated links keep the
@@ -178,8 +203,9 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
     padded_coef = np.zeros((rows, cols), dtype=np.float64)
     padded_coef[:num_flows, :width] = coef
     # merge=False: merging identical rows would make the solved shape data-dependent again.
-    rates = np.asarray(jitted(padded_links, capacity, coef=padded_coef, merge=False),
-                       dtype=np.float64)
+    rates = np.asarray(
+        jitted(padded_links, capacity, coef=padded_coef, merge=False), dtype=np.float64
+    )
     return rates[:num_flows]
 
 
@@ -204,5 +230,10 @@ def solver_name(links_shape: tuple[int, int]) -> str:
     return "max_min_rates (jitted)"
 
 
-__all__ = ["SMALL_PROBLEM_ENTRIES", "SolvedPhase", "effective_capacity", "solve_phase",
-           "solver_name"]
+__all__ = [
+    "SMALL_PROBLEM_ENTRIES",
+    "SolvedPhase",
+    "effective_capacity",
+    "solve_phase",
+    "solver_name",
+]

@@ -24,7 +24,7 @@ def as_groups(groups, num_gpus: int) -> np.ndarray:
     """
     try:
         arr = np.asarray(groups)
-    except ValueError as error:   # ragged lists
+    except ValueError as error:  # ragged lists
         raise SpecError("groups", f"all groups must have the same size ({error})") from None
     if arr.dtype == object:
         raise SpecError("groups", "all groups must have the same size")
@@ -38,10 +38,14 @@ def as_groups(groups, num_gpus: int) -> np.ndarray:
         raise SpecError("groups", f"must hold integer GPU indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if arr.shape[1] < 2:
-        raise SpecError("groups", f"a collective needs at least 2 GPUs per group, got {arr.shape[1]}")
+        raise SpecError(
+            "groups", f"a collective needs at least 2 GPUs per group, got {arr.shape[1]}"
+        )
     if arr.min() < 0 or arr.max() >= num_gpus:
-        raise SpecError("groups", f"GPU indices must lie in 0..{num_gpus - 1}; "
-                        f"got {int(arr.min())}..{int(arr.max())}")
+        raise SpecError(
+            "groups",
+            f"GPU indices must lie in 0..{num_gpus - 1}; got {int(arr.min())}..{int(arr.max())}",
+        )
     ordered = np.sort(arr, axis=1)
     dup = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
     if dup.size:
@@ -77,8 +81,9 @@ def _row_lexsort(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     return np.argsort(primary * span + secondary, axis=1, kind="stable")
 
 
-def make_groups(num_gpus: int, group_size: int, *, layout: str = "contiguous",
-                first_gpu: int = 0) -> np.ndarray:
+def make_groups(
+    num_gpus: int, group_size: int, *, layout: str = "contiguous", first_gpu: int = 0
+) -> np.ndarray:
     """Groups over GPUs ``first_gpu .. first_gpu + num_gpus - 1``.
 
     Args:

@@ -76,18 +76,27 @@ class CollectiveResult:
     def to_dict(self) -> dict:
         """JSON-able summary (per-group times summarised, not listed)."""
         return {
-            "op": self.op, "algo": self.algo, "protocol": self.protocol,
-            "bytes": self.size_bytes, "group_size": self.group_size,
-            "num_groups": self.num_groups, "time_s": self.time_s,
-            "algbw_GBps": self.algbw_Bps / 1e9, "busbw_GBps": self.busbw_Bps / 1e9,
-            "group_time_s": {"min": float(self.group_time_s.min()),
-                             "median": float(np.median(self.group_time_s)),
-                             "max": float(self.group_time_s.max())},
-            "slowest_group": self.slowest_group, "phase_time_s": self.phase_time_s,
+            "op": self.op,
+            "algo": self.algo,
+            "protocol": self.protocol,
+            "bytes": self.size_bytes,
+            "group_size": self.group_size,
+            "num_groups": self.num_groups,
+            "time_s": self.time_s,
+            "algbw_GBps": self.algbw_Bps / 1e9,
+            "busbw_GBps": self.busbw_Bps / 1e9,
+            "group_time_s": {
+                "min": float(self.group_time_s.min()),
+                "median": float(np.median(self.group_time_s)),
+                "max": float(self.group_time_s.max()),
+            },
+            "slowest_group": self.slowest_group,
+            "phase_time_s": self.phase_time_s,
             "bottleneck_links": self.bottleneck_links.tolist(),
             "bottleneck_kinds": list(self.bottleneck_kinds),
             "bottleneck_utilization": self.bottleneck_utilization.tolist(),
-            "num_flows": self.num_flows, "candidates": self.candidates,
+            "num_flows": self.num_flows,
+            "candidates": self.candidates,
         }
 
 
@@ -106,10 +115,21 @@ class PreparedCollective:
     size sweep): the cost of routing and solving is paid once.
     """
 
-    def __init__(self, fabric: Fabric, op: str, groups, *, algo: str = "auto",
-                 protocol: str = "auto", routing: str = "ecmp", seed: int = 0,
-                 channels: int | None = None, rail_aware: bool = True,
-                 cost: CostModel = DEFAULT_COST, solver=None):
+    def __init__(
+        self,
+        fabric: Fabric,
+        op: str,
+        groups,
+        *,
+        algo: str = "auto",
+        protocol: str = "auto",
+        routing: str = "ecmp",
+        seed: int = 0,
+        channels: int | None = None,
+        rail_aware: bool = True,
+        cost: CostModel = DEFAULT_COST,
+        solver=None,
+    ):
         self.fabric = fabric
         self.op = canonical_op(op)
         self.groups = as_groups(groups, fabric.num_gpus)
@@ -119,25 +139,34 @@ class PreparedCollective:
         if channels is not None and (isinstance(channels, bool) or int(channels) < 1):
             raise SpecError("channels", f"must be a positive integer, got {channels!r}")
         if protocol != "auto":
-            protocols_for(protocol, "ring")          # validates the name
+            protocols_for(protocol, "ring")  # validates the name
         ordered, grid = _ordered_and_grid(self.groups, fabric.gpu_domain)
         capacity = effective_capacity(fabric, cost)
         names = algorithms_for(self.op) if algo == "auto" else [get_algorithm(algo).name]
         if algo != "auto" and self.op not in ALGORITHMS[names[0]].builders:
-            raise SpecError("algo", f"{names[0]} does not implement {self.op}; for {self.op} "
-                            f"use one of {['auto', *algorithms_for(self.op)]}")
+            raise SpecError(
+                "algo",
+                f"{names[0]} does not implement {self.op}; for {self.op} "
+                f"use one of {['auto', *algorithms_for(self.op)]}",
+            )
         self.skipped: dict[str, str] = {}
         self.solved: list[_Solved] = []
         for name in names:
             algorithm = ALGORITHMS[name]
             rails = grid.shape[2] if grid is not None else 1
             default_channels = 1 if algorithm.per_pair_channels else cost.channels_per_rail * rails
-            ctx = Context(self.op, self.groups, ordered, grid,
-                          int(channels) if channels is not None else default_channels,
-                          rail_aware=rail_aware, nvls=bool(fabric.meta.get("nvls", False)),
-                          sharp=bool(fabric.meta.get("in_network_reduction", False)),
-                          nvls_efficiency=cost.nvls_efficiency,
-                          sharp_efficiency=cost.sharp_efficiency)
+            ctx = Context(
+                self.op,
+                self.groups,
+                ordered,
+                grid,
+                int(channels) if channels is not None else default_channels,
+                rail_aware=rail_aware,
+                nvls=bool(fabric.meta.get("nvls", False)),
+                sharp=bool(fabric.meta.get("in_network_reduction", False)),
+                nvls_efficiency=cost.nvls_efficiency,
+                sharp_efficiency=cost.sharp_efficiency,
+            )
             try:
                 phases = algorithm.build(ctx)
                 if algorithm.simple_only and protocol not in ("auto", "Simple"):
@@ -147,14 +176,18 @@ class PreparedCollective:
                     raise SpecError("algo", str(why)) from None
                 self.skipped[name] = str(why)
                 continue
-            protos = (("Simple",) if algorithm.simple_only
-                      else protocols_for(protocol, algorithm.family))
-            solved = [solve_phase(fabric, phase, capacity, routing=routing, seed=seed,
-                                  solver=solver) for phase in phases]
+            protos = (
+                ("Simple",) if algorithm.simple_only else protocols_for(protocol, algorithm.family)
+            )
+            solved = [
+                solve_phase(fabric, phase, capacity, routing=routing, seed=seed, solver=solver)
+                for phase in phases
+            ]
             self.solved.append(_Solved(algorithm, solved, protos))
         if not self.solved:
-            raise SpecError("algo", f"no algorithm applies to {self.op} on these groups: "
-                            f"{self.skipped}")
+            raise SpecError(
+                "algo", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
+            )
         self._capacity = capacity
 
     def evaluate(self, sizes) -> list[CollectiveResult]:
@@ -162,15 +195,24 @@ class PreparedCollective:
         sizes = np.atleast_1d(np.asarray(sizes, dtype=np.float64))
         if sizes.ndim != 1 or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
             raise SpecError("size_bytes", f"sizes must be finite and >= 0 bytes, got {sizes}")
-        options = []       # (label, solved, protocol, group_times [K, G], per-phase [P, K, G])
+        options = []  # (label, solved, protocol, group_times [K, G], per-phase [P, K, G])
         for solved in self.solved:
             for protocol in solved.protocols:
-                per_phase = np.stack([self._phase_times(sp, protocol, sizes)
-                                      for sp in solved.phases])
+                per_phase = np.stack(
+                    [self._phase_times(sp, protocol, sizes) for sp in solved.phases]
+                )
                 launch = self.cost.base_s(solved.algorithm.family, protocol)
-                options.append((f"{solved.algorithm.name}/{protocol}", solved, protocol,
-                                per_phase.sum(axis=0) + launch, per_phase, launch))
-        slowest = np.stack([option[3].max(axis=1) for option in options])        # [O, K]
+                options.append(
+                    (
+                        f"{solved.algorithm.name}/{protocol}",
+                        solved,
+                        protocol,
+                        per_phase.sum(axis=0) + launch,
+                        per_phase,
+                        launch,
+                    )
+                )
+        slowest = np.stack([option[3].max(axis=1) for option in options])  # [O, K]
         best = np.argmin(slowest, axis=0)
         results = []
         for k, size in enumerate(sizes):
@@ -180,15 +222,30 @@ class PreparedCollective:
             phase_time = {"launch": launch}
             for sp, times in zip(solved.phases, per_phase[:, k, worst], strict=True):
                 phase_time[sp.phase.name] = phase_time.get(sp.phase.name, 0.0) + float(times)
-            links, util = self._bottleneck(solved, protocol, float(size), worst, per_phase[:, k, worst])
+            links, util = self._bottleneck(
+                solved, protocol, float(size), worst, per_phase[:, k, worst]
+            )
             kinds = tuple(str(x) for x in self.fabric.link_kind[links]) if links.size else ()
-            results.append(CollectiveResult(
-                op=self.op, algo=solved.algorithm.name, protocol=protocol, size_bytes=float(size),
-                group_size=int(self.groups.shape[1]), group_time_s=group_time,
-                time_s=float(group_time[worst]), slowest_group=worst, phase_time_s=phase_time,
-                bottleneck_links=links, bottleneck_kinds=kinds, bottleneck_utilization=util,
-                num_flows=sum(sp.links.shape[0] for sp in solved.phases),
-                candidates={option[0]: float(slowest[i, k]) for i, option in enumerate(options)}))
+            results.append(
+                CollectiveResult(
+                    op=self.op,
+                    algo=solved.algorithm.name,
+                    protocol=protocol,
+                    size_bytes=float(size),
+                    group_size=int(self.groups.shape[1]),
+                    group_time_s=group_time,
+                    time_s=float(group_time[worst]),
+                    slowest_group=worst,
+                    phase_time_s=phase_time,
+                    bottleneck_links=links,
+                    bottleneck_kinds=kinds,
+                    bottleneck_utilization=util,
+                    num_flows=sum(sp.links.shape[0] for sp in solved.phases),
+                    candidates={
+                        option[0]: float(slowest[i, k]) for i, option in enumerate(options)
+                    },
+                )
+            )
         return results
 
     def _phase_times(self, sp: SolvedPhase, protocol: str, sizes: np.ndarray) -> np.ndarray:
@@ -197,15 +254,17 @@ class PreparedCollective:
         intra_s, network_s = self.cost.step_overhead_s(sp.phase.family, protocol)
         latency = sp.path_latency_s + sp.intra_steps * intra_s + sp.network_steps * network_s
         with np.errstate(divide="ignore"):
-            seconds_per_byte = np.where(sp.phase.bytes_per_size > 0,
-                                        sp.phase.bytes_per_size / (sp.rate * efficiency), 0.0)
+            seconds_per_byte = np.where(
+                sp.phase.bytes_per_size > 0, sp.phase.bytes_per_size / (sp.rate * efficiency), 0.0
+            )
         out = np.empty((sizes.size, sp.rate.shape[0]))
-        for k, size in enumerate(sizes):       # K sizes; each step is vectorized over transfers
+        for k, size in enumerate(sizes):  # K sizes; each step is vectorized over transfers
             out[k] = (size * seconds_per_byte + latency).max(axis=1)
         return out * sp.phase.repeat
 
-    def _bottleneck(self, solved: _Solved, protocol: str, size: float, group: int,
-                    phase_times: np.ndarray):
+    def _bottleneck(
+        self, solved: _Solved, protocol: str, size: float, group: int, phase_times: np.ndarray
+    ):
         """Saturated links on the slowest transfer of ``group`` in its longest phase."""
         sp = solved.phases[int(np.argmax(phase_times))]
         efficiency = self.cost.protocol_efficiency[protocol]
@@ -235,10 +294,21 @@ def prepare_collective(fabric: Fabric, op: str, groups, **options) -> PreparedCo
     return PreparedCollective(fabric, op, groups, **options)
 
 
-def collective_time(fabric: Fabric, op: str, groups, size_bytes: float, *, algo: str = "auto",
-                    protocol: str = "auto", routing: str = "ecmp", seed: int = 0,
-                    channels: int | None = None, rail_aware: bool = True,
-                    cost: CostModel = DEFAULT_COST, solver=None) -> CollectiveResult:
+def collective_time(
+    fabric: Fabric,
+    op: str,
+    groups,
+    size_bytes: float,
+    *,
+    algo: str = "auto",
+    protocol: str = "auto",
+    routing: str = "ecmp",
+    seed: int = 0,
+    channels: int | None = None,
+    rail_aware: bool = True,
+    cost: CostModel = DEFAULT_COST,
+    solver=None,
+) -> CollectiveResult:
     """Time of collective ``op`` of ``size_bytes`` run by all ``groups`` at once on ``fabric``.
 
     All groups' flows share the fabric (max-min fair rates), so concurrent groups slow
@@ -276,7 +346,17 @@ def collective_time(fabric: Fabric, op: str, groups, size_bytes: float, *, algo:
         >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algo="ring")
         >>> round(r.busbw_Bps / 1e9)        # ~370 GB/s, as measured on a DGX H100
     """
-    prepared = PreparedCollective(fabric, op, groups, algo=algo, protocol=protocol,
-                                  routing=routing, seed=seed, channels=channels,
-                                  rail_aware=rail_aware, cost=cost, solver=solver)
+    prepared = PreparedCollective(
+        fabric,
+        op,
+        groups,
+        algo=algo,
+        protocol=protocol,
+        routing=routing,
+        seed=seed,
+        channels=channels,
+        rail_aware=rail_aware,
+        cost=cost,
+        solver=solver,
+    )
     return prepared.evaluate([size_bytes])[0]

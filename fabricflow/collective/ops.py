@@ -25,13 +25,24 @@ OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", 
 
 # Spellings accepted from users (nccl-tests binary names and NCCL function names).
 _ALIASES = {
-    "allreduce": "all_reduce", "all_reduce": "all_reduce", "all-reduce": "all_reduce",
-    "reducescatter": "reduce_scatter", "reduce_scatter": "reduce_scatter",
+    "allreduce": "all_reduce",
+    "all_reduce": "all_reduce",
+    "all-reduce": "all_reduce",
+    "reducescatter": "reduce_scatter",
+    "reduce_scatter": "reduce_scatter",
     "reduce-scatter": "reduce_scatter",
-    "allgather": "all_gather", "all_gather": "all_gather", "all-gather": "all_gather",
-    "alltoall": "all_to_all", "all_to_all": "all_to_all", "all-to-all": "all_to_all",
-    "broadcast": "broadcast", "bcast": "broadcast",
-    "sendrecv": "sendrecv", "send_recv": "sendrecv", "send-recv": "sendrecv", "p2p": "sendrecv",
+    "allgather": "all_gather",
+    "all_gather": "all_gather",
+    "all-gather": "all_gather",
+    "alltoall": "all_to_all",
+    "all_to_all": "all_to_all",
+    "all-to-all": "all_to_all",
+    "broadcast": "broadcast",
+    "bcast": "broadcast",
+    "sendrecv": "sendrecv",
+    "send_recv": "sendrecv",
+    "send-recv": "sendrecv",
+    "p2p": "sendrecv",
 }
 
 

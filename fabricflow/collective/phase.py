@@ -45,7 +45,8 @@ def check_hop_budget(num_hops: int, what: str) -> None:
         raise MemoryBudgetError(
             f"{what} needs {num_hops:,} flow hops (~{num_hops * 150 / 2**30:.1f} GiB while "
             f"routing and merging), over the limit of {MAX_HOPS:,}; use fewer or smaller "
-            "groups, fewer channels, or the hierarchical algorithm")
+            "groups, fewer channels, or the hierarchical algorithm"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -84,10 +85,13 @@ class Phase:
             object.__setattr__(self, "max_group", np.full(shape, -1, dtype=np.int64))
         for field in ("hop_dst", "hop_load", "hop_latency_count", "max_group"):
             if getattr(self, field).shape != shape:
-                raise ValueError(f"{field} has shape {getattr(self, field).shape}, expected {shape}")
+                raise ValueError(
+                    f"{field} has shape {getattr(self, field).shape}, expected {shape}"
+                )
         if self.bytes_per_size.shape != shape[:2]:
-            raise ValueError(f"bytes_per_size has shape {self.bytes_per_size.shape}, "
-                             f"expected {shape[:2]}")
+            raise ValueError(
+                f"bytes_per_size has shape {self.bytes_per_size.shape}, expected {shape[:2]}"
+            )
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
 
@@ -114,8 +118,18 @@ class Phase:
         return np.bincount(ends[valid], weights=per_hop[valid], minlength=num_gpus)
 
 
-def make_phase(name: str, family: str, hop_src, hop_dst, *, bytes_per_size, hop_load=1.0,
-               hop_latency_count=1.0, repeat: int = 1, merge: str = "sum") -> Phase:
+def make_phase(
+    name: str,
+    family: str,
+    hop_src,
+    hop_dst,
+    *,
+    bytes_per_size,
+    hop_load=1.0,
+    hop_latency_count=1.0,
+    repeat: int = 1,
+    merge: str = "sum",
+) -> Phase:
     """Build a :class:`Phase`, broadcasting scalar per-hop/per-transfer values.
 
     ``merge="max"``: all hops of a transfer max-merge their loads (one reduction tree).
@@ -128,8 +142,9 @@ def make_phase(name: str, family: str, hop_src, hop_dst, *, bytes_per_size, hop_
     check_hop_budget(hop_src.size, f"phase {name!r}")
     valid = hop_src >= 0
     load = np.where(valid, np.broadcast_to(np.asarray(hop_load, dtype=np.float64), shape), 0.0)
-    count = np.where(valid, np.broadcast_to(np.asarray(hop_latency_count, dtype=np.float64), shape),
-                     0.0)
+    count = np.where(
+        valid, np.broadcast_to(np.asarray(hop_latency_count, dtype=np.float64), shape), 0.0
+    )
     per_transfer = np.broadcast_to(np.asarray(bytes_per_size, dtype=np.float64), shape[:2]).copy()
     max_group = np.where(valid & (merge == "max"), 0, -1).astype(np.int64)
     return Phase(name, family, hop_src, hop_dst, load, count, per_transfer, int(repeat), max_group)
@@ -158,6 +173,17 @@ def pipelined(name: str, family: str, stages: list[Phase]) -> Phase:
         groups.append(np.where(stage.max_group >= 0, transfer_id, -1).reshape(flat))
         offset += per_group
     num_groups = stages[0].hop_src.shape[0]
-    cat = [np.concatenate(parts, axis=1)[:, None, :] for parts in (srcs, dsts, loads, counts, groups)]
-    return Phase(name, family, cat[0], cat[1], cat[2], cat[3], np.ones((num_groups, 1)), 1,
-                 cat[4].astype(np.int64))
+    cat = [
+        np.concatenate(parts, axis=1)[:, None, :] for parts in (srcs, dsts, loads, counts, groups)
+    ]
+    return Phase(
+        name,
+        family,
+        cat[0],
+        cat[1],
+        cat[2],
+        cat[3],
+        np.ones((num_groups, 1)),
+        1,
+        cat[4].astype(np.int64),
+    )

@@ -29,8 +29,9 @@ def nccl_sizes(min_bytes: float, max_bytes: float, step_factor: float = 2.0) -> 
         raise SpecError("stepfactor", f"must be > 1, got {step_factor}")
     count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(step_factor) + 1e-9)) + 1
     if count > 4096:
-        raise SpecError("stepfactor", f"{count} sizes between minbytes and maxbytes; use a larger "
-                        "step factor")
+        raise SpecError(
+            "stepfactor", f"{count} sizes between minbytes and maxbytes; use a larger step factor"
+        )
     return np.unique(np.minimum(np.round(min_bytes * step_factor ** np.arange(count)), max_bytes))
 
 
@@ -44,16 +45,18 @@ def table_rows(results: list[CollectiveResult]) -> list[dict]:
     """One nccl-tests row per result: bytes, count, time, algbw, busbw, algo, protocol."""
     rows = []
     for result in results:
-        rows.append({
-            "bytes": int(round(result.size_bytes)),
-            "count": int(result.size_bytes // ELEMENT_BYTES),
-            "time_s": result.time_s,
-            "time_us": result.time_s * 1e6,
-            "algbw_GBps": result.algbw_Bps / 1e9,
-            "busbw_GBps": result.busbw_Bps / 1e9,
-            "algo": result.algo,
-            "protocol": result.protocol,
-            "slowest_group": result.slowest_group,
-            "bottleneck": ",".join(sorted(set(result.bottleneck_kinds))),
-        })
+        rows.append(
+            {
+                "bytes": int(round(result.size_bytes)),
+                "count": int(result.size_bytes // ELEMENT_BYTES),
+                "time_s": result.time_s,
+                "time_us": result.time_s * 1e6,
+                "algbw_GBps": result.algbw_Bps / 1e9,
+                "busbw_GBps": result.busbw_Bps / 1e9,
+                "algo": result.algo,
+                "protocol": result.protocol,
+                "slowest_group": result.slowest_group,
+                "bottleneck": ",".join(sorted(set(result.bottleneck_kinds))),
+            }
+        )
     return rows

@@ -9,8 +9,11 @@ import numpy as np
 
 
 def add_json_flag(parser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print exactly one JSON object on stdout instead of a table")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print exactly one JSON object on stdout instead of a table",
+    )
 
 
 def to_jsonable(value):
@@ -31,7 +34,7 @@ def to_jsonable(value):
 def print_json(obj) -> None:
     from ._interrupt import check, mark_reported
 
-    check()        # an interrupt swallowed by library code still stops the report
+    check()  # an interrupt swallowed by library code still stops the report
     text = json.dumps(to_jsonable(obj))
     mark_reported()
     sys.stdout.write(text + "\n")
@@ -76,9 +79,10 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
     from ..errors import OutputError
 
     if os.path.exists(path) and not os.path.isdir(path):
-        raise OutputError(f"{flag}: cannot use {path!r} as output folder: it exists and is "
-                          f"not a folder")
-    created = []                      # deepest first, for removal
+        raise OutputError(
+            f"{flag}: cannot use {path!r} as output folder: it exists and is not a folder"
+        )
+    created = []  # deepest first, for removal
     existing = os.path.abspath(path)
     while not os.path.lexists(existing):
         created.append(existing)
@@ -88,11 +92,14 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
             os.makedirs(path, exist_ok=True)
         except FileNotFoundError:
             # the deepest existing folder is there but refuses new entries (/proc, /sys)
-            raise OutputError(f"{flag}: cannot create output folder {path!r}: {existing!r} "
-                              f"does not accept new folders") from None
+            raise OutputError(
+                f"{flag}: cannot create output folder {path!r}: {existing!r} "
+                f"does not accept new folders"
+            ) from None
         except OSError as error:
-            raise OutputError(f"{flag}: cannot create output folder {path!r}: "
-                              f"{describe_os_error(error)}") from None
+            raise OutputError(
+                f"{flag}: cannot create output folder {path!r}: {describe_os_error(error)}"
+            ) from None
         try:
             ensure_folder(path)
         except OutputError as error:
@@ -100,8 +107,9 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
         try:
             handle, probe = tempfile.mkstemp(prefix=".fabricflow-probe.", dir=path)
         except OSError as error:
-            raise OutputError(f"{flag}: cannot write into output folder {path!r}: "
-                              f"{describe_os_error(error)}") from None
+            raise OutputError(
+                f"{flag}: cannot write into output folder {path!r}: {describe_os_error(error)}"
+            ) from None
         os.close(handle)
         os.unlink(probe)
     finally:

@@ -21,8 +21,8 @@ import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_received: list[int] = []      # signal numbers seen since handling() began; [] = none
-_reported: list[bool] = []     # [True] once the command printed its --json object
+_received: list[int] = []  # signal numbers seen since handling() began; [] = none
+_reported: list[bool] = []  # [True] once the command printed its --json object
 
 
 class Interrupted(KeyboardInterrupt):
@@ -30,7 +30,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __init__(self, signum: int):
         self.signum = signum
-        self.args_namespace: object = None    # the argparse namespace, set by the CLI
+        self.args_namespace: object = None  # the argparse namespace, set by the CLI
         super().__init__(signal.Signals(signum).name)
 
 

@@ -11,10 +11,12 @@ from ._common import add_json_flag, mark_done, print_json
 def register(subparsers) -> None:
     parser = subparsers.add_parser("bench", help="scale benchmarks (fabric, maxmin, ...)")
     parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
-    parser.add_argument("--quick", action="store_true",
-                        help="small sizes, for a smoke test of the benchmark itself")
-    parser.add_argument("--gpu", action="store_true",
-                        help="also run the accelerator-sized cases (needs a GPU)")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, for a smoke test of the benchmark itself"
+    )
+    parser.add_argument(
+        "--gpu", action="store_true", help="also run the accelerator-sized cases (needs a GPU)"
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -30,16 +32,22 @@ def run(args) -> int:
         raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
     import jax
 
-    report = {"machine": {"platform": platform.platform(), "python": platform.python_version(),
-                          "jax": jax.__version__, "devices": [str(d) for d in jax.devices()]},
-              "quick": bool(args.quick)}
+    report = {
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "jax": jax.__version__,
+            "devices": [str(d) for d in jax.devices()],
+        },
+        "quick": bool(args.quick),
+    }
     for name in chosen:
         start = time.perf_counter()
         section = available[name].run(args)
         section.setdefault("section_wall_s", time.perf_counter() - start)
         report[name] = section
         mark_done(args, name)
-        args.__dict__.setdefault("partial", {})[name] = section   # reported if interrupted
+        args.__dict__.setdefault("partial", {})[name] = section  # reported if interrupted
         if not args.json:
             print(f"== {name}")
             for key, value in section.items():

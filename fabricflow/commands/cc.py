@@ -30,23 +30,37 @@ def register(subparsers) -> None:
 
     parser = subparsers.add_parser("cc", help="DCQCN/PFC congestion-control dynamics")
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
-    parser.add_argument("--flows", type=int, default=2,
-                        help="scenario size: flows (dumbbell, incast), hosts (alltoall), "
-                             "switches (ring), hops (parking_lot)")
+    parser.add_argument(
+        "--flows",
+        type=int,
+        default=2,
+        help="scenario size: flows (dumbbell, incast), hosts (alltoall), "
+        "switches (ring), hops (parking_lot)",
+    )
     parser.add_argument("--link-bandwidth", default="40Gbps", help="host link bandwidth")
     parser.add_argument("--params", default="paper", help="DCQCN preset: paper or connectx")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a DCQCN parameter (kmax=400KB, rate_ai=10Mbps, g=1/256) "
-                             "or a PFC one (pfc.xoff=50KB, pfc.hysteresis=5KB)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a DCQCN parameter (kmax=400KB, rate_ai=10Mbps, g=1/256) "
+        "or a PFC one (pfc.xoff=50KB, pfc.hysteresis=5KB)",
+    )
     parser.add_argument("--delay", default="4us", help="extra CNP feedback delay")
     parser.add_argument("--duration", default="50ms", help="simulated time")
     parser.add_argument("--dt", default="1us", help="integration step")
     parser.add_argument("--pfc", default="on", choices=["on", "off", "static", "dynamic"])
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument("--out", default=None, help="directory for netCDF, JSON and plots")
-    parser.add_argument("--max-work", type=float, default=None, metavar="ENTRY_STEPS",
-                        help="allow runs estimated above this much work (flow hops x steps; "
-                             "default 3e11, about an hour on 2 cores)")
+    parser.add_argument(
+        "--max-work",
+        type=float,
+        default=None,
+        metavar="ENTRY_STEPS",
+        help="allow runs estimated above this much work (flow hops x steps; "
+        "default 3e11, about an hour on 2 cores)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -74,18 +88,37 @@ def run(args) -> int:
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
     if args.out:
         check_out_folder(args.out)
-    result = simulate_dcqcn(scenario.fabric, scenario.routes, size=size, params=args.params,
-                            overrides=dcqcn_overrides, pfc=args.pfc, pfc_params=pfc_params,
-                            duration=duration, dt=dt, extra_delay=delay,
-                            max_work=args.max_work, progress=_progress_printer(duration))
+    result = simulate_dcqcn(
+        scenario.fabric,
+        scenario.routes,
+        size=size,
+        params=args.params,
+        overrides=dcqcn_overrides,
+        pfc=args.pfc,
+        pfc_params=pfc_params,
+        duration=duration,
+        dt=dt,
+        extra_delay=delay,
+        max_work=args.max_work,
+        progress=_progress_printer(duration),
+    )
     max_min = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
     summary = summarize(result, bottleneck=scenario.bottleneck, max_min_rate=max_min)
     summary.pop("pause_fraction_per_link")
-    report = {"scenario": args.scenario, "flows": scenario.routes.num_flows,
-              "link_bandwidth_Bps": bandwidth, "params": args.params,
-              "overrides": dcqcn_overrides, "pfc": result.pfc_mode,
-              "pfc_params": pfc_params.as_dict(), "delay_s": delay, "duration_s": duration,
-              "dt_s": dt, "roles": scenario.roles, **summary}
+    report = {
+        "scenario": args.scenario,
+        "flows": scenario.routes.num_flows,
+        "link_bandwidth_Bps": bandwidth,
+        "params": args.params,
+        "overrides": dcqcn_overrides,
+        "pfc": result.pfc_mode,
+        "pfc_params": pfc_params.as_dict(),
+        "delay_s": delay,
+        "duration_s": duration,
+        "dt_s": dt,
+        "roles": scenario.roles,
+        **summary,
+    }
     if args.out:
         from ..atomic import atomic_path, ensure_folder
         from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
@@ -109,18 +142,24 @@ def run(args) -> int:
         print_json(report)
         return 0
     rate = np.asarray(summary["mean_rate_Bps"])
-    print(f"{args.scenario}: {report['flows']} flows, PFC {result.pfc_mode}, "
-          f"params {args.params}, {duration * 1e3:.3g} ms")
+    print(
+        f"{args.scenario}: {report['flows']} flows, PFC {result.pfc_mode}, "
+        f"params {args.params}, {duration * 1e3:.3g} ms"
+    )
     shown = min(rate.shape[0], 16)
     if shown < rate.shape[0]:
         print(f"  (first {shown} of {rate.shape[0]} flows; --json for all)")
     for flow, (value, ideal) in enumerate(zip(rate[:shown], max_min[:shown], strict=True)):
         print(f"  flow {flow:3d}: {value * 8 / 1e9:8.3f} Gb/s   (max-min {ideal * 8 / 1e9:.3f})")
-    print(f"  bottleneck link {summary['bottleneck_link']}: queue mean {summary['queue_mean_bytes'] / 1e3:.1f} KB"
-          f", p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB")
-    print(f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
-          f"{summary['pause_fraction']:.4f}, victims {_short([int(v) for v in summary['victim_flows']])}, "
-          f"deadlocks {summary['deadlocks']}")
+    print(
+        f"  bottleneck link {summary['bottleneck_link']}: queue mean {summary['queue_mean_bytes'] / 1e3:.1f} KB"
+        f", p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB"
+    )
+    print(
+        f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
+        f"{summary['pause_fraction']:.4f}, victims {_short([int(v) for v in summary['victim_flows']])}, "
+        f"deadlocks {summary['deadlocks']}"
+    )
     return 0
 
 
@@ -132,9 +171,13 @@ def _progress_printer(duration: float, *, after_s: float = 3.0):
     def progress(fraction: float, elapsed: float) -> None:
         projected = elapsed / max(fraction, 1e-12)
         if projected > after_s:
-            print(f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
-                  f"({fraction:.0%}), {elapsed:.0f} s elapsed, about "
-                  f"{projected - elapsed:.0f} s left", file=sys.stderr, flush=True)
+            print(
+                f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
+                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about "
+                f"{projected - elapsed:.0f} s left",
+                file=sys.stderr,
+                flush=True,
+            )
 
     return progress
 

@@ -16,33 +16,62 @@ OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "collective", help="collective time / algbw / busbw sweep (nccl-tests style)",
+        "collective",
+        help="collective time / algbw / busbw sweep (nccl-tests style)",
         description="Time a collective run by all groups at once on a fabric; prints an "
-                    "nccl-tests-style table (size, count, time, algbw, busbw).")
+        "nccl-tests-style table (size, count, time, algbw, busbw).",
+    )
     parser.add_argument("--fabric", required=True, help="preset name or YAML path")
     parser.add_argument("--op", required=True, help=OPS_HELP)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job (the first N)")
-    parser.add_argument("--group-size", type=int, default=None,
-                        help="ranks per communicator (default: all --gpus in one group)")
-    parser.add_argument("--layout", default="contiguous", choices=("contiguous", "strided"),
-                        help="contiguous: group i = GPUs i*G..; strided: GPUs i, i+N/G, ... "
-                             "(data-parallel style, one member per node)")
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=None,
+        help="ranks per communicator (default: all --gpus in one group)",
+    )
+    parser.add_argument(
+        "--layout",
+        default="contiguous",
+        choices=("contiguous", "strided"),
+        help="contiguous: group i = GPUs i*G..; strided: GPUs i, i+N/G, ... "
+        "(data-parallel style, one member per node)",
+    )
     parser.add_argument("--minbytes", "-b", default="8MiB", help="smallest size (default 8MiB)")
     parser.add_argument("--maxbytes", "-e", default="8GiB", help="largest size (default 8GiB)")
-    parser.add_argument("--stepfactor", "-f", type=float, default=2.0,
-                        help="size multiplier between rows (default 2)")
-    parser.add_argument("--algo", default="auto",
-                        help="auto|ring|tree|halving_doubling|hierarchical|nvls|sharp|direct")
+    parser.add_argument(
+        "--stepfactor",
+        "-f",
+        type=float,
+        default=2.0,
+        help="size multiplier between rows (default 2)",
+    )
+    parser.add_argument(
+        "--algo",
+        default="auto",
+        help="auto|ring|tree|halving_doubling|hierarchical|nvls|sharp|direct",
+    )
     parser.add_argument("--protocol", default="auto", help="auto|LL|LL128|Simple")
     parser.add_argument("--routing", default="ecmp", help="ecmp|multipath|spray")
-    parser.add_argument("--channels", type=int, default=None,
-                        help="channels per group (default: 2 per rail; 1 per pair for p2p)")
-    parser.add_argument("--no-rail-aware", action="store_true",
-                        help="rings cross rails between nodes instead of using PXN")
+    parser.add_argument(
+        "--channels",
+        type=int,
+        default=None,
+        help="channels per group (default: 2 per rail; 1 per pair for p2p)",
+    )
+    parser.add_argument(
+        "--no-rail-aware",
+        action="store_true",
+        help="rings cross rails between nodes instead of using PXN",
+    )
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
-    parser.add_argument("--fail", default=None, metavar="KIND:FRACTION",
-                        help="fail a random fraction of the cables of a link kind first "
-                             "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)")
+    parser.add_argument(
+        "--fail",
+        default=None,
+        metavar="KIND:FRACTION",
+        help="fail a random fraction of the cables of a link kind first "
+        "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -59,31 +88,63 @@ def run(args) -> int:
         try:
             value = float(fraction)
         except ValueError:
-            raise SpecError("fail", f"expected KIND:FRACTION such as leaf:0.01, got {args.fail!r}") from None
+            raise SpecError(
+                "fail", f"expected KIND:FRACTION such as leaf:0.01, got {args.fail!r}"
+            ) from None
         fabric = fabric.without(link_kind=kind, fraction=value, seed=args.seed)
     if args.gpus < 2 or args.gpus > fabric.num_gpus:
-        raise SpecError("gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}")
+        raise SpecError(
+            "gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}"
+        )
     group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
-    sizes = nccl_sizes(_size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes"),
-                       args.stepfactor)
-    results = collective_sweep(fabric, args.op, groups, sizes, algo=args.algo,
-                               protocol=args.protocol, routing=args.routing, seed=args.seed,
-                               channels=args.channels, rail_aware=not args.no_rail_aware)
+    sizes = nccl_sizes(
+        _size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes"), args.stepfactor
+    )
+    results = collective_sweep(
+        fabric,
+        args.op,
+        groups,
+        sizes,
+        algo=args.algo,
+        protocol=args.protocol,
+        routing=args.routing,
+        seed=args.seed,
+        channels=args.channels,
+        rail_aware=not args.no_rail_aware,
+    )
     rows = table_rows(results)
-    header = {"fabric": fabric.name, "op": results[0].op, "gpus": args.gpus,
-              "group_size": group_size, "num_groups": int(groups.shape[0]),
-              "layout": args.layout, "routing": args.routing,
-              "failed_links": int(fabric.meta.get("failed_links", 0))}
+    header = {
+        "fabric": fabric.name,
+        "op": results[0].op,
+        "gpus": args.gpus,
+        "group_size": group_size,
+        "num_groups": int(groups.shape[0]),
+        "layout": args.layout,
+        "routing": args.routing,
+        "failed_links": int(fabric.meta.get("failed_links", 0)),
+    }
     if args.json:
         print_json({**header, "rows": rows})
         return 0
-    print(f"# fabricflow collective: {header['op']} on {fabric.name}, {args.gpus} GPUs in "
-          f"{header['num_groups']} group(s) of {group_size} ({args.layout}), routing {args.routing}")
+    print(
+        f"# fabricflow collective: {header['op']} on {fabric.name}, {args.gpus} GPUs in "
+        f"{header['num_groups']} group(s) of {group_size} ({args.layout}), routing {args.routing}"
+    )
     print("# time, algbw and busbw of the slowest group; busbw factor as nccl-tests")
-    print_table(rows, [("bytes", "size(B)"), ("count", "count(float)"), ("time_us", "time(us)"),
-                       ("algbw_GBps", "algbw(GB/s)"), ("busbw_GBps", "busbw(GB/s)"),
-                       ("algo", "algo"), ("protocol", "proto"), ("bottleneck", "bottleneck")])
+    print_table(
+        rows,
+        [
+            ("bytes", "size(B)"),
+            ("count", "count(float)"),
+            ("time_us", "time(us)"),
+            ("algbw_GBps", "algbw(GB/s)"),
+            ("busbw_GBps", "busbw(GB/s)"),
+            ("algo", "algo"),
+            ("protocol", "proto"),
+            ("bottleneck", "bottleneck"),
+        ],
+    )
     return 0
 
 
@@ -101,7 +162,10 @@ def _size(value: str, field: str) -> float:
         if bare is None:
             raise
         number, prefix = bare.group(1), bare.group(2).upper()
-        raise SpecError(field, f"{error.args[0].partition(': ')[2]}; nccl-tests' {value!r} "
-                        f"means {number}{prefix}iB (2^{dict(K=10, M=20, G=30, T=40)[prefix]}"
-                        f" bytes): write {number}{prefix}iB, or {number}{prefix}B for "
-                        f"10^{dict(K=3, M=6, G=9, T=12)[prefix]}") from None
+        raise SpecError(
+            field,
+            f"{error.args[0].partition(': ')[2]}; nccl-tests' {value!r} "
+            f"means {number}{prefix}iB (2^{dict(K=10, M=20, G=30, T=40)[prefix]}"
+            f" bytes): write {number}{prefix}iB, or {number}{prefix}B for "
+            f"10^{dict(K=3, M=6, G=9, T=12)[prefix]}",
+        ) from None

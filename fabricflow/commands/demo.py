@@ -17,10 +17,18 @@ DEFAULT_PRESET = "clos-100k"
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("demo", help="route and solve traffic on the default preset, write plots")
-    parser.add_argument("--fabric", default=DEFAULT_PRESET, help=f"preset or YAML (default {DEFAULT_PRESET})")
-    parser.add_argument("--out", default="fabricflow-out", help="output folder for figures (created)")
-    parser.add_argument("--group-size", type=int, default=8, help="expert group size of the all-to-all")
+    parser = subparsers.add_parser(
+        "demo", help="route and solve traffic on the default preset, write plots"
+    )
+    parser.add_argument(
+        "--fabric", default=DEFAULT_PRESET, help=f"preset or YAML (default {DEFAULT_PRESET})"
+    )
+    parser.add_argument(
+        "--out", default="fabricflow-out", help="output folder for figures (created)"
+    )
+    parser.add_argument(
+        "--group-size", type=int, default=8, help="expert group size of the all-to-all"
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -40,7 +48,7 @@ def run(args) -> int:
     out = Path(args.out)
     timings = {}
     start = time.perf_counter()
-    fabric = load_fabric(args.fabric)       # a bad fabric fails before --out is touched
+    fabric = load_fabric(args.fabric)  # a bad fabric fails before --out is touched
     timings["build_s"] = time.perf_counter() - start
     check_out_folder(args.out)
     summary = fabric.summary()
@@ -65,45 +73,75 @@ def run(args) -> int:
     ensure_folder(out)
     figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]
     mark_done(args, figures[-1])
-    figures.append(str(plot_link_values_by_kind(
-        fabric, utilization, out / "alltoall_utilization.png", xlabel="link utilization",
-        title=f"{fabric.name}: max-min fair all-to-all, groups of {args.group_size} "
-              f"({a2a_routes.num_flows:,} flows, {int(solution.rounds)} rounds)")))
+    figures.append(
+        str(
+            plot_link_values_by_kind(
+                fabric,
+                utilization,
+                out / "alltoall_utilization.png",
+                xlabel="link utilization",
+                title=f"{fabric.name}: max-min fair all-to-all, groups of {args.group_size} "
+                f"({a2a_routes.num_flows:,} flows, {int(solution.rounds)} rounds)",
+            )
+        )
+    )
     mark_done(args, figures[-1])
     flows_per_link = a2a_routes.link_load()
-    figures.append(str(plot_link_values_by_kind(
-        fabric, flows_per_link, out / "alltoall_flows_per_link.png", xlabel="flows per link",
-        title=f"{fabric.name}: all-to-all in groups of {args.group_size}, ECMP "
-              f"({a2a_routes.num_flows:,} flows)")))
+    figures.append(
+        str(
+            plot_link_values_by_kind(
+                fabric,
+                flows_per_link,
+                out / "alltoall_flows_per_link.png",
+                xlabel="flows per link",
+                title=f"{fabric.name}: all-to-all in groups of {args.group_size}, ECMP "
+                f"({a2a_routes.num_flows:,} flows)",
+            )
+        )
+    )
     mark_done(args, figures[-1])
 
     result = {
-        "fabric": summary["name"], "num_gpus": fabric.num_gpus, "num_links": fabric.num_links,
+        "fabric": summary["name"],
+        "num_gpus": fabric.num_gpus,
+        "num_links": fabric.num_links,
         "bisection_bandwidth_Bps": summary["bisection_bandwidth_Bps"],
         "ring_flows": ring_routes.num_flows,
         "ring_hops_histogram": np.bincount(ring_routes.hop_count).tolist(),
         "alltoall_flows": a2a_routes.num_flows,
-        "alltoall_max_flows_per_link": {kind: float(flows_per_link[fabric.links_of_kind(kind)].max())
-                                        for kind in summary["links_per_kind"]},
-        "alltoall_rate_Bps": {"min": float(rates.min()), "median": float(np.median(rates)),
-                              "max": float(rates.max())},
+        "alltoall_max_flows_per_link": {
+            kind: float(flows_per_link[fabric.links_of_kind(kind)].max())
+            for kind in summary["links_per_kind"]
+        },
+        "alltoall_rate_Bps": {
+            "min": float(rates.min()),
+            "median": float(np.median(rates)),
+            "max": float(rates.max()),
+        },
         "alltoall_aggregate_Bps": float(rates.sum()),
         "alltoall_saturated_links_per_kind": {kind: t["saturated"] for kind, t in tiers.items()},
         "maxmin_rounds": int(solution.rounds),
-        "timings": timings, "figures": figures,
+        "timings": timings,
+        "figures": figures,
     }
     if args.json:
         print_json(result)
     else:
-        print(f"ring over {fabric.num_gpus:,} GPUs: {ring_routes.num_flows:,} flows, "
-              f"hop counts {dict(enumerate(result['ring_hops_histogram']))}")
-        print(f"all-to-all in groups of {args.group_size}: {a2a_routes.num_flows:,} flows; "
-              f"max flows per link by kind {result['alltoall_max_flows_per_link']}")
-        print(f"max-min fair rates: min {result['alltoall_rate_Bps']['min'] / 1e9:.3g} GB/s, median "
-              f"{result['alltoall_rate_Bps']['median'] / 1e9:.3g} GB/s, max "
-              f"{result['alltoall_rate_Bps']['max'] / 1e9:.3g} GB/s; aggregate "
-              f"{result['alltoall_aggregate_Bps'] / 1e12:.4g} TB/s in {result['maxmin_rounds']} rounds; "
-              f"saturated links {result['alltoall_saturated_links_per_kind']}")
+        print(
+            f"ring over {fabric.num_gpus:,} GPUs: {ring_routes.num_flows:,} flows, "
+            f"hop counts {dict(enumerate(result['ring_hops_histogram']))}"
+        )
+        print(
+            f"all-to-all in groups of {args.group_size}: {a2a_routes.num_flows:,} flows; "
+            f"max flows per link by kind {result['alltoall_max_flows_per_link']}"
+        )
+        print(
+            f"max-min fair rates: min {result['alltoall_rate_Bps']['min'] / 1e9:.3g} GB/s, median "
+            f"{result['alltoall_rate_Bps']['median'] / 1e9:.3g} GB/s, max "
+            f"{result['alltoall_rate_Bps']['max'] / 1e9:.3g} GB/s; aggregate "
+            f"{result['alltoall_aggregate_Bps'] / 1e12:.4g} TB/s in {result['maxmin_rounds']} rounds; "
+            f"saturated links {result['alltoall_saturated_links_per_kind']}"
+        )
         print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
         print("figures: " + ", ".join(figures))
     return 0

@@ -24,32 +24,64 @@ def register(subparsers) -> None:
     parser.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
     parser.add_argument("--zero", type=int, default=1, choices=[0, 1, 2, 3])
-    parser.add_argument("--schedule", default=None, choices=["1f1b", "interleaved"],
-                        help="interleaved needs --vpp > 1 (default: from --vpp)")
-    parser.add_argument("--no-dp-overlap", action="store_true", help="DP gradient comm after backward")
-    parser.add_argument("--tp-overlap", action="store_true", help="overlap TP comm with GEMMs (needs SP)")
+    parser.add_argument(
+        "--schedule",
+        default=None,
+        choices=["1f1b", "interleaved"],
+        help="interleaved needs --vpp > 1 (default: from --vpp)",
+    )
+    parser.add_argument(
+        "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
+    )
+    parser.add_argument(
+        "--tp-overlap", action="store_true", help="overlap TP comm with GEMMs (needs SP)"
+    )
     parser.add_argument("--no-pp-overlap", action="store_true")
-    parser.add_argument("--ep-overlap", action="store_true",
-                        help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)")
+    parser.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)",
+    )
     parser.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16"])
-    parser.add_argument("--moe-imbalance", type=float, default=1.1,
-                        help="max/mean tokens per expert-parallel rank")
-    parser.add_argument("--attention", default=None, choices=["flash", "eager"],
-                        help="override the model's attention implementation")
-    parser.add_argument("--gpu-set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a GPU field, e.g. hbm=96GB, peak_bf16=900TFLOPS (repeatable)")
-    parser.add_argument("--model-set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)")
+    parser.add_argument(
+        "--moe-imbalance", type=float, default=1.1, help="max/mean tokens per expert-parallel rank"
+    )
+    parser.add_argument(
+        "--attention",
+        default=None,
+        choices=["flash", "eager"],
+        help="override the model's attention implementation",
+    )
+    parser.add_argument(
+        "--gpu-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a GPU field, e.g. hbm=96GB, peak_bf16=900TFLOPS (repeatable)",
+    )
+    parser.add_argument(
+        "--model-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
+    )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument("--placement", default="contiguous", choices=["contiguous", "scattered"])
     parser.add_argument("--seed", type=int, default=0)
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
-    parser.add_argument("--collectives", default="fabric",
-                        choices=["fabric", "alpha-beta", "auto", "collective-model"],
-                        help="collective times: flows on the fabric, max-min shared (fabric) or "
-                        "the analytic alpha-beta estimate (no contention), for comparison")
-    parser.add_argument("--no-memory-check", action="store_true",
-                        help="report memory over HBM instead of refusing the layout")
+    parser.add_argument(
+        "--collectives",
+        default="fabric",
+        choices=["fabric", "alpha-beta", "auto", "collective-model"],
+        help="collective times: flows on the fabric, max-min shared (fabric) or "
+        "the analytic alpha-beta estimate (no contention), for comparison",
+    )
+    parser.add_argument(
+        "--no-memory-check",
+        action="store_true",
+        help="report memory over HBM instead of refusing the layout",
+    )
     parser.add_argument("--plot", default=None, help="write a stacked-bar breakdown (PNG/PDF/SVG)")
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -69,19 +101,35 @@ def layout_from_args(args):
     if dp is None:
         denominator = args.tp * args.cp * args.pp
         if denominator <= 0 or args.gpus % denominator:
-            raise SpecError("--dp", f"--gpus {args.gpus} is not divisible by tp x cp x pp = {denominator}")
+            raise SpecError(
+                "--dp", f"--gpus {args.gpus} is not divisible by tp x cp x pp = {denominator}"
+            )
         dp = args.gpus // denominator
     if args.schedule == "interleaved" and args.vpp < 2:
         raise SpecError("--schedule", "interleaved needs --vpp >= 2")
     if args.schedule == "1f1b" and args.vpp > 1:
         raise SpecError("--schedule", "1f1b means --vpp 1")
-    return Layout(tp=args.tp, pp=args.pp, dp=dp, cp=args.cp, ep=args.ep, vpp=args.vpp,
-                  sequence_parallel=args.sequence_parallel, micro_batch=args.micro_batch,
-                  global_batch=args.global_batch, seq_len=args.seq, recompute=args.recompute,
-                  precision=args.precision, zero=args.zero, dp_overlap=not args.no_dp_overlap,
-                  tp_overlap=args.tp_overlap, pp_overlap=not args.no_pp_overlap,
-                  ep_overlap=args.ep_overlap,
-                  grad_reduce_dtype=args.grad_reduce_dtype, moe_imbalance=args.moe_imbalance)
+    return Layout(
+        tp=args.tp,
+        pp=args.pp,
+        dp=dp,
+        cp=args.cp,
+        ep=args.ep,
+        vpp=args.vpp,
+        sequence_parallel=args.sequence_parallel,
+        micro_batch=args.micro_batch,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        recompute=args.recompute,
+        precision=args.precision,
+        zero=args.zero,
+        dp_overlap=not args.no_dp_overlap,
+        tp_overlap=args.tp_overlap,
+        pp_overlap=not args.no_pp_overlap,
+        ep_overlap=args.ep_overlap,
+        grad_reduce_dtype=args.grad_reduce_dtype,
+        moe_imbalance=args.moe_imbalance,
+    )
 
 
 def _assignments(items: list[str], flag: str) -> dict:
@@ -98,7 +146,7 @@ def _assignments(items: list[str], flag: str) -> dict:
         if not sep or not key.strip():
             raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
         parsed = yaml.safe_load(value) if value.strip() else value
-        if isinstance(parsed, str):   # YAML 1.1 reads 1e9 as text; a number is meant
+        if isinstance(parsed, str):  # YAML 1.1 reads 1e9 as text; a number is meant
             try:
                 number = float(parsed)
             except ValueError:
@@ -124,12 +172,14 @@ def _check_plot_path(path: str) -> None:
     formats = sorted(Figure().canvas.get_supported_filetypes())
     extension = os.path.splitext(path)[1].lstrip(".").lower()
     if extension not in formats:
-        raise SpecError("--plot", f"unknown image format {extension!r} in {path!r}; use one of "
-                        f"{formats}")
+        raise SpecError(
+            "--plot", f"unknown image format {extension!r} in {path!r}; use one of {formats}"
+        )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise OutputError(f"--plot: cannot write {path!r}: folder {folder!r} does not exist or "
-                          f"is not a folder")
+        raise OutputError(
+            f"--plot: cannot write {path!r}: folder {folder!r} does not exist or is not a folder"
+        )
     if not os.access(folder, os.W_OK):
         raise OutputError(f"--plot: cannot write {path!r}: folder {folder!r} is not writable")
 
@@ -151,9 +201,17 @@ def run(args) -> int:
     model = load_model(args.model, **overrides)
     gpu = load_gpu(args.gpu, **_assignments(args.gpu_set, "--gpu-set"))
     fabric = load_fabric(args.fabric)
-    result = step_time(model, gpu, layout, fabric, order=args.order, placement=args.placement,
-                       seed=args.seed, check_memory=not args.no_memory_check,
-                       collectives=args.collectives)
+    result = step_time(
+        model,
+        gpu,
+        layout,
+        fabric,
+        order=args.order,
+        placement=args.placement,
+        seed=args.seed,
+        check_memory=not args.no_memory_check,
+        collectives=args.collectives,
+    )
     if args.plot:
         from ..study.step_plots import plot_breakdown
 
@@ -163,8 +221,9 @@ def run(args) -> int:
         except OutputError as error:
             raise OutputError(f"--plot: {error}") from None
         except OSError as error:
-            raise OutputError(f"--plot: cannot write {args.plot!r}: "
-                              f"{describe_os_error(error)}") from None
+            raise OutputError(
+                f"--plot: cannot write {args.plot!r}: {describe_os_error(error)}"
+            ) from None
         mark_done(args, args.plot)
     if args.json:
         out = result.to_dict()
@@ -181,18 +240,26 @@ def print_result(result, plot: str | None) -> None:
 
     d = result.details
     lay = d["layout"]
-    print(f"{d['model']} on {d['num_gpus']} x {d['gpu']} ({d['fabric']}), TP {lay['tp']} PP {lay['pp']}"
-          f" (vpp {lay['vpp']}) DP {lay['dp']} CP {lay['cp']} EP {lay['ep']}, order {d['order']}, "
-          f"{d['placement']} placement")
-    print(f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)")
+    print(
+        f"{d['model']} on {d['num_gpus']} x {d['gpu']} ({d['fabric']}), TP {lay['tp']} PP {lay['pp']}"
+        f" (vpp {lay['vpp']}) DP {lay['dp']} CP {lay['cp']} EP {lay['ep']}, order {d['order']}, "
+        f"{d['placement']} placement"
+    )
+    print(
+        f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)"
+    )
     print(f"  tokens/s         {result.tokens_per_s:,.0f}")
-    print(f"  TFLOP/s per GPU  {result.tflops_per_gpu:.1f} model, "
-          f"{result.hardware_tflops_per_gpu:.1f} incl. recompute")
+    print(
+        f"  TFLOP/s per GPU  {result.tflops_per_gpu:.1f} model, "
+        f"{result.hardware_tflops_per_gpu:.1f} incl. recompute"
+    )
     print(f"  MFU              {100 * result.mfu:.1f}%")
     mem = result.memory.as_gib()
-    print(f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "
-          f"{mem['gradients']:.1f}, optimizer {mem['optimizer']:.1f}, activations "
-          f"{mem['activations']:.1f}; {mem['rank']} pipeline rank)")
+    print(
+        f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "
+        f"{mem['gradients']:.1f}, optimizer {mem['optimizer']:.1f}, activations "
+        f"{mem['activations']:.1f}; {mem['rank']} pipeline rank)"
+    )
     print("  breakdown:")
     for key, value in result.breakdown.items():
         share = value / result.step_time_s if result.step_time_s else 0.0

@@ -26,8 +26,9 @@ def build_bytes(num_nodes: int, num_links: int) -> int:
     return int(num_links) * BUILD_BYTES_PER_LINK + int(num_nodes) * BUILD_BYTES_PER_NODE
 
 
-def check_build_size(num_nodes: int, num_links: int, what: str, *,
-                     budget: int | None = None) -> None:
+def check_build_size(
+    num_nodes: int, num_links: int, what: str, *, budget: int | None = None
+) -> None:
     """Refuse, before allocating, a fabric whose build would exceed the memory budget.
 
     Raises:
@@ -35,9 +36,12 @@ def check_build_size(num_nodes: int, num_links: int, what: str, *,
             (:func:`fabricflow.memory.check_memory`: cgroup, ``RLIMIT_AS``, RAM or
             ``$FABRICFLOW_MEMORY_BUDGET``).
     """
-    check_memory(build_bytes(num_nodes, num_links),
-                 f"{what} ({num_nodes:,} nodes, {num_links:,} directed links)",
-                 hint="shrink the spec", budget=budget)
+    check_memory(
+        build_bytes(num_nodes, num_links),
+        f"{what} ({num_nodes:,} nodes, {num_links:,} directed links)",
+        hint="shrink the spec",
+        budget=budget,
+    )
 
 
 class Assembler:
@@ -61,8 +65,13 @@ class Assembler:
     def add_nodes(self, count: int, kind: str, tier: int, group=-1) -> int:
         """Add ``count`` nodes; returns the first id. ``group`` is a scalar or ``[count]``."""
         kind_id = self._kind_id(self.node_kinds, kind)
-        self._nodes.append((np.full(count, kind_id, np.int8), np.full(count, tier, np.int8),
-                            np.broadcast_to(np.asarray(group, np.int32), (count,)).copy()))
+        self._nodes.append(
+            (
+                np.full(count, kind_id, np.int8),
+                np.full(count, tier, np.int8),
+                np.broadcast_to(np.asarray(group, np.int32), (count,)).copy(),
+            )
+        )
         start = self.num_nodes
         self.num_nodes += count
         return start
@@ -72,13 +81,15 @@ class Assembler:
         src = np.asarray(src, dtype=np.int64)
         count = src.shape[0]
         kind_id = self._kind_id(self.link_kinds, kind)
-        self._links.append((
-            src,
-            np.broadcast_to(np.asarray(dst, np.int64), (count,)),
-            np.broadcast_to(np.asarray(capacity, np.float64), (count,)),
-            np.broadcast_to(np.asarray(latency, np.float64), (count,)),
-            np.full(count, kind_id, np.int8),
-        ))
+        self._links.append(
+            (
+                src,
+                np.broadcast_to(np.asarray(dst, np.int64), (count,)),
+                np.broadcast_to(np.asarray(capacity, np.float64), (count,)),
+                np.broadcast_to(np.asarray(latency, np.float64), (count,)),
+                np.full(count, kind_id, np.int8),
+            )
+        )
         start = self.num_links
         self.num_links += count
         return start
@@ -86,18 +97,29 @@ class Assembler:
     def add_cables(self, a, b, capacity, latency, kind: str) -> tuple[int, int]:
         """Add both directions of cables ``a[i] <-> b[i]``: first all ``a -> b`` links, then
         all ``b -> a`` links, so link ``start_ab + i`` and ``start_ba + i`` are one cable."""
-        return (self.add_links(a, b, capacity, latency, kind),
-                self.add_links(b, a, capacity, latency, kind))
+        return (
+            self.add_links(a, b, capacity, latency, kind),
+            self.add_links(b, a, capacity, latency, kind),
+        )
 
-    def build(self, name: str, gpu_node, gpu_domain, gpus_per_node: int, structure=None,
-              meta: dict | None = None, node_groups=()) -> Fabric:
+    def build(
+        self,
+        name: str,
+        gpu_node,
+        gpu_domain,
+        gpus_per_node: int,
+        structure=None,
+        meta: dict | None = None,
+        node_groups=(),
+    ) -> Fabric:
         """The :class:`Fabric` of the blocks added so far.
 
         ``node_groups``: ``(nodes, groups)`` pairs that overwrite the group of ``nodes``
         (int ``[n]``) with ``groups`` (scalar or int ``[n]``), in order.
         """
-        kinds, tiers, groups = (np.concatenate(parts) if parts else np.zeros(0)
-                                for parts in zip(*self._nodes))
+        kinds, tiers, groups = (
+            np.concatenate(parts) if parts else np.zeros(0) for parts in zip(*self._nodes)
+        )
         for nodes, values in node_groups:
             groups[nodes] = values
         if self._links:
@@ -107,9 +129,20 @@ class Assembler:
             cap = lat = np.zeros(0)
             kind = np.zeros(0, np.int8)
         return Fabric(
-            name=name, link_src=src, link_dst=dst, capacity=cap, latency=lat,
-            link_kind_id=kind, link_kinds=tuple(self.link_kinds),
-            node_kind_id=kinds, node_kinds=tuple(self.node_kinds), node_tier=tiers,
-            node_group=groups, gpu_node=gpu_node, gpu_domain=gpu_domain,
-            gpus_per_node=gpus_per_node, structure=structure, meta=meta or {},
+            name=name,
+            link_src=src,
+            link_dst=dst,
+            capacity=cap,
+            latency=lat,
+            link_kind_id=kind,
+            link_kinds=tuple(self.link_kinds),
+            node_kind_id=kinds,
+            node_kinds=tuple(self.node_kinds),
+            node_tier=tiers,
+            node_group=groups,
+            gpu_node=gpu_node,
+            gpu_domain=gpu_domain,
+            gpus_per_node=gpus_per_node,
+            structure=structure,
+            meta=meta or {},
         )

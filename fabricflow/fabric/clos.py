@@ -46,10 +46,25 @@ from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 
 TIER_NAMES = ("leaf", "spine", "core", "super")
-TIER_KEYS = ("name", "radix", "oversubscription", "down_ports", "up_ports", "uplink_bandwidth",
-             "uplink_bundle", "latency")
-CLOS_KEYS = ("type", "attachment", "planes", "nic_ports_per_gpu", "nic_bandwidth", "nic_latency",
-             "tiers")
+TIER_KEYS = (
+    "name",
+    "radix",
+    "oversubscription",
+    "down_ports",
+    "up_ports",
+    "uplink_bandwidth",
+    "uplink_bundle",
+    "latency",
+)
+CLOS_KEYS = (
+    "type",
+    "attachment",
+    "planes",
+    "nic_ports_per_gpu",
+    "nic_bandwidth",
+    "nic_latency",
+    "tiers",
+)
 MAX_TIERS = 4
 
 
@@ -123,18 +138,30 @@ class ClosStructure:
 def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
     tiers_sections = section.sections("tiers", TIER_KEYS)
     if len(tiers_sections) > MAX_TIERS:
-        raise SpecError(section.field("tiers"), f"at most {MAX_TIERS} tiers, got {len(tiers_sections)}")
+        raise SpecError(
+            section.field("tiers"), f"at most {MAX_TIERS} tiers, got {len(tiers_sections)}"
+        )
     tiers = []
     for level, tier in enumerate(tiers_sections, start=1):
         top = level == len(tiers_sections)
         name = tier.get("name", sr.text, TIER_NAMES[level - 1])
         if tier.has("radix") == (tier.has("down_ports") or tier.has("up_ports")):
-            raise SpecError(tier.field("radix"), "give either radix (with optional "
-                            "oversubscription) or down_ports/up_ports, not both or neither")
-        if top and (tier.has("up_ports") or tier.has("oversubscription") or tier.has("uplink_bundle")
-                    or tier.has("uplink_bandwidth")):
-            raise SpecError(tier.field("oversubscription"), "the top tier has no uplinks; "
-                            "remove up_ports/oversubscription/uplink_bundle/uplink_bandwidth")
+            raise SpecError(
+                tier.field("radix"),
+                "give either radix (with optional "
+                "oversubscription) or down_ports/up_ports, not both or neither",
+            )
+        if top and (
+            tier.has("up_ports")
+            or tier.has("oversubscription")
+            or tier.has("uplink_bundle")
+            or tier.has("uplink_bandwidth")
+        ):
+            raise SpecError(
+                tier.field("oversubscription"),
+                "the top tier has no uplinks; "
+                "remove up_ports/oversubscription/uplink_bundle/uplink_bandwidth",
+            )
         if tier.has("radix"):
             radix = tier.get("radix", sr.positive_int)
             ratio = 1.0 if top else tier.get("oversubscription", sr.ratio_at_least_one, 1.0)
@@ -143,9 +170,11 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
             else:
                 down = radix * ratio / (1.0 + ratio)
                 if abs(down - round(down)) > 1e-9 or round(down) in (0, radix):
-                    raise SpecError(tier.field("oversubscription"),
-                                    f"radix {radix} cannot be split into down:up ports at {ratio:g}:1; "
-                                    "use a ratio that divides the ports, or give down_ports/up_ports")
+                    raise SpecError(
+                        tier.field("oversubscription"),
+                        f"radix {radix} cannot be split into down:up ports at {ratio:g}:1; "
+                        "use a ratio that divides the ports, or give down_ports/up_ports",
+                    )
                 down = int(round(down))
                 up = radix - down
         else:
@@ -153,14 +182,22 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
             up = 0 if top else tier.get("up_ports", sr.positive_int)
         bundle = 1 if top else tier.get("uplink_bundle", sr.positive_int, 1)
         if up % bundle:
-            raise SpecError(tier.field("uplink_bundle"), f"{up} up ports cannot be split into "
-                            f"bundles of {bundle}")
-        tiers.append(TierSpec(
-            name=name, down_ports=down, up_ports=up,
-            uplink_bandwidth_Bps=0.0 if top else tier.get("uplink_bandwidth", sr.bandwidth, nic_bandwidth),
-            uplink_bundle=bundle,
-            latency_s=tier.get("latency", sr.time, 0.6e-6),
-        ))
+            raise SpecError(
+                tier.field("uplink_bundle"),
+                f"{up} up ports cannot be split into bundles of {bundle}",
+            )
+        tiers.append(
+            TierSpec(
+                name=name,
+                down_ports=down,
+                up_ports=up,
+                uplink_bandwidth_Bps=0.0
+                if top
+                else tier.get("uplink_bandwidth", sr.bandwidth, nic_bandwidth),
+                uplink_bundle=bundle,
+                latency_s=tier.get("latency", sr.time, 0.6e-6),
+            )
+        )
     return tiers
 
 
@@ -172,8 +209,10 @@ def build_clos(topology: sr.Section, common) -> object:
     planes = topology.get("planes", sr.positive_int, 1)
     ports = topology.get("nic_ports_per_gpu", sr.positive_int, planes)
     if ports % planes:
-        raise SpecError(topology.field("nic_ports_per_gpu"),
-                        f"must be a multiple of planes ({planes}), got {ports}")
+        raise SpecError(
+            topology.field("nic_ports_per_gpu"),
+            f"must be a multiple of planes ({planes}), got {ports}",
+        )
     ports_per_plane = ports // planes
     nic_bandwidth = topology.get("nic_bandwidth", sr.bandwidth)
     nic_latency = topology.get("nic_latency", sr.time, 0.6e-6)
@@ -184,21 +223,28 @@ def build_clos(topology: sr.Section, common) -> object:
     m = np.zeros(levels + 1, np.int64)
     w = np.ones(levels + 1, np.int64)
     if tiers[0].down_ports % ports_per_plane:
-        raise SpecError(topology.field("tiers[0].down_ports"),
-                        f"{tiers[0].down_ports} leaf down ports cannot take {ports_per_plane} "
-                        "ports per GPU per plane")
+        raise SpecError(
+            topology.field("tiers[0].down_ports"),
+            f"{tiers[0].down_ports} leaf down ports cannot take {ports_per_plane} "
+            "ports per GPU per plane",
+        )
     m[1] = tiers[0].down_ports // ports_per_plane
     for level in range(2, levels + 1):
         below = tiers[level - 2]
         w[level] = below.up_ports // below.uplink_bundle
         if tiers[level - 1].down_ports % below.uplink_bundle:
-            raise SpecError(topology.field(f"tiers[{level - 1}].down_ports"),
-                            f"{tiers[level - 1].down_ports} down ports cannot take bundles of "
-                            f"{below.uplink_bundle} from tier {below.name!r}")
+            raise SpecError(
+                topology.field(f"tiers[{level - 1}].down_ports"),
+                f"{tiers[level - 1].down_ports} down ports cannot take bundles of "
+                f"{below.uplink_bundle} from tier {below.name!r}",
+            )
         m[level] = tiers[level - 1].down_ports // below.uplink_bundle
     if levels == 1 and attachment == "rail" and per_node > 1:
-        raise SpecError(topology.field("attachment"), "a 1-tier Clos is one switch per plane; "
-                        "use attachment: tor (or add a tier so rails can meet)")
+        raise SpecError(
+            topology.field("attachment"),
+            "a 1-tier Clos is one switch per plane; "
+            "use attachment: tor (or add a tier so rails can meet)",
+        )
 
     # Host slots per level-(h-1) block fix how many blocks the top tier joins.
     # Sizes in Python ints (no int64 wrap-around) until the memory check has passed.
@@ -206,20 +252,27 @@ def build_clos(topology: sr.Section, common) -> object:
     unit = per_node * int(m[1]) if attachment == "rail" else int(m[1])
     step = math.lcm(unit, H_below_top)
     if num_gpus % step:
-        raise SpecError("gpus", f"{num_gpus} GPUs do not fill whole "
-                        f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
-                        f"this Clos; use a multiple of {step} (e.g. {max(step, num_gpus // step * step)} "
-                        f"or {(num_gpus // step + 1) * step})")
+        raise SpecError(
+            "gpus",
+            f"{num_gpus} GPUs do not fill whole "
+            f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
+            f"this Clos; use a multiple of {step} (e.g. {max(step, num_gpus // step * step)} "
+            f"or {(num_gpus // step + 1) * step})",
+        )
     top_children = num_gpus // H_below_top
     if top_children > m[levels] and levels > 1:
         capacity = int(m[levels]) * H_below_top
-        raise SpecError(topology.field(f"tiers[{levels - 1}].radix"),
-                        f"radix too small for {num_gpus} GPUs: the top tier joins at most "
-                        f"{int(m[levels])} blocks of {H_below_top} GPUs = {capacity} GPUs; add a tier, "
-                        "raise the radix or lower the GPU count")
+        raise SpecError(
+            topology.field(f"tiers[{levels - 1}].radix"),
+            f"radix too small for {num_gpus} GPUs: the top tier joins at most "
+            f"{int(m[levels])} blocks of {H_below_top} GPUs = {capacity} GPUs; add a tier, "
+            "raise the radix or lower the GPU count",
+        )
     if levels == 1 and num_gpus > m[1]:
-        raise SpecError(topology.field("tiers[0].radix"),
-                        f"radix too small: one switch takes {int(m[1])} GPUs, asked for {num_gpus}")
+        raise SpecError(
+            topology.field("tiers[0].radix"),
+            f"radix too small: one switch takes {int(m[1])} GPUs, asked for {num_gpus}",
+        )
     m[levels] = top_children
 
     m_int, w_int = [int(x) for x in m], [int(x) for x in w]
@@ -229,9 +282,12 @@ def build_clos(topology: sr.Section, common) -> object:
     scale_up_links = 2 * num_gpus if common.scale_up else 0
     check_build_size(
         num_nodes=num_gpus + planes * sum(N_int[1:]) + (num_gpus if common.scale_up else 0),
-        num_links=scale_up_links + 2 * planes * (num_gpus + sum(
-            N_int[level] * w_int[level + 1] for level in range(1, levels))),
-        what=f"this {levels}-tier Clos")
+        num_links=scale_up_links
+        + 2
+        * planes
+        * (num_gpus + sum(N_int[level] * w_int[level + 1] for level in range(1, levels))),
+        what=f"this {levels}-tier Clos",
+    )
     H = np.asarray(H_int, np.int64)
     W = np.asarray(W_int, np.int64)
     N = np.asarray(N_int, np.int64)
@@ -246,8 +302,9 @@ def build_clos(topology: sr.Section, common) -> object:
         for level in range(1, levels + 1):
             block = np.arange(N[level]) // W[level]
             group = block // (H[levels - 1] // H[level]) if level < levels else -1
-            switch_offset[plane, level] = asm.add_nodes(int(N[level]), tiers[level - 1].name,
-                                                        tier=level, group=group)
+            switch_offset[plane, level] = asm.add_nodes(
+                int(N[level]), tiers[level - 1].name, tier=level, group=group
+            )
 
     up_offset = np.zeros((planes, levels), np.int64)
     down_offset = np.zeros((planes, levels), np.int64)
@@ -256,35 +313,64 @@ def build_clos(topology: sr.Section, common) -> object:
     for plane in range(planes):
         leaf = switch_offset[plane, 1] + np.arange(num_gpus) // m[1]
         up_offset[plane, 0], down_offset[plane, 0] = asm.add_cables(
-            gpu_node[gpu_of_slot], leaf, ports_per_plane * nic_bandwidth, nic_latency, "nic")
+            gpu_node[gpu_of_slot], leaf, ports_per_plane * nic_bandwidth, nic_latency, "nic"
+        )
         for level in range(1, levels):
             tier = tiers[level - 1]
             child = np.repeat(np.arange(N[level]), w[level + 1])
             choice = np.tile(np.arange(w[level + 1]), N[level])
-            parent = (child // W[level] // m[level + 1]) * W[level + 1] + (child % W[level]) * w[level + 1] + choice
+            parent = (
+                (child // W[level] // m[level + 1]) * W[level + 1]
+                + (child % W[level]) * w[level + 1]
+                + choice
+            )
             # Uplinks are numbered child-major (child * w + b); downlinks parent-major
             # (parent * m + digit). Both are added as cables in the uplink order, so build the
             # downlink block separately to keep its arithmetic numbering.
             up_offset[plane, level] = asm.add_links(
-                switch_offset[plane, level] + child, switch_offset[plane, level + 1] + parent,
-                tier.uplink_bundle * tier.uplink_bandwidth_Bps, tier.latency_s, tier.name)
+                switch_offset[plane, level] + child,
+                switch_offset[plane, level + 1] + parent,
+                tier.uplink_bundle * tier.uplink_bandwidth_Bps,
+                tier.latency_s,
+                tier.name,
+            )
             parent_d = np.repeat(np.arange(N[level + 1]), m[level + 1])
             digit = np.tile(np.arange(m[level + 1]), N[level + 1])
             block_up = parent_d // W[level + 1]
             choice_up = parent_d % W[level + 1]
             child_d = (block_up * m[level + 1] + digit) * W[level] + choice_up // w[level + 1]
             down_offset[plane, level] = asm.add_links(
-                switch_offset[plane, level + 1] + parent_d, switch_offset[plane, level] + child_d,
-                tier.uplink_bundle * tier.uplink_bandwidth_Bps, tier.latency_s, tier.name)
+                switch_offset[plane, level + 1] + parent_d,
+                switch_offset[plane, level] + child_d,
+                tier.uplink_bundle * tier.uplink_bandwidth_Bps,
+                tier.latency_s,
+                tier.name,
+            )
 
     structure = ClosStructure(
-        levels=levels, planes=planes, m=m, w=w, H=H, W=W, N=N, switch_offset=switch_offset,
-        up_offset=up_offset, down_offset=down_offset, slot_of_gpu=slot_of_gpu,
-        scale_up=scale_up, tier_names=tuple(t.name for t in tiers), attachment=attachment)
-    domains = (np.arange(num_gpus) // common.scale_up.domain_size if common.scale_up
-               else np.arange(num_gpus) // per_node)
-    return finish_fabric(asm, common, gpu_node, domains, structure,
-                         group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)])
+        levels=levels,
+        planes=planes,
+        m=m,
+        w=w,
+        H=H,
+        W=W,
+        N=N,
+        switch_offset=switch_offset,
+        up_offset=up_offset,
+        down_offset=down_offset,
+        slot_of_gpu=slot_of_gpu,
+        scale_up=scale_up,
+        tier_names=tuple(t.name for t in tiers),
+        attachment=attachment,
+    )
+    domains = (
+        np.arange(num_gpus) // common.scale_up.domain_size
+        if common.scale_up
+        else np.arange(num_gpus) // per_node
+    )
+    return finish_fabric(
+        asm, common, gpu_node, domains, structure, group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)]
+    )
 
 
 def _host_slots(num_gpus: int, per_node: int, hosts_per_leaf: int, attachment: str) -> np.ndarray:

@@ -46,10 +46,21 @@ from . import spec_reader as sr
 from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 
-DRAGONFLY_KEYS = ("type", "groups", "switches_per_group", "gpus_per_switch", "nodes_per_switch",
-                  "nic_bandwidth", "nic_latency", "local_bandwidth", "local_links_per_switch_pair",
-                  "local_latency", "global_bandwidth", "global_links_per_group_pair",
-                  "global_latency")
+DRAGONFLY_KEYS = (
+    "type",
+    "groups",
+    "switches_per_group",
+    "gpus_per_switch",
+    "nodes_per_switch",
+    "nic_bandwidth",
+    "nic_latency",
+    "local_bandwidth",
+    "local_links_per_switch_pair",
+    "local_latency",
+    "global_bandwidth",
+    "global_links_per_group_pair",
+    "global_latency",
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -101,8 +112,11 @@ class DragonflyStructure:
     def global_link(self, group, other, copy):
         """Link id ``group -> other`` carrying copy ``copy`` (bundled copies share a link)."""
         slot = copy % self.links_per_pair
-        return (self.global_offset
-                + (group * (self.groups - 1) + self.rank(group, other)) * self.links_per_pair + slot)
+        return (
+            self.global_offset
+            + (group * (self.groups - 1) + self.rank(group, other)) * self.links_per_pair
+            + slot
+        )
 
     def bisection_Bps(self, fabric) -> float:
         """One-direction capacity of a cut between group halves ``[0, groups // 2)`` and
@@ -118,8 +132,9 @@ class DragonflyStructure:
         lo = self.global_offset
         hi = lo + self.groups * (self.groups - 1) * self.links_per_pair
         ids = np.arange(lo, hi)
-        crossing = ids[(node_group[fabric.link_src[ids]] < half)
-                       & (node_group[fabric.link_dst[ids]] >= half)]
+        crossing = ids[
+            (node_group[fabric.link_src[ids]] < half) & (node_group[fabric.link_dst[ids]] >= half)
+        ]
         global_cut = fabric.capacity[crossing].sum()
         gpus_a = half * a * p
         num_gpus = self.groups * a * p
@@ -135,19 +150,27 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     groups = topology.get("groups", sr.positive_int)
     a = topology.get("switches_per_group", sr.positive_int)
     if topology.has("gpus_per_switch") == topology.has("nodes_per_switch"):
-        raise SpecError(topology.field("gpus_per_switch"), "give exactly one of gpus_per_switch "
-                        "or nodes_per_switch (servers of gpus_per_node GPUs per switch)")
+        raise SpecError(
+            topology.field("gpus_per_switch"),
+            "give exactly one of gpus_per_switch "
+            "or nodes_per_switch (servers of gpus_per_node GPUs per switch)",
+        )
     if topology.has("gpus_per_switch"):
         p = topology.get("gpus_per_switch", sr.positive_int)
     else:
         p = topology.get("nodes_per_switch", sr.positive_int) * common.gpus_per_node
     copies = topology.get("global_links_per_group_pair", sr.positive_int, 1)
     if groups < 2:
-        raise SpecError(topology.field("groups"), f"a dragonfly needs at least 2 groups, got {groups}")
+        raise SpecError(
+            topology.field("groups"), f"a dragonfly needs at least 2 groups, got {groups}"
+        )
     expected = groups * a * p
     if common.num_gpus != expected:
-        raise SpecError("gpus", f"groups x switches_per_group x gpus_per_switch = {groups} x {a} x "
-                        f"{p} = {expected} GPUs, but gpus is {common.num_gpus}")
+        raise SpecError(
+            "gpus",
+            f"groups x switches_per_group x gpus_per_switch = {groups} x {a} x "
+            f"{p} = {expected} GPUs, but gpus is {common.num_gpus}",
+        )
     nic_bw = topology.get("nic_bandwidth", sr.bandwidth)
     local_bw = topology.get("local_bandwidth", sr.bandwidth, nic_bw)
     local_bundle = topology.get("local_links_per_switch_pair", sr.positive_int, 1)
@@ -158,17 +181,20 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     num_gpus = common.num_gpus
     check_build_size(
         num_nodes=num_gpus + groups * a + (num_gpus if common.scale_up else 0),
-        num_links=(4 if common.scale_up else 2) * num_gpus + groups * a * (a - 1)
+        num_links=(4 if common.scale_up else 2) * num_gpus
+        + groups * a * (a - 1)
         + groups * (groups - 1) * copies,
-        what=f"a dragonfly of {groups} groups x {a} switches")
+        what=f"a dragonfly of {groups} groups x {a} switches",
+    )
 
     asm = Assembler()
     gpu = np.arange(num_gpus, dtype=np.int64)
     gpu_node = asm.add_nodes(num_gpus, "gpu", tier=0) + gpu
     scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
     num_switches = groups * a
-    switch_offset = asm.add_nodes(num_switches, "switch", tier=1,
-                                  group=np.arange(num_switches) // a)
+    switch_offset = asm.add_nodes(
+        num_switches, "switch", tier=1, group=np.arange(num_switches) // a
+    )
     nic_up, nic_down = asm.add_cables(gpu_node, switch_offset + gpu // p, nic_bw, nic_lat, "nic")
 
     # Local all-to-all: ordered pairs (i, j), i != j, numbered (G a + i)(a - 1) + j - (j > i).
@@ -178,15 +204,28 @@ def build_dragonfly(topology: sr.Section, common) -> object:
         jj = np.tile(np.arange(a - 1), num_switches)
         i = sw % a
         j = jj + (jj >= i)
-        asm.add_links(switch_offset + sw, switch_offset + (sw - i) + j,
-                      local_bundle * local_bw, local_lat, "local")
+        asm.add_links(
+            switch_offset + sw,
+            switch_offset + (sw - i) + j,
+            local_bundle * local_bw,
+            local_lat,
+            "local",
+        )
 
     links_per_pair = min(copies, a)
     structure = DragonflyStructure(
-        groups=groups, switches_per_group=a, gpus_per_switch=p, copies=copies,
-        links_per_pair=links_per_pair, switch_offset=switch_offset, nic_up_offset=nic_up,
-        nic_down_offset=nic_down, local_offset=local_offset, global_offset=asm.num_links,
-        scale_up=scale_up)
+        groups=groups,
+        switches_per_group=a,
+        gpus_per_switch=p,
+        copies=copies,
+        links_per_pair=links_per_pair,
+        switch_offset=switch_offset,
+        nic_up_offset=nic_up,
+        nic_down_offset=nic_down,
+        local_offset=local_offset,
+        global_offset=asm.num_links,
+        scale_up=scale_up,
+    )
     # Global links A -> B, slot 0..links_per_pair-1, in id order; copies c with the same
     # c mod a share the switch pair and are bundled into slot c mod a.
     src_group = np.repeat(np.arange(groups), groups - 1)
@@ -200,14 +239,24 @@ def build_dragonfly(topology: sr.Section, common) -> object:
     start = asm.add_links(
         switch_offset + A * a + structure.global_switch(A, B, c),
         switch_offset + B * a + structure.global_switch(B, A, c),
-        bundled * global_bw, global_lat, "global")
+        bundled * global_bw,
+        global_lat,
+        "global",
+    )
     assert start == structure.global_offset
 
-    domains = (gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node)
+    domains = gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node
     node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
     if scale_up is not None:  # a domain switch belongs to the group of its first GPU
         first_gpu = np.arange(scale_up.switch_node.size) * common.scale_up.domain_size
         node_groups = ((scale_up.switch_node, first_gpu // (a * p)),)
-    return finish_fabric(asm, common, gpu_node, domains, structure,
-                         group_of_gpu=gpu // (a * p), node_groups=node_groups,
-                         meta={"dragonfly_global_arrangement": "round-robin, remote-group major"})
+    return finish_fabric(
+        asm,
+        common,
+        gpu_node,
+        domains,
+        structure,
+        group_of_gpu=gpu // (a * p),
+        node_groups=node_groups,
+        meta={"dragonfly_global_arrangement": "round-robin, remote-group major"},
+    )

@@ -96,14 +96,21 @@ class Fabric:
         num_links = self.link_src.shape[0]
         for field in ("link_dst", "capacity", "latency", "link_kind_id", "link_up"):
             if getattr(self, field).shape != (num_links,):
-                raise SpecError(field, f"must have shape [{num_links}] like link_src, "
-                                f"got {getattr(self, field).shape}")
+                raise SpecError(
+                    field,
+                    f"must have shape [{num_links}] like link_src, "
+                    f"got {getattr(self, field).shape}",
+                )
         num_nodes = self.node_kind_id.shape[0]
         for field in ("node_tier", "node_group"):
             if getattr(self, field).shape != (num_nodes,):
                 raise SpecError(field, f"must have shape [{num_nodes}] like node_kind_id")
-        if num_links and (self.link_src.min() < 0 or self.link_src.max() >= num_nodes
-                          or self.link_dst.min() < 0 or self.link_dst.max() >= num_nodes):
+        if num_links and (
+            self.link_src.min() < 0
+            or self.link_src.max() >= num_nodes
+            or self.link_dst.min() < 0
+            or self.link_dst.max() >= num_nodes
+        ):
             raise SpecError("link_src/link_dst", f"node ids must lie in 0..{num_nodes - 1}")
         if not np.all(np.isfinite(self.capacity)) or np.any(self.capacity < 0):
             raise SpecError("capacity", "link capacities must be finite and >= 0 bytes/s")
@@ -111,8 +118,11 @@ class Fabric:
             total = self.capacity.sum()
         if not np.isfinite(total):
             # Every capacity is finite but their sum is not: totals and bisection would be inf.
-            raise SpecError("capacity", f"link capacities up to {self.capacity.max():.3g} bytes/s "
-                            "sum beyond float64; a link carries at most ~1e15 bytes/s")
+            raise SpecError(
+                "capacity",
+                f"link capacities up to {self.capacity.max():.3g} bytes/s "
+                "sum beyond float64; a link carries at most ~1e15 bytes/s",
+            )
         if np.any(self.capacity[self.link_up] <= 0):
             raise SpecError("capacity", "working links must have capacity > 0 bytes/s")
         if not np.all(np.isfinite(self.latency)) or np.any(self.latency < 0):
@@ -156,12 +166,21 @@ class Fabric:
     def links_of_kind(self, kind: str) -> np.ndarray:
         """Link ids whose label is ``kind``; raises naming the known kinds otherwise."""
         if kind not in self.link_kinds:
-            raise SpecError("kind", f"unknown link kind {kind!r}; this fabric has {list(self.link_kinds)}")
+            raise SpecError(
+                "kind", f"unknown link kind {kind!r}; this fabric has {list(self.link_kinds)}"
+            )
         return np.flatnonzero(self.link_kind_id == self.link_kinds.index(kind))
 
     # ------------------------------------------------------------------ failures
-    def without(self, links: Iterable[int] | None = None, switches: Iterable[int] | None = None,
-                *, link_kind: str | None = None, fraction: float = 0.0, seed: int = 0) -> Fabric:
+    def without(
+        self,
+        links: Iterable[int] | None = None,
+        switches: Iterable[int] | None = None,
+        *,
+        link_kind: str | None = None,
+        fraction: float = 0.0,
+        seed: int = 0,
+    ) -> Fabric:
         """A copy with links and/or switches failed (both directions of a cable fail together).
 
         Args:
@@ -191,8 +210,9 @@ class Fabric:
             if nodes.size and (nodes.min() < 0 or nodes.max() >= self.num_nodes):
                 raise SpecError("switches", f"node ids must lie in 0..{self.num_nodes - 1}")
             if nodes.size and np.any(self.node_tier[nodes] == 0):
-                raise SpecError("switches", "GPU nodes cannot be failed as switches; "
-                                "fail their links instead")
+                raise SpecError(
+                    "switches", "GPU nodes cannot be failed as switches; fail their links instead"
+                )
             dead = np.zeros(self.num_nodes, dtype=bool)
             dead[nodes] = True
             down |= dead[self.link_src] | dead[self.link_dst]
@@ -201,24 +221,36 @@ class Fabric:
         if fraction:
             if not 0.0 <= fraction <= 1.0:
                 raise SpecError("fraction", f"must lie in [0, 1], got {fraction}")
-            present = [k for k in self.link_kinds if np.any(self.link_kind_id == self.link_kinds.index(k))]
+            present = [
+                k for k in self.link_kinds if np.any(self.link_kind_id == self.link_kinds.index(k))
+            ]
             if link_kind not in present:
-                raise SpecError("link_kind", f"needed with fraction; this fabric has links of kinds "
-                                f"{present} (a Clos labels the cables between tiers t and t+1 with "
-                                f"tier t's name), got {link_kind!r}")
+                raise SpecError(
+                    "link_kind",
+                    f"needed with fraction; this fabric has links of kinds "
+                    f"{present} (a Clos labels the cables between tiers t and t+1 with "
+                    f"tier t's name), got {link_kind!r}",
+                )
             candidates = self.links_of_kind(link_kind)
             # A cable is the link whose src < dst; fail it and its reverse together.
             cables = candidates[self.link_src[candidates] < self.link_dst[candidates]]
             count = int(round(fraction * cables.size))
             if count == 0:
-                raise SpecError("fraction", f"{fraction} of {cables.size} {link_kind} cables rounds "
-                                f"to none; use at least {0.5 / cables.size:.2g}")
+                raise SpecError(
+                    "fraction",
+                    f"{fraction} of {cables.size} {link_kind} cables rounds "
+                    f"to none; use at least {0.5 / cables.size:.2g}",
+                )
             rng = np.random.default_rng(seed)
             down[rng.choice(cables, size=count, replace=False)] = True
         down |= self._reverse_mask(down)
         capacity = np.where(down, 0.0, self.capacity)
-        return dataclasses.replace(self, capacity=capacity, link_up=~down,
-                                   meta={**self.meta, "failed_links": int(down.sum())})
+        return dataclasses.replace(
+            self,
+            capacity=capacity,
+            link_up=~down,
+            meta={**self.meta, "failed_links": int(down.sum())},
+        )
 
     def _reverse_mask(self, mask: np.ndarray) -> np.ndarray:
         """Mark the reverse direction of every marked link (same endpoints, same kind)."""
@@ -236,7 +268,9 @@ class Fabric:
         """A copy with new per-link capacities (bytes/s, shape ``[L]``); failed links stay at 0."""
         capacity = np.asarray(capacity, dtype=np.float64)
         if capacity.shape != self.capacity.shape:
-            raise SpecError("capacity", f"must have shape {self.capacity.shape}, got {capacity.shape}")
+            raise SpecError(
+                "capacity", f"must have shape {self.capacity.shape}, got {capacity.shape}"
+            )
         return dataclasses.replace(self, capacity=np.where(self.link_up, capacity, 0.0))
 
     # ------------------------------------------------------------------ views
@@ -254,19 +288,31 @@ class Fabric:
         graph = nx.MultiDiGraph(name=self.name)
         kinds = self.node_kind
         for node in range(self.num_nodes):
-            graph.add_node(node, kind=kinds[node], tier=int(self.node_tier[node]),
-                           group=int(self.node_group[node]))
+            graph.add_node(
+                node,
+                kind=kinds[node],
+                tier=int(self.node_tier[node]),
+                group=int(self.node_group[node]),
+            )
         link_kind = self.link_kind
         for link in range(self.num_links):
-            graph.add_edge(int(self.link_src[link]), int(self.link_dst[link]), key=link,
-                           link_id=link, capacity=float(self.capacity[link]),
-                           latency=float(self.latency[link]), kind=link_kind[link],
-                           up=bool(self.link_up[link]))
+            graph.add_edge(
+                int(self.link_src[link]),
+                int(self.link_dst[link]),
+                key=link,
+                link_id=link,
+                capacity=float(self.capacity[link]),
+                latency=float(self.latency[link]),
+                kind=link_kind[link],
+                up=bool(self.link_up[link]),
+            )
         return graph
 
     def __repr__(self) -> str:
-        return (f"Fabric(name={self.name!r}, gpus={self.num_gpus}, nodes={self.num_nodes}, "
-                f"links={self.num_links})")
+        return (
+            f"Fabric(name={self.name!r}, gpus={self.num_gpus}, nodes={self.num_nodes}, "
+            f"links={self.num_links})"
+        )
 
 
 def kind_ids(labels: Sequence[str], table: Sequence[str]) -> np.ndarray:

@@ -59,8 +59,11 @@ def _parse_nodes(topology: sr.Section) -> list[tuple[str, str, int, int]]:
             raise SpecError(item.field("kind"), "GPUs are listed under topology.gpus, not nodes")
         tier = item.get("tier", lambda v, f: _integer(v, f, -1, 127), 1)
         if tier == 0:
-            raise SpecError(item.field("tier"), "tier 0 is for GPUs; switches use tier >= 1 "
-                            "(1 = leaf/ToR) or -1 (scale-up switch such as an NVSwitch)")
+            raise SpecError(
+                item.field("tier"),
+                "tier 0 is for GPUs; switches use tier >= 1 "
+                "(1 = leaf/ToR) or -1 (scale-up switch such as an NVSwitch)",
+            )
         group = item.get("group", lambda v, f: _integer(v, f, -1), -1)
         nodes.append((item.get("name", sr.text), kind, tier, group))
     return nodes
@@ -69,8 +72,10 @@ def _parse_nodes(topology: sr.Section) -> list[tuple[str, str, int, int]]:
 def _parse_gpus(topology: sr.Section, num_gpus: int) -> list[tuple[str, int]]:
     raw = topology.raw("gpus")
     if not isinstance(raw, list) or not raw:
-        raise SpecError(topology.field("gpus"), "expected a non-empty list of GPU names or "
-                        "{name, group} mappings, in GPU-index order")
+        raise SpecError(
+            topology.field("gpus"),
+            "expected a non-empty list of GPU names or {name, group} mappings, in GPU-index order",
+        )
     gpus = []
     for i, item in enumerate(raw):
         field = f"{topology.field('gpus')}[{i}]"
@@ -78,11 +83,14 @@ def _parse_gpus(topology: sr.Section, num_gpus: int) -> list[tuple[str, int]]:
             gpus.append((sr.text(item, field), -1))
             continue
         entry = sr.Section(item, field, GPU_KEYS)
-        gpus.append((entry.get("name", sr.text),
-                     entry.get("group", lambda v, f: _integer(v, f, -1), -1)))
+        gpus.append(
+            (entry.get("name", sr.text), entry.get("group", lambda v, f: _integer(v, f, -1), -1))
+        )
     if len(gpus) != num_gpus:
-        raise SpecError(topology.field("gpus"), f"lists {len(gpus)} GPUs but the top-level gpus "
-                        f"is {num_gpus}; they must agree")
+        raise SpecError(
+            topology.field("gpus"),
+            f"lists {len(gpus)} GPUs but the top-level gpus is {num_gpus}; they must agree",
+        )
     return gpus
 
 
@@ -96,7 +104,9 @@ def build_graph(topology: sr.Section, common) -> object:
     nodes = _parse_nodes(topology)
 
     asm = Assembler()
-    gpu_node = asm.add_nodes(len(gpus), "gpu", tier=0, group=[g for _, g in gpus]) + np.arange(len(gpus))
+    gpu_node = asm.add_nodes(len(gpus), "gpu", tier=0, group=[g for _, g in gpus]) + np.arange(
+        len(gpus)
+    )
     scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
     index: dict[str, int] = {}
     for i, (name, _) in enumerate(gpus):
@@ -106,8 +116,10 @@ def build_graph(topology: sr.Section, common) -> object:
     first = asm.num_nodes
     for i, (name, _, _, _) in enumerate(nodes):
         if name in index:
-            raise SpecError(f"{topology.field('nodes')}[{i}].name", f"duplicate name {name!r} "
-                            "(GPU and node names share one namespace)")
+            raise SpecError(
+                f"{topology.field('nodes')}[{i}].name",
+                f"duplicate name {name!r} (GPU and node names share one namespace)",
+            )
         index[name] = first + i
     # Consecutive nodes of one kind and tier go in as one block (ids follow spec order).
     start = 0
@@ -115,8 +127,9 @@ def build_graph(topology: sr.Section, common) -> object:
         stop = start
         while stop < len(nodes) and nodes[stop][1:3] == nodes[start][1:3]:
             stop += 1
-        asm.add_nodes(stop - start, nodes[start][1], nodes[start][2],
-                      group=[n[3] for n in nodes[start:stop]])
+        asm.add_nodes(
+            stop - start, nodes[start][1], nodes[start][2], group=[n[3] for n in nodes[start:stop]]
+        )
         start = stop
 
     cables = _parse_links(topology, defaults, index)
@@ -126,13 +139,17 @@ def build_graph(topology: sr.Section, common) -> object:
         mask = kind_of == kind
         asm.add_cables(a[mask], b[mask], capacity[mask], latency[mask], kind)
 
-    domains = (np.arange(len(gpus)) // common.scale_up.domain_size if scale_up is not None
-               else np.arange(len(gpus)) // common.gpus_per_node)
+    domains = (
+        np.arange(len(gpus)) // common.scale_up.domain_size
+        if scale_up is not None
+        else np.arange(len(gpus)) // common.gpus_per_node
+    )
     return finish_fabric(asm, common, gpu_node, domains, None, meta={"gpu_transit": transit})
 
 
-def _parse_links(topology: sr.Section, defaults: sr.Section | None,
-                 index: dict[str, int]) -> list[tuple[int, int, float, float, str]]:
+def _parse_links(
+    topology: sr.Section, defaults: sr.Section | None, index: dict[str, int]
+) -> list[tuple[int, int, float, float, str]]:
     def default(key: str, parse, fallback):
         return defaults.get(key, parse, fallback) if defaults is not None else fallback
 
@@ -148,21 +165,37 @@ def _parse_links(topology: sr.Section, defaults: sr.Section | None,
             name = item.get(end, sr.text)
             if name not in index:
                 shown = names[:8] + (["..."] if len(names) > 8 else [])
-                raise SpecError(item.field(end), f"unknown node {name!r}; nodes and GPUs are {shown}")
+                raise SpecError(
+                    item.field(end), f"unknown node {name!r}; nodes and GPUs are {shown}"
+                )
             ends.append(index[name])
         if ends[0] == ends[1]:
-            raise SpecError(item.field("b"), f"a cable cannot join node {item.raw('a')!r} to itself")
+            raise SpecError(
+                item.field("b"), f"a cable cannot join node {item.raw('a')!r} to itself"
+            )
         if not item.has("bandwidth") and default_bw is None:
-            raise SpecError(item.field("bandwidth"), "is required (per direction, e.g. 400Gbps), "
-                            "or set topology.defaults.bandwidth")
+            raise SpecError(
+                item.field("bandwidth"),
+                "is required (per direction, e.g. 400Gbps), or set topology.defaults.bandwidth",
+            )
         bandwidth = item.get("bandwidth", sr.bandwidth, default_bw)
         count = item.get("count", sr.positive_int, 1)
         kind = item.get("kind", sr.text, default_kind)
         pair = (min(ends), max(ends), kind)
         if pair in seen:
-            raise SpecError(item.field("b"), f"duplicates the cable of links[{seen[pair]}] (same "
-                            f"ends and kind {kind!r}); use count for parallel cables")
+            raise SpecError(
+                item.field("b"),
+                f"duplicates the cable of links[{seen[pair]}] (same "
+                f"ends and kind {kind!r}); use count for parallel cables",
+            )
         seen[pair] = i
-        cables.append((ends[0], ends[1], count * bandwidth,
-                       item.get("latency", sr.time, default_latency), kind))
+        cables.append(
+            (
+                ends[0],
+                ends[1],
+                count * bandwidth,
+                item.get("latency", sr.time, default_latency),
+                kind,
+            )
+        )
     return cables

@@ -17,8 +17,14 @@ from ..errors import SpecError
 from . import spec_reader as sr
 from .assemble import Assembler
 
-SCALE_UP_KEYS = ("domain_size", "bandwidth_bidirectional", "bandwidth_per_direction",
-                 "latency", "nvls", "name")
+SCALE_UP_KEYS = (
+    "domain_size",
+    "bandwidth_bidirectional",
+    "bandwidth_per_direction",
+    "latency",
+    "nvls",
+    "name",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +40,14 @@ class ScaleUpSpec:
     @classmethod
     def parse(cls, section: sr.Section) -> ScaleUpSpec:
         both = section.has("bandwidth_bidirectional") and section.has("bandwidth_per_direction")
-        if both or not (section.has("bandwidth_bidirectional") or section.has("bandwidth_per_direction")):
-            raise SpecError(section.field("bandwidth_bidirectional"),
-                            "give exactly one of bandwidth_bidirectional (as vendors quote NVLink, "
-                            "e.g. 900GB/s) or bandwidth_per_direction (e.g. 450GB/s)")
+        if both or not (
+            section.has("bandwidth_bidirectional") or section.has("bandwidth_per_direction")
+        ):
+            raise SpecError(
+                section.field("bandwidth_bidirectional"),
+                "give exactly one of bandwidth_bidirectional (as vendors quote NVLink, "
+                "e.g. 900GB/s) or bandwidth_per_direction (e.g. 450GB/s)",
+            )
         if section.has("bandwidth_bidirectional"):
             per_direction = section.get("bandwidth_bidirectional", sr.bandwidth) / 2
         else:
@@ -62,8 +72,10 @@ class ScaleUpLinks:
 
 def gpu_domains(num_gpus: int, domain_size: int) -> np.ndarray:
     if num_gpus % domain_size:
-        raise SpecError("scale_up.domain_size",
-                        f"the GPU count {num_gpus} is not a multiple of domain_size {domain_size}")
+        raise SpecError(
+            "scale_up.domain_size",
+            f"the GPU count {num_gpus} is not a multiple of domain_size {domain_size}",
+        )
     return np.arange(num_gpus, dtype=np.int64) // domain_size
 
 
@@ -73,7 +85,8 @@ def add_scale_up(assembler: Assembler, gpu_node: np.ndarray, spec: ScaleUpSpec) 
     num_domains = gpu_node.size // spec.domain_size
     first = assembler.add_nodes(num_domains, "nvswitch", tier=-1, group=np.arange(num_domains))
     switch_node = first + np.arange(num_domains)
-    up, down = assembler.add_cables(gpu_node, switch_node[domains], spec.bandwidth_Bps,
-                                    spec.latency_s, spec.name)
+    up, down = assembler.add_cables(
+        gpu_node, switch_node[domains], spec.bandwidth_Bps, spec.latency_s, spec.name
+    )
     ids = np.arange(gpu_node.size)
     return ScaleUpLinks(up=up + ids, down=down + ids, switch_node=switch_node)

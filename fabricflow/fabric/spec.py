@@ -38,8 +38,17 @@ from .assemble import Assembler
 from .fabric import Fabric
 from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
 
-TOP_KEYS = ("name", "description", "sources", "assumptions", "gpus", "gpus_per_node", "scale_up",
-            "in_network_reduction", "topology")
+TOP_KEYS = (
+    "name",
+    "description",
+    "sources",
+    "assumptions",
+    "gpus",
+    "gpus_per_node",
+    "scale_up",
+    "in_network_reduction",
+    "topology",
+)
 
 Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
 
@@ -98,15 +107,23 @@ def _build_fabric(spec: dict) -> Fabric:
         },
     )
     if common.num_gpus % common.gpus_per_node:
-        raise SpecError("gpus", f"{common.num_gpus} GPUs is not a multiple of gpus_per_node "
-                        f"({common.gpus_per_node})")
+        raise SpecError(
+            "gpus",
+            f"{common.num_gpus} GPUs is not a multiple of gpus_per_node ({common.gpus_per_node})",
+        )
     return builder(topology, common)
 
 
-def finish_fabric(assembler: Assembler, common: CommonSpec, gpu_node: np.ndarray,
-                  gpu_domain: np.ndarray, structure, group_of_gpu: np.ndarray | None = None,
-                  node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = (),
-                  meta: dict | None = None) -> Fabric:
+def finish_fabric(
+    assembler: Assembler,
+    common: CommonSpec,
+    gpu_node: np.ndarray,
+    gpu_domain: np.ndarray,
+    structure,
+    group_of_gpu: np.ndarray | None = None,
+    node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = (),
+    meta: dict | None = None,
+) -> Fabric:
     """Shared last step of the generators: set node groups and build the Fabric.
 
     ``group_of_gpu`` (int ``[G]``) is the group of each GPU's node; ``node_groups`` are
@@ -116,18 +133,25 @@ def finish_fabric(assembler: Assembler, common: CommonSpec, gpu_node: np.ndarray
     if group_of_gpu is not None:
         node_groups = ((gpu_node, group_of_gpu), *node_groups)
     fabric = assembler.build(
-        common.name, gpu_node=gpu_node, gpu_domain=gpu_domain,
-        gpus_per_node=common.gpus_per_node, structure=structure,
-        meta={**common.meta, "nvls": bool(common.scale_up and common.scale_up.nvls),
-              "in_network_reduction": common.in_network_reduction,
-              "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
-              **(meta or {})},
+        common.name,
+        gpu_node=gpu_node,
+        gpu_domain=gpu_domain,
+        gpus_per_node=common.gpus_per_node,
+        structure=structure,
+        meta={
+            **common.meta,
+            "nvls": bool(common.scale_up and common.scale_up.nvls),
+            "in_network_reduction": common.in_network_reduction,
+            "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
+            **(meta or {}),
+        },
         node_groups=node_groups,
     )
     return fabric
 
 
 # ---------------------------------------------------------------------------- presets
+
 
 def _preset_dir():
     return resources.files("fabricflow") / "topologies"
@@ -139,8 +163,13 @@ def list_presets() -> list[dict]:
     for entry in sorted(_preset_dir().iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
             spec = read_structured(entry, what="fabric")
-            presets.append({"name": entry.name[:-5], "description": spec.get("description", ""),
-                            "gpus": spec.get("gpus")})
+            presets.append(
+                {
+                    "name": entry.name[:-5],
+                    "description": spec.get("description", ""),
+                    "gpus": spec.get("gpus"),
+                }
+            )
     return presets
 
 
@@ -158,8 +187,11 @@ def read_spec(name_or_path: str | Path) -> dict:
         path = _preset_dir() / f"{name_or_path}.yaml"
         if not path.is_file():
             names = [p["name"] for p in list_presets()]
-            raise SpecError("fabric", f"unknown preset {str(name_or_path)!r}; presets: {names} "
-                            "(or give a path to a .yaml spec)")
+            raise SpecError(
+                "fabric",
+                f"unknown preset {str(name_or_path)!r}; presets: {names} "
+                "(or give a path to a .yaml spec)",
+            )
     spec = read_structured(path, what="fabric", syntax="yaml")
     if not isinstance(spec, dict):
         raise SpecError("fabric", f"{name_or_path} must hold a mapping at top level")

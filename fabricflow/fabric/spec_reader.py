@@ -80,8 +80,10 @@ def nonnegative_int(value: Any, field: str) -> int:
 
 def _at_most_max_count(value: int, field: str) -> int:
     if value > MAX_COUNT:
-        raise SpecError(field, f"must be at most {MAX_COUNT:,} (node and link ids are 32-bit), "
-                        f"got {_short(value)}")
+        raise SpecError(
+            field,
+            f"must be at most {MAX_COUNT:,} (node and link ids are 32-bit), got {_short(value)}",
+        )
     return int(value)
 
 
@@ -99,10 +101,14 @@ def ratio_at_least_one(value: Any, field: str) -> float:
         try:
             a, b = float(left), float(right)
         except ValueError:
-            raise SpecError(field, f"cannot read ratio {value!r}; write e.g. 3, '3:1' or '1:1'") from None
+            raise SpecError(
+                field, f"cannot read ratio {value!r}; write e.g. 3, '3:1' or '1:1'"
+            ) from None
         if a < b:
-            raise SpecError(field, f"write oversubscription as down:up with down >= up "
-                            f"(e.g. '3:1'), got {value!r}")
+            raise SpecError(
+                field,
+                f"write oversubscription as down:up with down >= up (e.g. '3:1'), got {value!r}",
+            )
         number = a / b if b > 0 else math.inf
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         number = float(value)

@@ -43,14 +43,16 @@ def _fabric_summary(fabric) -> dict:
         leaving = up & (src_tier == tier)
         down_cap = fabric.capacity[leaving & (dst_tier < tier) & (dst_tier >= 0)].sum()
         up_cap = fabric.capacity[leaving & (dst_tier > tier)].sum()
-        tiers.append({
-            "name": str(kinds[switches[0]]),
-            "tier": int(tier),
-            "switches": int(switches.size),
-            "oversubscription": float(down_cap / up_cap) if up_cap > 0 else None,
-            "down_capacity_Bps": float(down_cap),
-            "up_capacity_Bps": float(up_cap),
-        })
+        tiers.append(
+            {
+                "name": str(kinds[switches[0]]),
+                "tier": int(tier),
+                "switches": int(switches.size),
+                "oversubscription": float(down_cap / up_cap) if up_cap > 0 else None,
+                "down_capacity_Bps": float(down_cap),
+                "up_capacity_Bps": float(up_cap),
+            }
+        )
     links_per_kind = {}
     capacity_per_kind = {}
     for kind_id, kind in enumerate(fabric.link_kinds):
@@ -73,7 +75,7 @@ def _fabric_summary(fabric) -> dict:
         "tiers": tiers,
         "bisection_bandwidth_Bps": bisection_bandwidth(fabric),
         "bisection_definition": "min cut, one direction, between the halves of the GPUs "
-                                "(natural halving of the topology), scale-out links only",
+        "(natural halving of the topology), scale-out links only",
     }
 
 
@@ -85,8 +87,9 @@ def bisection_bandwidth(fabric) -> float:
     return max_flow_between(fabric, half, ~half, scale_out_only=True)
 
 
-def max_flow_between(fabric, side_a: np.ndarray, side_b: np.ndarray, *,
-                     scale_out_only: bool = True) -> float:
+def max_flow_between(
+    fabric, side_a: np.ndarray, side_b: np.ndarray, *, scale_out_only: bool = True
+) -> float:
     """Max flow (bytes/s) from the GPUs in ``side_a`` to those in ``side_b`` (bool ``[G]``).
 
     scipy's max-flow works on int32 capacities, so capacities are expressed in a unit:
@@ -100,8 +103,10 @@ def max_flow_between(fabric, side_a: np.ndarray, side_b: np.ndarray, *,
     from scipy.sparse.csgraph import maximum_flow
 
     if fabric.num_links > MAX_FLOW_LINK_LIMIT:
-        raise MemoryBudgetError(f"max-flow over {fabric.num_links:,} links is too large "
-                                f"(limit {MAX_FLOW_LINK_LIMIT:,}); use a structured generator")
+        raise MemoryBudgetError(
+            f"max-flow over {fabric.num_links:,} links is too large "
+            f"(limit {MAX_FLOW_LINK_LIMIT:,}); use a structured generator"
+        )
     keep = fabric.link_up.copy()
     if scale_out_only:
         tier = fabric.node_tier
@@ -113,10 +118,12 @@ def max_flow_between(fabric, side_a: np.ndarray, side_b: np.ndarray, *,
     receives = np.bincount(fabric.link_dst, weights=capacity, minlength=n)[fabric.gpu_node]
     total = capacity.sum() + sends.sum() + receives.sum()
     unit = _integer_unit(np.concatenate([capacity, sends, receives]), total)
-    rows = np.concatenate([fabric.link_src[keep], np.full(int(side_a.sum()), source),
-                           fabric.gpu_node[side_b]])
-    cols = np.concatenate([fabric.link_dst[keep], fabric.gpu_node[side_a],
-                           np.full(int(side_b.sum()), sink)])
+    rows = np.concatenate(
+        [fabric.link_src[keep], np.full(int(side_a.sum()), source), fabric.gpu_node[side_b]]
+    )
+    cols = np.concatenate(
+        [fabric.link_dst[keep], fabric.gpu_node[side_a], np.full(int(side_b.sum()), sink)]
+    )
     caps = np.concatenate([capacity[keep], sends[side_a], receives[side_b]])
     caps = np.round(caps / unit).astype(np.int64)
     # csr_matrix sums duplicate (parallel) edges, which is right for max-flow.

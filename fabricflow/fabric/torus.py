@@ -86,8 +86,11 @@ def _per_dimension(section: sr.Section, key: str, parse, count: int, default) ->
     value = section.raw(key)
     if isinstance(value, list):
         if len(value) != count:
-            raise SpecError(section.field(key), f"give one value or a list of {count} (one per "
-                            f"dimension of dims), got {len(value)} values")
+            raise SpecError(
+                section.field(key),
+                f"give one value or a list of {count} (one per "
+                f"dimension of dims), got {len(value)} values",
+            )
         return [parse(v, f"{section.field(key)}[{i}]") for i, v in enumerate(value)]
     return [parse(value, section.field(key))] * count
 
@@ -98,26 +101,40 @@ def build_torus(topology: sr.Section, common) -> object:
 
     dims_raw = topology.raw("dims")
     if not isinstance(dims_raw, list) or not 1 <= len(dims_raw) <= MAX_DIMS:
-        raise SpecError(topology.field("dims"), f"expected a list of 1 to {MAX_DIMS} ring sizes "
-                        f"such as [16, 16, 16], got {dims_raw!r}")
-    dims = np.asarray([sr.positive_int(v, f"{topology.field('dims')}[{i}]")
-                       for i, v in enumerate(dims_raw)], np.int64)
+        raise SpecError(
+            topology.field("dims"),
+            f"expected a list of 1 to {MAX_DIMS} ring sizes such as [16, 16, 16], got {dims_raw!r}",
+        )
+    dims = np.asarray(
+        [sr.positive_int(v, f"{topology.field('dims')}[{i}]") for i, v in enumerate(dims_raw)],
+        np.int64,
+    )
     count = len(dims)
     wrap = np.asarray(_per_dimension(topology, "wraparound", sr.boolean, count, True))
     bandwidth = _per_dimension(topology, "link_bandwidth", sr.bandwidth, count, None)
     if bandwidth[0] is None:
-        raise SpecError(topology.field("link_bandwidth"), "is required (per cable per "
-                        "direction, e.g. 50GB/s; one value or one per dimension)")
+        raise SpecError(
+            topology.field("link_bandwidth"),
+            "is required (per cable per direction, e.g. 50GB/s; one value or one per dimension)",
+        )
     latency = topology.get("latency", sr.time, 0.5e-6)
-    num = math.prod(int(d) for d in dims)   # Python ints: no int64 wrap-around
+    num = math.prod(int(d) for d in dims)  # Python ints: no int64 wrap-around
     if common.num_gpus != num:
-        raise SpecError("gpus", f"a torus of dims {dims.tolist()} has {num} chips, but gpus is "
-                        f"{common.num_gpus}; make gpus the product of dims")
+        raise SpecError(
+            "gpus",
+            f"a torus of dims {dims.tolist()} has {num} chips, but gpus is "
+            f"{common.num_gpus}; make gpus the product of dims",
+        )
     if common.scale_up is not None:
-        raise SpecError("scale_up", "not supported with topology.type torus: the chips are "
-                        "joined directly by the torus links; remove scale_up")
+        raise SpecError(
+            "scale_up",
+            "not supported with topology.type torus: the chips are "
+            "joined directly by the torus links; remove scale_up",
+        )
 
-    check_build_size(num_nodes=num, num_links=2 * num * count, what=f"a torus of dims {dims.tolist()}")
+    check_build_size(
+        num_nodes=num, num_links=2 * num * count, what=f"a torus of dims {dims.tolist()}"
+    )
     strides = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
     node = np.arange(num, dtype=np.int64)
     coords = (node[:, None] // strides[None, :]) % dims[None, :]
@@ -135,9 +152,16 @@ def build_torus(topology: sr.Section, common) -> object:
         step_link[d, 0, a] = start_ab + np.arange(a.size)
         step_link[d, 1, b] = start_ba + np.arange(a.size)
 
-    structure = TorusStructure(dims=dims, ring=ring, strides=strides, step_link=step_link,
-                               coords=coords)
+    structure = TorusStructure(
+        dims=dims, ring=ring, strides=strides, step_link=step_link, coords=coords
+    )
     # A group is a host's chips; chips forward traffic (the generic router may use them).
-    return finish_fabric(asm, common, gpu_node, node // common.gpus_per_node, structure,
-                         node_groups=((node, node // common.gpus_per_node),),
-                         meta={"gpu_transit": True, "torus_dims": dims.tolist()})
+    return finish_fabric(
+        asm,
+        common,
+        gpu_node,
+        node // common.gpus_per_node,
+        structure,
+        node_groups=((node, node // common.gpus_per_node),),
+        meta={"gpu_transit": True, "torus_dims": dims.tolist()},
+    )

@@ -42,12 +42,22 @@ REDRAWS = 24
 SPRAY_MAX_ENTRIES = 64_000_000
 
 
-def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0,
-               k: int = 4, pxn: bool = False) -> Routes:
+def route_clos(
+    fabric,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    policy: str = "ecmp",
+    seed: int = 0,
+    k: int = 4,
+    pxn: bool = False,
+) -> Routes:
     """Route on a Clos; see the module docstring. ``k``: paths per flow for ``multipath``;
     ``pxn``: relay cross-rail traffic over NVLink to the destination's rail first."""
     if policy not in POLICIES:
-        raise SpecError("policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}")
+        raise SpecError(
+            "policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}"
+        )
     st: ClosStructure = fabric.structure
     if pxn:
         return _route_pxn(fabric, st, src, dst, policy=policy, seed=seed, k=k)
@@ -64,7 +74,8 @@ def route_clos(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp"
                 f"multipath routing of {src.shape[0]:,} flows over k={k} paths needs {entries:,} "
                 f"route entries (~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while "
                 "merging), over the limit of "
-                f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time")
+                f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time"
+            )
         # Salts of different paths live in disjoint ranges (REDRAWS x 64 < 1e6).
         paths = [_single_paths(fabric, st, src, dst, key, draw=1_000_003 * j) for j in range(k)]
         links = np.concatenate(paths, axis=1)
@@ -138,10 +149,18 @@ def _single_paths(fabric, st: ClosStructure, src, dst, key, draw: int) -> np.nda
         links[pending[ok]] = candidate[ok]
         pending = pending[~ok]
     if pending.size:
-        links[pending] = _enumerate_surviving(fabric, st, s[pending], t[pending], top[pending],
-                                              key[pending], src[pending], dst[pending])
+        links[pending] = _enumerate_surviving(
+            fabric,
+            st,
+            s[pending],
+            t[pending],
+            top[pending],
+            key[pending],
+            src[pending],
+            dst[pending],
+        )
     used = int((links >= 0).sum(axis=1).max(initial=2))
-    return links[:, :max(used, 2)].astype(np.int32)
+    return links[:, : max(used, 2)].astype(np.int32)
 
 
 def _combo_choices(st: ClosStructure, combo: np.ndarray, top: np.ndarray):
@@ -168,8 +187,9 @@ def _enumerate_surviving(fabric, st, s, t, top, key, src, dst) -> np.ndarray:
         alive[:, combo] = exists & all_links_up(fabric, _paths_for_choices(st, s, t, top, plane, b))
     count = alive.sum(axis=1)
     if np.any(count == 0):
-        raise unreachable_error(src, dst, count == 0,
-                                "on this Clos: every equal-cost path crosses a failed link")
+        raise unreachable_error(
+            src, dst, count == 0, "on this Clos: every equal-cost path crosses a failed link"
+        )
     pick = hashing.choose(key, 7919, np.maximum(count, 1))
     combo = np.argmax(np.cumsum(alive, axis=1) > pick[:, None], axis=1)
     plane, b = _combo_choices(st, combo, top)
@@ -194,9 +214,13 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
         raise MemoryBudgetError(
             f"spray routing of {num} flows over up to {most} paths needs {entries:,} route entries "
             f"(~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while merging), over the limit "
-            f"of {SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths")
-    check_memory(entries * MERGE_BYTES_PER_ENTRY, f"spray routing of {num:,} flows over up to "
-                 f"{most} paths", hint="route fewer flows or use policy='multipath' with k paths")
+            f"of {SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths"
+        )
+    check_memory(
+        entries * MERGE_BYTES_PER_ENTRY,
+        f"spray routing of {num:,} flows over up to {most} paths",
+        hint="route fewer flows or use policy='multipath' with k paths",
+    )
     links = np.full((num, most, 2 * st.levels), -1, np.int64)
     alive = np.zeros((num, most), bool)
     for combo in range(most):
@@ -212,8 +236,9 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
         alive[local, 0] = True
     count = alive.sum(axis=1)
     if np.any(count == 0):
-        raise unreachable_error(src, dst, count == 0,
-                                "on this Clos: every equal-cost path crosses a failed link")
+        raise unreachable_error(
+            src, dst, count == 0, "on this Clos: every equal-cost path crosses a failed link"
+        )
     coef = np.where(links >= 0, (1.0 / np.maximum(count, 1))[:, None, None], 0.0)
     links, coef = merge_row_entries(links.reshape(num, -1), coef.reshape(num, -1))
     if not np.all(np.isfinite(coef)):
@@ -226,8 +251,11 @@ def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Route
     if st.scale_up is None:
         raise SpecError("pxn", "PXN needs a scale-up (NVLink) domain; this fabric has none")
     if st.attachment != "rail":
-        raise SpecError("pxn", "PXN relays traffic to the destination's rail; this fabric has "
-                        f"attachment {st.attachment!r}, where it would only add NVLink hops")
+        raise SpecError(
+            "pxn",
+            "PXN relays traffic to the destination's rail; this fabric has "
+            f"attachment {st.attachment!r}, where it would only add NVLink hops",
+        )
     per_node = fabric.gpus_per_node
     proxy = src - src % per_node + dst % per_node
     relay = (proxy != src) & (fabric.gpu_domain[src] != fabric.gpu_domain[dst])
@@ -249,5 +277,11 @@ def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Route
     if coef is not None:
         coef = np.take_along_axis(coef, order, axis=1)
     used = int((links >= 0).sum(axis=1).max(initial=2))
-    return Routes(links[:, :used], None if coef is None else coef[:, :used], src, dst,
-                  fabric.num_links, policy + "+pxn")
+    return Routes(
+        links[:, :used],
+        None if coef is None else coef[:, :used],
+        src,
+        dst,
+        fabric.num_links,
+        policy + "+pxn",
+    )

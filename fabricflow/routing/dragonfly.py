@@ -40,12 +40,14 @@ WIDTH = 7
 REDRAWS = 16
 
 
-def route_dragonfly(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
-                    seed: int = 0) -> Routes:
+def route_dragonfly(
+    fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0
+) -> Routes:
     """Route GPU pairs on a dragonfly; see the module docstring for the policies."""
     if policy not in POLICIES:
-        raise SpecError("policy", f"unknown policy {policy!r} for a dragonfly fabric; "
-                        f"one of {list(POLICIES)}")
+        raise SpecError(
+            "policy", f"unknown policy {policy!r} for a dragonfly fabric; one of {list(POLICIES)}"
+        )
     st: DragonflyStructure = fabric.structure
     key = hashing.flow_key(src, dst, seed)
     links = _paths(fabric, st, src, dst, key, policy, attempt=0)
@@ -53,10 +55,17 @@ def route_dragonfly(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "
     def other_path(pending: np.ndarray, attempt: int) -> np.ndarray:
         return _paths(fabric, st, src[pending], dst[pending], key[pending], policy, attempt)
 
-    links = redraw_then_detour(fabric, links, src, dst, key,
-                               attempts=st.copies if policy != "valiant" else REDRAWS,
-                               redraw=other_path, min_width=2,
-                               why="on this dragonfly: failures cut every working path")
+    links = redraw_then_detour(
+        fabric,
+        links,
+        src,
+        dst,
+        key,
+        attempts=st.copies if policy != "valiant" else REDRAWS,
+        redraw=other_path,
+        min_width=2,
+        why="on this dragonfly: failures cut every working path",
+    )
     return Routes(links, None, src, dst, fabric.num_links, policy)
 
 
@@ -91,8 +100,16 @@ def _paths(fabric, st: DragonflyStructure, src, dst, key, policy: str, attempt: 
         _last_local(st, cols, other, gt[other], land, lt[other], column=5)
     else:
         # Valiant with 2 groups has no intermediate group: it is minimal routing.
-        copy = _pick_copy(st, key[other], gs[other], gt[other], ls[other], lt[other],
-                          "minimal" if policy == "valiant" else policy, attempt)
+        copy = _pick_copy(
+            st,
+            key[other],
+            gs[other],
+            gt[other],
+            ls[other],
+            lt[other],
+            "minimal" if policy == "valiant" else policy,
+            attempt,
+        )
         land = _group_hop(st, cols, other, gs[other], gt[other], ls[other], copy, first=1)
         _last_local(st, cols, other, gt[other], land, lt[other], column=3)
 
@@ -110,8 +127,9 @@ def _pick_copy(st, key, gs, gt, ls, lt, policy, attempt) -> np.ndarray:
     if policy == "minimal" or k == 1:
         return (hashing.choose(key, 7, k) + attempt) % k
     copies = np.arange(k)[None, :]
-    local_hops = ((st.global_switch(gs[:, None], gt[:, None], copies) != ls[:, None]).astype(np.int64)
-                  + (st.global_switch(gt[:, None], gs[:, None], copies) != lt[:, None]))
+    local_hops = (st.global_switch(gs[:, None], gt[:, None], copies) != ls[:, None]).astype(
+        np.int64
+    ) + (st.global_switch(gt[:, None], gs[:, None], copies) != lt[:, None])
     best = local_hops == local_hops.min(axis=1, keepdims=True)
     count = best.sum(axis=1)
     # attempt 0: hash among the best copies; later attempts: the other copies in rotation.

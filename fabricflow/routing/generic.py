@@ -47,8 +47,9 @@ WALK_BLOCK_ENTRIES = 4_000_000  # candidate links examined at once: flows x max 
 _UNREACHED = np.iinfo(np.int32).max
 
 
-def route_generic(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
-                  seed: int = 0) -> Routes:
+def route_generic(
+    fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0
+) -> Routes:
     """Shortest-path routes with per-hop ECMP over the working links of any fabric.
 
     Args:
@@ -65,15 +66,25 @@ def route_generic(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ec
         MemoryBudgetError: the fabric and destination set exceed :data:`GENERIC_MAX_WORK`.
     """
     if policy not in POLICIES:
-        raise SpecError("policy", f"unknown policy {policy!r} for the generic shortest-path "
-                        f"router (fabrics without a structured router); one of {list(POLICIES)}")
+        raise SpecError(
+            "policy",
+            f"unknown policy {policy!r} for the generic shortest-path "
+            f"router (fabrics without a structured router); one of {list(POLICIES)}",
+        )
     key = hashing.flow_key(src, dst, seed)
     local, local_links = scale_up_paths(fabric, src, dst)
     rest = np.flatnonzero(~local)
-    walked = shortest_path_links(fabric, fabric.gpu_node[src[rest]], fabric.gpu_node[dst[rest]],
-                                 key[rest], src_gpu=src, dst_gpu=dst, flow_index=rest)
+    walked = shortest_path_links(
+        fabric,
+        fabric.gpu_node[src[rest]],
+        fabric.gpu_node[dst[rest]],
+        key[rest],
+        src_gpu=src,
+        dst_gpu=dst,
+        flow_index=rest,
+    )
     links = np.full((src.shape[0], max(walked.shape[1], 2 if local.any() else 1)), -1, np.int32)
-    links[rest, :walked.shape[1]] = walked
+    links[rest, : walked.shape[1]] = walked
     if local.any():
         links[local, :2] = local_links[local]
     return Routes(links, None, src, dst, fabric.num_links, policy)
@@ -102,7 +113,7 @@ def scale_up_paths(fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray
     up_of_gpu[gpu_of_node[fabric.link_src[up_ids]]] = up_ids
     down_of_gpu[gpu_of_node[fabric.link_dst[down_ids]]] = down_ids
     up, down = up_of_gpu[src], down_of_gpu[dst]
-    local = ((fabric.gpu_domain[src] == fabric.gpu_domain[dst]) & (up >= 0) & (down >= 0))
+    local = (fabric.gpu_domain[src] == fabric.gpu_domain[dst]) & (up >= 0) & (down >= 0)
     local &= fabric.link_dst[np.maximum(up, 0)] == fabric.link_src[np.maximum(down, 0)]
     paths[local, 0], paths[local, 1] = up[local], down[local]
     return local, paths
@@ -116,10 +127,17 @@ def gpu_transit(fabric) -> bool:
     return bool(value)
 
 
-def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key: np.ndarray, *,
-                        src_gpu: np.ndarray, dst_gpu: np.ndarray,
-                        flow_index: np.ndarray | None = None,
-                        why: str = "over the working links") -> np.ndarray:
+def shortest_path_links(
+    fabric,
+    src_node: np.ndarray,
+    dst_node: np.ndarray,
+    key: np.ndarray,
+    *,
+    src_gpu: np.ndarray,
+    dst_gpu: np.ndarray,
+    flow_index: np.ndarray | None = None,
+    why: str = "over the working links",
+) -> np.ndarray:
     """Minimal-hop walks ``src_node[f] -> dst_node[f]``; int32 ``[F, H]``, ``-1`` padded.
 
     ``key`` (uint64 ``[F]``, from :func:`hashing.flow_key`) drives the per-hop choices.
@@ -136,7 +154,8 @@ def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key:
             f"generic shortest-path routing to {targets.size:,} destination nodes on a fabric of "
             f"{fabric.num_nodes:,} nodes and {fabric.num_links:,} links needs ~{work:.2g} "
             f"breadth-first-search steps, over the limit of {GENERIC_MAX_WORK:.0e}; use a "
-            "structured generator (clos, torus, dragonfly) or route fewer destinations")
+            "structured generator (clos, torus, dragonfly) or route fewer destinations"
+        )
     graph = _Graph(fabric)
     block = max(1, DIST_BLOCK_ENTRIES // max(fabric.num_nodes, 1))
     paths = np.full((num_flows, 1), -1, np.int64)
@@ -147,13 +166,14 @@ def shortest_path_links(fabric, src_node: np.ndarray, dst_node: np.ndarray, key:
         if lo == hi:
             continue
         flows = order[lo:hi]
-        dist = graph.distances_to(targets[index * block:(index + 1) * block])
+        dist = graph.distances_to(targets[index * block : (index + 1) * block])
         rows = target_of_flow[flows] - index * block
         walked, bad = graph.walk(src_node[flows], dst_node[flows], rows, dist, key[flows])
         if walked.shape[1] > paths.shape[1]:
-            paths = np.pad(paths, ((0, 0), (0, walked.shape[1] - paths.shape[1])),
-                           constant_values=-1)
-        paths[flows, :walked.shape[1]] = walked
+            paths = np.pad(
+                paths, ((0, 0), (0, walked.shape[1] - paths.shape[1])), constant_values=-1
+            )
+        paths[flows, : walked.shape[1]] = walked
         unreachable[flows] = bad
     if unreachable.any():
         bad = unreachable
@@ -186,8 +206,10 @@ class _Graph:
         n = fabric.num_nodes
         # Reversed graph: an edge v -> u for every link u -> v, so BFS from a destination
         # gives the hop count from every node to it.
-        self.reverse = csr_matrix((np.ones(keep.size, np.int8),
-                                   (fabric.link_dst[keep], fabric.link_src[keep])), shape=(n, n))
+        self.reverse = csr_matrix(
+            (np.ones(keep.size, np.int8), (fabric.link_dst[keep], fabric.link_src[keep])),
+            shape=(n, n),
+        )
 
     def distances_to(self, targets: np.ndarray) -> np.ndarray:
         """int32 ``[len(targets), N]`` hop counts to each target (``_UNREACHED`` if none)."""
@@ -203,14 +225,22 @@ class _Graph:
         step_block = max(1, WALK_BLOCK_ENTRIES // max(self.max_degree, 1))
         parts, bad = [], np.zeros(num, bool)
         for lo in range(0, num, step_block):
-            part, part_bad = self._walk_block(src[lo:lo + step_block], dst[lo:lo + step_block],
-                                              rows[lo:lo + step_block], dist,
-                                              key[lo:lo + step_block])
+            part, part_bad = self._walk_block(
+                src[lo : lo + step_block],
+                dst[lo : lo + step_block],
+                rows[lo : lo + step_block],
+                dist,
+                key[lo : lo + step_block],
+            )
             parts.append(part)
-            bad[lo:lo + step_block] = part_bad
+            bad[lo : lo + step_block] = part_bad
         width = max(p.shape[1] for p in parts)
-        return (np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1)
-                                for p in parts]), bad)
+        return (
+            np.concatenate(
+                [np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1) for p in parts]
+            ),
+            bad,
+        )
 
     def _walk_block(self, src, dst, rows, dist, key) -> tuple[np.ndarray, np.ndarray]:
         fabric = self.fabric
@@ -227,8 +257,9 @@ class _Graph:
                 break
             here = cur[ids]
             valid = offsets[None, :] < self.degree[here][:, None]
-            slot = np.minimum(self.indptr[here][:, None] + offsets[None, :],
-                              max(self.out_links.size - 1, 0))
+            slot = np.minimum(
+                self.indptr[here][:, None] + offsets[None, :], max(self.out_links.size - 1, 0)
+            )
             cand = self.out_links[slot] if self.out_links.size else np.zeros_like(slot)
             far = fabric.link_dst[cand]
             cand_dist = np.where(valid, dist[rows[ids][:, None], far], _UNREACHED)

@@ -19,10 +19,18 @@ def all_links_up(fabric, links: np.ndarray) -> np.ndarray:
     return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)
 
 
-def redraw_then_detour(fabric, links: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                       key: np.ndarray, *, attempts: int,
-                       redraw: Callable[[np.ndarray, int], np.ndarray], why: str,
-                       min_width: int = 1) -> np.ndarray:
+def redraw_then_detour(
+    fabric,
+    links: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    key: np.ndarray,
+    *,
+    attempts: int,
+    redraw: Callable[[np.ndarray, int], np.ndarray],
+    why: str,
+    min_width: int = 1,
+) -> np.ndarray:
     """Replace the rows of ``links`` that cross a failed link; returns the new links.
 
     Args:
@@ -54,11 +62,19 @@ def redraw_then_detour(fabric, links: np.ndarray, src: np.ndarray, dst: np.ndarr
         pending = pending[~ok]
     if pending.size:
         s_node, t_node = fabric.gpu_node[src[pending]], fabric.gpu_node[dst[pending]]
-        detour = shortest_path_links(fabric, s_node, t_node, key[pending], src_gpu=src,
-                                     dst_gpu=dst, flow_index=pending, why=why)
+        detour = shortest_path_links(
+            fabric,
+            s_node,
+            t_node,
+            key[pending],
+            src_gpu=src,
+            dst_gpu=dst,
+            flow_index=pending,
+            why=why,
+        )
         width = max(links.shape[1], detour.shape[1])
         links = np.pad(links, ((0, 0), (0, width - links.shape[1])), constant_values=-1)
         links[pending] = -1
-        links[pending, :detour.shape[1]] = detour
+        links[pending, : detour.shape[1]] = detour
     used = int((links >= 0).sum(axis=1).max(initial=min_width))
-    return links[:, :max(used, min_width)]
+    return links[:, : max(used, min_width)]

@@ -35,5 +35,7 @@ def merge_row_entries(links: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, 
     out_coef = np.bincount(flat, weights=sorted_coef[valid], minlength=num_flows * out_width)
     out_links = np.full(num_flows * out_width, -1, dtype=np.int64)
     out_links[flat] = sorted_links[valid]
-    return (out_links.reshape(num_flows, out_width).astype(np.int32),
-            out_coef.reshape(num_flows, out_width).astype(np.float32))
+    return (
+        out_links.reshape(num_flows, out_width).astype(np.int32),
+        out_coef.reshape(num_flows, out_width).astype(np.float32),
+    )

@@ -86,16 +86,22 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         kind = type(fabric.structure).__name__ if fabric.structure is not None else "a generic"
-        raise SpecError(unknown[0], f"unknown routing option(s) {unknown} for {kind} fabric; "
-                        f"accepted: {list(accepted) or 'none'}")
-    check_memory(route_bytes(fabric, src_arr.shape[0], policy, options),
-                 f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",
-                 hint="route fewer flows at a time")
+        raise SpecError(
+            unknown[0],
+            f"unknown routing option(s) {unknown} for {kind} fabric; "
+            f"accepted: {list(accepted) or 'none'}",
+        )
+    check_memory(
+        route_bytes(fabric, src_arr.shape[0], policy, options),
+        f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",
+        hint="route fewer flows at a time",
+    )
     try:
         return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
     except MemoryError as error:
-        raise out_of_memory(error, f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric "
-                            f"{fabric.name!r}") from error
+        raise out_of_memory(
+            error, f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}"
+        ) from error
 
 
 def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> int:
@@ -110,13 +116,13 @@ def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> i
 
     structure = fabric.structure
     width, per_entry = GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
-    if isinstance(structure, ClosStructure):         # up and down, per path
+    if isinstance(structure, ClosStructure):  # up and down, per path
         width = 2 * int(structure.levels) + 2 * bool(options.get("pxn"))
         if policy == "multipath":
             k = options.get("k", 4)
             width *= int(k) if isinstance(k, (int, np.integer)) and k > 0 else 1
             per_entry = MERGE_BYTES_PER_ENTRY
-    elif isinstance(structure, TorusStructure):      # the longest minimal path
+    elif isinstance(structure, TorusStructure):  # the longest minimal path
         width = max(int(structure.max_hops), 1)
     elif isinstance(structure, DragonflyStructure):  # at most 7 links (valiant)
         width = 7
@@ -134,19 +140,26 @@ def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray
             raise SpecError(name, f"must hold integer GPU indices, got dtype {arr.dtype}")
         if arr.size and (arr.min() < 0 or arr.max() >= fabric.num_gpus):
             bad = int(np.flatnonzero((arr < 0) | (arr >= fabric.num_gpus))[0])
-            raise SpecError(name, f"GPU indices must lie in 0..{fabric.num_gpus - 1}; "
-                            f"flow {bad} has {int(arr[bad])}")
+            raise SpecError(
+                name,
+                f"GPU indices must lie in 0..{fabric.num_gpus - 1}; flow {bad} has {int(arr[bad])}",
+            )
     if src_arr.shape != dst_arr.shape:
         raise SpecError("dst", f"shape {dst_arr.shape} differs from src shape {src_arr.shape}")
     same = np.flatnonzero(src_arr == dst_arr)
     if same.size:
-        raise SpecError("dst", f"{same.size} flow(s) have src == dst (e.g. flow {int(same[0])}, "
-                        f"GPU {int(src_arr[same[0]])}); a GPU does not send to itself over the fabric")
+        raise SpecError(
+            "dst",
+            f"{same.size} flow(s) have src == dst (e.g. flow {int(same[0])}, "
+            f"GPU {int(src_arr[same[0]])}); a GPU does not send to itself over the fabric",
+        )
     return src_arr.astype(np.int64), dst_arr.astype(np.int64)
 
 
 def unreachable_error(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, why: str) -> RoutingError:
     """A RoutingError that gives the count of unreachable flows and one example."""
     first = int(np.flatnonzero(bad)[0])
-    return RoutingError(f"{int(bad.sum())} flow(s) unreachable {why}; e.g. flow {first}: "
-                        f"GPU {int(src[first])} -> GPU {int(dst[first])}")
+    return RoutingError(
+        f"{int(bad.sum())} flow(s) unreachable {why}; e.g. flow {first}: "
+        f"GPU {int(src[first])} -> GPU {int(dst[first])}"
+    )

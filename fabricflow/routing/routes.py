@@ -57,13 +57,19 @@ class Routes:
         if self.coef is not None:
             object.__setattr__(self, "coef", np.ascontiguousarray(self.coef, dtype=np.float32))
             if self.coef.shape != self.links.shape:
-                raise SpecError("coef", f"shape {self.coef.shape} differs from links shape "
-                                f"{self.links.shape}; coef must be [F, H] like links")
+                raise SpecError(
+                    "coef",
+                    f"shape {self.coef.shape} differs from links shape "
+                    f"{self.links.shape}; coef must be [F, H] like links",
+                )
         if self.links.ndim != 2:
             raise SpecError("links", f"must be [F, H] (flows x hops), got shape {self.links.shape}")
         if self.links.size and (self.links.min() < -1 or self.links.max() >= self.num_links):
-            raise SpecError("links", f"link ids must lie in 0..{self.num_links - 1} (-1 = "
-                            f"padding), got {self.links.min()}..{self.links.max()}")
+            raise SpecError(
+                "links",
+                f"link ids must lie in 0..{self.num_links - 1} (-1 = "
+                f"padding), got {self.links.min()}..{self.links.max()}",
+            )
 
     @property
     def num_flows(self) -> int:
@@ -108,12 +114,18 @@ class Routes:
         from jax.experimental import sparse
 
         flow_ids, hop_ids = np.nonzero(self.links >= 0)
-        data = (np.ones(flow_ids.size, dtype=np.float32) if self.coef is None
-                else self.coef[flow_ids, hop_ids])
+        data = (
+            np.ones(flow_ids.size, dtype=np.float32)
+            if self.coef is None
+            else self.coef[flow_ids, hop_ids]
+        )
         indices = np.stack([self.links[flow_ids, hop_ids], flow_ids], axis=1).astype(np.int32)
-        return sparse.BCOO((jnp.asarray(data), jnp.asarray(indices)),
-                           shape=(self.num_links, self.num_flows))
+        return sparse.BCOO(
+            (jnp.asarray(data), jnp.asarray(indices)), shape=(self.num_links, self.num_flows)
+        )
 
     def __repr__(self) -> str:
-        return (f"Routes(flows={self.num_flows}, max_hops={self.max_hops}, policy={self.policy!r}, "
-                f"multipath={self.coef is not None})")
+        return (
+            f"Routes(flows={self.num_flows}, max_hops={self.max_hops}, policy={self.policy!r}, "
+            f"multipath={self.coef is not None})"
+        )

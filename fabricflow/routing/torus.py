@@ -36,12 +36,14 @@ _TIE_SALT = 101
 _ORDER_SALT = 211
 
 
-def route_torus(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp",
-                seed: int = 0) -> Routes:
+def route_torus(
+    fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp", seed: int = 0
+) -> Routes:
     """Route GPU pairs on a torus; see the module docstring for the policies."""
     if policy not in POLICIES:
-        raise SpecError("policy", f"unknown policy {policy!r} for a torus fabric; "
-                        f"one of {list(POLICIES)}")
+        raise SpecError(
+            "policy", f"unknown policy {policy!r} for a torus fabric; one of {list(POLICIES)}"
+        )
     st: TorusStructure = fabric.structure
     key = hashing.flow_key(src, dst, seed)
     ndims = st.dims.size
@@ -59,9 +61,17 @@ def route_torus(fabric, src: np.ndarray, dst: np.ndarray, *, policy: str = "ecmp
         order = orders[(choice[pending] + shift) % orders.shape[0]]
         return _walk(fabric, st, s_node[pending], hops[pending], minus[pending], order)
 
-    links = redraw_then_detour(fabric, links, src, dst, key, attempts=orders.shape[0],
-                               redraw=other_order, min_width=1,
-                               why="on this torus: failures cut every working path")
+    links = redraw_then_detour(
+        fabric,
+        links,
+        src,
+        dst,
+        key,
+        attempts=orders.shape[0],
+        redraw=other_order,
+        min_width=1,
+        why="on this torus: failures cut every working path",
+    )
     return Routes(links, None, src, dst, fabric.num_links, policy)
 
 
@@ -70,8 +80,9 @@ def _hops_and_directions(st: TorusStructure, s, t, key) -> tuple[np.ndarray, np.
     cs, ct = st.coords[s], st.coords[t]
     forward = (ct - cs) % st.dims  # hops the + way round a ring
     backward = (cs - ct) % st.dims
-    tie_minus = np.stack([hashing.choose(key, _TIE_SALT + d, 2) == 1
-                          for d in range(st.dims.size)], axis=1)
+    tie_minus = np.stack(
+        [hashing.choose(key, _TIE_SALT + d, 2) == 1 for d in range(st.dims.size)], axis=1
+    )
     ring_minus = (backward < forward) | ((backward == forward) & tie_minus)
     line_minus = ct < cs
     minus = np.where(st.ring[None, :], ring_minus, line_minus)

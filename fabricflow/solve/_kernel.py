@@ -93,8 +93,11 @@ def scatter_hops(per_flow, ids, coef_hm, num_slots, how, identity):
     for hop in range(ids.shape[0]):
         values = per_flow if coef_hm is None else per_flow * coef_hm[hop]
         target = out.at[ids[hop]]
-        out = (target.add(values, mode="promise_in_bounds") if how == "add"
-               else target.min(values, mode="promise_in_bounds"))
+        out = (
+            target.add(values, mode="promise_in_bounds")
+            if how == "add"
+            else target.min(values, mode="promise_in_bounds")
+        )
     return out
 
 
@@ -110,13 +113,19 @@ def input_status(nonfinite, infeasible):
     """Status before the loop: NONFINITE / INFEASIBLE if any flag array has a True."""
     bad = jnp.any(jnp.stack([jnp.any(flag) for flag in nonfinite]))
     wrong = jnp.any(jnp.stack([jnp.any(flag) for flag in infeasible]))
-    return jnp.where(bad, Status.NONFINITE,
-                     jnp.where(wrong, Status.INFEASIBLE, Status.CONVERGED)).astype(jnp.int32)
+    return jnp.where(
+        bad, Status.NONFINITE, jnp.where(wrong, Status.INFEASIBLE, Status.CONVERGED)
+    ).astype(jnp.int32)
 
 
 def final_status(start_status, unsettled, values):
     """Status after the loop: keep an input error, else unsettled -> MAX_ITERS_REACHED."""
-    return jnp.where(start_status != Status.CONVERGED, start_status,
-                     jnp.where(unsettled, Status.MAX_ITERS_REACHED,
-                               jnp.where(jnp.any(jnp.isnan(values)), Status.NONFINITE,
-                                         Status.CONVERGED))).astype(jnp.int32)
+    return jnp.where(
+        start_status != Status.CONVERGED,
+        start_status,
+        jnp.where(
+            unsettled,
+            Status.MAX_ITERS_REACHED,
+            jnp.where(jnp.any(jnp.isnan(values)), Status.NONFINITE, Status.CONVERGED),
+        ),
+    ).astype(jnp.int32)

@@ -56,8 +56,18 @@ class Completion(NamedTuple):
     status: jax.Array | np.ndarray
 
 
-def simulate_completion(links, capacity, size, start=None, weight=None, coef=None, *,
-                        eps=None, max_events=None, rtol=None) -> Completion:
+def simulate_completion(
+    links,
+    capacity,
+    size,
+    start=None,
+    weight=None,
+    coef=None,
+    *,
+    eps=None,
+    max_events=None,
+    rtol=None,
+) -> Completion:
     """Pure-JAX flow completion kernel (no host checks; bad input shows in ``status``).
 
     Args:
@@ -76,12 +86,21 @@ def simulate_completion(links, capacity, size, start=None, weight=None, coef=Non
     rtol = default_rtol(dtype) if rtol is None else rtol
     eps = 4 * rtol if eps is None else eps
     max_events = 2 * num_flows + 1 if max_events is None else max_events
+
     def as_dtype(a):
-        return (None if a is None else jnp.asarray(a, dtype))
-    return _simulate(jnp.asarray(links), jnp.asarray(capacity, dtype), jnp.asarray(size, dtype),
-                     jnp.zeros(num_flows, dtype) if start is None else as_dtype(start),
-                     as_dtype(weight), as_dtype(coef), jnp.asarray(eps, dtype),
-                     jnp.asarray(max_events, jnp.int32), jnp.asarray(rtol, dtype))
+        return None if a is None else jnp.asarray(a, dtype)
+
+    return _simulate(
+        jnp.asarray(links),
+        jnp.asarray(capacity, dtype),
+        jnp.asarray(size, dtype),
+        jnp.zeros(num_flows, dtype) if start is None else as_dtype(start),
+        as_dtype(weight),
+        as_dtype(coef),
+        jnp.asarray(eps, dtype),
+        jnp.asarray(max_events, jnp.int32),
+        jnp.asarray(rtol, dtype),
+    )
 
 
 @jax.jit
@@ -90,8 +109,9 @@ def _simulate(links, capacity, size, start, weight, coef, eps, max_events, rtol)
     num_flows = links.shape[0]
     dtype = capacity.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    size_status = input_status(nonfinite=[~jnp.isfinite(size), jnp.isnan(start)],
-                               infeasible=[size < 0, start < 0])
+    size_status = input_status(
+        nonfinite=[~jnp.isfinite(size), jnp.isnan(start)], infeasible=[size < 0, start < 0]
+    )
     start_status = jnp.maximum(net.start_status, size_status)
     solve_bound = jnp.int32(num_flows + 1)
 
@@ -104,33 +124,67 @@ def _simulate(links, capacity, size, start, weight, coef, eps, max_events, rtol)
         cut = jnp.minimum(jnp.min(to_finish, initial=inf) * (1 + eps), to_arrival)
         finishing = present & (to_finish <= cut)
         any_finishing = jnp.any(finishing)
-        step = jnp.where(any_finishing, jnp.max(jnp.where(finishing, to_finish, 0), initial=0),
-                         to_arrival)
+        step = jnp.where(
+            any_finishing, jnp.max(jnp.where(finishing, to_finish, 0), initial=0), to_arrival
+        )
         moving = present & ~finishing
-        remaining = jnp.where(moving, jnp.maximum(remaining - rate * step, 0),
-                              jnp.where(finishing, 0, remaining))
+        remaining = jnp.where(
+            moving, jnp.maximum(remaining - rate * step, 0), jnp.where(finishing, 0, remaining)
+        )
         finish = jnp.where(finishing, now + to_finish, finish)
-        stalled = ~any_finishing & (to_arrival == inf)    # the rest can never finish
-        return (jnp.where(stalled, now, now + step), remaining, finish, done | finishing,
-                events + 1, rounds + used, unsettled | stuck, stalled)
+        stalled = ~any_finishing & (to_arrival == inf)  # the rest can never finish
+        return (
+            jnp.where(stalled, now, now + step),
+            remaining,
+            finish,
+            done | finishing,
+            events + 1,
+            rounds + used,
+            unsettled | stuck,
+            stalled,
+        )
 
     def more(state):
         _, _, _, done, events, _, unsettled, stalled = state
-        return ((start_status == Status.CONVERGED) & ~jnp.all(done) & ~stalled & ~unsettled
-                & (events < max_events))
+        return (
+            (start_status == Status.CONVERGED)
+            & ~jnp.all(done)
+            & ~stalled
+            & ~unsettled
+            & (events < max_events)
+        )
 
     first_arrival = jnp.min(start, initial=inf) if num_flows else jnp.zeros((), dtype)
-    state = (first_arrival, size, jnp.full(num_flows, inf), jnp.zeros(num_flows, bool),
-             jnp.int32(0), jnp.int32(0), jnp.zeros((), bool), jnp.zeros((), bool))
+    state = (
+        first_arrival,
+        size,
+        jnp.full(num_flows, inf),
+        jnp.zeros(num_flows, bool),
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.zeros((), bool),
+        jnp.zeros((), bool),
+    )
     _, _, finish, done, events, rounds, unsettled, stalled = jax.lax.while_loop(more, event, state)
     unfinished = ~jnp.all(done) & ~stalled
     status = final_status(start_status, unsettled | unfinished, finish)
     return Completion(finish, events, rounds, status)
 
 
-def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
-                   mode: str = "exact", eps: float | None = None, max_events: int | None = None,
-                   merge: bool = True, throw: bool = True) -> Completion:
+def complete_flows(
+    links,
+    capacity,
+    size,
+    *,
+    start=None,
+    weight=None,
+    coef=None,
+    mode: str = "exact",
+    eps: float | None = None,
+    max_events: int | None = None,
+    merge: bool = True,
+    throw: bool = True,
+) -> Completion:
     """Finish time of every flow under max-min fair sharing, recomputed at each event.
 
     Args:
@@ -161,27 +215,33 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
         raise SpecError("mode", f"unknown mode {mode!r}; choose 'exact' or 'batched'")
     problem = check_problem(links, capacity, weight, None, coef)
     if problem.batch is not None:
-        raise SpecError("capacity", "complete_flows takes one scenario ([L] capacities, [F] "
-                        "weights); loop over scenarios")
+        raise SpecError(
+            "capacity",
+            "complete_flows takes one scenario ([L] capacities, [F] weights); loop over scenarios",
+        )
     num_flows, num_hops = problem.links.shape
     size, _ = check_values("size", size, (num_flows,), allow_inf=False)
     if start is not None:
         start, _ = check_values("start", start, (num_flows,), allow_inf=False)
-    if mode == "batched" and eps is not None and (
-            isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < 1):
-        raise SpecError("eps", f"must be a number in [0, 1) (relative completion window), "
-                        f"got {eps!r}")
+    if (
+        mode == "batched"
+        and eps is not None
+        and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < 1)
+    ):
+        raise SpecError(
+            "eps", f"must be a number in [0, 1) (relative completion window), got {eps!r}"
+        )
     max_events = check_count(max_events, "max_events", "bound on max-min solves")
-    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[0], None,
-                 "complete_flows")
+    check_solve_memory(
+        num_flows * num_hops, num_flows, problem.capacity.shape[0], None, "complete_flows"
+    )
     dtype = float_dtype(problem.capacity, problem.weight, size, start)
     links_, coef_, weight_, size_, start_ = problem.links, problem.coef, problem.weight, size, start
     merged = None
     if merge and num_flows:
         weight_arr = np.ones(num_flows) if problem.weight is None else problem.weight
         keys = (np.zeros(num_flows) if start is None else start, size / weight_arr)
-        merged = merge_identical_flows(problem.links, problem.coef, problem.weight,
-                                       extra_keys=keys)
+        merged = merge_identical_flows(problem.links, problem.coef, problem.weight, extra_keys=keys)
         if merged.num_unique == num_flows:
             merged = None
         else:
@@ -191,16 +251,23 @@ def complete_flows(links, capacity, size, *, start=None, weight=None, coef=None,
             size_ = np.bincount(merged.inverse, weights=size, minlength=merged.num_unique)
             start_ = None if start is None else start[first]
     window = None if mode == "exact" else (0.01 if eps is None else eps)
-    result = simulate_completion(links_, problem.capacity, size_, start_, weight_, coef_,
-                                 eps=window, max_events=max_events)
+    result = simulate_completion(
+        links_, problem.capacity, size_, start_, weight_, coef_, eps=window, max_events=max_events
+    )
     finish = np.asarray(result.finish_time, np.float64)
     if merged is not None:
         finish = merged.spread(finish)
     status = Status(int(result.status))
     if status != Status.CONVERGED:
         if throw:
-            raise SolverError(f"complete_flows: {status.message} (status {status.name}, "
-                              f"{int(result.events)} events)")
+            raise SolverError(
+                f"complete_flows: {status.message} (status {status.name}, "
+                f"{int(result.events)} events)"
+            )
         finish = np.where(np.isinf(finish), np.nan, finish)
-    return Completion(finish.astype(dtype), np.asarray(result.events), np.asarray(result.rounds),
-                      np.asarray(result.status))
+    return Completion(
+        finish.astype(dtype),
+        np.asarray(result.events),
+        np.asarray(result.rounds),
+        np.asarray(result.status),
+    )

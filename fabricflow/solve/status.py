@@ -25,8 +25,8 @@ class Status(enum.IntEnum):
         return {
             Status.CONVERGED: "converged",
             Status.MAX_ITERS_REACHED: "loop bound reached before every flow was settled; "
-                                      "raise max_iters",
+            "raise max_iters",
             Status.NONFINITE: "a non-finite value (NaN or inf) appeared; check the inputs",
             Status.INFEASIBLE: "infeasible input (negative capacity, size or demand, or a "
-                               "non-positive weight)",
+            "non-positive weight)",
         }[self]

@@ -70,8 +70,9 @@ class _Builder:
 
     def cables(self, a, b, scale=1.0) -> None:
         """Cables ``a[i] <-> b[i]`` of ``scale x bandwidth`` (scalars broadcast)."""
-        a, b, scale = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64),
-                                          np.asarray(scale, np.float64))
+        a, b, scale = np.broadcast_arrays(
+            np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(scale, np.float64)
+        )
         a, b, scale = a.ravel(), b.ravel(), scale.ravel()
         tiers = np.concatenate(self._tiers)
         gpu_side = np.minimum(tiers[a], tiers[b]) == 0
@@ -80,8 +81,13 @@ class _Builder:
         # Interleave the directions: cable i is links 2i (a -> b) and 2i + 1 (b -> a).
         src = np.stack([a, b], axis=1).ravel()
         dst = np.stack([b, a], axis=1).ravel()
-        self.assembler.add_links(src, dst, np.repeat(self.bandwidth * scale, 2), self.latency,
-                                 "nic" if gpu_side.all() else "leaf")
+        self.assembler.add_links(
+            src,
+            dst,
+            np.repeat(self.bandwidth * scale, 2),
+            self.latency,
+            "nic" if gpu_side.all() else "leaf",
+        )
         self._src.append(src)
         self._dst.append(dst)
 
@@ -106,8 +112,9 @@ class _Builder:
     def fabric(self, name: str) -> Fabric:
         tiers = np.concatenate(self._tiers)
         gpu_node = np.flatnonzero(tiers == 0).astype(np.int32)
-        return self.assembler.build(name, gpu_node, np.arange(gpu_node.shape[0]),
-                                    gpus_per_node=1, meta={"scenario": name})
+        return self.assembler.build(
+            name, gpu_node, np.arange(gpu_node.shape[0]), gpus_per_node=1, meta={"scenario": name}
+        )
 
 
 def _routes(builder: _Builder, paths, fabric: Fabric) -> Routes:
@@ -117,10 +124,14 @@ def _routes(builder: _Builder, paths, fabric: Fabric) -> Routes:
     gpu_of_node = np.full(fabric.num_nodes, -1, np.int64)
     gpu_of_node[fabric.gpu_node] = np.arange(fabric.gpu_node.shape[0])
     last = paths[np.arange(paths.shape[0]), (paths >= 0).sum(axis=1) - 1]
-    return Routes(links=builder.links(paths), coef=None,
-                  src=gpu_of_node[paths[:, 0]].astype(np.int32),
-                  dst=gpu_of_node[last].astype(np.int32), num_links=fabric.num_links,
-                  policy="explicit")
+    return Routes(
+        links=builder.links(paths),
+        coef=None,
+        src=gpu_of_node[paths[:, 0]].astype(np.int32),
+        dst=gpu_of_node[last].astype(np.int32),
+        num_links=fabric.num_links,
+        policy="explicit",
+    )
 
 
 def _column(value, rows: int) -> np.ndarray:
@@ -155,8 +166,9 @@ def dumbbell(n: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6) -> Sc
     return Scenario("dumbbell", fabric, routes, bottleneck, {"flows": list(range(n))})
 
 
-def incast(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6,
-           uplink_scale: float | None = None) -> Scenario:
+def incast(
+    n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6, uplink_scale: float | None = None
+) -> Scenario:
     """2-tier leaf-spine incast with a victim flow.
 
     Leaf 0 holds n senders and a victim sender; leaf 1 holds the incast receiver, leaf 2
@@ -178,13 +190,16 @@ def incast(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6,
     b.cables(leaves[2], victim_dst)
     b.cables(leaves, spine, uplink_scale)
     fabric = b.fabric(f"incast-{n}")
-    paths = _paths(np.append(senders, victim_src), leaves[0], spine,
-                   np.append(np.full(n, leaves[1]), leaves[2]),
-                   np.append(np.full(n, receiver), victim_dst))
+    paths = _paths(
+        np.append(senders, victim_src),
+        leaves[0],
+        spine,
+        np.append(np.full(n, leaves[1]), leaves[2]),
+        np.append(np.full(n, receiver), victim_dst),
+    )
     routes = _routes(b, paths, fabric)
     bottleneck = int(b.links([[leaves[1], receiver]])[0, 0])
-    return Scenario("incast", fabric, routes, bottleneck,
-                    {"incast": list(range(n)), "victim": [n]})
+    return Scenario("incast", fabric, routes, bottleneck, {"incast": list(range(n)), "victim": [n]})
 
 
 def multi_bottleneck(*, bandwidth: float = 5e9, latency: float = 1e-6) -> Scenario:
@@ -204,13 +219,17 @@ def multi_bottleneck(*, bandwidth: float = 5e9, latency: float = 1e-6) -> Scenar
     b.cables(hosts[:6], [a, a, a, mid, mid, mid], [2.0, 2.0, 2.0, 0.5, 2.0, 2.0])
     b.cables([mid, mid, d, c, c, c], hosts[6:], 2.0)
     fabric = b.fabric("multi-bottleneck")
-    paths = [[hosts[0], a, mid, hosts[6], -1], [hosts[1], a, mid, hosts[7], -1],
-             [hosts[2], a, mid, d, hosts[8]], [hosts[3], mid, c, hosts[9], -1],
-             [hosts[4], mid, c, hosts[10], -1], [hosts[5], mid, c, hosts[11], -1]]
+    paths = [
+        [hosts[0], a, mid, hosts[6], -1],
+        [hosts[1], a, mid, hosts[7], -1],
+        [hosts[2], a, mid, d, hosts[8]],
+        [hosts[3], mid, c, hosts[9], -1],
+        [hosts[4], mid, c, hosts[10], -1],
+        [hosts[5], mid, c, hosts[11], -1],
+    ]
     routes = _routes(b, paths, fabric)
     bottleneck = int(b.links([[a, mid]])[0, 0])
-    return Scenario("multi_bottleneck", fabric, routes, bottleneck,
-                    {"flows": list(range(6))})
+    return Scenario("multi_bottleneck", fabric, routes, bottleneck, {"flows": list(range(6))})
 
 
 def parking_lot(hops: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6) -> Scenario:
@@ -225,22 +244,27 @@ def parking_lot(hops: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6)
     b.cables(switches[:-1], switches[1:])
     long_src, long_dst = b.nodes(2, 0)
     b.cables([long_src, switches[-1]], [switches[0], long_dst], 2.0)
-    short = b.nodes(2 * hops, 0).reshape(hops, 2)       # (src, dst) of short flow i
+    short = b.nodes(2 * hops, 0).reshape(hops, 2)  # (src, dst) of short flow i
     # Per short flow: its sender's cable to switch i, then switch i+1's cable to its receiver.
-    b.cables(np.stack([short[:, 0], switches[1:]], axis=1),
-             np.stack([switches[:-1], short[:, 1]], axis=1), 2.0)
+    b.cables(
+        np.stack([short[:, 0], switches[1:]], axis=1),
+        np.stack([switches[:-1], short[:, 1]], axis=1),
+        2.0,
+    )
     long_path = np.concatenate([[long_src], switches, [long_dst]])
     short_paths = np.full((hops, long_path.size), -1, np.int64)
     short_paths[:, :4] = _paths(short[:, 0], switches[:-1], switches[1:], short[:, 1])
     fabric = b.fabric(f"parking-lot-{hops}")
     routes = _routes(b, np.concatenate([long_path[None, :], short_paths]), fabric)
     bottleneck = int(b.links([[switches[0], switches[1]]])[0, 0])
-    return Scenario("parking_lot", fabric, routes, bottleneck,
-                    {"long": [0], "short": list(range(1, hops + 1))})
+    return Scenario(
+        "parking_lot", fabric, routes, bottleneck, {"long": [0], "short": list(range(1, hops + 1))}
+    )
 
 
-def alltoall(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6, leaves: int = 2,
-             spines: int = 2) -> Scenario:
+def alltoall(
+    n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6, leaves: int = 2, spines: int = 2
+) -> Scenario:
     """n hosts spread over ``leaves`` leaves, all-to-all (n (n-1) flows); flows between
     leaves take spine ``(src + dst) % spines`` (a deterministic spread). Uplinks have
     ``bandwidth`` each, so with ``hosts per leaf > spines`` the fabric is oversubscribed."""
@@ -253,21 +277,23 @@ def alltoall(n: int = 8, *, bandwidth: float = 5e9, latency: float = 1e-6, leave
     b.cables(hosts, leaf_of)
     b.cables(np.repeat(leaf_nodes, spines), np.tile(spine_nodes, leaves))
     fabric = b.fabric(f"alltoall-{n}")
-    i, j = np.nonzero(~np.eye(n, dtype=bool))            # ordered pairs, row-major
+    i, j = np.nonzero(~np.eye(n, dtype=bool))  # ordered pairs, row-major
     same = leaf_of[i] == leaf_of[j]
     spine = spine_nodes[(i + j) % spines]
     # Same leaf: host, leaf, host; else host, leaf, spine, leaf, host (-1 padded).
-    paths = np.where(same[:, None],
-                     _paths(hosts[i], leaf_of[i], hosts[j], -1, -1),
-                     _paths(hosts[i], leaf_of[i], spine, leaf_of[j], hosts[j]))
+    paths = np.where(
+        same[:, None],
+        _paths(hosts[i], leaf_of[i], hosts[j], -1, -1),
+        _paths(hosts[i], leaf_of[i], spine, leaf_of[j], hosts[j]),
+    )
     routes = _routes(b, paths, fabric)
     # Many links tie on load; the summary picks the one with the largest queue.
-    return Scenario("alltoall", fabric, routes, None,
-                    {"flows": list(range(paths.shape[0]))})
+    return Scenario("alltoall", fabric, routes, None, {"flows": list(range(paths.shape[0]))})
 
 
-def ring(n: int = 4, *, bandwidth: float = 5e9, latency: float = 1e-6, flows_per_host: int = 2
-         ) -> Scenario:
+def ring(
+    n: int = 4, *, bandwidth: float = 5e9, latency: float = 1e-6, flows_per_host: int = 2
+) -> Scenario:
     """n switches in a ring, one host each; every host sends ``flows_per_host`` flows to
     the host two switches clockwise. Each switch-to-switch link carries the flows of two
     hosts (2 x flows_per_host flows), and the ingress buffers depend on each other in a
@@ -279,16 +305,17 @@ def ring(n: int = 4, *, bandwidth: float = 5e9, latency: float = 1e-6, flows_per
     b.cables(hosts, switches, 2.0)
     b.cables(switches, np.roll(switches, -1))
     fabric = b.fabric(f"ring-{n}")
-    paths = _paths(hosts, switches, np.roll(switches, -1), np.roll(switches, -2),
-                   np.roll(hosts, -2))
+    paths = _paths(
+        hosts, switches, np.roll(switches, -1), np.roll(switches, -2), np.roll(hosts, -2)
+    )
     routes = _routes(b, np.repeat(paths, flows_per_host, axis=0), fabric)
     bottleneck = int(b.links([[switches[0], switches[1]]])[0, 0])
-    return Scenario("ring", fabric, routes, bottleneck,
-                    {"flows": list(range(n * flows_per_host))})
+    return Scenario("ring", fabric, routes, bottleneck, {"flows": list(range(n * flows_per_host))})
 
 
-def build_scenario(name: str, flows: int, *, bandwidth: float = 5e9,
-                   latency: float = 1e-6) -> Scenario:
+def build_scenario(
+    name: str, flows: int, *, bandwidth: float = 5e9, latency: float = 1e-6
+) -> Scenario:
     """Dispatch by name (one of :data:`SCENARIOS`); ``flows`` is the scenario's size knob."""
     if name == "dumbbell":
         return dumbbell(flows, bandwidth=bandwidth, latency=latency)

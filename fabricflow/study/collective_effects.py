@@ -20,10 +20,18 @@ from ..fabric.fabric import Fabric
 from ..fabric.spec import build_fabric
 
 
-def small_clos(*, attachment: str = "rail", gpus: int = 256, leaf_down: int = 16,
-               leaf_up: int = 16, spine_radix: int = 32, nic: str = "400Gbps",
-               nvlink_bidirectional: str = "900GB/s", nvls: bool = False,
-               name: str | None = None) -> Fabric:
+def small_clos(
+    *,
+    attachment: str = "rail",
+    gpus: int = 256,
+    leaf_down: int = 16,
+    leaf_up: int = 16,
+    spine_radix: int = 32,
+    nic: str = "400Gbps",
+    nvlink_bidirectional: str = "900GB/s",
+    nvls: bool = False,
+    name: str | None = None,
+) -> Fabric:
     """A 2-tier Clos of 8-GPU nodes (one NIC per GPU), for experiments and tests.
 
     ``leaf_down / leaf_up`` is the leaf oversubscription; ``attachment`` ``rail`` puts GPU
@@ -31,24 +39,45 @@ def small_clos(*, attachment: str = "rail", gpus: int = 256, leaf_down: int = 16
     """
     spec = {
         "name": name or f"clos-{attachment}-{gpus}-{leaf_down}to{leaf_up}",
-        "gpus": gpus, "gpus_per_node": 8,
-        "scale_up": {"domain_size": 8, "bandwidth_bidirectional": nvlink_bidirectional,
-                     "latency": "0.5us", "nvls": nvls},
-        "topology": {"type": "clos", "attachment": attachment, "nic_bandwidth": nic,
-                     "nic_latency": "0.6us",
-                     "tiers": [{"name": "leaf", "down_ports": leaf_down, "up_ports": leaf_up,
-                                "latency": "0.6us"},
-                               {"name": "spine", "radix": spine_radix}]},
+        "gpus": gpus,
+        "gpus_per_node": 8,
+        "scale_up": {
+            "domain_size": 8,
+            "bandwidth_bidirectional": nvlink_bidirectional,
+            "latency": "0.5us",
+            "nvls": nvls,
+        },
+        "topology": {
+            "type": "clos",
+            "attachment": attachment,
+            "nic_bandwidth": nic,
+            "nic_latency": "0.6us",
+            "tiers": [
+                {"name": "leaf", "down_ports": leaf_down, "up_ports": leaf_up, "latency": "0.6us"},
+                {"name": "spine", "radix": spine_radix},
+            ],
+        },
     }
     return build_fabric(spec)
 
 
-def ecmp_vs_spray(fabric: Fabric, groups, *, op: str = "all_reduce", size_bytes: float = 2**30,
-                  algo: str = "ring", seeds=(0, 1, 2, 3)) -> dict:
+def ecmp_vs_spray(
+    fabric: Fabric,
+    groups,
+    *,
+    op: str = "all_reduce",
+    size_bytes: float = 2**30,
+    algo: str = "ring",
+    seeds=(0, 1, 2, 3),
+) -> dict:
     """Bus bandwidth (bytes/s, slowest group) with ECMP for several hash seeds, and with
     an even split over all equal-cost paths (``spray``)."""
-    ecmp = [collective_time(fabric, op, groups, size_bytes, algo=algo, routing="ecmp",
-                            seed=seed).busbw_Bps for seed in seeds]
+    ecmp = [
+        collective_time(
+            fabric, op, groups, size_bytes, algo=algo, routing="ecmp", seed=seed
+        ).busbw_Bps
+        for seed in seeds
+    ]
     spray = collective_time(fabric, op, groups, size_bytes, algo=algo, routing="spray").busbw_Bps
     return {"ecmp_Bps": np.asarray(ecmp), "spray_Bps": float(spray)}
 
@@ -65,21 +94,31 @@ def node_pairs(num_gpus: int, *, shift: int, gpus_per_node: int = 8) -> np.ndarr
     return np.stack([src, dst], axis=1)
 
 
-def attachment_comparison(fabrics: dict, *, size_bytes: float = 2**28, shifts=(0, 1),
-                          routing: str = "spray") -> dict:
+def attachment_comparison(
+    fabrics: dict, *, size_bytes: float = 2**28, shifts=(0, 1), routing: str = "spray"
+) -> dict:
     """``{fabric label: {shift: sendrecv busbw (bytes/s)}}`` for node-pair traffic on each
     fabric (see :func:`node_pairs`): all pairs run at once; ``spray`` routing by default so
     that the comparison shows the attachment, not hash luck."""
     out = {}
     for label, fabric in fabrics.items():
-        out[label] = {int(shift): collective_time(
-            fabric, "sendrecv", node_pairs(fabric.num_gpus, shift=shift), size_bytes,
-            algo="direct", routing=routing).busbw_Bps for shift in shifts}
+        out[label] = {
+            int(shift): collective_time(
+                fabric,
+                "sendrecv",
+                node_pairs(fabric.num_gpus, shift=shift),
+                size_bytes,
+                algo="direct",
+                routing=routing,
+            ).busbw_Bps
+            for shift in shifts
+        }
     return out
 
 
-def alltoall_attachment(fabrics: dict, *, group_size: int = 64, size_bytes: float = 2**28,
-                        routing: str = "spray") -> dict:
+def alltoall_attachment(
+    fabrics: dict, *, group_size: int = 64, size_bytes: float = 2**28, routing: str = "spray"
+) -> dict:
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
     aggregation inside the node first, so that network flows stay on their rail."""
@@ -88,15 +127,26 @@ def alltoall_attachment(fabrics: dict, *, group_size: int = 64, size_bytes: floa
     out = {}
     for label, fabric in fabrics.items():
         groups = make_groups(fabric.num_gpus, group_size)
-        out[label] = {algo: collective_time(fabric, "all_to_all", groups, size_bytes, algo=algo,
-                                            routing=routing).busbw_Bps
-                      for algo in ("direct", "hierarchical")}
+        out[label] = {
+            algo: collective_time(
+                fabric, "all_to_all", groups, size_bytes, algo=algo, routing=routing
+            ).busbw_Bps
+            for algo in ("direct", "hierarchical")
+        }
     return out
 
 
-def failed_link_effect(fabric: Fabric, groups, *, op: str = "all_reduce",
-                       size_bytes: float = 2**30, algo: str = "ring", routing: str = "spray",
-                       link_kind: str = "leaf", max_failed: int = 3) -> dict:
+def failed_link_effect(
+    fabric: Fabric,
+    groups,
+    *,
+    op: str = "all_reduce",
+    size_bytes: float = 2**30,
+    algo: str = "ring",
+    routing: str = "spray",
+    link_kind: str = "leaf",
+    max_failed: int = 3,
+) -> dict:
     """Bus bandwidth as the most loaded cables of ``link_kind`` fail one after another.
 
     The cable to fail next is the busiest link of that kind in the current run (where a
@@ -129,8 +179,9 @@ def failed_link_effect(fabric: Fabric, groups, *, op: str = "all_reduce",
     return {"failed": counts, "busbw_Bps": np.asarray(busbw), "failed_links": failed_links}
 
 
-def interleaved_jobs(num_gpus: int, num_jobs: int, group_size: int, *,
-                     gpus_per_node: int = 8) -> list[np.ndarray]:
+def interleaved_jobs(
+    num_gpus: int, num_jobs: int, group_size: int, *, gpus_per_node: int = 8
+) -> list[np.ndarray]:
     """``num_jobs`` jobs whose nodes interleave (node ``m`` belongs to job ``m % num_jobs``),
     as a scheduler that fills free nodes does; each job's groups are data-parallel style
     (strided over the job's GPUs). Returns one ``[groups, group_size]`` array per job."""
@@ -145,8 +196,16 @@ def interleaved_jobs(num_gpus: int, num_jobs: int, group_size: int, *,
     return jobs
 
 
-def shared_jobs(fabric: Fabric, jobs: list, *, op: str = "all_reduce", size_bytes: float = 2**30,
-                algo: str = "ring", routing: str = "ecmp", seed: int = 0) -> dict:
+def shared_jobs(
+    fabric: Fabric,
+    jobs: list,
+    *,
+    op: str = "all_reduce",
+    size_bytes: float = 2**30,
+    algo: str = "ring",
+    routing: str = "ecmp",
+    seed: int = 0,
+) -> dict:
     """Each job's slowest-group bus bandwidth alone and with all jobs running together.
 
     Args:
@@ -156,14 +215,18 @@ def shared_jobs(fabric: Fabric, jobs: list, *, op: str = "all_reduce", size_byte
     """
     alone, together = [], []
     combined = np.concatenate([np.asarray(job) for job in jobs], axis=0)
-    result = collective_time(fabric, op, combined, size_bytes, algo=algo, routing=routing,
-                             seed=seed)
+    result = collective_time(
+        fabric, op, combined, size_bytes, algo=algo, routing=routing, seed=seed
+    )
     start = 0
     for job in jobs:
         rows = np.asarray(job).shape[0]
-        slowest = float(result.group_time_s[start:start + rows].max())
+        slowest = float(result.group_time_s[start : start + rows].max())
         together.append(result.busbw_Bps * result.time_s / slowest)
         start += rows
-        alone.append(collective_time(fabric, op, job, size_bytes, algo=algo, routing=routing,
-                                     seed=seed).busbw_Bps)
+        alone.append(
+            collective_time(
+                fabric, op, job, size_bytes, algo=algo, routing=routing, seed=seed
+            ).busbw_Bps
+        )
     return {"alone_Bps": np.asarray(alone), "together_Bps": np.asarray(together)}

@@ -35,31 +35,59 @@ def to_dataset(result) -> xr.Dataset:
     lead = ("batch",) if batched else ()
     ds = xr.Dataset(
         {
-            "rate": (lead + ("time", "flow"), result.rate.astype(np.float64),
-                     {"units": "bytes/s", "long_name": "DCQCN current rate R_C"}),
-            "delivered": (lead + ("time", "flow"), result.delivered.astype(np.float64),
-                          {"units": "bytes", "long_name": "cumulative delivered bytes"}),
-            "queue": (lead + ("time", "link"), result.queue.astype(np.float64),
-                      {"units": "bytes", "long_name": "egress queue"}),
-            "paused": (lead + ("time", "link"), result.paused.astype(np.int8),
-                       {"units": "1", "long_name": "PFC pause state of the link's egress"}),
-            "pause_time": (lead + ("link",), result.pause_time.astype(np.float64),
-                           {"units": "s", "long_name": "time the link spent paused"}),
-            "flow_pause_time": (lead + ("flow",), result.flow_pause_time.astype(np.float64),
-                                {"units": "s", "long_name": "time with a paused link on the path"}),
-            "finish_time": (lead + ("flow",), result.finish_time.astype(np.float64),
-                            {"units": "s", "long_name": "flow completion time (inf: unfinished)"}),
+            "rate": (
+                lead + ("time", "flow"),
+                result.rate.astype(np.float64),
+                {"units": "bytes/s", "long_name": "DCQCN current rate R_C"},
+            ),
+            "delivered": (
+                lead + ("time", "flow"),
+                result.delivered.astype(np.float64),
+                {"units": "bytes", "long_name": "cumulative delivered bytes"},
+            ),
+            "queue": (
+                lead + ("time", "link"),
+                result.queue.astype(np.float64),
+                {"units": "bytes", "long_name": "egress queue"},
+            ),
+            "paused": (
+                lead + ("time", "link"),
+                result.paused.astype(np.int8),
+                {"units": "1", "long_name": "PFC pause state of the link's egress"},
+            ),
+            "pause_time": (
+                lead + ("link",),
+                result.pause_time.astype(np.float64),
+                {"units": "s", "long_name": "time the link spent paused"},
+            ),
+            "flow_pause_time": (
+                lead + ("flow",),
+                result.flow_pause_time.astype(np.float64),
+                {"units": "s", "long_name": "time with a paused link on the path"},
+            ),
+            "finish_time": (
+                lead + ("flow",),
+                result.finish_time.astype(np.float64),
+                {"units": "s", "long_name": "flow completion time (inf: unfinished)"},
+            ),
             "capacity": (("link",), result.capacity, {"units": "bytes/s"}),
             "size": (("flow",), result.size, {"units": "bytes"}),
             "start": (("flow",), result.start, {"units": "s"}),
             "feedback_delay": (("flow",), result.delay, {"units": "s"}),
         },
-        coords={"time": ("time", result.time, {"units": "s"}),
-                "flow": np.arange(result.num_flows), "link": np.arange(result.num_links)},
-        attrs={"model": "DCQCN fluid (Zhu et al. 2015/2016) with PFC", "dt_s": result.dt,
-               "duration_s": result.duration, "pfc_mode": result.pfc_mode,
-               **{f"param_{k}": _attr(v) for k, v in result.params.as_dict().items()},
-               **{f"pfc_{k}": _attr(v) for k, v in result.pfc_params.as_dict().items()}},
+        coords={
+            "time": ("time", result.time, {"units": "s"}),
+            "flow": np.arange(result.num_flows),
+            "link": np.arange(result.num_links),
+        },
+        attrs={
+            "model": "DCQCN fluid (Zhu et al. 2015/2016) with PFC",
+            "dt_s": result.dt,
+            "duration_s": result.duration,
+            "pfc_mode": result.pfc_mode,
+            **{f"param_{k}": _attr(v) for k, v in result.params.as_dict().items()},
+            **{f"pfc_{k}": _attr(v) for k, v in result.pfc_params.as_dict().items()},
+        },
     )
     if batched:
         ds = ds.assign_coords(batch=np.arange(result.rate.shape[0]))
@@ -71,8 +99,9 @@ def _attr(value):
     return np.asarray(value, dtype=np.float64) if isinstance(value, list) else value
 
 
-def summarize(result, *, bottleneck: int | None = None, max_min_rate=None,
-              since: float | None = None) -> dict:
+def summarize(
+    result, *, bottleneck: int | None = None, max_min_rate=None, since: float | None = None
+) -> dict:
     """Figures of a (non-batched) run, JSON-able.
 
     Args:

@@ -24,8 +24,9 @@ def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flow
     (top, bottom) = fig.subplots(2, 1, sharex=True)
     time_ms = result.time * 1e3
     # Show R_C only while a flow is active (it keeps its last value after finishing).
-    active = ((result.time[:, None] >= result.start[None, :])
-              & (result.time[:, None] <= result.finish_time[None, :]))
+    active = (result.time[:, None] >= result.start[None, :]) & (
+        result.time[:, None] <= result.finish_time[None, :]
+    )
     rate = np.where(active, result.rate, np.nan)
     for f in flows:
         top.plot(time_ms, rate[:, f] * 8 / 1e9, lw=1, label=f"flow {f}")
@@ -60,17 +61,32 @@ def plot_pause_spread(result, fabric, *, path=None):
         graph.add_node(node, subset=int(max(tiers[node], 0)))
     fraction = result.pause_time / result.duration
     for link in range(fabric.num_links):
-        graph.add_edge(int(fabric.link_src[link]), int(fabric.link_dst[link]),
-                       pause=float(fraction[link]))
+        graph.add_edge(
+            int(fabric.link_src[link]), int(fabric.link_dst[link]), pause=float(fraction[link])
+        )
     pos = nx.multipartite_layout(graph, subset_key="subset", align="horizontal")
     fig = new_figure(figsize=(8, 5))
     ax = fig.subplots()
     colors = [graph.edges[e]["pause"] for e in graph.edges]
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=120,
-                           node_color=["tab:blue" if tiers[n] == 0 else "tab:gray" for n in graph])
-    drawn = nx.draw_networkx_edges(graph, pos, ax=ax, edge_color=colors, edge_cmap=colormaps["Reds"],
-                                   edge_vmin=0.0, edge_vmax=max(1e-9, max(colors)),
-                                   connectionstyle="arc3,rad=0.1", arrows=True, width=2)
+    nx.draw_networkx_nodes(
+        graph,
+        pos,
+        ax=ax,
+        node_size=120,
+        node_color=["tab:blue" if tiers[n] == 0 else "tab:gray" for n in graph],
+    )
+    drawn = nx.draw_networkx_edges(
+        graph,
+        pos,
+        ax=ax,
+        edge_color=colors,
+        edge_cmap=colormaps["Reds"],
+        edge_vmin=0.0,
+        edge_vmax=max(1e-9, max(colors)),
+        connectionstyle="arc3,rad=0.1",
+        arrows=True,
+        width=2,
+    )
     mappable = ScalarMappable(cmap=colormaps["Reds"], norm=Normalize(0.0, max(1e-9, max(colors))))
     fig.colorbar(mappable, ax=ax, label="fraction of time paused")
     ax.set_title(f"PFC pause spread ({fabric.name})")

@@ -25,20 +25,25 @@ def plot_tiers(fabric, path: str | Path) -> Path:
     axes[1].set_yscale("log")
     for ax in axes:
         ax.set_xlabel("link kind")
-    tiers = ", ".join(f"{t['name']} {t['switches']}" + (f" ({t['oversubscription']:.3g}:1)"
-                                                         if t["oversubscription"] else "")
-                      for t in summary["tiers"])
-    fig.suptitle(f"{fabric.name}: {fabric.num_gpus:,} GPUs; switches {tiers}\n"
-                 f"bisection {summary['bisection_bandwidth_Bps'] * 8 / 1e12:,.0f} Tb/s one way",
-                 fontsize=10)
+    tiers = ", ".join(
+        f"{t['name']} {t['switches']}"
+        + (f" ({t['oversubscription']:.3g}:1)" if t["oversubscription"] else "")
+        for t in summary["tiers"]
+    )
+    fig.suptitle(
+        f"{fabric.name}: {fabric.num_gpus:,} GPUs; switches {tiers}\n"
+        f"bisection {summary['bisection_bandwidth_Bps'] * 8 / 1e12:,.0f} Tb/s one way",
+        fontsize=10,
+    )
     fig.tight_layout()
     path = Path(path)
     save_figure(fig, path)
     return path
 
 
-def plot_link_values_by_kind(fabric, values: np.ndarray, path: str | Path, *, xlabel: str,
-                             title: str, kinds=None) -> Path:
+def plot_link_values_by_kind(
+    fabric, values: np.ndarray, path: str | Path, *, xlabel: str, title: str, kinds=None
+) -> Path:
     """Histogram of a per-link value (flows per link, utilization...) for each link kind,
     over the links that carry anything."""
     kinds = kinds or [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
@@ -49,8 +54,9 @@ def plot_link_values_by_kind(fabric, values: np.ndarray, path: str | Path, *, xl
         data = values[ids]
         data = data[data > 0]
         if data.size:
-            ax.hist(data, bins=50, histtype="step", linewidth=1.5,
-                    label=f"{kind} ({data.size:,} links)")
+            ax.hist(
+                data, bins=50, histtype="step", linewidth=1.5, label=f"{kind} ({data.size:,} links)"
+            )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("links")
     ax.set_yscale("log")

@@ -44,8 +44,9 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:
     extension = path.suffix.lstrip(".").lower() or "png"
     formats = image_formats()
     if extension not in formats:
-        raise SpecError("path", f"unknown image format {extension!r} in {str(path)!r}; use one "
-                        f"of {formats}")
+        raise SpecError(
+            "path", f"unknown image format {extension!r} in {str(path)!r}; use one of {formats}"
+        )
     # The temporary file has a ``.tmp`` suffix, so the format is passed explicitly.
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=dpi, format=extension)

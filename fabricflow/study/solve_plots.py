@@ -29,8 +29,11 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
         chosen = (fabric.link_kind_id == fabric.link_kinds.index(kind)) & fabric.link_up
         ax.hist(np.clip(utilization[chosen], 0, 1), bins=bins, color="tab:blue")
         stats = summary[kind]
-        ax.set_title(f"{kind}: {stats['links']:,} links\nmean {stats['mean']:.2f}, "
-                     f"p99 {stats['p99']:.2f}, saturated {stats['saturated']:,}", fontsize=8)
+        ax.set_title(
+            f"{kind}: {stats['links']:,} links\nmean {stats['mean']:.2f}, "
+            f"p99 {stats['p99']:.2f}, saturated {stats['saturated']:,}",
+            fontsize=8,
+        )
         ax.set_xlabel("utilization (load / capacity)")
         ax.set_yscale("log")
     axes[0][0].set_ylabel("links")
@@ -55,8 +58,12 @@ def plot_fct_cdf(fct_s: dict | np.ndarray, path: str | Path, *, title: str = "")
         values = np.sort(np.asarray(values, np.float64))
         values = values[np.isfinite(values)]
         if values.size:
-            ax.step(values * 1e3, np.arange(1, values.size + 1) / values.size, where="post",
-                    label=f"{label} (p99 {np.percentile(values, 99) * 1e3:.3g} ms)")
+            ax.step(
+                values * 1e3,
+                np.arange(1, values.size + 1) / values.size,
+                where="post",
+                label=f"{label} (p99 {np.percentile(values, 99) * 1e3:.3g} ms)",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("flow completion time (ms)")
     ax.set_ylabel("fraction of flows")

@@ -31,14 +31,26 @@ MEGATRON_SC21_TABLE1 = (
 def table1_layout(row, framework_efficiency: float = FRAMEWORK_EFFICIENCY) -> Layout:
     """The :class:`Layout` of one Table 1 row (fp16 gradients all-reduced, no ZeRO)."""
     _, tp, pp, gpus, micro, batch, vpp, overlap, _ = row
-    return Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), vpp=vpp, micro_batch=micro,
-                  global_batch=batch, seq_len=2048, recompute="full", precision="bf16",
-                  zero=0, grad_reduce_dtype="bf16", dp_overlap=overlap,
-                  framework_efficiency=framework_efficiency)
+    return Layout(
+        tp=tp,
+        pp=pp,
+        dp=gpus // (tp * pp),
+        vpp=vpp,
+        micro_batch=micro,
+        global_batch=batch,
+        seq_len=2048,
+        recompute="full",
+        precision="bf16",
+        zero=0,
+        grad_reduce_dtype="bf16",
+        dp_overlap=overlap,
+        framework_efficiency=framework_efficiency,
+    )
 
 
-def calibration_table(fabric, framework_efficiency: float = FRAMEWORK_EFFICIENCY,
-                      gpu: str = "a100-80gb") -> list[dict]:
+def calibration_table(
+    fabric, framework_efficiency: float = FRAMEWORK_EFFICIENCY, gpu: str = "a100-80gb"
+) -> list[dict]:
     """Predicted vs published TFLOP/s per GPU for every row; ``error`` = predicted/published - 1."""
     from ..workload.step import step_time
 
@@ -46,10 +58,19 @@ def calibration_table(fabric, framework_efficiency: float = FRAMEWORK_EFFICIENCY
     for row in MEGATRON_SC21_TABLE1:
         result = step_time(row[0], gpu, table1_layout(row, framework_efficiency), fabric)
         predicted = result.hardware_tflops_per_gpu
-        rows.append({"model": row[0], "tp": row[1], "pp": row[2], "gpus": row[3],
-                     "published_tflops": row[-1], "predicted_tflops": predicted,
-                     "error": predicted / row[-1] - 1.0, "step_time_s": result.step_time_s,
-                     "breakdown": result.breakdown})
+        rows.append(
+            {
+                "model": row[0],
+                "tp": row[1],
+                "pp": row[2],
+                "gpus": row[3],
+                "published_tflops": row[-1],
+                "predicted_tflops": predicted,
+                "error": predicted / row[-1] - 1.0,
+                "step_time_s": result.step_time_s,
+                "breakdown": result.breakdown,
+            }
+        )
     return rows
 
 
@@ -67,5 +88,4 @@ def fit_framework_efficiency(fabric, iterations: int = 4) -> float:
     return value
 
 
-__all__ = ["MEGATRON_SC21_TABLE1", "calibration_table", "fit_framework_efficiency",
-           "table1_layout"]
+__all__ = ["MEGATRON_SC21_TABLE1", "calibration_table", "fit_framework_efficiency", "table1_layout"]

@@ -5,8 +5,16 @@ from __future__ import annotations
 from ..workload.step import BREAKDOWN_KEYS, StepResult
 from .figures import new_figure, save_figure
 
-COLORS = {"compute": "#4c72b0", "bubble": "#dd8452", "tp": "#55a868", "cp": "#8172b3",
-          "ep": "#c44e52", "pp": "#937860", "dp": "#da8bc3", "optimizer": "#8c8c8c"}
+COLORS = {
+    "compute": "#4c72b0",
+    "bubble": "#dd8452",
+    "tp": "#55a868",
+    "cp": "#8172b3",
+    "ep": "#c44e52",
+    "pp": "#937860",
+    "dp": "#da8bc3",
+    "optimizer": "#8c8c8c",
+}
 
 
 def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
@@ -23,8 +31,14 @@ def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
         ax.bar(labels, values, bottom=bottom, label=key, color=COLORS[key])
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     for i, (_, result) in enumerate(results):
-        ax.text(i, bottom[i], f"{result.step_time_s:.3g} s\nMFU {100 * result.mfu:.1f}%",
-                ha="center", va="bottom", fontsize=8)
+        ax.text(
+            i,
+            bottom[i],
+            f"{result.step_time_s:.3g} s\nMFU {100 * result.mfu:.1f}%",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("seconds per step")
     ax.set_ylim(0, max(bottom) * 1.2 if max(bottom) > 0 else 1)
     ax.set_title("Step time breakdown (exposed comm)", fontsize=10)

@@ -20,7 +20,20 @@ from .placement import Placement, place
 from .step import StepResult, step_time
 
 __all__ = [
-    "GpuSpec", "Layout", "MemoryEstimate", "ModelSpec", "Placement", "StepResult",
-    "hardware_flops_per_step", "list_gpus", "list_models", "load_gpu", "load_model",
-    "memory_per_gpu", "model_flops_per_step", "model_from_config", "place", "step_time",
+    "GpuSpec",
+    "Layout",
+    "MemoryEstimate",
+    "ModelSpec",
+    "Placement",
+    "StepResult",
+    "hardware_flops_per_step",
+    "list_gpus",
+    "list_models",
+    "load_gpu",
+    "load_model",
+    "memory_per_gpu",
+    "model_flops_per_step",
+    "model_from_config",
+    "place",
+    "step_time",
 ]

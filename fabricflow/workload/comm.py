@@ -39,16 +39,20 @@ def resolve_backend(backend: str, *, field: str = "backend", stacklevel: int = 3
     ``stacklevel`` frames up: the user's call); SpecError otherwise."""
     if backend in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[backend]
-        warnings.warn(f"collective backend {backend!r} is deprecated; use {new!r}",
-                      DeprecationWarning, stacklevel=stacklevel)
+        warnings.warn(
+            f"collective backend {backend!r} is deprecated; use {new!r}",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
         return new
     if backend not in BACKENDS:
         raise SpecError(field, f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
     return backend
 
 
-def collective_seconds(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *,
-                       backend: str = "fabric") -> np.ndarray:
+def collective_seconds(
+    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *, backend: str = "fabric"
+) -> np.ndarray:
     """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
 
     Args:
@@ -98,7 +102,9 @@ def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
     return np.bincount(owner[keep], weights=fabric.capacity[links][keep], minlength=fabric.num_gpus)
 
 
-def alpha_beta_estimate(fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float) -> np.ndarray:
+def alpha_beta_estimate(
+    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float
+) -> np.ndarray:
     """Analytic estimate (not the fabric flow model): ring collectives and direct all-to-all.
 
     A group inside one scale-up domain runs at the per-GPU NVLink bandwidth ``B_nv``. A group
@@ -113,7 +119,7 @@ def alpha_beta_estimate(fabric: Fabric, op: str, groups: np.ndarray, size_bytes:
     groups = np.asarray(groups, dtype=np.int64)
     num_groups, n = groups.shape
     domains = np.sort(fabric.gpu_domain[groups], axis=1)
-    num_domains = 1 + np.count_nonzero(np.diff(domains, axis=1), axis=1)       # [G]
+    num_domains = 1 + np.count_nonzero(np.diff(domains, axis=1), axis=1)  # [G]
     per_domain = n / num_domains
     nvlink = _per_gpu_bandwidth(fabric, "nvlink")[groups].min(axis=1)
     nic = _per_gpu_bandwidth(fabric, "nic")[groups].min(axis=1)
@@ -161,8 +167,9 @@ class CollectiveCache:
         key = (name, op, float(size_bytes))
         if key not in self._times:
             if (name, op) not in self._prepared:
-                self._prepared[(name, op)] = prepare(self.fabric, op, self.groups[name],
-                                                     backend=self.backend)
+                self._prepared[(name, op)] = prepare(
+                    self.fabric, op, self.groups[name], backend=self.backend
+                )
             times = self._prepared[(name, op)](size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0
         return self._times[key]

@@ -38,8 +38,9 @@ BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0}
 def memory_efficiency(num_bytes) -> np.ndarray:
     """Achievable fraction of HBM bandwidth for a kernel moving ``num_bytes`` (Calculon)."""
     num_bytes = np.asarray(num_bytes, dtype=np.float64)
-    return np.select([num_bytes >= 100e6, num_bytes >= 10e6, num_bytes >= 1e6],
-                     [0.9, 0.75, 0.6], default=0.3)
+    return np.select(
+        [num_bytes >= 100e6, num_bytes >= 10e6, num_bytes >= 1e6], [0.9, 0.75, 0.6], default=0.3
+    )
 
 
 def memory_time(gpu: GpuSpec, num_bytes) -> np.ndarray:

@@ -44,8 +44,9 @@ def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> f
     return 3.0 * global_batch * seq_len * (per_token["layers"] + per_token["logits"])
 
 
-def hardware_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int,
-                            recompute: str) -> float:
+def hardware_flops_per_step(
+    model: ModelSpec, seq_len: int, global_batch: int, recompute: str
+) -> float:
     """FLOPs actually executed, counting recomputation (Megatron's "achieved TFLOP/s")."""
     per_token = forward_flops_per_token(model, seq_len)
     tokens = global_batch * seq_len

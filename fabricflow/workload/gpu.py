@@ -13,8 +13,14 @@ from importlib import resources
 from ..errors import SpecError
 from ..units import parse_size
 
-_FLOPS_UNITS = {"FLOPS": 1.0, "KFLOPS": 1e3, "MFLOPS": 1e6, "GFLOPS": 1e9, "TFLOPS": 1e12,
-                "PFLOPS": 1e15}
+_FLOPS_UNITS = {
+    "FLOPS": 1.0,
+    "KFLOPS": 1e3,
+    "MFLOPS": 1e6,
+    "GFLOPS": 1e9,
+    "TFLOPS": 1e12,
+    "PFLOPS": 1e15,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +57,9 @@ class GpuSpec:
             if not 0.0 < value <= 1.0:
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
         if int(self.compute_units) <= 0:
-            raise SpecError("gpu.compute_units", f"must be a positive integer, got {self.compute_units}")
+            raise SpecError(
+                "gpu.compute_units", f"must be a positive integer, got {self.compute_units}"
+            )
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s of the GEMM tensor cores for ``bf16`` or ``fp8``."""
@@ -75,7 +83,9 @@ def parse_flops(value, field: str) -> float:
                 try:
                     number = float(text[: -len(unit)]) * _FLOPS_UNITS[unit]
                 except ValueError:
-                    raise SpecError(field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')") from None
+                    raise SpecError(
+                        field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')"
+                    ) from None
                 break
         else:
             raise SpecError(field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')")
@@ -89,8 +99,9 @@ def parse_flops(value, field: str) -> float:
 def _presets() -> dict:
     from ..files import read_structured
 
-    presets = read_structured(resources.files("fabricflow.workload") / "presets" / "gpus.json",
-                              what="gpu", syntax="json")
+    presets = read_structured(
+        resources.files("fabricflow.workload") / "presets" / "gpus.json", what="gpu", syntax="json"
+    )
     return {k: v for k, v in presets.items() if not k.startswith("_")}
 
 
@@ -119,14 +130,19 @@ def load_gpu(spec, **overrides) -> GpuSpec:
     raw.update(overrides)
     unknown = set(raw) - {f.name for f in dataclasses.fields(GpuSpec)}
     if unknown:
-        raise SpecError("gpu", f"unknown field(s) {sorted(unknown)}; known "
-                        f"{[f.name for f in dataclasses.fields(GpuSpec)]}")
+        raise SpecError(
+            "gpu",
+            f"unknown field(s) {sorted(unknown)}; known "
+            f"{[f.name for f in dataclasses.fields(GpuSpec)]}",
+        )
     from ..units import parse_bandwidth
 
     return GpuSpec(
         name=str(raw.get("name", "custom")),
         peak_bf16=parse_flops(raw["peak_bf16"], "gpu.peak_bf16"),
-        peak_fp8=None if raw.get("peak_fp8") is None else parse_flops(raw["peak_fp8"], "gpu.peak_fp8"),
+        peak_fp8=None
+        if raw.get("peak_fp8") is None
+        else parse_flops(raw["peak_fp8"], "gpu.peak_fp8"),
         hbm=parse_size(raw["hbm"], "gpu.hbm", allow_zero=False),
         hbm_bandwidth=parse_bandwidth(raw["hbm_bandwidth"], "gpu.hbm_bandwidth"),
         compute_units=_whole(raw["compute_units"], "gpu.compute_units"),
@@ -136,8 +152,12 @@ def load_gpu(spec, **overrides) -> GpuSpec:
 
 
 def _whole(value, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
-            or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value != int(value)
+        or value <= 0
+    ):
         raise SpecError(field, f"must be a positive integer, got {value!r}")
     return int(value)
 

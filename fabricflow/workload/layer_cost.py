@@ -52,7 +52,9 @@ class LayerCost:
 
     def scaled(self, factor: float) -> LayerCost:
         """Every time multiplied by ``factor``."""
-        return LayerCost(**{f.name: getattr(self, f.name) * factor for f in dataclasses.fields(self)})
+        return LayerCost(
+            **{f.name: getattr(self, f.name) * factor for f in dataclasses.fields(self)}
+        )
 
 
 def _gemms_fwd_bwd(gpu: GpuSpec, shapes: np.ndarray, precision: str) -> tuple[float, float]:
@@ -61,8 +63,10 @@ def _gemms_fwd_bwd(gpu: GpuSpec, shapes: np.ndarray, precision: str) -> tuple[fl
         return 0.0, 0.0
     m, n, k, b = shapes.T
     forward = gemm_time(gpu, m, n, k, b, precision=precision).sum()
-    backward = (gemm_time(gpu, m, k, n, b, precision=precision)
-                + gemm_time(gpu, k, n, m, b, precision=precision)).sum()
+    backward = (
+        gemm_time(gpu, m, k, n, b, precision=precision)
+        + gemm_time(gpu, k, n, m, b, precision=precision)
+    ).sum()
     return float(forward), float(backward)
 
 
@@ -71,7 +75,7 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
     tp, cp = layout.tp, layout.cp
     b, s = layout.micro_batch, layout.seq_len
     h = model.hidden_size
-    tokens = b * s / cp                                   # rows of every GEMM on this GPU
+    tokens = b * s / cp  # rows of every GEMM on this GPU
     tokens_elementwise = tokens / tp if layout.sequence_parallel else tokens
     heads = model.num_heads / tp
     precision = layout.precision
@@ -86,16 +90,21 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
     elementwise_fwd = []
     if moe:
         imbalance = layout.moe_imbalance
-        routed = tokens * model.experts_per_token * imbalance   # token-expert pairs here
+        routed = tokens * model.experts_per_token * imbalance  # token-expert pairs here
         local_experts = model.num_experts / layout.ep
         per_expert = routed * layout.ep / model.num_experts
         (i1, o1), (i2, o2) = model.ffn_weight_shapes(model.moe_intermediate_size)
-        weights += [(tokens, model.num_experts, h, 1),
-                    (per_expert, o1 / tp, i1, local_experts), (per_expert, o2, i2 / tp, local_experts)]
+        weights += [
+            (tokens, model.num_experts, h, 1),
+            (per_expert, o1 / tp, i1, local_experts),
+            (per_expert, o2, i2 / tp, local_experts),
+        ]
         if model.num_shared_experts:
             n_shared = model.num_shared_experts
             weights += [(tokens, n_shared * o1 / tp, i1, 1), (tokens, o2, n_shared * i2 / tp, 1)]
-            elementwise_fwd.append(_activation_bytes(model, tokens, n_shared * model.moe_intermediate_size / tp))
+            elementwise_fwd.append(
+                _activation_bytes(model, tokens, n_shared * model.moe_intermediate_size / tp)
+            )
         elementwise_fwd.append(_activation_bytes(model, routed, model.moe_intermediate_size / tp))
         # permute + unpermute of routed tokens (read + write, bf16), on SP-sharded tokens
         elementwise_fwd.append(2 * 2 * 2.0 * h * routed * tokens_elementwise / tokens)
@@ -121,8 +130,12 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
         attn_b = float(attention_time(gpu, FLASH_BACKWARD * flops))
     else:
         batch = b * heads
-        core = np.asarray([(q_len, kv_len, model.qk_head_dim, batch),
-                           (q_len, model.value_head_dim, kv_len, batch)])
+        core = np.asarray(
+            [
+                (q_len, kv_len, model.qk_head_dim, batch),
+                (q_len, model.value_head_dim, kv_len, batch),
+            ]
+        )
         attn_f, attn_b = _gemms_fwd_bwd(gpu, core, "bf16")
         scores = b * heads * q_len * kv_len
         dropout = model.attention_dropout > 0
@@ -138,9 +151,15 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
         recompute = attn_f
     else:
         recompute = 0.0
-    return LayerCost(forward_s=forward, backward_s=backward, forward_gemm_s=gemm_fwd,
-                     backward_gemm_s=gemm_bwd, forward_attention_s=attn_f,
-                     backward_attention_s=attn_b, recompute_s=recompute)
+    return LayerCost(
+        forward_s=forward,
+        backward_s=backward,
+        forward_gemm_s=gemm_fwd,
+        backward_gemm_s=gemm_bwd,
+        forward_attention_s=attn_f,
+        backward_attention_s=attn_b,
+        recompute_s=recompute,
+    )
 
 
 def _activation_bytes(model: ModelSpec, rows: float, width: float) -> float:

@@ -115,65 +115,115 @@ class Layout:
         Checks sizes >= 1, the product against ``num_gpus``, heads / KV heads / experts /
         layers / batch divisibility, and option names. Returns ``self``.
         """
-        for field in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch",
-                      "seq_len"):
+        for field in (
+            "tp",
+            "pp",
+            "dp",
+            "cp",
+            "ep",
+            "vpp",
+            "micro_batch",
+            "global_batch",
+            "seq_len",
+        ):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"layout.{field}", f"must be an integer >= 1, got {value!r}")
-        for field, allowed in (("recompute", RECOMPUTE), ("precision", PRECISIONS),
-                               ("grad_reduce_dtype", GRAD_DTYPES)):
+        for field, allowed in (
+            ("recompute", RECOMPUTE),
+            ("precision", PRECISIONS),
+            ("grad_reduce_dtype", GRAD_DTYPES),
+        ):
             if getattr(self, field) not in allowed:
-                raise SpecError(f"layout.{field}", f"unknown {getattr(self, field)!r}; "
-                                f"one of {list(allowed)}")
+                raise SpecError(
+                    f"layout.{field}", f"unknown {getattr(self, field)!r}; one of {list(allowed)}"
+                )
         if self.zero not in (0, 1, 2, 3):
             raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
         if not 0.0 < self.framework_efficiency <= 1.0:
-            raise SpecError("layout.framework_efficiency", f"must lie in (0, 1], got "
-                            f"{self.framework_efficiency}")
+            raise SpecError(
+                "layout.framework_efficiency",
+                f"must lie in (0, 1], got {self.framework_efficiency}",
+            )
         if not 1.0 <= self.moe_imbalance < float("inf"):
-            raise SpecError("layout.moe_imbalance", f"must be finite and >= 1 (max/mean load), "
-                            f"got {self.moe_imbalance}")
+            raise SpecError(
+                "layout.moe_imbalance",
+                f"must be finite and >= 1 (max/mean load), got {self.moe_imbalance}",
+            )
         if num_gpus is not None and self.num_gpus != num_gpus:
-            raise SpecError("layout", f"tp x cp x dp x pp = {self.tp} x {self.cp} x {self.dp} x "
-                            f"{self.pp} = {self.num_gpus} differs from the GPU count {num_gpus}")
+            raise SpecError(
+                "layout",
+                f"tp x cp x dp x pp = {self.tp} x {self.cp} x {self.dp} x "
+                f"{self.pp} = {self.num_gpus} differs from the GPU count {num_gpus}",
+            )
         if (self.dp * self.cp) % self.ep:
-            raise SpecError("layout.ep", f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} "
-                            "(Megatron convention: expert layers reuse the DP x CP ranks)")
+            raise SpecError(
+                "layout.ep",
+                f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} "
+                "(Megatron convention: expert layers reuse the DP x CP ranks)",
+            )
         if self.tp_overlap and not self.sequence_parallel and self.tp > 1:
-            raise SpecError("layout.tp_overlap", "TP communication overlap needs "
-                            "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)")
+            raise SpecError(
+                "layout.tp_overlap",
+                "TP communication overlap needs "
+                "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)",
+            )
         if self.global_batch % (self.dp * self.micro_batch):
-            raise SpecError("layout.global_batch", f"{self.global_batch} is not divisible by "
-                            f"dp x micro_batch = {self.dp} x {self.micro_batch}")
+            raise SpecError(
+                "layout.global_batch",
+                f"{self.global_batch} is not divisible by "
+                f"dp x micro_batch = {self.dp} x {self.micro_batch}",
+            )
         if self.vpp > 1 and self.pp == 1:
             raise SpecError("layout.vpp", "virtual pipeline stages need pp > 1")
         if self.vpp > 1 and self.num_micro_batches % self.pp:
-            raise SpecError("layout.vpp", f"the interleaved schedule needs the number of "
-                            f"micro-batches ({self.num_micro_batches}) to be a multiple of pp={self.pp}")
+            raise SpecError(
+                "layout.vpp",
+                f"the interleaved schedule needs the number of "
+                f"micro-batches ({self.num_micro_batches}) to be a multiple of pp={self.pp}",
+            )
         if self.seq_len % (2 * self.cp if self.cp > 1 else 1):
-            raise SpecError("layout.seq_len", f"{self.seq_len} must be divisible by 2 x cp = "
-                            f"{2 * self.cp} (load-balanced causal context parallelism)")
+            raise SpecError(
+                "layout.seq_len",
+                f"{self.seq_len} must be divisible by 2 x cp = "
+                f"{2 * self.cp} (load-balanced causal context parallelism)",
+            )
         if model is not None:
             self._validate_model(model)
         return self
 
     def _validate_model(self, model: ModelSpec) -> None:
         if model.num_heads % self.tp:
-            raise SpecError("layout.tp", f"tp={self.tp} must divide num_attention_heads="
-                            f"{model.num_heads}")
+            raise SpecError(
+                "layout.tp", f"tp={self.tp} must divide num_attention_heads={model.num_heads}"
+            )
         if not model.is_mla and model.num_kv_heads % self.tp:
-            raise SpecError("layout.tp", f"tp={self.tp} must divide num_key_value_heads="
-                            f"{model.num_kv_heads} (replicating KV heads is not modelled)")
+            raise SpecError(
+                "layout.tp",
+                f"tp={self.tp} must divide num_key_value_heads="
+                f"{model.num_kv_heads} (replicating KV heads is not modelled)",
+            )
         stages = self.pp * self.vpp
         if model.num_layers % stages and (model.num_layers + 2) % stages:
-            raise SpecError("layout.pp", f"num_hidden_layers={model.num_layers} is not divisible "
-                            f"by pp x vpp = {self.pp} x {self.vpp} = {stages}, nor is "
-                            f"num_hidden_layers + 2 (embedding and loss counted as one layer "
-                            "each, Megatron --account-for-embedding/loss-in-pipeline-split)")
+            raise SpecError(
+                "layout.pp",
+                f"num_hidden_layers={model.num_layers} is not divisible "
+                f"by pp x vpp = {self.pp} x {self.vpp} = {stages}, nor is "
+                f"num_hidden_layers + 2 (embedding and loss counted as one layer "
+                "each, Megatron --account-for-embedding/loss-in-pipeline-split)",
+            )
         if model.is_moe and model.num_experts % self.ep:
-            raise SpecError("layout.ep", f"ep={self.ep} must divide the {model.num_experts} experts")
+            raise SpecError(
+                "layout.ep", f"ep={self.ep} must divide the {model.num_experts} experts"
+            )
         if not model.is_moe and self.ep > 1:
             raise SpecError("layout.ep", f"ep={self.ep} > 1 but {model.name} has no experts")
-        if (self.seq_len // self.cp) * self.micro_batch % (self.tp if self.sequence_parallel else 1):
-            raise SpecError("layout.sequence_parallel", "tokens per micro-batch per CP rank "
-                            f"must be divisible by tp={self.tp}")
+        if (
+            (self.seq_len // self.cp)
+            * self.micro_batch
+            % (self.tp if self.sequence_parallel else 1)
+        ):
+            raise SpecError(
+                "layout.sequence_parallel",
+                f"tokens per micro-batch per CP rank must be divisible by tp={self.tp}",
+            )

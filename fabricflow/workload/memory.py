@@ -43,9 +43,14 @@ class MemoryEstimate:
         return self.weights + self.gradients + self.optimizer + self.activations
 
     def as_gib(self) -> dict:
-        return {"weights": self.weights / GIB, "gradients": self.gradients / GIB,
-                "optimizer": self.optimizer / GIB, "activations": self.activations / GIB,
-                "total": self.total / GIB, "rank": self.rank}
+        return {
+            "weights": self.weights / GIB,
+            "gradients": self.gradients / GIB,
+            "optimizer": self.optimizer / GIB,
+            "activations": self.activations / GIB,
+            "total": self.total / GIB,
+            "rank": self.rank,
+        }
 
 
 def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
@@ -54,10 +59,12 @@ def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> fl
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     h = model.hidden_size
     masks = 2.0 * h if model.hidden_dropout > 0 else 0.0
-    replicated = 8.0 * h + masks                        # 2 norm inputs + 2 norm outputs
+    replicated = 8.0 * h + masks  # 2 norm inputs + 2 norm outputs
     attention = 2.0 * 2 * model.num_heads * (model.qk_head_dim + model.value_head_dim)
     if not model.is_mla:
-        attention = 2.0 * (2 * model.num_heads * model.head_dim + 2 * model.num_kv_heads * model.head_dim)
+        attention = 2.0 * (
+            2 * model.num_heads * model.head_dim + 2 * model.num_kv_heads * model.head_dim
+        )
     ffn_factor = 6.0 if model.gated_ffn else 4.0
     if moe:
         routed = model.experts_per_token * layout.moe_imbalance
@@ -67,8 +74,12 @@ def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> fl
         ffn = ffn_factor * model.intermediate_size
     sharded = attention + ffn
     if model.attention == "eager" and layout.recompute == "none":
-        sharded += model.num_heads * layout.seq_len * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
-    per_token = (replicated + sharded) / tp if layout.sequence_parallel else replicated + sharded / tp
+        sharded += (
+            model.num_heads * layout.seq_len * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
+        )
+    per_token = (
+        (replicated + sharded) / tp if layout.sequence_parallel else replicated + sharded / tp
+    )
     return tokens * per_token
 
 
@@ -84,25 +95,37 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     best = None
-    logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp    # fp32 logits and their gradient
+    logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp  # fp32 logits and their gradient
     head = 0.0 if model.tie_word_embeddings else embedding
     if layout.pp == 1:
         ranks = [("only", 0, first, embedding + head, logits)]
     else:  # the last rank keeps its own copy of the output projection even when tied
-        ranks = [("first", 0, first, embedding, 0.0), ("last", layout.pp - 1, last, embedding, logits)]
+        ranks = [
+            ("first", 0, first, embedding, 0.0),
+            ("last", layout.pp - 1, last, embedding, logits),
+        ]
     for rank, index, layers, extra_params, extra_act in ranks:
         n_moe = layers * moe_fraction
         n_dense = layers - n_moe
         dense_params = n_dense * dense_layer / layout.tp + extra_params
         expert_params = 0.0
         if moe_layer is not None:
-            dense_params += n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / layout.tp
+            dense_params += (
+                n_moe
+                * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"])
+                / layout.tp
+            )
             expert_params = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
         wd, gd, od = _states(layout, dense_params, shard_dense)
         we, ge, oe = _states(layout, expert_params, shard_expert)
         activations = _stage_activations(model, layout, layers, n_moe, index) + extra_act
-        estimate = MemoryEstimate(weights=wd + we, gradients=gd + ge, optimizer=od + oe,
-                                  activations=activations, rank=rank)
+        estimate = MemoryEstimate(
+            weights=wd + we,
+            gradients=gd + ge,
+            optimizer=od + oe,
+            activations=activations,
+            rank=rank,
+        )
         if best is None or estimate.total > best.total:
             best = estimate
     return best
@@ -131,13 +154,16 @@ def in_flight_chunks(layout: Layout, rank: int) -> int:
     return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
 
 
-def _stage_activations(model: ModelSpec, layout: Layout, layers: int, n_moe: float,
-                       rank: int) -> float:
+def _stage_activations(
+    model: ModelSpec, layout: Layout, layers: int, n_moe: float, rank: int
+) -> float:
     chunks = in_flight_chunks(layout, rank)
     layers_per_chunk = layers / layout.vpp
     n_dense = layers - n_moe
-    full_layer = (n_dense * layer_activation_bytes(model, layout, moe=False)
-                  + (n_moe * layer_activation_bytes(model, layout, moe=True) if n_moe else 0.0)) / max(layers, 1)
+    full_layer = (
+        n_dense * layer_activation_bytes(model, layout, moe=False)
+        + (n_moe * layer_activation_bytes(model, layout, moe=True) if n_moe else 0.0)
+    ) / max(layers, 1)
     if layout.recompute == "full":
         tokens = layout.micro_batch * layout.seq_len / layout.cp
         shard = layout.tp if layout.sequence_parallel else 1
@@ -162,6 +188,8 @@ def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:
     expert = 0.0
     if model.is_moe:
         moe_layer = model.layer_parameters(True)
-        dense += n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / layout.tp
+        dense += (
+            n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / layout.tp
+        )
         expert = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
     return dense, expert

@@ -27,15 +27,52 @@ from ..errors import SpecError
 
 # model_type values whose FFN is gated (SwiGLU/GeGLU: gate, up, down matrices), as in the
 # Hugging Face modeling files; everything GPT-2/GPT-NeoX/OPT/Falcon-like is two-matrix.
-GATED_MODEL_TYPES = frozenset({
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-    "gemma2", "gemma3", "deepseek_v2", "deepseek_v3", "olmo", "olmo2", "olmoe", "phi3",
-    "granite", "granitemoe", "dbrx", "jamba", "cohere", "internlm2", "yi", "baichuan",
-})
-PLAIN_MODEL_TYPES = frozenset({
-    "gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "megatron_gpt",
-    "gpt3", "bert", "gpt_neo", "starcoder", "phi", "mpt",
-})
+GATED_MODEL_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "deepseek_v2",
+        "deepseek_v3",
+        "olmo",
+        "olmo2",
+        "olmoe",
+        "phi3",
+        "granite",
+        "granitemoe",
+        "dbrx",
+        "jamba",
+        "cohere",
+        "internlm2",
+        "yi",
+        "baichuan",
+    }
+)
+PLAIN_MODEL_TYPES = frozenset(
+    {
+        "gpt2",
+        "gpt_neox",
+        "gptj",
+        "gpt_bigcode",
+        "opt",
+        "bloom",
+        "falcon",
+        "megatron_gpt",
+        "gpt3",
+        "bert",
+        "gpt_neo",
+        "starcoder",
+        "phi",
+        "mpt",
+    }
+)
 GATED_ACTIVATIONS = frozenset({"silu", "swiglu", "swish", "geglu"})
 ATTENTION_IMPLEMENTATIONS = ("flash", "eager")
 
@@ -89,25 +126,38 @@ class ModelSpec:
     attention_dropout: float = 0.0
 
     def __post_init__(self) -> None:
-        for field in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-                      "intermediate_size", "vocab_size"):
+        for field in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "vocab_size",
+        ):
             value = getattr(self, field)
             if not isinstance(value, int) or value <= 0:
                 raise SpecError(f"model.{field}", f"must be a positive integer, got {value!r}")
         if self.num_heads % self.num_kv_heads:
-            raise SpecError("model.num_key_value_heads", f"{self.num_kv_heads} must divide "
-                            f"num_attention_heads={self.num_heads}")
+            raise SpecError(
+                "model.num_key_value_heads",
+                f"{self.num_kv_heads} must divide num_attention_heads={self.num_heads}",
+            )
         if self.num_experts:
             if not 0 < self.experts_per_token <= self.num_experts:
-                raise SpecError("model.num_experts_per_tok", f"must lie in 1..{self.num_experts}"
-                                f", got {self.experts_per_token}")
+                raise SpecError(
+                    "model.num_experts_per_tok",
+                    f"must lie in 1..{self.num_experts}, got {self.experts_per_token}",
+                )
             if self.moe_intermediate_size <= 0:
                 raise SpecError("model.moe_intermediate_size", "must be > 0 for a MoE model")
             if not 0 <= self.first_dense_layers <= self.num_layers:
                 raise SpecError("model.first_k_dense_replace", f"must lie in 0..{self.num_layers}")
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
-            raise SpecError("model.attention", f"unknown {self.attention!r}; "
-                            f"one of {list(ATTENTION_IMPLEMENTATIONS)}")
+            raise SpecError(
+                "model.attention",
+                f"unknown {self.attention!r}; one of {list(ATTENTION_IMPLEMENTATIONS)}",
+            )
 
     # ------------------------------------------------------------------ derived shapes
     @property
@@ -144,9 +194,11 @@ class ModelSpec:
                 shapes += [(h, self.q_lora_rank), (self.q_lora_rank, a * self.qk_head_dim)]
             else:
                 shapes += [(h, a * self.qk_head_dim)]
-            shapes += [(h, self.kv_lora_rank + self.qk_rope_head_dim),
-                       (self.kv_lora_rank, a * (self.qk_nope_head_dim + self.v_head_dim)),
-                       (a * self.v_head_dim, h)]
+            shapes += [
+                (h, self.kv_lora_rank + self.qk_rope_head_dim),
+                (self.kv_lora_rank, a * (self.qk_nope_head_dim + self.v_head_dim)),
+                (a * self.v_head_dim, h),
+            ]
             return shapes
         d = self.head_dim
         return [(h, a * d), (h, 2 * self.num_kv_heads * d), (a * d, h)]
@@ -163,15 +215,21 @@ class ModelSpec:
         (routed experts, all of them), ``shared`` (shared experts + router), ``norm``."""
         h = self.hidden_size
         attention = sum(i * o for i, o in self.attention_weight_shapes())
-        out = {"attention": float(attention), "norm": 2.0 * h, "dense_ffn": 0.0,
-               "experts": 0.0, "shared": 0.0}
+        out = {
+            "attention": float(attention),
+            "norm": 2.0 * h,
+            "dense_ffn": 0.0,
+            "experts": 0.0,
+            "shared": 0.0,
+        }
         if moe:
             expert = sum(i * o for i, o in self.ffn_weight_shapes(self.moe_intermediate_size))
             out["experts"] = float(self.num_experts * expert)
             out["shared"] = float(self.num_shared_experts * expert + h * self.num_experts)
         else:
-            out["dense_ffn"] = float(sum(i * o for i, o in
-                                         self.ffn_weight_shapes(self.intermediate_size)))
+            out["dense_ffn"] = float(
+                sum(i * o for i, o in self.ffn_weight_shapes(self.intermediate_size))
+            )
         return out
 
     def num_parameters(self) -> float:
@@ -196,14 +254,27 @@ def _get(config: dict, *names, default=None):
 # config.json names read by :func:`model_from_config`; each tuple lists one field's
 # aliases in the order they are looked up (the first one present wins).
 CONFIG_FIELDS = (
-    ("model_type",), ("hidden_size", "n_embd", "d_model"),
-    ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"),
-    ("num_key_value_heads",), ("head_dim",), ("hidden_act", "activation_function"),
-    ("intermediate_size", "n_inner", "ffn_hidden_size"), ("vocab_size", "padded_vocab_size"),
-    ("tie_word_embeddings",), ("num_local_experts", "n_routed_experts", "num_experts"),
-    ("num_experts_per_tok", "moe_topk"), ("moe_intermediate_size",), ("n_shared_experts",),
-    ("first_k_dense_replace",), ("q_lora_rank",), ("kv_lora_rank",), ("qk_nope_head_dim",),
-    ("qk_rope_head_dim",), ("v_head_dim",), ("attn_implementation", "_attn_implementation"),
+    ("model_type",),
+    ("hidden_size", "n_embd", "d_model"),
+    ("num_hidden_layers", "n_layer", "num_layers"),
+    ("num_attention_heads", "n_head"),
+    ("num_key_value_heads",),
+    ("head_dim",),
+    ("hidden_act", "activation_function"),
+    ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    ("vocab_size", "padded_vocab_size"),
+    ("tie_word_embeddings",),
+    ("num_local_experts", "n_routed_experts", "num_experts"),
+    ("num_experts_per_tok", "moe_topk"),
+    ("moe_intermediate_size",),
+    ("n_shared_experts",),
+    ("first_k_dense_replace",),
+    ("q_lora_rank",),
+    ("kv_lora_rank",),
+    ("qk_nope_head_dim",),
+    ("qk_rope_head_dim",),
+    ("v_head_dim",),
+    ("attn_implementation", "_attn_implementation"),
     ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob"),
     ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"),
 )
@@ -215,8 +286,9 @@ def _apply_overrides(config: dict, overrides: dict) -> None:
     aliases = {name: group for group in CONFIG_FIELDS for name in group}
     for key, value in overrides.items():
         if key not in aliases:
-            raise SpecError(f"model.{key}", "unknown or unused config.json field; known: "
-                            f"{sorted(aliases)}")
+            raise SpecError(
+                f"model.{key}", f"unknown or unused config.json field; known: {sorted(aliases)}"
+            )
         for other in aliases[key]:
             config.pop(other, None)
         config[key] = value
@@ -236,9 +308,15 @@ def _float(config: dict, field: str, *names, default: float) -> float:
 def _int(config: dict, field: str, *names, default=None) -> int:
     value = _get(config, *names, default=default)
     if value is None:
-        raise SpecError(f"model.{field}", f"missing; expected one of the config fields {list(names)}")
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or value != int(value)):
+        raise SpecError(
+            f"model.{field}", f"missing; expected one of the config fields {list(names)}"
+        )
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise SpecError(f"model.{names[0]}", f"must be an integer, got {value!r}")
     return int(value)
 
@@ -257,17 +335,26 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     ``_attn_implementation`` (``eager`` -> materialised s^2 attention, anything else flash).
     """
     if not isinstance(config, dict):
-        raise SpecError("model", f"expected a mapping of config.json fields, got {type(config).__name__}")
+        raise SpecError(
+            "model", f"expected a mapping of config.json fields, got {type(config).__name__}"
+        )
     model_type = str(_get(config, "model_type", default="llama"))
     hidden = _int(config, "hidden_size", "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(config, "num_attention_heads", "num_attention_heads", "n_head")
     kv_heads = _int(config, "num_key_value_heads", "num_key_value_heads", default=heads)
     head_dim = _int(config, "head_dim", "head_dim", default=hidden // heads if heads else 0)
-    if (heads > 0 and hidden % heads and _get(config, "head_dim") is None
-            and not _get(config, "kv_lora_rank")):
-        raise SpecError("model.hidden_size", f"{hidden} is not divisible by num_attention_heads="
-                        f"{heads}; give head_dim explicitly for such a model")
+    if (
+        heads > 0
+        and hidden % heads
+        and _get(config, "head_dim") is None
+        and not _get(config, "kv_lora_rank")
+    ):
+        raise SpecError(
+            "model.hidden_size",
+            f"{hidden} is not divisible by num_attention_heads="
+            f"{heads}; give head_dim explicitly for such a model",
+        )
     act = str(_get(config, "hidden_act", "activation_function", default="")).lower()
     if model_type in GATED_MODEL_TYPES:
         gated = True
@@ -275,10 +362,22 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
         gated = False
     else:
         gated = act in GATED_ACTIVATIONS
-    ffn = _int(config, "intermediate_size", "intermediate_size", "n_inner", "ffn_hidden_size",
-               default=4 * hidden)
-    experts = _int(config, "num_local_experts", "num_local_experts", "n_routed_experts",
-                   "num_experts", default=0)
+    ffn = _int(
+        config,
+        "intermediate_size",
+        "intermediate_size",
+        "n_inner",
+        "ffn_hidden_size",
+        default=4 * hidden,
+    )
+    experts = _int(
+        config,
+        "num_local_experts",
+        "num_local_experts",
+        "n_routed_experts",
+        "num_experts",
+        default=0,
+    )
     if experts < 0:
         raise SpecError("model.num_local_experts", f"must be >= 0 (0 = dense), got {experts}")
     kv_lora_rank = _int(config, "kv_lora_rank", "kv_lora_rank", default=0)
@@ -289,27 +388,48 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
         raise SpecError("model.tie_word_embeddings", f"must be true or false, got {tied!r}")
     attn = str(_get(config, "attn_implementation", "_attn_implementation", default="flash"))
     kwargs = dict(
-        name=name, model_type=model_type, hidden_size=hidden, num_layers=layers,
-        num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=ffn,
+        name=name,
+        model_type=model_type,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=ffn,
         vocab_size=_int(config, "vocab_size", "vocab_size", "padded_vocab_size"),
-        gated_ffn=gated, tie_word_embeddings=tied,
+        gated_ffn=gated,
+        tie_word_embeddings=tied,
         attention="eager" if attn == "eager" else "flash",
-        hidden_dropout=_float(config, "hidden_dropout", "resid_pdrop", "hidden_dropout",
-                              "hidden_dropout_prob", default=0.1 if model_type == "gpt2" else 0.0),
-        attention_dropout=_float(config, "attention_dropout", "attn_pdrop", "attention_dropout",
-                                 "attention_probs_dropout_prob",
-                                 default=0.1 if model_type == "gpt2" else 0.0),
+        hidden_dropout=_float(
+            config,
+            "hidden_dropout",
+            "resid_pdrop",
+            "hidden_dropout",
+            "hidden_dropout_prob",
+            default=0.1 if model_type == "gpt2" else 0.0,
+        ),
+        attention_dropout=_float(
+            config,
+            "attention_dropout",
+            "attn_pdrop",
+            "attention_dropout",
+            "attention_probs_dropout_prob",
+            default=0.1 if model_type == "gpt2" else 0.0,
+        ),
     )
     if experts:
         kwargs.update(
             num_experts=experts,
-            experts_per_token=_int(config, "num_experts_per_tok", "num_experts_per_tok",
-                                   "moe_topk", default=2),
-            moe_intermediate_size=_int(config, "moe_intermediate_size", "moe_intermediate_size",
-                                       default=ffn),
+            experts_per_token=_int(
+                config, "num_experts_per_tok", "num_experts_per_tok", "moe_topk", default=2
+            ),
+            moe_intermediate_size=_int(
+                config, "moe_intermediate_size", "moe_intermediate_size", default=ffn
+            ),
             num_shared_experts=_int(config, "n_shared_experts", "n_shared_experts", default=0),
-            first_dense_layers=_int(config, "first_k_dense_replace", "first_k_dense_replace",
-                                    default=0),
+            first_dense_layers=_int(
+                config, "first_k_dense_replace", "first_k_dense_replace", default=0
+            ),
         )
     if kv_lora_rank:
         kwargs.update(
@@ -346,7 +466,9 @@ def load_model(spec, **overrides) -> ModelSpec:
     elif isinstance(spec, (str, Path)):
         config, name = _read_source(str(spec))
     else:
-        raise SpecError("model", f"expected a preset name, a path or a dict, got {type(spec).__name__}")
+        raise SpecError(
+            "model", f"expected a preset name, a path or a dict, got {type(spec).__name__}"
+        )
     _apply_overrides(config, overrides)
     return model_from_config(config, name=name)
 
@@ -362,28 +484,43 @@ def _read_source(text: str) -> tuple[dict, str]:
         syntax = "yaml" if path.suffix in (".yaml", ".yml") else "json"
         data = read_structured(path, what="model", syntax=syntax)
         return data, path.stem if path.stem != "config" else path.parent.name or "config"
-    raise SpecError("model", f"unknown model {text!r}: not a preset ({', '.join(list_models())}) "
-                    "and not an existing config.json/YAML path")
+    raise SpecError(
+        "model",
+        f"unknown model {text!r}: not a preset ({', '.join(list_models())}) "
+        "and not an existing config.json/YAML path",
+    )
 
 
 def _spec_to_config(spec: ModelSpec) -> dict:
     config = {
-        "model_type": spec.model_type, "hidden_size": spec.hidden_size,
-        "num_hidden_layers": spec.num_layers, "num_attention_heads": spec.num_heads,
-        "num_key_value_heads": spec.num_kv_heads, "head_dim": spec.head_dim,
-        "intermediate_size": spec.intermediate_size, "vocab_size": spec.vocab_size,
+        "model_type": spec.model_type,
+        "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "head_dim": spec.head_dim,
+        "intermediate_size": spec.intermediate_size,
+        "vocab_size": spec.vocab_size,
         "hidden_act": "silu" if spec.gated_ffn else "gelu",
         "tie_word_embeddings": spec.tie_word_embeddings,
         "attn_implementation": spec.attention,
-        "hidden_dropout": spec.hidden_dropout, "attention_dropout": spec.attention_dropout,
+        "hidden_dropout": spec.hidden_dropout,
+        "attention_dropout": spec.attention_dropout,
     }
     if spec.is_moe:
-        config.update(num_local_experts=spec.num_experts, num_experts_per_tok=spec.experts_per_token,
-                      moe_intermediate_size=spec.moe_intermediate_size,
-                      n_shared_experts=spec.num_shared_experts,
-                      first_k_dense_replace=spec.first_dense_layers)
+        config.update(
+            num_local_experts=spec.num_experts,
+            num_experts_per_tok=spec.experts_per_token,
+            moe_intermediate_size=spec.moe_intermediate_size,
+            n_shared_experts=spec.num_shared_experts,
+            first_k_dense_replace=spec.first_dense_layers,
+        )
     if spec.is_mla:
-        config.update(q_lora_rank=spec.q_lora_rank, kv_lora_rank=spec.kv_lora_rank,
-                      qk_nope_head_dim=spec.qk_nope_head_dim,
-                      qk_rope_head_dim=spec.qk_rope_head_dim, v_head_dim=spec.v_head_dim)
+        config.update(
+            q_lora_rank=spec.q_lora_rank,
+            kv_lora_rank=spec.kv_lora_rank,
+            qk_nope_head_dim=spec.qk_nope_head_dim,
+            qk_rope_head_dim=spec.qk_rope_head_dim,
+            v_head_dim=spec.v_head_dim,
+        )
     return config

@@ -29,8 +29,11 @@ def parse_order(order: str) -> tuple[str, ...]:
     """``'tp-cp-ep-dp-pp'`` -> ('tp', 'cp', 'ep', 'dp', 'pp'); every dimension exactly once."""
     parts = tuple(part.strip().lower() for part in str(order).split("-"))
     if sorted(parts) != sorted(DIMENSIONS):
-        raise SpecError("order", f"{order!r} must name each of {list(DIMENSIONS)} exactly once, "
-                        "separated by '-', fastest-varying first (e.g. 'tp-cp-ep-dp-pp')")
+        raise SpecError(
+            "order",
+            f"{order!r} must name each of {list(DIMENSIONS)} exactly once, "
+            "separated by '-', fastest-varying first (e.g. 'tp-cp-ep-dp-pp')",
+        )
     return parts
 
 
@@ -69,8 +72,11 @@ class Placement:
         names, sizes = self._grid(expert)
         for dim in wanted:
             if dim not in names:
-                raise SpecError("dims", f"{dim!r} is not a dimension of the "
-                                f"{'expert' if expert else 'dense'} layout {names}")
+                raise SpecError(
+                    "dims",
+                    f"{dim!r} is not a dimension of the "
+                    f"{'expert' if expert else 'dense'} layout {names}",
+                )
         # C-order reshape puts the last axis fastest, so reverse: axis -1 = names[0].
         grid = self.gpu_of_rank.reshape(sizes[::-1])
         axis_of = {name: len(names) - 1 - i for i, name in enumerate(names)}
@@ -81,8 +87,15 @@ class Placement:
         return grid.reshape(-1, size)
 
 
-def place(layout: Layout, num_fabric_gpus: int, *, order: str = "tp-cp-ep-dp-pp",
-          placement: str = "contiguous", seed: int = 0, gpus_per_node: int = 1) -> Placement:
+def place(
+    layout: Layout,
+    num_fabric_gpus: int,
+    *,
+    order: str = "tp-cp-ep-dp-pp",
+    placement: str = "contiguous",
+    seed: int = 0,
+    gpus_per_node: int = 1,
+) -> Placement:
     """Map the ranks of ``layout`` onto GPUs ``0..num_fabric_gpus-1``.
 
     Args:
@@ -98,8 +111,9 @@ def place(layout: Layout, num_fabric_gpus: int, *, order: str = "tp-cp-ep-dp-pp"
     dims = parse_order(order)
     num_ranks = layout.num_gpus
     if num_ranks > num_fabric_gpus:
-        raise SpecError("gpus", f"the layout needs {num_ranks} GPUs but the fabric has "
-                        f"{num_fabric_gpus}")
+        raise SpecError(
+            "gpus", f"the layout needs {num_ranks} GPUs but the fabric has {num_fabric_gpus}"
+        )
     if placement == "contiguous":
         gpu_of_rank = np.arange(num_ranks, dtype=np.int64)
     elif placement == "scattered":

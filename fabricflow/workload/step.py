@@ -74,18 +74,31 @@ class StepResult:
         return self.memory.total / GIB
 
     def to_dict(self) -> dict:
-        return {"step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
-                "tflops_per_gpu": self.tflops_per_gpu,
-                "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu, "mfu": self.mfu,
-                "memory_gib_per_gpu": self.memory_gib_per_gpu,
-                "memory_gib": self.memory.as_gib(), "breakdown": dict(self.breakdown),
-                **self.details}
+        return {
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory_gib_per_gpu": self.memory_gib_per_gpu,
+            "memory_gib": self.memory.as_gib(),
+            "breakdown": dict(self.breakdown),
+            **self.details,
+        }
 
 
-def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric: Fabric, *,
-              order: str = "tp-cp-ep-dp-pp", placement: str | Placement = "contiguous",
-              seed: int = 0, check_memory: bool = True,
-              collectives: str = "fabric") -> StepResult:
+def step_time(
+    model: ModelSpec | str,
+    gpu: GpuSpec | str,
+    layout: Layout,
+    fabric: Fabric,
+    *,
+    order: str = "tp-cp-ep-dp-pp",
+    placement: str | Placement = "contiguous",
+    seed: int = 0,
+    check_memory: bool = True,
+    collectives: str = "fabric",
+) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
     Args:
@@ -113,15 +126,26 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     memory = memory_per_gpu(model, layout)
     if check_memory and memory.total > gpu.hbm:
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in memory.as_gib().items() if k not in ("total", "rank"))
-        raise SpecError("layout", f"needs {memory.total / GIB:.1f} GiB per GPU on the {memory.rank} "
-                        f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
-                        "of HBM; raise tp/pp, use recompute, ZeRO or a smaller micro-batch")
+        parts = ", ".join(
+            f"{k} {v:.1f}" for k, v in memory.as_gib().items() if k not in ("total", "rank")
+        )
+        raise SpecError(
+            "layout",
+            f"needs {memory.total / GIB:.1f} GiB per GPU on the {memory.rank} "
+            f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
+            "of HBM; raise tp/pp, use recompute, ZeRO or a smaller micro-batch",
+        )
     if isinstance(placement, Placement):
         where = placement
     else:
-        where = place(layout, fabric.num_gpus, order=order, placement=placement, seed=seed,
-                      gpus_per_node=fabric.gpus_per_node)
+        where = place(
+            layout,
+            fabric.num_gpus,
+            order=order,
+            placement=placement,
+            seed=seed,
+            gpus_per_node=fabric.gpus_per_node,
+        )
     cache = CollectiveCache(fabric, collectives, field="collectives")
     comm = _register_groups(cache, where, model, layout)
 
@@ -138,18 +162,26 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
     local = dense_params + expert_params
     if layout.zero >= 1:
         local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
-    breakdown["optimizer"] = float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
+    breakdown["optimizer"] = (
+        float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
+    )
     total = sum(breakdown.values())
 
     num_gpus = layout.num_gpus
     flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
     hw_flops = hardware_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
     details = {
-        "model": model.name, "gpu": gpu.name, "fabric": fabric.name, "num_gpus": num_gpus,
-        "layout": dataclasses.asdict(layout), "order": "-".join(where.order),
+        "model": model.name,
+        "gpu": gpu.name,
+        "fabric": fabric.name,
+        "num_gpus": num_gpus,
+        "layout": dataclasses.asdict(layout),
+        "order": "-".join(where.order),
         "placement": placement if isinstance(placement, str) else "custom",
-        "num_micro_batches": m, "collective_backend": comm.backend,
-        "model_flops_per_step": flops, "parameters": model.num_parameters(),
+        "num_micro_batches": m,
+        "collective_backend": comm.backend,
+        "model_flops_per_step": flops,
+        "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
         "slowest_rank": slow["rank"],
     }
@@ -159,14 +191,22 @@ def step_time(model: ModelSpec | str, gpu: GpuSpec | str, layout: Layout, fabric
         tflops_per_gpu=flops / total / num_gpus / 1e12,
         hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
         mfu=flops / (total * num_gpus * gpu.peak(layout.precision)),
-        memory=memory, breakdown=breakdown, details=details)
+        memory=memory,
+        breakdown=breakdown,
+        details=details,
+    )
 
 
-def _register_groups(comm: CollectiveCache, where: Placement, model: ModelSpec,
-                     layout: Layout) -> CollectiveCache:
+def _register_groups(
+    comm: CollectiveCache, where: Placement, model: ModelSpec, layout: Layout
+) -> CollectiveCache:
     """Build each group set once: int arrays [num_groups, group_size] of GPU indices."""
-    for name, dims, expert in (("tp", "tp", False), ("cp", "cp", False), ("pp", "pp", False),
-                               ("dp", ("dp", "cp"), False)):
+    for name, dims, expert in (
+        ("tp", "tp", False),
+        ("cp", "cp", False),
+        ("pp", "pp", False),
+        ("dp", ("dp", "cp"), False),
+    ):
         comm.add(name, where.groups(dims, expert=expert))
     if model.is_moe:
         comm.add("ep", where.groups("ep", expert=True))
@@ -174,7 +214,9 @@ def _register_groups(comm: CollectiveCache, where: Placement, model: ModelSpec,
     return comm
 
 
-def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *, moe: bool) -> dict:
+def _layer_comm(
+    model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *, moe: bool
+) -> dict:
     """Exposed TP / CP / EP seconds of one layer for one micro-batch (all passes)."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     passes_fwd = 2 if layout.recompute == "full" else 1
@@ -182,13 +224,15 @@ def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *
     if layout.tp > 1:
         size = 2.0 * tokens * model.hidden_size
         if layout.sequence_parallel:
-            per_pass = 2 * (comm.slowest("tp", "all_gather", size)
-                            + comm.slowest("tp", "reduce_scatter", size))
+            per_pass = 2 * (
+                comm.slowest("tp", "all_gather", size) + comm.slowest("tp", "reduce_scatter", size)
+            )
         else:
             per_pass = 2 * comm.slowest("tp", "all_reduce", size)
         if layout.tp_overlap:
-            out["tp"] = (passes_fwd * max(0.0, per_pass - cost.forward_gemm_s)
-                         + max(0.0, per_pass - cost.backward_gemm_s))
+            out["tp"] = passes_fwd * max(0.0, per_pass - cost.forward_gemm_s) + max(
+                0.0, per_pass - cost.backward_gemm_s
+            )
         else:
             out["tp"] = (passes_fwd + 1) * per_pass
     if layout.cp > 1:
@@ -201,8 +245,9 @@ def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *
         ring_f = steps * comm.slowest("cp", "sendrecv", chunk)
         ring_b = steps * comm.slowest("cp", "sendrecv", 2 * chunk)
         redo = 1 if layout.recompute in ("full", "selective") else 0
-        out["cp"] = ((1 + redo) * max(0.0, ring_f - cost.forward_attention_s)
-                     + max(0.0, ring_b - cost.backward_attention_s))
+        out["cp"] = (1 + redo) * max(0.0, ring_f - cost.forward_attention_s) + max(
+            0.0, ring_b - cost.backward_attention_s
+        )
     if moe and layout.ep > 1:
         # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
         # does), combine returns them in bf16; the most loaded rank sets the pace.
@@ -213,22 +258,26 @@ def _layer_comm(model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *
         forward = comm.slowest("ep", "all_to_all", dispatch_bytes * copies) + bf16
         backward = 2 * bf16  # gradients of combine and of dispatch, bf16
         if layout.ep_overlap:
-            out["ep"] = (passes_fwd * max(0.0, forward - cost.forward_s)
-                         + max(0.0, backward - cost.backward_s))
+            out["ep"] = passes_fwd * max(0.0, forward - cost.forward_s) + max(
+                0.0, backward - cost.backward_s
+            )
         else:
             out["ep"] = passes_fwd * forward + backward
     return out
 
 
-def _micro_batch_times(model: ModelSpec, gpu: GpuSpec, layout: Layout,
-                       comm: CollectiveCache) -> dict:
+def _micro_batch_times(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, comm: CollectiveCache
+) -> dict:
     """Per pipeline rank (first, middle, last): seconds of one micro-batch, split by kind."""
     kinds = [(False, model.num_dense_layers / model.num_layers)]
     if model.is_moe:
         kinds.append((True, model.num_moe_layers / model.num_layers))
     per_layer = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
-    costs = {moe: layer_cost(model, gpu, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
-             for moe, _ in kinds}
+    costs = {
+        moe: layer_cost(model, gpu, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
+        for moe, _ in kinds
+    }
     for moe, share in kinds:
         cost = costs[moe]
         exposed = _layer_comm(model, layout, comm, cost, moe=moe)
@@ -238,7 +287,11 @@ def _micro_batch_times(model: ModelSpec, gpu: GpuSpec, layout: Layout,
     emb_f, emb_b = embedding_cost(model, gpu, layout)
     head_f, head_b = head_cost(model, gpu, layout)
     first, middle, last = layout.stage_layers(model)
-    ranks = {"first": (first, emb_f + emb_b), "middle": (middle, 0.0), "last": (last, head_f + head_b)}
+    ranks = {
+        "first": (first, emb_f + emb_b),
+        "middle": (middle, 0.0),
+        "last": (last, head_f + head_b),
+    }
     if layout.pp == 1:
         ranks = {"only": (first, emb_f + emb_b + head_f + head_b)}
     out = {}
@@ -263,7 +316,9 @@ def _pipeline_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache) -
     return chain + 2 * layout.num_micro_batches * layout.vpp * hop
 
 
-def _data_parallel_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache, slow: dict) -> float:
+def _data_parallel_exposed(
+    model: ModelSpec, layout: Layout, comm: CollectiveCache, slow: dict
+) -> float:
     dense, expert = stage_parameters(model, layout)
     grad_bytes = 4.0 if layout.grad_reduce_dtype == "fp32" else 2.0
     sets = [("dp", dense, layout.dp * layout.cp)]
@@ -291,6 +346,10 @@ def _data_parallel_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCac
             gather = comm.slowest(name, "all_gather", 2.0 * params)
         if layout.dp_overlap:
             reduce = max(reduce - slow["backward_s"], reduce / buckets)
-            gather = max(gather - (slow["total"] - slow["backward_s"]), gather / buckets) if gather else 0.0
+            gather = (
+                max(gather - (slow["total"] - slow["backward_s"]), gather / buckets)
+                if gather
+                else 0.0
+            )
         total += reduce + gather
     return total

@@ -29,13 +29,14 @@ class Algorithm:
     builders: dict
     family: str
     simple_only: bool = False
-    per_pair_channels: bool = False   # default one channel per pair (p2p), else per rail
+    per_pair_channels: bool = False  # default one channel per pair (p2p), else per rail
 
     def build(self, ctx: Context) -> list[Phase]:
         builder: Callable | None = self.builders.get(ctx.op)
         if builder is None:
-            raise NotApplicable(f"{self.name} does not implement {ctx.op}; it implements "
-                                f"{sorted(self.builders)}")
+            raise NotApplicable(
+                f"{self.name} does not implement {ctx.op}; it implements {sorted(self.builders)}"
+            )
         return builder(ctx)
 
 
@@ -44,20 +45,35 @@ _COLL = ("all_reduce", "reduce_scatter", "all_gather")
 ALGORITHMS = {
     "ring": Algorithm("ring", {op: ring for op in (*_COLL, "broadcast")}, "ring"),
     "tree": Algorithm("tree", {"all_reduce": tree}, "tree"),
-    "halving_doubling": Algorithm("halving_doubling", dict.fromkeys(_COLL, halving_doubling),
-                                  "p2p"),
-    "hierarchical": Algorithm("hierarchical", {**dict.fromkeys(_COLL, hierarchical),
-                                               "all_to_all": hierarchical_all_to_all}, "ring"),
+    "halving_doubling": Algorithm(
+        "halving_doubling", dict.fromkeys(_COLL, halving_doubling), "p2p"
+    ),
+    "hierarchical": Algorithm(
+        "hierarchical",
+        {**dict.fromkeys(_COLL, hierarchical), "all_to_all": hierarchical_all_to_all},
+        "ring",
+    ),
     "nvls": Algorithm("nvls", dict.fromkeys(_COLL, nvls), "nvls", simple_only=True),
     "sharp": Algorithm("sharp", {"all_reduce": sharp}, "tree", simple_only=True),
-    "direct": Algorithm("direct", {"all_to_all": direct_all_to_all, "sendrecv": sendrecv}, "p2p",
-                        per_pair_channels=True),
+    "direct": Algorithm(
+        "direct",
+        {"all_to_all": direct_all_to_all, "sendrecv": sendrecv},
+        "p2p",
+        per_pair_channels=True,
+    ),
 }
 
-ALIASES = {"hd": "halving_doubling", "rhd": "halving_doubling",
-           "recursive_halving_doubling": "halving_doubling", "pxn": "hierarchical",
-           "hier": "hierarchical", "nvlink_sharp": "nvls", "collnet": "sharp",
-           "pairwise": "direct", "p2p": "direct"}
+ALIASES = {
+    "hd": "halving_doubling",
+    "rhd": "halving_doubling",
+    "recursive_halving_doubling": "halving_doubling",
+    "pxn": "hierarchical",
+    "hier": "hierarchical",
+    "nvlink_sharp": "nvls",
+    "collnet": "sharp",
+    "pairwise": "direct",
+    "p2p": "direct",
+}
 
 
 def get_algorithm(name: str) -> Algorithm:
@@ -72,5 +88,4 @@ def algorithms_for(op: str) -> list[str]:
     return [name for name, algo in ALGORITHMS.items() if op in algo.builders]
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Context", "NotApplicable", "algorithms_for",
-           "get_algorithm"]
+__all__ = ["ALGORITHMS", "Algorithm", "Context", "NotApplicable", "algorithms_for", "get_algorithm"]

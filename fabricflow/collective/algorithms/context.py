@@ -52,6 +52,8 @@ class Context:
 
     def require_grid(self, algo: str) -> np.ndarray:
         if self.grid is None:
-            raise NotApplicable(f"{algo} needs the same number of group members in every "
-                                "scale-up domain a group touches")
+            raise NotApplicable(
+                f"{algo} needs the same number of group members in every "
+                "scale-up domain a group touches"
+            )
         return self.grid

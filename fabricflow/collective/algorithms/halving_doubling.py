@@ -28,10 +28,16 @@ def halving_doubling(ctx: Context) -> list[Phase]:
     phases = []
     for step in range(int(np.log2(n))):
         partner = ranks ^ (1 << step)
-        src = np.repeat(ctx.ordered[:, None, :], ctx.channels, axis=1)       # [G, C, n]
+        src = np.repeat(ctx.ordered[:, None, :], ctx.channels, axis=1)  # [G, C, n]
         dst = np.repeat(ctx.ordered[:, None, partner], ctx.channels, axis=1)
-        phases.append(make_phase(
-            f"step-{step}", "p2p", src.reshape(ctx.num_groups, -1, 1),
-            dst.reshape(ctx.num_groups, -1, 1),
-            bytes_per_size=1.0 / (2 ** (step + 1)) / ctx.channels, repeat=_REPEAT[ctx.op]))
+        phases.append(
+            make_phase(
+                f"step-{step}",
+                "p2p",
+                src.reshape(ctx.num_groups, -1, 1),
+                dst.reshape(ctx.num_groups, -1, 1),
+                bytes_per_size=1.0 / (2 ** (step + 1)) / ctx.channels,
+                repeat=_REPEAT[ctx.op],
+            )
+        )
     return phases

@@ -36,13 +36,13 @@ def flat_rings(grid: np.ndarray, channels: int, rail_aware: bool) -> tuple[np.nd
         (rail-aware with ``D > 1`` and ``k > 1``).
     """
     num_groups, num_domains, k = grid.shape
-    rotation = (np.arange(channels)[:, None] + np.arange(k)[None, :]) % k       # [C, k]
-    ordered = grid[:, :, rotation]                                              # [G, D, C, k]
-    ordered = np.moveaxis(ordered, 2, 1)                                        # [G, C, D, k]
+    rotation = (np.arange(channels)[:, None] + np.arange(k)[None, :]) % k  # [C, k]
+    ordered = grid[:, :, rotation]  # [G, D, C, k]
+    ordered = np.moveaxis(ordered, 2, 1)  # [G, C, D, k]
     if not rail_aware or num_domains == 1 or k == 1:
         src = ordered.reshape(num_groups, channels, num_domains * k)
         return src, np.roll(src, -1, axis=2)
-    head = ordered[..., :1]                                                     # [G, C, D, 1]
+    head = ordered[..., :1]  # [G, C, D, 1]
     src = np.concatenate([ordered, head], axis=3)
     dst = np.concatenate([ordered[..., 1:], head, np.roll(head, -1, axis=2)], axis=3)
     shape = (num_groups, channels, num_domains * (k + 1))
@@ -55,7 +55,7 @@ def chains_from_rings(src: np.ndarray, dst: np.ndarray, root: np.ndarray):
     last hop (the one closing the ring). Returns ``(src, dst)`` ``[G, C, P - 1]``."""
     num_hops = src.shape[2]
     leaves_root = src == root[:, None, None]
-    start = np.argmax(leaves_root, axis=2)                                     # [G, C]
+    start = np.argmax(leaves_root, axis=2)  # [G, C]
     index = (start[:, :, None] + np.arange(num_hops - 1)[None, None, :]) % num_hops
     return np.take_along_axis(src, index, axis=2), np.take_along_axis(dst, index, axis=2)
 
@@ -93,7 +93,7 @@ def tree_depth(parent: np.ndarray) -> int:
     """Number of edges on the longest root-to-leaf path of a parent array."""
     depth = np.zeros(parent.size, dtype=np.int64)
     node = parent.copy()
-    for _ in range(parent.size):          # bounded: a tree over n nodes has depth < n
+    for _ in range(parent.size):  # bounded: a tree over n nodes has depth < n
         alive = node >= 0
         if not alive.any():
             break

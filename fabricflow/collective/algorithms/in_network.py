@@ -36,9 +36,16 @@ from .ring import rings_of
 
 def _nvls_stage(ctx: Context, grid: np.ndarray, name: str, load: float, steps: int = 1) -> Phase:
     k = grid.shape[2]
-    src, dst = plain_rings(grid, 1)              # [G, D, k]: one switch transfer per domain
-    return make_phase(name, "nvls", src, dst, hop_load=load / ctx.nvls_efficiency,
-                      hop_latency_count=steps / k, bytes_per_size=1.0)
+    src, dst = plain_rings(grid, 1)  # [G, D, k]: one switch transfer per domain
+    return make_phase(
+        name,
+        "nvls",
+        src,
+        dst,
+        hop_load=load / ctx.nvls_efficiency,
+        hop_latency_count=steps / k,
+        bytes_per_size=1.0,
+    )
 
 
 def nvls(ctx: Context) -> list[Phase]:
@@ -55,21 +62,29 @@ def nvls(ctx: Context) -> list[Phase]:
         return [_nvls_stage(ctx, grid, "nvls", load)]
     rails = np.swapaxes(grid, 1, 2)
     inter_rounds = 2.0 if ctx.op == "all_reduce" else 1.0
-    across = rings_of(rails, max(1, ctx.channels // k), name="inter-rail", rounds=inter_rounds,
-                      bytes_per_size=1.0 / k)
+    across = rings_of(
+        rails,
+        max(1, ctx.channels // k),
+        name="inter-rail",
+        rounds=inter_rounds,
+        bytes_per_size=1.0 / k,
+    )
     # Pipelined, the reduce-scatter (up S, down S/k) and all-gather (up S/k, down S) run at
     # once: together the NVLS AllReduce load (k+1)/k in each direction, in two steps.
     both = _nvls_stage(ctx, grid, "nvls", (k + 1) / k, steps=2)
-    stages = {"all_reduce": [both, across],
-              "reduce_scatter": [_nvls_stage(ctx, grid, "reduce-scatter", 1.0), across],
-              "all_gather": [across, _nvls_stage(ctx, grid, "all-gather", 1.0)]}[ctx.op]
+    stages = {
+        "all_reduce": [both, across],
+        "reduce_scatter": [_nvls_stage(ctx, grid, "reduce-scatter", 1.0), across],
+        "all_gather": [across, _nvls_stage(ctx, grid, "all-gather", 1.0)],
+    }[ctx.op]
     return [pipelined("nvls-pipelined", "nvls", stages)]
 
 
 def sharp(ctx: Context) -> list[Phase]:
     if not ctx.sharp:
-        raise NotApplicable("the fabric declares no in-network reduction "
-                            "(in_network_reduction: true)")
+        raise NotApplicable(
+            "the fabric declares no in-network reduction (in_network_reduction: true)"
+        )
     if ctx.op != "all_reduce":
         raise NotApplicable("sharp implements all_reduce only")
     grid = ctx.require_grid("sharp")
@@ -77,20 +92,29 @@ def sharp(ctx: Context) -> list[Phase]:
     if num_domains == 1:
         raise NotApplicable("sharp needs a group spanning >= 2 domains")
     channels = max(1, ctx.channels // k)
-    rails = np.repeat(np.swapaxes(grid, 1, 2), channels, axis=1)   # [G, k*C, D]
+    rails = np.repeat(np.swapaxes(grid, 1, 2), channels, axis=1)  # [G, k*C, D]
     root = rails[:, :, :1]
     members = rails[:, :, 1:]
     src = np.concatenate([members, np.broadcast_to(root, members.shape)], axis=2)
     dst = np.concatenate([np.broadcast_to(root, members.shape), members], axis=2)
-    tree = make_phase("sharp", "tree", src, dst, hop_load=1.0 / ctx.sharp_efficiency,
-                      hop_latency_count=1.0 / (num_domains - 1),
-                      bytes_per_size=1.0 / k / channels, merge="max")
+    tree = make_phase(
+        "sharp",
+        "tree",
+        src,
+        dst,
+        hop_load=1.0 / ctx.sharp_efficiency,
+        hop_latency_count=1.0 / (num_domains - 1),
+        bytes_per_size=1.0 / k / channels,
+        merge="max",
+    )
     if k == 1:
         return [tree]
     if ctx.nvls:
         stages = [_nvls_stage(ctx, grid, "nvls", (k + 1) / k, steps=2), tree]
     else:
-        stages = [rings_of(grid, ctx.channels, name="reduce-scatter", rounds=1.0,
-                           bytes_per_size=1.0), tree,
-                  rings_of(grid, ctx.channels, name="all-gather", rounds=1.0, bytes_per_size=1.0)]
+        stages = [
+            rings_of(grid, ctx.channels, name="reduce-scatter", rounds=1.0, bytes_per_size=1.0),
+            tree,
+            rings_of(grid, ctx.channels, name="all-gather", rounds=1.0, bytes_per_size=1.0),
+        ]
     return [pipelined("sharp-pipelined", "tree", stages)]

@@ -33,8 +33,11 @@ def direct_all_to_all(ctx: Context) -> list[Phase]:
         raise NotApplicable(f"direct implements all_to_all only, not {ctx.op}")
     n, channels = ctx.size, ctx.channels
     src, dst = _pairs(ctx.ordered, channels)
-    return [make_phase("all-to-all", "p2p", src[..., None], dst[..., None],
-                       bytes_per_size=1.0 / n / channels)]
+    return [
+        make_phase(
+            "all-to-all", "p2p", src[..., None], dst[..., None], bytes_per_size=1.0 / n / channels
+        )
+    ]
 
 
 def hierarchical_all_to_all(ctx: Context) -> list[Phase]:
@@ -45,13 +48,22 @@ def hierarchical_all_to_all(ctx: Context) -> list[Phase]:
     if num_domains == 1 or k == 1:
         raise NotApplicable("hierarchical all_to_all needs >= 2 domains with >= 2 members each")
     n, channels = ctx.size, ctx.channels
-    intra_src, intra_dst = _pairs(grid, channels)                       # [G, D, k(k-1)C]
-    rail_src, rail_dst = _pairs(np.swapaxes(grid, 1, 2), channels)      # [G, k, D(D-1)C]
-    intra = make_phase("intra-aggregate", "p2p", intra_src.reshape(num_groups, -1, 1),
-                       intra_dst.reshape(num_groups, -1, 1),
-                       bytes_per_size=num_domains / n / channels)
-    rail = make_phase("inter-rail", "p2p", rail_src.reshape(num_groups, -1, 1),
-                      rail_dst.reshape(num_groups, -1, 1), bytes_per_size=k / n / channels)
+    intra_src, intra_dst = _pairs(grid, channels)  # [G, D, k(k-1)C]
+    rail_src, rail_dst = _pairs(np.swapaxes(grid, 1, 2), channels)  # [G, k, D(D-1)C]
+    intra = make_phase(
+        "intra-aggregate",
+        "p2p",
+        intra_src.reshape(num_groups, -1, 1),
+        intra_dst.reshape(num_groups, -1, 1),
+        bytes_per_size=num_domains / n / channels,
+    )
+    rail = make_phase(
+        "inter-rail",
+        "p2p",
+        rail_src.reshape(num_groups, -1, 1),
+        rail_dst.reshape(num_groups, -1, 1),
+        bytes_per_size=k / n / channels,
+    )
     return [intra, rail]
 
 
@@ -61,5 +73,6 @@ def sendrecv(ctx: Context) -> list[Phase]:
     channels = ctx.channels
     src = np.repeat(ctx.groups, channels, axis=1)
     dst = np.repeat(np.roll(ctx.groups, -1, axis=1), channels, axis=1)
-    return [make_phase("sendrecv", "p2p", src[..., None], dst[..., None],
-                       bytes_per_size=1.0 / channels)]
+    return [
+        make_phase("sendrecv", "p2p", src[..., None], dst[..., None], bytes_per_size=1.0 / channels)
+    ]

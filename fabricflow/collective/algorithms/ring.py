@@ -43,15 +43,36 @@ def ring(ctx: Context) -> list[Phase]:
     # Latency: rounds x (n-1) steps, spread over the hops of the ring (exact when the
     # hops have equal latency; PXN hops count as part of the step they serve).
     count = rounds * (n - 1) / hops
-    return [make_phase("ring", "ring", src, dst, hop_latency_count=count,
-                       bytes_per_size=rounds * (n - 1) / n / channels)]
+    return [
+        make_phase(
+            "ring",
+            "ring",
+            src,
+            dst,
+            hop_latency_count=count,
+            bytes_per_size=rounds * (n - 1) / n / channels,
+        )
+    ]
 
 
-def rings_of(rings: np.ndarray, channels: int, *, name: str, rounds: float,
-             bytes_per_size: float, family: str = "ring") -> Phase:
+def rings_of(
+    rings: np.ndarray,
+    channels: int,
+    *,
+    name: str,
+    rounds: float,
+    bytes_per_size: float,
+    family: str = "ring",
+) -> Phase:
     """A phase of ``R`` independent plain rings per group (``rings`` ``[G, R, m]``),
     each moving ``bytes_per_size * rounds * (m-1)/m`` per channel (used by hierarchical)."""
     m = rings.shape[2]
     src, dst = plain_rings(rings, channels)
-    return make_phase(name, family, src, dst, hop_latency_count=rounds * (m - 1) / m,
-                      bytes_per_size=bytes_per_size * rounds * (m - 1) / m / channels)
+    return make_phase(
+        name,
+        family,
+        src,
+        dst,
+        hop_latency_count=rounds * (m - 1) / m,
+        bytes_per_size=bytes_per_size * rounds * (m - 1) / m / channels,
+    )

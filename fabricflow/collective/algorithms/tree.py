@@ -24,14 +24,14 @@ def tree(ctx: Context) -> list[Phase]:
         raise NotApplicable("tree implements all_reduce only (as in NCCL)")
     grid = ctx.require_grid("tree")
     num_groups, num_domains, k = grid.shape
-    channels = max(2, ctx.channels + ctx.channels % 2)        # one or more per tree
+    channels = max(2, ctx.channels + ctx.channels % 2)  # one or more per tree
     trees = dtree_parents(num_domains)
     depth = max(tree_depth(trees[0]), tree_depth(trees[1]))
     srcs, dsts, counts = [], [], []
     for channel in range(channels):
         parent = trees[channel % 2]
         rail = (channel // 2) % k
-        order = grid[:, :, (rail + np.arange(k)) % k]              # [G, D, k], head first
+        order = grid[:, :, (rail + np.arange(k)) % k]  # [G, D, k], head first
         # Chain edges toward the head (reduce) and away from it (broadcast).
         up_src, up_dst = order[:, :, 1:], order[:, :, :-1]
         chain_src = np.concatenate([up_src, up_dst], axis=2).reshape(num_groups, -1)
@@ -51,5 +51,6 @@ def tree(ctx: Context) -> list[Phase]:
     count = np.broadcast_to(np.stack(counts)[None], src.shape)
     if src.shape[2] == 0:
         raise NotApplicable("tree needs at least 2 ranks")
-    return [make_phase("tree", "tree", src, dst, hop_latency_count=count,
-                       bytes_per_size=1.0 / channels)]
+    return [
+        make_phase("tree", "tree", src, dst, hop_latency_count=count, bytes_per_size=1.0 / channels)
+    ]

@@ -67,14 +67,22 @@ def fixed_point(capacity: float, num_flows: int, params: DCQCNParams | None = No
 
         low, high = np.log(1e-12), np.log(float(params.pmax))
         if residual(high) > 0:
-            raise SpecError("params", f"no fixed point on the RED ramp: {num_flows} flows need "
-                            f"p > pmax = {params.pmax}; raise pmax or kmax")
+            raise SpecError(
+                "params",
+                f"no fixed point on the RED ramp: {num_flows} flows need "
+                f"p > pmax = {params.pmax}; raise pmax or kmax",
+            )
         log_p = brentq(residual, low, high, xtol=1e-14, rtol=1e-12)
         p = float(np.exp(log_p))
         _, target, alpha = _rates_at(rate, p, p64, full=True)
     queue = params.kmin + p / params.pmax * (params.kmax - params.kmin)
-    return {"p": p, "queue_bytes": float(queue), "alpha": alpha, "rate_Bps": rate,
-            "target_rate_Bps": target}
+    return {
+        "p": p,
+        "queue_bytes": float(queue),
+        "alpha": alpha,
+        "rate_Bps": rate,
+        "target_rate_Bps": target,
+    }
 
 
 def _rates_at(rate: float, p: float, p64, full: bool = False):
@@ -92,8 +100,13 @@ def _rates_at(rate: float, p: float, p64, full: bool = False):
     return float(d_rc)
 
 
-def linear_stability(capacity: float, num_flows: int, delay: float,
-                     params: DCQCNParams | None = None, dt: float = 1e-6) -> dict:
+def linear_stability(
+    capacity: float,
+    num_flows: int,
+    delay: float,
+    params: DCQCNParams | None = None,
+    dt: float = 1e-6,
+) -> dict:
     """Spectral radius of the linearised, Euler-discretised symmetric DCQCN loop.
 
     Args:
@@ -109,8 +122,11 @@ def linear_stability(capacity: float, num_flows: int, delay: float,
     params = params or DCQCNParams()
     steps = max(1, int(round(delay / dt)))
     if steps > 5000:
-        raise SpecError("delay", f"delay/dt = {steps} steps is too long for the dense analysis "
-                        "(limit 5000); use a larger dt")
+        raise SpecError(
+            "delay",
+            f"delay/dt = {steps} steps is too long for the dense analysis "
+            "(limit 5000); use a larger dt",
+        )
     fp = fixed_point(capacity, num_flows, params)
     with jax.enable_x64(True):
         p64 = _params64(params)
@@ -136,9 +152,14 @@ def linear_stability(capacity: float, num_flows: int, delay: float,
     eigenvalues = np.linalg.eigvals(companion)
     dominant = eigenvalues[np.argmax(np.abs(eigenvalues))]
     radius = float(np.abs(dominant))
-    return {"spectral_radius": radius, "growth_rate_per_s": float(np.log(radius) / dt),
-            "oscillation_hz": float(abs(np.angle(dominant)) / (2 * np.pi * dt)),
-            "stable": radius < 1.0, "delay_steps": steps, "fixed_point": fp}
+    return {
+        "spectral_radius": radius,
+        "growth_rate_per_s": float(np.log(radius) / dt),
+        "oscillation_hz": float(abs(np.angle(dominant)) / (2 * np.pi * dt)),
+        "stable": radius < 1.0,
+        "delay_steps": steps,
+        "fixed_point": fp,
+    }
 
 
 # Public aliases (exported from the package as ff.dcqcn_fixed_point / ff.dcqcn_linear_stability).

@@ -81,27 +81,27 @@ class State(NamedTuple):
     rc: jax.Array
     rt: jax.Array
     alpha: jax.Array
-    queue: jax.Array          # [F, H] bytes waiting at each hop
-    served: jax.Array         # [F, H] bytes served by each hop in the last step
-    injected: jax.Array       # [F] bytes (Kahan sum: value + compensation)
+    queue: jax.Array  # [F, H] bytes waiting at each hop
+    served: jax.Array  # [F, H] bytes served by each hop in the last step
+    injected: jax.Array  # [F] bytes (Kahan sum: value + compensation)
     injected_c: jax.Array
     delivered: jax.Array
     delivered_c: jax.Array
-    finish: jax.Array         # [F] s, inf until finished
-    paused: jax.Array         # [L+1] bool
-    egress: jax.Array         # [L+1] bytes
-    ring_log: jax.Array       # [D, L+1] log(1 - p) per link
-    ring_rate: jax.Array      # [D, F] R_C per flow
-    pause_time: jax.Array     # [L+1] s
+    finish: jax.Array  # [F] s, inf until finished
+    paused: jax.Array  # [L+1] bool
+    egress: jax.Array  # [L+1] bytes
+    ring_log: jax.Array  # [D, L+1] log(1 - p) per link
+    ring_rate: jax.Array  # [D, F] R_C per flow
+    pause_time: jax.Array  # [L+1] s
     flow_pause_time: jax.Array  # [F] s
-    nonfinite: jax.Array      # bool
+    nonfinite: jax.Array  # bool
 
 
 class Record(NamedTuple):
-    rate: jax.Array       # [F] R_C, bytes/s
+    rate: jax.Array  # [F] R_C, bytes/s
     delivered: jax.Array  # [F] cumulative bytes
-    queue: jax.Array      # [L] egress bytes
-    paused: jax.Array     # [L] bool
+    queue: jax.Array  # [L] egress bytes
+    paused: jax.Array  # [L] bool
 
 
 def _materialise(values, step):
@@ -133,15 +133,23 @@ def init_state(problem: Problem, params, pfc_params, config: Config, dtype) -> S
     rc0 = (problem.line_rate * params.initial_rate_fraction).astype(dtype)
     zeros_f = jnp.zeros(num_flows, dtype)
     return State(
-        step=jnp.zeros((), jnp.int32), rc=rc0, rt=problem.line_rate.astype(dtype),
+        step=jnp.zeros((), jnp.int32),
+        rc=rc0,
+        rt=problem.line_rate.astype(dtype),
         alpha=jnp.full(num_flows, params.initial_alpha, dtype),
-        queue=jnp.zeros((num_flows, hops), dtype), served=jnp.zeros((num_flows, hops), dtype),
-        injected=zeros_f, injected_c=zeros_f, delivered=zeros_f, delivered_c=zeros_f,
+        queue=jnp.zeros((num_flows, hops), dtype),
+        served=jnp.zeros((num_flows, hops), dtype),
+        injected=zeros_f,
+        injected_c=zeros_f,
+        delivered=zeros_f,
+        delivered_c=zeros_f,
         finish=jnp.full(num_flows, jnp.inf, dtype),
-        paused=jnp.zeros(num_links1, bool), egress=jnp.zeros(num_links1, dtype),
+        paused=jnp.zeros(num_links1, bool),
+        egress=jnp.zeros(num_links1, dtype),
         ring_log=jnp.zeros((config.ring_slots, num_links1), dtype),
         ring_rate=jnp.broadcast_to(rc0, (config.ring_slots, num_flows)).astype(dtype),
-        pause_time=jnp.zeros(num_links1, dtype), flow_pause_time=zeros_f,
+        pause_time=jnp.zeros(num_links1, dtype),
+        flow_pause_time=zeros_f,
         nonfinite=jnp.zeros((), bool),
     )
 
@@ -164,8 +172,9 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     # --- DCQCN reaction point (only while the flow is sending).
     started = time >= problem.start
     sending = started & (state.injected < problem.size)
-    d_rc, d_rt, d_alpha = dcqcn_derivatives(state.rc, state.rt, state.alpha, log_hist,
-                                            rate_hist, params)
+    d_rc, d_rt, d_alpha = dcqcn_derivatives(
+        state.rc, state.rt, state.alpha, log_hist, rate_hist, params
+    )
     floor = jnp.minimum(params.min_rate, problem.line_rate)
     rc = jnp.where(sending, jnp.clip(state.rc + dt * d_rc, floor, problem.line_rate), state.rc)
     rt = jnp.where(sending, jnp.clip(state.rt + dt * d_rt, floor, problem.line_rate), state.rt)
@@ -181,8 +190,9 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     valid = problem.links < num_links1 - 1
     arrivals = jnp.concatenate([inject[:, None], state.served[:, :-1]], axis=1)
     waiting = jnp.where(valid, state.queue + arrivals, 0.0)
-    per_link = jax.ops.segment_sum(waiting.ravel(), problem.scatter_links.ravel(),
-                                   num_segments=num_links1 + PAD_SEGMENTS)[:num_links1]
+    per_link = jax.ops.segment_sum(
+        waiting.ravel(), problem.scatter_links.ravel(), num_segments=num_links1 + PAD_SEGMENTS
+    )[:num_links1]
     service = jnp.where(state.paused, 0.0, problem.capacity * dt)
     fraction = jnp.where(per_link > service, service / jnp.maximum(per_link, 1e-30), 1.0)
     fraction = _materialise(fraction, state.step)
@@ -195,8 +205,9 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     finish = jnp.where(done, time + dt, state.finish)
 
     # --- ECN marking at switch egress, written into the ring.
-    p_link = jnp.where(problem.marking,
-                       marking_probability(egress, params.kmin, params.kmax, params.pmax), 0.0)
+    p_link = jnp.where(
+        problem.marking, marking_probability(egress, params.kmin, params.kmax, params.pmax), 0.0
+    )
     write = jnp.mod(state.step, slots)
     ring_log = state.ring_log.at[write].set(log_no_mark(p_link).astype(dtype))
     ring_rate = state.ring_rate.at[write].set(rc)
@@ -205,11 +216,15 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
     paused, pause_time, flow_pause_time = state.paused, state.pause_time, state.flow_pause_time
     if config.pfc_mode != "off":
         # Hop 0 has no ingress port (the NIC): its prev link is the sentinel segment.
-        ingress = jax.ops.segment_sum(queue.ravel(), problem.scatter_prev.ravel(),
-                                      num_segments=num_links1 + PAD_SEGMENTS)[:num_links1]
+        ingress = jax.ops.segment_sum(
+            queue.ravel(), problem.scatter_prev.ravel(), num_segments=num_links1 + PAD_SEGMENTS
+        )[:num_links1]
         if config.pfc_mode == "dynamic":
-            node_use = jax.ops.segment_sum(jnp.where(problem.pfc_ingress, ingress, 0.0),
-                                           problem.link_dst_node, num_segments=config.num_nodes)
+            node_use = jax.ops.segment_sum(
+                jnp.where(problem.pfc_ingress, ingress, 0.0),
+                problem.link_dst_node,
+                num_segments=config.num_nodes,
+            )
             free = jnp.maximum(pfc_params.shared_buffer - node_use[problem.link_dst_node], 0.0)
             xoff = pfc_params.dynamic_alpha * free
         else:
@@ -221,18 +236,36 @@ def step(state: State, problem: Problem, params, pfc_params, config: Config) -> 
         on_paused = _sum_hops(paused[problem.links].astype(dtype)) > 0
         flow_pause_time = flow_pause_time + jnp.where(on_paused & sending, dt, 0.0)
 
-    return State(step=state.step + 1, rc=rc, rt=rt, alpha=alpha, queue=queue, served=served,
-                 injected=injected, injected_c=injected_c, delivered=delivered,
-                 delivered_c=delivered_c, finish=finish, paused=paused, egress=egress,
-                 ring_log=ring_log, ring_rate=ring_rate, pause_time=pause_time,
-                 flow_pause_time=flow_pause_time, nonfinite=state.nonfinite)
+    return State(
+        step=state.step + 1,
+        rc=rc,
+        rt=rt,
+        alpha=alpha,
+        queue=queue,
+        served=served,
+        injected=injected,
+        injected_c=injected_c,
+        delivered=delivered,
+        delivered_c=delivered_c,
+        finish=finish,
+        paused=paused,
+        egress=egress,
+        ring_log=ring_log,
+        ring_rate=ring_rate,
+        pause_time=pause_time,
+        flow_pause_time=flow_pause_time,
+        nonfinite=state.nonfinite,
+    )
 
 
 def _cast(problem: Problem, params, pfc_params, dtype):
     """The float inputs in the run's dtype (integer and bool arrays stay as they are)."""
     problem = problem._replace(
-        capacity=problem.capacity.astype(dtype), line_rate=problem.line_rate.astype(dtype),
-        size=problem.size.astype(dtype), start=problem.start.astype(dtype))
+        capacity=problem.capacity.astype(dtype),
+        line_rate=problem.line_rate.astype(dtype),
+        size=problem.size.astype(dtype),
+        start=problem.start.astype(dtype),
+    )
     params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), params)
     pfc_params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype), pfc_params)
     return problem, params, pfc_params
@@ -240,6 +273,7 @@ def _cast(problem: Problem, params, pfc_params, dtype):
 
 def _one_record(carry: State, problem: Problem, params, pfc_params, config: Config):
     """``steps_per_record`` steps, then the record of the state reached."""
+
     def inner(state, _):
         return step(state, problem, params, pfc_params, config), None
 
@@ -247,8 +281,9 @@ def _one_record(carry: State, problem: Problem, params, pfc_params, config: Conf
     # NaN/inf persist once they appear, so checking at records (not every step) is enough.
     bad = ~jnp.all(jnp.isfinite(carry.rc)) | ~jnp.all(jnp.isfinite(carry.egress))
     carry = carry._replace(nonfinite=carry.nonfinite | bad)
-    record = Record(rate=carry.rc, delivered=carry.delivered, queue=carry.egress[:-1],
-                    paused=carry.paused[:-1])
+    record = Record(
+        rate=carry.rc, delivered=carry.delivered, queue=carry.egress[:-1], paused=carry.paused[:-1]
+    )
     return carry, record
 
 
@@ -291,8 +326,16 @@ def start(problem: Problem, params, pfc_params, config: Config, dtype=jnp.float3
 
 
 @functools.partial(jax.jit, static_argnames=("config", "dtype", "chunk"))
-def advance(state: State, first_record, problem: Problem, params, pfc_params,
-            config: Config, dtype=jnp.float32, chunk: int = 1):
+def advance(
+    state: State,
+    first_record,
+    problem: Problem,
+    params,
+    pfc_params,
+    config: Config,
+    dtype=jnp.float32,
+    chunk: int = 1,
+):
     """Records ``first_record .. first_record + chunk - 1`` (those ``>= num_records`` are
     skipped). Returns ``(state, records [chunk, ...])``."""
     problem, params, pfc_params = _cast(problem, params, pfc_params, dtype)
@@ -302,8 +345,9 @@ def advance(state: State, first_record, problem: Problem, params, pfc_params,
             return _one_record(c, problem, params, pfc_params, config)
 
         def skip(c):
-            return c, Record(rate=c.rc, delivered=c.delivered, queue=c.egress[:-1],
-                             paused=c.paused[:-1])
+            return c, Record(
+                rate=c.rc, delivered=c.delivered, queue=c.egress[:-1], paused=c.paused[:-1]
+            )
 
         return jax.lax.cond(index < config.num_records, go, skip, carry)
 
@@ -318,8 +362,17 @@ def start_batch(problem: Problem, params, pfc_params, config: Config, dtype=jnp.
 
 
 @functools.partial(jax.jit, static_argnames=("config", "dtype", "chunk"))
-def advance_batch(state: State, first_record, problem: Problem, params, pfc_params,
-                  config: Config, dtype=jnp.float32, chunk: int = 1):
+def advance_batch(
+    state: State,
+    first_record,
+    problem: Problem,
+    params,
+    pfc_params,
+    config: Config,
+    dtype=jnp.float32,
+    chunk: int = 1,
+):
     """:func:`advance` for a parameter batch (records ``[batch, chunk, ...]``)."""
-    return jax.vmap(lambda s, p, q: advance(s, first_record, problem, p, q, config, dtype,
-                                            chunk))(state, params, pfc_params)
+    return jax.vmap(lambda s, p, q: advance(s, first_record, problem, p, q, config, dtype, chunk))(
+        state, params, pfc_params
+    )

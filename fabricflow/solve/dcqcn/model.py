@@ -86,8 +86,12 @@ def dcqcn_derivatives(rc, rt, alpha, log_no_mark_delayed, rate_delayed, params):
     # Hyper increase (not in the paper's model; zero when rate_hai == rate_ai): an
     # increase event whose other counter has also passed F unmarked stages adds R_HAI.
     hyper = rate_c * jnp.exp(-params.fast_recovery * x_t) + rate_e * jnp.exp(
-        -params.fast_recovery * x_b)
-    d_rt = (-(rt - rc) * a / params.tau + params.rate_ai * (rate_c + rate_e)
-            + (params.rate_hai - params.rate_ai) * hyper)
+        -params.fast_recovery * x_b
+    )
+    d_rt = (
+        -(rt - rc) * a / params.tau
+        + params.rate_ai * (rate_c + rate_e)
+        + (params.rate_hai - params.rate_ai) * hyper
+    )
     d_rc = -rc * alpha * a / (2.0 * params.tau) + 0.5 * (rt - rc) * (rate_b + rate_d)
     return d_rc, d_rt, d_alpha

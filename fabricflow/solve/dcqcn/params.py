@@ -80,7 +80,9 @@ class DCQCNParams:
     def preset(cls, name: str = "paper", **overrides) -> DCQCNParams:
         """A preset (``paper`` or ``connectx``) with fields overridden (numbers or unit strings)."""
         if name not in PRESETS:
-            raise SpecError("params", f"unknown DCQCN preset {name!r}; choose one of {sorted(PRESETS)}")
+            raise SpecError(
+                "params", f"unknown DCQCN preset {name!r}; choose one of {sorted(PRESETS)}"
+            )
         return PRESETS[name].replace(**overrides)
 
     def replace(self, **overrides) -> DCQCNParams:
@@ -92,13 +94,23 @@ class DCQCNParams:
 
     def validate(self) -> None:
         """Raise :class:`SpecError` naming the field for a value outside its allowed range."""
-        values = {f.name: np.asarray(getattr(self, f.name), dtype=np.float64)
-                  for f in dataclasses.fields(self)}
+        values = {
+            f.name: np.asarray(getattr(self, f.name), dtype=np.float64)
+            for f in dataclasses.fields(self)
+        }
         for name, value in values.items():
             if not np.all(np.isfinite(value)):
                 raise SpecError(f"params.{name}", f"must be finite, got {value}")
-        positive = ("tau", "tau_prime", "timer", "byte_counter", "rate_ai", "rate_hai",
-                    "packet_bytes", "kmax")
+        positive = (
+            "tau",
+            "tau_prime",
+            "timer",
+            "byte_counter",
+            "rate_ai",
+            "rate_hai",
+            "packet_bytes",
+            "kmax",
+        )
         for name in positive:
             if np.any(values[name] <= 0):
                 raise SpecError(f"params.{name}", f"must be > 0, got {values[name]}")
@@ -106,20 +118,27 @@ class DCQCNParams:
             if np.any((values[name] <= 0) | (values[name] > 1)):
                 raise SpecError(f"params.{name}", f"must lie in (0, 1], got {values[name]}")
         if np.any((values["initial_alpha"] < 0) | (values["initial_alpha"] > 1)):
-            raise SpecError("params.initial_alpha",
-                            f"must lie in [0, 1], got {values['initial_alpha']}")
+            raise SpecError(
+                "params.initial_alpha", f"must lie in [0, 1], got {values['initial_alpha']}"
+            )
         if np.any((values["initial_rate_fraction"] <= 0) | (values["initial_rate_fraction"] > 1)):
-            raise SpecError("params.initial_rate_fraction",
-                            f"must lie in (0, 1], got {values['initial_rate_fraction']}")
+            raise SpecError(
+                "params.initial_rate_fraction",
+                f"must lie in (0, 1], got {values['initial_rate_fraction']}",
+            )
         if np.any(values["fast_recovery"] < 0):
-            raise SpecError("params.fast_recovery",
-                            f"must be >= 0 steps, got {values['fast_recovery']}")
+            raise SpecError(
+                "params.fast_recovery", f"must be >= 0 steps, got {values['fast_recovery']}"
+            )
         if np.any(values["kmin"] < 0):
             raise SpecError("params.kmin", f"must be >= 0 bytes, got {values['kmin']}")
         if np.any(values["kmin"] >= values["kmax"]):
-            raise SpecError("params.kmin", f"the RED ramp needs kmin < kmax, got kmin="
-                            f"{values['kmin']} bytes, kmax={values['kmax']} bytes (lower kmin "
-                            "or raise kmax)")
+            raise SpecError(
+                "params.kmin",
+                f"the RED ramp needs kmin < kmax, got kmin="
+                f"{values['kmin']} bytes, kmax={values['kmax']} bytes (lower kmin "
+                "or raise kmax)",
+            )
         if np.any(values["min_rate"] < 0):
             raise SpecError("params.min_rate", f"must be >= 0 bytes/s, got {values['min_rate']}")
 
@@ -133,8 +152,11 @@ class DCQCNParams:
         Accuracy of the queue dynamics asks for less: 1 us (the default) resolves a queue
         filling at 40 Gb/s in 5 KB steps.
         """
-        bounds = [np.min(self.tau), 2 * np.min(self.timer),
-                  2 * np.min(np.asarray(self.tau_prime) / np.asarray(self.g))]
+        bounds = [
+            np.min(self.tau),
+            2 * np.min(self.timer),
+            2 * np.min(np.asarray(self.tau_prime) / np.asarray(self.g)),
+        ]
         return float(min(bounds)) / 2.0
 
     def as_dict(self) -> dict:
@@ -172,13 +194,19 @@ class PFCParams:
                 raise SpecError(f"pfc.{f.name}", f"must be finite and >= 0, got {value}")
         # xoff first: with xoff = 0 the hysteresis check below would blame hysteresis.
         if np.any(np.asarray(self.xoff) <= 0):
-            raise SpecError("pfc.xoff", f"must be > 0 bytes (the ingress queue length that "
-                            f"pauses the upstream link), got {self.xoff}")
+            raise SpecError(
+                "pfc.xoff",
+                f"must be > 0 bytes (the ingress queue length that "
+                f"pauses the upstream link), got {self.xoff}",
+            )
         if np.any(np.asarray(self.hysteresis) > np.asarray(self.xoff)):
-            raise SpecError("pfc.hysteresis", f"must lie in [0, xoff] bytes (XON = xoff - "
-                            f"hysteresis would be negative), got hysteresis={self.hysteresis}, "
-                            f"xoff={self.xoff}")
-        for name in ("dynamic_alpha", "shared_buffer"):   # dynamic XOFF = alpha x free buffer
+            raise SpecError(
+                "pfc.hysteresis",
+                f"must lie in [0, xoff] bytes (XON = xoff - "
+                f"hysteresis would be negative), got hysteresis={self.hysteresis}, "
+                f"xoff={self.xoff}",
+            )
+        for name in ("dynamic_alpha", "shared_buffer"):  # dynamic XOFF = alpha x free buffer
             if np.any(np.asarray(getattr(self, name)) <= 0):
                 raise SpecError(f"pfc.{name}", f"must be > 0, got {getattr(self, name)}")
 
@@ -226,7 +254,9 @@ def _parse_number(value, field: str) -> float:
         else:
             number = float(value)
     except (TypeError, ValueError, ZeroDivisionError):
-        raise SpecError(field, f"expected a number (or a fraction like '1/256'), got {value!r}") from None
+        raise SpecError(
+            field, f"expected a number (or a fraction like '1/256'), got {value!r}"
+        ) from None
     if not math.isfinite(number):
         raise SpecError(field, f"must be finite, got {value!r}")
     return number
@@ -234,8 +264,9 @@ def _parse_number(value, field: str) -> float:
 
 def _parse_scalar_or_array(value, parse_one):
     if isinstance(value, (list, tuple, np.ndarray)):
-        return np.asarray([parse_one(v) for v in np.asarray(value, dtype=object).ravel()],
-                          dtype=np.float64).reshape(np.shape(value))
+        return np.asarray(
+            [parse_one(v) for v in np.asarray(value, dtype=object).ravel()], dtype=np.float64
+        ).reshape(np.shape(value))
     return parse_one(value)
 
 
@@ -247,8 +278,15 @@ def _to_plain(value):
 PRESETS: dict[str, DCQCNParams] = {
     "paper": DCQCNParams(),
     "connectx": DCQCNParams(
-        tau=4e-6, tau_prime=1e-6, timer=300e-6, byte_counter=32767.0, fast_recovery=5.0,
-        g=1.0 / 204.8, rate_ai=5e6 / 8, rate_hai=50e6 / 8, min_rate=1e6 / 8,
+        tau=4e-6,
+        tau_prime=1e-6,
+        timer=300e-6,
+        byte_counter=32767.0,
+        fast_recovery=5.0,
+        g=1.0 / 204.8,
+        rate_ai=5e6 / 8,
+        rate_hai=50e6 / 8,
+        min_rate=1e6 / 8,
         initial_alpha=1.0,
     ),
 }
@@ -268,8 +306,10 @@ def stack_params(params: list):
         raise SpecError("params", "stack a list of DCQCNParams or a list of PFCParams")
     for item in params:
         item.validate()
-    fields = {f.name: np.asarray([float(getattr(p, f.name)) for p in params])
-              for f in dataclasses.fields(kind)}
+    fields = {
+        f.name: np.asarray([float(getattr(p, f.name)) for p in params])
+        for f in dataclasses.fields(kind)
+    }
     return kind(**fields)
 
 

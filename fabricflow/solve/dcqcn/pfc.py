@@ -28,8 +28,13 @@ def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
     return np.unique(pairs, axis=0) if pairs.size else pairs.reshape(0, 2)
 
 
-def deadlock_cycles(paused: np.ndarray, links: np.ndarray, prev_links: np.ndarray, *,
-                    edges: np.ndarray | None = None) -> list[list[int]]:
+def deadlock_cycles(
+    paused: np.ndarray,
+    links: np.ndarray,
+    prev_links: np.ndarray,
+    *,
+    edges: np.ndarray | None = None,
+) -> list[list[int]]:
     """Cycles among mutually paused queues at one instant.
 
     Args:
@@ -85,8 +90,7 @@ def deadlocks_over_time(result) -> list[dict]:
     paused = np.asarray(result.paused, bool)
     if edges.size == 0 or not paused.any():
         return []
-    run_start = np.flatnonzero(np.concatenate(
-        [[True], np.any(paused[1:] != paused[:-1], axis=1)]))
+    run_start = np.flatnonzero(np.concatenate([[True], np.any(paused[1:] != paused[:-1], axis=1)]))
     run_end = np.append(run_start[1:], paused.shape[0]) - 1
     packed = np.packbits(paused[run_start], axis=1)
     cycles_of_pattern: dict[bytes, list[list[int]]] = {}
@@ -95,17 +99,22 @@ def deadlocks_over_time(result) -> list[dict]:
         key = packed[run].tobytes()
         if key not in cycles_of_pattern:
             pattern = paused[first]
-            cycles_of_pattern[key] = (deadlock_cycles(pattern, result.links, result.prev_links,
-                                                      edges=edges) if pattern.any() else [])
+            cycles_of_pattern[key] = (
+                deadlock_cycles(pattern, result.links, result.prev_links, edges=edges)
+                if pattern.any()
+                else []
+            )
         for cycle in cycles_of_pattern[key]:
-            entry = found.setdefault(tuple(cycle), {"links": list(cycle),
-                                                    "first_seen_s": float(result.time[first])})
+            entry = found.setdefault(
+                tuple(cycle), {"links": list(cycle), "first_seen_s": float(result.time[first])}
+            )
             entry["last_seen_s"] = float(result.time[run_end[run]])
     return list(found.values())
 
 
-def victim_flows(result, max_min_rate: np.ndarray, *, since: float | None = None,
-                 rtol: float = 0.05) -> np.ndarray:
+def victim_flows(
+    result, max_min_rate: np.ndarray, *, since: float | None = None, rtol: float = 0.05
+) -> np.ndarray:
     """Boolean ``[F]``: flows slowed by PFC pauses rather than by their own bottleneck.
 
     Args:

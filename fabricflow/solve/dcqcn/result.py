@@ -89,12 +89,36 @@ class DCQCNResult:
         size = self.rate.shape[0]
         if not -size <= index < size:
             raise SpecError("index", f"must lie in 0..{size - 1}, got {index}")
-        pick = {name: getattr(self, name)[index] for name in (
-            "rate", "delivered", "queue", "paused", "pause_time", "flow_pause_time",
-            "finish_time", "alpha", "target_rate")}
-        params = DCQCNParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                                for k, v in self.params.as_dict().items()})
-        pfc_params = PFCParams(**{k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                                  for k, v in self.pfc_params.as_dict().items()})
-        return dataclasses.replace(self, status=Status(int(np.asarray(self.status)[index])),
-                                   params=params, pfc_params=pfc_params, **pick)
+        pick = {
+            name: getattr(self, name)[index]
+            for name in (
+                "rate",
+                "delivered",
+                "queue",
+                "paused",
+                "pause_time",
+                "flow_pause_time",
+                "finish_time",
+                "alpha",
+                "target_rate",
+            )
+        }
+        params = DCQCNParams(
+            **{
+                k: float(np.asarray(v)[index]) if np.ndim(v) else v
+                for k, v in self.params.as_dict().items()
+            }
+        )
+        pfc_params = PFCParams(
+            **{
+                k: float(np.asarray(v)[index]) if np.ndim(v) else v
+                for k, v in self.pfc_params.as_dict().items()
+            }
+        )
+        return dataclasses.replace(
+            self,
+            status=Status(int(np.asarray(self.status)[index])),
+            params=params,
+            pfc_params=pfc_params,
+            **pick,
+        )

@@ -53,13 +53,26 @@ DEFAULT_MAX_WORK = 3e11
 MAX_STEPS = 2**31 - 1
 
 
-def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
-                   overrides: dict | None = None, pfc="off", pfc_params: PFCParams | None = None,
-                   duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
-                   records: int = 500, dtype=jnp.float32,
-                   memory_budget: int | None = None, max_work: float | None = None,
-                   progress: Callable[[float, float], None] | None = None,
-                   throw: bool = True) -> DCQCNResult:
+def simulate_dcqcn(
+    fabric,
+    routes,
+    *,
+    size=None,
+    start=None,
+    params="paper",
+    overrides: dict | None = None,
+    pfc="off",
+    pfc_params: PFCParams | None = None,
+    duration: float = 0.01,
+    dt: float = 1e-6,
+    extra_delay: float = 4e-6,
+    records: int = 500,
+    dtype=jnp.float32,
+    memory_budget: int | None = None,
+    max_work: float | None = None,
+    progress: Callable[[float, float], None] | None = None,
+    throw: bool = True,
+) -> DCQCNResult:
     """Simulate DCQCN (and PFC) for ``routes`` over ``fabric``.
 
     Links leaving a switch (``node_tier[src] != 0``) mark ECN; links arriving at a switch
@@ -101,38 +114,84 @@ def simulate_dcqcn(fabric, routes, *, size=None, start=None, params="paper",
         :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
     """
     if routes.coef is not None:
-        raise SpecError("routes", "DCQCN needs single-path routes (coef is None); route each "
-                        "path of a multipath split as its own flow")
+        raise SpecError(
+            "routes",
+            "DCQCN needs single-path routes (coef is None); route each "
+            "path of a multipath split as its own flow",
+        )
     node_tier = np.asarray(fabric.node_tier)
     marking = node_tier[fabric.link_src] != 0
     pfc_ingress = node_tier[fabric.link_dst] != 0
     path_latency = routes.path_latency(fabric.latency)
     prepared = prepare_dcqcn(
-        routes.links, fabric.capacity, path_latency, size=size, start=start, params=params,
-        overrides=overrides, marking=marking, pfc_ingress=pfc_ingress,
-        link_dst_node=fabric.link_dst, num_nodes=fabric.num_nodes, pfc=pfc,
-        pfc_params=pfc_params, duration=duration, dt=dt, extra_delay=extra_delay,
-        records=records, dtype=dtype, memory_budget=memory_budget, max_work=max_work)
+        routes.links,
+        fabric.capacity,
+        path_latency,
+        size=size,
+        start=start,
+        params=params,
+        overrides=overrides,
+        marking=marking,
+        pfc_ingress=pfc_ingress,
+        link_dst_node=fabric.link_dst,
+        num_nodes=fabric.num_nodes,
+        pfc=pfc,
+        pfc_params=pfc_params,
+        duration=duration,
+        dt=dt,
+        extra_delay=extra_delay,
+        records=records,
+        dtype=dtype,
+        memory_budget=memory_budget,
+        max_work=max_work,
+    )
     return run_dcqcn(prepared, throw=throw, progress=progress)
 
 
-def simulate_dcqcn_arrays(links, capacity, path_latency, *, throw: bool = True,
-                          progress: Callable[[float, float], None] | None = None,
-                          **options) -> DCQCNResult:
+def simulate_dcqcn_arrays(
+    links,
+    capacity,
+    path_latency,
+    *,
+    throw: bool = True,
+    progress: Callable[[float, float], None] | None = None,
+    **options,
+) -> DCQCNResult:
     """Deprecated: ``run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options))``."""
-    warnings.warn("simulate_dcqcn_arrays is deprecated; use prepare_dcqcn + run_dcqcn",
-                  DeprecationWarning, stacklevel=2)
-    return run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options), throw=throw,
-                     progress=progress)
+    warnings.warn(
+        "simulate_dcqcn_arrays is deprecated; use prepare_dcqcn + run_dcqcn",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return run_dcqcn(
+        prepare_dcqcn(links, capacity, path_latency, **options), throw=throw, progress=progress
+    )
 
 
-def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
-                  params="paper", overrides: dict | None = None, marking=None,
-                  pfc_ingress=None, link_dst_node=None, num_nodes: int | None = None,
-                  line_rate=None, pfc="off", pfc_params: PFCParams | None = None,
-                  duration: float = 0.01, dt: float = 1e-6, extra_delay: float = 4e-6,
-                  records: int = 500, dtype=jnp.float32, memory_budget: int | None = None,
-                  max_work: float | None = None) -> PreparedRun:
+def prepare_dcqcn(
+    links,
+    capacity,
+    path_latency,
+    *,
+    size=None,
+    start=None,
+    params="paper",
+    overrides: dict | None = None,
+    marking=None,
+    pfc_ingress=None,
+    link_dst_node=None,
+    num_nodes: int | None = None,
+    line_rate=None,
+    pfc="off",
+    pfc_params: PFCParams | None = None,
+    duration: float = 0.01,
+    dt: float = 1e-6,
+    extra_delay: float = 4e-6,
+    records: int = 500,
+    dtype=jnp.float32,
+    memory_budget: int | None = None,
+    max_work: float | None = None,
+) -> PreparedRun:
     """Check and lay out a DCQCN run on plain arrays (host side; nothing runs yet).
 
     Every input error, and a run too large for memory (:class:`MemoryBudgetError`) or
@@ -178,24 +237,39 @@ def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
         raise SpecError("extra_delay", f"must be finite and >= 0 s, got {extra_delay}")
     stable = params.max_stable_dt()
     if dt > stable:
-        raise SpecError("dt", f"{dt:.3g} s exceeds the stable step {stable:.3g} s for these "
-                        "parameters (min(tau, 2T, 2 tau'/g) / 2); use a smaller dt")
+        raise SpecError(
+            "dt",
+            f"{dt:.3g} s exceeds the stable step {stable:.3g} s for these "
+            "parameters (min(tau, 2T, 2 tau'/g) / 2); use a smaller dt",
+        )
     if not math.isfinite(duration / dt):
-        raise SpecError("dt", f"{dt:.3g} s is too small for a {duration:.3g} s run (the step "
-                        "count overflows); use a larger dt")
+        raise SpecError(
+            "dt",
+            f"{dt:.3g} s is too small for a {duration:.3g} s run (the step "
+            "count overflows); use a larger dt",
+        )
     steps = int(round(duration / dt))
     if steps < 2:
-        raise SpecError("duration", f"{duration:.3g} s is less than 2 steps of dt = {dt:.3g} s; "
-                        "simulate longer or use a smaller dt")
+        raise SpecError(
+            "duration",
+            f"{duration:.3g} s is less than 2 steps of dt = {dt:.3g} s; "
+            "simulate longer or use a smaller dt",
+        )
     if isinstance(records, bool) or not isinstance(records, (int, np.integer)) or records < 2:
         raise SpecError("records", f"must be an integer >= 2, got {records!r}")
     steps_per_record = max(1, steps // records)
     num_records = max(2, steps // steps_per_record)
 
-    size = np.full(num_flows, np.inf) if size is None else np.broadcast_to(
-        np.asarray(size, dtype=np.float64), (num_flows,)).copy()
-    start = np.zeros(num_flows) if start is None else np.broadcast_to(
-        np.asarray(start, dtype=np.float64), (num_flows,)).copy()
+    size = (
+        np.full(num_flows, np.inf)
+        if size is None
+        else np.broadcast_to(np.asarray(size, dtype=np.float64), (num_flows,)).copy()
+    )
+    start = (
+        np.zeros(num_flows)
+        if start is None
+        else np.broadcast_to(np.asarray(start, dtype=np.float64), (num_flows,)).copy()
+    )
     if np.any(np.isnan(size)) or np.any(size <= 0):
         raise SpecError("size", "flow sizes must be > 0 bytes (inf for long-lived flows)")
     if not np.all(np.isfinite(start)) or np.any(start < 0):
@@ -213,31 +287,54 @@ def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
         link_dst_node, num_nodes = np.arange(num_links), num_links
     link_dst_node = np.asarray(link_dst_node, dtype=np.int32)
     first_hop = links[:, 0]
-    line_rate = capacity[first_hop] if line_rate is None else np.broadcast_to(
-        np.asarray(line_rate, dtype=np.float64), (num_flows,))
+    line_rate = (
+        capacity[first_hop]
+        if line_rate is None
+        else np.broadcast_to(np.asarray(line_rate, dtype=np.float64), (num_flows,))
+    )
     slowest = float(np.min(line_rate))
     if float(np.max(params.min_rate)) > slowest:
-        raise SpecError("params.min_rate", f"{float(np.max(params.min_rate)):.4g} B/s exceeds the "
-                        f"line rate {slowest:.4g} B/s ({slowest * 8 / 1e9:.4g} Gb/s) of the slowest "
-                        "flow; DCQCN could never slow down (use a min_rate below the line rate)")
+        raise SpecError(
+            "params.min_rate",
+            f"{float(np.max(params.min_rate)):.4g} B/s exceeds the "
+            f"line rate {slowest:.4g} B/s ({slowest * 8 / 1e9:.4g} Gb/s) of the slowest "
+            "flow; DCQCN could never slow down (use a min_rate below the line rate)",
+        )
 
     batch = _batch_size(params)
     pfc_batch = _batch_size(pfc_params, "pfc_params")
     if batch and pfc_batch and batch != pfc_batch:
-        raise SpecError("pfc_params", f"batch of {pfc_batch} PFC settings does not match the "
-                        f"batch of {batch} DCQCN parameter sets")
+        raise SpecError(
+            "pfc_params",
+            f"batch of {pfc_batch} PFC settings does not match the "
+            f"batch of {batch} DCQCN parameter sets",
+        )
     batch = max(batch, pfc_batch)
     itemsize = np.dtype(jnp.dtype(dtype)).itemsize
-    estimate = max(batch, 1) * itemsize * (
-        num_records * (2 * num_flows + 2 * num_links)
-        + ring_slots * (num_flows + num_links + 1) + 6 * num_flows * hops + 14 * num_flows)
-    check_memory(estimate, f"DCQCN run ({max(batch, 1)} batch x {num_records} records x "
-                 f"({num_flows} flows + {num_links} links), ring {ring_slots} slots)",
-                 hint="use fewer records, flows or batch entries", budget=memory_budget)
+    estimate = (
+        max(batch, 1)
+        * itemsize
+        * (
+            num_records * (2 * num_flows + 2 * num_links)
+            + ring_slots * (num_flows + num_links + 1)
+            + 6 * num_flows * hops
+            + 14 * num_flows
+        )
+    )
+    check_memory(
+        estimate,
+        f"DCQCN run ({max(batch, 1)} batch x {num_records} records x "
+        f"({num_flows} flows + {num_links} links), ring {ring_slots} slots)",
+        hint="use fewer records, flows or batch entries",
+        budget=memory_budget,
+    )
     _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
     if steps > MAX_STEPS:
-        raise SpecError("duration", f"{duration:.3g} s at dt = {dt:.3g} s is {steps:.3g} steps; "
-                        f"at most {MAX_STEPS} steps per run: shorten the run or raise dt")
+        raise SpecError(
+            "duration",
+            f"{duration:.3g} s at dt = {dt:.3g} s is {steps:.3g} steps; "
+            f"at most {MAX_STEPS} steps per run: shorten the run or raise dt",
+        )
 
     prev_links = np.full_like(links, -1)
     prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
@@ -252,17 +349,35 @@ def prepare_dcqcn(links, capacity, path_latency, *, size=None, start=None,
         scatter_links=jnp.asarray(_spread(links, num_links), jnp.int32),
         scatter_prev=jnp.asarray(_spread(prev_links, num_links), jnp.int32),
         link_dst_node=jnp.asarray(np.append(link_dst_node, 0), jnp.int32),
-        line_rate=jnp.asarray(line_rate), size=jnp.asarray(size), start=jnp.asarray(start),
-        delay_steps=jnp.asarray(delay_steps, jnp.int32))
-    config = kernel.Config(dt=dt, steps_per_record=steps_per_record, num_records=num_records,
-                           ring_slots=ring_slots, pfc_mode=pfc_mode,
-                           num_nodes=int(num_nodes or num_links))
+        line_rate=jnp.asarray(line_rate),
+        size=jnp.asarray(size),
+        start=jnp.asarray(start),
+        delay_steps=jnp.asarray(delay_steps, jnp.int32),
+    )
+    config = kernel.Config(
+        dt=dt,
+        steps_per_record=steps_per_record,
+        num_records=num_records,
+        ring_slots=ring_slots,
+        pfc_mode=pfc_mode,
+        num_nodes=int(num_nodes or num_links),
+    )
     prepared = PreparedRun(
-        problem=problem, params_arrays=_as_arrays(params, batch),
+        problem=problem,
+        params_arrays=_as_arrays(params, batch),
         pfc_arrays=_as_arrays(pfc_params, batch),
-        config=config, dtype=dtype, batched=bool(batch), links=links, prev_links=prev_links,
-        capacity=capacity, size=size, start=start, delay=delay, params=params,
-        pfc_params=pfc_params)
+        config=config,
+        dtype=dtype,
+        batched=bool(batch),
+        links=links,
+        prev_links=prev_links,
+        capacity=capacity,
+        size=size,
+        start=start,
+        delay=delay,
+        params=params,
+        pfc_params=pfc_params,
+    )
     return prepared
 
 
@@ -296,8 +411,9 @@ class PreparedRun:
         config = self.config
         steps = config.num_records * config.steps_per_record
         batch = self.params_arrays.tau.shape[0] if self.batched else 0
-        return estimate_work(self.links.shape[0], self.links.shape[1],
-                             self.capacity.shape[0], steps, batch)
+        return estimate_work(
+            self.links.shape[0], self.links.shape[1], self.capacity.shape[0], steps, batch
+        )
 
     @property
     def estimated_s(self) -> float:
@@ -312,9 +428,14 @@ class PreparedRun:
         return (self.problem, self.params_arrays, self.pfc_arrays, self.config, self.dtype)
 
 
-def run_dcqcn(prepared: PreparedRun, *, throw: bool = True, outputs=None,
-              progress: Callable[[float, float], None] | None = None,
-              chunks: int = 20) -> DCQCNResult:
+def run_dcqcn(
+    prepared: PreparedRun,
+    *,
+    throw: bool = True,
+    outputs=None,
+    progress: Callable[[float, float], None] | None = None,
+    chunks: int = 20,
+) -> DCQCNResult:
     """Run a :class:`PreparedRun` (or wrap kernel ``outputs`` already computed).
 
     Args:
@@ -339,22 +460,36 @@ def run_dcqcn(prepared: PreparedRun, *, throw: bool = True, outputs=None,
     nonfinite = np.asarray(final.nonfinite)
     codes = np.where(nonfinite, Status.NONFINITE, Status.CONVERGED).astype(np.int32)
     if throw and np.any(nonfinite):
-        raise SolverError(f"DCQCN run: {Status.NONFINITE.message} (status NONFINITE: "
-                          "non-finite rates or queues); reduce dt or check the parameters")
+        raise SolverError(
+            f"DCQCN run: {Status.NONFINITE.message} (status NONFINITE: "
+            "non-finite rates or queues); reduce dt or check the parameters"
+        )
     config = prepared.config
     times = (np.arange(1, config.num_records + 1) * config.steps_per_record) * config.dt
     return DCQCNResult(
-        time=times, rate=np.asarray(recs.rate), delivered=np.asarray(recs.delivered),
-        queue=np.asarray(recs.queue), paused=np.asarray(recs.paused),
+        time=times,
+        rate=np.asarray(recs.rate),
+        delivered=np.asarray(recs.delivered),
+        queue=np.asarray(recs.queue),
+        paused=np.asarray(recs.paused),
         pause_time=np.asarray(final.pause_time)[..., :-1],
         flow_pause_time=np.asarray(final.flow_pause_time),
         finish_time=np.asarray(final.finish, dtype=np.float64),
-        alpha=np.asarray(final.alpha), target_rate=np.asarray(final.rt),
+        alpha=np.asarray(final.alpha),
+        target_rate=np.asarray(final.rt),
         status=Status(int(codes)) if codes.ndim == 0 else codes,
-        links=prepared.links, prev_links=prepared.prev_links, capacity=prepared.capacity,
-        size=prepared.size, start=prepared.start, delay=prepared.delay, dt=config.dt,
-        duration=float(times[-1]), params=prepared.params, pfc_params=prepared.pfc_params,
-        pfc_mode=config.pfc_mode)
+        links=prepared.links,
+        prev_links=prepared.prev_links,
+        capacity=prepared.capacity,
+        size=prepared.size,
+        start=prepared.start,
+        delay=prepared.delay,
+        dt=config.dt,
+        duration=float(times[-1]),
+        params=prepared.params,
+        pfc_params=prepared.pfc_params,
+        pfc_mode=config.pfc_mode,
+    )
 
 
 def estimate_work(num_flows: int, hops: int, num_links: int, steps: int, batch: int = 0) -> float:
@@ -366,18 +501,26 @@ def estimate_work(num_flows: int, hops: int, num_links: int, steps: int, batch: 
 
 
 def _check_work(work: float, steps: int, max_work: float | None) -> None:
-    if max_work is not None and (isinstance(max_work, bool)
-                                 or not isinstance(max_work, numbers.Real)
-                                 or math.isnan(max_work) or max_work <= 0):
-        raise SpecError("max_work", f"must be a number > 0 of entry-steps (math.inf: no "
-                        f"limit), got {max_work!r}")
+    if max_work is not None and (
+        isinstance(max_work, bool)
+        or not isinstance(max_work, numbers.Real)
+        or math.isnan(max_work)
+        or max_work <= 0
+    ):
+        raise SpecError(
+            "max_work",
+            f"must be a number > 0 of entry-steps (math.inf: no limit), got {max_work!r}",
+        )
     limit = DEFAULT_MAX_WORK if max_work is None else float(max_work)
     if work > limit:
         seconds = work * SECONDS_PER_ENTRY_STEP
-        raise SpecError("duration", f"the run is estimated at {work:.3g} entry-steps ({steps:.3g} "
-                        f"steps), about {_human_time(seconds)} on 2 CPU cores, over the limit of "
-                        f"{limit:.3g} (max_work): shorten the duration, raise dt, simulate fewer "
-                        "flows or batch entries, or pass a larger max_work to run it anyway")
+        raise SpecError(
+            "duration",
+            f"the run is estimated at {work:.3g} entry-steps ({steps:.3g} "
+            f"steps), about {_human_time(seconds)} on 2 CPU cores, over the limit of "
+            f"{limit:.3g} (max_work): shorten the duration, raise dt, simulate fewer "
+            "flows or batch entries, or pass a larger max_work to run it anyway",
+        )
 
 
 def _human_time(seconds: float) -> str:
@@ -397,21 +540,28 @@ def _run_chunked(prepared: PreparedRun, progress, chunks: int):
         raise SpecError("chunks", f"must be an integer >= 1, got {chunks!r}")
     chunk = -(-config.num_records // min(int(chunks), config.num_records))
     problem, params, pfc_params, _, dtype = prepared.kernel_args
-    begin, advance = ((kernel.start_batch, kernel.advance_batch) if prepared.batched
-                      else (kernel.start, kernel.advance))
+    begin, advance = (
+        (kernel.start_batch, kernel.advance_batch)
+        if prepared.batched
+        else (kernel.start, kernel.advance)
+    )
     record_axis = 1 if prepared.batched else 0
     clock = time.perf_counter()
     state = begin(problem, params, pfc_params, config, dtype)
     pieces = []
     for first in range(0, config.num_records, chunk):
-        state, recs = advance(state, jnp.int32(first), problem, params, pfc_params, config,
-                              dtype, chunk)
+        state, recs = advance(
+            state, jnp.int32(first), problem, params, pfc_params, config, dtype, chunk
+        )
         pieces.append(jax.device_get(recs))
         done = min(first + chunk, config.num_records) / config.num_records
         progress(done, time.perf_counter() - clock)
     recs = jax.tree_util.tree_map(
         lambda *parts: np.concatenate(parts, axis=record_axis).take(
-            np.arange(config.num_records), axis=record_axis), *pieces)
+            np.arange(config.num_records), axis=record_axis
+        ),
+        *pieces,
+    )
     return state, recs
 
 
@@ -425,7 +575,9 @@ def _resolve_params(params, overrides) -> DCQCNParams:
     if isinstance(params, str):
         return DCQCNParams.preset(params, **(overrides or {}))
     if not isinstance(params, DCQCNParams):
-        raise SpecError("params", f"expected a preset name or DCQCNParams, got {type(params).__name__}")
+        raise SpecError(
+            "params", f"expected a preset name or DCQCNParams, got {type(params).__name__}"
+        )
     params = params.replace(**overrides) if overrides else params
     params.validate()
     return params

@@ -43,8 +43,9 @@ class Certificate(NamedTuple):
         return bool(self.max_min)
 
 
-def certify_max_min(links, capacity, rates, *, weight=None, demand=None, coef=None,
-                    rtol: float = 1e-5) -> Certificate:
+def certify_max_min(
+    links, capacity, rates, *, weight=None, demand=None, coef=None, rtol: float = 1e-5
+) -> Certificate:
     """Certify ``rates`` as the weighted, demand-capped max-min fair allocation.
 
     Args:
@@ -68,16 +69,28 @@ def certify_max_min(links, capacity, rates, *, weight=None, demand=None, coef=No
     rates = np.asarray(rates, np.float64)
     if rates.shape != (num_flows,):
         raise ValueError(f"rates must have shape [{num_flows}], got {list(rates.shape)}")
-    weight = np.ones(num_flows) if problem.weight is None else np.asarray(problem.weight, np.float64)
-    demand = (np.full(num_flows, np.inf) if problem.demand is None
-              else np.asarray(problem.demand, np.float64))
+    weight = (
+        np.ones(num_flows) if problem.weight is None else np.asarray(problem.weight, np.float64)
+    )
+    demand = (
+        np.full(num_flows, np.inf)
+        if problem.demand is None
+        else np.asarray(problem.demand, np.float64)
+    )
 
     entry_flow, entry_hop = np.nonzero(links >= 0)
     entry_link = links[entry_flow, entry_hop].astype(np.int64)
-    entry_coef = (np.ones(entry_flow.size) if problem.coef is None
-                  else np.asarray(problem.coef, np.float64)[entry_flow, entry_hop])
+    entry_coef = (
+        np.ones(entry_flow.size)
+        if problem.coef is None
+        else np.asarray(problem.coef, np.float64)[entry_flow, entry_hop]
+    )
     bounded = np.isfinite(capacity[entry_link])
-    entry_flow, entry_link, entry_coef = entry_flow[bounded], entry_link[bounded], entry_coef[bounded]
+    entry_flow, entry_link, entry_coef = (
+        entry_flow[bounded],
+        entry_link[bounded],
+        entry_coef[bounded],
+    )
 
     with np.errstate(invalid="ignore"):
         load = link_load(links, rates, num_links, problem.coef)
@@ -85,10 +98,12 @@ def certify_max_min(links, capacity, rates, *, weight=None, demand=None, coef=No
     load = np.where(np.isfinite(capacity), load, 0.0)
     slack = rtol * np.maximum(capacity, 0)
     overload = load - capacity
-    feasible = bool(np.all(np.isfinite(load[np.isfinite(capacity)]))
-                    and np.all(overload <= slack + 1e-300)
-                    and np.all(rates >= 0)
-                    and np.all(rates <= demand * (1 + rtol)))
+    feasible = bool(
+        np.all(np.isfinite(load[np.isfinite(capacity)]))
+        and np.all(overload <= slack + 1e-300)
+        and np.all(rates >= 0)
+        and np.all(rates <= demand * (1 + rtol))
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(capacity > 0, load / capacity - 1, np.where(load > 0, np.inf, 0.0))
     max_overload = float(ratio.max(initial=0.0))
@@ -99,11 +114,12 @@ def certify_max_min(links, capacity, rates, *, weight=None, demand=None, coef=No
     np.maximum.at(link_top, entry_link, normalised[entry_flow])
     entry_ok = saturated[entry_link] & (normalised[entry_flow] >= link_top[entry_link] * (1 - rtol))
     bottleneck = np.full(num_flows, -1, dtype=np.int64)
-    bottleneck[entry_flow[entry_ok][::-1]] = entry_link[entry_ok][::-1]   # first hop wins
+    bottleneck[entry_flow[entry_ok][::-1]] = entry_link[entry_ok][::-1]  # first hop wins
     crosses_any = np.bincount(entry_flow, minlength=num_flows) > 0
     at_demand = rates >= demand * (1 - rtol)
     unconstrained = np.isinf(rates) & ~crosses_any & np.isinf(demand)
     certified = (bottleneck >= 0) | at_demand | unconstrained
     bottleneck[at_demand & (bottleneck < 0)] = -1
-    return Certificate(feasible, bool(feasible and certified.all()), certified, bottleneck,
-                       load, max_overload)
+    return Certificate(
+        feasible, bool(feasible and certified.all()), certified, bottleneck, load, max_overload
+    )

@@ -23,9 +23,18 @@ from .kernel import MaxMinSolution, float_dtype, solve_max_min
 from .scaling import as_output_dtype, range_scaling
 
 
-def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge: bool = True,
-                  max_iters: int | None = None, rtol: float | None = None,
-                  throw: bool = True) -> np.ndarray:
+def max_min_rates(
+    links,
+    capacity,
+    *,
+    weight=None,
+    demand=None,
+    coef=None,
+    merge: bool = True,
+    max_iters: int | None = None,
+    rtol: float | None = None,
+    throw: bool = True,
+) -> np.ndarray:
     """Exact weighted, demand-capped max-min fair rates of ``F`` flows.
 
     Args:
@@ -69,13 +78,31 @@ def max_min_rates(links, capacity, *, weight=None, demand=None, coef=None, merge
         >>> max_min_rates([[0, 1], [0, -1], [1, -1]], [1.0, 1.0])
         array([0.5, 0.5, 0.5], dtype=float32)
     """
-    return max_min_solution(links, capacity, weight=weight, demand=demand, coef=coef,
-                            merge=merge, max_iters=max_iters, rtol=rtol, throw=throw).rates
+    return max_min_solution(
+        links,
+        capacity,
+        weight=weight,
+        demand=demand,
+        coef=coef,
+        merge=merge,
+        max_iters=max_iters,
+        rtol=rtol,
+        throw=throw,
+    ).rates
 
 
-def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
-                     merge: bool = True, max_iters: int | None = None,
-                     rtol: float | None = None, throw: bool = True) -> MaxMinSolution:
+def max_min_solution(
+    links,
+    capacity,
+    *,
+    weight=None,
+    demand=None,
+    coef=None,
+    merge: bool = True,
+    max_iters: int | None = None,
+    rtol: float | None = None,
+    throw: bool = True,
+) -> MaxMinSolution:
     """Like :func:`max_min_rates` but returns the whole :class:`MaxMinSolution` (numpy).
 
     ``bottleneck[f]`` is the link that fixed flow ``f``'s rate (``-1``: its demand, or
@@ -85,8 +112,9 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
     max_iters = check_count(max_iters, "max_iters", "bound on water-filling rounds")
     rtol = check_rtol(rtol)
     num_flows, num_hops = problem.links.shape
-    check_solve_memory(num_flows * num_hops, num_flows, problem.capacity.shape[-1],
-                       problem.batch, "max_min_rates")
+    check_solve_memory(
+        num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch, "max_min_rates"
+    )
     out_dtype = float_dtype(problem.capacity, problem.weight, problem.demand)
     # Rates scale with capacities and demands, and do not change when every weight is
     # scaled alike: bring both near 1 by powers of two (exact) so that float32 neither
@@ -94,17 +122,19 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
     scaling = range_scaling(problem.capacity, problem.weight, problem.demand, out_dtype)
     problem = scaling.apply(problem)
     dtype = jnp.float64 if scaling.float64 else out_dtype
-    merged = merge_identical_flows(problem.links, problem.coef, problem.weight,
-                                   problem.demand) if merge else None
+    merged = (
+        merge_identical_flows(problem.links, problem.coef, problem.weight, problem.demand)
+        if merge
+        else None
+    )
     if merged is not None and merged.num_unique == num_flows and problem.weight is None:
-        merged = None   # nothing merged: solve the original flows directly
+        merged = None  # nothing merged: solve the original flows directly
     if merged is None:
         args = (problem.links, problem.capacity, problem.weight, problem.demand, problem.coef)
     else:
         args = (merged.links, problem.capacity, merged.weight, merged.demand, merged.coef)
     with jax.enable_x64(True) if scaling.float64 else contextlib.nullcontext():
-        solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol,
-                        dtype=dtype)
+        solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol, dtype=dtype)
 
     rates = scaling.restore(np.asarray(solution.rates, np.float64))
     bottleneck = np.asarray(solution.bottleneck)
@@ -116,8 +146,10 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
     if np.any(status != Status.CONVERGED):
         worst = Status(int(np.max(status)))
         if throw:
-            raise SolverError(f"max_min_rates: {worst.message} (status {worst.name}, "
-                              f"{int(np.max(np.asarray(solution.rounds)))} rounds)")
+            raise SolverError(
+                f"max_min_rates: {worst.message} (status {worst.name}, "
+                f"{int(np.max(np.asarray(solution.rounds)))} rounds)"
+            )
         unsettled |= _unsettled_mask(status, rates.shape)
     rates = as_output_dtype(np.where(unsettled, np.nan, rates), out_dtype)
     return MaxMinSolution(rates, bottleneck, np.asarray(solution.rounds), status)
@@ -125,8 +157,10 @@ def max_min_solution(links, capacity, *, weight=None, demand=None, coef=None,
 
 def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype):
     """Call the kernel, vmapped over the batch axis of the per-scenario arrays."""
+
     def as_jax(a):
-        return (None if a is None else jnp.asarray(a, dtype))
+        return None if a is None else jnp.asarray(a, dtype)
+
     links_j = jnp.asarray(links)
     capacity_j, weight_j, demand_j, coef_j = (as_jax(a) for a in (capacity, weight, demand, coef))
 

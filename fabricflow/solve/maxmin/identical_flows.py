@@ -52,10 +52,13 @@ class MergedFlows(NamedTuple):
         return np.take(merged_values, self.inverse, axis=-1)
 
 
-def merge_identical_flows(links: np.ndarray, coef: np.ndarray | None = None,
-                          weight: np.ndarray | None = None,
-                          demand: np.ndarray | None = None,
-                          extra_keys: tuple = ()) -> MergedFlows:
+def merge_identical_flows(
+    links: np.ndarray,
+    coef: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
+    demand: np.ndarray | None = None,
+    extra_keys: tuple = (),
+) -> MergedFlows:
     """Group flows with identical ``(links row, coef row[, demand level])``.
 
     Args:
@@ -92,8 +95,14 @@ def merge_identical_flows(links: np.ndarray, coef: np.ndarray | None = None,
     merged_demand = None
     if demand is not None:
         merged_demand = _sum_groups(np.asarray(demand, np.float64), inverse, num_unique)
-    return MergedFlows(links[first], None if coef is None else coef[first], merged_weight,
-                       merged_demand, inverse, fraction)
+    return MergedFlows(
+        links[first],
+        None if coef is None else coef[first],
+        merged_weight,
+        merged_demand,
+        inverse,
+        fraction,
+    )
 
 
 def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -108,7 +117,7 @@ def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             digest ^= digest >> np.uint64(31)
     _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if not np.array_equal(keys[:, first[inverse]], keys):   # a 64-bit hash collision
+    if not np.array_equal(keys[:, first[inverse]], keys):  # a 64-bit hash collision
         _, first, inverse = np.unique(keys.T, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     return inverse.astype(np.int64), first.astype(np.int64)

@@ -28,8 +28,9 @@ def _segments(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
-def progressive_filling_incremental(links, capacity, coef=None, *,
-                                    rtol: float = 1e-9) -> np.ndarray:
+def progressive_filling_incremental(
+    links, capacity, coef=None, *, rtol: float = 1e-9
+) -> np.ndarray:
     """Max-min fair rates ``[F]`` (float64), equal to ``progressive_filling(links,
     capacity, coef=coef, rtol=rtol)`` bit for bit (unit weights, no demands).
 
@@ -43,7 +44,7 @@ def progressive_filling_incremental(links, capacity, coef=None, *,
     num_flows = links.shape[0]
     coef = np.ones(links.shape) if coef is None else np.asarray(coef, dtype=np.float64)
     used = (links >= 0) & (coef > 0)
-    entry_flow, entry_hop = np.nonzero(used)                 # entry order = row-major
+    entry_flow, entry_hop = np.nonzero(used)  # entry order = row-major
     # Only the links some flow crosses matter; renumber them 0..U-1 (order preserved).
     link_ids, entry_link = np.unique(links[entry_flow, entry_hop], return_inverse=True)
     entry_link = entry_link.reshape(-1)
@@ -62,8 +63,7 @@ def progressive_filling_incremental(links, capacity, coef=None, *,
     active = np.ones(num_flows, dtype=bool)
     # Level 0: every flow active, nothing frozen (the textbook loop's first sums).
     active_weight = np.bincount(entry_link, weights=entry_coef * 1.0, minlength=num_links)
-    frozen_load = np.bincount(entry_link, weights=np.zeros(entry_link.size),
-                              minlength=num_links)
+    frozen_load = np.bincount(entry_link, weights=np.zeros(entry_link.size), minlength=num_links)
     level = np.full(num_links, np.inf)
 
     def update(chosen: np.ndarray) -> None:
@@ -73,10 +73,12 @@ def progressive_filling_incremental(links, capacity, coef=None, *,
         flows = entry_flow[entries]
         on = active[flows]
         weights = entry_coef[entries]
-        active_weight[chosen] = np.bincount(slot, weights=np.where(on, weights * 1.0, 0.0),
-                                            minlength=chosen.size)
-        frozen_load[chosen] = np.bincount(slot, weights=np.where(on, 0.0, weights * rate[flows]),
-                                          minlength=chosen.size)
+        active_weight[chosen] = np.bincount(
+            slot, weights=np.where(on, weights * 1.0, 0.0), minlength=chosen.size
+        )
+        frozen_load[chosen] = np.bincount(
+            slot, weights=np.where(on, 0.0, weights * rate[flows]), minlength=chosen.size
+        )
         residual = np.maximum(capacity[chosen] - frozen_load[chosen], 0.0)
         crossed = active_weight[chosen] > 0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -86,7 +88,7 @@ def progressive_filling_incremental(links, capacity, coef=None, *,
     while active.any():
         fill = level.min(initial=np.inf)
         if not np.isfinite(fill):
-            rate[active] = np.inf          # nothing limits the remaining flows
+            rate[active] = np.inf  # nothing limits the remaining flows
             break
         bottleneck = np.flatnonzero(level <= fill * (1.0 + rtol))
         entries = by_link[_segments(link_start[bottleneck], link_count[bottleneck])]

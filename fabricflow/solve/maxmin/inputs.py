@@ -23,11 +23,11 @@ class FlowProblem(NamedTuple):
     ``batch`` is set (unbatched ones are broadcast), else unbatched.
     """
 
-    links: np.ndarray          # int32 [F, H], -1 padded, -1 also where coef <= 0
-    capacity: np.ndarray       # [L] or [B, L]
+    links: np.ndarray  # int32 [F, H], -1 padded, -1 also where coef <= 0
+    capacity: np.ndarray  # [L] or [B, L]
     weight: np.ndarray | None  # [F] or [B, F]
     demand: np.ndarray | None  # [F] or [B, F]
-    coef: np.ndarray | None    # [F, H] (0 where links == -1)
+    coef: np.ndarray | None  # [F, H] (0 where links == -1)
     batch: int | None
 
 
@@ -42,20 +42,28 @@ def check_links(links, num_links: int) -> np.ndarray:
         bad = (links < -1) | (links >= num_links)
         if bad.any():
             flow, hop = np.argwhere(bad)[0]
-            raise SpecError("links", f"link ids must lie in 0..{num_links - 1} (or -1 for "
-                            f"padding); flow {flow} hop {hop} has {int(links[flow, hop])}")
+            raise SpecError(
+                "links",
+                f"link ids must lie in 0..{num_links - 1} (or -1 for "
+                f"padding); flow {flow} hop {hop} has {int(links[flow, hop])}",
+            )
     return np.ascontiguousarray(links, dtype=np.int32)
 
 
-def check_values(name: str, values, shape_tail: tuple[int, ...], *, positive: bool = False,
-                 allow_inf: bool = True) -> tuple[np.ndarray, int | None]:
+def check_values(
+    name: str,
+    values,
+    shape_tail: tuple[int, ...],
+    *,
+    positive: bool = False,
+    allow_inf: bool = True,
+) -> tuple[np.ndarray, int | None]:
     """A float array of shape ``shape_tail`` or ``[B, *shape_tail]``: no NaN, no negatives.
 
     Returns ``(array, batch or None)``. Keeps float64 (the solver picks its dtype).
     """
     array = np.asarray(values)
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
-                                     or array.dtype == bool):
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         raise SpecError(name, f"must be numeric, got dtype {array.dtype}")
     array = array.astype(np.float64) if not np.issubdtype(array.dtype, np.floating) else array
     if array.shape == shape_tail:
@@ -63,8 +71,11 @@ def check_values(name: str, values, shape_tail: tuple[int, ...], *, positive: bo
     elif array.ndim == len(shape_tail) + 1 and array.shape[1:] == shape_tail:
         batch = array.shape[0]
     else:
-        raise SpecError(name, f"must have shape {list(shape_tail)} (or [batch, "
-                        f"{', '.join(map(str, shape_tail))}] for scenarios), got {list(array.shape)}")
+        raise SpecError(
+            name,
+            f"must have shape {list(shape_tail)} (or [batch, "
+            f"{', '.join(map(str, shape_tail))}] for scenarios), got {list(array.shape)}",
+        )
     if np.isnan(array).any():
         raise SpecError(name, f"contains NaN at index {_first(np.isnan(array))}")
     low = array <= 0 if positive else array < 0
@@ -81,8 +92,9 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     """Check and normalise the inputs of a max-min solve (see :func:`max_min_rates`)."""
     capacity_arr = np.asarray(capacity)
     if capacity_arr.ndim not in (1, 2):
-        raise SpecError("capacity", f"must be [links] or [batch, links], got shape "
-                        f"{capacity_arr.shape}")
+        raise SpecError(
+            "capacity", f"must be [links] or [batch, links], got shape {capacity_arr.shape}"
+        )
     num_links = capacity_arr.shape[-1]
     links = check_links(links, num_links)
     num_flows = links.shape[0]
@@ -97,8 +109,9 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     if coef is not None:
         coef, b = check_values("coef", coef, links.shape, allow_inf=False)
         if b is not None:
-            raise SpecError("coef", f"must have the shape of links {list(links.shape)}, got "
-                            f"{list(coef.shape)}")
+            raise SpecError(
+                "coef", f"must have the shape of links {list(links.shape)}, got {list(coef.shape)}"
+            )
         unused = (links < 0) | (coef <= 0)
         links = np.where(unused, -1, links).astype(np.int32)
         coef = np.where(unused, 0.0, coef)
@@ -118,10 +131,16 @@ def check_rtol(rtol, field: str = "rtol") -> float | None:
     """``None`` (the dtype's default) or a real number in ``[0, MAX_RTOL]``."""
     if rtol is None:
         return None
-    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not (
-            0 <= float(rtol) <= MAX_RTOL):
-        raise SpecError(field, f"must be a number in [0, {MAX_RTOL:g}] (relative tolerance for "
-                        f"calling two shares equal; default a few float ulps), got {rtol!r}")
+    if (
+        isinstance(rtol, bool)
+        or not isinstance(rtol, numbers.Real)
+        or not (0 <= float(rtol) <= MAX_RTOL)
+    ):
+        raise SpecError(
+            field,
+            f"must be a number in [0, {MAX_RTOL:g}] (relative tolerance for "
+            f"calling two shares equal; default a few float ulps), got {rtol!r}",
+        )
     return float(rtol)
 
 
@@ -129,15 +148,28 @@ def check_count(value, field: str, meaning: str) -> int | None:
     """``None`` (the default bound) or an integer in ``1..2**31 - 1``."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
-            1 <= int(value) <= MAX_INT32):
-        raise SpecError(field, f"must be an integer in 1..{MAX_INT32} ({meaning}; default: "
-                        f"enough for any input), got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or not (1 <= int(value) <= MAX_INT32)
+    ):
+        raise SpecError(
+            field,
+            f"must be an integer in 1..{MAX_INT32} ({meaning}; default: "
+            f"enough for any input), got {value!r}",
+        )
     return int(value)
 
 
-def check_solve_memory(num_entries: int, num_flows: int, num_links: int, batch: int | None,
-                       what: str, *, budget: int | None = None) -> None:
+def check_solve_memory(
+    num_entries: int,
+    num_flows: int,
+    num_links: int,
+    batch: int | None,
+    what: str,
+    *,
+    budget: int | None = None,
+) -> None:
     """Refuse, before allocating, a solve whose working set exceeds the memory budget.
 
     The budget is the shared policy of :func:`fabricflow.memory.memory_budget` (or
@@ -147,9 +179,13 @@ def check_solve_memory(num_entries: int, num_flows: int, num_links: int, batch: 
     # ids + coef + per-hop temporaries per entry; ~12 float/int vectors per flow and link
     # (state, levels, masks) per scenario.
     estimate = num_entries * 16 + scenarios * (num_flows * 48 + num_links * 40)
-    check_memory(estimate, f"{what} ({num_flows} flows x {num_entries // max(num_flows, 1)} "
-                 f"hops, {num_links} links, {scenarios} scenario(s))",
-                 hint="solve fewer scenarios at once or split the flows", budget=budget)
+    check_memory(
+        estimate,
+        f"{what} ({num_flows} flows x {num_entries // max(num_flows, 1)} "
+        f"hops, {num_links} links, {scenarios} scenario(s))",
+        hint="solve fewer scenarios at once or split the flows",
+        budget=budget,
+    )
 
 
 def _first(mask: np.ndarray):

@@ -52,8 +52,15 @@ from .._kernel import (
 )
 from ..status import Status
 
-__all__ = ["MaxMinSolution", "Network", "default_rtol", "float_dtype", "prepare_network",
-           "solve_max_min", "water_fill"]
+__all__ = [
+    "MaxMinSolution",
+    "Network",
+    "default_rtol",
+    "float_dtype",
+    "prepare_network",
+    "solve_max_min",
+    "water_fill",
+]
 
 
 class MaxMinSolution(NamedTuple):
@@ -73,12 +80,9 @@ class MaxMinSolution(NamedTuple):
     status: jax.Array
 
 
-
-
-
-
-def solve_max_min(links, capacity, weight=None, demand=None, coef=None, *,
-                  max_iters=None, rtol=None) -> MaxMinSolution:
+def solve_max_min(
+    links, capacity, weight=None, demand=None, coef=None, *, max_iters=None, rtol=None
+) -> MaxMinSolution:
     """Weighted, demand-capped max-min fair rates; pure JAX (jit/vmap/grad-free).
 
     This is the low-level kernel: it validates nothing on the host and never raises;
@@ -113,19 +117,24 @@ def solve_max_min(links, capacity, weight=None, demand=None, coef=None, *,
         max_iters = num_flows + 1
     if rtol is None:
         rtol = default_rtol(dtype)
-    return _solve(jnp.asarray(links), jnp.asarray(capacity, dtype),
-                  None if weight is None else jnp.asarray(weight, dtype),
-                  None if demand is None else jnp.asarray(demand, dtype),
-                  None if coef is None else jnp.asarray(coef, dtype),
-                  jnp.asarray(max_iters, jnp.int32), jnp.asarray(rtol, dtype))
+    return _solve(
+        jnp.asarray(links),
+        jnp.asarray(capacity, dtype),
+        None if weight is None else jnp.asarray(weight, dtype),
+        None if demand is None else jnp.asarray(demand, dtype),
+        None if coef is None else jnp.asarray(coef, dtype),
+        jnp.asarray(max_iters, jnp.int32),
+        jnp.asarray(rtol, dtype),
+    )
 
 
 @jax.jit
 def _solve(links, capacity, weight, demand, coef, max_iters, rtol) -> MaxMinSolution:
     net = prepare_network(links, capacity, weight, demand, coef)
     present = jnp.ones(links.shape[0], bool)
-    rate, bottleneck, rounds, unsettled = water_fill(net, present, max_iters, rtol,
-                                                     net.start_status == Status.CONVERGED)
+    rate, bottleneck, rounds, unsettled = water_fill(
+        net, present, max_iters, rtol, net.start_status == Status.CONVERGED
+    )
     status = final_status(net.start_status, unsettled, rate)
     return MaxMinSolution(rate, bottleneck, rounds, status)
 
@@ -133,15 +142,15 @@ def _solve(links, capacity, weight, demand, coef, max_iters, rtol) -> MaxMinSolu
 class Network(NamedTuple):
     """Kernel-ready arrays of a max-min problem (built inside jit by :func:`prepare_network`)."""
 
-    ids: jax.Array             # int32 [H, F] link ids, sentinel L for padding
-    coef: jax.Array | None     # [H, F] or None
-    capacity: jax.Array        # [L + 1], sentinel slot 0 (never crossed)
-    is_real: jax.Array         # bool [L + 1]
+    ids: jax.Array  # int32 [H, F] link ids, sentinel L for padding
+    coef: jax.Array | None  # [H, F] or None
+    capacity: jax.Array  # [L + 1], sentinel slot 0 (never crossed)
+    is_real: jax.Array  # bool [L + 1]
     quantum: jax.Array | None  # exact-sum grid step (float32 only)
-    weight: jax.Array          # [F]
-    demand: jax.Array          # [F] (inf = none)
-    demand_level: jax.Array    # [F] demand / weight
-    start_status: jax.Array    # int32: NONFINITE / INFEASIBLE inputs, else CONVERGED
+    weight: jax.Array  # [F]
+    demand: jax.Array  # [F] (inf = none)
+    demand_level: jax.Array  # [F] demand / weight
+    start_status: jax.Array  # int32: NONFINITE / INFEASIBLE inputs, else CONVERGED
 
 
 def prepare_network(links, capacity, weight, demand, coef) -> Network:
@@ -159,10 +168,19 @@ def prepare_network(links, capacity, weight, demand, coef) -> Network:
     start_status = input_status(
         nonfinite=[jnp.isnan(capacity), jnp.isnan(weight), jnp.isnan(demand)]
         + ([] if coef is None else [jnp.isnan(coef)]),
-        infeasible=[capacity < 0, ~(weight > 0), demand < 0, out_of_range])
-    return Network(ids, coef_hm, jnp.concatenate([capacity, jnp.zeros(1, dtype)]),
-                   jnp.arange(num_links + 1) < num_links, exact_sum_quantum(capacity),
-                   weight, demand, demand_level, start_status)
+        infeasible=[capacity < 0, ~(weight > 0), demand < 0, out_of_range],
+    )
+    return Network(
+        ids,
+        coef_hm,
+        jnp.concatenate([capacity, jnp.zeros(1, dtype)]),
+        jnp.arange(num_links + 1) < num_links,
+        exact_sum_quantum(capacity),
+        weight,
+        demand,
+        demand_level,
+        start_status,
+    )
 
 
 def water_fill(net: Network, present, max_iters, rtol, go=True):
@@ -181,10 +199,12 @@ def water_fill(net: Network, present, max_iters, rtol, go=True):
         rate, active, bottleneck, rounds = state
         # Active weight and frozen load per link, both recomputed from scratch every round
         # (no running subtraction, so float32 residuals do not drift).
-        active_weight = scatter_hops(jnp.where(active, net.weight, 0), net.ids, net.coef,
-                                     slots, "add", 0)
-        residual = residual_capacity(net.capacity, jnp.where(active, 0, rate), net.ids,
-                                     net.coef, net.quantum)
+        active_weight = scatter_hops(
+            jnp.where(active, net.weight, 0), net.ids, net.coef, slots, "add", 0
+        )
+        residual = residual_capacity(
+            net.capacity, jnp.where(active, 0, rate), net.ids, net.coef, net.quantum
+        )
         crossed = (active_weight > 0) & net.is_real
         share = jnp.where(crossed, residual / jnp.where(crossed, active_weight, 1), inf)
 
@@ -201,14 +221,17 @@ def water_fill(net: Network, present, max_iters, rtol, go=True):
         by_demand = net.demand_level <= link_level * (1 + rtol)
         freeze = active & ((hit_link >= 0) | by_demand | (level == inf))
         new_rate = jnp.where(by_demand & (hit_link < 0), net.demand, net.weight * level)
-        return (jnp.where(freeze, new_rate, rate), active & ~freeze,
-                jnp.where(freeze, hit_link, bottleneck), rounds + 1)
+        return (
+            jnp.where(freeze, new_rate, rate),
+            active & ~freeze,
+            jnp.where(freeze, hit_link, bottleneck),
+            rounds + 1,
+        )
 
     def more(state):
         _, active, _, rounds = state
         return go & jnp.any(active) & (rounds < max_iters)
 
-    state = (jnp.zeros(num_flows, dtype), present, jnp.full(num_flows, -1, jnp.int32),
-             jnp.int32(0))
+    state = (jnp.zeros(num_flows, dtype), present, jnp.full(num_flows, -1, jnp.int32), jnp.int32(0))
     rate, active, bottleneck, rounds = jax.lax.while_loop(more, round_, state)
     return rate, bottleneck, rounds, go & jnp.any(active)

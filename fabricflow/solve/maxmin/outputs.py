@@ -35,9 +35,13 @@ def tier_summary(fabric, utilization, *, saturated_at: float = 1 - 1e-4) -> dict
         if not chosen.any():
             continue
         values = utilization[chosen]
-        summary[kind] = {"links": int(chosen.sum()), "mean": float(values.mean()),
-                         "p99": float(np.percentile(values, 99)), "max": float(values.max()),
-                         "saturated": int((values >= saturated_at).sum())}
+        summary[kind] = {
+            "links": int(chosen.sum()),
+            "mean": float(values.mean()),
+            "p99": float(np.percentile(values, 99)),
+            "max": float(values.max()),
+            "saturated": int((values >= saturated_at).sum()),
+        }
     return summary
 
 
@@ -46,8 +50,9 @@ def bottleneck_summary(fabric, bottleneck) -> dict:
     bottleneck = np.asarray(bottleneck)
     counts = {}
     limited = bottleneck >= 0
-    kinds = np.bincount(fabric.link_kind_id[bottleneck[limited]].astype(np.int64),
-                        minlength=len(fabric.link_kinds))
+    kinds = np.bincount(
+        fabric.link_kind_id[bottleneck[limited]].astype(np.int64), minlength=len(fabric.link_kinds)
+    )
     for kind_id, kind in enumerate(fabric.link_kinds):
         if kinds[kind_id]:
             counts[kind] = int(kinds[kind_id])

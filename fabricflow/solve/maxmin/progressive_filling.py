@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def progressive_filling(links, capacity, weight=None, demand=None, coef=None, *,
-                        rtol: float = 1e-9) -> np.ndarray:
+def progressive_filling(
+    links, capacity, weight=None, demand=None, coef=None, *, rtol: float = 1e-9
+) -> np.ndarray:
     """Exact weighted, demand-capped max-min fair rates by progressive filling (float64).
 
     Args:
@@ -45,8 +46,7 @@ def progressive_filling(links, capacity, weight=None, demand=None, coef=None, *,
     num_flows = links.shape[0]
     capacity = np.asarray(capacity, dtype=np.float64)
     weight = np.ones(num_flows) if weight is None else np.asarray(weight, dtype=np.float64)
-    demand = (np.full(num_flows, np.inf) if demand is None
-              else np.asarray(demand, dtype=np.float64))
+    demand = np.full(num_flows, np.inf) if demand is None else np.asarray(demand, dtype=np.float64)
     coef = np.ones(links.shape) if coef is None else np.asarray(coef, dtype=np.float64)
 
     used = (links >= 0) & (coef > 0)
@@ -61,10 +61,16 @@ def progressive_filling(links, capacity, weight=None, demand=None, coef=None, *,
         on = active[entry_flow]
         # Weighted active demand on each link, and the load of already-frozen flows
         # (recomputed from the frozen rates every time: no running subtraction).
-        active_weight = np.bincount(entry_link, weights=np.where(on, entry_coef * weight[entry_flow], 0.0),
-                                    minlength=num_links)
-        frozen_load = np.bincount(entry_link, weights=np.where(on, 0.0, entry_coef * rate[entry_flow]),
-                                  minlength=num_links)
+        active_weight = np.bincount(
+            entry_link,
+            weights=np.where(on, entry_coef * weight[entry_flow], 0.0),
+            minlength=num_links,
+        )
+        frozen_load = np.bincount(
+            entry_link,
+            weights=np.where(on, 0.0, entry_coef * rate[entry_flow]),
+            minlength=num_links,
+        )
         residual = np.maximum(capacity - frozen_load, 0.0)
         crossed = active_weight > 0
         level = np.full(num_links, np.inf)
@@ -72,7 +78,7 @@ def progressive_filling(links, capacity, weight=None, demand=None, coef=None, *,
         demand_level = np.where(active, demand / weight, np.inf)
         fill = min(level.min(initial=np.inf), demand_level.min(initial=np.inf))
         if not np.isfinite(fill):
-            rate[active] = np.inf          # nothing limits the remaining flows
+            rate[active] = np.inf  # nothing limits the remaining flows
             break
         bottleneck = crossed & (level <= fill * (1.0 + rtol))
         hits = np.bincount(entry_flow, weights=bottleneck[entry_link] & on, minlength=num_flows) > 0

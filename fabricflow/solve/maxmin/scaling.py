@@ -27,19 +27,21 @@ FLOAT32_COMFORT = 60
 class RangeScaling(NamedTuple):
     """Binary exponents applied to a problem; see :func:`range_scaling`."""
 
-    amount_exponent: int   # capacities and demands were multiplied by 2**-amount_exponent
-    weight_exponent: int   # weights were multiplied by 2**-weight_exponent
-    float64: bool          # solve in float64: the ranges do not fit float32
+    amount_exponent: int  # capacities and demands were multiplied by 2**-amount_exponent
+    weight_exponent: int  # weights were multiplied by 2**-weight_exponent
+    float64: bool  # solve in float64: the ranges do not fit float32
 
     def apply(self, problem):
         """The :class:`~.inputs.FlowProblem` with capacities, demands and weights scaled."""
+
         def scale(values, exponent):
             return None if values is None or exponent == 0 else np.ldexp(values, -exponent)
 
         return problem._replace(
             capacity=_or(scale(problem.capacity, self.amount_exponent), problem.capacity),
             demand=_or(scale(problem.demand, self.amount_exponent), problem.demand),
-            weight=_or(scale(problem.weight, self.weight_exponent), problem.weight))
+            weight=_or(scale(problem.weight, self.weight_exponent), problem.weight),
+        )
 
     def restore(self, rates: np.ndarray) -> np.ndarray:
         """Rates of the scaled problem -> rates of the original one (float64, exact)."""
@@ -58,12 +60,17 @@ def range_scaling(capacity, weight, demand, dtype) -> RangeScaling:
     weight_low, weight_high = _exponent_range([] if weight is None else [weight])
     if jnp.dtype(dtype) != jnp.float32:
         return RangeScaling(0, 0, False)
-    comfortable = (-FLOAT32_COMFORT <= amount_low and amount_high <= FLOAT32_COMFORT
-                   and -FLOAT32_COMFORT <= weight_low and weight_high <= FLOAT32_COMFORT)
+    comfortable = (
+        -FLOAT32_COMFORT <= amount_low
+        and amount_high <= FLOAT32_COMFORT
+        and -FLOAT32_COMFORT <= weight_low
+        and weight_high <= FLOAT32_COMFORT
+    )
     if comfortable:
         return RangeScaling(0, 0, False)
-    too_wide = (amount_high - amount_low > FLOAT32_MAX_SPAN
-                or weight_high - weight_low > FLOAT32_MAX_SPAN)
+    too_wide = (
+        amount_high - amount_low > FLOAT32_MAX_SPAN or weight_high - weight_low > FLOAT32_MAX_SPAN
+    )
     return RangeScaling(amount_high, weight_high, too_wide)
 
 
