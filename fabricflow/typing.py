@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 # Index arrays.
 LinkIds = Annotated[NDArray[np.int32], "flows hops"]
@@ -106,7 +106,29 @@ GroupSeconds = Annotated[NDArray[np.floating], "num_groups"]
 RecordTimes = Annotated[NDArray[np.floating], "records"]
 """float ``[R]``: sample times of a simulation's records, seconds."""
 
+# Inputs. Public functions accept anything numpy converts (lists, numpy or JAX arrays);
+# these aliases name the shape the argument must have once converted.
+LinkIdsLike = Annotated[ArrayLike, "flows hops"]
+"""int ``[F, H]`` (or ``[B, F, H]`` where a function says so): link ids, ``-1`` padded."""
+CoefLike = Annotated[ArrayLike, "flows hops"]
+"""float ``[F, H]``: fraction of the flow on each entry of the matching link ids."""
+CapacityLike = Annotated[ArrayLike, "links"]
+"""float ``[L]``, or ``[B, L]`` for a batch of scenarios: capacities, bytes/s."""
+FlowValuesLike = Annotated[ArrayLike, "flows"]
+"""float ``[F]``, or ``[B, F]``: a value per flow (weights, demands, sizes, start times)."""
+GpuIndexLike = Annotated[ArrayLike, "flows"]
+"""int ``[F]``: a GPU index per flow, ``0 .. num_gpus-1``."""
+GroupsLike = Annotated[ArrayLike, "num_groups group_size"]
+"""int ``[num_groups, group_size]`` (or ``[group_size]``: one group): GPU indices."""
+
+
 __all__ = [
+    "CapacityLike",
+    "CoefLike",
+    "FlowValuesLike",
+    "GpuIndexLike",
+    "GroupsLike",
+    "LinkIdsLike",
     "Capacity",
     "CapacityBatch",
     "Coef",

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from ..typing import Capacity, GpuNodes, Latency, NodeIds
 
 # Canonical labels. Generators use these; user graphs may add their own.
 NODE_KINDS_DEFAULT = ("gpu", "nvswitch", "leaf", "spine", "core", "super", "switch")
@@ -58,18 +59,18 @@ class Fabric:
     """
 
     name: str
-    link_src: np.ndarray
-    link_dst: np.ndarray
-    capacity: np.ndarray
-    latency: np.ndarray
+    link_src: NodeIds
+    link_dst: NodeIds
+    capacity: Capacity
+    latency: Latency
     link_kind_id: np.ndarray
     link_kinds: tuple[str, ...]
     node_kind_id: np.ndarray
     node_kinds: tuple[str, ...]
     node_tier: np.ndarray
     node_group: np.ndarray
-    gpu_node: np.ndarray
-    gpu_domain: np.ndarray
+    gpu_node: GpuNodes
+    gpu_domain: GpuNodes
     gpus_per_node: int = 1
     link_up: np.ndarray | None = None
     structure: Any = None
@@ -193,6 +194,7 @@ class Fabric:
         Link ids stay the same; failed links get ``capacity == 0`` and ``link_up == False``.
         Routing then uses only surviving paths.
         """
+        assert self.link_up is not None  # set by __post_init__
         down = ~self.link_up.copy()
         if links is not None:
             ids = np.asarray(list(links))
@@ -271,6 +273,7 @@ class Fabric:
             raise SpecError(
                 "capacity", f"must have shape {self.capacity.shape}, got {capacity.shape}"
             )
+        assert self.link_up is not None  # set by __post_init__
         return dataclasses.replace(self, capacity=np.where(self.link_up, capacity, 0.0))
 
     # ------------------------------------------------------------------ views

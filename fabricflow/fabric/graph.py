@@ -50,7 +50,7 @@ def _integer(value, field: str, low: int, high: int = 2**31 - 1) -> int:
 
 
 def _parse_nodes(topology: sr.Section) -> list[tuple[str, str, int, int]]:
-    nodes = []
+    nodes: list[tuple[str, str, int, int]] = []
     if not topology.has("nodes"):
         return nodes
     for item in topology.sections("nodes", NODE_KEYS):

@@ -230,7 +230,7 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
         ok = exists & all_links_up(fabric, path)
         links[ok, combo] = path[ok]
         alive[:, combo] = ok
-    if local.any():
+    if st.scale_up is not None and local.any():
         links[local, 0, 0] = st.scale_up.up[src[local]]
         links[local, 0, 1] = st.scale_up.down[dst[local]]
         alive[local, 0] = True

@@ -53,5 +53,5 @@ def _occurrence_index(keys: np.ndarray) -> np.ndarray:
 def choose(key: np.ndarray, salt: int, choices: np.ndarray | int) -> np.ndarray:
     """int64 ``[F]`` uniform choice in ``0..choices-1`` from the flow key and a salt."""
     with np.errstate(over="ignore"):
-        mixed = splitmix64(key ^ splitmix64(np.uint64(salt) * _GOLDEN))
+        mixed = splitmix64(key ^ splitmix64(np.asarray(np.uint64(salt) * _GOLDEN)))
     return (mixed % np.asarray(choices, dtype=np.uint64)).astype(np.int64)

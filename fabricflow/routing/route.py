@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory, out_of_memory
+from ..typing import GpuIndexLike
 from .routes import Routes
 
 Router = Callable[..., Routes]
@@ -54,7 +55,15 @@ def routers() -> dict[type | None, tuple[Router, tuple[str, ...]]]:
     }
 
 
-def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **options) -> Routes:
+def route(
+    fabric: Fabric,
+    src: GpuIndexLike,
+    dst: GpuIndexLike,
+    *,
+    policy: str = "ecmp",
+    seed: int = 0,
+    **options,
+) -> Routes:
     """Route flows ``src[i] -> dst[i]`` (GPU indices) over ``fabric``.
 
     Args:

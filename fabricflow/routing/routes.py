@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import SpecError
+from ..typing import Coef, GpuIndex, LinkIds
 
 
 def link_load(links, rates, num_links: int, coef=None) -> np.ndarray:
@@ -45,10 +46,10 @@ class Routes:
         policy: routing policy that produced the routes (``ecmp``, ``multipath``, ...).
     """
 
-    links: np.ndarray
-    coef: np.ndarray | None
-    src: np.ndarray
-    dst: np.ndarray
+    links: LinkIds
+    coef: Coef | None
+    src: GpuIndex
+    dst: GpuIndex
     num_links: int
     policy: str = "ecmp"
 

@@ -172,6 +172,7 @@ def failed_link_effect(
         for sp in solved.phases:
             load += sp.link_load(fabric.num_links)
         utilization = load / np.maximum(effective_capacity(current, prepared.cost), 1e-30)
+        assert current.link_up is not None  # set by Fabric.__post_init__
         alive = candidates[current.link_up[candidates]]
         victim = int(alive[np.argmax(utilization[alive])])
         failed_links.append(victim)

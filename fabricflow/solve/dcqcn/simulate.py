@@ -410,7 +410,7 @@ class PreparedRun:
     def work(self) -> float:
         config = self.config
         steps = config.num_records * config.steps_per_record
-        batch = self.params_arrays.tau.shape[0] if self.batched else 0
+        batch = int(np.asarray(self.params_arrays.tau).shape[0]) if self.batched else 0
         return estimate_work(
             self.links.shape[0], self.links.shape[1], self.capacity.shape[0], steps, batch
         )

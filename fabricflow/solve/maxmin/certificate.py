@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...routing.routes import link_load
+from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from .inputs import check_problem
 
 
@@ -44,7 +45,14 @@ class Certificate(NamedTuple):
 
 
 def certify_max_min(
-    links, capacity, rates, *, weight=None, demand=None, coef=None, rtol: float = 1e-5
+    links: LinkIdsLike,
+    capacity: CapacityLike,
+    rates: FlowValuesLike,
+    *,
+    weight: FlowValuesLike | None = None,
+    demand: FlowValuesLike | None = None,
+    coef: CoefLike | None = None,
+    rtol: float = 1e-5,
 ) -> Certificate:
     """Certify ``rates`` as the weighted, demand-capped max-min fair allocation.
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...errors import SolverError
+from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from ..status import Status
 from .identical_flows import merge_identical_flows
 from .inputs import check_count, check_problem, check_rtol, check_solve_memory
@@ -24,12 +25,12 @@ from .scaling import as_output_dtype, range_scaling
 
 
 def max_min_rates(
-    links,
-    capacity,
+    links: LinkIdsLike,
+    capacity: CapacityLike,
     *,
-    weight=None,
-    demand=None,
-    coef=None,
+    weight: FlowValuesLike | None = None,
+    demand: FlowValuesLike | None = None,
+    coef: CoefLike | None = None,
     merge: bool = True,
     max_iters: int | None = None,
     rtol: float | None = None,
@@ -78,7 +79,7 @@ def max_min_rates(
         >>> max_min_rates([[0, 1], [0, -1], [1, -1]], [1.0, 1.0])
         array([0.5, 0.5, 0.5], dtype=float32)
     """
-    return max_min_solution(
+    solution = max_min_solution(
         links,
         capacity,
         weight=weight,
@@ -88,16 +89,17 @@ def max_min_rates(
         max_iters=max_iters,
         rtol=rtol,
         throw=throw,
-    ).rates
+    )
+    return np.asarray(solution.rates)  # Rates [F] or RatesBatch [B, F]
 
 
 def max_min_solution(
-    links,
-    capacity,
+    links: LinkIdsLike,
+    capacity: CapacityLike,
     *,
-    weight=None,
-    demand=None,
-    coef=None,
+    weight: FlowValuesLike | None = None,
+    demand: FlowValuesLike | None = None,
+    coef: CoefLike | None = None,
     merge: bool = True,
     max_iters: int | None = None,
     rtol: float | None = None,

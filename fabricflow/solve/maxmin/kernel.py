@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._kernel import (
     default_rtol,
@@ -74,10 +75,11 @@ class MaxMinSolution(NamedTuple):
         status: int32 scalar, a :class:`~fabricflow.solve.status.Status` code.
     """
 
-    rates: jax.Array
-    bottleneck: jax.Array
-    rounds: jax.Array
-    status: jax.Array
+    # jax arrays from the kernel; numpy arrays once the checked wrapper has post-processed them.
+    rates: jax.Array | np.ndarray
+    bottleneck: jax.Array | np.ndarray
+    rounds: jax.Array | np.ndarray
+    status: jax.Array | np.ndarray
 
 
 def solve_max_min(

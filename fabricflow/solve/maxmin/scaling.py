@@ -91,8 +91,8 @@ def as_output_dtype(rates: np.ndarray, dtype) -> np.ndarray:
 
 def _exponent_range(arrays) -> tuple[int, int]:
     """Binary exponents (``frexp``) of the smallest and largest finite positive value."""
-    values = [np.asarray(a, np.float64).ravel() for a in arrays]
-    values = np.concatenate(values) if values else np.zeros(0)
+    parts = [np.asarray(a, np.float64).ravel() for a in arrays]
+    values = np.concatenate(parts) if parts else np.zeros(0)
     values = values[np.isfinite(values) & (values > 0)]
     if values.size == 0:
         return 0, 0
