@@ -122,6 +122,13 @@ def step_time(
     """
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    if not isinstance(layout, Layout):
+        raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
+    if not isinstance(fabric, Fabric):
+        raise SpecError(
+            "fabric",
+            f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
+        )
     layout.validate(model)
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     memory = memory_per_gpu(model, layout)
