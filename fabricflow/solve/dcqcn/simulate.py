@@ -278,7 +278,10 @@ def prepare_dcqcn(
     if not np.all(np.isfinite(path_latency)) or np.any(path_latency < 0):
         raise SpecError("path_latency", "must be finite and >= 0 s")
     delay = path_latency + extra_delay
-    delay_steps = np.maximum(1, np.round(delay / dt)).astype(np.int32)
+    # A feedback delay beyond the end of the run reads only the initial ring values, as a
+    # delay of steps + 1 does: the cap changes no result, and keeps the ring (and int32)
+    # bounded when the delay is far longer than the run (or dt is tiny).
+    delay_steps = np.clip(np.round(delay / dt), 1, min(steps + 1, MAX_STEPS)).astype(np.int32)
     ring_slots = 1 << int(np.ceil(np.log2(int(delay_steps.max()) + 1)))
 
     marking = np.ones(num_links, bool) if marking is None else np.asarray(marking, bool)
@@ -321,6 +324,8 @@ def prepare_dcqcn(
             + 14 * num_flows
         )
     )
+    # work first: an absurd step count is the cause, the memory of its ring a consequence
+    _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
     check_memory(
         estimate,
         f"DCQCN run ({max(batch, 1)} batch x {num_records} records x "
@@ -328,7 +333,6 @@ def prepare_dcqcn(
         hint="use fewer records, flows or batch entries",
         budget=memory_budget,
     )
-    _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
     if steps > MAX_STEPS:
         raise SpecError(
             "duration",
