@@ -360,6 +360,37 @@ def test_load_fabric_bad_files(tmp_path):
     _raises_named(lambda: ff.load_fabric(FABRIC, foo=1), "foo", SpecError)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"gpus": 0}, "gpus"),
+        ({"gpus": 7}, "gpus"),
+        ({"gpus": 10**12}, "gpus"),
+        ({"gpus": True}, "gpus"),
+        ({"gpus": "1024"}, "gpus"),
+        ({"gpus_per_node": 2.5}, "gpus_per_node"),
+        ({"topology": {"type": "hypercube"}}, "topology.type"),
+        ({"scale_up": {"domain_size": 3}}, "scale_up.domain_size"),
+    ],
+)
+def test_load_fabric_bad_overrides(overrides, field):
+    _raises_named(lambda: ff.load_fabric(FABRIC, **overrides), field, SpecError)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda f: f.with_capacity(["a"] * f.num_links), "capacity"),
+        (lambda f: f.with_capacity(np.full(f.num_links, np.nan)), "capacity"),
+        (lambda f: f.with_capacity([1.0]), "capacity"),
+        (lambda f: f.without(link_kind="leaf", fraction=2), "fraction"),
+        (lambda f: f.without(links=[10**9]), "links"),
+    ],
+)
+def test_fabric_changes_bad_inputs(fabric, change, field):
+    _raises_named(lambda: change(fabric), field, SpecError)
+
+
 # ------------------------------------------------------------------ collectives
 
 
@@ -555,6 +586,13 @@ def test_simulate_dcqcn_bad_inputs(dumbbell, options, field):
     _raises_named(
         lambda: ff.simulate_dcqcn(dumbbell.fabric, dumbbell.routes, **options), field, SpecError
     )
+
+
+@pytest.mark.parametrize("count", [True, "3", 2.5, 10**8])
+def test_cc_scenario_sizes_are_checked(count):
+    from fabricflow.study.cc_scenarios import dumbbell
+
+    _raises_named(lambda: dumbbell(count), "flows", SpecError)
 
 
 def test_simulate_dcqcn_refuses_routes_of_another_fabric(dumbbell, fabric):
