@@ -484,6 +484,30 @@ def test_step_time_bad_arguments(fabric, arguments, field):
     _raises_named(lambda: ff.step_time(model, gpu, layout, fab, **arguments), field, SpecError)
 
 
+def test_step_time_refuses_a_placement_of_another_layout_or_order(fabric):
+    other = ff.place(_layout(tp=4, dp=4), fabric.num_gpus)
+    _raises_named(
+        lambda: ff.step_time("llama3-8b", "h100-sxm", _layout(), fabric, placement=other),
+        "placement",
+        SpecError,
+    )
+    mine = ff.place(_layout(), fabric.num_gpus, order="dp-tp-cp-ep-pp")
+    _raises_named(
+        lambda: ff.step_time(
+            "llama3-8b", "h100-sxm", _layout(), fabric, placement=mine, order="tp-dp-cp-ep-pp"
+        ),
+        "order",
+        SpecError,
+    )
+    same = ff.step_time("llama3-8b", "h100-sxm", _layout(), fabric, placement=mine)
+    direct = ff.step_time("llama3-8b", "h100-sxm", _layout(), fabric, order="dp-tp-cp-ep-pp")
+    assert same.step_time_s == direct.step_time_s
+
+
+def test_route_needs_a_fabric_object():
+    _raises_named(lambda: ff.route(FABRIC, [0], [1]), "fabric", SpecError)
+
+
 def test_step_time_of_absurd_batches_is_finite_and_proportional(fabric):
     one = ff.step_time("llama3-8b", "h100-sxm", _layout(global_batch=16 * 2**20), fabric)
     two = ff.step_time("llama3-8b", "h100-sxm", _layout(global_batch=32 * 2**20), fabric)

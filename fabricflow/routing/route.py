@@ -78,6 +78,11 @@ def route(fabric: Fabric, src, dst, *, policy: str = "ecmp", seed: int = 0, **op
         MemoryBudgetError: the request would not fit in memory (estimated first; a
             ``MemoryError`` while routing is reported the same way).
     """
+    if not isinstance(fabric, Fabric):
+        raise SpecError(
+            "fabric",
+            f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
+        )
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
