@@ -113,6 +113,21 @@ def test_step_set_values_go_through_the_safe_reader(capsys, flag, item, words):
         assert word in out["message"]
 
 
+def test_step_set_numbers_are_decimal():
+    from fabricflow.commands.step import _assignments
+
+    assert _assignments(["a=010", "b=1.5", "c=1e9", "d=96GB", "e=true"], "--gpu-set") == {
+        "a": 10,  # not YAML 1.1's octal 8
+        "b": 1.5,
+        "c": 1e9,
+        "d": "96GB",
+        "e": True,
+    }
+    for text, parsed in (("1:30", "90"), ("0x10", "16"), ("1_000", "1000")):
+        error = _raises_named(lambda t=text: _assignments([f"k={t}"], "--gpu-set"), "decimal")
+        assert error.field == "--gpu-set k" and parsed in str(error)
+
+
 def test_step_set_twice_is_refused_not_last_wins(capsys):
     code, out, _ = _cli_json(capsys, *STEP, "--gpu-set", "hbm=80GB", "--gpu-set", "hbm=10GB")
     assert code == 2 and "--gpu-set hbm: given twice" in out["message"]

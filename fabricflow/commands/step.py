@@ -142,6 +142,7 @@ def _assignments(items: list[str], flag: str) -> dict:
     mappings and null go to the model or GPU loader, which checks each field.
     """
     import math
+    import re
 
     from ..errors import SpecError
     from ..files import parse_structured
@@ -178,6 +179,16 @@ def _assignments(items: list[str], flag: str) -> dict:
                 parsed = number
         elif isinstance(parsed, float) and not math.isfinite(parsed):
             raise SpecError(field, f"must be a finite number, got {value!r}")
+        elif isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+            # YAML 1.1 reads 010 as octal 8, 1:30 as 90 and 0x10 as 16: a number on the
+            # command line is read as decimal, and other notations are refused
+            text = value.strip()
+            if re.fullmatch(r"[-+]?\d+", text):
+                parsed = int(text)
+            elif re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+                parsed = float(text)
+            else:
+                raise SpecError(field, f"write a decimal number: YAML reads {text!r} as {parsed!r}")
         out[key] = parsed
     return out
 
