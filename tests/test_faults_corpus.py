@@ -791,3 +791,13 @@ def test_cli_bad_input_in_a_real_process(argv, words):
     assert "Traceback" not in proc.stderr
     for word in words:
         assert word in proc.stderr
+
+
+def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
+    from fabricflow.errors import MemoryBudgetError
+    from fabricflow.traffic import alltoall_groups
+
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", str(2**20))
+    _raises_named(lambda: alltoall_groups(1024, 1024), "1,047,552 flows", MemoryBudgetError)
+    src, dst = alltoall_groups(16, 4)  # small ones still fit
+    assert src.shape == dst.shape == (48,) and not (src == dst).any()
