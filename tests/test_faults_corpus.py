@@ -801,3 +801,25 @@ def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
     _raises_named(lambda: alltoall_groups(1024, 1024), "1,047,552 flows", MemoryBudgetError)
     src, dst = alltoall_groups(16, 4)  # small ones still fit
     assert src.shape == dst.shape == (48,) and not (src == dst).any()
+
+
+@pytest.mark.parametrize("backend", ["fabric", "alpha-beta"])
+@pytest.mark.parametrize(
+    ("op", "groups", "size", "field"),
+    [
+        ("all_reduce", np.arange(16).reshape(2, 8), -5.0, "size_bytes"),
+        ("all_reduce", np.arange(16).reshape(2, 8), float("nan"), "size_bytes"),
+        ("all_reduce", np.arange(16).reshape(2, 8), "1MB", "size_bytes"),
+        ("all_reduce", np.arange(16).reshape(2, 8), True, "size_bytes"),
+        ("all_reduce", np.arange(8), 1e6, "groups"),
+        ("all_reduce", [[0, 5000]], 1e6, "groups"),
+        ("all_reduce", [[0, 1], [2]], 1e6, "groups"),
+        ("allreduce_x", np.arange(16).reshape(2, 8), 1e6, "op"),
+    ],
+)
+def test_step_model_collective_seconds_bad_inputs(fabric, backend, op, groups, size, field):
+    from fabricflow.workload.comm import collective_seconds
+
+    _raises_named(
+        lambda: collective_seconds(fabric, op, groups, size, backend=backend), field, SpecError
+    )
