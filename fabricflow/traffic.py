@@ -38,8 +38,17 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All ordered pairs inside each group: ``G * g * (g - 1)`` flows as ``(src, dst)``."""
+    from .memory import check_memory
+
     groups = np.asarray(groups, dtype=np.int64)
     size = groups.shape[1]
+    num_flows = groups.shape[0] * size * (size - 1)
+    # src and dst (int64) plus the gathered temporaries, before anything is allocated
+    check_memory(
+        32 * num_flows + 24 * size * size,
+        f"all-to-all of {groups.shape[0]:,} group(s) of {size:,} ({num_flows:,} flows)",
+        hint="use smaller groups",
+    )
     a, b = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
     off_diagonal = a != b
     src = groups[:, a[off_diagonal]].ravel()

@@ -22,6 +22,7 @@ beyond any real hardware, so that sums and products of many of them stay finite:
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from .errors import SpecError
@@ -53,9 +54,9 @@ _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
 
 
 def _split(value: object, field: str, kind: str) -> tuple[float, str]:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
         raise SpecError(field, f"expected a {kind}, got a boolean {value!r}")
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # numpy scalars (int64, float32) included
         try:
             return float(value), ""
         except OverflowError:  # a Python int beyond float range

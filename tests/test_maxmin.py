@@ -195,7 +195,7 @@ def test_vmap_over_capacity_weight_and_demand_batches():
 def test_kernel_vmaps_directly():
     links = np.array([[0, 1], [0, -1], [1, -1]])
     capacities = np.array([[1.0, 1.0], [2.0, 1.0], [1.0, 0.0]], np.float32)
-    solution = jax.vmap(ff.solve_max_min, in_axes=(None, 0))(links, capacities)
+    solution = jax.vmap(maxmin.solve_max_min, in_axes=(None, 0))(links, capacities)
     assert solution.rates.shape == (3, 3) and solution.rounds.shape == (3,)
     np.testing.assert_allclose(solution.rates[1], [0.5, 1.5, 0.5], rtol=1e-6)
     np.testing.assert_allclose(solution.rates[2], [0.0, 1.0, 0.0], atol=1e-7)
@@ -272,9 +272,9 @@ def test_memory_budget_refuses_before_allocating(monkeypatch):
 
 
 def test_kernel_reports_bad_input_as_status():
-    solution = ff.solve_max_min(np.array([[0]]), np.array([np.nan], np.float32))
+    solution = maxmin.solve_max_min(np.array([[0]]), np.array([np.nan], np.float32))
     assert int(solution.status) == ff.SolverStatus.NONFINITE
-    solution = ff.solve_max_min(np.array([[0]]), np.array([-1.0], np.float32))
+    solution = maxmin.solve_max_min(np.array([[0]]), np.array([-1.0], np.float32))
     assert int(solution.status) == ff.SolverStatus.INFEASIBLE
-    solution = ff.solve_max_min(np.array([[3]]), np.array([1.0], np.float32))
+    solution = maxmin.solve_max_min(np.array([[3]]), np.array([1.0], np.float32))
     assert int(solution.status) == ff.SolverStatus.INFEASIBLE

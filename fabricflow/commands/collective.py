@@ -76,12 +76,26 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+# Well above the channel counts NCCL opens per communicator (tens at most).
+MAX_CHANNELS = 64
+
+
 def run(args) -> int:
+    import math
+
     from ..collective import make_groups
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
 
+    if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
+        # each channel multiplies the flows routed and solved: 10**8 channels would
+        # allocate tens of GiB before anything is reported
+        raise SpecError(
+            "--channels", f"must lie in 1..{MAX_CHANNELS} channels per group, got {args.channels}"
+        )
+    if not math.isfinite(args.stepfactor):
+        raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
     fabric = load_fabric(args.fabric)
     if args.fail:
         kind, _, fraction = args.fail.partition(":")

@@ -74,6 +74,7 @@ def register(subparsers) -> None:
         "--collectives",
         default="fabric",
         choices=["fabric", "alpha-beta", "auto", "collective-model"],
+        metavar="{fabric,alpha-beta}",
         help="collective times: flows on the fabric, max-min shared (fabric) or "
         "the analytic alpha-beta estimate (no contention), for comparison",
     )
@@ -133,28 +134,77 @@ def layout_from_args(args):
 
 
 def _assignments(items: list[str], flag: str) -> dict:
-    """``['hbm=96GB', 'compute_units=132']`` -> dict; numbers parsed, the rest kept as text."""
-    import math
+    """``['hbm=96GB', 'compute_units=132']`` -> dict; numbers parsed, the rest kept as text.
 
-    import yaml
+    Values are read as YAML by :func:`fabricflow.files.parse_structured` (its limits on
+    depth, aliases, duplicate keys and int64 range apply); NaN, infinities, dates and a
+    key given twice are refused, and every error names the flag and the key. Lists,
+    mappings and null go to the model or GPU loader, which checks each field.
+    """
+    import math
+    import re
 
     from ..errors import SpecError
+    from ..files import parse_structured
 
-    out = {}
+    out: dict = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
-        parsed = yaml.safe_load(value) if value.strip() else value
+        if key in out:
+            raise SpecError(f"{flag} {key}", "given twice; set each field once")
+        field = f"{flag} {key}"
+        if value.strip():
+            try:
+                parsed = parse_structured(value, what=field, source=f"{flag} {item!r}")
+            except SpecError as error:
+                raise SpecError(field, str(error).removeprefix(f"{error.field}: ")) from None
+        else:
+            parsed = value
+        if not isinstance(parsed, (str, int, float, bool, list, dict, type(None))):
+            # YAML dates, timestamps and !!binary: no field takes them
+            raise SpecError(
+                field, f"expected a number, a quantity with a unit or a word, got {value!r}"
+            )
         if isinstance(parsed, str):  # YAML 1.1 reads 1e9 as text; a number is meant
             try:
                 number = float(parsed)
             except ValueError:
                 number = None
-            if number is not None and math.isfinite(number):
+            if number is not None:
+                if not math.isfinite(number):
+                    raise SpecError(field, f"must be a finite number, got {value!r}")
                 parsed = number
-        out[key.strip()] = parsed
+        elif isinstance(parsed, float) and not math.isfinite(parsed):
+            raise SpecError(field, f"must be a finite number, got {value!r}")
+        elif isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+            # YAML 1.1 reads 010 as octal 8, 1:30 as 90 and 0x10 as 16: a number on the
+            # command line is read as decimal, and other notations are refused
+            text = value.strip()
+            if re.fullmatch(r"[-+]?\d+", text):
+                parsed = int(text)
+            elif re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+                parsed = float(text)
+            else:
+                raise SpecError(field, f"write a decimal number: YAML reads {text!r} as {parsed!r}")
+        out[key] = parsed
     return out
+
+
+def _backend(name: str) -> str:
+    """The step model's backend for ``--collectives``; a former name is mapped to its new
+    one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
+    import sys
+
+    from ..workload.comm import DEPRECATED_BACKENDS
+
+    if name in DEPRECATED_BACKENDS:
+        new = DEPRECATED_BACKENDS[name]
+        print(f"note: --collectives {name} is deprecated; use --collectives {new}", file=sys.stderr)
+        return new
+    return name
 
 
 def _check_plot_path(path: str) -> None:
@@ -194,6 +244,7 @@ def run(args) -> int:
 
     if args.plot:
         _check_plot_path(args.plot)
+    collectives = _backend(args.collectives)
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
     overrides = _assignments(args.model_set, "--model-set")
     if args.attention:
@@ -210,7 +261,7 @@ def run(args) -> int:
         placement=args.placement,
         seed=args.seed,
         check_memory=not args.no_memory_check,
-        collectives=args.collectives,
+        collectives=collectives,
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown

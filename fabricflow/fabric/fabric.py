@@ -268,7 +268,12 @@ class Fabric:
 
     def with_capacity(self, capacity: np.ndarray) -> Fabric:
         """A copy with new per-link capacities (bytes/s, shape ``[L]``); failed links stay at 0."""
-        capacity = np.asarray(capacity, dtype=np.float64)
+        raw = np.asarray(capacity)
+        if raw.dtype == bool or not (
+            np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)
+        ):
+            raise SpecError("capacity", f"must be real numbers (bytes/s), got dtype {raw.dtype}")
+        capacity = raw.astype(np.float64)
         if capacity.shape != self.capacity.shape:
             raise SpecError(
                 "capacity", f"must have shape {self.capacity.shape}, got {capacity.shape}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -179,6 +180,10 @@ def read_spec(name_or_path: str | Path) -> dict:
     Files are read by :func:`fabricflow.files.read_structured` (size, encoding, nesting,
     alias, duplicate-key and integer-range checks).
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise SpecError(
+            "fabric", f"expected a preset name or a path to a YAML spec, got {name_or_path!r}"
+        )
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():

@@ -87,6 +87,11 @@ def route(
         MemoryBudgetError: the request would not fit in memory (estimated first; a
             ``MemoryError`` while routing is reported the same way).
     """
+    if not isinstance(fabric, Fabric):
+        raise SpecError(
+            "fabric",
+            f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
+        )
     src_arr, dst_arr = validate_endpoints(fabric, src, dst)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
@@ -140,8 +145,14 @@ def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> i
 
 def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray]:
     """Check flow endpoints and return them as int64 arrays."""
-    src_arr = np.asarray(src)
-    dst_arr = np.asarray(dst)
+    try:
+        src_arr = np.asarray(src)
+    except (ValueError, TypeError) as error:  # ragged nesting
+        raise SpecError("src", f"must be a 1-D array of GPU indices: {error}") from None
+    try:
+        dst_arr = np.asarray(dst)
+    except (ValueError, TypeError) as error:
+        raise SpecError("dst", f"must be a 1-D array of GPU indices: {error}") from None
     for name, arr in (("src", src_arr), ("dst", dst_arr)):
         if arr.ndim != 1:
             raise SpecError(name, f"must be a 1-D array of GPU indices, got shape {arr.shape}")

@@ -25,6 +25,7 @@ Flows that can never finish (every path crosses a failed link) get finish time `
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from typing import NamedTuple
 
@@ -35,8 +36,15 @@ import numpy as np
 from ..errors import SolverError, SpecError
 from ._kernel import default_rtol, final_status, float_dtype, input_status
 from .maxmin.identical_flows import merge_identical_flows
-from .maxmin.inputs import check_count, check_problem, check_solve_memory, check_values
+from .maxmin.inputs import (
+    check_count,
+    check_problem,
+    check_rtol,
+    check_solve_memory,
+    check_values,
+)
 from .maxmin.kernel import prepare_network, water_fill
+from .maxmin.scaling import FLOAT32_MAX_SPAN, as_output_dtype, range_scaling
 from .status import Status
 
 
@@ -182,6 +190,7 @@ def complete_flows(
     mode: str = "exact",
     eps: float | None = None,
     max_events: int | None = None,
+    rtol: float | None = None,
     merge: bool = True,
     throw: bool = True,
 ) -> Completion:
@@ -197,7 +206,9 @@ def complete_flows(
             every flow within a relative window ``eps`` per solve; see the module docs
             for the error bound).
         eps: the batched window (default 0.01); ignored in exact mode.
-        max_events: bound on solves, an integer ``>= 1`` (default ``2 F + 1``).
+        max_events: bound on solves, an integer in ``1..2**31 - 1`` (default ``2 F + 1``).
+        rtol: share tolerance of the max-min solves, in ``[0, 1e-3]`` (default a few
+            float ulps), as for :func:`fabricflow.max_min_rates`.
         merge: merge flows with identical routes, start and ``size / weight`` first
             (exact: they finish together).
         throw: raise :class:`~fabricflow.errors.SolverError` on a bad status, else return
@@ -205,7 +216,14 @@ def complete_flows(
 
     Returns:
         :class:`Completion` with numpy arrays; ``finish_time`` in seconds (flow
-        completion time = ``finish_time - start``).
+        completion time = ``finish_time - start``): float32 by default, float64 when the
+        inputs are float64 with ``jax_enable_x64`` on, or when a finish time does not fit
+        float32.
+
+    Range: capacities and sizes are scaled by one power of two (exact; times do not
+    change) and weights by another, as in :func:`fabricflow.max_min_rates`, so any
+    magnitude works; when they span more than float32 can resolve, or start times lie
+    beyond ``2**96`` s, the solve runs in float64.
 
     Example:
         >>> complete_flows([[0], [0]], [1.0], [1.0, 2.0]).finish_time   # 0.5 B/s each, then 1
@@ -232,10 +250,17 @@ def complete_flows(
             "eps", f"must be a number in [0, 1) (relative completion window), got {eps!r}"
         )
     max_events = check_count(max_events, "max_events", "bound on max-min solves")
+    rtol = check_rtol(rtol)
     check_solve_memory(
         num_flows * num_hops, num_flows, problem.capacity.shape[0], None, "complete_flows"
     )
-    dtype = float_dtype(problem.capacity, problem.weight, size, start)
+    out_dtype = float_dtype(problem.capacity, problem.weight, size, start)
+    # Times are size / rate: scaling capacities and sizes by the same power of two leaves
+    # them unchanged, so the range scaling of max_min_rates applies with sizes as demands.
+    scaling = range_scaling(problem.capacity, problem.weight, size, out_dtype)
+    scaled = scaling.apply(problem._replace(demand=size))
+    problem, size = scaled._replace(demand=None), scaled.demand
+    use_float64 = scaling.float64 or not _times_fit_float32(start, out_dtype)
     links_, coef_, weight_, size_, start_ = problem.links, problem.coef, problem.weight, size, start
     merged = None
     if merge and num_flows:
@@ -251,9 +276,19 @@ def complete_flows(
             size_ = np.bincount(merged.inverse, weights=size, minlength=merged.num_unique)
             start_ = None if start is None else start[first]
     window = None if mode == "exact" else (0.01 if eps is None else eps)
-    result = simulate_completion(
-        links_, problem.capacity, size_, start_, weight_, coef_, eps=window, max_events=max_events
-    )
+    with jax.enable_x64(True) if use_float64 else contextlib.nullcontext():
+        result = simulate_completion(
+            links_,
+            problem.capacity,
+            size_,
+            start_,
+            weight_,
+            coef_,
+            eps=window,
+            max_events=max_events,
+            rtol=rtol,
+        )
+        result = jax.block_until_ready(result)
     finish = np.asarray(result.finish_time, np.float64)
     if merged is not None:
         finish = merged.spread(finish)
@@ -266,8 +301,20 @@ def complete_flows(
             )
         finish = np.where(np.isinf(finish), np.nan, finish)
     return Completion(
-        finish.astype(dtype),
+        as_output_dtype(finish, out_dtype),
         np.asarray(result.events),
         np.asarray(result.rounds),
         np.asarray(result.status),
     )
+
+
+def _times_fit_float32(start, dtype) -> bool:
+    """Whether start times (seconds) lie in float32's comfortable range (or the solve is
+    not float32 anyway); beyond ``2**FLOAT32_MAX_SPAN`` s, or nonzero below its inverse,
+    finish times would lose their meaning in float32."""
+    if start is None or jnp.dtype(dtype) != jnp.float32:
+        return True
+    positive = start[start > 0]
+    if positive.size == 0:
+        return True
+    return 2.0**-FLOAT32_MAX_SPAN <= positive.min() and positive.max() <= 2.0**FLOAT32_MAX_SPAN

@@ -20,6 +20,7 @@ named flow roles. Capacities are bytes/s, latencies s.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import numpy as np
 
@@ -144,9 +145,21 @@ def _paths(*columns) -> np.ndarray:
     return np.stack([_column(c, rows) for c in columns], axis=1)
 
 
-def _check_count(n: int, field: str, low: int) -> int:
-    if int(n) != n or n < low:
-        raise SpecError(field, f"must be an integer >= {low}, got {n}")
+# Scenarios are small studies of congestion control; beyond this many flows building one
+# alone takes minutes (and a DCQCN run of it far longer): refused before anything is built.
+MAX_SCENARIO_FLOWS = 100_000
+
+
+def _check_count(n: int, field: str, low: int, flows_per_unit=lambda n: n) -> int:
+    """``n`` as an int >= ``low`` whose scenario has at most MAX_SCENARIO_FLOWS flows."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real) or int(n) != n or n < low:
+        raise SpecError(field, f"must be an integer >= {low}, got {n!r}")
+    if flows_per_unit(int(n)) > MAX_SCENARIO_FLOWS:
+        raise SpecError(
+            field,
+            f"{int(n)} gives {flows_per_unit(int(n)):,} flows, over the limit of "
+            f"{MAX_SCENARIO_FLOWS:,} for a congestion-control scenario",
+        )
     return int(n)
 
 
@@ -268,7 +281,7 @@ def alltoall(
     """n hosts spread over ``leaves`` leaves, all-to-all (n (n-1) flows); flows between
     leaves take spine ``(src + dst) % spines`` (a deterministic spread). Uplinks have
     ``bandwidth`` each, so with ``hosts per leaf > spines`` the fabric is oversubscribed."""
-    n = _check_count(n, "flows", 2)
+    n = _check_count(n, "flows", 2, lambda n: n * (n - 1))
     b = _Builder(bandwidth, latency)
     hosts = b.nodes(n, 0)
     leaf_nodes = b.nodes(leaves, 1)

@@ -17,6 +17,8 @@ default; ``"auto"`` and ``"collective-model"`` are its former names, still accep
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 
 import numpy as np
@@ -25,6 +27,8 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 
 BACKENDS = ("fabric", "alpha-beta")
+# The ops alpha_beta_estimate has a formula for.
+ALPHA_BETA_OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "sendrecv")
 # Former names of "fabric", still accepted because ``step_time(collectives=...)`` is public.
 DEPRECATED_BACKENDS = {"auto": "fabric", "collective-model": "fabric"}
 
@@ -72,22 +76,64 @@ def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabr
     With the collective model, routing and the max-min solve happen once here; each size
     is then priced by NCCL's cost model on the solved rates.
     """
-    groups = np.asarray(groups, dtype=np.int64)
+    groups = _check_groups(fabric, groups)
     backend = resolve_backend(backend, stacklevel=4)
-    if groups.ndim != 2 or groups.shape[1] < 2:
-        return lambda size_bytes: np.zeros(groups.shape[0] if groups.ndim == 2 else 1)
+    if groups.shape[1] < 2:  # one rank per group: nothing to communicate
+
+        def nothing(size_bytes: float) -> np.ndarray:
+            _check_size(size_bytes)
+            return np.zeros(groups.shape[0])
+
+        return nothing
     if backend == "alpha-beta":
-        return lambda size_bytes: alpha_beta_estimate(fabric, op, groups, size_bytes)
+        if op not in ALPHA_BETA_OPS:
+            raise SpecError(
+                "op", f"the alpha-beta estimate knows {list(ALPHA_BETA_OPS)}, got {op!r}"
+            )
+        return lambda size_bytes: alpha_beta_estimate(fabric, op, groups, _check_size(size_bytes))
     from ..collective import prepare_collective
 
     prepared = prepare_collective(fabric, op, groups)
 
     def timed(size_bytes: float) -> np.ndarray:
-        if size_bytes <= 0:
+        if _check_size(size_bytes) == 0:
             return np.zeros(groups.shape[0])
         return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
 
     return timed
+
+
+def _check_groups(fabric: Fabric, groups) -> np.ndarray:
+    """int64 ``[num_groups, group_size]`` GPU indices of ``fabric`` (SpecError otherwise)."""
+    try:
+        array = np.asarray(groups)
+    except (TypeError, ValueError) as error:  # ragged rows
+        raise SpecError("groups", f"all groups must have the same size ({error})") from None
+    if array.ndim != 2 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise SpecError(
+            "groups",
+            f"must be integer GPU indices [num_groups, group_size], got shape "
+            f"{list(array.shape)} of {array.dtype}",
+        )
+    if array.size and (array.min() < 0 or array.max() >= fabric.num_gpus):
+        raise SpecError(
+            "groups",
+            f"GPU indices must lie in 0..{fabric.num_gpus - 1}; got "
+            f"{int(array.min())}..{int(array.max())}",
+        )
+    return array.astype(np.int64)
+
+
+def _check_size(size_bytes) -> float:
+    """``size_bytes`` as a float: a real number, finite and >= 0 (SpecError otherwise)."""
+    if (
+        isinstance(size_bytes, bool)
+        or not isinstance(size_bytes, numbers.Real)
+        or not math.isfinite(size_bytes)
+        or size_bytes < 0
+    ):
+        raise SpecError("size_bytes", f"must be a finite number of bytes >= 0, got {size_bytes!r}")
+    return float(size_bytes)
 
 
 def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:

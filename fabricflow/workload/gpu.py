@@ -137,6 +137,10 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         )
     from ..units import parse_bandwidth
 
+    required = ("peak_bf16", "hbm", "hbm_bandwidth", "compute_units", "gemm_efficiency")
+    missing = [field for field in required + ("attention_efficiency",) if field not in raw]
+    if missing:
+        raise SpecError(f"gpu.{missing[0]}", f"missing; a GPU spec needs {list(missing)}")
     return GpuSpec(
         name=str(raw.get("name", "custom")),
         peak_bf16=parse_flops(raw["peak_bf16"], "gpu.peak_bf16"),

@@ -9,6 +9,7 @@ virtual stage; the global batch is ``dp * micro_batch * num_micro_batches`` sequ
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 from ..errors import SpecError
 from .model import ModelSpec
@@ -129,6 +130,16 @@ class Layout:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"layout.{field}", f"must be an integer >= 1, got {value!r}")
+        for field in ("sequence_parallel", "dp_overlap", "tp_overlap", "pp_overlap", "ep_overlap"):
+            # a string such as "no" would be truthy: only real booleans are accepted
+            if not isinstance(getattr(self, field), bool):
+                raise SpecError(
+                    f"layout.{field}", f"must be True or False, got {getattr(self, field)!r}"
+                )
+        for field in ("moe_imbalance", "framework_efficiency"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise SpecError(f"layout.{field}", f"must be a number, got {value!r}")
         for field, allowed in (
             ("recompute", RECOMPUTE),
             ("precision", PRECISIONS),
@@ -138,7 +149,7 @@ class Layout:
                 raise SpecError(
                     f"layout.{field}", f"unknown {getattr(self, field)!r}; one of {list(allowed)}"
                 )
-        if self.zero not in (0, 1, 2, 3):
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
         if not 0.0 < self.framework_efficiency <= 1.0:
             raise SpecError(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import SpecError
 from .layout import Layout
 from .model import ModelSpec
 
@@ -84,7 +85,17 @@ def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> fl
 
 
 def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
-    """Memory of the most loaded pipeline rank (first: embedding; last: head and logits)."""
+    """Memory of the most loaded pipeline rank (first: embedding; last: head and logits).
+
+    ``layout`` is validated against ``model`` first (:class:`SpecError` naming the field).
+    """
+    if not isinstance(model, ModelSpec):
+        raise SpecError(
+            "model", f"expected a ModelSpec (fabricflow.load_model), got {type(model).__name__}"
+        )
+    if not isinstance(layout, Layout):
+        raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
+    layout.validate(model)
     first, _, last = layout.stage_layers(model)
     moe_fraction = model.num_moe_layers / model.num_layers
     dense_layer = sum(model.layer_parameters(False).values())

@@ -318,6 +318,8 @@ def _int(config: dict, field: str, *names, default=None) -> int:
         or value != int(value)
     ):
         raise SpecError(f"model.{names[0]}", f"must be an integer, got {value!r}")
+    if abs(value) > 2**63 - 1:  # numpy arithmetic on it would overflow or raise
+        raise SpecError(f"model.{names[0]}", f"{value!r} is outside the 64-bit integer range")
     return int(value)
 
 

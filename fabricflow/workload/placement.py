@@ -15,6 +15,7 @@ reshape/transpose each (no Python loop over ranks).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import numpy as np
 
@@ -108,6 +109,12 @@ def place(
         seed: random seed of ``scattered``.
         gpus_per_node: GPUs per server (the unit a scheduler allocates).
     """
+    if not isinstance(layout, Layout):
+        raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
+    layout.validate()
+    for field, value in (("num_fabric_gpus", num_fabric_gpus), ("gpus_per_node", gpus_per_node)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise SpecError(field, f"must be an integer >= 1, got {value!r}")
     dims = parse_order(order)
     num_ranks = layout.num_gpus
     if num_ranks > num_fabric_gpus:

@@ -40,7 +40,7 @@ from .layer_cost import embedding_cost, head_cost, layer_cost
 from .layout import Layout
 from .memory import GIB, MemoryEstimate, memory_per_gpu, stage_parameters
 from .model import ModelSpec, load_model
-from .placement import Placement, place
+from .placement import Placement, parse_order, place
 
 ADAM_BYTES_PER_PARAM = 34.0
 BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer")
@@ -87,13 +87,16 @@ class StepResult:
         }
 
 
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+
+
 def step_time(
     model: ModelSpec | str,
     gpu: GpuSpec | str,
     layout: Layout,
     fabric: Fabric,
     *,
-    order: str = "tp-cp-ep-dp-pp",
+    order: str = DEFAULT_ORDER,
     placement: str | Placement = "contiguous",
     seed: int = 0,
     check_memory: bool = True,
@@ -107,7 +110,8 @@ def step_time(
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
         placement: ``contiguous``, ``scattered`` (seeded, whole servers) or a
-            :class:`Placement` built by :func:`placement.place`.
+            :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
+            non-default ``order`` must then match the placement's).
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
@@ -122,6 +126,13 @@ def step_time(
     """
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    if not isinstance(layout, Layout):
+        raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
+    if not isinstance(fabric, Fabric):
+        raise SpecError(
+            "fabric",
+            f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
+        )
     layout.validate(model)
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     memory = memory_per_gpu(model, layout)
@@ -136,6 +147,15 @@ def step_time(
             "of HBM; raise tp/pp, use recompute, ZeRO or a smaller micro-batch",
         )
     if isinstance(placement, Placement):
+        # a placement of another layout (or rank order) would time other groups: refused
+        if placement.layout != layout:
+            raise SpecError("placement", "was made for another layout; place(layout, ...) this one")
+        if order != DEFAULT_ORDER and parse_order(order) != placement.order:
+            raise SpecError(
+                "order",
+                f"{order!r} differs from the placement's order {'-'.join(placement.order)!r}; "
+                "give one of them",
+            )
         where = placement
     else:
         where = place(

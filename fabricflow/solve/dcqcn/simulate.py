@@ -113,6 +113,21 @@ def simulate_dcqcn(
     Returns:
         :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
     """
+    from ...fabric.fabric import Fabric
+    from ...routing.routes import Routes
+
+    if not isinstance(fabric, Fabric):
+        raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
+    if not isinstance(routes, Routes):
+        raise SpecError(
+            "routes", f"expected Routes (fabricflow.route), got {type(routes).__name__}"
+        )
+    if routes.num_links != fabric.num_links:
+        raise SpecError(
+            "routes",
+            f"were made for a fabric of {routes.num_links} links, not {fabric.name!r} "
+            f"({fabric.num_links} links); route on this fabric",
+        )
     if routes.coef is not None:
         raise SpecError(
             "routes",
@@ -232,7 +247,11 @@ def prepare_dcqcn(
     pfc_params.validate()
     duration = _positive(duration, "duration")
     dt = _positive(dt, "dt")
+    if isinstance(extra_delay, bool) or not isinstance(extra_delay, numbers.Real):
+        raise SpecError("extra_delay", f"must be a number of seconds, got {extra_delay!r}")
     extra_delay = float(extra_delay)
+    if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
+        raise SpecError("dtype", f"must be float32 or float64, got {dtype!r}")
     if not math.isfinite(extra_delay) or extra_delay < 0:
         raise SpecError("extra_delay", f"must be finite and >= 0 s, got {extra_delay}")
     stable = params.max_stable_dt()
@@ -260,16 +279,8 @@ def prepare_dcqcn(
     steps_per_record = max(1, steps // records)
     num_records = max(2, steps // steps_per_record)
 
-    size = (
-        np.full(num_flows, np.inf)
-        if size is None
-        else np.broadcast_to(np.asarray(size, dtype=np.float64), (num_flows,)).copy()
-    )
-    start = (
-        np.zeros(num_flows)
-        if start is None
-        else np.broadcast_to(np.asarray(start, dtype=np.float64), (num_flows,)).copy()
-    )
+    size = np.full(num_flows, np.inf) if size is None else _per_flow(size, "size", num_flows)
+    start = np.zeros(num_flows) if start is None else _per_flow(start, "start", num_flows)
     if np.any(np.isnan(size)) or np.any(size <= 0):
         raise SpecError("size", "flow sizes must be > 0 bytes (inf for long-lived flows)")
     if not np.all(np.isfinite(start)) or np.any(start < 0):
@@ -278,7 +289,10 @@ def prepare_dcqcn(
     if not np.all(np.isfinite(path_latency)) or np.any(path_latency < 0):
         raise SpecError("path_latency", "must be finite and >= 0 s")
     delay = path_latency + extra_delay
-    delay_steps = np.maximum(1, np.round(delay / dt)).astype(np.int32)
+    # A feedback delay beyond the end of the run reads only the initial ring values, as a
+    # delay of steps + 1 does: the cap changes no result, and keeps the ring (and int32)
+    # bounded when the delay is far longer than the run (or dt is tiny).
+    delay_steps = np.clip(np.round(delay / dt), 1, min(steps + 1, MAX_STEPS)).astype(np.int32)
     ring_slots = 1 << int(np.ceil(np.log2(int(delay_steps.max()) + 1)))
 
     marking = np.ones(num_links, bool) if marking is None else np.asarray(marking, bool)
@@ -321,6 +335,8 @@ def prepare_dcqcn(
             + 14 * num_flows
         )
     )
+    # work first: an absurd step count is the cause, the memory of its ring a consequence
+    _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
     check_memory(
         estimate,
         f"DCQCN run ({max(batch, 1)} batch x {num_records} records x "
@@ -328,7 +344,6 @@ def prepare_dcqcn(
         hint="use fewer records, flows or batch entries",
         budget=memory_budget,
     )
-    _check_work(estimate_work(num_flows, hops, num_links, steps, batch), steps, max_work)
     if steps > MAX_STEPS:
         raise SpecError(
             "duration",
@@ -593,7 +608,24 @@ def _resolve_pfc(pfc) -> str:
     return pfc
 
 
+def _per_flow(values, field: str, num_flows: int) -> np.ndarray:
+    """float64 ``[F]`` from a scalar or ``[F]`` numbers (SpecError naming ``field``)."""
+    try:
+        array = np.asarray(values)
+        if array.dtype == bool or not (
+            np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+        ):
+            raise TypeError(f"dtype {array.dtype}")
+        return np.broadcast_to(array.astype(np.float64), (num_flows,)).copy()
+    except (TypeError, ValueError) as error:
+        raise SpecError(
+            field, f"must be a number or {num_flows} numbers (one per flow), got {error}"
+        ) from None
+
+
 def _positive(value, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SpecError(field, f"must be a number of seconds, got {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise SpecError(field, f"must be finite and > 0 s, got {value}")

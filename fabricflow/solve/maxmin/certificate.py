@@ -9,13 +9,18 @@ solver, ``O(F H)``.
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
 import numpy as np
 
+from ...errors import SpecError
 from ...routing.routes import link_load
 from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
-from .inputs import check_problem
+from .inputs import as_array, check_problem
+
+# Beyond this tolerance any allocation would pass: refused rather than certified.
+MAX_CERTIFY_RTOL = 0.1
 
 
 class Certificate(NamedTuple):
@@ -69,14 +74,28 @@ def certify_max_min(
         >>> bool(certify_max_min([[0, 1], [0, -1], [1, -1]], [1.0, 1.0], [0.5, 0.5, 0.5]))
         True
     """
+    if (
+        isinstance(rtol, bool)
+        or not isinstance(rtol, numbers.Real)
+        or not 0 <= float(rtol) < MAX_CERTIFY_RTOL
+    ):
+        raise SpecError(
+            "rtol",
+            f"must be a number in [0, {MAX_CERTIFY_RTOL:g}) (relative tolerance), got {rtol!r}",
+        )
     problem = check_problem(links, capacity, weight, demand, coef)
     if problem.batch is not None:
-        raise ValueError("certify_max_min takes one scenario; loop over the batch axis")
+        raise SpecError("capacity", "certify_max_min takes one scenario; loop over the batch axis")
     links, capacity = problem.links, np.asarray(problem.capacity, np.float64)
     num_flows, num_links = links.shape[0], capacity.shape[0]
-    rates = np.asarray(rates, np.float64)
+    rates = as_array("rates", rates)
+    if rates.dtype == object or not (
+        np.issubdtype(rates.dtype, np.integer) or np.issubdtype(rates.dtype, np.floating)
+    ):
+        raise SpecError("rates", f"must be a real numeric array, got dtype {rates.dtype}")
+    rates = rates.astype(np.float64)
     if rates.shape != (num_flows,):
-        raise ValueError(f"rates must have shape [{num_flows}], got {list(rates.shape)}")
+        raise SpecError("rates", f"must have shape [{num_flows}], got {list(rates.shape)}")
     weight = (
         np.ones(num_flows) if problem.weight is None else np.asarray(problem.weight, np.float64)
     )

@@ -31,9 +31,19 @@ class FlowProblem(NamedTuple):
     batch: int | None
 
 
+def as_array(name: str, values) -> np.ndarray:
+    """``np.asarray(values)``; ragged nesting (rows of different lengths) is a SpecError."""
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError) as error:
+        raise SpecError(
+            name, f"must be a rectangular array (rows of one length): {error}"
+        ) from None
+
+
 def check_links(links, num_links: int) -> np.ndarray:
     """int32 ``[F, H]`` link ids in ``-1..num_links-1`` (``-1`` = padding)."""
-    links = np.asarray(links)
+    links = as_array("links", links)
     if links.ndim != 2:
         raise SpecError("links", f"must be an int array [flows, hops], got shape {links.shape}")
     if links.size and not np.issubdtype(links.dtype, np.integer):
@@ -62,9 +72,11 @@ def check_values(
 
     Returns ``(array, batch or None)``. Keeps float64 (the solver picks its dtype).
     """
-    array = np.asarray(values)
+    array = as_array(name, values)
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         raise SpecError(name, f"must be numeric, got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.complexfloating):  # astype(float64) would drop .imag
+        raise SpecError(name, f"must be real numbers, got dtype {array.dtype}")
     array = array.astype(np.float64) if not np.issubdtype(array.dtype, np.floating) else array
     if array.shape == shape_tail:
         batch = None
@@ -90,7 +102,7 @@ def check_values(
 
 def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowProblem:
     """Check and normalise the inputs of a max-min solve (see :func:`max_min_rates`)."""
-    capacity_arr = np.asarray(capacity)
+    capacity_arr = as_array("capacity", capacity)
     if capacity_arr.ndim not in (1, 2):
         raise SpecError(
             "capacity", f"must be [links] or [batch, links], got shape {capacity_arr.shape}"
