@@ -60,7 +60,7 @@ def _split(value: object, field: str, kind: str) -> tuple[float, str]:
         try:
             return float(value), ""
         except OverflowError:  # a Python int beyond float range
-            bits = int(value).bit_length()
+            bits = int(value).bit_length()  # type: ignore[call-overload]  # only ints overflow
             raise SpecError(
                 field,
                 f"{kind}: an integer of {bits} bits is beyond "

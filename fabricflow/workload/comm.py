@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -202,7 +203,7 @@ class CollectiveCache:
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend = resolve_backend(backend, field=field, stacklevel=5)
         self.groups: dict[str, np.ndarray] = {}
-        self._prepared: dict[tuple, object] = {}
+        self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
 
     def add(self, name: str, groups: np.ndarray) -> None:

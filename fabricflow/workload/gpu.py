@@ -100,7 +100,9 @@ def _presets() -> dict:
     from ..files import read_structured
 
     presets = read_structured(
-        resources.files("fabricflow.workload") / "presets" / "gpus.json", what="gpu", syntax="json"
+        str(resources.files("fabricflow.workload") / "presets" / "gpus.json"),
+        what="gpu",
+        syntax="json",
     )
     return {k: v for k, v in presets.items() if not k.startswith("_")}
 

@@ -139,6 +139,7 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
         )
         if best is None or estimate.total > best.total:
             best = estimate
+    assert best is not None  # every layout has at least one pipeline rank
     return best
 
 

@@ -22,6 +22,7 @@ import dataclasses
 import math
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError
 
@@ -389,7 +390,7 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     if not isinstance(tied, bool):
         raise SpecError("model.tie_word_embeddings", f"must be true or false, got {tied!r}")
     attn = str(_get(config, "attn_implementation", "_attn_implementation", default="flash"))
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         name=name,
         model_type=model_type,
         hidden_size=hidden,

@@ -29,6 +29,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
@@ -316,7 +317,7 @@ def _micro_batch_times(
         ranks = {"only": (first, emb_f + emb_b + head_f + head_b)}
     out = {}
     for rank, (layers, extra) in ranks.items():
-        t = {key: layers * value for key, value in per_layer.items()}
+        t: dict[str, Any] = {key: layers * value for key, value in per_layer.items()}
         t["compute"] += extra / layout.framework_efficiency
         t["total"] = sum(t.values())
         t["rank"] = rank
