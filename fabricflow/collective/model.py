@@ -331,8 +331,8 @@ def collective_time(
             all-to-all and send/recv).
         rail_aware: rail-to-rail network hops for rings (NCCL PXN).
         cost: :class:`~fabricflow.collective.cost.CostModel` constants.
-        solver: max-min solver ``(links, capacity, coef=) -> rates`` (default
-            :func:`fabricflow.max_min_rates`).
+        solver: max-min solver ``(links, capacity, coef=) -> rates`` (default: float64
+            numpy solvers, see :func:`fabricflow.collective.flow_rates.solve_phase`).
 
     Returns:
         :class:`CollectiveResult` (``time_s``, ``group_time_s`` ``[num_groups]``,

@@ -99,3 +99,78 @@ def progressive_filling_incremental(
         touched = entry_link[_segments(flow_start[freeze], flow_count[freeze])]
         update(np.unique(touched))
     return rate
+
+
+def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) -> np.ndarray:
+    """Max-min fair rates ``[F]`` (float64) by rounds of local-bottleneck water-filling.
+
+    The round of :mod:`fabricflow.solve.maxmin.kernel` in float64 numpy, on the padded
+    rows directly: every link's fair share ``residual / active weight``, every active
+    flow's level (the smallest share on its row), and every link whose share is within
+    ``rtol`` of the levels of all its active flows (a *local bottleneck*) freezes those
+    flows at their level. A round freezes whole groups of levels at once, so the count
+    of rounds is the length of the longest chain of links whose levels depend on each
+    other (1 when every group of a collective is alike, ~10-20 for ECMP collisions on a
+    100k-GPU Clos), not the number of distinct levels (thousands there), and nothing is
+    compiled. Each round costs ``O(active rows x H + L)``; rows whose flows froze are
+    dropped from the next round.
+
+    The allocation is the one of progressive filling (max-min fair rates are unique);
+    only the rounding differs: a flow gets its own bottleneck's share, where the textbook
+    loop gives every link within ``rtol`` of the smallest share that smallest share, and
+    frozen loads are summed round by round. Rates agree within ``rtol`` relative (within
+    ``1e-13`` on collective phases of ``clos-100k``).
+
+    Args:
+        links: int ``[F, H]`` link ids, ``-1`` padded.
+        capacity: ``[L]`` capacities (the rates come out in this unit).
+        coef: ``[F, H]`` bytes carried per byte of progress on each entry (default 1);
+            entries with ``coef <= 0`` do not constrain the flow.
+        rtol: relative tolerance for equal shares.
+
+    Returns:
+        float64 ``[F]``; ``inf`` for a flow no finite capacity limits, ``0`` for one that
+        crosses a link of capacity 0.
+    """
+    links = np.asarray(links)
+    num_flows = links.shape[0]
+    capacity = np.asarray(capacity, dtype=np.float64)
+    num_links = capacity.size
+    coef = np.ones(links.shape) if coef is None else np.asarray(coef, dtype=np.float64)
+    used = (links >= 0) & (coef > 0)
+    # Padding and unused entries point at a sentinel slot ``num_links``: share inf, no load.
+    slot = np.where(used, links, num_links).astype(np.intp)
+    weight_of = np.where(used, coef, 0.0)
+    rate = np.full(num_flows, np.inf)  # flows crossing nothing keep inf
+    row = np.flatnonzero(used.any(axis=1))  # the active flows, in order
+    slot, weight_of = slot[row], weight_of[row]
+    frozen_load = np.zeros(num_links + 1)
+    share = np.empty(num_links + 1)
+    while row.size:
+        active_weight = np.bincount(
+            slot.ravel(), weights=weight_of.ravel(), minlength=num_links + 1
+        )
+        residual = np.maximum(capacity - frozen_load[:-1], 0.0)
+        crossed = active_weight[:-1] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
+        share[-1] = np.inf
+        entry_share = share[slot]  # [A, H]
+        level = entry_share.min(axis=1)  # [A]
+        if not np.isfinite(level).any():
+            break  # nothing limits the remaining flows: they keep inf
+        # A link is not a local bottleneck when an active flow on it has a lower level.
+        lower = entry_share > (level * (1.0 + rtol))[:, None]
+        not_bottleneck = np.zeros(num_links + 1, dtype=bool)
+        not_bottleneck[slot[lower]] = True
+        not_bottleneck[-1] = True
+        freeze = (~not_bottleneck[slot]).any(axis=1) & np.isfinite(level)
+        rate[row[freeze]] = level[freeze]
+        frozen_load += np.bincount(
+            slot[freeze].ravel(),
+            weights=(weight_of[freeze] * level[freeze, None]).ravel(),
+            minlength=num_links + 1,
+        )
+        keep = ~freeze
+        row, slot, weight_of = row[keep], slot[keep], weight_of[keep]
+    return rate
