@@ -108,7 +108,10 @@ def solve_phase(
         if np.any(max_group >= 0)
         else None
     )
-    links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
+    if merge_group is None:
+        links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
+    else:
+        links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
     rate = _max_min(links, capacity, coef, solver)
     shape = (num_groups, per_group)
     return SolvedPhase(
@@ -143,6 +146,12 @@ def _merge_transfers(
     if merge_group is not None:
         row, link, _, weight = _reduce_runs(np.maximum, (row, link, group), weight)
     row, link, weight = _reduce_runs(np.add, (row, link), weight)
+    return _pad_rows(row, link, weight, num_transfers)
+
+
+def _pad_rows(row: np.ndarray, link: np.ndarray, weight: np.ndarray, num_transfers: int):
+    """Entries sorted by row -> ``links`` int32 / ``coef`` float64 ``[num_transfers, W]``
+    (``-1`` / ``0`` padded, ``W`` the widest row, at least 1)."""
     first_of_row = np.ones(row.size, dtype=bool)
     first_of_row[1:] = row[1:] != row[:-1]
     run_start = np.maximum.accumulate(np.where(first_of_row, np.arange(row.size), 0))
@@ -153,6 +162,43 @@ def _merge_transfers(
     links[row, position] = link
     coef[row, position] = weight
     return links, coef
+
+
+def _merge_rows(
+    hop_index: np.ndarray,
+    hop_links: np.ndarray,
+    hop_coef: np.ndarray,
+    num_transfers: int,
+    num_hops: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_merge_transfers` without max groups (every hop's loads add up), row by row.
+
+    ``hop_index``: each routed hop's flat index in ``[num_transfers, num_hops]``. The hops'
+    entries are laid out as one row per transfer (hop by hop), each row is sorted by link
+    (stable) and runs of one link are summed: the same entries, in the same order, summed
+    in the same order as the global sort of :func:`_merge_transfers` (so the same bits),
+    but a sort of short rows instead of a sort of every entry of the phase.
+    """
+    width = hop_links.shape[1]
+    rows = np.full((num_transfers * num_hops, width), -1, dtype=np.int64)
+    rows[hop_index] = hop_links
+    weights = np.zeros(rows.shape)
+    weights[hop_index] = hop_coef
+    rows = rows.reshape(num_transfers, num_hops * width)
+    weights = weights.reshape(rows.shape)
+    # -1 padding sorts last (as the largest key) so that each row's entries come first.
+    order = np.argsort(np.where(rows >= 0, rows, np.iinfo(np.int64).max), axis=1, kind="stable")
+    rows = np.take_along_axis(rows, order, axis=1).ravel()
+    weights = np.take_along_axis(weights, order, axis=1).ravel()
+    keep = np.flatnonzero(rows >= 0)
+    row, link, weight = keep // (num_hops * width), rows[keep], weights[keep]
+    new = np.ones(row.size, dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (link[1:] != link[:-1])
+    starts = np.flatnonzero(new)
+    if starts.size:
+        weight = np.add.reduceat(weight, starts)
+    row, link = row[starts], link[starts]
+    return _pad_rows(row, link, weight, num_transfers)
 
 
 def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
