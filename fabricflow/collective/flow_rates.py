@@ -180,16 +180,25 @@ def _merge_rows(
     but a sort of short rows instead of a sort of every entry of the phase.
     """
     width = hop_links.shape[1]
-    rows = np.full((num_transfers * num_hops, width), -1, dtype=np.int64)
-    rows[hop_index] = hop_links
-    weights = np.zeros(rows.shape)
-    weights[hop_index] = hop_coef
+    if hop_index.size == num_transfers * num_hops:  # every hop slot used: already in place
+        rows, weights = hop_links, hop_coef
+    else:
+        rows = np.full((num_transfers * num_hops, width), -1, dtype=np.int64)
+        rows[hop_index] = hop_links
+        weights = np.zeros(rows.shape)
+        weights[hop_index] = hop_coef
     rows = rows.reshape(num_transfers, num_hops * width)
     weights = weights.reshape(rows.shape)
     # -1 padding sorts last (as the largest key) so that each row's entries come first.
     order = np.argsort(np.where(rows >= 0, rows, np.iinfo(np.int64).max), axis=1, kind="stable")
-    rows = np.take_along_axis(rows, order, axis=1).ravel()
-    weights = np.take_along_axis(weights, order, axis=1).ravel()
+    rows = np.take_along_axis(rows, order, axis=1)
+    weights = np.take_along_axis(weights, order, axis=1)
+    if not np.any((rows[:, 1:] == rows[:, :-1]) & (rows[:, 1:] >= 0)):
+        # No link twice in a row (single-path hops, disjoint hops): the sorted rows are
+        # the merged rows; cut the padding columns no row uses.
+        used = int((rows >= 0).sum(axis=1).max(initial=0))
+        return rows[:, : max(used, 1)].astype(np.int32), weights[:, : max(used, 1)]
+    rows, weights = rows.ravel(), weights.ravel()
     keep = np.flatnonzero(rows >= 0)
     row, link, weight = keep // (num_hops * width), rows[keep], weights[keep]
     new = np.ones(row.size, dtype=bool)
