@@ -132,3 +132,22 @@ def test_links_up_check_still_sees_failures(two_pods):
     failed = two_pods.without(links=[1])
     assert failed.link_up[last]  # the failed cable is not the last link's
     assert np.array_equal(all_links_up(failed, links), [False, True])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_upper_envelope_keeps_every_slowest_transfer(seed):
+    from fabricflow.collective.model import _upper_envelope
+
+    rng = np.random.default_rng(seed)
+    # Few distinct values: many ties and dominated transfers, as in real phases.
+    slope = rng.choice([1e-9, 2e-9, 3e-9, 5e-9], size=(30, 40))
+    offset = rng.choice([1e-6, 2e-6, 4e-6], size=slope.shape)
+    if seed == 5:
+        slope[0, 3] = np.inf  # a transfer with rate 0
+    new_slope, new_offset = _upper_envelope(slope, offset)
+    assert new_slope.shape[1] * 2 <= slope.shape[1]
+    for size in (0.0, 1.0, 1e3, 1e6, 1e9, 3e10):
+        with np.errstate(invalid="ignore"):
+            expected = (size * slope + offset).max(axis=1)
+            got = (size * new_slope + new_offset).max(axis=1)
+        np.testing.assert_array_equal(got, expected)

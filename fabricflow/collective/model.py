@@ -189,6 +189,9 @@ class PreparedCollective:
                 "algo", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
             )
         self._capacity = capacity
+        # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
+        # size nor the protocol, so a size sweep computes it once per phase.
+        self._link_load: dict[int, np.ndarray] = {}
 
     def evaluate(self, sizes) -> list[CollectiveResult]:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
@@ -257,6 +260,8 @@ class PreparedCollective:
             seconds_per_byte = np.where(
                 sp.phase.bytes_per_size > 0, sp.phase.bytes_per_size / (sp.rate * efficiency), 0.0
             )
+        if sizes.size > 2 and seconds_per_byte.shape[1] > 4:
+            seconds_per_byte, latency = _upper_envelope(seconds_per_byte, latency)
         out = np.empty((sizes.size, sp.rate.shape[0]))
         for k, size in enumerate(sizes):  # K sizes; each step is vectorized over transfers
             out[k] = (size * seconds_per_byte + latency).max(axis=1)
@@ -271,13 +276,44 @@ class PreparedCollective:
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
         row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))
-        load = sp.link_load(self.fabric.num_links)
+        load = self._link_load.get(id(sp))
+        if load is None:
+            load = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]
         saturated = util >= 1.0 - 1e-4
         order = np.argsort(-util[saturated], kind="stable")
         return on_row[saturated][order], util[saturated][order]
+
+
+def _upper_envelope(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop the transfers that can never be a group's slowest: ``[G, T]`` -> ``[G, T']``.
+
+    A transfer ``t`` of a group whose time ``size * slope + offset`` is bounded, at every
+    size ``>= 0``, by another transfer's of the same group (slope and offset both ``>=``)
+    is dropped; padding is ``(0, -inf)``. Rounding is monotonic, so the maximum over the
+    kept transfers is the maximum over all, bit for bit. Returns the inputs unchanged when
+    that would not at least halve the row length.
+    """
+    order = np.argsort(-slope, axis=1, kind="stable")  # steepest first
+    slope_sorted = np.take_along_axis(slope, order, axis=1)
+    offset_sorted = np.take_along_axis(offset, order, axis=1)
+    keep = np.ones(slope.shape, dtype=bool)
+    # Kept: higher offset than every transfer at least as steep (listed before it).
+    keep[:, 1:] = offset_sorted[:, 1:] > np.maximum.accumulate(offset_sorted, axis=1)[:, :-1]
+    keep |= np.isnan(offset_sorted) | np.isnan(slope_sorted)  # never drop a NaN
+    count = keep.sum(axis=1)
+    width = int(count.max(initial=0))
+    if 2 * width > slope.shape[1]:
+        return slope, offset
+    position = np.cumsum(keep, axis=1) - 1
+    rows = np.broadcast_to(np.arange(slope.shape[0])[:, None], slope.shape)[keep]
+    new_slope = np.zeros((slope.shape[0], max(width, 1)))
+    new_offset = np.full(new_slope.shape, -np.inf)
+    new_slope[rows, position[keep]] = slope_sorted[keep]
+    new_offset[rows, position[keep]] = offset_sorted[keep]
+    return new_slope, new_offset
 
 
 def _ordered_and_grid(groups: np.ndarray, gpu_domain: np.ndarray):
