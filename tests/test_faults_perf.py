@@ -151,3 +151,73 @@ def test_upper_envelope_keeps_every_slowest_transfer(seed):
             expected = (size * slope + offset).max(axis=1)
             got = (size * new_slope + new_offset).max(axis=1)
         np.testing.assert_array_equal(got, expected)
+
+
+# ------------------------------------------------------------ estimate, refusal, progress
+def _no_routing(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("routed before the work was checked")
+
+    monkeypatch.setattr(flow_rates, "route", refuse)
+
+
+def test_absurd_work_is_refused_before_routing_with_the_estimate(two_pods, monkeypatch):
+    from fabricflow.collective import estimate
+    from fabricflow.collective.model import prepare_collective
+    from fabricflow.errors import SpecError
+
+    _no_routing(monkeypatch)
+    monkeypatch.setattr(estimate, "MAX_ESTIMATE_S", 0.01)
+    with pytest.raises(SpecError) as info:
+        prepare_collective(two_pods, "all_reduce", make_groups(8192, 8, layout="strided"))
+    assert info.value.field == "groups"
+    message = str(info.value)
+    assert "min to route and solve" in message and "network hops" in message
+    assert "fewer or smaller groups" in message
+
+
+def test_work_over_the_memory_budget_is_refused_before_routing(two_pods, monkeypatch):
+    from fabricflow.collective.model import prepare_collective
+    from fabricflow.errors import MemoryBudgetError
+
+    _no_routing(monkeypatch)
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "1MiB")
+    with pytest.raises(MemoryBudgetError, match="largest phase: .* hops.*fewer or smaller"):
+        prepare_collective(two_pods, "all_to_all", make_groups(8192, 8, layout="strided"))
+
+
+def test_estimate_counts_network_and_scale_up_hops(two_pods):
+    from fabricflow.collective import estimate
+    from fabricflow.collective.algorithms import ALGORITHMS, Context
+
+    strided = make_groups(8192, 8, layout="strided")  # one member per node
+    ctx = Context("all_reduce", strided, strided, strided[:, :, None], 2)
+    phases = ALGORITHMS["ring"].build(ctx)
+    assert estimate.count_hops(two_pods, phases) == (0, 1024 * 2 * 8)
+    contiguous = make_groups(8192, 8)  # one node per group
+    ctx = Context("all_reduce", contiguous, contiguous, contiguous[:, :, None], 2)
+    assert estimate.count_hops(two_pods, ALGORITHMS["ring"].build(ctx)) == (1024 * 2 * 8, 0)
+
+
+def test_long_collective_reports_progress_on_stderr(two_pods, monkeypatch, capsys):
+    import json
+
+    from fabricflow.cli import main
+    from fabricflow.collective import estimate
+
+    monkeypatch.setattr(estimate, "PROGRESS_AFTER_S", 0.0)
+    args = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce"]
+    assert main([*args, "--gpus", "64", "--group-size", "8", "-e", "16MiB", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["rows"]  # stdout: exactly the JSON object
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("collective all_reduce: 8 groups of 8") and "estimated" in lines[0]
+    assert any("ring phase 1/1 (ring)" in line and "flows solved" in line for line in lines)
+
+
+def test_short_collective_prints_nothing(capsys):
+    from fabricflow.cli import main
+
+    args = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "16"]
+    assert main([*args, "-e", "16MiB", "--json"]) == 0
+    assert capsys.readouterr().err == ""

@@ -9,11 +9,14 @@ transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
 from .flow_rates import SolvedPhase, effective_capacity, solve_phase
@@ -113,6 +116,13 @@ class PreparedCollective:
     Build it with :func:`prepare_collective`; arguments as :func:`collective_time`. Use it
     when the same groups run the same collective at many sizes (a step-time model, a
     size sweep): the cost of routing and solving is paid once.
+
+    ``progress``: called with a line of text (the estimate, then one line per solved
+    phase) when the estimated time reaches
+    :data:`~fabricflow.collective.estimate.PROGRESS_AFTER_S`; the command line prints
+    them on stderr. Work estimated past
+    :data:`~fabricflow.collective.estimate.MAX_ESTIMATE_S`, or past the memory budget, is
+    refused before anything is routed (:func:`~fabricflow.collective.estimate.check_work`).
     """
 
     def __init__(
@@ -129,6 +139,7 @@ class PreparedCollective:
         rail_aware: bool = True,
         cost: CostModel = DEFAULT_COST,
         solver=None,
+        progress: Callable[[str], None] | None = None,
     ):
         self.fabric = fabric
         self.op = canonical_op(op)
@@ -151,6 +162,7 @@ class PreparedCollective:
             )
         self.skipped: dict[str, str] = {}
         self.solved: list[_Solved] = []
+        built = []  # (algorithm, phases, protocols): every phase is built before any solve
         for name in names:
             algorithm = ALGORITHMS[name]
             rails = grid.shape[2] if grid is not None else 1
@@ -179,15 +191,34 @@ class PreparedCollective:
             protos = (
                 ("Simple",) if algorithm.simple_only else protocols_for(protocol, algorithm.family)
             )
-            solved = [
-                solve_phase(fabric, phase, capacity, routing=routing, seed=seed, solver=solver)
-                for phase in phases
-            ]
-            self.solved.append(_Solved(algorithm, solved, protos))
-        if not self.solved:
+            built.append((algorithm, phases, protos))
+        if not built:
             raise SpecError(
                 "algo", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
             )
+        # Refuse before routing anything when the work is absurd; tell long runs how long.
+        estimate = _estimate.check_work(fabric, self.op, self.groups.shape, built)
+        say = progress if progress is not None and estimate >= _estimate.PROGRESS_AFTER_S else None
+        if say is not None:
+            say(
+                f"collective {self.op}: {self.groups.shape[0]:,} groups of "
+                f"{self.groups.shape[1]:,}, {sum(len(b[1]) for b in built)} phases over "
+                f"{len(built)} algorithm(s), estimated ~{estimate:.0f} s"
+            )
+        started = time.monotonic()
+        for algorithm, phases, protos in built:
+            solved = []
+            for i, phase in enumerate(phases):
+                solved.append(
+                    solve_phase(fabric, phase, capacity, routing=routing, seed=seed, solver=solver)
+                )
+                if say is not None:
+                    say(
+                        f"  {algorithm.name} phase {i + 1}/{len(phases)} ({phase.name}): "
+                        f"{solved[-1].links.shape[0]:,} flows solved, "
+                        f"{time.monotonic() - started:.1f} s elapsed"
+                    )
+            self.solved.append(_Solved(algorithm, solved, protos))
         self._capacity = capacity
         # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
         # size nor the protocol, so a size sweep computes it once per phase.

@@ -112,8 +112,8 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
     of rounds is the length of the longest chain of links whose levels depend on each
     other (1 when every group of a collective is alike, ~10-20 for ECMP collisions on a
     100k-GPU Clos), not the number of distinct levels (thousands there), and nothing is
-    compiled. Each round costs ``O(active rows x H + L)``; rows whose flows froze are
-    dropped from the next round.
+    compiled. Each round costs ``O(active rows x H + L)``: rows whose flows froze point at
+    a sentinel link (no load, never the minimum) and are dropped once they are half the rows.
 
     The allocation is the one of progressive filling (max-min fair rates are unique);
     only the rounding differs: a flow gets its own bottleneck's share, where the textbook
@@ -143,10 +143,11 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
     weight_of = np.where(used, coef, 0.0)
     rate = np.full(num_flows, np.inf)  # flows crossing nothing keep inf
     row = np.flatnonzero(used.any(axis=1))  # the active flows, in order
-    slot, weight_of = slot[row], weight_of[row]
+    slot, weight_of = slot[row], weight_of[row]  # copies: rows are rewritten below
     frozen_load = np.zeros(num_links + 1)
     share = np.empty(num_links + 1)
-    while row.size:
+    alive = np.ones(row.size, dtype=bool)
+    while alive.any():
         active_weight = np.bincount(
             slot.ravel(), weights=weight_of.ravel(), minlength=num_links + 1
         )
@@ -171,6 +172,10 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
             weights=(weight_of[freeze] * level[freeze, None]).ravel(),
             minlength=num_links + 1,
         )
-        keep = ~freeze
-        row, slot, weight_of = row[keep], slot[keep], weight_of[keep]
+        alive &= ~freeze
+        if 2 * np.count_nonzero(alive) < alive.size:  # copy the live rows when few are left
+            row, slot, weight_of, alive = row[alive], slot[alive], weight_of[alive], alive[alive]
+        else:  # frozen rows point at the sentinel: they load nothing and never freeze again
+            slot[freeze] = num_links
+            weight_of[freeze] = 0.0
     return rate
