@@ -14,6 +14,11 @@ flows cross, summing each link's entries in the same (entry) order as the textbo
 The rates are therefore bit-for-bit those of the textbook loop (tests compare with
 ``np.array_equal``); the cost is ``levels x links used`` for the level search plus, per
 level, the entries of the links it touches.
+
+:func:`local_bottleneck_filling` reaches the same allocation in far fewer iterations
+(rounds of the jitted kernel's local-bottleneck rule, in float64 numpy): rates within
+``rtol`` of the textbook loop's. The collective model uses it above ~100k route entries,
+where its 1-20 rounds beat both thousands of levels and the jitted kernel's compile time.
 """
 
 from __future__ import annotations
