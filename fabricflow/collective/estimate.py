@@ -7,7 +7,7 @@ across the network has a path of up to ``2 x tiers`` links and shares them with 
 groups' flows, which takes more water-filling rounds. Measured on a 2-core machine
 (``clos-100k``, 102,400 GPUs): all-reduce in groups of 8 inside nodes (9.5M hops over 6
 phases) ~5 s; the same across nodes (1.2M network hops) ~2-3 s; all-to-all in groups
-of 32 (2.5M network hops in one phase) ~30 s and ~4 GiB.
+of 32 (11.5M scale-up hops, then 2.5M network hops in one phase) ~35 s and ~4 GiB.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from ..memory import check_memory
 # Seconds per hop (2-core CPU, generous: the estimate should rather say more than less).
 NETWORK_HOP_S = 4e-6
 SCALE_UP_HOP_S = 1e-6
-# Peak bytes per hop of the largest phase while routing, merging and solving it.
-BYTES_PER_HOP = 1300
+# Peak bytes of the process per hop of the largest phase (measured 370-580 on clos-100k:
+# all-to-all in groups of 32 and 64, all-reduce in groups of 8 and of all 102,400 GPUs).
+BYTES_PER_HOP = 700
 # Above this estimate the model refuses to start; from PROGRESS_AFTER_S on it reports.
 MAX_ESTIMATE_S = 1800.0
 PROGRESS_AFTER_S = 10.0

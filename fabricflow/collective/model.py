@@ -375,6 +375,7 @@ def collective_time(
     rail_aware: bool = True,
     cost: CostModel = DEFAULT_COST,
     solver=None,
+    progress: Callable[[str], None] | None = None,
 ) -> CollectiveResult:
     """Time of collective ``op`` of ``size_bytes`` run by all ``groups`` at once on ``fabric``.
 
@@ -400,13 +401,22 @@ def collective_time(
         cost: :class:`~fabricflow.collective.cost.CostModel` constants.
         solver: max-min solver ``(links, capacity, coef=) -> rates`` (default: float64
             numpy solvers, see :func:`fabricflow.collective.flow_rates.solve_phase`).
+        progress: called with lines of progress when the work is estimated at 10 s or
+            more (see :class:`PreparedCollective`); ``None``: silent.
 
     Returns:
         :class:`CollectiveResult` (``time_s``, ``group_time_s`` ``[num_groups]``,
         ``algbw_Bps``, ``busbw_Bps``, ``bottleneck_links``, ``algo``, ``protocol``).
 
     Complexity: routing ``G * Tg * P`` hops and one max-min solve over ``G * Tg`` flows per
-    phase and candidate algorithm (e.g. 2,048 groups x 16 ring channels = 32k flows).
+    phase and candidate algorithm (e.g. 2,048 groups x 16 ring channels = 32k flows);
+    about 1 us per scale-up hop and 4 us per network hop on 2 CPU cores (all-reduce of
+    12,800 groups of 8 on ``clos-100k``: ~5 s). Work estimated past 30 min, or past the
+    memory budget, raises before anything is routed.
+
+    Raises:
+        SpecError: bad arguments, or work estimated past 30 min (field ``groups``).
+        MemoryBudgetError: the largest phase would not fit the memory budget.
 
     Example:
         >>> fabric = ff.load_fabric("dgx-h100-superpod")
@@ -425,5 +435,6 @@ def collective_time(
         rail_aware=rail_aware,
         cost=cost,
         solver=solver,
+        progress=progress,
     )
     return prepared.evaluate([size_bytes])[0]
