@@ -400,7 +400,7 @@ def collective_time(
         rail_aware: rail-to-rail network hops for rings (NCCL PXN).
         cost: :class:`~fabricflow.collective.cost.CostModel` constants.
         solver: max-min solver ``(links, capacity, coef=) -> rates`` (default: float64
-            numpy solvers, see :func:`fabricflow.collective.flow_rates.solve_phase`).
+            numpy solvers, see :mod:`fabricflow.collective.flow_rates`).
         progress: called with lines of progress when the work is estimated at 10 s or
             more (see :class:`PreparedCollective`); ``None``: silent.
 
