@@ -221,3 +221,14 @@ def test_short_collective_prints_nothing(capsys):
     args = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "16"]
     assert main([*args, "-e", "16MiB", "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_local_bottleneck_filling_refuses_bad_capacities_and_link_ids():
+    from fabricflow.errors import SpecError
+
+    with pytest.raises(SpecError, match="capacities"):
+        local_bottleneck_filling([[0]], [np.nan])
+    with pytest.raises(SpecError, match="capacities"):
+        local_bottleneck_filling([[0]], [-1.0])
+    with pytest.raises(SpecError, match="link ids"):
+        local_bottleneck_filling([[3]], [1.0])

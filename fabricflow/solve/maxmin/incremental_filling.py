@@ -136,11 +136,20 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
     Returns:
         float64 ``[F]``; ``inf`` for a flow no finite capacity limits, ``0`` for one that
         crosses a link of capacity 0.
+
+    Raises:
+        SpecError: a capacity is NaN or negative, or a link id is ``>= L``.
     """
+    from ...errors import SpecError
+
     links = np.asarray(links)
     num_flows = links.shape[0]
     capacity = np.asarray(capacity, dtype=np.float64)
     num_links = capacity.size
+    if np.isnan(capacity).any() or (capacity < 0).any():
+        raise SpecError("capacity", "capacities must be >= 0 (inf allowed), not NaN or negative")
+    if links.size and int(links.max()) >= num_links:
+        raise SpecError("links", f"link ids must lie in -1..{num_links - 1}, got {links.max()}")
     coef = np.ones(links.shape) if coef is None else np.asarray(coef, dtype=np.float64)
     used = (links >= 0) & (coef > 0)
     # Padding and unused entries point at a sentinel slot ``num_links``: share inf, no load.
@@ -171,6 +180,8 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
         not_bottleneck[slot[lower]] = True
         not_bottleneck[-1] = True
         freeze = (~not_bottleneck[slot]).any(axis=1) & np.isfinite(level)
+        # The link of the smallest share is always a local bottleneck, so every round
+        # freezes some flow and the loop ends after at most F rounds.
         rate[row[freeze]] = level[freeze]
         frozen_load += np.bincount(
             slot[freeze].ravel(),
