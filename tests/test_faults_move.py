@@ -377,7 +377,7 @@ def test_wide_collective_flows_solve_as_before():
     exactly the textbook loop's rates, through the default solver choice."""
     from fabricflow.collective import DEFAULT_COST
     from fabricflow.collective.algorithms import ALGORITHMS, Context
-    from fabricflow.collective.flow_rates import JIT_MAX_WIDTH, effective_capacity, solve_phase
+    from fabricflow.collective.flow_rates import effective_capacity, solve_phase
     from fabricflow.fabric.spec import load_fabric
     from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
@@ -388,6 +388,6 @@ def test_wide_collective_flows_solve_as_before():
     (phase,) = ALGORITHMS["ring"].build(ctx)
     capacity = effective_capacity(fabric, DEFAULT_COST)
     default = solve_phase(fabric, phase, capacity)
-    assert default.links.shape[1] > JIT_MAX_WIDTH
+    assert default.links.shape[1] > 32  # wider than the jitted kernel compiles quickly
     textbook = solve_phase(fabric, phase, capacity, solver=progressive_filling)
     assert np.array_equal(default.rate, textbook.rate)

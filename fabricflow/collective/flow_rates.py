@@ -108,7 +108,10 @@ def solve_phase(
         if np.any(max_group >= 0)
         else None
     )
-    links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
+    if merge_group is None:
+        links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
+    else:
+        links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
     rate = _max_min(links, capacity, coef, solver)
     shape = (num_groups, per_group)
     return SolvedPhase(
@@ -143,6 +146,12 @@ def _merge_transfers(
     if merge_group is not None:
         row, link, _, weight = _reduce_runs(np.maximum, (row, link, group), weight)
     row, link, weight = _reduce_runs(np.add, (row, link), weight)
+    return _pad_rows(row, link, weight, num_transfers)
+
+
+def _pad_rows(row: np.ndarray, link: np.ndarray, weight: np.ndarray, num_transfers: int):
+    """Entries sorted by row -> ``links`` int32 / ``coef`` float64 ``[num_transfers, W]``
+    (``-1`` / ``0`` padded, ``W`` the widest row, at least 1)."""
     first_of_row = np.ones(row.size, dtype=bool)
     first_of_row[1:] = row[1:] != row[:-1]
     run_start = np.maximum.accumulate(np.where(first_of_row, np.arange(row.size), 0))
@@ -153,6 +162,52 @@ def _merge_transfers(
     links[row, position] = link
     coef[row, position] = weight
     return links, coef
+
+
+def _merge_rows(
+    hop_index: np.ndarray,
+    hop_links: np.ndarray,
+    hop_coef: np.ndarray,
+    num_transfers: int,
+    num_hops: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_merge_transfers` without max groups (every hop's loads add up), row by row.
+
+    ``hop_index``: each routed hop's flat index in ``[num_transfers, num_hops]``. The hops'
+    entries are laid out as one row per transfer (hop by hop), each row is sorted by link
+    (stable) and runs of one link are summed: the same entries, in the same order, summed
+    in the same order as the global sort of :func:`_merge_transfers` (so the same bits),
+    but a sort of short rows instead of a sort of every entry of the phase.
+    """
+    width = hop_links.shape[1]
+    if hop_index.size == num_transfers * num_hops:  # every hop slot used: already in place
+        rows, weights = hop_links, hop_coef
+    else:
+        rows = np.full((num_transfers * num_hops, width), -1, dtype=np.int64)
+        rows[hop_index] = hop_links
+        weights = np.zeros(rows.shape)
+        weights[hop_index] = hop_coef
+    rows = rows.reshape(num_transfers, num_hops * width)
+    weights = weights.reshape(rows.shape)
+    # -1 padding sorts last (as the largest key) so that each row's entries come first.
+    order = np.argsort(np.where(rows >= 0, rows, np.iinfo(np.int64).max), axis=1, kind="stable")
+    rows = np.take_along_axis(rows, order, axis=1)
+    weights = np.take_along_axis(weights, order, axis=1)
+    if not np.any((rows[:, 1:] == rows[:, :-1]) & (rows[:, 1:] >= 0)):
+        # No link twice in a row (single-path hops, disjoint hops): the sorted rows are
+        # the merged rows; cut the padding columns no row uses.
+        used = int((rows >= 0).sum(axis=1).max(initial=0))
+        return rows[:, : max(used, 1)].astype(np.int32), weights[:, : max(used, 1)]
+    rows, weights = rows.ravel(), weights.ravel()
+    keep = np.flatnonzero(rows >= 0)
+    row, link, weight = keep // (num_hops * width), rows[keep], weights[keep]
+    new = np.ones(row.size, dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (link[1:] != link[:-1])
+    starts = np.flatnonzero(new)
+    if starts.size:
+        weight = np.add.reduceat(weight, starts)
+    row, link = row[starts], link[starts]
+    return _pad_rows(row, link, weight, num_transfers)
 
 
 def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
@@ -169,65 +224,43 @@ def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
     return (*(k[starts] for k in keys), merged)
 
 
-# Below this many route entries (F x H) the float64 numpy reference solves in milliseconds,
-# less than compiling the jitted kernel for a new shape would take.
+# Below this many route entries (F x H) the textbook loop's float64 rates are kept bit for
+# bit (progressive filling with incremental updates solves them in milliseconds).
 SMALL_PROBLEM_ENTRIES = 100_000
-# The jitted kernel unrolls its loop over the hop axis, so its compile time grows with H
-# (measured on the 2-core machine: ~2.5 s at H = 16, ~5 s at 32, ~14 s at 64);
-# pipelined transfers (a ring over n ranks has ~n x path-length links) can be far wider.
-JIT_MAX_WIDTH = 32
 
 
 def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
-    """Max-min fair rates ``[F]`` from the project's solvers.
+    """Max-min fair rates ``[F]`` (float64) from the project's solvers.
 
-    ``solver=None`` picks :func:`fabricflow.max_min_rates` (jitted) for large problems with
-    rows up to :data:`JIT_MAX_WIDTH` wide, and float64 progressive filling for small or very
-    wide ones (:func:`fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`,
-    bit for bit the rates of the textbook loop in :mod:`fabricflow.solve.maxmin.progressive_filling`).
-    For the jitted solver, rows and columns are padded to bucketed sizes (powers of two from
-    64 rows / 8 columns) with links ``-1`` so that collectives of nearby sizes share a
-    compilation; padded rows carry no link and are dropped.
+    ``solver=None`` solves in float64 numpy, without compiling anything: problems up to
+    :data:`SMALL_PROBLEM_ENTRIES` route entries by progressive filling
+    (:func:`~fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`,
+    bit for bit the textbook loop of :mod:`fabricflow.solve.maxmin.progressive_filling`),
+    larger ones by rounds of local-bottleneck water-filling
+    (:func:`~fabricflow.solve.maxmin.incremental_filling.local_bottleneck_filling`: the
+    same allocation within ``1e-9`` relative, in 1-20 rounds on collective phases). The
+    jitted kernel is not used here: its compile time (seconds per distinct shape, growing
+    with the row width, and pipelined transfers are rows of up to ``n x path length``
+    links) exceeds the whole numpy solve of a collective phase on a CPU.
     """
     if solver is not None:
         return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
-    num_flows, width = links.shape
-    if links.size <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
-        from ..solve.maxmin.incremental_filling import progressive_filling_incremental
-
-        return progressive_filling_incremental(links, capacity, coef=coef)
-    jitted = _jitted_solver()
-    rows, cols = _bucket(num_flows, 64), _bucket(width, 8)
-    padded_links = np.full((rows, cols), -1, dtype=np.int32)
-    padded_links[:num_flows, :width] = links
-    padded_coef = np.zeros((rows, cols), dtype=np.float64)
-    padded_coef[:num_flows, :width] = coef
-    # merge=False: merging identical rows would make the solved shape data-dependent again.
-    rates = np.asarray(
-        jitted(padded_links, capacity, coef=padded_coef, merge=False), dtype=np.float64
+    from ..solve.maxmin.incremental_filling import (
+        local_bottleneck_filling,
+        progressive_filling_incremental,
     )
-    return rates[:num_flows]
 
-
-def _bucket(size: int, smallest: int) -> int:
-    """The next power of two >= ``size`` (at least ``smallest``)."""
-    return max(smallest, 1 << max(int(size) - 1, 0).bit_length())
-
-
-def _jitted_solver():
-    # Imported here, not at module level: the solver pulls in jax, which collective
-    # users that pass their own ``solver=`` (or only build phases) do not need.
-    from ..solve.maxmin.checked import max_min_rates
-
-    return max_min_rates
+    if links.size <= SMALL_PROBLEM_ENTRIES:
+        return progressive_filling_incremental(links, capacity, coef=coef)
+    return local_bottleneck_filling(links, capacity, coef=coef)
 
 
 def solver_name(links_shape: tuple[int, int]) -> str:
     """Which solver :func:`solve_phase` uses by default for flows of shape ``[F, H]``."""
     num_flows, width = links_shape
-    if num_flows * width <= SMALL_PROBLEM_ENTRIES or width > JIT_MAX_WIDTH:
+    if num_flows * width <= SMALL_PROBLEM_ENTRIES:
         return "progressive_filling (float64 reference)"
-    return "max_min_rates (jitted)"
+    return "local_bottleneck_filling (float64)"
 
 
 __all__ = [

@@ -126,6 +126,7 @@ def run(args) -> int:
         seed=args.seed,
         channels=args.channels,
         rail_aware=not args.no_rail_aware,
+        progress=_progress,
     )
     rows = table_rows(results)
     header = {
@@ -160,6 +161,13 @@ def run(args) -> int:
         ],
     )
     return 0
+
+
+def _progress(line: str) -> None:
+    """Progress of a long collective, on stderr (stdout stays the table or the JSON)."""
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
 
 
 def _size(value: str, field: str) -> float:

@@ -16,6 +16,8 @@ import numpy as np
 def all_links_up(fabric, links: np.ndarray) -> np.ndarray:
     """bool ``[F]``: whether every link of each row of ``links`` (int ``[F, H]``, ``-1``
     padded) is working (``fabric.link_up``)."""
+    if fabric.link_up.all():  # no failures (the common case): skip the [F, H] gather
+        return np.ones(links.shape[0], dtype=bool)
     return np.all((links < 0) | fabric.link_up[np.maximum(links, 0)], axis=1)
 
 

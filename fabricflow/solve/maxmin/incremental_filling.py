@@ -14,6 +14,11 @@ flows cross, summing each link's entries in the same (entry) order as the textbo
 The rates are therefore bit-for-bit those of the textbook loop (tests compare with
 ``np.array_equal``); the cost is ``levels x links used`` for the level search plus, per
 level, the entries of the links it touches.
+
+:func:`local_bottleneck_filling` reaches the same allocation in far fewer iterations
+(rounds of the jitted kernel's local-bottleneck rule, in float64 numpy): rates within
+``rtol`` of the textbook loop's. The collective model uses it above ~100k route entries,
+where its 1-20 rounds beat both thousands of levels and the jitted kernel's compile time.
 """
 
 from __future__ import annotations
@@ -98,4 +103,95 @@ def progressive_filling_incremental(
         active[freeze] = False
         touched = entry_link[_segments(flow_start[freeze], flow_count[freeze])]
         update(np.unique(touched))
+    return rate
+
+
+def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) -> np.ndarray:
+    """Max-min fair rates ``[F]`` (float64) by rounds of local-bottleneck water-filling.
+
+    The round of :mod:`fabricflow.solve.maxmin.kernel` in float64 numpy, on the padded
+    rows directly: every link's fair share ``residual / active weight``, every active
+    flow's level (the smallest share on its row), and every link whose share is within
+    ``rtol`` of the levels of all its active flows (a *local bottleneck*) freezes those
+    flows at their level. A round freezes whole groups of levels at once, so the count
+    of rounds is the length of the longest chain of links whose levels depend on each
+    other (1 when every group of a collective is alike, ~10-20 for ECMP collisions on a
+    100k-GPU Clos), not the number of distinct levels (thousands there), and nothing is
+    compiled. Each round costs ``O(active rows x H + L)``: rows whose flows froze point at
+    a sentinel link (no load, never the minimum) and are dropped once they are half the rows.
+
+    The allocation is the one of progressive filling (max-min fair rates are unique);
+    only the rounding differs: a flow gets its own bottleneck's share, where the textbook
+    loop gives every link within ``rtol`` of the smallest share that smallest share, and
+    frozen loads are summed round by round. Rates agree within ``rtol`` relative (within
+    ``1e-13`` on collective phases of ``clos-100k``).
+
+    Args:
+        links: int ``[F, H]`` link ids, ``-1`` padded.
+        capacity: ``[L]`` capacities (the rates come out in this unit).
+        coef: ``[F, H]`` bytes carried per byte of progress on each entry (default 1);
+            entries with ``coef <= 0`` do not constrain the flow.
+        rtol: relative tolerance for equal shares.
+
+    Returns:
+        float64 ``[F]``; ``inf`` for a flow no finite capacity limits, ``0`` for one that
+        crosses a link of capacity 0.
+
+    Raises:
+        SpecError: a capacity is NaN or negative, or a link id is ``>= L``.
+    """
+    from ...errors import SpecError
+
+    links = np.asarray(links)
+    num_flows = links.shape[0]
+    capacity = np.asarray(capacity, dtype=np.float64)
+    num_links = capacity.size
+    if np.isnan(capacity).any() or (capacity < 0).any():
+        raise SpecError("capacity", "capacities must be >= 0 (inf allowed), not NaN or negative")
+    if links.size and int(links.max()) >= num_links:
+        raise SpecError("links", f"link ids must lie in -1..{num_links - 1}, got {links.max()}")
+    coef = np.ones(links.shape) if coef is None else np.asarray(coef, dtype=np.float64)
+    used = (links >= 0) & (coef > 0)
+    # Padding and unused entries point at a sentinel slot ``num_links``: share inf, no load.
+    slot = np.where(used, links, num_links).astype(np.intp)
+    weight_of = np.where(used, coef, 0.0)
+    rate = np.full(num_flows, np.inf)  # flows crossing nothing keep inf
+    row = np.flatnonzero(used.any(axis=1))  # the active flows, in order
+    slot, weight_of = slot[row], weight_of[row]  # copies: rows are rewritten below
+    frozen_load = np.zeros(num_links + 1)
+    share = np.empty(num_links + 1)
+    alive = np.ones(row.size, dtype=bool)
+    while alive.any():
+        active_weight = np.bincount(
+            slot.ravel(), weights=weight_of.ravel(), minlength=num_links + 1
+        )
+        residual = np.maximum(capacity - frozen_load[:-1], 0.0)
+        crossed = active_weight[:-1] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
+        share[-1] = np.inf
+        entry_share = share[slot]  # [A, H]
+        level = entry_share.min(axis=1)  # [A]
+        if not np.isfinite(level).any():
+            break  # nothing limits the remaining flows: they keep inf
+        # A link is not a local bottleneck when an active flow on it has a lower level.
+        lower = entry_share > (level * (1.0 + rtol))[:, None]
+        not_bottleneck = np.zeros(num_links + 1, dtype=bool)
+        not_bottleneck[slot[lower]] = True
+        not_bottleneck[-1] = True
+        freeze = (~not_bottleneck[slot]).any(axis=1) & np.isfinite(level)
+        # The link of the smallest share is always a local bottleneck, so every round
+        # freezes some flow and the loop ends after at most F rounds.
+        rate[row[freeze]] = level[freeze]
+        frozen_load += np.bincount(
+            slot[freeze].ravel(),
+            weights=(weight_of[freeze] * level[freeze, None]).ravel(),
+            minlength=num_links + 1,
+        )
+        alive &= ~freeze
+        if 2 * np.count_nonzero(alive) < alive.size:  # copy the live rows when few are left
+            row, slot, weight_of, alive = row[alive], slot[alive], weight_of[alive], alive[alive]
+        else:  # frozen rows point at the sentinel: they load nothing and never freeze again
+            slot[freeze] = num_links
+            weight_of[freeze] = 0.0
     return rate
