@@ -101,6 +101,7 @@ def solve_phase(
     network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
 
     hop_index = np.flatnonzero(valid.ravel())
+    assert phase.max_group is not None  # filled in by Phase.__post_init__
     max_group = phase.max_group[valid]
     # Hops outside a max group get a unique group (their own index): plain sums.
     merge_group = (

@@ -170,6 +170,7 @@ def pipelined(name: str, family: str, stages: list[Phase]) -> Phase:
         loads.append((stage.hop_load * stage.bytes_per_size[:, :, None]).reshape(flat))
         counts.append((stage.hop_latency_count / per_group).reshape(flat))
         transfer_id = offset + np.arange(per_group)[None, :, None]
+        assert stage.max_group is not None  # filled in by Phase.__post_init__
         groups.append(np.where(stage.max_group >= 0, transfer_id, -1).reshape(flat))
         offset += per_group
     num_groups = stages[0].hop_src.shape[0]
