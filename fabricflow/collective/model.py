@@ -9,6 +9,7 @@ transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import time
 from collections.abc import Callable
 
@@ -24,6 +25,8 @@ from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
 
 ROUTINGS = ("ecmp", "multipath", "spray")
+# Most channels per group: each one multiplies the flows routed and solved (NCCL uses <= 64).
+MAX_CHANNELS = 64
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -141,14 +144,26 @@ class PreparedCollective:
         solver=None,
         progress: Callable[[str], None] | None = None,
     ):
+        if not isinstance(fabric, Fabric):
+            raise SpecError(
+                "fabric",
+                f"expected a Fabric (ff.load_fabric(name) builds one), got {type(fabric).__name__}",
+            )
         self.fabric = fabric
         self.op = canonical_op(op)
         self.groups = as_groups(groups, fabric.num_gpus)
         self.cost = cost
         if routing not in ROUTINGS:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
-        if channels is not None and (isinstance(channels, bool) or int(channels) < 1):
-            raise SpecError("channels", f"must be a positive integer, got {channels!r}")
+        if channels is not None and (
+            isinstance(channels, bool)
+            or not isinstance(channels, numbers.Integral)
+            or not 1 <= channels <= MAX_CHANNELS
+        ):
+            # Each channel multiplies the flows routed and solved; NCCL itself uses <= 64.
+            raise SpecError(
+                "channels", f"must be an integer in 1..{MAX_CHANNELS}, got {channels!r}"
+            )
         if protocol != "auto":
             protocols_for(protocol, "ring")  # validates the name
         ordered, grid = _ordered_and_grid(self.groups, fabric.gpu_domain)
@@ -226,7 +241,7 @@ class PreparedCollective:
 
     def evaluate(self, sizes) -> list[CollectiveResult]:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
-        sizes = np.atleast_1d(np.asarray(sizes, dtype=np.float64))
+        sizes = _as_sizes(sizes)
         if sizes.ndim != 1 or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
             raise SpecError("size_bytes", f"sizes must be finite and >= 0 bytes, got {sizes}")
         options = []  # (label, solved, protocol, group_times [K, G], per-phase [P, K, G])
@@ -423,6 +438,12 @@ def collective_time(
         >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algo="ring")
         >>> round(r.busbw_Bps / 1e9)        # ~370 GB/s, as measured on a DGX H100
     """
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real):
+        raise SpecError(
+            "size_bytes",
+            f"must be one number of bytes, got {size_bytes!r} (for many sizes use "
+            "PreparedCollective(...).evaluate(sizes))",
+        )
     prepared = PreparedCollective(
         fabric,
         op,
@@ -438,3 +459,13 @@ def collective_time(
         progress=progress,
     )
     return prepared.evaluate([size_bytes])[0]
+
+
+def _as_sizes(sizes) -> np.ndarray:
+    """Sizes in bytes as float64 ``[K]``; booleans and text are refused, not converted."""
+    values = np.atleast_1d(np.asarray(sizes, dtype=object))
+    if any(
+        isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real) for v in values.ravel()
+    ):
+        raise SpecError("size_bytes", f"sizes must be numbers of bytes, got {sizes!r}")
+    return values.astype(np.float64)

@@ -76,21 +76,17 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-# Well above the channel counts NCCL opens per communicator (tens at most).
-MAX_CHANNELS = 64
-
-
 def run(args) -> int:
     import math
 
     from ..collective import make_groups
+    from ..collective.model import MAX_CHANNELS
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
 
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
-        # each channel multiplies the flows routed and solved: 10**8 channels would
-        # allocate tens of GiB before anything is reported
+        # checked here too so the error names the flag; the model checks the same range
         raise SpecError(
             "--channels", f"must lie in 1..{MAX_CHANNELS} channels per group, got {args.channels}"
         )
