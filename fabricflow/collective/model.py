@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..typing import GroupsLike
 from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
@@ -379,7 +380,7 @@ def prepare_collective(fabric: Fabric, op: str, groups, **options) -> PreparedCo
 def collective_time(
     fabric: Fabric,
     op: str,
-    groups,
+    groups: GroupsLike,
     size_bytes: float,
     *,
     algo: str = "auto",

@@ -41,7 +41,7 @@ class Routes:
     Attributes:
         links: int32 ``[F, H]`` link ids, ``-1`` padded (padding at the end of each row).
         coef: float32 ``[F, H]`` share of the flow on each entry, or ``None`` (all 1).
-        src, dst: int32 ``[F]`` GPU indices.
+        src, dst: int ``[F]`` GPU indices.
         num_links: number of links of the fabric (the range of link ids).
         policy: routing policy that produced the routes (``ecmp``, ``multipath``, ...).
     """

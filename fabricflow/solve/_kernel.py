@@ -1,4 +1,4 @@
-"""Jitted building blocks shared by the max-min, flow-completion and DCQCN kernels.
+"""Jitted building blocks shared by the max-min and flow-completion kernels.
 
 They take hop-major link ids ``ids`` ``[H, F]`` in which padding is the sentinel id ``L``
 (one past the last real link), and reduce one hop at a time (``H`` scatters / gathers of

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import SolverError, SpecError
+from ..typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from ._kernel import default_rtol, final_status, float_dtype, input_status
 from .maxmin.identical_flows import merge_identical_flows
 from .maxmin.inputs import (
@@ -180,13 +181,13 @@ def _simulate(links, capacity, size, start, weight, coef, eps, max_events, rtol)
 
 
 def complete_flows(
-    links,
-    capacity,
-    size,
+    links: LinkIdsLike,
+    capacity: CapacityLike,
+    size: FlowValuesLike,
     *,
-    start=None,
-    weight=None,
-    coef=None,
+    start: FlowValuesLike | None = None,
+    weight: FlowValuesLike | None = None,
+    coef: CoefLike | None = None,
     mode: str = "exact",
     eps: float | None = None,
     max_events: int | None = None,
@@ -265,7 +266,7 @@ def complete_flows(
     merged = None
     if merge and num_flows:
         weight_arr = np.ones(num_flows) if problem.weight is None else problem.weight
-        keys = (np.zeros(num_flows) if start is None else start, size / weight_arr)
+        keys = (np.zeros(num_flows) if start is None else start, np.asarray(size) / weight_arr)
         merged = merge_identical_flows(problem.links, problem.coef, problem.weight, extra_keys=keys)
         if merged.num_unique == num_flows:
             merged = None

@@ -138,7 +138,8 @@ def certify_max_min(
     saturated = load >= capacity - slack
     normalised = rates / weight
     link_top = np.full(num_links, -np.inf)
-    np.maximum.at(link_top, entry_link, normalised[entry_flow])
+    with np.errstate(invalid="ignore"):  # NaN rates propagate and fail the check below
+        np.maximum.at(link_top, entry_link, normalised[entry_flow])
     entry_ok = saturated[entry_link] & (normalised[entry_flow] >= link_top[entry_link] * (1 - rtol))
     bottleneck = np.full(num_flows, -1, dtype=np.int64)
     bottleneck[entry_flow[entry_ok][::-1]] = entry_link[entry_ok][::-1]  # first hop wins
