@@ -213,7 +213,7 @@ def _loader_class():
         from yaml.reader import Reader
         from yaml.scanner import Scanner
 
-        class EventParser(Reader, Scanner, Parser):
+        class EventParser(Reader, Scanner, Parser):  # type: ignore[no-redef]
             def __init__(self, stream):
                 Reader.__init__(self, stream)
                 Scanner.__init__(self)

@@ -312,7 +312,7 @@ class Fabric:
                 capacity=float(self.capacity[link]),
                 latency=float(self.latency[link]),
                 kind=link_kind[link],
-                up=bool(self.link_up[link]),
+                up=bool(self.link_up[link]),  # type: ignore[index]  # set by __post_init__
             )
         return graph
 
