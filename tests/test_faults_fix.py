@@ -130,3 +130,85 @@ def test_package_getattr_still_loads_direct_submodules():
 
     assert ff.traffic is fabricflow.traffic
     assert hasattr(ff, "solve") and hasattr(ff.solve, "maxmin")
+
+
+# ------------------------------------------------- step --plot: checked as it is written
+
+
+def _step(tmp_path, plot: str) -> list[str]:
+    return [
+        "step",
+        "--fabric",
+        "dgx-h100-superpod",
+        "--gpu",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "64",
+        "--seq",
+        "4096",
+        "--plot",
+        str(tmp_path / plot),
+        "--json",
+    ]
+
+
+@pytest.mark.parametrize("plot", ["out", "out.png", "new/folder/out.PNG"])
+def test_step_plot_writes_png_with_or_without_extension(tmp_path, capsys, plot):
+    # save_figure writes PNG when the name has no extension; the early check must agree,
+    # and a missing folder is created, as --out creates its folder.
+    assert main(_step(tmp_path, plot)) == 0
+    assert json.loads(capsys.readouterr().out)["plot"] == str(tmp_path / plot)
+    assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("plot", "error", "words"),
+    [
+        ("out.xyz", "SpecError", ("--plot", "'xyz'", "png")),
+        ("a_folder", "OutputError", ("--plot", "is a folder")),
+        ("a_file/out.png", "OutputError", ("--plot", "not a folder")),
+    ],
+)
+def test_step_plot_refused_before_the_model_runs(tmp_path, capsys, monkeypatch, plot, error, words):
+    from fabricflow.workload import step
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the step model ran before --plot was checked")
+
+    monkeypatch.setattr(step, "step_time", no_model)
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_file").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(_step(tmp_path, plot)) in (1, 2)
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == error
+    assert all(word in data["message"] for word in words), data["message"]
+    assert sorted(tmp_path.rglob("*")) == before  # nothing created, nothing left behind
+
+
+def test_no_module_outside_study_imports_matplotlib():
+    import ast
+    from pathlib import Path
+
+    root = Path(ff.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if "study" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(name.split(".")[0] == "matplotlib" for name in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
