@@ -212,3 +212,35 @@ def test_no_module_outside_study_imports_matplotlib():
             if any(name.split(".")[0] == "matplotlib" for name in names):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+# ------------------------------------------------- strided groups: make_groups, one name
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "group_size", "num_groups"), [(64, 8, None), (64, 8, 3), (70, 8, None)]
+)
+def test_alltoall_groups_runs_in_make_groups_strided_without_warning(
+    num_gpus, group_size, num_groups
+):
+    import warnings
+
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic import alltoall_flows, alltoall_groups
+
+    stride = num_gpus // group_size
+    groups = make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the live path does not go through the alias
+        src, dst = alltoall_groups(num_gpus, group_size, num_groups)
+    expected_src, expected_dst = alltoall_flows(groups)
+    assert np.array_equal(src, expected_src) and np.array_equal(dst, expected_dst)
+
+
+def test_strided_groups_warns_naming_make_groups():
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic import strided_groups
+
+    with pytest.warns(DeprecationWarning, match=r"make_groups\(.*layout=\"strided\"\)"):
+        groups = strided_groups(64, 8, 3)
+    assert np.array_equal(groups, make_groups(64, 8, layout="strided")[:3])
