@@ -161,7 +161,9 @@ def __getattr__(name: str):
             stacklevel=2,
         )
         return _load(name, module)  # not cached: every use warns
-    elif not name.startswith("_") and _is_submodule(name):
+    elif not name.startswith("_") and "." not in name and _is_submodule(name):
+        # Direct submodules only: a dotted name ("solve.maxmin") is no attribute, and
+        # caching it would plant a global that no import statement can reach.
         value = importlib.import_module(f"{__name__}.{name}")  # ff.workload, ff.traffic
     else:
         raise AttributeError(f"module 'fabricflow' has no attribute {name!r}")
@@ -172,7 +174,10 @@ def __getattr__(name: str):
 def _is_submodule(name: str) -> bool:
     from importlib.util import find_spec
 
-    return find_spec(f"{__name__}.{name}") is not None
+    try:
+        return find_spec(f"{__name__}.{name}") is not None
+    except ModuleNotFoundError:  # a parent package is missing: not a submodule either
+        return False
 
 
 def __dir__() -> list[str]:

@@ -6,20 +6,34 @@ model (:mod:`fabricflow.collective`) builds the flows of real collective algorit
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .errors import SpecError
 
 
 def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None) -> np.ndarray:
-    """int64 ``[num_groups, group_size]``: groups spread over the fabric.
+    """Deprecated: ``make_groups(num_gpus, group_size, layout="strided")[:num_groups]``.
 
-    Member ``j`` of group ``i`` is GPU ``i + j * (num_gpus // group_size)``, so each group
-    touches GPUs that are far apart (other nodes, rails' pods), like expert-parallel
-    groups whose ranks are laid out across the cluster. These are the first ``num_groups``
-    rows of :func:`fabricflow.collective.make_groups` ``(stride * group_size, group_size,
-    layout="strided")``, which builds them.
+    Use :func:`fabricflow.collective.make_groups` with ``layout="strided"``: member ``j``
+    of group ``i`` is GPU ``i + j * (num_gpus // group_size)``. This alias still accepts a
+    GPU count that ``group_size`` does not divide (the last ``num_gpus % group_size`` GPUs
+    are left out), as it always has.
     """
+    warnings.warn(
+        "fabricflow.traffic.strided_groups is deprecated; use "
+        'fabricflow.collective.make_groups(num_gpus, group_size, layout="strided")',
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _strided_groups(num_gpus, group_size, num_groups)
+
+
+def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> np.ndarray:
+    """int64 ``[num_groups, group_size]``: the first ``num_groups`` (default all) strided
+    groups over the first ``stride * group_size`` GPUs, ``stride = num_gpus // group_size``:
+    groups spread over the fabric, like expert-parallel groups laid out across a cluster."""
     from .collective.groups import make_groups
 
     if group_size < 2 or group_size > num_gpus:
@@ -57,8 +71,15 @@ def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def alltoall_groups(num_gpus: int, group_size: int, num_groups: int | None = None):
-    """MoE-style all-to-all inside strided groups; returns ``(src, dst)``."""
-    return alltoall_flows(strided_groups(num_gpus, group_size, num_groups))
+    """MoE-style all-to-all inside strided groups; returns ``(src, dst)``.
+
+    The groups are the first ``num_groups`` (default all) rows of
+    :func:`fabricflow.collective.make_groups` ``(stride * group_size, group_size,
+    layout="strided")`` with ``stride = num_gpus // group_size``: member ``j`` of group
+    ``i`` is GPU ``i + j * stride`` (a GPU count ``group_size`` does not divide leaves its
+    last GPUs out).
+    """
+    return alltoall_flows(_strided_groups(num_gpus, group_size, num_groups))
 
 
 def ring(gpus, channels: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -181,10 +181,11 @@ def test_step_negative_seed_is_a_spec_error(capsys):
     assert message.startswith("seed:") and ">= 0" in message
 
 
-def test_step_plot_to_missing_folder_fails_before_running(capsys, tmp_path):
+def test_step_plot_to_unusable_folder_fails_before_running(capsys, tmp_path):
     from fabricflow.cli import main
 
-    target = tmp_path / "no" / "such" / "b.png"
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "b.png"  # its folder is a file: never creatable
     assert main([*STEP, "--plot", str(target), "--json"]) == 1  # an output error
     data = json.loads(capsys.readouterr().out)
     assert data["error"] == "OutputError"

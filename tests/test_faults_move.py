@@ -219,7 +219,8 @@ def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups
     from fabricflow.collective import make_groups
     from fabricflow.traffic import strided_groups
 
-    groups = strided_groups(num_gpus, group_size, num_groups)
+    with pytest.warns(DeprecationWarning, match="make_groups"):
+        groups = strided_groups(num_gpus, group_size, num_groups)
     stride = num_gpus // group_size
     # The definition: member j of group i is GPU i + j * stride.
     expected = np.arange(num_groups or stride)[:, None] + stride * np.arange(group_size)
@@ -231,13 +232,13 @@ def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups
 
 def test_strided_groups_bad_sizes_name_the_field():
     from fabricflow.errors import SpecError
-    from fabricflow.traffic import strided_groups
+    from fabricflow.traffic import alltoall_groups
 
     with pytest.raises(SpecError) as error:
-        strided_groups(64, 8, 9)
+        alltoall_groups(64, 8, 9)
     assert error.value.field == "num_groups"
     with pytest.raises(SpecError) as error:
-        strided_groups(4, 8)
+        alltoall_groups(4, 8)
     assert error.value.field == "group_size"
 
 

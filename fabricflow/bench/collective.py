@@ -19,7 +19,7 @@ TARGET_S = 30.0
 
 
 def run(args) -> dict:
-    from ..collective import collective_time, make_groups
+    from ..collective import make_groups, prepare_collective
     from ..fabric.spec import load_fabric
 
     quick = bool(getattr(args, "quick", False))
@@ -31,7 +31,6 @@ def run(args) -> dict:
         "group_size": group_size,
         "op": "reduce_scatter",
         "size_bytes": 2**30,
-        "jitted_solver_available": _jitted_solver_available(),
     }
     with measured(result, "build"):
         fabric = load_fabric("clos-100k", gpus=gpus)
@@ -40,10 +39,13 @@ def run(args) -> dict:
     for algo, routing in (("ring", "ecmp"), ("ring", "multipath"), ("auto", "ecmp")):
         key = f"{algo}_{routing}"
         with measured(result, key):
-            res = collective_time(
-                fabric, "reduce_scatter", groups, 2**30, algo=algo, routing=routing
+            # What collective_time does, keeping the phases to report their solvers.
+            prepared = prepare_collective(
+                fabric, "reduce_scatter", groups, algo=algo, routing=routing
             )
+            res = prepared.evaluate([2**30])[0]
         result[f"{key}_algo"] = res.algo
+        result[f"{key}_solvers"] = solvers_used(prepared)
         result[f"{key}_flows"] = res.num_flows
         result[f"{key}_busbw_GBps"] = res.busbw_Bps / 1e9
         result[f"{key}_group_time_spread"] = float(res.group_time_s.max() / res.group_time_s.min())
@@ -53,10 +55,10 @@ def run(args) -> dict:
     return result
 
 
-def _jitted_solver_available() -> bool:
-    """Whether the jitted max-min solver imports (the collective model falls back without)."""
-    try:
-        from ..solve.maxmin.checked import max_min_rates  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def solvers_used(prepared) -> list[str]:
+    """Sorted names of the max-min solvers that solved the phases of a
+    :class:`~fabricflow.collective.model.PreparedCollective` (every candidate algorithm),
+    as :func:`fabricflow.collective.flow_rates.solver_name` names them (``solver=None``)."""
+    from ..collective.flow_rates import solver_name
+
+    return sorted({solver_name(sp.links.shape) for s in prepared.solved for sp in s.phases})

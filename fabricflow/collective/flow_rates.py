@@ -257,11 +257,16 @@ def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) 
 
 
 def solver_name(links_shape: tuple[int, int]) -> str:
-    """Which solver :func:`solve_phase` uses by default for flows of shape ``[F, H]``."""
+    """Name of the function :func:`solve_phase` runs by default for flows of shape ``[F, H]``.
+
+    Mirrors :func:`_max_min`: ``"progressive_filling_incremental"`` up to
+    :data:`SMALL_PROBLEM_ENTRIES` route entries, ``"local_bottleneck_filling"`` above
+    (both in :mod:`fabricflow.solve.maxmin.incremental_filling`, float64 numpy).
+    """
     num_flows, width = links_shape
     if num_flows * width <= SMALL_PROBLEM_ENTRIES:
-        return "progressive_filling (float64 reference)"
-    return "local_bottleneck_filling (float64)"
+        return "progressive_filling_incremental"
+    return "local_bottleneck_filling"
 
 
 __all__ = [

@@ -71,7 +71,7 @@ def run(args) -> int:
     from ..errors import SpecError
     from ..solve.dcqcn.params import PFCParams, parse_overrides
     from ..solve.dcqcn.simulate import simulate_dcqcn
-    from ..solve.maxmin.progressive_filling import progressive_filling
+    from ..solve.maxmin.incremental_filling import progressive_filling_incremental
     from ..study.cc_scenarios import build_scenario
     from ..study.congestion import summarize, to_dataset
     from ..units import parse_bandwidth, parse_size, parse_time
@@ -102,7 +102,7 @@ def run(args) -> int:
         max_work=args.max_work,
         progress=_progress_printer(duration),
     )
-    max_min = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
+    max_min = progressive_filling_incremental(scenario.routes.links, scenario.fabric.capacity)
     summary = summarize(result, bottleneck=scenario.bottleneck, max_min_rate=max_min)
     summary.pop("pause_fraction_per_link")
     report = {

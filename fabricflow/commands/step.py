@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, mark_done, print_json
+from ._common import add_json_flag, check_out_folder, mark_done, print_json
 
 
 def register(subparsers) -> None:
@@ -83,7 +83,12 @@ def register(subparsers) -> None:
         action="store_true",
         help="report memory over HBM instead of refusing the layout",
     )
-    parser.add_argument("--plot", default=None, help="write a stacked-bar breakdown (PNG/PDF/SVG)")
+    parser.add_argument(
+        "--plot",
+        default=None,
+        help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
+        "none: PNG)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -208,34 +213,36 @@ def _backend(name: str) -> str:
 
 
 def _check_plot_path(path: str) -> None:
-    """Refuse a --plot path matplotlib cannot write, before the model runs.
+    """Refuse a --plot path before the model runs, as writing the plot would refuse it after.
 
-    An unknown format is bad input (:class:`SpecError`); a folder that cannot take the file
-    is an :class:`OutputError`.
+    The format is read from the extension (none: PNG) as
+    :func:`~fabricflow.study.figures.save_figure` reads it; one matplotlib cannot write is
+    bad input (:class:`SpecError`). The folder gets the checks of ``--out``
+    (:func:`check_out_folder`; a missing one is created when the plot is written): one that
+    cannot be created or written into, or a path that is itself a folder, is an
+    :class:`OutputError`.
     """
     import os
-
-    from matplotlib.figure import Figure
+    from pathlib import Path
 
     from ..errors import OutputError, SpecError
+    from ..study.figures import image_formats
 
-    formats = sorted(Figure().canvas.get_supported_filetypes())
-    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    extension = Path(path).suffix.lstrip(".").lower() or "png"
+    formats = image_formats()
     if extension not in formats:
         raise SpecError(
             "--plot", f"unknown image format {extension!r} in {path!r}; use one of {formats}"
         )
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise OutputError(
-            f"--plot: cannot write {path!r}: folder {folder!r} does not exist or is not a folder"
-        )
-    if not os.access(folder, os.W_OK):
-        raise OutputError(f"--plot: cannot write {path!r}: folder {folder!r} is not writable")
+    if os.path.isdir(path):
+        raise OutputError(f"--plot: cannot write {path!r}: it is a folder")
+    check_out_folder(os.path.dirname(os.path.abspath(path)), "--plot")
 
 
 def run(args) -> int:
-    from ..atomic import describe_os_error
+    import os
+
+    from ..atomic import describe_os_error, ensure_folder
     from ..errors import OutputError
     from ..fabric.spec import load_fabric
     from ..workload.gpu import load_gpu
@@ -268,6 +275,7 @@ def run(args) -> int:
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         try:
+            ensure_folder(os.path.dirname(os.path.abspath(args.plot)))  # as --out does
             plot_breakdown([(label, result)], args.plot)
         except OutputError as error:
             raise OutputError(f"--plot: {error}") from None

@@ -170,14 +170,22 @@ def simulate_dcqcn_arrays(
     *,
     throw: bool = True,
     progress: Callable[[float, float], None] | None = None,
+    prepare_only: bool = False,
     **options,
-) -> DCQCNResult:
-    """Deprecated: ``run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options))``."""
+) -> DCQCNResult | PreparedRun:
+    """Deprecated: ``run_dcqcn(prepare_dcqcn(links, capacity, path_latency, **options))``.
+
+    ``prepare_only=True`` (its old spelling of the prepare/run split) returns
+    ``prepare_dcqcn(links, capacity, path_latency, **options)``, a :class:`PreparedRun`
+    not yet run.
+    """
     warnings.warn(
         "simulate_dcqcn_arrays is deprecated; use prepare_dcqcn + run_dcqcn",
         DeprecationWarning,
         stacklevel=2,
     )
+    if prepare_only:
+        return prepare_dcqcn(links, capacity, path_latency, **options)
     return run_dcqcn(
         prepare_dcqcn(links, capacity, path_latency, **options), throw=throw, progress=progress
     )

@@ -8,11 +8,20 @@ Weighted max-min: every active flow ``f`` runs at ``weight[f] * t`` for a common
 level ``t`` that rises until some link saturates (or a flow reaches its demand); the flows
 through the saturated links freeze at their current rate, and filling goes on with the
 rest. One iteration per distinct bottleneck level (at most ``L + F`` iterations).
+
+It is a test oracle and a baseline, not a production path: the tests check the other
+solvers against it, and the ``maxmin`` benchmark uses it as its float64 reference.
+Production code calls the jitted solver or
+:func:`fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`
+(the same rates bit for bit when weights are 1 and there are no demands, at a cost that
+does not grow as ``levels x entries``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ...errors import SpecError
 
 
 def progressive_filling(
@@ -42,7 +51,7 @@ def progressive_filling(
     """
     links = np.asarray(links)
     if links.ndim != 2:
-        raise ValueError(f"links must be [F, H], got shape {links.shape}")
+        raise SpecError("links", f"must be a 2-D int array [F, H], got shape {links.shape}")
     num_flows = links.shape[0]
     capacity = np.asarray(capacity, dtype=np.float64)
     weight = np.ones(num_flows) if weight is None else np.asarray(weight, dtype=np.float64)

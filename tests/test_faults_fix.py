@@ -1,0 +1,246 @@
+"""Review findings: production paths, reported solver names, deprecated aliases, lazy API.
+
+- ``fabricflow cc`` takes its max-min reference from the incremental solver, not the
+  textbook test oracle; the oracle refuses bad input with a SpecError;
+- the collective benchmark reports the solvers its phases ran, and
+  ``flow_rates.solver_name`` names what ``_max_min`` runs for each shape;
+- ``simulate_dcqcn_arrays(prepare_only=True)`` returns the prepared run;
+- ``hasattr(ff, "x.y")`` is False and dotted names are never cached on the package.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.cli import main
+from fabricflow.errors import SpecError
+from fabricflow.solve.maxmin import progressive_filling as textbook_module
+from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+
+# ---------------------------------------------------------------- cc uses no test oracle
+
+
+def test_cc_max_min_reference_comes_from_the_incremental_solver(monkeypatch, capsys):
+    from fabricflow.study.cc_scenarios import build_scenario
+
+    def oracle(*args, **kwargs):
+        raise AssertionError("fabricflow cc called the textbook progressive_filling")
+
+    # Two bottleneck levels, so that the reference is not one shared rate.
+    scenario = build_scenario("multi_bottleneck", 3, bandwidth=5e9)  # 40Gbps, cc's default
+    expected = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
+    assert np.unique(expected).size > 1
+    monkeypatch.setattr(textbook_module, "progressive_filling", oracle)
+    code = main(
+        ["cc", "--scenario", "multi_bottleneck", "--flows", "3", "--duration", "1ms", "--json"]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    # Bit for bit the textbook rates (the incremental solver's contract).
+    assert report["max_min_rate_Bps"] == expected.tolist()
+
+
+@pytest.mark.parametrize("links", [[0, 1, -1], [[[0]]], 3])
+def test_textbook_progressive_filling_names_links_on_bad_shape(links):
+    with pytest.raises(SpecError, match="links") as caught:
+        progressive_filling(links, [1.0, 1.0])
+    assert caught.value.field == "links"
+
+
+# ------------------------------------------------- collective solvers: named as they run
+
+
+def test_solver_name_agrees_with_the_solver_each_phase_ran(small_rail_fabric, monkeypatch):
+    from fabricflow.bench.collective import solvers_used
+    from fabricflow.collective import flow_rates, make_groups, prepare_collective
+    from fabricflow.solve.maxmin import incremental_filling
+
+    ran = []  # (links shape, function name) of every default solve
+
+    def recording(function):
+        def solve(links, capacity, coef=None, **kwargs):
+            ran.append((links.shape, function.__name__))
+            return function(links, capacity, coef, **kwargs)
+
+        return solve
+
+    for name in ("progressive_filling_incremental", "local_bottleneck_filling"):
+        function = getattr(incremental_filling, name)
+        monkeypatch.setattr(incremental_filling, name, recording(function))
+    # Phases of 512..1792 route entries: a threshold of 1,000 sends them both ways.
+    monkeypatch.setattr(flow_rates, "SMALL_PROBLEM_ENTRIES", 1_000)
+    groups = make_groups(small_rail_fabric.num_gpus, 16, layout="strided")
+    prepared = prepare_collective(small_rail_fabric, "all_reduce", groups)
+    assert {name for _, name in ran} == {
+        "progressive_filling_incremental",
+        "local_bottleneck_filling",
+    }
+    for shape, name in ran:
+        assert flow_rates.solver_name(shape) == name, shape
+    assert solvers_used(prepared) == sorted({name for _, name in ran})
+
+
+def test_collective_bench_imports_no_jax_to_report_its_solver():
+    import fabricflow.bench.collective as bench
+
+    assert not hasattr(bench, "_jitted_solver_available")
+    assert not hasattr(bench, "jitted_solver_available")
+
+
+# ------------------------------------------------------ deprecated DCQCN alias, prepare
+
+
+def test_simulate_dcqcn_arrays_prepare_only_returns_the_prepared_run():
+    import jax
+
+    from fabricflow.solve.dcqcn.simulate import PreparedRun, prepare_dcqcn, simulate_dcqcn_arrays
+    from fabricflow.study.cc_scenarios import dumbbell
+
+    sc = dumbbell(2)
+    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
+    options = {"duration": 1e-4, "dt": 1e-6, "records": 10}
+    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
+        prepared = simulate_dcqcn_arrays(*args, prepare_only=True, **options)
+    assert isinstance(prepared, PreparedRun)
+    expected = prepare_dcqcn(*args, **options)
+    assert prepared.work == expected.work
+    got, want = (jax.tree_util.tree_leaves(p.kernel_args) for p in (prepared, expected))
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# --------------------------------------------------------- lazy package attributes
+
+
+@pytest.mark.parametrize("name", ["x.y", "solve.maxmin", "fabric.spec", ".x", "..", "nosuch"])
+def test_package_getattr_refuses_dotted_and_unknown_names(name):
+    assert not hasattr(ff, name)
+    with pytest.raises(AttributeError, match="no attribute"):
+        getattr(ff, name)
+    assert not [key for key in vars(ff) if "." in key]
+
+
+def test_package_getattr_still_loads_direct_submodules():
+    import fabricflow.traffic
+
+    assert ff.traffic is fabricflow.traffic
+    assert hasattr(ff, "solve") and hasattr(ff.solve, "maxmin")
+
+
+# ------------------------------------------------- step --plot: checked as it is written
+
+
+def _step(tmp_path, plot: str) -> list[str]:
+    return [
+        "step",
+        "--fabric",
+        "dgx-h100-superpod",
+        "--gpu",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "64",
+        "--seq",
+        "4096",
+        "--plot",
+        str(tmp_path / plot),
+        "--json",
+    ]
+
+
+@pytest.mark.parametrize("plot", ["out", "out.png", "new/folder/out.PNG"])
+def test_step_plot_writes_png_with_or_without_extension(tmp_path, capsys, plot):
+    # save_figure writes PNG when the name has no extension; the early check must agree,
+    # and a missing folder is created, as --out creates its folder.
+    assert main(_step(tmp_path, plot)) == 0
+    assert json.loads(capsys.readouterr().out)["plot"] == str(tmp_path / plot)
+    assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("plot", "error", "words"),
+    [
+        ("out.xyz", "SpecError", ("--plot", "'xyz'", "png")),
+        ("a_folder", "OutputError", ("--plot", "is a folder")),
+        ("a_file/out.png", "OutputError", ("--plot", "not a folder")),
+    ],
+)
+def test_step_plot_refused_before_the_model_runs(tmp_path, capsys, monkeypatch, plot, error, words):
+    from fabricflow.workload import step
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the step model ran before --plot was checked")
+
+    monkeypatch.setattr(step, "step_time", no_model)
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_file").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(_step(tmp_path, plot)) in (1, 2)
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == error
+    assert all(word in data["message"] for word in words), data["message"]
+    assert sorted(tmp_path.rglob("*")) == before  # nothing created, nothing left behind
+
+
+def test_no_module_outside_study_imports_matplotlib():
+    import ast
+    from pathlib import Path
+
+    root = Path(ff.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if "study" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(name.split(".")[0] == "matplotlib" for name in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
+
+
+# ------------------------------------------------- strided groups: make_groups, one name
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "group_size", "num_groups"), [(64, 8, None), (64, 8, 3), (70, 8, None)]
+)
+def test_alltoall_groups_runs_in_make_groups_strided_without_warning(
+    num_gpus, group_size, num_groups
+):
+    import warnings
+
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic import alltoall_flows, alltoall_groups
+
+    stride = num_gpus // group_size
+    groups = make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the live path does not go through the alias
+        src, dst = alltoall_groups(num_gpus, group_size, num_groups)
+    expected_src, expected_dst = alltoall_flows(groups)
+    assert np.array_equal(src, expected_src) and np.array_equal(dst, expected_dst)
+
+
+def test_strided_groups_warns_naming_make_groups():
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic import strided_groups
+
+    with pytest.warns(DeprecationWarning, match=r"make_groups\(.*layout=\"strided\"\)"):
+        groups = strided_groups(64, 8, 3)
+    assert np.array_equal(groups, make_groups(64, 8, layout="strided")[:3])
