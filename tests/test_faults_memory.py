@@ -31,8 +31,10 @@ class Reached(Exception):
 
 
 def _phase(valid: int, padded: int = 0):
-    src = np.concatenate([np.zeros(valid, np.int64), np.full(padded, -1)])
-    return make_phase("p", "p2p", src.reshape(1, -1, 1), src.reshape(1, -1, 1), bytes_per_size=1.0)
+    """One group of ``valid`` GPU 0 -> GPU 1 hops (and ``padded`` -1 hops)."""
+    src = np.concatenate([np.zeros(valid, np.int64), np.full(padded, -1)]).reshape(1, -1, 1)
+    dst = np.where(src >= 0, 1, -1)
+    return make_phase("p", "p2p", src, dst, bytes_per_size=1.0)
 
 
 def test_phase_hops_are_costed_at_bytes_per_hop_against_the_budget(monkeypatch):
@@ -41,6 +43,18 @@ def test_phase_hops_are_costed_at_bytes_per_hop_against_the_budget(monkeypatch):
     # 1,401 hops: over by one hop at 700 B (a fixed cap, or ~150 B per hop, would pass it)
     with pytest.raises(MemoryBudgetError, match=r"phase 'p' \(1,401 flow hops\).*BUDGET"):
         _phase(1401)
+
+
+def test_check_work_applies_the_same_estimate_to_fused_phases(monkeypatch):
+    from fabricflow.collective.phase import pipelined
+
+    fabric = build_fabric(fat_tree_spec(4))
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", str(1500 * estimate.BYTES_PER_HOP))
+    stages = [_phase(1000), _phase(1000)]  # each fits; fused they are 2,000 hops
+    estimate.check_work(fabric, "all_reduce", (1, 2), [("ring", stages, ())])
+    fused = pipelined("fused", "ring", stages)
+    with pytest.raises(MemoryBudgetError, match=r"largest phase: 2,000 hops\).*fewer"):
+        estimate.check_work(fabric, "all_reduce", (1, 2), [("ring", [fused], ())])
 
 
 def test_all_to_all_pairs_are_checked_before_they_are_made(monkeypatch):
