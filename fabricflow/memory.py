@@ -140,9 +140,11 @@ def check_memory(
     """
     limit, source = memory_budget(budget, field)
     if nbytes > limit:
+        # an explicit budget wins over the variable: naming it would send users astray
+        change = f"pass a larger {field}" if budget is not None else f"set ${ENV_VARIABLE}"
         message = (
             f"{what} needs about {nbytes / 2**30:.2f} GiB, over the memory budget of "
-            f"{limit / 2**30:.2f} GiB ({source}; set ${ENV_VARIABLE} to change it)"
+            f"{limit / 2**30:.2f} GiB ({source}; {change} to change it)"
         )
         raise MemoryBudgetError(f"{message}: {hint}" if hint else message)
 

@@ -165,8 +165,10 @@ def test_a_budget_may_be_a_size_string_or_an_exact_integer():
     assert memory_budget(2**62 + 1)[0] == 2**62 + 1  # no float rounding
     assert memory_budget(np.int64(4096), "memory_budget") == (4096, "the memory_budget passed in")
     check_memory(2**29, "x", budget="1GiB")
-    with pytest.raises(MemoryBudgetError, match=r"x needs about 2\.00 GiB.*1\.00 GiB"):
-        check_memory(2**31, "x", budget="1GiB")
+    with pytest.raises(MemoryBudgetError, match=r"x needs about 2\.00 GiB.*1\.00 GiB") as e:
+        check_memory(2**31, "x", budget="1GiB", field="memory_budget")
+    # the variable does not override an explicit budget, so the message does not name it
+    assert "pass a larger memory_budget" in str(e.value) and "$FABRICFLOW" not in str(e.value)
 
 
 def test_simulate_dcqcn_names_memory_budget():
