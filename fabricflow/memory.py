@@ -14,10 +14,12 @@ caller's own arrays). Set ``FABRICFLOW_MEMORY_BUDGET`` (bytes, or a size such as
 
 from __future__ import annotations
 
+import numbers
 import os
 import resource
 
 from .errors import MemoryBudgetError, SpecError
+from .units import parse_size
 
 USABLE_FRACTION = 0.75
 ENV_VARIABLE = "FABRICFLOW_MEMORY_BUDGET"
@@ -83,20 +85,25 @@ def _current_address_space_bytes() -> int:
         return 0
 
 
-def memory_budget(budget: int | None = None) -> tuple[int, str]:
+def memory_budget(budget: float | str | None = None, field: str = "budget") -> tuple[int, str]:
     """The byte budget for one request and a phrase saying where it comes from.
 
     Args:
-        budget: an explicit budget in bytes (wins over everything else).
+        budget: an explicit budget (wins over everything else): bytes, or a size such as
+            ``"6GiB"`` (:func:`fabricflow.units.parse_size`).
+        field: the caller's name for ``budget``, for errors (``"memory_budget"``).
+
+    Raises:
+        SpecError: (``field``) ``budget`` is not a finite size > 0 (a bool, NaN, infinity,
+            ``"6 lots"``, a list, ...).
     """
     if budget is not None:
-        if budget <= 0:
-            raise SpecError("budget", f"memory budget must be > 0 bytes, got {budget}")
-        return int(budget), "the budget passed in"
+        value = parse_size(budget, field, allow_zero=False)  # bool, NaN, inf, <= 0, junk
+        # an integer budget stays exact (a float keeps only 53 bits)
+        exact = int(budget) if isinstance(budget, numbers.Integral) else int(value)
+        return exact, f"the {field} passed in"
     override = os.environ.get(ENV_VARIABLE)
     if override:
-        from .units import parse_size
-
         try:
             value = int(parse_size(override))
         except SpecError as error:
@@ -108,24 +115,36 @@ def memory_budget(budget: int | None = None) -> tuple[int, str]:
     return int(USABLE_FRACTION * limit), f"{USABLE_FRACTION:.0%} of the {source} limit"
 
 
-def check_memory(nbytes: float, what: str, *, hint: str = "", budget: int | None = None) -> None:
+def check_memory(
+    nbytes: float,
+    what: str,
+    *,
+    hint: str = "",
+    budget: float | str | None = None,
+    field: str = "budget",
+) -> None:
     """Refuse, before allocating, a request estimated at ``nbytes`` bytes over the budget.
 
     Args:
         nbytes: the estimated peak bytes of the request.
         what: what is being allocated, for the message (``"max-min solve of 1,000,000 flows"``).
         hint: how to make the request smaller, appended to the message.
-        budget: bytes; default :func:`memory_budget` (cgroup, ``RLIMIT_AS``, RAM, or
-            ``$FABRICFLOW_MEMORY_BUDGET``).
+        budget: bytes, or a size such as ``"6GiB"``; default :func:`memory_budget`
+            (cgroup, ``RLIMIT_AS``, RAM, or ``$FABRICFLOW_MEMORY_BUDGET``).
+        field: the caller's name for ``budget`` in a :class:`SpecError`
+            (``simulate_dcqcn`` passes ``"memory_budget"``).
 
     Raises:
         MemoryBudgetError: naming the size needed, the budget and where it comes from.
+        SpecError: (``field``) ``budget`` is not a finite size > 0.
     """
-    limit, source = memory_budget(budget)
+    limit, source = memory_budget(budget, field)
     if nbytes > limit:
+        # an explicit budget wins over the variable: naming it would send users astray
+        change = f"pass a larger {field}" if budget is not None else f"set ${ENV_VARIABLE}"
         message = (
             f"{what} needs about {nbytes / 2**30:.2f} GiB, over the memory budget of "
-            f"{limit / 2**30:.2f} GiB ({source}; set ${ENV_VARIABLE} to change it)"
+            f"{limit / 2**30:.2f} GiB ({source}; {change} to change it)"
         )
         raise MemoryBudgetError(f"{message}: {hint}" if hint else message)
 

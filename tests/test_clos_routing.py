@@ -99,7 +99,8 @@ def test_spray_splits_evenly_over_all_paths():
     assert (kinds == "spine").sum() == 32
 
 
-def test_spray_refuses_oversized_requests():
+def test_spray_refuses_oversized_requests(monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "16GiB")  # the same on any machine
     fabric = ff.load_fabric("clos-100k")
     src, dst = random_pairs(fabric.num_gpus, 200_000)
     with pytest.raises(MemoryBudgetError, match="route entries"):

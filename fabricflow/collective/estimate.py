@@ -34,6 +34,20 @@ SHRINK_HINT = (
 )
 
 
+def check_hop_memory(num_hops: int, what: str) -> None:
+    """Refuse, before routing, a phase of ``num_hops`` flow hops over the memory budget.
+
+    The one estimate of a phase's memory: :data:`BYTES_PER_HOP` per hop, checked by
+    :func:`fabricflow.memory.check_memory` (``$FABRICFLOW_MEMORY_BUDGET`` or the process's
+    limit). Phase builders call it before they allocate, :func:`check_work` for the
+    largest phase of every candidate algorithm.
+
+    Raises:
+        MemoryBudgetError: naming ``what``, the GiB needed and the budget.
+    """
+    check_memory(num_hops * BYTES_PER_HOP, what, hint=SHRINK_HINT)
+
+
 def count_hops(fabric: Fabric, phases) -> tuple[int, int]:
     """``(scale-up hops, network hops)`` of ``phases`` (each a :class:`~.phase.Phase`)."""
     intra = network = 0
@@ -54,7 +68,7 @@ def check_work(fabric: Fabric, op: str, groups_shape: tuple, built) -> float:
         SpecError: (field ``groups``) the estimate exceeds :data:`MAX_ESTIMATE_S`; the
             message gives the estimate, the hop counts and how to shrink the problem.
         MemoryBudgetError: the largest phase would not fit the memory budget
-            (:func:`fabricflow.memory.check_memory`).
+            (:func:`check_hop_memory`).
     """
     intra = network = 0
     largest = 0
@@ -72,7 +86,5 @@ def check_work(fabric: Fabric, op: str, groups_shape: tuple, built) -> float:
             f"({network:,} network hops and {intra:,} scale-up hops over all phases and "
             f"candidate algorithms; refused above {MAX_ESTIMATE_S / 60:.0f} min): " + SHRINK_HINT,
         )
-    check_memory(
-        largest * BYTES_PER_HOP, f"{what} (largest phase: {largest:,} hops)", hint=SHRINK_HINT
-    )
+    check_hop_memory(largest, f"{what} (largest phase: {largest:,} hops)")
     return seconds

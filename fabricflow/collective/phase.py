@@ -30,23 +30,9 @@ import dataclasses
 
 import numpy as np
 
+from .estimate import check_hop_memory
+
 FAMILIES = ("ring", "tree", "nvls", "p2p")
-
-# Hops of one phase beyond which we refuse before allocating: each hop is routed (a row of
-# up to ~8 int32 link ids) and merged, ~150 bytes per hop in flight -> ~7.5 GB.
-MAX_HOPS = 50_000_000
-
-
-def check_hop_budget(num_hops: int, what: str) -> None:
-    """Raise MemoryBudgetError when a phase would have more than :data:`MAX_HOPS` hops."""
-    if num_hops > MAX_HOPS:
-        from ..errors import MemoryBudgetError
-
-        raise MemoryBudgetError(
-            f"{what} needs {num_hops:,} flow hops (~{num_hops * 150 / 2**30:.1f} GiB while "
-            f"routing and merging), over the limit of {MAX_HOPS:,}; use fewer or smaller "
-            "groups, fewer channels, or the hierarchical algorithm"
-        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -139,8 +125,9 @@ def make_phase(
     hop_src = np.asarray(hop_src, dtype=np.int64)
     hop_dst = np.asarray(hop_dst, dtype=np.int64)
     shape = hop_src.shape
-    check_hop_budget(hop_src.size, f"phase {name!r}")
     valid = hop_src >= 0
+    num_hops = int(np.count_nonzero(valid))  # as check_work counts them
+    check_hop_memory(num_hops, f"phase {name!r} ({num_hops:,} flow hops)")
     load = np.where(valid, np.broadcast_to(np.asarray(hop_load, dtype=np.float64), shape), 0.0)
     count = np.where(
         valid, np.broadcast_to(np.asarray(hop_latency_count, dtype=np.float64), shape), 0.0

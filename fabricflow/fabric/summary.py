@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MemoryBudgetError
+from ..errors import SpecError
 from ..memory import out_of_memory
 
 MAX_FLOW_LINK_LIMIT = 2_000_000
@@ -25,6 +25,8 @@ def fabric_summary(fabric) -> dict:
 
     Raises:
         MemoryBudgetError: the summary does not fit in this process's memory.
+        SpecError: the bisection needs a max-flow too large for scipy
+            (:func:`max_flow_between`).
     """
     try:
         return _fabric_summary(fabric)
@@ -98,14 +100,20 @@ def max_flow_between(
     total). The super-source/sink edges carry each GPU's own scale-out capacity rather
     than "infinity", so nothing overflows. Links of scale-up switches are excluded when
     ``scale_out_only``, so the figure is what the network offers.
+
+    Raises:
+        SpecError: (``fabric``) more than :data:`MAX_FLOW_LINK_LIMIT` links; (``capacity``)
+            capacities that do not fit int32 after rescaling.
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_flow
 
     if fabric.num_links > MAX_FLOW_LINK_LIMIT:
-        raise MemoryBudgetError(
-            f"max-flow over {fabric.num_links:,} links is too large "
-            f"(limit {MAX_FLOW_LINK_LIMIT:,}); use a structured generator"
+        raise SpecError(
+            "fabric",
+            f"a max-flow over {fabric.num_links:,} links is too large for scipy's max-flow "
+            f"(limit {MAX_FLOW_LINK_LIMIT:,} links); use a structured generator (clos, torus, "
+            "dragonfly: their bisection is arithmetic) or a smaller fabric",
         )
     keep = fabric.link_up.copy()
     if scale_out_only:
@@ -130,7 +138,12 @@ def max_flow_between(
     graph = csr_matrix((caps, (rows, cols)), shape=(n + 2, n + 2))
     graph.sum_duplicates()
     if graph.data.size and graph.data.max() >= np.iinfo(np.int32).max:
-        raise MemoryBudgetError("max-flow capacities do not fit in int32 even after rescaling")
+        raise SpecError(
+            "capacity",
+            "link capacities do not fit scipy's max-flow, which takes int32 capacities: "
+            f"the largest is {graph.data.max():,} units of {unit:.6g} B/s even after "
+            "rescaling; use a structured generator (clos, torus, dragonfly)",
+        )
     flow = maximum_flow(graph.astype(np.int32), source, sink)
     return float(flow.flow_value * unit)
 

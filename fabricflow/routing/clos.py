@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MemoryBudgetError, RoutingError, SpecError
+from ..errors import RoutingError, SpecError
 from ..fabric.clos import ClosStructure
 from ..memory import check_memory
 from . import hashing
@@ -39,7 +39,6 @@ from .routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray")
 REDRAWS = 24
-SPRAY_MAX_ENTRIES = 64_000_000
 
 
 def route_clos(
@@ -68,14 +67,7 @@ def route_clos(
     if policy == "multipath":
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise SpecError("k", f"paths per flow must be a positive integer, got {k!r}")
-        entries = src.shape[0] * k * 2 * st.levels
-        if entries > SPRAY_MAX_ENTRIES:
-            raise MemoryBudgetError(
-                f"multipath routing of {src.shape[0]:,} flows over k={k} paths needs {entries:,} "
-                f"route entries (~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while "
-                "merging), over the limit of "
-                f"{SPRAY_MAX_ENTRIES:,}; lower k or route fewer flows at a time"
-            )
+        # memory: ff.route checked k paths per flow at MERGE_BYTES_PER_ENTRY (route_bytes)
         # Salts of different paths live in disjoint ranges (REDRAWS x 64 < 1e6).
         paths = [_single_paths(fabric, st, src, dst, key, draw=1_000_003 * j) for j in range(k)]
         links = np.concatenate(paths, axis=1)
@@ -210,15 +202,9 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
     num_paths = np.where(local, 1, st.planes * st.W[top])
     most = int(num_paths.max(initial=1))
     entries = num * most * 2 * st.levels
-    if entries > SPRAY_MAX_ENTRIES:
-        raise MemoryBudgetError(
-            f"spray routing of {num} flows over up to {most} paths needs {entries:,} route entries "
-            f"(~{entries * MERGE_BYTES_PER_ENTRY / 2**30:.1f} GiB while merging), over the limit "
-            f"of {SPRAY_MAX_ENTRIES:,}; route fewer flows or use policy='multipath' with k paths"
-        )
     check_memory(
         entries * MERGE_BYTES_PER_ENTRY,
-        f"spray routing of {num:,} flows over up to {most} paths",
+        f"spray routing of {num:,} flows over up to {most} paths ({entries:,} route entries)",
         hint="route fewer flows or use policy='multipath' with k paths",
     )
     links = np.full((num, most, 2 * st.levels), -1, np.int64)

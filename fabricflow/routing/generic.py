@@ -26,16 +26,16 @@ on fabrics with no switches at all (direct-connect fabrics).
 Size limit: the breadth-first searches cost about ``D x (N + L)`` edge visits for ``D``
 distinct destination nodes, ``N`` nodes and ``L`` links. Above
 :data:`GENERIC_MAX_WORK` (1e9, roughly 10-30 s on one core) the router refuses with
-:class:`MemoryBudgetError` and says to use a structured generator; e.g. an all-to-all
-over a 20,000-node graph with 100,000 links (2.4e9) is refused, a 4,096-chip torus
-all-to-all (1.2e8) is not.
+:class:`RoutingError` (a limit on time, not memory) and says to use a structured
+generator; e.g. an all-to-all over a 20,000-node graph with 100,000 links (2.4e9) is
+refused, a 4,096-chip torus all-to-all (1.2e8) is not.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MemoryBudgetError, SpecError
+from ..errors import RoutingError, SpecError
 from . import hashing
 from .route import unreachable_error
 from .routes import Routes
@@ -62,8 +62,8 @@ def route_generic(
         :class:`Routes` with ``links`` int32 ``[F, H]``, ``H`` = the longest path.
 
     Raises:
-        RoutingError: flows with no working path (count and an example).
-        MemoryBudgetError: the fabric and destination set exceed :data:`GENERIC_MAX_WORK`.
+        RoutingError: flows with no working path (count and an example), or a fabric
+            and destination set beyond :data:`GENERIC_MAX_WORK` search steps.
     """
     if policy not in POLICIES:
         raise SpecError(
@@ -150,7 +150,7 @@ def shortest_path_links(
     targets, target_of_flow = np.unique(dst_node, return_inverse=True)
     work = targets.size * (fabric.num_nodes + fabric.num_links)
     if work > GENERIC_MAX_WORK:
-        raise MemoryBudgetError(
+        raise RoutingError(
             f"generic shortest-path routing to {targets.size:,} destination nodes on a fabric of "
             f"{fabric.num_nodes:,} nodes and {fabric.num_links:,} links needs ~{work:.2g} "
             f"breadth-first-search steps, over the limit of {GENERIC_MAX_WORK:.0e}; use a "

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, check_hop_budget, make_phase
+from ..estimate import check_hop_memory
+from ..phase import Phase, make_phase
 from .context import Context, NotApplicable
 
 
 def _pairs(members: np.ndarray, channels: int):
     """All ordered pairs ``i != j`` among ``members[..., m]`` -> ``(src, dst)`` ``[..., m(m-1)*C]``."""
     m = members.shape[-1]
-    check_hop_budget(members.size * (m - 1) * channels, "all-to-all")
+    num_hops = members.size * (m - 1) * channels
+    check_hop_memory(num_hops, f"all-to-all ({num_hops:,} flow hops)")
     i, j = np.nonzero(~np.eye(m, dtype=bool))
     src = np.repeat(members[..., i], channels, axis=-1)
     dst = np.repeat(members[..., j], channels, axis=-1)

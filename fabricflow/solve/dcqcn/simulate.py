@@ -99,7 +99,8 @@ def simulate_dcqcn(
         extra_delay: CNP feedback delay added to each flow's path latency, s.
         records: number of time samples kept (decimation: every ``steps // records`` steps).
         dtype: ``jnp.float32`` (default) or ``jnp.float64`` (needs x64 enabled).
-        memory_budget: bytes; refuse (MemoryBudgetError) a run whose arrays need more.
+        memory_budget: bytes or a size (``"6GiB"``); refuse (MemoryBudgetError) a run
+            whose arrays need more.
             Default: the shared policy of :func:`fabricflow.memory.memory_budget`
             (``$FABRICFLOW_MEMORY_BUDGET`` or 75 % of the memory limit).
         max_work: refuse (SpecError) a run estimated at more entry-steps than this
@@ -351,6 +352,7 @@ def prepare_dcqcn(
         f"({num_flows} flows + {num_links} links), ring {ring_slots} slots)",
         hint="use fewer records, flows or batch entries",
         budget=memory_budget,
+        field="memory_budget",
     )
     if steps > MAX_STEPS:
         raise SpecError(
