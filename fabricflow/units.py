@@ -54,7 +54,12 @@ _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
 
 
 def _split(value: object, field: str, kind: str) -> tuple[float, str]:
-    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
+    # numpy's booleans too (the type is named bool_ before numpy 2, bool from 2 on)
+    if (
+        isinstance(value, bool)
+        or type(value).__module__ == "numpy"
+        and type(value).__name__ in ("bool_", "bool")
+    ):
         raise SpecError(field, f"expected a {kind}, got a boolean {value!r}")
     if isinstance(value, numbers.Real):  # numpy scalars (int64, float32) included
         try:

@@ -100,3 +100,12 @@ def test_time_parser_property(number, unit):
 def test_garbage_never_parses(garbage):
     with pytest.raises(SpecError):
         parse_size(garbage, "size")
+
+
+def test_numpy_booleans_are_named_as_booleans():
+    # numpy 2 renamed numpy.bool_ to numpy.bool; both must read as "a boolean", not a size
+    import numpy as np
+
+    for value in (np.False_, np.True_):
+        with pytest.raises(SpecError, match="boolean"):
+            parse_size(value)

@@ -120,7 +120,7 @@ def victim_flows(
     Args:
         result: a non-batched :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
         max_min_rate: ``[F]`` bytes/s, the ideal rates (e.g. from
-            :func:`fabricflow.solve.maxmin.progressive_filling.progressive_filling`).
+            :func:`fabricflow.max_min_rates`).
         since: start of the averaging window, s (default: half the duration).
         rtol: relative tolerance for "below max-min" and for "saturated".
     """
