@@ -11,7 +11,7 @@ Example::
 
 from __future__ import annotations
 
-from .flops import hardware_flops_per_step, model_flops_per_step
+from .flops import executed_flops_per_step, hardware_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, list_gpus, load_gpu
 from .layout import Layout
 from .memory import MemoryEstimate, memory_per_gpu
@@ -26,6 +26,7 @@ __all__ = [
     "ModelSpec",
     "Placement",
     "StepResult",
+    "executed_flops_per_step",
     "hardware_flops_per_step",
     "list_gpus",
     "list_models",

@@ -71,7 +71,9 @@ def collective_seconds(
     return prepare(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
 
 
-def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric"):
+def prepare(
+    fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric", field: str = "backend"
+):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once here; each size
@@ -91,7 +93,9 @@ def prepare(fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabr
             raise SpecError(
                 "op", f"the alpha-beta estimate knows {list(ALPHA_BETA_OPS)}, got {op!r}"
             )
-        return lambda size_bytes: alpha_beta_estimate(fabric, op, groups, _check_size(size_bytes))
+        return lambda size_bytes: alpha_beta_estimate(
+            fabric, op, groups, _check_size(size_bytes), field=field
+        )
     from ..collective import prepare_collective
 
     prepared = prepare_collective(fabric, op, groups)
@@ -150,7 +154,7 @@ def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
 
 
 def alpha_beta_estimate(
-    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float
+    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *, field: str = "backend"
 ) -> np.ndarray:
     """Analytic estimate (not the fabric flow model): ring collectives and direct all-to-all.
 
@@ -161,7 +165,9 @@ def alpha_beta_estimate(
     all-reduce ``2 (n-1)/n S / B``, reduce-scatter / all-gather ``(n-1)/n S / B``,
     all-to-all ``max((k-1)/n S / B_nv, (n-k)/n S / B_nic)``, send/recv ``S / B``; plus
     NCCL's Simple-protocol latency per ring step. Concurrent groups only share NICs as
-    the per-rail rings above do; spine congestion is not seen here.
+    the per-rail rings above do; spine congestion is not seen here. A group whose GPUs
+    cannot reach each other raises :class:`RoutingError`; one without the NVLink/NIC
+    bandwidth the formulas need raises :class:`SpecError` on ``field`` (never inf/NaN).
     """
     groups = np.asarray(groups, dtype=np.int64)
     num_groups, n = groups.shape
@@ -174,6 +180,11 @@ def alpha_beta_estimate(
         nvlink = nic
     intra = num_domains == 1
     ring_bw = np.where(intra, nvlink, np.minimum(nvlink, per_domain * nic))
+    if n > 1:
+        _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_bw, field)
+    else:
+        # One rank moves nothing: only the launch latency, whatever the links.
+        ring_bw = nvlink = nic = np.full(num_groups, np.inf)
     hop = np.where(intra, NVLINK_HOP_S, NETWORK_HOP_S)
     if op == "all_reduce":
         time = 2 * (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
@@ -191,6 +202,30 @@ def alpha_beta_estimate(
     return np.broadcast_to(time, (num_groups,)).astype(np.float64)
 
 
+def _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_bw, field) -> None:
+    """Refuse groups the alpha-beta formulas would give an infinite or NaN time: a group
+    with no path between its GPUs is a :class:`RoutingError` (as with the fabric backend),
+    one whose GPUs have no NVLink/NIC bandwidth the formulas use is a :class:`SpecError`."""
+    if op == "all_to_all":
+        missing = ((per_domain > 1) & ~(nvlink > 0)) | (~intra & ~(nic > 0))
+    else:
+        missing = ~(ring_bw > 0)
+    if not missing.any():
+        return
+    from ..routing.route import route  # imported here: routing is not needed otherwise
+
+    group = groups[int(np.argmax(missing))]
+    # Ring neighbours: raises RoutingError when some member cannot reach the next one.
+    route(fabric, group, np.roll(group, -1))
+    raise SpecError(
+        field,
+        f"the alpha-beta backend needs scale-up (nvlink) or NIC (nic) bandwidth out of each "
+        f"GPU, but fabric {fabric.name!r} gives GPUs {group.tolist()[:8]} none it can use "
+        f"(nvlink {float(nvlink.min()) * 8 / 1e9:g} Gbps, nic {float(nic.min()) * 8 / 1e9:g} "
+        "Gbps); use the 'fabric' backend",
+    )
+
+
 class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
@@ -202,6 +237,7 @@ class CollectiveCache:
         self.fabric = fabric
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend = resolve_backend(backend, field=field, stacklevel=5)
+        self.field = field
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
@@ -215,7 +251,7 @@ class CollectiveCache:
         if key not in self._times:
             if (name, op) not in self._prepared:
                 self._prepared[(name, op)] = prepare(
-                    self.fabric, op, self.groups[name], backend=self.backend
+                    self.fabric, op, self.groups[name], backend=self.backend, field=self.field
                 )
             times = self._prepared[(name, op)](size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0

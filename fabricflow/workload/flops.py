@@ -6,10 +6,22 @@ with published ones; backward = 2 x forward. For the dense GPT of Megatron this 
 ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))`` per step without recompute and
 ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recompute (the layers run forward
 twice, the logits once).
+
+Two counts are kept apart. *Model FLOPs* (:func:`model_flops_per_step`, the MFU numerator,
+the Megatron/PaLM convention) and Megatron's "achieved" count
+(:func:`hardware_flops_per_step`, model FLOPs plus recomputation) both charge the full
+``s x s`` attention product. *Executed FLOPs* (:func:`executed_flops_per_step`, what
+``hardware_tflops_per_gpu`` counts) are the multiply-adds the kernels of the step model
+actually run: a causal Flash kernel skips the tiles above the diagonal (half the product)
+and its backward recomputes the scores (``FLASH_BACKWARD`` x its forward), an eager kernel
+materialises the whole product. The step model times exactly the executed FLOPs, each at
+most at the GPU's peak, so executed FLOP/s never exceed the peak; model FLOP/s can (for
+very long causal sequences the masked half that is never computed dominates the count).
 """
 
 from __future__ import annotations
 
+from .layer_cost import FLASH_BACKWARD
 from .model import ModelSpec
 
 
@@ -55,4 +67,27 @@ def hardware_flops_per_step(
         total += tokens * per_token["layers"]
     elif recompute == "selective":
         total += tokens * model.num_layers * attention_core_flops_per_token(model, seq_len)
+    return total
+
+
+def executed_flops_per_step(
+    model: ModelSpec, seq_len: int, global_batch: int, recompute: str
+) -> float:
+    """FLOPs the step model's kernels execute in one step (the ``hardware_tflops_per_gpu``
+    numerator): weight GEMMs and logits as in :func:`hardware_flops_per_step`, the attention
+    core as its kernel runs it (Flash, causal: half the ``s x s`` product forward and
+    ``FLASH_BACKWARD`` x that backward; eager: the full product, backward 2 x forward)."""
+    per_token = forward_flops_per_token(model, seq_len)
+    core = model.num_layers * attention_core_flops_per_token(model, seq_len)
+    gemms = per_token["layers"] - core
+    if model.attention == "flash":
+        core_fwd, core_bwd = 0.5 * core, 0.5 * FLASH_BACKWARD * core
+    else:
+        core_fwd, core_bwd = core, 2.0 * core
+    tokens = global_batch * seq_len
+    total = tokens * (3.0 * (gemms + per_token["logits"]) + core_fwd + core_bwd)
+    if recompute == "full":
+        total += tokens * (gemms + core_fwd)
+    elif recompute == "selective":
+        total += tokens * core_fwd
     return total

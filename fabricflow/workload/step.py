@@ -29,13 +29,14 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
 from .comm import CollectiveCache
 from .efficiency import memory_time
-from .flops import hardware_flops_per_step, model_flops_per_step
+from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, load_gpu
 from .layer_cost import embedding_cost, head_cost, layer_cost
 from .layout import Layout
@@ -54,11 +55,13 @@ class StepResult:
     ``breakdown`` (seconds) sums to ``step_time_s``: ``compute`` (slowest rank's kernels for
     all micro-batches), ``bubble`` (pipeline fill and drain, incl. the comm inside the
     micro-batch time), exposed ``tp``/``cp``/``ep``/``pp``/``dp`` communication and
-    ``optimizer``. ``tflops_per_gpu`` counts model FLOPs (no recompute, MFU numerator);
-    ``hardware_tflops_per_gpu`` counts recomputed FLOPs too (Megatron's "achieved").
+    ``optimizer``. ``tflops_per_gpu`` counts model FLOPs (no recompute, the MFU numerator:
+    Megatron/PaLM convention, attention charged the full ``s x s`` product even when causal);
     ``mfu`` divides model FLOP/s by the dense peak of the layout's precision (bf16 or fp8).
-    Attention counts the full ``s x s`` product in FLOPs (the usual MFU convention) while
-    its time follows the causal work a Flash kernel does.
+    ``hardware_tflops_per_gpu`` counts the FLOPs the kernels execute (recomputation
+    included, causal Flash attention half the product, its backward recomputing the scores;
+    see :mod:`fabricflow.workload.flops`): it never exceeds the peak. For very long causal
+    sequences model FLOPs exceed executed ones, so ``mfu`` can exceed the hardware fraction.
     """
 
     step_time_s: float
@@ -187,10 +190,19 @@ def step_time(
         float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
     )
     total = sum(breakdown.values())
+    bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
+    if bad or not math.isfinite(total) or total <= 0:
+        # A guard, not a model path: every part is built finite from validated inputs.
+        part = bad[0] if bad else "total"
+        value = breakdown[part] if bad else total
+        raise SolverError(
+            f"step time: the {part!r} part is {value!r}, not a finite positive number of "
+            f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
+        )
 
     num_gpus = layout.num_gpus
     flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
-    hw_flops = hardware_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
+    hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
     details = {
         "model": model.name,
         "gpu": gpu.name,

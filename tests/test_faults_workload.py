@@ -1,0 +1,98 @@
+"""Fault injection for the workload model: alpha-beta on fabrics it cannot time, FLOP/s
+above the peak, numpy integers in layouts, overflowing GPU overrides, contradictory
+model configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.errors import RoutingError, SolverError, SpecError
+from fabricflow.fabric.spec import build_fabric
+from fabricflow.workload import step as step_module
+from fabricflow.workload.comm import alpha_beta_estimate
+from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
+
+
+def _graph(links):
+    return build_fabric(
+        {
+            "name": "g",
+            "gpus": 2,
+            "gpus_per_node": 1,
+            "topology": {
+                "type": "graph",
+                "defaults": {"bandwidth": "100Gbps"},
+                "nodes": [{"name": "s1"}],
+                "gpus": ["g0", "g1"],
+                "links": links,
+            },
+        }
+    )
+
+
+TINY = ff.Layout(tp=2, micro_batch=1, global_batch=2, seq_len=128)
+
+
+def test_alpha_beta_without_nvlink_or_nic_is_a_spec_error():
+    fabric = _graph([{"a": "g0", "b": "g1"}])
+    with pytest.raises(SpecError, match=r"collectives.*alpha-beta.*nvlink.*nic.*'g'"):
+        ff.step_time("llama3-8b", "h100-sxm", TINY, fabric, collectives="alpha-beta")
+    groups = np.array([[0, 1]])
+    with pytest.raises(SpecError, match="backend"):
+        alpha_beta_estimate(fabric, "all_reduce", groups, 1e6)
+
+
+def test_alpha_beta_without_a_path_is_a_routing_error():
+    fabric = _graph([{"a": "g0", "b": "s1"}])
+    with pytest.raises(RoutingError):
+        ff.step_time("llama3-8b", "h100-sxm", TINY, fabric, collectives="alpha-beta")
+
+
+def test_alpha_beta_single_rank_groups_stay_finite():
+    fabric = _graph([{"a": "g0", "b": "g1"}])
+    times = alpha_beta_estimate(fabric, "all_reduce", np.array([[0], [1]]), 1e6)
+    assert np.all(np.isfinite(times)) and np.all(times > 0)
+
+
+def test_non_finite_step_time_is_a_solver_error(monkeypatch):
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    layout = ff.Layout(tp=8, dp=2, micro_batch=1, global_batch=2, seq_len=1024)
+    monkeypatch.setattr(step_module, "_pipeline_exposed", lambda *a: math.nan)
+    with pytest.raises(SolverError, match="'pp' part is nan"):
+        ff.step_time("llama3-8b", "h100-sxm", layout, fabric)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("attention", ["flash", "eager"])
+def test_hardware_tflops_never_exceed_peak_for_long_sequences(recompute, attention):
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    model = ff.load_model("llama3-8b")
+    model = dataclasses.replace(model, attention=attention)
+    gpu = ff.load_gpu("h100-sxm")
+    seq = 2**21 if attention == "flash" else 2**15
+    cp = 64 if attention == "flash" else 8
+    layout = ff.Layout(tp=8, cp=cp, micro_batch=1, global_batch=8, seq_len=seq, recompute=recompute)
+    result = ff.step_time(model, gpu, layout, fabric, check_memory=False)
+    peak_tflops = gpu.peak(layout.precision) / 1e12
+    assert result.hardware_tflops_per_gpu <= peak_tflops
+    # Both rates share the step time: they differ exactly by the FLOP counts.
+    executed = executed_flops_per_step(model, seq, 8, recompute)
+    ratio = model_flops_per_step(model, seq, 8) / executed
+    hardware_fraction = result.hardware_tflops_per_gpu / peak_tflops
+    assert result.mfu == pytest.approx(ratio * hardware_fraction, rel=1e-12)
+    if ratio <= 1:
+        assert result.mfu <= hardware_fraction
+
+
+def test_executed_flops_halve_causal_flash_attention():
+    model = ff.load_model("llama3-8b")
+    seq, batch = 2**20, 1
+    flash = executed_flops_per_step(model, seq, batch, "none")
+    # Attention dominates at this length: causal Flash runs (1 + 2.5) / 2 of the core
+    # forward, where model FLOPs charge 3 x the full product.
+    assert flash < model_flops_per_step(model, seq, batch)
