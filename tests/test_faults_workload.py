@@ -96,3 +96,28 @@ def test_executed_flops_halve_causal_flash_attention():
     # Attention dominates at this length: causal Flash runs (1 + 2.5) / 2 of the core
     # forward, where model FLOPs charge 3 x the full product.
     assert flash < model_flops_per_step(model, seq, batch)
+
+
+def test_numpy_integers_are_layout_integers():
+    layout = ff.Layout(
+        tp=np.int64(8), micro_batch=np.int64(1), global_batch=np.int32(2), zero=np.int64(1)
+    )
+    assert layout.validate() is layout
+    assert type(layout.tp) is int and type(layout.global_batch) is int and layout.zero == 1
+    with pytest.raises(SpecError, match="layout.tp"):
+        ff.Layout(tp=np.True_).validate()
+    with pytest.raises(SpecError, match="layout.zero"):
+        ff.Layout(zero=np.True_).validate()
+    with pytest.raises(SpecError, match="layout.micro_batch"):
+        ff.Layout(micro_batch=np.float64(1.0)).validate()
+
+
+@pytest.mark.parametrize("value", ["1e999TFLOPS", 1e999, "1e300TFLOPS", float("nan")])
+def test_overflowing_peak_says_finite(value):
+    with pytest.raises(SpecError, match=r"gpu.peak_bf16: must be a finite number"):
+        ff.load_gpu("h100-sxm", peak_bf16=value)
+
+
+def test_infinite_compute_units_is_a_spec_error():
+    with pytest.raises(SpecError, match="gpu.compute_units"):
+        ff.load_gpu("h100-sxm", compute_units=float("inf"))

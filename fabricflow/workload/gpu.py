@@ -91,7 +91,12 @@ def parse_flops(value, field: str) -> float:
             raise SpecError(field, f"cannot read {value!r} as FLOP/s (e.g. '989TFLOPS')")
     else:
         raise SpecError(field, f"expected FLOP/s such as '989TFLOPS', got {value!r}")
-    if not (math.isfinite(number) and number > 0):
+    if not math.isfinite(number):
+        # 1e999 (or a huge number times the unit) overflows to inf: not a rate, too large
+        raise SpecError(
+            field, f"must be a finite number of FLOP/s (e.g. '989TFLOPS'), got {value!r}"
+        )
+    if number <= 0:
         raise SpecError(field, f"must be > 0 FLOP/s, got {value!r}")
     return number
 
@@ -161,6 +166,7 @@ def _whole(value, field: str) -> int:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not math.isfinite(value)
         or value != int(value)
         or value <= 0
     ):

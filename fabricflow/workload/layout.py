@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import numbers
 
+import numpy as np
+
 from ..errors import SpecError
 from .model import ModelSpec
 
@@ -24,6 +26,10 @@ GRAD_DTYPES = ("fp32", "bf16")
 # fitted constant of the step model: least squares in log space over the six Megatron
 # SC21 Table 1 rows of docs/references.md §5 (tests/test_step_calibration.py recomputes it).
 FRAMEWORK_EFFICIENCY = 0.81
+
+
+# Integer fields (``zero`` last: validate() checks it apart, as 0..3).
+INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +82,19 @@ class Layout:
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY
 
+    def __post_init__(self):
+        # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
+        # Python ints so sizes multiply exactly and the layout writes to JSON. Booleans
+        # (Python or numpy) stay as they are for validate() to refuse.
+        for field in INT_FIELDS:
+            value = getattr(self, field)
+            if (
+                isinstance(value, numbers.Integral)
+                and not isinstance(value, (bool, np.bool_))
+                and type(value) is not int
+            ):
+                object.__setattr__(self, field, int(value))
+
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
@@ -116,17 +135,7 @@ class Layout:
         Checks sizes >= 1, the product against ``num_gpus``, heads / KV heads / experts /
         layers / batch divisibility, and option names. Returns ``self``.
         """
-        for field in (
-            "tp",
-            "pp",
-            "dp",
-            "cp",
-            "ep",
-            "vpp",
-            "micro_batch",
-            "global_batch",
-            "seq_len",
-        ):
+        for field in INT_FIELDS[:-1]:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"layout.{field}", f"must be an integer >= 1, got {value!r}")
@@ -149,7 +158,7 @@ class Layout:
                 raise SpecError(
                     f"layout.{field}", f"unknown {getattr(self, field)!r}; one of {list(allowed)}"
                 )
-        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+        if isinstance(self.zero, (bool, np.bool_)) or self.zero not in (0, 1, 2, 3):
             raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
         if not 0.0 < self.framework_efficiency <= 1.0:
             raise SpecError(
