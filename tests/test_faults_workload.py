@@ -16,6 +16,7 @@ from fabricflow.fabric.spec import build_fabric
 from fabricflow.workload import step as step_module
 from fabricflow.workload.comm import alpha_beta_estimate
 from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
+from fabricflow.workload.model import model_from_config
 
 
 def _graph(links):
@@ -121,3 +122,37 @@ def test_overflowing_peak_says_finite(value):
 def test_infinite_compute_units_is_a_spec_error():
     with pytest.raises(SpecError, match="gpu.compute_units"):
         ff.load_gpu("h100-sxm", compute_units=float("inf"))
+
+
+DENSE = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+}
+
+
+def test_zero_experts_with_top_k_is_a_contradiction():
+    config = {**DENSE, "model_type": "mixtral", "num_local_experts": 0, "num_experts_per_tok": 2}
+    with pytest.raises(SpecError, match="model.num_local_experts.*num_experts_per_tok"):
+        model_from_config(config)
+    with pytest.raises(SpecError, match="model.num_local_experts"):
+        ff.load_model("mixtral-8x7b", num_local_experts=0)
+    # Saying both is a dense model.
+    dense = model_from_config({**config, "num_experts_per_tok": 0})
+    assert not dense.is_moe
+
+
+def test_unknown_activation_refused_only_where_it_is_read():
+    with pytest.raises(SpecError, match="model.hidden_act.*'bogus'"):
+        model_from_config({**DENSE, "model_type": "custom", "hidden_act": "bogus"})
+    with pytest.raises(SpecError, match="model.hidden_act"):
+        model_from_config({**DENSE, "model_type": "custom", "hidden_act": ["silu"]})
+    assert model_from_config({**DENSE, "model_type": "custom", "hidden_act": "SiLU"}).gated_ffn
+    assert not model_from_config(
+        {**DENSE, "model_type": "custom", "hidden_act": "gelu_new"}
+    ).gated_ffn
+    # llama fixes a gated FFN: hidden_act is not read, whatever it holds.
+    for act in ("bogus", ["x"], None, 3):
+        assert model_from_config({**DENSE, "model_type": "llama", "hidden_act": act}).gated_ffn

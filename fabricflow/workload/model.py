@@ -75,6 +75,29 @@ PLAIN_MODEL_TYPES = frozenset(
     }
 )
 GATED_ACTIVATIONS = frozenset({"silu", "swiglu", "swish", "geglu"})
+# Activations of plain (two-matrix) FFNs, Hugging Face ``ACT2FN`` names.
+PLAIN_ACTIVATIONS = frozenset(
+    {
+        "gelu",
+        "gelu_new",
+        "gelu_fast",
+        "gelu_python",
+        "gelu_pytorch_tanh",
+        "gelu_accurate",
+        "gelu_10",
+        "quick_gelu",
+        "relu",
+        "relu2",
+        "relu6",
+        "leaky_relu",
+        "elu",
+        "selu",
+        "mish",
+        "tanh",
+        "sigmoid",
+        "linear",
+    }
+)
 ATTENTION_IMPLEMENTATIONS = ("flash", "eager")
 
 
@@ -324,6 +347,21 @@ def _int(config: dict, field: str, *names, default=None) -> int:
     return int(value)
 
 
+def _activation(config: dict) -> str:
+    """``hidden_act`` of a model whose type does not fix its FFN ('' when absent: plain);
+    an unknown name is refused rather than read as a plain FFN."""
+    act = _get(config, "hidden_act", "activation_function", default="")
+    if not isinstance(act, str) or (
+        act and act.lower() not in GATED_ACTIVATIONS | PLAIN_ACTIVATIONS
+    ):
+        raise SpecError(
+            "model.hidden_act",
+            f"unknown activation {act!r}; one of {sorted(GATED_ACTIVATIONS)} (gated FFN) "
+            f"or {sorted(PLAIN_ACTIVATIONS)} (plain FFN)",
+        )
+    return act.lower()
+
+
 def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` dict.
 
@@ -358,13 +396,12 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
             f"{hidden} is not divisible by num_attention_heads="
             f"{heads}; give head_dim explicitly for such a model",
         )
-    act = str(_get(config, "hidden_act", "activation_function", default="")).lower()
     if model_type in GATED_MODEL_TYPES:
-        gated = True
+        gated = True  # the model type fixes the FFN: hidden_act is not read
     elif model_type in PLAIN_MODEL_TYPES:
         gated = False
     else:
-        gated = act in GATED_ACTIVATIONS
+        gated = _activation(config) in GATED_ACTIVATIONS
     ffn = _int(
         config,
         "intermediate_size",
@@ -383,6 +420,14 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     )
     if experts < 0:
         raise SpecError("model.num_local_experts", f"must be >= 0 (0 = dense), got {experts}")
+    top_k = _get(config, "num_experts_per_tok", "moe_topk")
+    if experts == 0 and top_k is not None and top_k != 0:
+        # a MoE config with its experts set to 0 would silently run as a dense model
+        raise SpecError(
+            "model.num_local_experts",
+            f"is 0 (dense) but num_experts_per_tok is {top_k!r}: give the number of "
+            "experts, or num_experts_per_tok 0 for a dense model",
+        )
     kv_lora_rank = _int(config, "kv_lora_rank", "kv_lora_rank", default=0)
     if kv_lora_rank < 0:
         raise SpecError("model.kv_lora_rank", f"must be >= 0 (0 = no MLA), got {kv_lora_rank}")
