@@ -156,3 +156,27 @@ def test_unknown_activation_refused_only_where_it_is_read():
     # llama fixes a gated FFN: hidden_act is not read, whatever it holds.
     for act in ("bogus", ["x"], None, 3):
         assert model_from_config({**DENSE, "model_type": "llama", "hidden_act": act}).gated_ffn
+
+
+@pytest.mark.parametrize(
+    ("link", "error"),
+    [({"a": "g0", "b": "g1"}, "SpecError"), ({"a": "g0", "b": "s1"}, "RoutingError")],
+)
+def test_cli_alpha_beta_on_unusable_fabric_exits_2_without_a_plot(tmp_path, capsys, link, error):
+    from fabricflow.cli import main
+
+    spec = tmp_path / "g.yaml"
+    spec.write_text(
+        "{name: g, gpus: 2, gpus_per_node: 1, topology: {type: graph, defaults: "
+        "{bandwidth: 100Gbps}, nodes: [{name: s1}], gpus: [g0, g1], links: "
+        f"[{{a: {link['a']}, b: {link['b']}}}]}}}}\n"
+    )
+    plot = tmp_path / "ab.png"
+    argv = (
+        f"step --fabric {spec} --gpu h100-sxm --model llama3-8b --gpus 2 --tp 2 "
+        f"--micro-batch 1 --global-batch 2 --seq 128 --collectives alpha-beta --json "
+        f"--plot {plot}"
+    ).split()
+    assert main(argv) == 2
+    assert error in capsys.readouterr().out
+    assert not plot.exists()
