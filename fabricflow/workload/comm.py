@@ -183,8 +183,8 @@ def alpha_beta_estimate(
     if n > 1:
         _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_bw, field)
     else:
-        # One rank moves nothing: only the launch latency, whatever the links.
-        ring_bw = nvlink = nic = np.full(num_groups, np.inf)
+        # One rank moves nothing over links: a missing bandwidth must not make 0 / 0.
+        ring_bw, nvlink, nic = (np.where(bw > 0, bw, np.inf) for bw in (ring_bw, nvlink, nic))
     hop = np.where(intra, NVLINK_HOP_S, NETWORK_HOP_S)
     if op == "all_reduce":
         time = 2 * (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
