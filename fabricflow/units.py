@@ -49,8 +49,10 @@ _CEILING = {
     "size": (MAX_SIZE, "bytes (1 YiB)"),
 }
 
-_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
+# ASCII digits and spaces only: a Unicode ``\d`` or ``\s`` would also take full-width ('８') and
+# Arabic-Indic ('١٢٣') digits, which float() then reads silently.
+_NUMBER = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+_QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$", re.ASCII)
 
 
 def _split(value: object, field: str, kind: str) -> tuple[float, str]:
@@ -147,15 +149,19 @@ def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -
 
 
 def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -> float:
-    """Size in bytes from ``'2GiB'``, ``'512KiB'``, ``'8MB'``, ``'1Gb'`` (bits) or a number (B)."""
+    """Size in bytes from ``'2GiB'``, ``'512KiB'``, ``'8MB'`` or a number (B).
+
+    Sizes are bytes: a lowercase ``b`` (bits, as in ``'8Mb'``) is refused, not divided by 8,
+    since a buffer or message written in bits is almost always a typo for bytes.
+    """
     number, unit = _split(value, field, "size")
     if unit:
-        scale = None
-        for suffix, per_byte in (("B", 1.0), ("b", 0.125)):
-            if unit.endswith(suffix):
-                prefix_scale = _prefix_scale(unit[:-1])
-                scale = None if prefix_scale is None else prefix_scale * per_byte
-                break
+        if unit.endswith("b"):
+            raise SpecError(
+                field,
+                f"{value!r} is in bits ('b'); sizes are in bytes: write e.g. 8MB or 8MiB",
+            )
+        scale = _prefix_scale(unit[:-1]) if unit.endswith("B") else None
         if scale is None:
             raise SpecError(
                 field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB"
