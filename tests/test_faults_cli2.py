@@ -25,3 +25,17 @@ def test_non_ascii_digits_and_spaces_are_refused(text):
         parse_size(text, "x")
     with pytest.raises(SpecError, match="cannot read"):
         parse_time(text, "x")
+
+
+def test_clos_gpu_count_hint_names_distinct_multiples():
+    from fabricflow.fabric.spec import build_fabric
+
+    spec = {
+        "name": "x",
+        "gpus_per_node": 1,
+        "topology": {"type": "clos", "nic_bandwidth": "400Gbps", "tiers": [{"radix": 8}] * 2},
+    }
+    with pytest.raises(SpecError, match=r"multiple of 4 \(e\.g\. 4\)$"):
+        build_fabric({**spec, "gpus": 2})
+    with pytest.raises(SpecError, match=r"multiple of 4 \(e\.g\. 4 or 8\)$"):
+        build_fabric({**spec, "gpus": 6})
