@@ -39,3 +39,40 @@ def test_clos_gpu_count_hint_names_distinct_multiples():
         build_fabric({**spec, "gpus": 2})
     with pytest.raises(SpecError, match=r"multiple of 4 \(e\.g\. 4 or 8\)$"):
         build_fabric({**spec, "gpus": 6})
+
+
+def _yaml(text):
+    from fabricflow.files import parse_structured
+
+    return parse_structured(text, what="fabric", source="spec.yaml")
+
+
+def test_yaml_base60_numbers_stay_strings():
+    assert _yaml("oversubscription: 3:1\ngpus: 1:00\nt: 190:20:30.5") == {
+        "oversubscription": "3:1",
+        "gpus": "1:00",
+        "t": "190:20:30.5",
+    }
+    assert _yaml("a: [0, -5, +7, 1.5, 0.5, .5, 1.0e+3, 1e6]") == {
+        "a": [0, -5, 7, 1.5, 0.5, 0.5, 1000.0, "1e6"]
+    }
+
+
+@pytest.mark.parametrize("number", ["0x10", "0o10", "010", "0b10", "1_000", "1_000.5", "-0x1"])
+def test_yaml_non_decimal_numbers_are_refused_naming_the_field(number):
+    with pytest.raises(SpecError, match=rf"^topology\.tiers\[1\]\.radix: '{number}' in spec"):
+        _yaml(f"topology:\n  tiers:\n  - {{radix: 4}}\n  - {{radix: {number}}}\n")
+    assert _yaml(f"name: '{number}'") == {"name": number}  # quoted: text
+
+
+def test_unquoted_oversubscription_ratio_builds_the_fabric(tmp_path):
+    from fabricflow.fabric.spec import load_fabric
+
+    spec = tmp_path / "o.yaml"
+    spec.write_text(
+        "name: o\ngpus: 12\ngpus_per_node: 1\ntopology:\n  type: clos\n"
+        "  nic_bandwidth: 400Gbps\n  tiers:\n  - {radix: 8, oversubscription: 3:1}\n"
+        "  - {radix: 8}\n"
+    )
+    fabric = load_fabric(str(spec))
+    assert fabric.num_gpus == 12
