@@ -82,6 +82,19 @@ def read_structured(path: str | os.PathLike, *, what: str, syntax: str | None = 
     return parse_structured(text, what=what, source=str(path), syntax=syntax)
 
 
+def is_file(path: str | os.PathLike, what: str) -> bool:
+    """``Path(path).is_file()``, but a path the system cannot even look up (a name too
+    long, ENAMETOOLONG; a permission error on a folder) is a :class:`SpecError` naming
+    ``what``, not a raw ``OSError`` (``Path.is_file`` only hides "not found")."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        text = str(path)
+        shown = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+        reason = getattr(error, "strerror", None) or str(error)
+        raise SpecError(what, f"cannot use {shown!r} as a file path: {reason}") from None
+
+
 def parse_structured(text: str, *, what: str, source: str, syntax: str = "yaml") -> Any:
     """Parse YAML or JSON ``text`` with the checks of :func:`read_structured`.
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from fabricflow.errors import SpecError
@@ -76,3 +81,93 @@ def test_unquoted_oversubscription_ratio_builds_the_fabric(tmp_path):
     )
     fabric = load_fabric(str(spec))
     assert fabric.num_gpus == 12
+
+
+def _cli_json(capsys, *argv):
+    from fabricflow.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 1, captured.out
+    assert "Traceback" not in captured.err
+    return code, json.loads(lines[0])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "collective",
+            "--fabric",
+            "dgx-h100-superpod",
+            "--op",
+            "all-reduce",
+            "--gpus",
+            "16",
+            "-b",
+            "8Mb",
+        ],
+        [
+            "collective",
+            "--fabric",
+            "dgx-h100-superpod",
+            "--op",
+            "all-reduce",
+            "--gpus",
+            "16",
+            "-b",
+            "８MiB",
+        ],
+        ["cc", "--scenario", "dumbbell", "--set", "kmax=400kb"],
+    ],
+)
+def test_cli_refuses_bit_sizes_and_non_ascii_digits(capsys, argv):
+    code, out = _cli_json(capsys, *argv, "--json")
+    assert code == 2 and out["error"] == "SpecError", out
+
+
+LONG = "a" * 5000
+
+
+@pytest.mark.parametrize("name", [LONG + ".yaml", LONG, "/tmp/" + LONG + ".yml"])
+def test_fabric_path_too_long_is_a_spec_error(capsys, name):
+    from fabricflow.fabric.spec import load_fabric
+
+    with pytest.raises(SpecError, match=r"^fabric: .*\(50\d\d characters\).*too long"):
+        load_fabric(name)
+    code, out = _cli_json(capsys, "fabric", "--json", name)
+    assert code == 2 and out["error"] == "SpecError" and len(out["message"]) < 300
+
+
+@pytest.mark.parametrize("name", ["/tmp/" + "a" * 300 + ".json", "a" * 300])
+def test_model_path_too_long_is_a_spec_error(name):
+    from fabricflow.workload.model import load_model
+
+    with pytest.raises(SpecError, match=r"^model: .*too long"):
+        load_model(name)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["presets", "--json"],
+        ["presets"],
+        ["fabric", "--json", "dgx-h100-superpod"],
+    ],
+)
+def test_full_disk_on_stdout_is_one_line_and_exit_1(argv):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "fabricflow.cli", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "fabricflow: error: cannot write the output to stdout: No space left on device"
+    ], done.stderr
