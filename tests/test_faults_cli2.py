@@ -171,3 +171,85 @@ def test_full_disk_on_stdout_is_one_line_and_exit_1(argv):
     assert done.stderr.strip().splitlines() == [
         "fabricflow: error: cannot write the output to stdout: No space left on device"
     ], done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cc", "--scenario", "dumbbell", "--out", ""],
+        ["demo", "--fabric", "dgx-h100-superpod", "--out", " "],
+        [
+            *"step --fabric dgx-h100-superpod --gpu h100-sxm --model llama3-8b --gpus 8".split(),
+            *"--tp 8 --micro-batch 1 --global-batch 8 --seq 128 --plot".split(),
+            "",
+        ],
+    ],
+)
+def test_empty_output_paths_are_usage_errors(capsys, argv):
+    code, out = _cli_json(capsys, *argv, "--json")
+    assert code == 2 and out["error"] == "UsageError" and "an empty path" in out["message"]
+
+
+@pytest.mark.parametrize(
+    ("sets", "key"),
+    [
+        (["kmax=400KB", "kmax=500KB"], "kmax"),
+        (["kmax=400KB", " kmax = 400KB"], "kmax"),
+        (["pfc.xoff=50KB", "pfc.xoff=60KB"], "pfc.xoff"),
+    ],
+)
+def test_cc_set_twice_is_refused_naming_the_key(capsys, sets, key):
+    from fabricflow.solve.dcqcn.params import parse_overrides
+
+    with pytest.raises(SpecError, match=rf"^--set {key}: given twice"):
+        parse_overrides(sets)
+    assert parse_overrides(["kmax=400KB", "pfc.kmax=1KB"]) == (
+        {"kmax": "400KB"},
+        {"kmax": "1KB"},
+    )
+    argv = ["cc", "--scenario", "dumbbell", "--json"]
+    code, out = _cli_json(capsys, *argv, *(f"--set={item}" for item in sets))
+    assert code == 2 and out["message"].startswith(f"--set {key}: given twice")
+
+
+def _graph_spec(tmp_path, gpus: int) -> str:
+    names = [f"g{i}" for i in range(gpus)]
+    links = ", ".join(f"{{a: {name}, b: s1}}" for name in names)
+    path = tmp_path / f"g{gpus}.yaml"
+    path.write_text(
+        f"{{name: g{gpus}, gpus: {gpus}, gpus_per_node: 1, topology: {{type: graph, "
+        f"defaults: {{bandwidth: 100Gbps}}, nodes: [{{name: s1}}], gpus: [{', '.join(names)}], "
+        f"links: [{links}]}}}}\n"
+    )
+    return str(path)
+
+
+def test_demo_group_size_must_divide_the_gpu_count(capsys, tmp_path):
+    argv = ["demo", "--fabric", "dgx-h100-superpod", "--out", str(tmp_path / "o"), "--json"]
+    code, out = _cli_json(capsys, *argv, "--group-size", "3")
+    assert code == 2 and out["message"] == "group_size: must divide the GPU count 1024, got 3"
+    assert not (tmp_path / "o").exists()
+
+
+def test_demo_default_group_size_adapts_to_small_fabrics(capsys, tmp_path):
+    from fabricflow.commands.demo import _group_size
+    from fabricflow.fabric.spec import load_fabric
+
+    sizes = {n: _group_size(load_fabric(_graph_spec(tmp_path, n)), None) for n in (2, 6, 7, 12)}
+    assert sizes == {2: 2, 6: 6, 7: 7, 12: 6}
+    code, out = _cli_json(
+        capsys, "demo", "--fabric", _graph_spec(tmp_path, 2), "--out", str(tmp_path / "o"), "--json"
+    )
+    assert code == 0 and out["alltoall_flows"] == 2
+
+
+@pytest.mark.parametrize("command", ["demo", "collective"])
+def test_one_gpu_fabric_is_refused_by_name(capsys, tmp_path, command):
+    argv = [command, "--fabric", _graph_spec(tmp_path, 1), "--json"]
+    if command == "collective":
+        argv += ["--op", "all-reduce", "--gpus", "2"]
+    else:
+        argv += ["--out", str(tmp_path / "o")]
+    code, out = _cli_json(capsys, *argv)
+    assert code == 2 and out["message"].startswith("fabric: ") and "g1 has 1" in out["message"]
+    assert "2..1" not in out["message"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, print_json
+from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
 
 
 def register(subparsers) -> None:
@@ -86,6 +86,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--plot",
         default=None,
+        type=output_path,
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
