@@ -253,3 +253,10 @@ def test_one_gpu_fabric_is_refused_by_name(capsys, tmp_path, command):
     code, out = _cli_json(capsys, *argv)
     assert code == 2 and out["message"].startswith("fabric: ") and "g1 has 1" in out["message"]
     assert "2..1" not in out["message"]
+
+
+def test_alltoall_groups_on_one_gpu_names_the_gpu_count():
+    from fabricflow.traffic import alltoall_groups
+
+    with pytest.raises(SpecError, match=r"^num_gpus: groups need at least 2 GPUs, got 1$"):
+        alltoall_groups(1, 2)
