@@ -10,6 +10,10 @@ divided by 8; byte rates (``B/s``, ``KB/s``, ``MB/s``, ``GB/s``, ``TB/s``, ``GiB
 ``GBps``) are taken as is. Decimal prefixes are powers of 1000, binary ones (``Ki``, ``Mi``,
 ``Gi``, ``Ti``) powers of 1024, as network and NCCL practice writes them.
 
+Size: bytes only (``B``, ``KB``, ``MB``, ``GiB``, ...); a bit suffix (``8Mb``, ``1kb``) is
+refused with a hint, not divided by 8. Digits and spaces must be ASCII (``'８MiB'`` and
+Arabic-Indic digits are refused, though Python's ``float`` would read them).
+
 Values must be finite, >= 0 (> 0 where zero means nothing) and at most a ceiling far
 beyond any real hardware, so that sums and products of many of them stay finite:
 
