@@ -207,14 +207,57 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
             return _interrupted(None, argv, "SIGINT", hard_exit)
 
 
+class StdoutWriteError(Exception):
+    """Writing the command's output to stdout failed (a full disk, ``> /dev/full``, an I/O
+    error). Not an ``OSError``, so that no command's own file handling takes it for a
+    failure of the file it reads or writes."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose failed writes raise :class:`StdoutWriteError` (EPIPE stays a
+    ``BrokenPipeError``, handled as a closed pipe); everything else is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutWriteError(error.strerror or str(error)) from error
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutWriteError(error.strerror or str(error)) from error
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _main(argv: list[str]) -> int:
-    """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141."""
+    """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141, a failed
+    write to stdout (no space left) one line on stderr and exit 1."""
+    stream = sys.stdout
+    sys.stdout = _GuardedStdout(stream)  # type: ignore[assignment]
     try:
         code = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except StdoutWriteError as error:
+        _silence_stdout()  # the interpreter's exit-time flush would fail again
+        print(f"fabricflow: error: cannot write the output to stdout: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = stream
     late = _interrupt.received()
     if code == 0 and late is not None:
         # library code swallowed the signal and the command finished anyway: its output
@@ -288,7 +331,7 @@ def _run(argv: list[str]) -> int:
         named = out_of_memory(error, f"fabricflow {args.command}")
         _report(args, argv, type(named).__name__, str(named))
         return 2
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutWriteError):
         raise
     except Exception as error:  # a bug, not bad input: --json still gets one object
         if not getattr(args, "json", False):

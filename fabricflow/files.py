@@ -16,6 +16,15 @@ something else:
 - integers outside the int64 range (numpy would raise ``OverflowError`` on them later),
   and JSON's non-standard ``NaN`` / ``Infinity``.
 
+Numbers in YAML are read as decimal only, unlike YAML 1.1 (PyYAML's default):
+
+- base-60 ("sexagesimal") values such as ``3:1`` or ``1:00`` stay strings (YAML 1.1 reads
+  them as 181 and 60), so ``oversubscription: 3:1`` means the ratio it reads as;
+- integers in hex (``0x10``), octal (``0o10``, ``010``), binary (``0b10``) or with
+  underscores (``1_000``, ``1_000.5``) are refused with an error naming the field (YAML 1.1
+  reads some of them, ``0x10`` = 16, ``010`` = 8, ``1_000`` = 1000, and leaves others, such
+  as ``0o10``, strings); write the decimal number, or quote it where text is meant.
+
 Example::
 
     spec = read_structured("my-fabric.yaml", what="fabric")
@@ -26,6 +35,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +80,19 @@ def read_structured(path: str | os.PathLike, *, what: str, syntax: str | None = 
         raise SpecError("syntax", f"must be 'yaml' or 'json', got {syntax!r}")
     text = _read_text(path, what)
     return parse_structured(text, what=what, source=str(path), syntax=syntax)
+
+
+def is_file(path: str | os.PathLike, what: str) -> bool:
+    """``Path(path).is_file()``, but a path the system cannot even look up (a name too
+    long, ENAMETOOLONG; a permission error on a folder) is a :class:`SpecError` naming
+    ``what``, not a raw ``OSError`` (``Path.is_file`` only hides "not found")."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        text = str(path)
+        shown = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+        reason = getattr(error, "strerror", None) or str(error)
+        raise SpecError(what, f"cannot use {shown!r} as a file path: {reason}") from None
 
 
 def parse_structured(text: str, *, what: str, source: str, syntax: str = "yaml") -> Any:
@@ -219,7 +242,17 @@ def _loader_class():
                 Scanner.__init__(self)
                 Parser.__init__(self)
 
-    class Loader(Composer, EventParser, SafeConstructor, Resolver):
+    class DecimalResolver(Resolver):
+        """YAML 1.1's implicit types, except that numbers are decimal only (module docstring)."""
+
+    DecimalResolver.yaml_implicit_resolvers = {
+        first: [(tag, regex) for tag, regex in resolvers if tag not in (_INT, _FLOAT)]
+        for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+    }
+    for tag, regex, first in _NUMBER_RESOLVERS:
+        DecimalResolver.add_implicit_resolver(tag, regex, list(first))
+
+    class Loader(Composer, EventParser, SafeConstructor, DecimalResolver):
         what = "file"
         source = "<text>"
 
@@ -227,7 +260,7 @@ def _loader_class():
             EventParser.__init__(self, stream)
             Composer.__init__(self)
             SafeConstructor.__init__(self)
-            Resolver.__init__(self)
+            DecimalResolver.__init__(self)
             self._depth = 0
             self._aliases = 0
 
@@ -282,8 +315,41 @@ def _loader_class():
                         )
             return super().construct_mapping(node, deep=deep)
 
+    Loader.add_constructor(_NOT_DECIMAL, lambda loader, node: NotDecimal(node.value))
     _LOADER = Loader
     return Loader
+
+
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_NOT_DECIMAL = "tag:fabricflow,2026:not-decimal"
+_NUMBER_RESOLVERS = (
+    (_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), "-+0123456789"),
+    (
+        _FLOAT,
+        re.compile(
+            r"^(?:[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?|\.[0-9]+(?:[eE][-+][0-9]+)?"
+            r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        "-+0123456789.",
+    ),
+    # what YAML 1.1 would read as a number, or nearly: hex, octal, binary, leading zeros,
+    # underscores; refused by check_plain_data, which names the field
+    (
+        _NOT_DECIMAL,
+        re.compile(
+            r"^[-+]?(?:0[xX][0-9a-fA-F_]+|0[oObB][0-9_]+|0[0-9_]+(?:\.[0-9_]*)?"
+            r"|[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?|[0-9]*\.[0-9_]*_[0-9_]*)"
+            r"(?:[eE][-+]?[0-9]+)?$"
+        ),
+        "-+0123456789.",
+    ),
+)
+
+
+class NotDecimal(str):
+    """A YAML scalar that YAML 1.1 reads as a non-decimal number (``0x10``, ``010``,
+    ``1_000``); kept as its text until :func:`check_plain_data` refuses it by field."""
 
 
 def _check_expansion(root, what: str, source: str) -> None:
@@ -353,6 +419,13 @@ def check_plain_data(data: Any, source: str) -> None:
             )
         elif isinstance(value, list):
             stack.extend((item, f"{field}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, NotDecimal):
+            raise SpecError(
+                field,
+                f"{str(value)!r} in {source}: numbers are read in decimal only, without "
+                "underscores (hex 0x, octal 0o or a leading 0, binary 0b and 1_000 are "
+                "refused); write the decimal value, or quote it if it is text",
+            )
         elif isinstance(value, int) and not isinstance(value, bool):
             if not INT64_MIN <= value <= INT64_MAX:
                 shown = (

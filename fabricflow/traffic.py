@@ -36,6 +36,8 @@ def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> n
     groups spread over the fabric, like expert-parallel groups laid out across a cluster."""
     from .collective.groups import make_groups
 
+    if num_gpus < 2:  # "must lie in 2..1" would name no valid group size
+        raise SpecError("num_gpus", f"groups need at least 2 GPUs, got {num_gpus}")
     if group_size < 2 or group_size > num_gpus:
         raise SpecError("group_size", f"must lie in 2..{num_gpus}, got {group_size}")
     stride = num_gpus // group_size

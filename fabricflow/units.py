@@ -10,6 +10,10 @@ divided by 8; byte rates (``B/s``, ``KB/s``, ``MB/s``, ``GB/s``, ``TB/s``, ``GiB
 ``GBps``) are taken as is. Decimal prefixes are powers of 1000, binary ones (``Ki``, ``Mi``,
 ``Gi``, ``Ti``) powers of 1024, as network and NCCL practice writes them.
 
+Size: bytes only (``B``, ``KB``, ``MB``, ``GiB``, ...); a bit suffix (``8Mb``, ``1kb``) is
+refused with a hint, not divided by 8. Digits and spaces must be ASCII (``'８MiB'`` and
+Arabic-Indic digits are refused, though Python's ``float`` would read them).
+
 Values must be finite, >= 0 (> 0 where zero means nothing) and at most a ceiling far
 beyond any real hardware, so that sums and products of many of them stay finite:
 
@@ -49,8 +53,10 @@ _CEILING = {
     "size": (MAX_SIZE, "bytes (1 YiB)"),
 }
 
-_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$")
+# ASCII digits and spaces only: a Unicode ``\d`` or ``\s`` would also take full-width ('８') and
+# Arabic-Indic ('١٢٣') digits, which float() then reads silently.
+_NUMBER = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+_QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-zµ\u03bc/]*)\s*$", re.ASCII)
 
 
 def _split(value: object, field: str, kind: str) -> tuple[float, str]:
@@ -147,15 +153,19 @@ def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -
 
 
 def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -> float:
-    """Size in bytes from ``'2GiB'``, ``'512KiB'``, ``'8MB'``, ``'1Gb'`` (bits) or a number (B)."""
+    """Size in bytes from ``'2GiB'``, ``'512KiB'``, ``'8MB'`` or a number (B).
+
+    Sizes are bytes: a lowercase ``b`` (bits, as in ``'8Mb'``) is refused, not divided by 8,
+    since a buffer or message written in bits is almost always a typo for bytes.
+    """
     number, unit = _split(value, field, "size")
     if unit:
-        scale = None
-        for suffix, per_byte in (("B", 1.0), ("b", 0.125)):
-            if unit.endswith(suffix):
-                prefix_scale = _prefix_scale(unit[:-1])
-                scale = None if prefix_scale is None else prefix_scale * per_byte
-                break
+        if unit.endswith("b"):
+            raise SpecError(
+                field,
+                f"{value!r} is in bits ('b'); sizes are in bytes: write e.g. 8MB or 8MiB",
+            )
+        scale = _prefix_scale(unit[:-1]) if unit.endswith("B") else None
         if scale is None:
             raise SpecError(
                 field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB"

@@ -64,6 +64,18 @@ def mark_done(args, item) -> None:
     check()
 
 
+def output_path(text: str) -> str:
+    """argparse ``type`` of output flags (``--out``, ``--plot``): refuse an empty path, which
+    would otherwise name no file (nothing written, exit 0) or the current folder's parent."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"an empty path {text!r}; give a file or folder name (e.g. 'out' or '.')"
+        )
+    return text
+
+
 def check_out_folder(path: str, flag: str = "--out") -> None:
     """Fail now, before a long computation, if ``path`` cannot take output files.
 

@@ -20,6 +20,7 @@ from ._common import (
     add_json_flag,
     check_out_folder,
     mark_done,
+    output_path,
     print_json,
     write_json_file,
 )
@@ -52,7 +53,9 @@ def register(subparsers) -> None:
     parser.add_argument("--dt", default="1us", help="integration step")
     parser.add_argument("--pfc", default="on", choices=["on", "off", "static", "dynamic"])
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
-    parser.add_argument("--out", default=None, help="directory for netCDF, JSON and plots")
+    parser.add_argument(
+        "--out", default=None, type=output_path, help="directory for netCDF, JSON and plots"
+    )
     parser.add_argument(
         "--max-work",
         type=float,

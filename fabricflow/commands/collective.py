@@ -102,6 +102,10 @@ def run(args) -> int:
                 "fail", f"expected KIND:FRACTION such as leaf:0.01, got {args.fail!r}"
             ) from None
         fabric = fabric.without(link_kind=kind, fraction=value, seed=args.seed)
+    if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value
+        raise SpecError(
+            "fabric", f"a collective needs at least 2 GPUs; {fabric.name} has {fabric.num_gpus}"
+        )
     if args.gpus < 2 or args.gpus > fabric.num_gpus:
         raise SpecError(
             "gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}"

@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._common import add_json_flag, check_out_folder, mark_done, print_json
+from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
 
 DEFAULT_PRESET = "clos-100k"
+DEFAULT_GROUP_SIZE = 8
 
 
 def register(subparsers) -> None:
@@ -24,10 +25,18 @@ def register(subparsers) -> None:
         "--fabric", default=DEFAULT_PRESET, help=f"preset or YAML (default {DEFAULT_PRESET})"
     )
     parser.add_argument(
-        "--out", default="fabricflow-out", help="output folder for figures (created)"
+        "--out",
+        default="fabricflow-out",
+        type=output_path,
+        help="output folder for figures (created)",
     )
     parser.add_argument(
-        "--group-size", type=int, default=8, help="expert group size of the all-to-all"
+        "--group-size",
+        type=int,
+        default=None,
+        help="expert group size of the all-to-all; must divide the GPU count (default: the "
+        f"largest divisor of the GPU count up to {DEFAULT_GROUP_SIZE}, or the GPU count "
+        "when it has none)",
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -50,6 +59,7 @@ def run(args) -> int:
     start = time.perf_counter()
     fabric = load_fabric(args.fabric)  # a bad fabric fails before --out is touched
     timings["build_s"] = time.perf_counter() - start
+    args.group_size = _group_size(fabric, args.group_size)  # before --out is touched
     check_out_folder(args.out)
     summary = fabric.summary()
     if not args.json:
@@ -145,3 +155,23 @@ def run(args) -> int:
         print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
         print("figures: " + ", ".join(figures))
     return 0
+
+
+def _group_size(fabric, group_size: int | None) -> int:
+    """``--group-size``, checked as ``collective`` checks it (it must divide the GPU count:
+    the all-to-all would silently leave the remaining GPUs out); the default is the
+    largest divisor of the GPU count up to :data:`DEFAULT_GROUP_SIZE`, or the GPU count."""
+    from ..collective.groups import make_groups
+    from ..errors import SpecError
+
+    num_gpus = fabric.num_gpus
+    if num_gpus < 2:
+        raise SpecError(
+            "fabric",
+            f"demo needs at least 2 GPUs (a ring and an all-to-all); {fabric.name} has {num_gpus}",
+        )
+    if group_size is None:
+        divisors = [d for d in range(2, DEFAULT_GROUP_SIZE + 1) if num_gpus % d == 0]
+        return divisors[-1] if divisors else num_gpus
+    make_groups(num_gpus, group_size)  # raises collective's SpecError on a bad size
+    return group_size

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, print_json
+from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
 
 
 def register(subparsers) -> None:
@@ -86,6 +86,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--plot",
         default=None,
+        type=output_path,
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
@@ -161,9 +162,14 @@ def _assignments(items: list[str], flag: str) -> dict:
         if key in out:
             raise SpecError(f"{flag} {key}", "given twice; set each field once")
         field = f"{flag} {key}"
+        text = value
+        if re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
+            # a plain integer is decimal even with leading zeros (010 is ten), which the
+            # YAML reader refuses as possibly octal
+            text = re.sub(r"^(\s*[-+]?)0+(?=[0-9])", r"\1", value)
         if value.strip():
             try:
-                parsed = parse_structured(value, what=field, source=f"{flag} {item!r}")
+                parsed = parse_structured(text, what=field, source=f"{flag} {item!r}")
             except SpecError as error:
                 raise SpecError(field, str(error).removeprefix(f"{error.field}: ")) from None
         else:
@@ -184,16 +190,8 @@ def _assignments(items: list[str], flag: str) -> dict:
                 parsed = number
         elif isinstance(parsed, float) and not math.isfinite(parsed):
             raise SpecError(field, f"must be a finite number, got {value!r}")
-        elif isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
-            # YAML 1.1 reads 010 as octal 8, 1:30 as 90 and 0x10 as 16: a number on the
-            # command line is read as decimal, and other notations are refused
-            text = value.strip()
-            if re.fullmatch(r"[-+]?\d+", text):
-                parsed = int(text)
-            elif re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
-                parsed = float(text)
-            else:
-                raise SpecError(field, f"write a decimal number: YAML reads {text!r} as {parsed!r}")
+        # the reader takes numbers in decimal only: 0x10 and 1_000 were refused above,
+        # 1:30 (base 60 in YAML 1.1) is text
         out[key] = parsed
     return out
 

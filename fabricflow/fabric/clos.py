@@ -252,12 +252,13 @@ def build_clos(topology: sr.Section, common) -> object:
     unit = per_node * int(m[1]) if attachment == "rail" else int(m[1])
     step = math.lcm(unit, H_below_top)
     if num_gpus % step:
+        # the multiples of step either side of num_gpus (one only when it is below step)
+        near = sorted({max(step, num_gpus // step * step), (num_gpus // step + 1) * step})
         raise SpecError(
             "gpus",
             f"{num_gpus} GPUs do not fill whole "
             f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
-            f"this Clos; use a multiple of {step} (e.g. {max(step, num_gpus // step * step)} "
-            f"or {(num_gpus // step + 1) * step})",
+            f"this Clos; use a multiple of {step} (e.g. {' or '.join(map(str, near))})",
         )
     top_children = num_gpus // H_below_top
     if top_children > m[levels] and levels > 1:

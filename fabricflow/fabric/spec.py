@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import SpecError
-from ..files import read_structured
+from ..files import is_file, read_structured
 from ..memory import out_of_memory
 from . import spec_reader as sr
 from .assemble import Assembler
@@ -185,12 +185,12 @@ def read_spec(name_or_path: str | Path) -> dict:
             "fabric", f"expected a preset name or a path to a YAML spec, got {name_or_path!r}"
         )
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or is_file(path, "fabric") or path.exists():
+        if not is_file(path, "fabric"):
             raise SpecError("fabric", f"not a spec file: {path} (file not found or a directory)")
     else:
         path = _preset_dir() / f"{name_or_path}.yaml"
-        if not path.is_file():
+        if not is_file(path, "fabric"):
             names = [p["name"] for p in list_presets()]
             raise SpecError(
                 "fabric",

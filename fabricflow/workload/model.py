@@ -522,13 +522,13 @@ def load_model(spec, **overrides) -> ModelSpec:
 
 
 def _read_source(text: str) -> tuple[dict, str]:
-    from ..files import read_structured
+    from ..files import is_file, read_structured
 
     preset = _presets_dir() / f"{text}.json"
-    if preset.is_file():
+    if is_file(preset, "model"):
         return read_structured(preset, what="model", syntax="json"), text
     path = Path(text)
-    if path.is_file():
+    if is_file(path, "model"):
         syntax = "yaml" if path.suffix in (".yaml", ".yml") else "json"
         data = read_structured(path, what="model", syntax=syntax)
         return data, path.stem if path.stem != "config" else path.parent.name or "config"

@@ -320,10 +320,10 @@ def parse_overrides(pairs: list[str] | None) -> tuple[dict, dict]:
         if "=" not in pair:
             raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}")
         key, value = (part.strip() for part in pair.split("=", 1))
-        if key.startswith("pfc."):
-            pfc[key[4:]] = value
-        else:
-            dcqcn[key] = value
+        target, name = (pfc, key[4:]) if key.startswith("pfc.") else (dcqcn, key)
+        if name in target:  # as step's --gpu-set: last-one-wins would hide a typo
+            raise SpecError(f"--set {key}", "given twice; set each field once")
+        target[name] = value
     return dcqcn, pfc
 
 
