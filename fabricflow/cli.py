@@ -244,7 +244,7 @@ def _main(argv: list[str]) -> int:
     """:func:`_run`, then stdout flushed; a closed pipe is a quiet exit 141, a failed
     write to stdout (no space left) one line on stderr and exit 1."""
     stream = sys.stdout
-    sys.stdout = _GuardedStdout(stream)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stream)
     try:
         code = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit

@@ -315,7 +315,8 @@ def stack_params(params: list):
 
 def parse_overrides(pairs: list[str] | None) -> tuple[dict, dict]:
     """Split ``KEY=VALUE`` strings into DCQCN and PFC overrides (``pfc.xoff=200KB``)."""
-    dcqcn, pfc = {}, {}
+    dcqcn: dict[str, str] = {}
+    pfc: dict[str, str] = {}
     for pair in pairs or []:
         if "=" not in pair:
             raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}")
