@@ -19,7 +19,7 @@ from ...errors import SolverError
 from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from ..status import Status
 from .identical_flows import merge_identical_flows
-from .inputs import check_count, check_problem, check_rtol, check_solve_memory
+from .inputs import check_count, check_flag, check_problem, check_rtol, check_solve_memory
 from .kernel import MaxMinSolution, float_dtype, solve_max_min
 from .scaling import as_output_dtype, range_scaling
 
@@ -111,6 +111,7 @@ def max_min_solution(
     nothing); ``rounds`` and ``status`` are scalars (``[B]`` with a batch).
     """
     problem = check_problem(links, capacity, weight, demand, coef)
+    merge, throw = check_flag(merge, "merge"), check_flag(throw, "throw")
     max_iters = check_count(max_iters, "max_iters", "bound on water-filling rounds")
     rtol = check_rtol(rtol)
     num_flows, num_hops = problem.links.shape
