@@ -66,7 +66,10 @@ def max_min_rates(
 
     Range: capacities, demands and weights are scaled by powers of two (exact) before
     the solve, so any magnitude works; when they span more than float32 can resolve
-    (over ~2**96 between the smallest and largest), the solve runs in float64.
+    (over ~2**96 between the smallest and largest), the solve runs in float64, centred
+    so that subnormal inputs (below ~2e-308) keep their nonzero rates. Ranges that float64
+    cannot hold either (capacity and weight spans together over 2**1900, e.g. ``1e-320``
+    next to ``1e300``) raise :class:`~fabricflow.errors.SpecError`.
 
     Precision: float32 rates agree with the float64 reference to ~1e-6 relative on
     random instances; the error grows like ``eps * capacity / residual`` for a flow
