@@ -251,7 +251,7 @@ def test_empty_and_degenerate_inputs():
         ({"demand": [1.0, np.nan]}, "demand"),
         ({"demand": [-1.0, 1.0]}, "demand"),
         ({"coef": [[1.0, 1.0]]}, "coef"),
-        ({"capacity": [[1.0, 1.0], [1.0, 1.0]], "weight": np.ones((3, 2))}, "capacity"),
+        ({"capacity": [[1.0, 1.0], [1.0, 1.0]], "weight": np.ones((3, 2))}, "weight"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, field):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..solve.maxmin.inputs import check_flag
 from ..typing import GroupsLike
 from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
@@ -150,6 +151,7 @@ class PreparedCollective:
                 "fabric",
                 f"expected a Fabric (ff.load_fabric(name) builds one), got {type(fabric).__name__}",
             )
+        rail_aware = check_flag(rail_aware, "rail_aware")
         self.fabric = fabric
         self.op = canonical_op(op)
         self.groups = as_groups(groups, fabric.num_gpus)

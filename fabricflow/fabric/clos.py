@@ -46,6 +46,9 @@ from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 
 TIER_NAMES = ("leaf", "spine", "core", "super")
+# Link kinds the builders give to non-tier cables: a tier of that name would merge its
+# uplinks with them in links_per_kind and in --fail KIND:F.
+RESERVED_TIER_NAMES = ("nic", "nvlink")
 TIER_KEYS = (
     "name",
     "radix",
@@ -145,20 +148,27 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
     for level, tier in enumerate(tiers_sections, start=1):
         top = level == len(tiers_sections)
         name = tier.get("name", sr.text, TIER_NAMES[level - 1])
+        if name in RESERVED_TIER_NAMES:
+            raise SpecError(
+                tier.field("name"),
+                f"{name!r} is the link kind of GPU cables; reserved names: "
+                f"{list(RESERVED_TIER_NAMES)}; pick another tier name",
+            )
+        if name in (t.name for t in tiers):
+            raise SpecError(
+                tier.field("name"),
+                f"tier name {name!r} is already used by another tier; tier names must differ",
+            )
         if tier.has("radix") == (tier.has("down_ports") or tier.has("up_ports")):
             raise SpecError(
                 tier.field("radix"),
                 "give either radix (with optional "
                 "oversubscription) or down_ports/up_ports, not both or neither",
             )
-        if top and (
-            tier.has("up_ports")
-            or tier.has("oversubscription")
-            or tier.has("uplink_bundle")
-            or tier.has("uplink_bandwidth")
-        ):
+        uplink_keys = ("up_ports", "oversubscription", "uplink_bundle", "uplink_bandwidth")
+        if top and any(tier.has(key) for key in uplink_keys):
             raise SpecError(
-                tier.field("oversubscription"),
+                tier.field(next(key for key in uplink_keys if tier.has(key))),
                 "the top tier has no uplinks; "
                 "remove up_ports/oversubscription/uplink_bundle/uplink_bandwidth",
             )

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory, out_of_memory
+from ..solve.maxmin.inputs import check_flag
 from ..typing import GpuIndexLike
 from .routes import Routes
 
@@ -105,6 +106,8 @@ def route(
             f"unknown routing option(s) {unknown} for {kind} fabric; "
             f"accepted: {list(accepted) or 'none'}",
         )
+    if "pxn" in options:
+        options["pxn"] = check_flag(options["pxn"], "pxn")
     check_memory(
         route_bytes(fabric, src_arr.shape[0], policy, options),
         f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",

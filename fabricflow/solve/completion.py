@@ -39,6 +39,7 @@ from ._kernel import default_rtol, final_status, float_dtype, input_status
 from .maxmin.identical_flows import merge_identical_flows
 from .maxmin.inputs import (
     check_count,
+    check_flag,
     check_problem,
     check_rtol,
     check_solve_memory,
@@ -239,9 +240,20 @@ def complete_flows(
             "complete_flows takes one scenario ([L] capacities, [F] weights); loop over scenarios",
         )
     num_flows, num_hops = problem.links.shape
-    size, _ = check_values("size", size, (num_flows,), allow_inf=False)
+    merge, throw = check_flag(merge, "merge"), check_flag(throw, "throw")
+    # One scenario: a [B, F] size or start (accepted by check_values for batched solves)
+    # would reach the event loop with the wrong carry shape.
+    size, size_batch = check_values("size", size, (num_flows,), allow_inf=False)
+    if size_batch is not None:
+        raise SpecError(
+            "size", f"must have shape [{num_flows}] (one per flow), got {list(size.shape)}"
+        )
     if start is not None:
-        start, _ = check_values("start", start, (num_flows,), allow_inf=False)
+        start, start_batch = check_values("start", start, (num_flows,), allow_inf=False)
+        if start_batch is not None:
+            raise SpecError(
+                "start", f"must have shape [{num_flows}] (one per flow), got {list(start.shape)}"
+            )
     if (
         mode == "batched"
         and eps is not None
@@ -296,9 +308,10 @@ def complete_flows(
     status = Status(int(result.status))
     if status != Status.CONVERGED:
         if throw:
+            # The loop bound of complete_flows is max_events, not max_iters.
+            message = status.message.replace("raise max_iters", "raise max_events")
             raise SolverError(
-                f"complete_flows: {status.message} (status {status.name}, "
-                f"{int(result.events)} events)"
+                f"complete_flows: {message} (status {status.name}, {int(result.events)} events)"
             )
         finish = np.where(np.isinf(finish), np.nan, finish)
     return Completion(

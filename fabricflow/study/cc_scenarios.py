@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.assemble import Assembler
 from ..fabric.fabric import Fabric
+from ..memory import check_memory
 from ..routing.routes import Routes
 
 SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck", "parking_lot")
@@ -148,6 +149,9 @@ def _paths(*columns) -> np.ndarray:
 # Scenarios are small studies of congestion control; beyond this many flows building one
 # alone takes minutes (and a DCQCN run of it far longer): refused before anything is built.
 MAX_SCENARIO_FLOWS = 100_000
+# Peak bytes per entry of a padded path matrix [F, P] while it becomes link ids: the int64
+# paths plus _Builder.links' int64 temporaries (keys, search, lookup) and int32 result.
+PATH_ENTRY_BYTES = 64
 
 
 def _check_count(n: int, field: str, low: int, flows_per_unit=lambda n: n) -> int:
@@ -252,6 +256,15 @@ def parking_lot(hops: int = 2, *, bandwidth: float = 5e9, latency: float = 1e-6)
     congested queue and gets less (the ECN parking-lot unfairness).
     """
     hops = _check_count(hops, "hops", 2)
+    # The long flow crosses every hop, so the padded paths and link ids are [hops + 1,
+    # hops + 3]: quadratic in hops (100,000 hops = 75 GiB of int64 paths alone), although
+    # the flow count stays under MAX_SCENARIO_FLOWS. Refuse before building.
+    entries = (hops + 1) * (hops + 3)
+    check_memory(
+        entries * PATH_ENTRY_BYTES,
+        f"parking_lot scenario of {hops:,} hops ({hops + 1:,} flows x {hops + 3:,} path nodes)",
+        hint="use fewer hops (the long flow's path grows with every hop)",
+    )
     b = _Builder(bandwidth, latency)
     switches = b.nodes(hops + 1, 1)
     b.cables(switches[:-1], switches[1:])

@@ -26,7 +26,7 @@ import math
 import numbers
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,7 @@ import numpy as np
 
 from ...errors import SolverError, SpecError
 from ...memory import check_memory
+from ..maxmin.inputs import check_flag
 from ..status import Status
 from . import kernel
 from .params import DCQCNParams, PFCParams
@@ -119,6 +120,7 @@ def simulate_dcqcn(
 
     if not isinstance(fabric, Fabric):
         raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
+    throw = check_flag(throw, "throw")  # before the (costly) preparation
     if not isinstance(routes, Routes):
         raise SpecError(
             "routes", f"expected Routes (fabricflow.route), got {type(routes).__name__}"
@@ -476,6 +478,7 @@ def run_dcqcn(
     Returns:
         :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
     """
+    throw = check_flag(throw, "throw")
     if outputs is not None:
         final, recs = outputs
     elif progress is None:
@@ -597,6 +600,14 @@ def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:
 
 
 def _resolve_params(params, overrides) -> DCQCNParams:
+    if overrides is not None and (
+        not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides)
+    ):
+        raise SpecError(
+            "overrides",
+            f"must be a mapping of DCQCN field names to values (e.g. {{'kmax': '400KB'}}), "
+            f"got {overrides!r}",
+        )
     if isinstance(params, str):
         return DCQCNParams.preset(params, **(overrides or {}))
     if not isinstance(params, DCQCNParams):

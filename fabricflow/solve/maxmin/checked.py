@@ -19,7 +19,7 @@ from ...errors import SolverError
 from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from ..status import Status
 from .identical_flows import merge_identical_flows
-from .inputs import check_count, check_problem, check_rtol, check_solve_memory
+from .inputs import check_count, check_flag, check_problem, check_rtol, check_solve_memory
 from .kernel import MaxMinSolution, float_dtype, solve_max_min
 from .scaling import as_output_dtype, range_scaling
 
@@ -66,7 +66,10 @@ def max_min_rates(
 
     Range: capacities, demands and weights are scaled by powers of two (exact) before
     the solve, so any magnitude works; when they span more than float32 can resolve
-    (over ~2**96 between the smallest and largest), the solve runs in float64.
+    (over ~2**96 between the smallest and largest), the solve runs in float64, centred
+    so that subnormal inputs (below ~2e-308) keep their nonzero rates. Ranges that float64
+    cannot hold either (capacity and weight spans together over 2**1900, e.g. ``1e-320``
+    next to ``1e300``) raise :class:`~fabricflow.errors.SpecError`.
 
     Precision: float32 rates agree with the float64 reference to ~1e-6 relative on
     random instances; the error grows like ``eps * capacity / residual`` for a flow
@@ -111,6 +114,7 @@ def max_min_solution(
     nothing); ``rounds`` and ``status`` are scalars (``[B]`` with a batch).
     """
     problem = check_problem(links, capacity, weight, demand, coef)
+    merge, throw = check_flag(merge, "merge"), check_flag(throw, "throw")
     max_iters = check_count(max_iters, "max_iters", "bound on water-filling rounds")
     rtol = check_rtol(rtol)
     num_flows, num_hops = problem.links.shape

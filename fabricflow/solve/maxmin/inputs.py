@@ -111,13 +111,13 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
     links = check_links(links, num_links)
     num_flows = links.shape[0]
     capacity_arr, batch = check_values("capacity", capacity_arr, (num_links,))
-    batches = [batch]
+    batches = [("capacity", batch)]
     if weight is not None:
         weight, b = check_values("weight", weight, (num_flows,), positive=True, allow_inf=False)
-        batches.append(b)
+        batches.append(("weight", b))
     if demand is not None:
         demand, b = check_values("demand", demand, (num_flows,))
-        batches.append(b)
+        batches.append(("demand", b))
     if coef is not None:
         coef, b = check_values("coef", coef, links.shape, allow_inf=False)
         if b is not None:
@@ -127,9 +127,17 @@ def check_problem(links, capacity, weight=None, demand=None, coef=None) -> FlowP
         unused = (links < 0) | (coef <= 0)
         links = np.where(unused, -1, links).astype(np.int32)
         coef = np.where(unused, 0.0, coef)
-    sizes = {b for b in batches if b is not None}
+    batched = [(name, b) for name, b in batches if b is not None]
+    sizes = {b for _, b in batched}
     if len(sizes) > 1:
-        raise SpecError("capacity", f"batched inputs disagree on the batch size: {sorted(sizes)}")
+        # Blame the first input that disagrees with the first batched one.
+        first_name, first = batched[0]
+        name, b = next((name, b) for name, b in batched if b != first)
+        raise SpecError(
+            name,
+            f"has a batch of {b} scenarios but {first_name} has {first}; batched inputs "
+            "must agree on the batch size",
+        )
     return FlowProblem(links, capacity_arr, weight, demand, coef, sizes.pop() if sizes else None)
 
 
@@ -171,6 +179,16 @@ def check_count(value, field: str, meaning: str) -> int | None:
             f"enough for any input), got {value!r}",
         )
     return int(value)
+
+
+def check_flag(value, field: str) -> bool:
+    """A boolean option: ``True``/``False`` or a numpy bool, else a SpecError naming ``field``.
+
+    Truthy strings (``"no"``), ints and ``None`` are refused: ``bool("no")`` is ``True``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SpecError(field, f"must be True or False, got {value!r}")
 
 
 def check_solve_memory(

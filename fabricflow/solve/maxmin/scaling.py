@@ -15,6 +15,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from ...errors import SpecError
+
 # Binary exponents: float32 is normal over 2**-126 .. 2**128. Amounts (capacities,
 # demands) and weights are each brought to [0.5, 1) at the top; keeping each range under
 # 2**96 leaves 2**30 of headroom for sums of weights over many flows and for rates of
@@ -22,6 +24,12 @@ import numpy as np
 FLOAT32_MAX_SPAN = 96
 # Magnitudes inside this window are left alone (no scaling needed, results unchanged).
 FLOAT32_COMFORT = 60
+# float64 is normal over 2**-1022 .. 2**1024. XLA on CPU flushes subnormals to zero, so
+# a float64 solve must see no value below 2**-1022 either: a range reaching below
+# FLOAT64_COMFORT is centred on 1 instead. Shares are amounts / weights, so the amount and
+# weight spans together must stay under FLOAT64_MAX_SPAN to keep every share normal.
+FLOAT64_COMFORT = 960
+FLOAT64_MAX_SPAN = 1900
 
 
 class RangeScaling(NamedTuple):
@@ -59,7 +67,7 @@ def range_scaling(capacity, weight, demand, dtype) -> RangeScaling:
     amount_low, amount_high = _exponent_range(amounts)
     weight_low, weight_high = _exponent_range([] if weight is None else [weight])
     if jnp.dtype(dtype) != jnp.float32:
-        return RangeScaling(0, 0, False)
+        return _float64_scaling(amount_low, amount_high, weight_low, weight_high, 0, 0, False)
     comfortable = (
         -FLOAT32_COMFORT <= amount_low
         and amount_high <= FLOAT32_COMFORT
@@ -71,7 +79,37 @@ def range_scaling(capacity, weight, demand, dtype) -> RangeScaling:
     too_wide = (
         amount_high - amount_low > FLOAT32_MAX_SPAN or weight_high - weight_low > FLOAT32_MAX_SPAN
     )
-    return RangeScaling(amount_high, weight_high, too_wide)
+    if too_wide:
+        return _float64_scaling(
+            amount_low, amount_high, weight_low, weight_high, amount_high, weight_high, True
+        )
+    return RangeScaling(amount_high, weight_high, False)
+
+
+def _float64_scaling(
+    amount_low, amount_high, weight_low, weight_high, amount_exp, weight_exp, float64
+) -> RangeScaling:
+    """The scaling of a float64 solve: ``(amount_exp, weight_exp)`` unless that leaves a
+    value outside the float64 comfort window (e.g. a subnormal input), then each range is
+    centred on 1. Raises SpecError when the ranges are too wide for float64 to hold."""
+    span = (amount_high - amount_low) + (weight_high - weight_low)
+    if span > FLOAT64_MAX_SPAN:
+        field = "capacity" if amount_high - amount_low >= weight_high - weight_low else "weight"
+        raise SpecError(
+            field,
+            f"capacities/demands span 2**{amount_high - amount_low} and weights "
+            f"2**{weight_high - weight_low}: together over 2**{FLOAT64_MAX_SPAN}, more "
+            "than float64 can solve (subnormal values next to huge ones?)",
+        )
+
+    def fits(low, high, exponent):
+        return -FLOAT64_COMFORT <= low - exponent and high - exponent <= FLOAT64_COMFORT
+
+    if not fits(amount_low, amount_high, amount_exp):
+        amount_exp = (amount_low + amount_high) // 2
+    if not fits(weight_low, weight_high, weight_exp):
+        weight_exp = (weight_low + weight_high) // 2
+    return RangeScaling(amount_exp, weight_exp, float64)
 
 
 def as_output_dtype(rates: np.ndarray, dtype) -> np.ndarray:
