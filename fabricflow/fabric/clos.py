@@ -144,7 +144,7 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
         raise SpecError(
             section.field("tiers"), f"at most {MAX_TIERS} tiers, got {len(tiers_sections)}"
         )
-    tiers = []
+    tiers: list[TierSpec] = []
     for level, tier in enumerate(tiers_sections, start=1):
         top = level == len(tiers_sections)
         name = tier.get("name", sr.text, TIER_NAMES[level - 1])
