@@ -13,31 +13,13 @@ import sys
 
 import numpy as np
 import pytest
+from cli_args import STEP
 
 from fabricflow.collective import nccl_sizes
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.model import load_model
 
-STEP = [
-    "step",
-    "--fabric",
-    "dgx-h100-superpod",
-    "--gpu",
-    "h100-sxm",
-    "--model",
-    "llama3-8b",
-    "--gpus",
-    "64",
-    "--tp",
-    "8",
-    "--micro-batch",
-    "1",
-    "--global-batch",
-    "64",
-    "--seq",
-    "4096",
-]
 COLLECTIVE = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "8"]
 CC = ["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "1ms"]
 

@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 import pytest
+from cli_args import STEP
 
 import fabricflow as ff
 from fabricflow.cli import main
@@ -136,28 +137,7 @@ def test_package_getattr_still_loads_direct_submodules():
 
 
 def _step(tmp_path, plot: str) -> list[str]:
-    return [
-        "step",
-        "--fabric",
-        "dgx-h100-superpod",
-        "--gpu",
-        "h100-sxm",
-        "--model",
-        "llama3-8b",
-        "--gpus",
-        "64",
-        "--tp",
-        "8",
-        "--micro-batch",
-        "1",
-        "--global-batch",
-        "64",
-        "--seq",
-        "4096",
-        "--plot",
-        str(tmp_path / plot),
-        "--json",
-    ]
+    return [*STEP, "--plot", str(tmp_path / plot), "--json"]
 
 
 @pytest.mark.parametrize("plot", ["out", "out.png", "new/folder/out.PNG"])
