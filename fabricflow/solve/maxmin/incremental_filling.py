@@ -66,9 +66,8 @@ def progressive_filling_incremental(
 
     rate = np.zeros(num_flows)
     active = np.ones(num_flows, dtype=bool)
-    # Level 0: every flow active, nothing frozen (the textbook loop's first sums).
-    active_weight = np.bincount(entry_link, weights=entry_coef * 1.0, minlength=num_links)
-    frozen_load = np.bincount(entry_link, weights=np.zeros(entry_link.size), minlength=num_links)
+    active_weight = np.zeros(num_links)
+    frozen_load = np.zeros(num_links)
     level = np.full(num_links, np.inf)
 
     def update(chosen: np.ndarray) -> None:
@@ -79,7 +78,7 @@ def progressive_filling_incremental(
         on = active[flows]
         weights = entry_coef[entries]
         active_weight[chosen] = np.bincount(
-            slot, weights=np.where(on, weights * 1.0, 0.0), minlength=chosen.size
+            slot, weights=np.where(on, weights, 0.0), minlength=chosen.size
         )
         frozen_load[chosen] = np.bincount(
             slot, weights=np.where(on, 0.0, weights * rate[flows]), minlength=chosen.size
@@ -89,7 +88,7 @@ def progressive_filling_incremental(
         with np.errstate(divide="ignore", invalid="ignore"):
             level[chosen] = np.where(crossed, residual / active_weight[chosen], np.inf)
 
-    update(np.arange(num_links))
+    update(np.arange(num_links))  # level 0: every flow active, nothing frozen
     while active.any():
         fill = level.min(initial=np.inf)
         if not np.isfinite(fill):
@@ -99,7 +98,7 @@ def progressive_filling_incremental(
         entries = by_link[_segments(link_start[bottleneck], link_count[bottleneck])]
         flows = np.unique(entry_flow[entries])
         freeze = flows[active[flows]]
-        rate[freeze] = np.minimum(1.0 * fill, np.inf)
+        rate[freeze] = fill
         active[freeze] = False
         touched = entry_link[_segments(flow_start[freeze], flow_count[freeze])]
         update(np.unique(touched))
