@@ -54,7 +54,15 @@ def test_unknown_routing_option_names_the_option_and_the_accepted_ones():
 
 def test_router_table_is_explicit():
     table = routers()
-    assert None in table and all(isinstance(options, tuple) for _, options in table.values())
+    assert None in table
+    assert all(callable(e.route) and isinstance(e.options, tuple) for e in table.values())
+    # the memory estimate's route width comes from the same row as the router
+    clos = load_fabric("dgx-h100-superpod")
+    entry = table[type(clos.structure)]
+    ecmp_width, _ = entry.width(clos.structure, "ecmp", {})
+    assert ecmp_width == 2 * clos.structure.levels
+    assert entry.width(clos.structure, "multipath", {"k": 4})[0] == 4 * ecmp_width
+    assert table[None].width(None, "ecmp", {})[0] > 0
 
 
 # ----------------------------------------------------------------- spec and config files

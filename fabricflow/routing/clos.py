@@ -34,11 +34,22 @@ from ..memory import check_memory
 from . import hashing
 from .links_up import all_links_up
 from .multipath_rows import merge_row_entries
-from .route import MERGE_BYTES_PER_ENTRY, unreachable_error
+from .route import MERGE_BYTES_PER_ENTRY, ROUTE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray")
 REDRAWS = 24
+
+
+def route_width(st: ClosStructure, policy: str, options: dict) -> tuple[int, int]:
+    """(route entries per flow, peak bytes per entry): up and down, per path."""
+    width = 2 * int(st.levels) + 2 * bool(options.get("pxn"))
+    if policy != "multipath":
+        return width, ROUTE_BYTES_PER_ENTRY
+    k = options.get("k", 4)
+    return width * (int(k) if isinstance(k, (int, np.integer)) and k > 0 else 1), (
+        MERGE_BYTES_PER_ENTRY
+    )
 
 
 def route_clos(

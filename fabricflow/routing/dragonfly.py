@@ -33,11 +33,17 @@ from ..errors import SpecError
 from ..fabric.dragonfly import DragonflyStructure
 from . import hashing
 from .links_up import redraw_then_detour
+from .route import ROUTE_BYTES_PER_ENTRY
 from .routes import Routes
 
 POLICIES = ("minimal", "ecmp", "valiant")
 WIDTH = 7
 REDRAWS = 16
+
+
+def route_width(st: DragonflyStructure, policy: str, options: dict) -> tuple[int, int]:
+    """(route entries per flow, peak bytes per entry): at most :data:`WIDTH` links."""
+    return WIDTH, ROUTE_BYTES_PER_ENTRY
 
 
 def route_dragonfly(

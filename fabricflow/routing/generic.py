@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import RoutingError, SpecError
 from . import hashing
-from .route import unreachable_error
+from .route import GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
 POLICIES = ("ecmp",)
@@ -45,6 +45,11 @@ GENERIC_MAX_WORK = 1_000_000_000
 DIST_BLOCK_ENTRIES = 8_000_000  # distances held at once: destinations x nodes (int32)
 WALK_BLOCK_ENTRIES = 4_000_000  # candidate links examined at once: flows x max out-degree
 _UNREACHED = np.iinfo(np.int32).max
+
+
+def route_width(structure: None, policy: str, options: dict) -> tuple[int, int]:
+    """(route entries per flow, peak bytes per entry): a guess, paths are found later."""
+    return GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
 
 
 def route_generic(

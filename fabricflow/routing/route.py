@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,6 +23,17 @@ from .routes import Routes
 
 Router = Callable[..., Routes]
 
+
+class RouterEntry(NamedTuple):
+    """One row of the router table."""
+
+    route: Router
+    # keyword options the router takes besides ``policy`` and ``seed``
+    options: tuple[str, ...]
+    # (structure, policy, options) -> (route entries per flow, peak bytes per entry)
+    width: Callable[[Any, str, dict], tuple[int, int]]
+
+
 # Peak bytes of routing, per flow and per candidate path entry (flows x hops of the
 # paths a router builds before trimming). Measured peak RSS on 2M flows: 290-330 B per
 # flow on Clos (6 hops) and dragonfly (5-7), 500 B on a 24-hop torus; multipath merging
@@ -33,26 +45,23 @@ GENERIC_WIDTH_GUESS = 8
 
 
 @functools.cache
-def routers() -> dict[type | None, tuple[Router, tuple[str, ...]]]:
-    """Structure type -> ``(router, options)``: the router of a fabric and the keyword
-    options it takes besides ``policy`` and ``seed``. ``None``: fabrics without a structure
-    (the generic shortest-path router).
+def routers() -> dict[type | None, RouterEntry]:
+    """Structure type -> :class:`RouterEntry`: the router of a fabric, the keyword options
+    it takes besides ``policy`` and ``seed``, and its route width for memory estimates.
+    ``None``: fabrics without a structure (the generic shortest-path router).
 
     A plain table, built on first use because the router modules import this one.
     """
     from ..fabric.clos import ClosStructure
     from ..fabric.dragonfly import DragonflyStructure
     from ..fabric.torus import TorusStructure
-    from .clos import route_clos
-    from .dragonfly import route_dragonfly
-    from .generic import route_generic
-    from .torus import route_torus
+    from . import clos, dragonfly, generic, torus
 
     return {
-        ClosStructure: (route_clos, ("k", "pxn")),
-        TorusStructure: (route_torus, ()),
-        DragonflyStructure: (route_dragonfly, ()),
-        None: (route_generic, ()),
+        ClosStructure: RouterEntry(clos.route_clos, ("k", "pxn"), clos.route_width),
+        TorusStructure: RouterEntry(torus.route_torus, (), torus.route_width),
+        DragonflyStructure: RouterEntry(dragonfly.route_dragonfly, (), dragonfly.route_width),
+        None: RouterEntry(generic.route_generic, (), generic.route_width),
     }
 
 
@@ -97,7 +106,8 @@ def route(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
     table = routers()
-    router, accepted = table.get(type(fabric.structure), table[None])
+    entry = table.get(type(fabric.structure), table[None])
+    accepted = entry.options
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         kind = type(fabric.structure).__name__ if fabric.structure is not None else "a generic"
@@ -109,40 +119,27 @@ def route(
     if "pxn" in options:
         options["pxn"] = check_flag(options["pxn"], "pxn")
     check_memory(
-        route_bytes(fabric, src_arr.shape[0], policy, options),
+        route_bytes(entry, fabric, src_arr.shape[0], policy, options),
         f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}",
         hint="route fewer flows at a time",
     )
     try:
-        return router(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
+        return entry.route(fabric, src_arr, dst_arr, policy=policy, seed=int(seed), **options)
     except MemoryError as error:
         raise out_of_memory(
             error, f"routing {src_arr.shape[0]:,} flows ({policy}) on fabric {fabric.name!r}"
         ) from error
 
 
-def route_bytes(fabric: Fabric, num_flows: int, policy: str, options: dict) -> int:
+def route_bytes(
+    entry: RouterEntry, fabric: Fabric, num_flows: int, policy: str, options: dict
+) -> int:
     """Estimated peak bytes of routing ``num_flows`` flows (Python ints: no overflow).
 
     Spray's width depends on the flows; :func:`fabricflow.routing.clos` checks it again
     once known.
     """
-    from ..fabric.clos import ClosStructure
-    from ..fabric.dragonfly import DragonflyStructure
-    from ..fabric.torus import TorusStructure
-
-    structure = fabric.structure
-    width, per_entry = GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
-    if isinstance(structure, ClosStructure):  # up and down, per path
-        width = 2 * int(structure.levels) + 2 * bool(options.get("pxn"))
-        if policy == "multipath":
-            k = options.get("k", 4)
-            width *= int(k) if isinstance(k, (int, np.integer)) and k > 0 else 1
-            per_entry = MERGE_BYTES_PER_ENTRY
-    elif isinstance(structure, TorusStructure):  # the longest minimal path
-        width = max(int(structure.max_hops), 1)
-    elif isinstance(structure, DragonflyStructure):  # at most 7 links (valiant)
-        width = 7
+    width, per_entry = entry.width(fabric.structure, policy, options)
     return int(num_flows) * (ROUTE_BYTES_PER_FLOW + per_entry * width)
 
 

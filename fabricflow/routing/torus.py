@@ -29,11 +29,17 @@ from ..errors import SpecError
 from ..fabric.torus import TorusStructure
 from . import hashing
 from .links_up import redraw_then_detour
+from .route import ROUTE_BYTES_PER_ENTRY
 from .routes import Routes
 
 POLICIES = ("dor", "ecmp")
 _TIE_SALT = 101
 _ORDER_SALT = 211
+
+
+def route_width(st: TorusStructure, policy: str, options: dict) -> tuple[int, int]:
+    """(route entries per flow, peak bytes per entry): the longest minimal path."""
+    return max(int(st.max_hops), 1), ROUTE_BYTES_PER_ENTRY
 
 
 def route_torus(
