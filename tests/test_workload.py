@@ -27,7 +27,8 @@ def test_gpu_presets_and_overrides():
         "tpu-v4",
         "tpu-v5p",
     }
-    assert H100.peak("fp8") == pytest.approx(1979e12) and H100.hbm == pytest.approx(80e9)
+    # HBM is what the device reports (nvidia-smi 81559 MiB), no longer "80GB" read as 80e9 B
+    assert H100.peak("fp8") == pytest.approx(1979e12) and H100.hbm == 81559 * 2**20
     assert load_gpu("h100-sxm", hbm="96GB", peak_bf16="1PFLOPS").peak_bf16 == 1e15
     with pytest.raises(SpecError, match="fp8"):
         A100.peak("fp8")

@@ -46,6 +46,19 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--moe-imbalance", type=float, default=1.1, help="max/mean tokens per expert-parallel rank"
     )
+    for state, what in (
+        ("optimizer", "optimizer state (fp32 master weights, Adam moments)"),
+        ("weights", "bf16 weights (fetched every pass)"),
+        ("activations", "activations saved for backward"),
+    ):
+        parser.add_argument(
+            f"--offload-{state}",
+            type=float,
+            default=0.0,
+            metavar="F",
+            help=f"fraction in [0, 1] of the {what} kept in host memory over the GPU's "
+            "host link (--gpu-set host_link_bandwidth=...)",
+        )
     parser.add_argument(
         "--attention",
         default=None,
@@ -136,6 +149,9 @@ def layout_from_args(args):
         ep_overlap=args.ep_overlap,
         grad_reduce_dtype=args.grad_reduce_dtype,
         moe_imbalance=args.moe_imbalance,
+        offload_optimizer=args.offload_optimizer,
+        offload_weights=args.offload_weights,
+        offload_activations=args.offload_activations,
     )
 
 
@@ -317,6 +333,8 @@ def print_result(result, plot: str | None) -> None:
         f"{mem['gradients']:.1f}, optimizer {mem['optimizer']:.1f}, activations "
         f"{mem['activations']:.1f}; {mem['rank']} pipeline rank)"
     )
+    if mem["offloaded"]:
+        print(f"  host memory      {mem['offloaded']:.1f} GiB per GPU offloaded")
     print("  breakdown:")
     for key, value in result.breakdown.items():
         share = value / result.step_time_s if result.step_time_s else 0.0

@@ -14,6 +14,7 @@ COLORS = {
     "pp": "#937860",
     "dp": "#da8bc3",
     "optimizer": "#8c8c8c",
+    "offload": "#ccb974",
 }
 
 

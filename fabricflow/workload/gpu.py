@@ -1,7 +1,17 @@
-"""Accelerator specs: dense peak FLOP/s, HBM size and bandwidth, GEMM efficiency.
+"""Accelerator specs: dense peak FLOP/s, HBM size and bandwidth, GEMM efficiency, host link.
 
 Presets live in ``presets/gpus.json`` (sources in its ``_sources`` entry). Every field can
 be overridden: ``load_gpu("h100-sxm", hbm="96GB", gemm_efficiency=0.75)``.
+
+HBM in the presets is the capacity the device reports (``nvidia-smi``, ``rocm-smi``), e.g.
+``81559MiB`` (79.6 GiB) for an "80GB" H100, not the marketing figure read as SI bytes
+(80 GB = 74.5 GiB), which would refuse layouts that run in production; see
+docs/memory-offload.md. A size given by the user is read as written: ``hbm="80GB"`` is
+80e9 bytes, ``hbm="80GiB"`` is 80 x 2**30.
+
+``host_link`` / ``host_link_bandwidth``: the link from the GPU to host (or pooled) memory
+that offloaded weights, activations and optimizer state cross (PCIe, NVLink-C2C, CXL),
+bytes/s per direction.
 """
 
 from __future__ import annotations
@@ -12,6 +22,9 @@ from importlib import resources
 
 from ..errors import SpecError
 from ..units import parse_size
+
+# Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
+HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
 
 _FLOPS_UNITS = {
     "FLOPS": 1.0,
@@ -36,6 +49,10 @@ class GpuSpec:
         compute_units: SMs / CUs / MXUs that GEMM tiles are spread over (wave quantization).
         gemm_efficiency: fraction of peak a large, well-shaped GEMM reaches.
         attention_efficiency: fraction of peak a fused (Flash) attention kernel reaches.
+        host_link: kind of link to host or pooled memory (one of ``HOST_LINKS``), or None
+            where the preset does not know it.
+        host_link_bandwidth: bytes/s per direction over ``host_link`` (full duplex), or
+            None (then offloading is refused until it is given).
     """
 
     name: str
@@ -46,6 +63,8 @@ class GpuSpec:
     compute_units: int
     gemm_efficiency: float
     attention_efficiency: float
+    host_link: str | None = None
+    host_link_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
@@ -59,6 +78,20 @@ class GpuSpec:
         if int(self.compute_units) <= 0:
             raise SpecError(
                 "gpu.compute_units", f"must be a positive integer, got {self.compute_units}"
+            )
+        if self.host_link is not None and self.host_link not in HOST_LINKS:
+            raise SpecError(
+                "gpu.host_link", f"unknown {self.host_link!r}; one of {list(HOST_LINKS)}"
+            )
+        bandwidth = self.host_link_bandwidth
+        if bandwidth is not None and not (
+            isinstance(bandwidth, (int, float))
+            and not isinstance(bandwidth, bool)
+            and math.isfinite(bandwidth)
+            and bandwidth > 0
+        ):
+            raise SpecError(
+                "gpu.host_link_bandwidth", f"must be a finite number > 0 B/s, got {bandwidth!r}"
             )
 
     def peak(self, precision: str) -> float:
@@ -120,8 +153,9 @@ def list_gpus() -> list[str]:
 def load_gpu(spec, **overrides) -> GpuSpec:
     """A :class:`GpuSpec` from a preset name (``h100-sxm``, ...) or a dict, with overrides.
 
-    Quantities accept units: ``peak_bf16='989TFLOPS'``, ``hbm='80GB'``,
-    ``hbm_bandwidth='3.35TB/s'``.
+    Quantities accept units: ``peak_bf16='989TFLOPS'``, ``hbm='80GB'`` (SI: 80e9 bytes;
+    the presets give what the device reports, e.g. ``'81559MiB'``),
+    ``hbm_bandwidth='3.35TB/s'``, ``host_link_bandwidth='64GB/s'`` (per direction).
     """
     if isinstance(spec, GpuSpec):
         raw = dataclasses.asdict(spec)
@@ -159,7 +193,19 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         compute_units=_whole(raw["compute_units"], "gpu.compute_units"),
         gemm_efficiency=_fraction(raw["gemm_efficiency"], "gpu.gemm_efficiency"),
         attention_efficiency=_fraction(raw["attention_efficiency"], "gpu.attention_efficiency"),
+        host_link=_host_link(raw.get("host_link")),
+        host_link_bandwidth=None
+        if raw.get("host_link_bandwidth") is None
+        else parse_bandwidth(raw["host_link_bandwidth"], "gpu.host_link_bandwidth"),
     )
+
+
+def _host_link(value) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in HOST_LINKS:
+        raise SpecError("gpu.host_link", f"unknown {value!r}; one of {list(HOST_LINKS)}")
+    return value
 
 
 def _whole(value, field: str) -> int:

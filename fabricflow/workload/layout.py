@@ -30,6 +30,8 @@ FRAMEWORK_EFFICIENCY = 0.81
 
 # Integer fields (``zero`` last: validate() checks it apart, as 0..3).
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
+# Fractions of each model state held in host memory instead of HBM.
+OFFLOAD_FIELDS = ("offload_optimizer", "offload_weights", "offload_activations")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +61,11 @@ class Layout:
             the slowest rank sets the all-to-all and expert-GEMM time.
         framework_efficiency: fraction of compute-phase time spent inside kernels
             (see ``FRAMEWORK_EFFICIENCY``); compute times are divided by it.
+        offload_optimizer, offload_weights, offload_activations: fractions in [0, 1] of
+            the optimizer state (fp32 master weights and Adam moments), the bf16 weights and
+            the activations saved for backward held in host (or pooled) memory across the
+            GPU's host link instead of HBM (see :mod:`fabricflow.workload.memory` and
+            ``offload`` in :func:`fabricflow.step_time`); 0 = all in HBM.
     """
 
     tp: int = 1
@@ -81,6 +88,9 @@ class Layout:
     grad_reduce_dtype: str = "fp32"
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY
+    offload_optimizer: float = 0.0
+    offload_weights: float = 0.0
+    offload_activations: float = 0.0
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
@@ -170,6 +180,18 @@ class Layout:
                 "layout.moe_imbalance",
                 f"must be finite and >= 1 (max/mean load), got {self.moe_imbalance}",
             )
+        for field in OFFLOAD_FIELDS:
+            value = getattr(self, field)
+            if (
+                isinstance(value, (bool, np.bool_))
+                or not isinstance(value, numbers.Real)
+                or not 0.0 <= value <= 1.0  # also refuses NaN
+            ):
+                raise SpecError(
+                    f"layout.{field}",
+                    f"must be a fraction in [0, 1] (0 = all in HBM, 1 = all offloaded), "
+                    f"got {value!r}",
+                )
         if num_gpus is not None and self.num_gpus != num_gpus:
             raise SpecError(
                 "layout",

@@ -16,6 +16,15 @@ selective recompute). Full recompute keeps only each layer's input. Pipeline ran
 holds ``min(m, p - r)`` micro-batches in flight under 1F1B; with ``v`` interleaved stages
 the first rank holds ``L (1 + (p-1)/(p v))`` layers' worth (Korthikanti et al.), see
 :func:`in_flight_chunks`.
+
+Offload (``Layout.offload_weights`` / ``offload_optimizer`` / ``offload_activations``, a
+fraction ``f`` of each): the offloaded part lives in host (or pooled) memory and is streamed
+through HBM layer by layer, double-buffered, so HBM keeps ``(1 - f)`` of the state plus
+``f`` of two layers' worth (weights and optimizer state: the rank's total over its layers;
+activations: one layer of one micro-batch, as saved for backward). Offloading therefore
+never raises the estimate, and ``f = 0`` leaves it exactly as without offload. The recompute
+working set (one full layer under full recompute) and the logits stay in HBM. See
+docs/memory-offload.md; the transfer time is in :func:`fabricflow.step_time`.
 """
 
 from __future__ import annotations
@@ -38,9 +47,12 @@ class MemoryEstimate:
     optimizer: float
     activations: float
     rank: str  # the most loaded pipeline rank: "first", "last" or "only" (pp = 1)
+    # bytes this GPU keeps in host (or pooled) memory instead of HBM; not in ``total``
+    offloaded: float = 0.0
 
     @property
     def total(self) -> float:
+        """HBM bytes (the offloaded part excluded)."""
         return self.weights + self.gradients + self.optimizer + self.activations
 
     def as_gib(self) -> dict:
@@ -51,7 +63,30 @@ class MemoryEstimate:
             "activations": self.activations / GIB,
             "total": self.total / GIB,
             "rank": self.rank,
+            "offloaded": self.offloaded / GIB,
         }
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadTraffic:
+    """Bytes one GPU of pipeline rank ``rank`` moves over its host link (see step_time).
+
+    Attributes:
+        rank: ``first``, ``last`` or ``only``.
+        layers: transformer layers the rank holds.
+        weights: offloaded bf16 weight bytes, fetched host-to-device once per pass
+            (forward, backward, and the recompute forward) of every micro-batch, and written
+            back once per step after the optimizer update.
+        optimizer: offloaded optimizer-state bytes, streamed in and back out once per step.
+        activations: offloaded activation bytes of one micro-batch, written to host in the
+            forward pass and read back in the backward pass.
+    """
+
+    rank: str
+    layers: int
+    weights: float
+    optimizer: float
+    activations: float
 
 
 def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
@@ -88,7 +123,53 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
     """Memory of the most loaded pipeline rank (first: embedding; last: head and logits).
 
     ``layout`` is validated against ``model`` first (:class:`SpecError` naming the field).
+    Offloaded fractions (``layout.offload_*``) are taken out of HBM as the module says.
     """
+    best = None
+    for rank in _rank_states(model, layout):
+        estimate = _with_offload(rank, layout)
+        if best is None or estimate.total > best.total:
+            best = estimate
+    assert best is not None  # every layout has at least one pipeline rank
+    return best
+
+
+def offload_traffic(model: ModelSpec, layout: Layout) -> list[OffloadTraffic]:
+    """Host-link bytes of each end pipeline rank (``first`` and ``last``, or ``only``).
+
+    All zeros when nothing is offloaded. The middle ranks hold no embedding or head and no
+    more in-flight activations than the first rank, so they move no more than it does.
+    """
+    out = []
+    for rank in _rank_states(model, layout):
+        out.append(
+            OffloadTraffic(
+                rank=rank.name,
+                layers=rank.layers,
+                weights=layout.offload_weights * rank.weights,
+                optimizer=layout.offload_optimizer * rank.optimizer,
+                activations=layout.offload_activations * rank.layers * rank.layer_activations,
+            )
+        )
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _RankStates:
+    """Bytes one GPU of a pipeline rank holds before any offload."""
+
+    name: str
+    layers: int
+    weights: float
+    gradients: float
+    optimizer: float
+    stored_activations: float  # saved for backward over all in-flight micro-batches
+    working_activations: float  # the layer recomputed under full recompute: never offloaded
+    logits: float  # fp32 logits and their gradient on the last rank: never offloaded
+    layer_activations: float  # saved by one layer for one micro-batch
+
+
+def _rank_states(model: ModelSpec, layout: Layout) -> list[_RankStates]:
     if not isinstance(model, ModelSpec):
         raise SpecError(
             "model", f"expected a ModelSpec (fabricflow.load_model), got {type(model).__name__}"
@@ -105,7 +186,6 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
     shard_expert = layout.expert_dp
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
-    best = None
     logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp  # fp32 logits and their gradient
     head = 0.0 if model.tie_word_embeddings else embedding
     if layout.pp == 1:
@@ -115,6 +195,7 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
             ("first", 0, first, embedding, 0.0),
             ("last", layout.pp - 1, last, embedding, logits),
         ]
+    out = []
     for rank, index, layers, extra_params, extra_act in ranks:
         n_moe = layers * moe_fraction
         n_dense = layers - n_moe
@@ -129,18 +210,55 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
             expert_params = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
         wd, gd, od = _states(layout, dense_params, shard_dense)
         we, ge, oe = _states(layout, expert_params, shard_expert)
-        activations = _stage_activations(model, layout, layers, n_moe, index) + extra_act
-        estimate = MemoryEstimate(
-            weights=wd + we,
-            gradients=gd + ge,
-            optimizer=od + oe,
-            activations=activations,
-            rank=rank,
+        stored, working, per_layer = _stage_activation_parts(model, layout, layers, n_moe, index)
+        out.append(
+            _RankStates(
+                name=rank,
+                layers=layers,
+                weights=wd + we,
+                gradients=gd + ge,
+                optimizer=od + oe,
+                stored_activations=stored,
+                working_activations=working,
+                logits=extra_act,
+                layer_activations=per_layer,
+            )
         )
-        if best is None or estimate.total > best.total:
-            best = estimate
-    assert best is not None  # every layout has at least one pipeline rank
-    return best
+    return out
+
+
+def _with_offload(rank: _RankStates, layout: Layout) -> MemoryEstimate:
+    """HBM bytes of ``rank`` once the layout's offloaded fractions are moved to the host."""
+    # summed in the order the estimate always used (bit-identical at f = 0)
+    activations = rank.stored_activations + rank.working_activations + rank.logits
+    weights, optimizer, offloaded = rank.weights, rank.optimizer, 0.0
+    # layer by layer, double-buffered: two layers' share of the offloaded part stays in HBM
+    buffer = min(1.0, 2.0 / max(rank.layers, 1))
+    if layout.offload_weights > 0:
+        moved = layout.offload_weights * rank.weights
+        weights = rank.weights - moved * (1.0 - buffer)
+        offloaded += moved
+    if layout.offload_optimizer > 0:
+        moved = layout.offload_optimizer * rank.optimizer
+        optimizer = rank.optimizer - moved * (1.0 - buffer)
+        offloaded += moved
+    if layout.offload_activations > 0:
+        moved = layout.offload_activations * rank.stored_activations
+        staged = layout.offload_activations * min(
+            rank.stored_activations, 2.0 * rank.layer_activations
+        )
+        activations = (
+            rank.stored_activations - moved + staged + rank.working_activations + rank.logits
+        )
+        offloaded += moved
+    return MemoryEstimate(
+        weights=weights,
+        gradients=rank.gradients,
+        optimizer=optimizer,
+        activations=activations,
+        rank=rank.name,
+        offloaded=offloaded,
+    )
 
 
 def _states(layout: Layout, params: float, shards: int) -> tuple[float, float, float]:
@@ -166,9 +284,11 @@ def in_flight_chunks(layout: Layout, rank: int) -> int:
     return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
 
 
-def _stage_activations(
+def _stage_activation_parts(
     model: ModelSpec, layout: Layout, layers: int, n_moe: float, rank: int
-) -> float:
+) -> tuple[float, float, float]:
+    """(saved for backward over the in-flight micro-batches, recompute working set, saved
+    by one layer for one micro-batch) in bytes."""
     chunks = in_flight_chunks(layout, rank)
     layers_per_chunk = layers / layout.vpp
     n_dense = layers - n_moe
@@ -180,8 +300,8 @@ def _stage_activations(
         tokens = layout.micro_batch * layout.seq_len / layout.cp
         shard = layout.tp if layout.sequence_parallel else 1
         checkpoint = 2.0 * tokens * model.hidden_size / shard
-        return chunks * layers_per_chunk * checkpoint + full_layer
-    return chunks * layers_per_chunk * full_layer
+        return chunks * layers_per_chunk * checkpoint, full_layer, checkpoint
+    return chunks * layers_per_chunk * full_layer, 0.0, full_layer
 
 
 def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:

@@ -24,6 +24,16 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   for every forward and backward and reduce-scatters gradients per micro-batch.
 * optimizer: a memory-bound Adam pass over the local (sharded) parameters, ~34 B each
   (read fp32 master, grad, two moments and the grad-norm pass; write master, moments, bf16).
+* offload (``Layout.offload_*``): transfers over the GPU's host link (``host_link_bandwidth``
+  per direction, full duplex), streamed layer by layer by copy engines beside the kernels:
+  per micro-batch, offloaded weights are fetched in the forward pass (while that pass's
+  activations are written out) and again in the backward pass (and the recompute forward),
+  together with the activations; each pass's transfer is exposed beyond the pass's compute,
+  and the first layer's weights once per step (nothing to hide their fetch behind). Exposure
+  per micro-batch counts ``m + (p - 1) / v`` times (it lengthens the bubble too). Offloaded
+  optimizer state is streamed in and back out during the optimizer step (with the updated
+  weights of the offloaded part), exposed beyond the Adam pass's own time. Zero when
+  nothing is offloaded. See docs/memory-offload.md.
 """
 
 from __future__ import annotations
@@ -39,13 +49,13 @@ from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, load_gpu
 from .layer_cost import embedding_cost, head_cost, layer_cost
-from .layout import Layout
-from .memory import GIB, MemoryEstimate, memory_per_gpu, stage_parameters
+from .layout import OFFLOAD_FIELDS, Layout
+from .memory import GIB, MemoryEstimate, memory_per_gpu, offload_traffic, stage_parameters
 from .model import ModelSpec, load_model
 from .placement import Placement, parse_order, place
 
 ADAM_BYTES_PER_PARAM = 34.0
-BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer")
+BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +64,8 @@ class StepResult:
 
     ``breakdown`` (seconds) sums to ``step_time_s``: ``compute`` (slowest rank's kernels for
     all micro-batches), ``bubble`` (pipeline fill and drain, incl. the comm inside the
-    micro-batch time), exposed ``tp``/``cp``/``ep``/``pp``/``dp`` communication and
-    ``optimizer``. ``tflops_per_gpu`` counts model FLOPs (no recompute, the MFU numerator:
+    micro-batch time), exposed ``tp``/``cp``/``ep``/``pp``/``dp`` communication,
+    ``optimizer`` and ``offload`` (host-link transfers not hidden behind compute). ``tflops_per_gpu`` counts model FLOPs (no recompute, the MFU numerator:
     Megatron/PaLM convention, attention charged the full ``s x s`` product even when causal);
     ``mfu`` divides model FLOP/s by the dense peak of the layout's precision (bf16 or fp8).
     ``hardware_tflops_per_gpu`` counts the FLOPs the kernels execute (recomputation
@@ -139,16 +149,25 @@ def step_time(
         )
     layout.validate(model)
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
+    offloading = any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS)
+    if offloading and gpu.host_link_bandwidth is None:
+        raise SpecError(
+            "gpu.host_link_bandwidth",
+            f"{gpu.name} has no host link bandwidth; give it (e.g. "
+            "--gpu-set host_link_bandwidth=50GB/s) to offload, or set the offload fractions to 0",
+        )
     memory = memory_per_gpu(model, layout)
     if check_memory and memory.total > gpu.hbm:
         parts = ", ".join(
-            f"{k} {v:.1f}" for k, v in memory.as_gib().items() if k not in ("total", "rank")
+            f"{k} {v:.1f}"
+            for k, v in memory.as_gib().items()
+            if k not in ("total", "rank", "offloaded")
         )
         raise SpecError(
             "layout",
             f"needs {memory.total / GIB:.1f} GiB per GPU on the {memory.rank} "
             f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
-            "of HBM; raise tp/pp, use recompute, ZeRO or a smaller micro-batch",
+            "of HBM; raise tp/pp, use recompute, ZeRO, offload or a smaller micro-batch",
         )
     if isinstance(placement, Placement):
         # a placement of another layout (or rank order) would time other groups: refused
@@ -189,6 +208,8 @@ def step_time(
     breakdown["optimizer"] = (
         float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
     )
+    if offloading:
+        breakdown["offload"] = _offload_exposed(model, gpu, layout, times, breakdown["optimizer"])
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -334,6 +355,7 @@ def _micro_batch_times(
         t["total"] = sum(t.values())
         t["rank"] = rank
         t["backward_s"] = layers * sum(share * costs[moe].backward_s for moe, share in kinds)
+        t["forward_s"] = layers * sum(share * costs[moe].forward_s for moe, share in kinds)
         out[rank] = t
     return out
 
@@ -386,3 +408,32 @@ def _data_parallel_exposed(
             )
         total += reduce + gather
     return total
+
+
+def _offload_exposed(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, times: dict, optimizer_s: float
+) -> float:
+    """Seconds per step of host-link transfers not hidden behind compute (the worst end
+    pipeline rank; see the module docstring)."""
+    bandwidth = gpu.host_link_bandwidth
+    assert bandwidth is not None  # step_time refuses offload without it
+    # weights are needed by the forward, the backward and (full recompute) the forward redone
+    fetches_in_backward = 2 if layout.recompute == "full" else 1
+    micro_batches = layout.num_micro_batches + (layout.pp - 1) / layout.vpp
+    worst = 0.0
+    for traffic in offload_traffic(model, layout):
+        t = times[traffic.rank]
+        # full duplex: each direction has the whole bandwidth; the busier one sets the time
+        forward = max(traffic.weights, traffic.activations) / bandwidth
+        backward = (fetches_in_backward * traffic.weights + traffic.activations) / bandwidth
+        # prefetched layer by layer beside the pass's kernels: exposed beyond the pass
+        per_micro_batch = max(0.0, forward - t["forward_s"]) + max(
+            0.0, backward - (t["compute"] - t["forward_s"])
+        )
+        # the first layer's weights must arrive before the step's first forward can start
+        first_fetch = traffic.weights / max(traffic.layers, 1) / bandwidth
+        # optimizer step: state in and out, plus the updated offloaded weights out
+        step = (traffic.optimizer + traffic.weights) / bandwidth
+        total = micro_batches * per_micro_batch + first_fetch + max(0.0, step - optimizer_s)
+        worst = max(worst, total)
+    return worst
