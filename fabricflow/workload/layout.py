@@ -185,7 +185,7 @@ class Layout:
             if (
                 isinstance(value, (bool, np.bool_))
                 or not isinstance(value, numbers.Real)
-                or not 0.0 <= value <= 1.0  # also refuses NaN
+                or not 0.0 <= float(value) <= 1.0  # also refuses NaN
             ):
                 raise SpecError(
                     f"layout.{field}",
