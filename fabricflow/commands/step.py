@@ -70,7 +70,8 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override a GPU field, e.g. hbm=96GB, peak_bf16=900TFLOPS (repeatable)",
+        help="override a GPU field, e.g. hbm=96GB, peak_bf16=900TFLOPS, "
+        "host_link_bandwidth=64GB/s (per direction) (repeatable)",
     )
     parser.add_argument(
         "--model-set",
