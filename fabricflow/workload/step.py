@@ -321,7 +321,12 @@ def _layer_comm(
         bf16 = comm.slowest("ep", "all_to_all", 2.0 * copies)
         forward = comm.slowest("ep", "all_to_all", dispatch_bytes * copies) + bf16
         backward = 2 * bf16  # gradients of combine and of dispatch, bf16
-        if layout.ep_overlap or layout.schedule == "dualpipe":  # DualPipe pairs chunks
+        if layout.schedule == "dualpipe":
+            # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
+            # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
+            compute = passes_fwd * cost.forward_s + cost.backward_s
+            out["ep"] = max(0.0, passes_fwd * forward + backward - compute)
+        elif layout.ep_overlap:
             out["ep"] = passes_fwd * max(0.0, forward - cost.forward_s) + max(
                 0.0, backward - cost.backward_s
             )
