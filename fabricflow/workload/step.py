@@ -248,6 +248,7 @@ def step_time(
         "slowest_rank": slow["rank"],
         "pipeline_schedule": layout.schedule,
         "rank_layers": list(layout.rank_layers(model)),
+        "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
     }
     return StepResult(
         step_time_s=total,
