@@ -3,7 +3,9 @@
 Conventions follow Megatron-LM: the GPU count is ``tp * cp * dp * pp``; expert parallelism
 ``ep`` divides ``dp * cp`` (expert layers regroup the same GPUs as ``tp * ep * edp * pp``
 with ``edp = dp * cp / ep``); a pipeline stage holds ``num_layers / (pp * vpp)`` layers per
-virtual stage; the global batch is ``dp * micro_batch * num_micro_batches`` sequences.
+virtual stage when that divides, else an uneven split (:meth:`Layout.stage_split`) or the
+layers per rank given as ``pp_split``; the global batch is
+``dp * micro_batch * num_micro_batches`` sequences.
 """
 
 from __future__ import annotations
@@ -107,7 +109,10 @@ class Layout:
         if isinstance(self.pp_split, (list, np.ndarray)):
             # a list (from YAML or JSON) or an array is kept as a tuple: the layout stays
             # hashable and compares equal to the same split given as a tuple
-            object.__setattr__(self, "pp_split", tuple(np.asarray(self.pp_split).tolist()))
+            values = (
+                self.pp_split.tolist() if isinstance(self.pp_split, np.ndarray) else self.pp_split
+            )
+            object.__setattr__(self, "pp_split", tuple(values))
         if isinstance(self.pp_split, tuple):
             object.__setattr__(
                 self,
@@ -152,7 +157,8 @@ class Layout:
         first rank holds the most activations under 1F1B), and the first and last stages
         give one layer to the embedding and the loss. Llama 3 405B: 126 layers on 16
         stages are 7 + 14 x 8 + 7; DeepSeek-V3: 61 on 16 are 2 + 4 x 14 + 3.
-        ``pp_split`` (per rank) is refused here when ``vpp > 1``: use :meth:`rank_layers`.
+        This is the automatic rule; it ignores ``pp_split`` (layers per rank, see
+        :meth:`rank_layers`).
         """
         stages = self.pp * self.vpp
         layers = model.num_layers
