@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._measure import measured
 
 SECTION = "stages"
@@ -36,7 +38,7 @@ def run(args) -> dict:
             gpus=3072,
             scale_up={"bandwidth_bidirectional": "400GB/s"},
         )
-    base = dict(
+    base: dict[str, Any] = dict(
         pp=16,
         dp=128,
         ep=64,

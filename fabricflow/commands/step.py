@@ -380,7 +380,9 @@ def print_result(result, plot: str | None) -> None:
     print(f"  MFU              {100 * result.mfu:.1f}%")
     if lay["pp"] > 1:
         layers = ",".join(str(n) for n in d["rank_layers"])
-        print(f"  pipeline         {d['pipeline_schedule']}, layers per rank {layers}")
+        # under DualPipe rank r also holds stage pp-1-r: the list is per stage
+        unit = "stage" if d["pipeline_schedule"] == "dualpipe" else "rank"
+        print(f"  pipeline         {d['pipeline_schedule']}, layers per {unit} {layers}")
     mem = result.memory.as_gib()
     print(
         f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "
