@@ -32,8 +32,10 @@ def test_valid_layout_passes_and_counts():
         (dict(tp=8, pp=2, dp=4), 128, LLAMA, "differs from the GPU count 128"),
         (dict(tp=3, dp=1), None, LLAMA, "num_attention_heads"),
         (dict(tp=16, dp=1), None, LLAMA, "num_key_value_heads"),
-        (dict(pp=3, dp=1), None, LLAMA, "not divisible by pp x vpp"),
-        (dict(pp=4, vpp=3, dp=1, global_batch=8), None, LLAMA, "not divisible by pp x vpp"),
+        # layer counts that pp x vpp does not divide are split unevenly now (as Megatron's
+        # uneven pipeline splits); only too few layers for the stages are refused
+        (dict(pp=128, dp=1), None, LLAMA, "cannot fill"),
+        (dict(pp=4, dp=1, pp_split=(20, 20, 20, 19)), None, LLAMA, "sums to 79"),
         (dict(dp=4, ep=3, global_batch=12), None, MIXTRAL, "ep=3 must divide dp x cp"),
         (dict(dp=6, ep=6, global_batch=12), None, MIXTRAL, "must divide the 8 experts"),
         (dict(dp=4, ep=2, global_batch=8), None, LLAMA, "has no experts"),

@@ -18,6 +18,7 @@ DESCRIPTION = (
 
 def run(args) -> dict:
     from ..fabric.spec import load_fabric
+    from ..workload.gpu import load_gpu
     from ..workload.layout import Layout
     from ..workload.step import step_time
 
@@ -52,13 +53,18 @@ def run(args) -> dict:
             sequence_parallel=True,
         )
     with measured(result, "step"):
-        out = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=True)
+        # memory is reported, not enforced: with every pipeline rank checked, the middle
+        # ranks (8 layers, all 16 micro-batches in flight when m = pp) need ~82 GiB in this
+        # model's activation estimate, over the H100's 74.5 GiB, where Meta ran it
+        out = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
     result.update(
         gpus=layout.num_gpus,
         step_time_s=out.step_time_s,
         mfu=out.mfu,
         tflops_per_gpu=out.tflops_per_gpu,
         memory_gib_per_gpu=out.memory_gib_per_gpu,
+        memory_rank=out.memory.rank,
+        memory_fits_hbm=bool(out.memory.total <= load_gpu("h100-sxm").hbm),
         breakdown=out.breakdown,
         collective_backend=out.details["collective_backend"],
     )

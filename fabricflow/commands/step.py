@@ -8,7 +8,19 @@ from ._common import add_json_flag, check_out_folder, mark_done, output_path, pr
 def register(subparsers) -> None:
     parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
     parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
-    parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        help="GPU preset (a100-80gb, h100-sxm, ...), or a job over several types in pipeline "
+        "order, whole stages each: h100-sxm:1024,h20:1024 (layers split by speed)",
+    )
+    parser.add_argument(
+        "--job",
+        default=None,
+        metavar="FILE",
+        help="YAML job spec instead of --gpu: 'gpus' (list of {gpu: NAME, count: N} in "
+        "pipeline order) and optional 'pp_split'",
+    )
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
     parser.add_argument("--tp", type=int, default=1)
@@ -17,6 +29,13 @@ def register(subparsers) -> None:
     parser.add_argument("--cp", type=int, default=1)
     parser.add_argument("--ep", type=int, default=1)
     parser.add_argument("--vpp", type=int, default=1, help="virtual pipeline stages per GPU")
+    parser.add_argument(
+        "--pp-split",
+        default=None,
+        metavar="N,N,...",
+        help="transformer layers per pipeline rank, first to last (default: even, or uneven "
+        "with the embedding and the loss counted as one layer each)",
+    )
     parser.add_argument("--sequence-parallel", action="store_true")
     parser.add_argument("--micro-batch", type=int, required=True)
     parser.add_argument("--global-batch", type=int, required=True)
@@ -27,8 +46,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--schedule",
         default=None,
-        choices=["1f1b", "interleaved"],
-        help="interleaved needs --vpp > 1 (default: from --vpp)",
+        choices=["1f1b", "interleaved", "dualpipe"],
+        help="interleaved needs --vpp > 1 (default: from --vpp); dualpipe: DeepSeek-V3's "
+        "bidirectional schedule (even pp, even micro-batch count >= 2 pp; hides MoE "
+        "all-to-all, keeps two copies of the weights)",
     )
     parser.add_argument(
         "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
@@ -128,8 +149,9 @@ def layout_from_args(args):
         dp = args.gpus // denominator
     if args.schedule == "interleaved" and args.vpp < 2:
         raise SpecError("--schedule", "interleaved needs --vpp >= 2")
-    if args.schedule == "1f1b" and args.vpp > 1:
-        raise SpecError("--schedule", "1f1b means --vpp 1")
+    if args.schedule in ("1f1b", "dualpipe") and args.vpp > 1:
+        raise SpecError("--schedule", f"{args.schedule} means --vpp 1")
+    pp_split = None if args.pp_split is None else parse_pp_split(args.pp_split)
     return Layout(
         tp=args.tp,
         pp=args.pp,
@@ -153,7 +175,46 @@ def layout_from_args(args):
         offload_optimizer=args.offload_optimizer,
         offload_weights=args.offload_weights,
         offload_activations=args.offload_activations,
+        pp_split=pp_split,
+        pipeline_schedule=args.schedule or "auto",
     )
+
+
+def parse_pp_split(text: str) -> tuple[int, ...]:
+    """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
+    import re
+
+    from ..errors import SpecError
+
+    items = [item.strip() for item in text.split(",")]
+    if not all(re.fullmatch(r"[0-9]+", item) for item in items):
+        raise SpecError(
+            "--pp-split", f"expected layers per rank as N,N,... (integers >= 0), got {text!r}"
+        )
+    return tuple(int(item) for item in items)
+
+
+def gpus_from_args(args, layout):
+    """The GPU of the job: a :class:`GpuSpec`, or a list of ``(GpuSpec, count)`` in
+    pipeline order (``--gpu a:n,b:m`` or ``--job FILE``), checked against ``layout``
+    (whole stages; errors name the flag). ``--gpu-set`` applies to every type."""
+    from ..errors import SpecError
+    from ..workload.gpu import load_gpu
+    from ..workload.hetero import job_gpus, load_job, parse_gpu_mix
+
+    sets = _assignments(args.gpu_set, "--gpu-set")
+    if args.job is not None:
+        job = load_job(args.job)
+        mix = [(load_gpu(spec, **sets), count) for spec, count in job["gpus"]]
+        job_gpus(mix, layout, field="--job gpus")
+        return mix, job["pp_split"]
+    if args.gpu is None:
+        raise SpecError("--gpu", "give a GPU preset (or TYPE:COUNT,...), or --job FILE")
+    if ":" in args.gpu or "," in args.gpu:
+        mix = [(load_gpu(name, **sets), count) for name, count in parse_gpu_mix(args.gpu, "--gpu")]
+        job_gpus(mix, layout, field="--gpu")
+        return mix, None
+    return load_gpu(args.gpu, **sets), None
 
 
 def _assignments(items: list[str], flag: str) -> dict:
@@ -255,24 +316,30 @@ def _check_plot_path(path: str) -> None:
 
 
 def run(args) -> int:
+    import dataclasses
     import os
 
     from ..atomic import describe_os_error, ensure_folder
-    from ..errors import OutputError
+    from ..errors import OutputError, SpecError
     from ..fabric.spec import load_fabric
-    from ..workload.gpu import load_gpu
     from ..workload.model import load_model
     from ..workload.step import step_time
 
     if args.plot:
         _check_plot_path(args.plot)
     collectives = _backend(args.collectives)
+    if args.job is not None and args.gpu is not None:
+        raise SpecError("--job", "gives the GPUs; drop --gpu")
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
+    gpu, job_split = gpus_from_args(args, layout)
+    if job_split is not None:
+        if layout.pp_split is not None:
+            raise SpecError("--pp-split", "the --job file gives pp_split too; give it once")
+        layout = dataclasses.replace(layout, pp_split=job_split).validate()
     overrides = _assignments(args.model_set, "--model-set")
     if args.attention:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
-    gpu = load_gpu(args.gpu, **_assignments(args.gpu_set, "--gpu-set"))
     fabric = load_fabric(args.fabric)
     result = step_time(
         model,
@@ -328,6 +395,11 @@ def print_result(result, plot: str | None) -> None:
         f"{result.hardware_tflops_per_gpu:.1f} incl. recompute"
     )
     print(f"  MFU              {100 * result.mfu:.1f}%")
+    if lay["pp"] > 1:
+        layers = ",".join(str(n) for n in d["rank_layers"])
+        # under DualPipe rank r also holds stage pp-1-r: the list is per stage
+        unit = "stage" if d["pipeline_schedule"] == "dualpipe" else "rank"
+        print(f"  pipeline         {d['pipeline_schedule']}, layers per {unit} {layers}")
     mem = result.memory.as_gib()
     print(
         f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "

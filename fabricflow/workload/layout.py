@@ -3,7 +3,9 @@
 Conventions follow Megatron-LM: the GPU count is ``tp * cp * dp * pp``; expert parallelism
 ``ep`` divides ``dp * cp`` (expert layers regroup the same GPUs as ``tp * ep * edp * pp``
 with ``edp = dp * cp / ep``); a pipeline stage holds ``num_layers / (pp * vpp)`` layers per
-virtual stage; the global batch is ``dp * micro_batch * num_micro_batches`` sequences.
+virtual stage when that divides, else an uneven split (:meth:`Layout.stage_split`) or the
+layers per rank given as ``pp_split``; the global batch is
+``dp * micro_batch * num_micro_batches`` sequences.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .model import ModelSpec
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
+# Values of ``Layout.pipeline_schedule``: ``auto`` derives 1F1B / interleaved from ``vpp``.
+PIPELINE_SCHEDULES = ("auto", "1f1b", "interleaved", "dualpipe")
 GRAD_DTYPES = ("fp32", "bf16")
 
 # Fraction of compute-phase wall time the GPU spends inside kernels (the rest: launch gaps,
@@ -66,6 +70,12 @@ class Layout:
             the activations saved for backward held in host (or pooled) memory across the
             GPU's host link instead of HBM (see :mod:`fabricflow.workload.memory` and
             ``offload`` in :func:`fabricflow.step_time`); 0 = all in HBM.
+        pp_split: transformer layers per pipeline rank, first to last (summed over its
+            virtual stages), or None for the automatic split of :meth:`rank_layers`.
+        pipeline_schedule: ``auto`` (1F1B, interleaved when ``vpp > 1``), ``1f1b``,
+            ``interleaved`` or ``dualpipe`` (DeepSeek-V3's bidirectional schedule: each
+            rank holds stages ``r`` and ``pp - 1 - r``, forward and backward chunks of two
+            micro-batches overlap, hiding the MoE all-to-all).
     """
 
     tp: int = 1
@@ -91,6 +101,8 @@ class Layout:
     offload_optimizer: float = 0.0
     offload_weights: float = 0.0
     offload_activations: float = 0.0
+    pp_split: tuple[int, ...] | None = None
+    pipeline_schedule: str = "auto"
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
@@ -104,6 +116,24 @@ class Layout:
                 and type(value) is not int
             ):
                 object.__setattr__(self, field, int(value))
+        if isinstance(self.pp_split, (list, np.ndarray)):
+            # a list (from YAML or JSON) or an array is kept as a tuple: the layout stays
+            # hashable and compares equal to the same split given as a tuple
+            values = (
+                self.pp_split.tolist() if isinstance(self.pp_split, np.ndarray) else self.pp_split
+            )
+            object.__setattr__(self, "pp_split", tuple(values))
+        if isinstance(self.pp_split, tuple):
+            object.__setattr__(
+                self,
+                "pp_split",
+                tuple(
+                    int(v)
+                    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+                    else v
+                    for v in self.pp_split
+                ),
+            )
 
     @property
     def num_gpus(self) -> int:
@@ -121,23 +151,68 @@ class Layout:
 
     @property
     def schedule(self) -> str:
-        return "interleaved" if self.vpp > 1 else "1f1b"
+        """The pipeline schedule run: ``1f1b``, ``interleaved`` or ``dualpipe``."""
+        if self.pipeline_schedule == "auto":
+            return "interleaved" if self.vpp > 1 else "1f1b"
+        return self.pipeline_schedule
 
-    def stage_layers(self, model: ModelSpec) -> tuple[int, int, int]:
-        """Transformer layers held by the first, a middle and the last pipeline rank.
+    def stage_split(self, model: ModelSpec) -> tuple[int, ...]:
+        """Transformer layers of each of the ``pp * vpp`` (virtual) pipeline stages, in
+        model order (stage ``c * pp + r`` runs on rank ``r`` as its chunk ``c``).
 
-        Even split when ``pp * vpp`` divides the layers; otherwise (as Llama 3 405B did with
-        126 layers on 16 stages) the embedding and the loss count as one layer each, so the
-        first and last ranks hold one layer fewer.
+        Even when ``pp * vpp`` divides the layers. Otherwise the embedding and the loss
+        count as one layer each (Megatron's ``--account-for-embedding-in-pipeline-split``
+        and ``--account-for-loss-in-pipeline-split``): the ``L + 2`` layer-equivalents are
+        dealt out ``floor`` or ``ceil`` per stage, the lighter stages first and last (the
+        first rank holds the most activations under 1F1B), and the first and last stages
+        give one layer to the embedding and the loss. Llama 3 405B: 126 layers on 16
+        stages are 7 + 14 x 8 + 7; DeepSeek-V3: 61 on 16 are 2 + 4 x 14 + 3.
+        This is the automatic rule; it ignores ``pp_split`` (layers per rank, see
+        :meth:`rank_layers`).
         """
         stages = self.pp * self.vpp
-        if model.num_layers % stages == 0:
-            per_rank = model.num_layers // self.pp
-            return per_rank, per_rank, per_rank
-        per_rank = (model.num_layers + 2) // stages * self.vpp
-        if self.pp == 1:
-            return model.num_layers, model.num_layers, model.num_layers
-        return per_rank - 1, per_rank, per_rank - 1
+        layers = model.num_layers
+        if stages == 1:
+            return (layers,)
+        if layers % stages == 0:
+            return (layers // stages,) * stages
+        units = layers + 2
+        if units < stages:
+            raise SpecError(
+                "layout.pp",
+                f"num_hidden_layers={layers} (+ embedding and loss) cannot fill "
+                f"pp x vpp = {stages} stages",
+            )
+        base, heavy = divmod(units, stages)
+        # light stages (base units) go to the ends first: 0, S-1, 1, S-2, ...
+        ends = np.empty(stages, dtype=np.int64)
+        ends[0::2] = np.arange((stages + 1) // 2)
+        ends[1::2] = stages - 1 - np.arange(stages // 2)
+        per_stage = np.full(stages, base + 1, dtype=np.int64)
+        per_stage[ends[: stages - heavy]] = base
+        per_stage[0] -= 1
+        per_stage[-1] -= 1
+        return tuple(int(n) for n in per_stage)
+
+    def rank_layers(self, model: ModelSpec) -> tuple[int, ...]:
+        """Transformer layers held by each pipeline rank, first to last (length ``pp``).
+
+        ``pp_split`` when given; else :meth:`stage_split` summed over each rank's virtual
+        stages. Under ``dualpipe`` entry ``r`` is stage ``r`` of the forward direction; rank
+        ``r`` also holds stage ``pp - 1 - r`` for the reverse direction, so it keeps the
+        weights of both while each micro-batch passes one of them.
+        """
+        if self.pp_split is not None:
+            return tuple(self.pp_split)
+        split = np.asarray(self.stage_split(model)).reshape(self.vpp, self.pp)
+        return tuple(int(n) for n in split.sum(axis=0))
+
+    def stage_layers(self, model: ModelSpec) -> tuple[int, int, int]:
+        """Transformer layers held by the first, the heaviest middle and the last rank
+        (all three the same when ``pp <= 2`` has no middle rank); see :meth:`rank_layers`."""
+        ranks = self.rank_layers(model)
+        middle = max(ranks[1:-1]) if len(ranks) > 2 else max(ranks)
+        return ranks[0], middle, ranks[-1]
 
     def validate(self, model: ModelSpec | None = None, num_gpus: int | None = None) -> Layout:
         """Raise :class:`SpecError` naming the field if the layout is not runnable.
@@ -218,6 +293,7 @@ class Layout:
             )
         if self.vpp > 1 and self.pp == 1:
             raise SpecError("layout.vpp", "virtual pipeline stages need pp > 1")
+        self._validate_pipeline()
         if self.vpp > 1 and self.num_micro_batches % self.pp:
             raise SpecError(
                 "layout.vpp",
@@ -234,6 +310,55 @@ class Layout:
             self._validate_model(model)
         return self
 
+    def _validate_pipeline(self) -> None:
+        """Schedule name and its constraints, and the shape of ``pp_split``."""
+        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
+            raise SpecError(
+                "layout.pipeline_schedule",
+                f"unknown {self.pipeline_schedule!r}; one of {list(PIPELINE_SCHEDULES)}",
+            )
+        if self.pipeline_schedule == "interleaved" and self.vpp < 2:
+            raise SpecError("layout.pipeline_schedule", "interleaved needs vpp >= 2")
+        if self.pipeline_schedule in ("1f1b", "dualpipe") and self.vpp > 1:
+            raise SpecError("layout.pipeline_schedule", f"{self.pipeline_schedule} means vpp = 1")
+        if self.pipeline_schedule == "dualpipe":
+            # DeepSeek's DualPipe feeds half the micro-batches from each end and pairs rank
+            # r with rank pp-1-r: it asserts an even pp and an even m >= 2 pp
+            m = self.num_micro_batches
+            if self.pp < 2 or self.pp % 2:
+                raise SpecError(
+                    "layout.pp", f"dualpipe needs an even pp >= 2 (ranks in pairs), got {self.pp}"
+                )
+            if m % 2 or m < 2 * self.pp:
+                raise SpecError(
+                    "layout.global_batch",
+                    f"dualpipe needs an even number of micro-batches >= 2 x pp = {2 * self.pp} "
+                    f"(half fed from each end), got {m}",
+                )
+        if self.pp_split is None:
+            return
+        split = self.pp_split
+        if not isinstance(split, tuple) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in split
+        ):
+            raise SpecError(
+                "layout.pp_split",
+                f"must be a sequence of integers (layers per rank), got {split!r}",
+            )
+        if len(split) != self.pp:
+            raise SpecError(
+                "layout.pp_split", f"has {len(split)} entries; it needs one per rank, pp={self.pp}"
+            )
+        inner = split[1:-1] if self.pp > 2 else ()
+        if min(split) < 0 or (inner and min(inner) < 1):
+            raise SpecError(
+                "layout.pp_split",
+                f"{list(split)}: every rank needs >= 1 layer; only the first and the last "
+                "(which hold the embedding and the loss) may hold 0",
+            )
+        if self.pp == 1 and split[0] < 1:
+            raise SpecError("layout.pp_split", f"{list(split)}: the only rank needs >= 1 layer")
+
     def _validate_model(self, model: ModelSpec) -> None:
         if model.num_heads % self.tp:
             raise SpecError(
@@ -245,14 +370,13 @@ class Layout:
                 f"tp={self.tp} must divide num_key_value_heads="
                 f"{model.num_kv_heads} (replicating KV heads is not modelled)",
             )
-        stages = self.pp * self.vpp
-        if model.num_layers % stages and (model.num_layers + 2) % stages:
+        if self.pp_split is None:
+            self.stage_split(model)  # refuses too few layers for the stages
+        elif sum(self.pp_split) != model.num_layers:
             raise SpecError(
-                "layout.pp",
-                f"num_hidden_layers={model.num_layers} is not divisible "
-                f"by pp x vpp = {self.pp} x {self.vpp} = {stages}, nor is "
-                f"num_hidden_layers + 2 (embedding and loss counted as one layer "
-                "each, Megatron --account-for-embedding/loss-in-pipeline-split)",
+                "layout.pp_split",
+                f"{list(self.pp_split)} sums to {sum(self.pp_split)} layers but "
+                f"{model.name} has num_hidden_layers={model.num_layers}",
             )
         if model.is_moe and model.num_experts % self.ep:
             raise SpecError(

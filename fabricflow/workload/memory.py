@@ -46,7 +46,7 @@ class MemoryEstimate:
     gradients: float
     optimizer: float
     activations: float
-    rank: str  # the most loaded pipeline rank: "first", "last" or "only" (pp = 1)
+    rank: str  # the pipeline rank: "first", "last", "rank <i>" or "only" (pp = 1)
     # bytes this GPU keeps in host (or pooled) memory instead of HBM; not in ``total``
     offloaded: float = 0.0
 
@@ -120,26 +120,24 @@ def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> fl
 
 
 def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
-    """Memory of the most loaded pipeline rank (first: embedding; last: head and logits).
+    """Memory of the most loaded pipeline rank (first: embedding; last: head and logits;
+    with an uneven split, possibly a heavier middle rank); see :func:`rank_memory`.
 
     ``layout`` is validated against ``model`` first (:class:`SpecError` naming the field).
     Offloaded fractions (``layout.offload_*``) are taken out of HBM as the module says.
     """
-    best = None
-    for rank in _rank_states(model, layout):
-        estimate = _with_offload(rank, layout)
-        if best is None or estimate.total > best.total:
-            best = estimate
-    assert best is not None  # every layout has at least one pipeline rank
-    return best
+    return max(rank_memory(model, layout), key=lambda estimate: estimate.total)
+
+
+def rank_memory(model: ModelSpec, layout: Layout) -> tuple[MemoryEstimate, ...]:
+    """HBM per GPU of every pipeline rank, first to last (length ``pp``), offload applied;
+    see the module doc. ``layout`` is validated against ``model`` first."""
+    return tuple(_with_offload(rank, layout) for rank in _rank_states(model, layout))
 
 
 def offload_traffic(model: ModelSpec, layout: Layout) -> list[OffloadTraffic]:
-    """Host-link bytes of each end pipeline rank (``first`` and ``last``, or ``only``).
-
-    All zeros when nothing is offloaded. The middle ranks hold no embedding or head and no
-    more in-flight activations than the first rank, so they move no more than it does.
-    """
+    """Host-link bytes of every pipeline rank, first to last (all zeros when nothing is
+    offloaded)."""
     out = []
     for rank in _rank_states(model, layout):
         out.append(
@@ -154,12 +152,40 @@ def offload_traffic(model: ModelSpec, layout: Layout) -> list[OffloadTraffic]:
     return out
 
 
+def rank_name(layout: Layout, index: int) -> str:
+    """``only`` (pp = 1), ``first``, ``last`` or ``rank <index>`` (0-based)."""
+    if layout.pp == 1:
+        return "only"
+    if index == 0:
+        return "first"
+    if index == layout.pp - 1:
+        return "last"
+    return f"rank {index}"
+
+
+def rank_holdings(model: ModelSpec, layout: Layout) -> list[tuple[int, float, bool, bool]]:
+    """Per pipeline rank: (layers whose weights it keeps, layers a micro-batch passes on it,
+    holds the embedding, holds the output head and loss).
+
+    1F1B / interleaved: rank ``r`` keeps and runs its ``rank_layers`` entry. DualPipe: rank
+    ``r`` keeps stages ``r`` and ``pp - 1 - r`` (two copies of the weights in all) and
+    each micro-batch passes one of them, half of them each way: ``(n_r + n_{p-1-r}) / 2``
+    layers on average; ranks 0 and ``pp - 1`` hold both the embedding and the head.
+    """
+    ranks = layout.rank_layers(model)
+    p = layout.pp
+    if layout.schedule == "dualpipe":
+        pairs = [ranks[r] + ranks[p - 1 - r] for r in range(p)]
+        return [(n, n / 2, r in (0, p - 1), r in (0, p - 1)) for r, n in enumerate(pairs)]
+    return [(n, float(n), r == 0, r == p - 1) for r, n in enumerate(ranks)]
+
+
 @dataclasses.dataclass(frozen=True)
 class _RankStates:
     """Bytes one GPU of a pipeline rank holds before any offload."""
 
     name: str
-    layers: int
+    layers: int  # layers whose weights it keeps
     weights: float
     gradients: float
     optimizer: float
@@ -177,7 +203,6 @@ def _rank_states(model: ModelSpec, layout: Layout) -> list[_RankStates]:
     if not isinstance(layout, Layout):
         raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
     layout.validate(model)
-    first, _, last = layout.stage_layers(model)
     moe_fraction = model.num_moe_layers / model.num_layers
     dense_layer = sum(model.layer_parameters(False).values())
     moe_layer = model.layer_parameters(True) if model.is_moe else None
@@ -187,18 +212,14 @@ def _rank_states(model: ModelSpec, layout: Layout) -> list[_RankStates]:
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp  # fp32 logits and their gradient
-    head = 0.0 if model.tie_word_embeddings else embedding
-    if layout.pp == 1:
-        ranks = [("only", 0, first, embedding + head, logits)]
-    else:  # the last rank keeps its own copy of the output projection even when tied
-        ranks = [
-            ("first", 0, first, embedding, 0.0),
-            ("last", layout.pp - 1, last, embedding, logits),
-        ]
+    tied_single = layout.pp == 1 and model.tie_word_embeddings
     out = []
-    for rank, index, layers, extra_params, extra_act in ranks:
-        n_moe = layers * moe_fraction
-        n_dense = layers - n_moe
+    for index, (kept, passed, has_embedding, has_head) in enumerate(rank_holdings(model, layout)):
+        # a rank with the head keeps its own output projection, even when tied, unless
+        # it is the only rank (then the tied matrix is the embedding itself)
+        extra_params = embedding * has_embedding + (0.0 if tied_single else embedding) * has_head
+        n_moe = kept * moe_fraction
+        n_dense = kept - n_moe
         dense_params = n_dense * dense_layer / layout.tp + extra_params
         expert_params = 0.0
         if moe_layer is not None:
@@ -210,17 +231,19 @@ def _rank_states(model: ModelSpec, layout: Layout) -> list[_RankStates]:
             expert_params = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
         wd, gd, od = _states(layout, dense_params, shard_dense)
         we, ge, oe = _states(layout, expert_params, shard_expert)
-        stored, working, per_layer = _stage_activation_parts(model, layout, layers, n_moe, index)
+        stored, working, per_layer = _stage_activation_parts(
+            model, layout, passed, passed * moe_fraction, index
+        )
         out.append(
             _RankStates(
-                name=rank,
-                layers=layers,
+                name=rank_name(layout, index),
+                layers=kept,
                 weights=wd + we,
                 gradients=gd + ge,
                 optimizer=od + oe,
                 stored_activations=stored,
                 working_activations=working,
-                logits=extra_act,
+                logits=logits if has_head else 0.0,
                 layer_activations=per_layer,
             )
         )
@@ -277,15 +300,18 @@ def _states(layout: Layout, params: float, shards: int) -> tuple[float, float, f
 def in_flight_chunks(layout: Layout, rank: int) -> int:
     """Micro-batch chunks (of ``layers_per_rank / vpp`` layers) whose activations pipeline
     rank ``rank`` holds at its peak: ``min(m, p - rank)`` under 1F1B, and Megatron's
-    interleaved warm-up ``2 (p - rank - 1) + (v - 1) p + 1`` (capped at ``m v``)."""
+    interleaved warm-up ``2 (p - rank - 1) + (v - 1) p + 1`` (capped at ``m v``); ``p + 1``
+    stage chunks on every rank under DualPipe."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
+    if layout.schedule == "dualpipe":
+        return min(m, p + 1)  # DeepSeek-V3 report, Table 2: PP + 1 on every rank
     if v == 1:
         return min(m, p - rank)
     return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
 
 
 def _stage_activation_parts(
-    model: ModelSpec, layout: Layout, layers: int, n_moe: float, rank: int
+    model: ModelSpec, layout: Layout, layers: float, n_moe: float, rank: int
 ) -> tuple[float, float, float]:
     """(saved for backward over the in-flight micro-batches, recompute working set, saved
     by one layer for one micro-batch) in bytes."""
@@ -304,24 +330,34 @@ def _stage_activation_parts(
     return chunks * layers_per_chunk * full_layer, 0.0, full_layer
 
 
-def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:
-    """(non-expert, expert) parameters per GPU on the most loaded pipeline rank.
+def rank_parameters(model: ModelSpec, layout: Layout) -> list[tuple[float, float]]:
+    """(non-expert, expert) parameters per GPU of every pipeline rank, first to last.
 
     Non-expert parameters are reduced over data x context parallel ranks, expert ones over
     the expert data-parallel ranks.
     """
-    first, _, last = layout.stage_layers(model)
-    layers = max(first, last)
     moe_fraction = model.num_moe_layers / model.num_layers
-    n_moe = layers * moe_fraction
-    dense = (layers - n_moe) * sum(model.layer_parameters(False).values()) / layout.tp
+    dense_layer = sum(model.layer_parameters(False).values())
     embedding = model.vocab_size * model.hidden_size / layout.tp
-    dense += embedding if layout.pp > 1 or model.tie_word_embeddings else 2 * embedding
-    expert = 0.0
-    if model.is_moe:
-        moe_layer = model.layer_parameters(True)
-        dense += (
-            n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / layout.tp
-        )
-        expert = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
-    return dense, expert
+    tied_single = layout.pp == 1 and model.tie_word_embeddings
+    out = []
+    for kept, _, has_embedding, has_head in rank_holdings(model, layout):
+        n_moe = kept * moe_fraction
+        dense = (kept - n_moe) * dense_layer / layout.tp
+        dense += embedding * has_embedding + (0.0 if tied_single else embedding) * has_head
+        expert = 0.0
+        if model.is_moe:
+            moe_layer = model.layer_parameters(True)
+            dense += (
+                n_moe
+                * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"])
+                / layout.tp
+            )
+            expert = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
+        out.append((dense, expert))
+    return out
+
+
+def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:
+    """(non-expert, expert) parameters per GPU on the pipeline rank holding the most."""
+    return max(rank_parameters(model, layout), key=sum)

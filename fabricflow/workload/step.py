@@ -13,8 +13,12 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   scaled by the routing imbalance; backward runs both again; hidden behind another
   chunk's compute when ``ep_overlap``.
   Passes: forward, backward, and the forward again under full recompute.
-* the slowest pipeline rank (first: embedding, last: logits + loss) sets the pace:
-  ``m`` micro-batches, bubble ``(p - 1) / v`` micro-batch times (1F1B / interleaved);
+* every pipeline rank is timed from its own layer count (uneven splits: first holds the
+  embedding, last the logits + loss) on its own GPU type (jobs over several types), and
+  the slowest sets the pace: ``m`` micro-batches; fill and drain pass once through every
+  other rank, a bubble of ``(sum_r t_r - max_r t_r) / v`` (``(p - 1) / v`` micro-batch
+  times when the ranks are equal; 1F1B / interleaved), or under DualPipe
+  ``(p/2 - 1)(F&B + B - 3W)`` on the slowest rank;
   pipeline send/recv of ``b s/cp h / tp`` bytes (Megatron scatter-gather) is exposed on
   the ``2 (p v - 1)`` hops of fill and drain when overlapped, on every hop otherwise.
 * DP: gradients reduced over the data x context ranks (expert gradients over the expert
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SolverError, SpecError
@@ -47,10 +52,20 @@ from ..fabric.fabric import Fabric
 from .comm import CollectiveCache
 from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
-from .gpu import GpuSpec, load_gpu
+from .gpu import GpuSpec
+from .hetero import is_mixed, job_gpus, split_for_gpus
 from .layer_cost import embedding_cost, head_cost, layer_cost
 from .layout import OFFLOAD_FIELDS, Layout
-from .memory import GIB, MemoryEstimate, memory_per_gpu, offload_traffic, stage_parameters
+from .memory import (
+    GIB,
+    MemoryEstimate,
+    offload_traffic,
+    rank_holdings,
+    rank_memory,
+    rank_name,
+    rank_parameters,
+    stage_parameters,
+)
 from .model import ModelSpec, load_model
 from .placement import Placement, parse_order, place
 
@@ -106,7 +121,7 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 
 def step_time(
     model: ModelSpec | str,
-    gpu: GpuSpec | str,
+    gpu: GpuSpec | str | Sequence | Mapping,
     layout: Layout,
     fabric: Fabric,
     *,
@@ -119,7 +134,11 @@ def step_time(
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
     Args:
-        model, gpu: specs or preset names.
+        model, gpu: specs or preset names. A job over several GPU types gives ``gpu`` as
+            ``"h100-sxm:1024,h20:1024"``, a list of ``(GpuSpec | name, count)`` or a
+            mapping ``{name: count}``, in pipeline order: each type runs whole pipeline
+            stages, layers are split by speed (:mod:`~fabricflow.workload.hetero`) unless
+            ``layout.pp_split`` is given, and MFU divides by the sum of every GPU's peak.
         layout: the parallel layout (validated here against the model).
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
@@ -139,7 +158,6 @@ def step_time(
         result.step_time_s, result.breakdown
     """
     model = load_model(model) if not isinstance(model, ModelSpec) else model
-    gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
     if not isinstance(layout, Layout):
         raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
     if not isinstance(fabric, Fabric):
@@ -148,15 +166,22 @@ def step_time(
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
     layout.validate(model)
-    gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
+    rank_gpus = job_gpus(gpu, layout)
+    for each in set(rank_gpus):
+        each.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     offloading = any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS)
-    if offloading and gpu.host_link_bandwidth is None:
-        raise SpecError(
-            "gpu.host_link_bandwidth",
-            f"{gpu.name} has no host link bandwidth; give it (e.g. "
-            "--gpu-set host_link_bandwidth=50GB/s) to offload, or set the offload fractions to 0",
-        )
-    memory = memory_per_gpu(model, layout)
+    for each in set(rank_gpus) if offloading else ():
+        if each.host_link_bandwidth is None:
+            raise SpecError(
+                "gpu.host_link_bandwidth",
+                f"{each.name} has no host link bandwidth; give it (e.g. --gpu-set "
+                "host_link_bandwidth=50GB/s) to offload, or set the offload fractions to 0",
+            )
+    given_layout = layout  # what a given Placement was made for
+    layout = split_for_gpus(model, layout, rank_gpus).validate(model)
+    memories = rank_memory(model, layout)
+    # each rank against its own GPU's HBM; the most oversubscribed one is reported
+    memory, gpu = max(zip(memories, rank_gpus), key=lambda mg: mg[0].total / mg[1].hbm)
     if check_memory and memory.total > gpu.hbm:
         parts = ", ".join(
             f"{k} {v:.1f}"
@@ -169,9 +194,10 @@ def step_time(
             f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
             "of HBM; raise tp/pp, use recompute, ZeRO, offload or a smaller micro-batch",
         )
+    memory = max(memories, key=lambda estimate: estimate.total)  # the most loaded rank
     if isinstance(placement, Placement):
         # a placement of another layout (or rank order) would time other groups: refused
-        if placement.layout != layout:
+        if placement.layout != given_layout:
             raise SpecError("placement", "was made for another layout; place(layout, ...) this one")
         if order != DEFAULT_ORDER and parse_order(order) != placement.order:
             raise SpecError(
@@ -182,7 +208,7 @@ def step_time(
         where = placement
     else:
         where = place(
-            layout,
+            given_layout,
             fabric.num_gpus,
             order=order,
             placement=placement,
@@ -192,24 +218,29 @@ def step_time(
     cache = CollectiveCache(fabric, collectives, field="collectives")
     comm = _register_groups(cache, where, model, layout)
 
-    times = _micro_batch_times(model, gpu, layout, comm)
+    times = _micro_batch_times(model, rank_gpus, layout, comm)
     slow = max(times.values(), key=lambda t: t["total"])
-    m, p, v = layout.num_micro_batches, layout.pp, layout.vpp
+    m = layout.num_micro_batches
     breakdown = {key: 0.0 for key in BREAKDOWN_KEYS}
     for key in ("compute", "tp", "cp", "ep"):
         breakdown[key] = m * slow[key]
-    breakdown["bubble"] = (p - 1) / v * slow["total"]
+    breakdown["bubble"] = _bubble(layout, times, slow)
     breakdown["pp"] = _pipeline_exposed(model, layout, comm)
     breakdown["dp"] = _data_parallel_exposed(model, layout, comm, slow)
-    dense_params, expert_params = stage_parameters(model, layout)
-    local = dense_params + expert_params
-    if layout.zero >= 1:
-        local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
-    breakdown["optimizer"] = (
-        float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
-    )
+    # every rank steps its own (sharded) parameters on its own GPU; the slowest one counts
+    optimizer = 0.0
+    for (dense_params, expert_params), rank_gpu in zip(
+        rank_parameters(model, layout), rank_gpus, strict=True
+    ):
+        local = dense_params + expert_params
+        if layout.zero >= 1:
+            local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
+        optimizer = max(optimizer, float(memory_time(rank_gpu, ADAM_BYTES_PER_PARAM * local)))
+    breakdown["optimizer"] = optimizer / layout.framework_efficiency
     if offloading:
-        breakdown["offload"] = _offload_exposed(model, gpu, layout, times, breakdown["optimizer"])
+        breakdown["offload"] = _offload_exposed(
+            model, rank_gpus, layout, times, breakdown["optimizer"]
+        )
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -222,11 +253,13 @@ def step_time(
         )
 
     num_gpus = layout.num_gpus
+    per_stage = num_gpus // layout.pp
+    peak_sum = per_stage * sum(rank_gpu.peak(layout.precision) for rank_gpu in rank_gpus)
     flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
     hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
     details = {
         "model": model.name,
-        "gpu": gpu.name,
+        "gpu": _gpu_label(rank_gpus, per_stage),
         "fabric": fabric.name,
         "num_gpus": num_gpus,
         "layout": dataclasses.asdict(layout),
@@ -238,13 +271,16 @@ def step_time(
         "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
         "slowest_rank": slow["rank"],
+        "pipeline_schedule": layout.schedule,
+        "rank_layers": list(layout.rank_layers(model)),
+        "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
     }
     return StepResult(
         step_time_s=total,
         tokens_per_s=layout.global_batch * layout.seq_len / total,
         tflops_per_gpu=flops / total / num_gpus / 1e12,
         hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
-        mfu=flops / (total * num_gpus * gpu.peak(layout.precision)),
+        mfu=flops / (total * peak_sum),
         memory=memory,
         breakdown=breakdown,
         details=details,
@@ -311,7 +347,12 @@ def _layer_comm(
         bf16 = comm.slowest("ep", "all_to_all", 2.0 * copies)
         forward = comm.slowest("ep", "all_to_all", dispatch_bytes * copies) + bf16
         backward = 2 * bf16  # gradients of combine and of dispatch, bf16
-        if layout.ep_overlap:
+        if layout.schedule == "dualpipe":
+            # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
+            # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
+            compute = passes_fwd * cost.forward_s + cost.backward_s
+            out["ep"] = max(0.0, passes_fwd * forward + backward - compute)
+        elif layout.ep_overlap:
             out["ep"] = passes_fwd * max(0.0, forward - cost.forward_s) + max(
                 0.0, backward - cost.backward_s
             )
@@ -321,43 +362,92 @@ def _layer_comm(
 
 
 def _micro_batch_times(
-    model: ModelSpec, gpu: GpuSpec, layout: Layout, comm: CollectiveCache
+    model: ModelSpec,
+    gpu: GpuSpec | Sequence[GpuSpec],
+    layout: Layout,
+    comm: CollectiveCache,
 ) -> dict:
-    """Per pipeline rank (first, middle, last): seconds of one micro-batch, split by kind."""
+    """Per pipeline rank (named by :func:`memory.rank_name`): seconds of one micro-batch,
+    split by kind, from the rank's own layer count on its own GPU (``gpu``: one for all
+    ranks or one per rank). ``backward_s`` and ``weight_grad_s`` (the weight-gradient
+    GEMMs, half the backward GEMM time: ``dW`` and ``dX`` have equal FLOPs) feed the
+    DualPipe bubble."""
+    rank_gpus = (gpu,) * layout.pp if isinstance(gpu, GpuSpec) else tuple(gpu)
     kinds = [(False, model.num_dense_layers / model.num_layers)]
     if model.is_moe:
         kinds.append((True, model.num_moe_layers / model.num_layers))
-    per_layer = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
-    costs = {
-        moe: layer_cost(model, gpu, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
-        for moe, _ in kinds
-    }
-    for moe, share in kinds:
-        cost = costs[moe]
-        exposed = _layer_comm(model, layout, comm, cost, moe=moe)
-        per_layer["compute"] += share * cost.total_s
-        for key, value in exposed.items():
-            per_layer[key] += share * value
-    emb_f, emb_b = embedding_cost(model, gpu, layout)
-    head_f, head_b = head_cost(model, gpu, layout)
-    first, middle, last = layout.stage_layers(model)
-    ranks = {
-        "first": (first, emb_f + emb_b),
-        "middle": (middle, 0.0),
-        "last": (last, head_f + head_b),
-    }
-    if layout.pp == 1:
-        ranks = {"only": (first, emb_f + emb_b + head_f + head_b)}
+    per_gpu: dict = {}
+    for each in rank_gpus:
+        if each in per_gpu:
+            continue
+        per_layer = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
+        costs = {
+            moe: layer_cost(model, each, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
+            for moe, _ in kinds
+        }
+        for moe, share in kinds:
+            cost = costs[moe]
+            exposed = _layer_comm(model, layout, comm, cost, moe=moe)
+            per_layer["compute"] += share * cost.total_s
+            for key, value in exposed.items():
+                per_layer[key] += share * value
+        emb_f, emb_b = embedding_cost(model, each, layout)
+        head_f, head_b = head_cost(model, each, layout)
+        per_gpu[each] = (
+            per_layer,
+            sum(share * costs[moe].backward_s for moe, share in kinds),
+            sum(share * costs[moe].backward_gemm_s / 2 for moe, share in kinds),
+            emb_f + emb_b,
+            head_f + head_b,
+            sum(share * costs[moe].forward_s for moe, share in kinds),
+        )
+    # DualPipe: ranks 0 and p-1 hold both ends; each micro-batch passes one of them
+    end_share = 0.5 if layout.schedule == "dualpipe" else 1.0
     out = {}
-    for rank, (layers, extra) in ranks.items():
+    for index, ((_, layers, has_embedding, has_head), each) in enumerate(
+        zip(rank_holdings(model, layout), rank_gpus, strict=True)
+    ):
+        per_layer, backward, weight_grad, embedding, head, forward = per_gpu[each]
+        extra = end_share * (embedding * has_embedding + head * has_head)
         t: dict[str, Any] = {key: layers * value for key, value in per_layer.items()}
         t["compute"] += extra / layout.framework_efficiency
         t["total"] = sum(t.values())
-        t["rank"] = rank
-        t["backward_s"] = layers * sum(share * costs[moe].backward_s for moe, share in kinds)
-        t["forward_s"] = layers * sum(share * costs[moe].forward_s for moe, share in kinds)
-        out[rank] = t
+        t["rank"] = rank_name(layout, index)
+        t["backward_s"] = layers * backward
+        t["forward_s"] = layers * forward
+        t["weight_grad_s"] = layers * weight_grad
+        out[t["rank"]] = t
     return out
+
+
+def _bubble(layout: Layout, times: dict, slow: dict) -> float:
+    """Pipeline fill and drain seconds.
+
+    1F1B / interleaved: the first micro-batch's forward and the last one's backward pass
+    through every rank once, so all ranks but the slowest add their micro-batch time once,
+    divided by ``v`` interleaved chunks (Narayanan et al. SC21; ``(p - 1) / v`` micro-batch
+    times for equal ranks). DualPipe (DeepSeek-V3 report, Table 2): ``(p/2 - 1)(F&B + B -
+    3W)`` with ``F&B`` the overlapped forward + backward chunk pair (the slowest rank's
+    micro-batch time: its compute and the comm left exposed), ``B`` its backward and ``W``
+    its weight-gradient part.
+    """
+    if layout.schedule == "dualpipe":
+        pair = slow["total"] + slow["backward_s"] - 3 * slow["weight_grad_s"]
+        return (layout.pp / 2 - 1) * pair
+    return (sum(t["total"] for t in times.values()) - slow["total"]) / layout.vpp
+
+
+def _gpu_label(rank_gpus: Sequence[GpuSpec], per_stage: int) -> str:
+    """``h100-sxm``, or ``h100-sxm:1024,h20:1024`` for a job over several types."""
+    if not is_mixed(rank_gpus) and len({g.name for g in rank_gpus}) == 1:
+        return rank_gpus[0].name
+    runs: list[list] = []
+    for each in rank_gpus:
+        if runs and runs[-1][0] == each.name:
+            runs[-1][1] += per_stage
+        else:
+            runs.append([each.name, per_stage])
+    return ",".join(f"{name}:{count}" for name, count in runs)
 
 
 def _pipeline_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache) -> float:
@@ -411,18 +501,18 @@ def _data_parallel_exposed(
 
 
 def _offload_exposed(
-    model: ModelSpec, gpu: GpuSpec, layout: Layout, times: dict, optimizer_s: float
+    model: ModelSpec, rank_gpus, layout: Layout, times: dict, optimizer_s: float
 ) -> float:
-    """Seconds per step of host-link transfers not hidden behind compute (the worst end
-    pipeline rank; see the module docstring)."""
-    bandwidth = gpu.host_link_bandwidth
-    assert bandwidth is not None  # step_time refuses offload without it
+    """Seconds per step of host-link transfers not hidden behind compute (the worst
+    pipeline rank, each over its own GPU's host link; see the module docstring)."""
     # weights are needed by the forward, the backward and (full recompute) the forward redone
     fetches_in_backward = 2 if layout.recompute == "full" else 1
     micro_batches = layout.num_micro_batches + (layout.pp - 1) / layout.vpp
     worst = 0.0
-    for traffic in offload_traffic(model, layout):
+    for traffic, rank_gpu in zip(offload_traffic(model, layout), rank_gpus, strict=True):
         t = times[traffic.rank]
+        bandwidth = rank_gpu.host_link_bandwidth
+        assert bandwidth is not None  # step_time refuses offload without it
         # full duplex: each direction has the whole bandwidth; the busier one sets the time
         forward = max(traffic.weights, traffic.activations) / bandwidth
         backward = (fetches_in_backward * traffic.weights + traffic.activations) / bandwidth
