@@ -37,10 +37,18 @@ from ..errors import SpecError
 
 # protocol -> (default adaptive_routing, lossless mechanism, congestion control)
 PROTOCOLS: dict[str, tuple[bool, str, str]] = {
-    "infiniband": (True, "credit-based link-level flow control", "IB congestion control"),
+    "infiniband": (
+        True,
+        "credit-based link-level flow control",
+        "IBA congestion control (FECN/BECN)",
+    ),
     "rocev2": (False, "PFC (priority flow control)", "DCQCN"),
-    "slingshot": (True, "credit-based link-level flow control", "Slingshot hardware"),
-    "ici": (False, "credit-based link-level flow control", "none (credits)"),
+    "slingshot": (
+        True,
+        "credit-based link-level flow control",
+        "Slingshot hardware congestion control",
+    ),
+    "ici": (False, "credit-based link-level flow control", "credits only"),
 }
 TRANSPORT_KEYS = ("protocol", "adaptive_routing")
 
