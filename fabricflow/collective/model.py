@@ -28,8 +28,9 @@ from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
-# spray under adaptive routing on a Clos, one hashed path per flow (ecmp) otherwise.
-ROUTINGS = ("auto", "ecmp", "multipath", "spray")
+# an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
+# compact form of "spray" with the same rates), one hashed path per flow (ecmp) otherwise.
+ROUTINGS = ("auto", "ecmp", "multipath", "spray", "adaptive")
 # Most channels per group: each one multiplies the flows routed and solved (NCCL uses <= 64).
 MAX_CHANNELS = 64
 
@@ -419,10 +420,13 @@ def collective_time(
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
         routing: ``auto`` (default: what the fabric's transport does, see
-            :func:`fabricflow.fabric.transport.routing_for`: ``spray`` for InfiniBand or
+            :func:`fabricflow.fabric.transport.routing_for`: ``adaptive`` for InfiniBand or
             Ethernet with adaptive routing on a Clos, ``ecmp`` for RoCEv2 and fabrics
             without adaptive routing), ``ecmp`` (hashed single path per flow),
-            ``multipath`` or ``spray``; an explicit policy overrides the transport.
+            ``multipath``, ``spray`` (every equal-cost path listed) or ``adaptive`` (the
+            same rates as ``spray``, one representative link per hop level: bottleneck
+            links then name one link of each saturated set); an explicit policy
+            overrides the transport.
         seed: ECMP hash seed.
         channels: channels per group (default: 2 per rail for ring/tree; 1 per pair for
             all-to-all and send/recv).

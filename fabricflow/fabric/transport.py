@@ -23,7 +23,8 @@ Protocols:
 
 :func:`routing_for` turns the transport into the routing policy the collective and step
 models use by default (``routing="auto"``): an even split over all equal-cost paths
-(``spray``) where adaptive routing is on and the fabric's router can spray (Clos), one
+(``adaptive``, spray's compact form) where adaptive routing is on and the fabric's router
+can spray (Clos), one
 hashed path per flow (``ecmp``) otherwise. A spec without ``transport`` gets ``rocev2``
 without adaptive routing: one path per flow.
 """
@@ -145,8 +146,9 @@ def parse_transport(value: Any, field: str = "transport") -> Transport:
 def routing_for(fabric) -> str:
     """The routing policy that stands for ``fabric.transport`` in the fluid model.
 
-    ``spray`` (even split over all equal-cost paths, the fluid limit of per-packet adaptive
-    routing) when adaptive routing is on and the fabric is a Clos, whose router sprays;
+    ``adaptive`` (an even split over all equal-cost paths, the fluid limit of per-packet
+    adaptive routing; the Clos router's compact form of ``spray``, with the same max-min
+    rates at the cost of ECMP) when adaptive routing is on and the fabric is a Clos;
     ``ecmp`` (one hashed path per flow) otherwise. Torus and dragonfly routers have no
     spray: their adaptive routing (Slingshot's non-minimal UGAL-style choices) is not
     modelled and flows keep one minimal path each.
@@ -155,5 +157,5 @@ def routing_for(fabric) -> str:
 
     transport = fabric.transport
     if transport.adaptive_routing and isinstance(fabric.structure, ClosStructure):
-        return "spray"
+        return "adaptive"
     return "ecmp"
