@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "build_fabric": "fabricflow.fabric.spec",
     "list_presets": "fabricflow.fabric.spec",
     "load_fabric": "fabricflow.fabric.spec",
+    "Transport": "fabricflow.fabric.transport",
     # routing
     "route": "fabricflow.routing.route",
     "Routes": "fabricflow.routing.routes",
@@ -114,6 +115,7 @@ __all__ = [
     "SolverStatus",
     "SpecError",
     "StepResult",
+    "Transport",
     "build_fabric",
     "busbw_factor",
     "certify_max_min",
@@ -198,6 +200,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     )
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
+    from .fabric.transport import Transport
     from .routing.route import route
     from .routing.routes import Routes
     from .solve.completion import Completion, complete_flows

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..fabric.transport import routing_for
 from ..solve.maxmin.inputs import check_flag
 from ..typing import GroupsLike
 from . import estimate as _estimate
@@ -26,7 +27,10 @@ from .flow_rates import SolvedPhase, effective_capacity, solve_phase
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
 
-ROUTINGS = ("ecmp", "multipath", "spray")
+# "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
+# an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
+# compact form of "spray" with the same rates), one hashed path per flow (ecmp) otherwise.
+ROUTINGS = ("auto", "ecmp", "multipath", "spray", "adaptive")
 # Most channels per group: each one multiplies the flows routed and solved (NCCL uses <= 64).
 MAX_CHANNELS = 64
 
@@ -138,7 +142,7 @@ class PreparedCollective:
         *,
         algo: str = "auto",
         protocol: str = "auto",
-        routing: str = "ecmp",
+        routing: str = "auto",
         seed: int = 0,
         channels: int | None = None,
         rail_aware: bool = True,
@@ -158,6 +162,8 @@ class PreparedCollective:
         self.cost = cost
         if routing not in ROUTINGS:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
+        # The policy actually used: "auto" resolved from the fabric's transport.
+        self.routing = routing_for(fabric) if routing == "auto" else routing
         if channels is not None and (
             isinstance(channels, bool)
             or not isinstance(channels, numbers.Integral)
@@ -228,7 +234,9 @@ class PreparedCollective:
             solved = []
             for i, phase in enumerate(phases):
                 solved.append(
-                    solve_phase(fabric, phase, capacity, routing=routing, seed=seed, solver=solver)
+                    solve_phase(
+                        fabric, phase, capacity, routing=self.routing, seed=seed, solver=solver
+                    )
                 )
                 if say is not None:
                     say(
@@ -387,7 +395,7 @@ def collective_time(
     *,
     algo: str = "auto",
     protocol: str = "auto",
-    routing: str = "ecmp",
+    routing: str = "auto",
     seed: int = 0,
     channels: int | None = None,
     rail_aware: bool = True,
@@ -411,7 +419,14 @@ def collective_time(
         algo: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
-        routing: ``ecmp`` (hashed single path per flow), ``multipath`` or ``spray``.
+        routing: ``auto`` (default: what the fabric's transport does, see
+            :func:`fabricflow.fabric.transport.routing_for`: ``adaptive`` for InfiniBand or
+            Ethernet with adaptive routing on a Clos, ``ecmp`` for RoCEv2 and fabrics
+            without adaptive routing), ``ecmp`` (hashed single path per flow),
+            ``multipath``, ``spray`` (every equal-cost path listed) or ``adaptive`` (the
+            same rates as ``spray``, one representative link per hop level: bottleneck
+            links then name one link of each saturated set); an explicit policy
+            overrides the transport.
         seed: ECMP hash seed.
         channels: channels per group (default: 2 per rail for ring/tree; 1 per pair for
             all-to-all and send/recv).

@@ -52,7 +52,13 @@ def register(subparsers) -> None:
         help="auto|ring|tree|halving_doubling|hierarchical|nvls|sharp|direct",
     )
     parser.add_argument("--protocol", default="auto", help="auto|LL|LL128|Simple")
-    parser.add_argument("--routing", default="ecmp", help="ecmp|multipath|spray")
+    parser.add_argument(
+        "--routing",
+        default="auto",
+        help="auto|ecmp|multipath|spray|adaptive (default auto: what the fabric's transport "
+        "does, an even split over all equal-cost paths under adaptive routing on a Clos, "
+        "per-flow ECMP otherwise)",
+    )
     parser.add_argument(
         "--channels",
         type=int,
@@ -84,6 +90,7 @@ def run(args) -> int:
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
+    from ..fabric.transport import routing_for
 
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
         # checked here too so the error names the flag; the model checks the same range
@@ -93,6 +100,7 @@ def run(args) -> int:
     if not math.isfinite(args.stepfactor):
         raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
     fabric = load_fabric(args.fabric)
+    routing = routing_for(fabric) if args.routing == "auto" else args.routing
     if args.fail:
         kind, _, fraction = args.fail.partition(":")
         try:
@@ -136,7 +144,8 @@ def run(args) -> int:
         "group_size": group_size,
         "num_groups": int(groups.shape[0]),
         "layout": args.layout,
-        "routing": args.routing,
+        "routing": routing,
+        "transport": fabric.transport.to_dict(),
         "failed_links": int(fabric.meta.get("failed_links", 0)),
     }
     if args.json:
@@ -144,7 +153,8 @@ def run(args) -> int:
         return 0
     print(
         f"# fabricflow collective: {header['op']} on {fabric.name}, {args.gpus} GPUs in "
-        f"{header['num_groups']} group(s) of {group_size} ({args.layout}), routing {args.routing}"
+        f"{header['num_groups']} group(s) of {group_size} ({args.layout}), routing {routing}"
+        + (f" (auto: {_transport_text(fabric.transport)})" if args.routing == "auto" else "")
     )
     print("# time, algbw and busbw of the slowest group; busbw factor as nccl-tests")
     print_table(
@@ -161,6 +171,11 @@ def run(args) -> int:
         ],
     )
     return 0
+
+
+def _transport_text(transport) -> str:
+    """One line for the header: ``infiniband, adaptive routing``."""
+    return f"{transport.protocol}, {'adaptive routing' if transport.adaptive_routing else 'per-flow ECMP'}"
 
 
 def _progress(line: str) -> None:

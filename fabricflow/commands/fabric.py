@@ -17,7 +17,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..fabric.spec import load_fabric
 
-    summary = load_fabric(args.fabric).summary()
+    fabric = load_fabric(args.fabric)
+    summary = {**fabric.summary(), "transport": fabric.transport.to_dict()}
     if args.json:
         print_json(summary)
     else:
@@ -44,6 +45,13 @@ def print_summary(summary: dict) -> None:
         ratio_text = "top tier" if ratio is None else f"oversubscription {ratio:.3g}:1"
         print(
             f"  tier {tier['tier']} {tier['name']:<6} {tier['switches']:>6,} switches, {ratio_text}"
+        )
+    transport = summary.get("transport")
+    if transport is not None:
+        print(
+            f"  transport {transport['protocol']}: {transport['load_balancing']} load balancing, "
+            f"lossless by {transport['lossless']}, congestion control: "
+            f"{transport['congestion_control']}"
         )
     print(
         f"  bisection bandwidth {format_bandwidth(summary['bisection_bandwidth_Bps'])} "

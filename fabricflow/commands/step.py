@@ -102,7 +102,9 @@ def register(subparsers) -> None:
         help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
     )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
-    parser.add_argument("--placement", default="contiguous", choices=["contiguous", "scattered"])
+    parser.add_argument(
+        "--placement", default="contiguous", choices=["contiguous", "scattered", "topology-aware"]
+    )
     parser.add_argument("--seed", type=int, default=0)
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
     parser.add_argument(

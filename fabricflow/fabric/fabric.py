@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..typing import Capacity, GpuNodes, Latency, NodeIds
+from .transport import DEFAULT_TRANSPORT, Transport
 
 # Canonical labels. Generators use these; user graphs may add their own.
 NODE_KINDS_DEFAULT = ("gpu", "nvswitch", "leaf", "spine", "core", "super", "switch")
@@ -159,6 +160,13 @@ class Fabric:
     def node_kind(self) -> np.ndarray:
         """Per-node label, a numpy string array ``[N]`` (``gpu``, ``nvswitch``, ``leaf``, ...)."""
         return np.asarray(self.node_kinds, dtype=object)[self.node_kind_id]
+
+    @property
+    def transport(self) -> Transport:
+        """The scale-out :class:`~fabricflow.fabric.transport.Transport` (protocol, adaptive
+        routing) from the spec's ``transport`` key; ``rocev2`` without adaptive routing when
+        the fabric was built without one."""
+        return self.meta.get("transport", DEFAULT_TRANSPORT)
 
     @property
     def num_domains(self) -> int:

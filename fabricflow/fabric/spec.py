@@ -15,6 +15,9 @@ documents its own ``topology`` keys)::
       latency: 0.5us
       nvls: true               # in-switch reduction (NVLS/SHARP-style) available
     in_network_reduction: false  # scale-out switches reduce (SHARP); default false
+    transport:                 # optional scale-out transport (see transport.py)
+      protocol: infiniband     # infiniband | rocev2 | slingshot | ici (default rocev2)
+      adaptive_routing: true   # per-packet adaptive routing (default: the protocol's)
     topology:
       type: clos | torus | dragonfly | graph
       ...
@@ -38,6 +41,7 @@ from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
 from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
+from .transport import Transport, parse_transport
 
 TOP_KEYS = (
     "name",
@@ -48,6 +52,7 @@ TOP_KEYS = (
     "gpus_per_node",
     "scale_up",
     "in_network_reduction",
+    "transport",
     "topology",
 )
 
@@ -64,6 +69,7 @@ class CommonSpec:
     scale_up: ScaleUpSpec | None
     in_network_reduction: bool
     meta: dict
+    transport: Transport = Transport()
 
 
 def build_fabric(spec: dict) -> Fabric:
@@ -100,6 +106,7 @@ def _build_fabric(spec: dict) -> Fabric:
         gpus_per_node=top.get("gpus_per_node", sr.positive_int, 8),
         scale_up=ScaleUpSpec.parse(scale_up_section) if scale_up_section else None,
         in_network_reduction=top.get("in_network_reduction", sr.boolean, False),
+        transport=parse_transport(top.raw("transport", None)),
         meta={
             "description": top.get("description", sr.text, ""),
             "sources": top.get("sources", sr.text_list, []),
@@ -144,6 +151,7 @@ def finish_fabric(
             "nvls": bool(common.scale_up and common.scale_up.nvls),
             "in_network_reduction": common.in_network_reduction,
             "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
+            "transport": common.transport,
             **(meta or {}),
         },
         node_groups=node_groups,

@@ -13,6 +13,16 @@ Policies:
         multi-QP / flowlet load balancing.
     spray: an even split over *all* equal-cost paths (ideal packet spraying / adaptive
         routing). Row width grows with the path count; memory is checked first.
+    adaptive: spray's max-min equivalent in ``2 L`` entries per flow (the fluid model of
+        per-packet adaptive routing at any scale). Under spray every link of a set
+        {all level-i uplinks above the source's level-i block, all planes} carries the same
+        load: each flow that uses one uses all, with coefficient ``1 / (planes x W[i+1])``;
+        likewise the downlinks into the destination's block. So one representative link
+        per set, with that coefficient, gives the same constraints, hence the same max-min
+        rates, and its load is the load of every link of the set. This holds when every
+        link is up and links of one kind have one capacity (checked; otherwise ``adaptive``
+        routes as ``spray``). Routes list the representatives only, so per-link loads of
+        the other links of a set read 0: use ``spray`` to see every link.
 
 PXN (``pxn=True``, NCCL's "PCI x NVLink"): on a rail-optimized fabric a flow to another
 rail first crosses NVLink to the GPU of its own node that sits on the destination's rail,
@@ -37,7 +47,7 @@ from .multipath_rows import merge_row_entries
 from .route import MERGE_BYTES_PER_ENTRY, ROUTE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
-POLICIES = ("ecmp", "multipath", "spray")
+POLICIES = ("ecmp", "multipath", "spray", "adaptive")
 REDRAWS = 24
 
 
@@ -84,8 +94,13 @@ def route_clos(
         links = np.concatenate(paths, axis=1)
         links, coef = merge_row_entries(links, np.where(links >= 0, 1.0 / k, 0.0))
         return Routes(links, coef, src, dst, fabric.num_links, policy)
+    if policy == "adaptive" and _spray_sets_uniform(fabric):
+        links, coef = _spray_representatives(fabric, st, src, dst)
+        return Routes(links, coef, src, dst, fabric.num_links, policy)
+    # spray, or adaptive where its sets are not uniform: every path listed (labelled spray,
+    # which is what the rows are)
     links, coef = _spray(fabric, st, src, dst)
-    return Routes(links, coef, src, dst, fabric.num_links, policy)
+    return Routes(links, coef, src, dst, fabric.num_links, "spray")
 
 
 def lca_level(st: ClosStructure, s: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -243,6 +258,64 @@ def _spray(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]
     return links, coef
 
 
+def _spray_sets_uniform(fabric) -> bool:
+    """Every link up, and one capacity and one latency per link kind: then the links of
+    each spray set carry equal loads (``adaptive`` is exact, see the module docstring) and
+    a representative's latency is that of every link of its set."""
+    if not fabric.link_up.all():
+        return False
+    kind = fabric.link_kind_id.astype(np.int64)
+    for values in (fabric.capacity, fabric.latency):
+        low = np.full(len(fabric.link_kinds), np.inf)
+        high = np.full(len(fabric.link_kinds), -np.inf)
+        np.minimum.at(low, kind, values)
+        np.maximum.at(high, kind, values)
+        present = np.isfinite(low)
+        if not np.all(low[present] == high[present]):
+            return False
+    return True
+
+
+def _spray_representatives(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    """``adaptive`` rows: per level and direction, the first link of the flow's spray set
+    (plane 0, choice 0) with the set's share ``1 / (planes x W[i+1])``. int32 / float32
+    ``[F, 2 L]``."""
+    num = src.shape[0]
+    s, t = st.slot_of_gpu[src], st.slot_of_gpu[dst]
+    top = lca_level(st, s, t)
+    links = np.full((num, 2 * st.levels), -1, np.int64)
+    coef = np.zeros(links.shape)
+    rows = np.arange(num)
+    local = np.zeros(num, bool)
+    if st.scale_up is not None:
+        local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
+        links[local, 0] = st.scale_up.up[src[local]]
+        links[local, 1] = st.scale_up.down[dst[local]]
+        coef[local, :2] = 1.0
+    net = ~local
+    links[net, 0] = st.up_offset[0, 0] + s[net]
+    links[rows[net], (2 * top - 1)[net]] = st.down_offset[0, 0] + t[net]
+    coef[net, 0] = 1.0 / st.planes
+    coef[rows[net], (2 * top - 1)[net]] = 1.0 / st.planes
+    for i in range(1, st.levels):
+        active = net & (i < top)
+        if not active.any():
+            break
+        share = 1.0 / (st.planes * int(st.W[i + 1]))
+        # Level-i node (block s // H[i], choice 0) and its uplink 0; the destination side's
+        # parent (block t // H[i+1], choice 0) and its downlink to t's level-i block.
+        up = st.up_offset[0, i] + (s // st.H[i]) * st.W[i + 1]
+        parent = (t // st.H[i + 1]) * st.W[i + 1]
+        down = st.down_offset[0, i] + parent * st.m[i + 1] + (t // st.H[i]) % st.m[i + 1]
+        column = 2 * top - 1 - i
+        links[active, i] = up[active]
+        coef[active, i] = share
+        links[rows[active], column[active]] = down[active]
+        coef[rows[active], column[active]] = share
+    used = int((links >= 0).sum(axis=1).max(initial=2))
+    return links[:, : max(used, 2)].astype(np.int32), coef[:, : max(used, 2)].astype(np.float32)
+
+
 def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Routes:
     """Cross-rail flows hop over NVLink to the proxy GPU on the destination's rail."""
     if st.scale_up is None:
@@ -280,5 +353,5 @@ def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Route
         src,
         dst,
         fabric.num_links,
-        policy + "+pxn",
+        inner.policy + "+pxn",
     )

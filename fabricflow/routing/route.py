@@ -81,8 +81,9 @@ def route(
         src, dst: int arrays ``[F]`` of GPU indices ``0..num_gpus-1``; ``src != dst``.
         policy: routing policy. Every fabric: ``ecmp`` (seeded per-flow hash among
             equal-cost shortest paths). Clos adds ``multipath`` (split evenly over ``k``
-            hashed equal-cost paths, ``coef`` set) and ``spray`` (even split over all
-            equal-cost paths); torus ``dor`` (dimension order); dragonfly ``minimal`` and
+            hashed equal-cost paths, ``coef`` set), ``spray`` (even split over all
+            equal-cost paths) and ``adaptive`` (spray's max-min equivalent in one
+            representative link per hop level, see :mod:`fabricflow.routing.clos`); torus ``dor`` (dimension order); dragonfly ``minimal`` and
             ``valiant``. The router names the policies it accepts when given another.
         seed: hash seed; the same seed gives the same routes.
         options: router-specific (e.g. ``k`` for multipath).

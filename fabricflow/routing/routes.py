@@ -89,11 +89,13 @@ class Routes:
         """float64 ``[F]`` seconds: sum of link latencies along each flow's path.
 
         For multipath splits, the coefficient-weighted mean over the flow's paths (the
-        coefficients of one path's links sum to one per hop level).
+        coefficients of one path's links sum to one per hop level). ``adaptive`` rows hold
+        one representative link per hop level (links of a level share one latency), so
+        their plain sum is the path latency.
         """
         safe = np.where(self.links >= 0, self.links, 0)
         per_hop = np.where(self.links >= 0, np.asarray(latency, dtype=np.float64)[safe], 0.0)
-        if self.coef is not None:
+        if self.coef is not None and not self.policy.startswith("adaptive"):
             per_hop = per_hop * self.coef
         return per_hop.sum(axis=1)
 

@@ -5,8 +5,12 @@ the first dimension varies fastest, so with that order the TP group is ``tp`` co
 ranks. Dense layers use the order without ``ep`` (sizes tp, cp, dp, pp); expert layers use
 it without ``cp`` with ``dp`` standing for the expert data-parallel size ``dp * cp / ep``
 (Megatron's expert rank generator). Ranks then map to fabric GPUs: ``contiguous`` (rank r
-on GPU r) or ``scattered`` (whole servers in a seeded random order, as a busy scheduler
-hands them out), which decides what traffic stays inside NVLink domains, rails and pods.
+on GPU r), ``scattered`` (whole servers in a seeded random order, as a busy scheduler
+hands them out) or ``topology-aware`` (the order itself is chosen: the dimension that moves
+the most bytes per step varies fastest, and ranks fill GPUs in the fabric's locality
+order, so the heaviest groups land in the smallest subtree: the scale-up domain first,
+then the leaf / rail group, then the pod). Placement decides what traffic stays inside
+NVLink domains, rails and pods.
 
 Groups are int64 arrays ``[num_groups, group_size]`` of GPU indices, built with one
 reshape/transpose each (no Python loop over ranks).
@@ -20,10 +24,14 @@ import numbers
 import numpy as np
 
 from ..errors import SpecError
+from ..fabric.fabric import Fabric
+from .comm_volume import rank_dimensions
 from .layout import Layout
+from .model import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
-PLACEMENTS = ("contiguous", "scattered")
+PLACEMENTS = ("contiguous", "scattered", "topology-aware")
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 
 
 def parse_order(order: str) -> tuple[str, ...]:
@@ -92,10 +100,12 @@ def place(
     layout: Layout,
     num_fabric_gpus: int,
     *,
-    order: str = "tp-cp-ep-dp-pp",
+    order: str = DEFAULT_ORDER,
     placement: str = "contiguous",
     seed: int = 0,
     gpus_per_node: int = 1,
+    fabric: Fabric | None = None,
+    model: ModelSpec | None = None,
 ) -> Placement:
     """Map the ranks of ``layout`` onto GPUs ``0..num_fabric_gpus-1``.
 
@@ -106,8 +116,15 @@ def place(
         placement: ``contiguous`` (rank r -> GPU r) or ``scattered`` (servers of
             ``gpus_per_node`` GPUs picked and ordered at random with ``seed``; GPUs keep
             their order inside a server).
+            ``topology-aware``: see :func:`topology_aware_order` and
+            :func:`locality_order`; it picks the order itself, so ``order`` must stay at
+            its default.
         seed: random seed of ``scattered``.
         gpus_per_node: GPUs per server (the unit a scheduler allocates).
+        fabric: the fabric, for ``topology-aware`` (``None``: GPU index order stands for
+            locality, as the generators number GPUs node by node, leaf by leaf).
+        model: ranks dimensions by bytes per step for ``topology-aware`` (``None``: the
+            default ranking TP > CP > EP > DP > PP).
     """
     if not isinstance(layout, Layout):
         raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
@@ -123,6 +140,23 @@ def place(
         )
     if placement == "contiguous":
         gpu_of_rank = np.arange(num_ranks, dtype=np.int64)
+    elif placement == "topology-aware":
+        if dims != parse_order(DEFAULT_ORDER):
+            raise SpecError(
+                "order",
+                f"topology-aware placement picks the rank order itself; got order {order!r} "
+                f"(leave it at {DEFAULT_ORDER!r}, or use contiguous placement with it)",
+            )
+        if fabric is not None and fabric.num_gpus != num_fabric_gpus:
+            raise SpecError(
+                "num_fabric_gpus",
+                f"{num_fabric_gpus} differs from the fabric's {fabric.num_gpus} GPUs",
+            )
+        dims = topology_aware_order(layout, model)
+        locality = (
+            np.arange(num_fabric_gpus, dtype=np.int64) if fabric is None else locality_order(fabric)
+        )
+        gpu_of_rank = locality[:num_ranks]
     elif placement == "scattered":
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
@@ -135,3 +169,48 @@ def place(
     else:
         raise SpecError("placement", f"unknown placement {placement!r}; one of {list(PLACEMENTS)}")
     return Placement(layout=layout, order=dims, gpu_of_rank=gpu_of_rank.astype(np.int64))
+
+
+def topology_aware_order(layout: Layout, model: ModelSpec | None = None) -> tuple[str, ...]:
+    """The rank order of ``topology-aware`` placement, fastest-varying first.
+
+    Dimensions go from the most bytes per GPU per step to the least
+    (:func:`~fabricflow.workload.comm_volume.rank_dimensions`; without a model TP > CP >
+    EP > DP > PP). ``ep`` is not a dimension of dense layers: it goes right before the
+    first of ``cp``/``dp``, because expert groups split the data x context-parallel ranks
+    (Megatron's expert rank generator); when both ``cp`` and ``dp`` exceed 1 under expert
+    parallelism, ``dp`` follows ``cp`` directly so that their ranks form one block.
+    """
+    ranking = [d for d in rank_dimensions(model, layout) if d != "ep"]
+    if layout.ep > 1 and layout.cp > 1 and layout.dp > 1:
+        ranking.remove("dp")
+        ranking.insert(ranking.index("cp") + 1, "dp")
+    first = min(ranking.index("cp"), ranking.index("dp"))
+    ranking.insert(first, "ep")
+    return tuple(ranking)
+
+
+def locality_order(fabric: Fabric) -> np.ndarray:
+    """int64 ``[G]``: the fabric's GPUs ordered so that consecutive GPUs share the smallest
+    subtree: GPUs of one scale-up domain together, domains under one leaf / rail group
+    together, those under one pod together (a Clos's blocks, from its structure); on other
+    fabrics domains are grouped by their node group (dragonfly group, torus host), then by
+    index. Ties keep GPU index order. Vectorized: one ``lexsort`` over ``G`` GPUs.
+    """
+    from ..fabric.clos import ClosStructure
+
+    gpu = np.arange(fabric.num_gpus, dtype=np.int64)
+    domain = fabric.gpu_domain.astype(np.int64)
+    # Each domain is placed where its lowest-indexed GPU sits (a rail-optimized node spans
+    # several leaves, one per rail, but lies in one rail group).
+    first = np.full(fabric.num_domains, fabric.num_gpus, dtype=np.int64)
+    np.minimum.at(first, domain, gpu)
+    representative = first[domain]
+    keys = [gpu, domain]  # np.lexsort: the last key is the primary one
+    structure = fabric.structure
+    if isinstance(structure, ClosStructure):
+        slot = structure.slot_of_gpu[representative]
+        keys += [slot // int(structure.H[i]) for i in range(1, structure.levels)]
+    else:
+        keys.append(fabric.node_group[fabric.gpu_node[representative]].astype(np.int64))
+    return np.lexsort(keys).astype(np.int64)

@@ -142,7 +142,9 @@ def step_time(
         layout: the parallel layout (validated here against the model).
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
-        placement: ``contiguous``, ``scattered`` (seeded, whole servers) or a
+        placement: ``contiguous``, ``scattered`` (seeded, whole servers),
+            ``topology-aware`` (picks the order: heaviest dimension into the smallest
+            subtree of ``fabric``; ``order`` stays at its default) or a
             :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
             non-default ``order`` must then match the placement's).
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
@@ -214,6 +216,8 @@ def step_time(
             placement=placement,
             seed=seed,
             gpus_per_node=fabric.gpus_per_node,
+            fabric=fabric,
+            model=model,
         )
     cache = CollectiveCache(fabric, collectives, field="collectives")
     comm = _register_groups(cache, where, model, layout)
