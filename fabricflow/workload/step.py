@@ -30,11 +30,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any
+
+import numpy as np
 
 from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
 from .comm import CollectiveCache
+from .coupling import plan_windows
 from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, load_gpu
@@ -105,6 +109,7 @@ def step_time(
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
+    seeds: int | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -120,6 +125,14 @@ def step_time(
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
             ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
+        seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step with ECMP
+            hash seeds ``1..N-1``; ``details["variability"]`` then holds ``p50_s``,
+            ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
+
+    Traffic of different dimensions that overlaps in time shares the fabric
+    (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
+    the isolated model (each dimension alone), the coupled one (``step_time_s``) and what
+    each overlap window adds.
 
     Example::
 
@@ -137,6 +150,7 @@ def step_time(
             "fabric",
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
+    num_seeds = None if seeds is None else _check_seeds(seeds)
     layout.validate(model)
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     memory = memory_per_gpu(model, layout)
@@ -170,9 +184,77 @@ def step_time(
             seed=seed,
             gpus_per_node=fabric.gpus_per_node,
         )
-    cache = CollectiveCache(fabric, collectives, field="collectives")
-    comm = _register_groups(cache, where, model, layout)
+    comm = _register_groups(
+        CollectiveCache(fabric, collectives, field="collectives"), where, model, layout
+    )
+    times, slow, breakdown, coupling = _coupled_step(model, gpu, layout, comm)
+    total = sum(breakdown.values())
+    bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
+    if bad or not math.isfinite(total) or total <= 0:
+        # A guard, not a model path: every part is built finite from validated inputs.
+        part = bad[0] if bad else "total"
+        value = breakdown[part] if bad else total
+        raise SolverError(
+            f"step time: the {part!r} part is {value!r}, not a finite positive number of "
+            f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
+        )
+    variability = None
+    if num_seeds is not None:
+        # Only the routes depend on the seed: groups, placement and layer costs are reused.
+        per_seed = [total]
+        for route_seed in range(1, num_seeds):
+            cache = CollectiveCache(fabric, collectives, field="collectives", seed=route_seed)
+            per_seed.append(
+                sum(
+                    _coupled_step(
+                        model, gpu, layout, _register_groups(cache, where, model, layout)
+                    )[2].values()
+                )
+            )
+        variability = {
+            "seeds": len(per_seed),
+            "p50_s": float(np.percentile(per_seed, 50)),
+            "p99_s": float(np.percentile(per_seed, 99)),
+            "max_s": float(max(per_seed)),
+            "step_time_s_per_seed": [float(t) for t in per_seed],
+        }
 
+    num_gpus = layout.num_gpus
+    flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
+    hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
+    details = {
+        "model": model.name,
+        "gpu": gpu.name,
+        "fabric": fabric.name,
+        "num_gpus": num_gpus,
+        "layout": dataclasses.asdict(layout),
+        "order": "-".join(where.order),
+        "placement": placement if isinstance(placement, str) else "custom",
+        "num_micro_batches": layout.num_micro_batches,
+        "collective_backend": comm.backend,
+        "model_flops_per_step": flops,
+        "parameters": model.num_parameters(),
+        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
+        "slowest_rank": slow["rank"],
+        "coupling": coupling,
+    }
+    if variability is not None:
+        details["variability"] = variability
+    return StepResult(
+        step_time_s=total,
+        tokens_per_s=layout.global_batch * layout.seq_len / total,
+        tflops_per_gpu=flops / total / num_gpus / 1e12,
+        hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
+        mfu=flops / (total * num_gpus * gpu.peak(layout.precision)),
+        memory=memory,
+        breakdown=breakdown,
+        details=details,
+    )
+
+
+def _compose(model: ModelSpec, gpu: GpuSpec, layout: Layout, comm) -> tuple[dict, dict, dict]:
+    """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
+    collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view)."""
     times = _micro_batch_times(model, gpu, layout, comm)
     slow = max(times.values(), key=lambda t: t["total"])
     m, p, v = layout.num_micro_batches, layout.pp, layout.vpp
@@ -189,45 +271,46 @@ def step_time(
     breakdown["optimizer"] = (
         float(memory_time(gpu, ADAM_BYTES_PER_PARAM * local)) / layout.framework_efficiency
     )
-    total = sum(breakdown.values())
-    bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
-    if bad or not math.isfinite(total) or total <= 0:
-        # A guard, not a model path: every part is built finite from validated inputs.
-        part = bad[0] if bad else "total"
-        value = breakdown[part] if bad else total
-        raise SolverError(
-            f"step time: the {part!r} part is {value!r}, not a finite positive number of "
-            f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
-        )
+    return times, slow, breakdown
 
-    num_gpus = layout.num_gpus
-    flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
-    hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
-    details = {
-        "model": model.name,
-        "gpu": gpu.name,
-        "fabric": fabric.name,
-        "num_gpus": num_gpus,
-        "layout": dataclasses.asdict(layout),
-        "order": "-".join(where.order),
-        "placement": placement if isinstance(placement, str) else "custom",
-        "num_micro_batches": m,
-        "collective_backend": comm.backend,
-        "model_flops_per_step": flops,
-        "parameters": model.num_parameters(),
-        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
-        "slowest_rank": slow["rank"],
+
+def _coupled_step(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, comm: CollectiveCache
+) -> tuple[dict, dict, dict, dict]:
+    """:func:`_compose` with each dimension alone, then again with the traffic of each
+    overlap window sharing the fabric; returns the coupled (times, slowest rank,
+    breakdown) and the ``coupling`` details entry."""
+    _, _, alone = _compose(model, gpu, layout, comm)
+    isolated_s = sum(alone.values())
+    if comm.backend == "alpha-beta":
+        coupling = {
+            "model": "none: the alpha-beta backend has no flows on the fabric to share",
+            "isolated_step_s": isolated_s,
+            "coupled_step_s": isolated_s,
+            "added_s": 0.0,
+            "added_s_by_part": {key: 0.0 for key in BREAKDOWN_KEYS},
+            "windows": {},
+        }
+        times, slow, breakdown = _compose(model, gpu, layout, comm)
+        return times, slow, breakdown, coupling
+    view = plan_windows(comm, layout)
+    times, slow, breakdown = _compose(model, gpu, layout, view)
+    coupled_s = sum(breakdown.values())
+    coupling = {
+        "model": "joint max-min per overlap window (flow completion where it matters)",
+        "isolated_step_s": isolated_s,
+        "coupled_step_s": coupled_s,
+        "added_s": coupled_s - isolated_s,
+        "added_s_by_part": {key: breakdown[key] - alone[key] for key in BREAKDOWN_KEYS},
+        "windows": view.report(),
     }
-    return StepResult(
-        step_time_s=total,
-        tokens_per_s=layout.global_batch * layout.seq_len / total,
-        tflops_per_gpu=flops / total / num_gpus / 1e12,
-        hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
-        mfu=flops / (total * num_gpus * gpu.peak(layout.precision)),
-        memory=memory,
-        breakdown=breakdown,
-        details=details,
-    )
+    return times, slow, breakdown, coupling
+
+
+def _check_seeds(seeds) -> int:
+    if isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral) or seeds < 1:
+        raise SpecError("seeds", f"must be an integer >= 1 (routing seeds 0..N-1), got {seeds!r}")
+    return int(seeds)
 
 
 def _register_groups(
