@@ -102,11 +102,14 @@ class Bound:
 class Coupled:
     """Seconds of one member collective in its window: ``isolated_s``, ``coupled_s``
     (``>= isolated_s``) and ``method``: ``alone`` (no shared link with the window's other
-    traffic), ``snapshot`` (held joint rates) or ``completion`` (flow-completion replay)."""
+    traffic), ``snapshot`` (held joint rates) or ``completion`` (flow-completion replay).
+    ``snapshot_s``: the held joint rates' answer (the upper end: background that never
+    finishes), kept for comparison."""
 
     isolated_s: float
     coupled_s: float
     method: str
+    snapshot_s: float
 
 
 def bound_phase(cache: CollectiveCache, name: str, op: str, size: float) -> Bound | None:
@@ -209,7 +212,7 @@ def coupled_seconds(cache: CollectiveCache, member: tuple, background: list[tupl
     key = ("coupled", tuple(member), tuple(background))
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
-    out = Coupled(isolated, isolated, "alone")
+    out = Coupled(isolated, isolated, "alone", isolated)
     bound = bound_phase(cache, *member)
     others = [b for b in (bound_phase(cache, *item) for item in background) if b is not None]
     union = _joint(cache, bound, others) if bound is not None and others else None
@@ -218,10 +221,11 @@ def coupled_seconds(cache: CollectiveCache, member: tuple, background: list[tupl
         rate = bound.sp.rate.reshape(-1).copy()
         rate[union.flows[mine]] = union.rate[mine]
         snapshot = bound.priced(rate.reshape(bound.sp.rate.shape))
-        out = Coupled(isolated, max(isolated, snapshot), "snapshot")
+        snapshot = max(isolated, snapshot)
+        out = Coupled(isolated, snapshot, "snapshot", snapshot)
         replay = _replay(bound, [bound, *others], union)
         if replay is not None and abs(replay - snapshot) > RELEASE_RTOL * snapshot:
-            out = Coupled(isolated, max(isolated, replay), "completion")
+            out = Coupled(isolated, max(isolated, replay), "completion", snapshot)
     cache.joint[key] = out
     return out
 
@@ -368,6 +372,7 @@ class CoupledTimes:
                     "coupled_s": c.coupled_s,
                     "added_s": c.coupled_s - c.isolated_s,
                     "method": c.method,
+                    "snapshot_s": c.snapshot_s,
                 }
             )
         return out
