@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,22 @@ def test_route_seed_reaches_the_collective_model(a100):
     assert len(times) > 1
     with pytest.raises(SpecError, match="seed"):
         CollectiveCache(a100, seed=-1)
+
+
+def test_cli_seeds_and_failures(capsys):
+    from cli_args import STEP
+
+    from fabricflow.cli import main
+
+    args = [*STEP, "--pp", "2", "--tp", "4"]  # PP and DP cross the nodes: a tail window
+    assert main([*args, "--seeds", "2", "--fail", "leaf:0.05", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["variability"]["seeds"] == 2
+    assert data["failed_links"] > 0
+    assert data["coupling"]["coupled_step_s"] == data["step_time_s"]
+    assert main([*args, "--seeds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "over 2 routing seeds: p50" in text and "coupling" in text
+    for flag, value in (("--seeds", "0"), ("--fail", "leaf"), ("--fail", "leaf:x")):
+        assert main([*args, flag, value, "--json"]) == 2
+        assert flag in json.loads(capsys.readouterr().out)["message"]
