@@ -65,6 +65,14 @@ def test_contention_never_speeds_a_step_up_and_is_reported_per_part(h100):
         for member in window["members"]:
             assert member["coupled_s"] >= member["isolated_s"]
             assert member["snapshot_s"] >= member["isolated_s"]
+    # coupling=False is the isolated model the coupled one is compared with.
+    off = step_time(
+        "mixtral-8x7b", "h100-sxm", Layout(**MIXTRAL), h100, check_memory=False, coupling=False
+    )
+    assert off.step_time_s == coupling["isolated_step_s"] < result.step_time_s
+    assert off.details["coupling"]["added_s"] == 0.0
+    with pytest.raises(SpecError, match="coupling"):
+        step_time("mixtral-8x7b", "h100-sxm", Layout(**MIXTRAL), h100, coupling="no")
     # Without DP overlap the gradient reduction runs alone: no tail/head windows.
     alone = step_time(
         "mixtral-8x7b", "h100-sxm", Layout(dp_overlap=False, **MIXTRAL), h100, check_memory=False

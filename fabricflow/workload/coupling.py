@@ -46,8 +46,11 @@ from .comm import CollectiveCache
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
 RELEASE_RTOL = 0.01
-# Batched window of the flow-completion replay (relative finish-time error ~ this).
+# Batched windows of the flow-completion replay: one solve completes every flow projected
+# to finish within (1 + COMPLETION_EPS) of the earliest, plus RELEASE_WINDOW x the longest
+# held-rate finish time (bandwidth is released at most that late; half of RELEASE_RTOL).
 COMPLETION_EPS = 1e-3
+RELEASE_WINDOW = 5e-3
 STEADY_DIMENSIONS = ("tp", "cp", "ep", "pp")
 DP_DIMENSIONS = ("dp", "edp")
 REDUCE_OPS = ("reduce_scatter", "all_reduce")
@@ -205,16 +208,28 @@ def _connected(links: np.ndarray, seed: np.ndarray, num_links: int) -> np.ndarra
     return keep
 
 
-def coupled_seconds(cache: CollectiveCache, member: tuple, background: list[tuple]) -> Coupled:
+def coupled_seconds(
+    cache: CollectiveCache,
+    member: tuple,
+    background: list[tuple],
+    counts: list[float] | None = None,
+) -> Coupled:
     """Slowest-group seconds of ``member`` ``(name, op, size)`` while the ``background``
-    collectives ``[(name, op, size), ...]`` run on the same fabric (see the module docs)."""
+    collectives ``[(name, op, size), ...]`` run on the same fabric (see the module docs).
+
+    ``counts``: how many of each background collective run during the member (default 1
+    each); the flow-completion replay gives their flows that many times the bytes (the
+    held-rate snapshot has them in flight throughout anyway)."""
     isolated = cache.slowest(*member)
-    key = ("coupled", tuple(member), tuple(background))
+    counts = [1.0] * len(background) if counts is None else [float(c) for c in counts]
+    key = ("coupled", tuple(member), tuple(background), tuple(counts))
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     out = Coupled(isolated, isolated, "alone", isolated)
     bound = bound_phase(cache, *member)
-    others = [b for b in (bound_phase(cache, *item) for item in background) if b is not None]
+    pairs = [(bound_phase(cache, *item), n) for item, n in zip(background, counts, strict=True)]
+    others = [b for b, _ in pairs if b is not None]
+    scale = [1.0, *(n for b, n in pairs if b is not None)]
     union = _joint(cache, bound, others) if bound is not None and others else None
     if bound is not None and union is not None:
         mine = union.parts == 0
@@ -223,18 +238,18 @@ def coupled_seconds(cache: CollectiveCache, member: tuple, background: list[tupl
         snapshot = bound.priced(rate.reshape(bound.sp.rate.shape))
         snapshot = max(isolated, snapshot)
         out = Coupled(isolated, snapshot, "snapshot", snapshot)
-        replay = _replay(bound, [bound, *others], union)
+        replay = _replay(bound, [bound, *others], scale, union)
         if replay is not None and abs(replay - snapshot) > RELEASE_RTOL * snapshot:
             out = Coupled(isolated, max(isolated, replay), "completion", snapshot)
     cache.joint[key] = out
     return out
 
 
-def _replay(member: Bound, parts: list[Bound], union: _Union) -> float | None:
+def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union) -> float | None:
     """The member's slowest-group seconds when the union's flows carry their bytes and
     release bandwidth as they finish (``None`` when the held rates' finish times already
     agree within :data:`RELEASE_RTOL`, so nothing is released early enough to matter)."""
-    size = np.concatenate([p.flow_bytes() for p in parts])
+    size = np.concatenate([p.flow_bytes() * n for p, n in zip(parts, scale, strict=True)])
     starts = np.concatenate([[0], np.cumsum([p.sp.links.shape[0] for p in parts])[:-1]])
     size = size[starts[union.parts] + union.flows]
     moving = size > 0
@@ -253,7 +268,7 @@ def _replay(member: Bound, parts: list[Bound], union: _Union) -> float | None:
         union.coef[moving],
         member.prepared._capacity,  # type: ignore[attr-defined]
         size[moving],
-        tol_s=COMPLETION_EPS * float(held.max()),
+        tol_s=RELEASE_WINDOW * float(held.max()),
         background=~mine[moving],
         alone_rate=alone[moving],
         first_rate=union.rate[moving],
@@ -324,7 +339,10 @@ class CoupledTimes:
 
     ``window_of(name, op)`` -> window name or ``None`` (alone); ``background`` maps each
     window to ``{dimension: (name, op, size)}``, the representative traffic of each
-    dimension in flight then (a member's own dimension is left out).
+    dimension in flight then (a member's own dimension is left out); ``rates``: how many
+    collectives each dimension issues per second (default: one during any member). A
+    member of ``T`` seconds alone sees ``rate x T`` of a background collective, at least
+    one and at most as many as fit back to back.
     """
 
     def __init__(
@@ -332,11 +350,13 @@ class CoupledTimes:
         cache: CollectiveCache,
         window_of: Callable[[str, str], str | None],
         background: dict[str, dict[str, tuple]],
+        rates: dict[str, float] | None = None,
     ):
         self.cache = cache
         self.backend = cache.backend
         self.window_of = window_of
         self.background = background
+        self.rates = rates or {}
         self.members: dict[tuple, tuple[str, Coupled]] = {}
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
@@ -345,7 +365,12 @@ class CoupledTimes:
             return self.cache.slowest(name, op, size_bytes)
         member = (name, op, float(size_bytes))
         others = [item for dim, item in self.background[window].items() if dim != name]
-        coupled = coupled_seconds(self.cache, member, others)
+        alone = self.cache.slowest(*member)
+        counts = []
+        for item in others:
+            fit = alone / max(self.cache.slowest(*item), 1e-30)
+            counts.append(min(max(1.0, fit), max(1.0, self.rates.get(item[0], 0.0) * alone)))
+        coupled = coupled_seconds(self.cache, member, others, counts)
         self.members[member] = (window, coupled)
         return coupled.coupled_s
 
@@ -378,9 +403,12 @@ class CoupledTimes:
         return out
 
 
-def plan_windows(cache: CollectiveCache, layout) -> CoupledTimes:
+def plan_windows(
+    cache: CollectiveCache, layout, rates: dict[str, float] | None = None
+) -> CoupledTimes:
     """The overlap windows of one step, from the collectives the isolated model asked for
-    (``cache.asked()``): each dimension's representative is its longest one alone."""
+    (``cache.asked()``): each dimension's representative is its longest one alone.
+    ``rates``: collectives issued per second by each dimension (see :class:`CoupledTimes`)."""
     asked = cache.asked()
 
     def longest(name: str, ops: tuple[str, ...] | None = None) -> tuple | None:
@@ -408,5 +436,5 @@ def plan_windows(cache: CollectiveCache, layout) -> CoupledTimes:
         return "forward_head" if op == "all_gather" else "backward_tail"
 
     return CoupledTimes(
-        cache, window_of, {"steady": steady, "backward_tail": tail, "forward_head": head}
+        cache, window_of, {"steady": steady, "backward_tail": tail, "forward_head": head}, rates
     )

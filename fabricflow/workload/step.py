@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
+from ..solve.maxmin.inputs import check_flag
 from .comm import CollectiveCache
 from .coupling import plan_windows
 from .efficiency import memory_time
@@ -110,6 +111,7 @@ def step_time(
     check_memory: bool = True,
     collectives: str = "fabric",
     seeds: int | None = None,
+    coupling: bool = True,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -128,6 +130,8 @@ def step_time(
         seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step with ECMP
             hash seeds ``1..N-1``; ``details["variability"]`` then holds ``p50_s``,
             ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
+        coupling: ``False`` times each dimension's collectives alone (the model before
+            the coupling; faster, never slower a step), for comparison.
 
     Traffic of different dimensions that overlaps in time shares the fabric
     (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
@@ -151,6 +155,7 @@ def step_time(
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
     num_seeds = None if seeds is None else _check_seeds(seeds)
+    coupling = check_flag(coupling, "coupling")
     layout.validate(model)
     gpu.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     memory = memory_per_gpu(model, layout)
@@ -187,7 +192,7 @@ def step_time(
     comm = _register_groups(
         CollectiveCache(fabric, collectives, field="collectives"), where, model, layout
     )
-    times, slow, breakdown, coupling = _coupled_step(model, gpu, layout, comm)
+    times, slow, breakdown, coupled = _coupled_step(model, gpu, layout, comm, coupling)
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -207,7 +212,7 @@ def step_time(
             per_seed.append(
                 sum(
                     _coupled_step(
-                        model, gpu, layout, _register_groups(cache, where, model, layout)
+                        model, gpu, layout, _register_groups(cache, where, model, layout), coupling
                     )[2].values()
                 )
             )
@@ -236,7 +241,7 @@ def step_time(
         "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
         "slowest_rank": slow["rank"],
-        "coupling": coupling,
+        "coupling": coupled,
     }
     if variability is not None:
         details["variability"] = variability
@@ -275,25 +280,25 @@ def _compose(model: ModelSpec, gpu: GpuSpec, layout: Layout, comm) -> tuple[dict
 
 
 def _coupled_step(
-    model: ModelSpec, gpu: GpuSpec, layout: Layout, comm: CollectiveCache
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, comm: CollectiveCache, on: bool = True
 ) -> tuple[dict, dict, dict, dict]:
-    """:func:`_compose` with each dimension alone, then again with the traffic of each
-    overlap window sharing the fabric; returns the coupled (times, slowest rank,
+    """:func:`_compose` with each dimension alone, then (``on``) again with the traffic of
+    each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    _, _, alone = _compose(model, gpu, layout, comm)
+    times, slow, alone = _compose(model, gpu, layout, comm)
     isolated_s = sum(alone.values())
-    if comm.backend == "alpha-beta":
+    if not on or comm.backend == "alpha-beta":
+        why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
         coupling = {
-            "model": "none: the alpha-beta backend has no flows on the fabric to share",
+            "model": f"{why}: each dimension's collectives timed alone",
             "isolated_step_s": isolated_s,
             "coupled_step_s": isolated_s,
             "added_s": 0.0,
             "added_s_by_part": {key: 0.0 for key in BREAKDOWN_KEYS},
             "windows": {},
         }
-        times, slow, breakdown = _compose(model, gpu, layout, comm)
-        return times, slow, breakdown, coupling
-    view = plan_windows(comm, layout)
+        return times, slow, alone, coupling
+    view = plan_windows(comm, layout, _issue_rates(model, layout, slow))
     times, slow, breakdown = _compose(model, gpu, layout, view)
     coupled_s = sum(breakdown.values())
     coupling = {
@@ -305,6 +310,26 @@ def _coupled_step(
         "windows": view.report(),
     }
     return times, slow, breakdown, coupling
+
+
+def _issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
+    """Collectives each dimension issues per second on the slowest pipeline rank (the
+    counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
+    gathers): how much of a dimension's traffic falls inside a long overlap window."""
+    first, middle, last = layout.stage_layers(model)
+    layers = {"first": first, "middle": middle, "last": last, "only": first}[slow["rank"]]
+    moe_layers = layers * model.num_moe_layers / model.num_layers if model.is_moe else 0.0
+    passes = (2 if layout.recompute == "full" else 1) + 1  # forward(s) and backward
+    redo = 1 if layout.recompute in ("full", "selective") else 0
+    per_micro_batch = {
+        "tp": layers * passes * (4 if layout.sequence_parallel else 2),
+        "cp": layers * (layout.cp - 1) * (2 + redo),
+        "ep": moe_layers * 2 * passes,
+        "pp": 2 * layout.vpp,
+        "dp": 3.0,  # ZeRO-3: two parameter gathers and one gradient scatter
+        "edp": 3.0,
+    }
+    return {name: count / slow["total"] for name, count in per_micro_batch.items()}
 
 
 def _check_seeds(seeds) -> int:
