@@ -2,7 +2,8 @@
 
 Each parallel dimension's collectives are priced alone by :class:`~.comm.CollectiveCache`
 (all groups of one dimension together). On a real run, the traffic of several dimensions
-is in flight at once. The step is split into overlap windows (docs/step-coupling.md):
+is in flight at once. The step is split into overlap windows (details and approximations
+in docs/step-coupling.md):
 
 * ``steady``: the 1F1B steady state: every pipeline stage computes at once, so each
   dimension's TP, CP, EP and PP traffic runs with the other dimensions' (and, under
@@ -23,9 +24,10 @@ model; its other phases keep their isolated times.
 
 Held rates overstate the contention when the background finishes first and releases its
 bandwidth: when the flows' finish times at the joint rates differ by more than
-:data:`RELEASE_RTOL`, the union is replayed by the flow-completion engine
-(:func:`~fabricflow.solve.completion.complete_flows`: each flow carries its bytes, rates
-are recomputed as flows finish), and its answer is used when it differs from the held
+:data:`RELEASE_RTOL`, the union is replayed with its bytes by the event-driven fluid
+model of :func:`~fabricflow.solve.completion.complete_flows` (:func:`release_times`: rates
+re-solved as flows finish; a background collective counts as many times as its dimension
+issues it during the member), and that answer is used when it differs from the held
 rates' by more than :data:`RELEASE_RTOL`. A member is never credited with finishing
 sooner than alone (adding flows can speed a third flow up under max-min; that is not
 counted): coupled seconds = max(isolated, joint).
