@@ -255,11 +255,11 @@ class CollectiveCache:
     ):
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
-        self.fabric = fabric
-        self.seed = int(seed)
+        self.fabric: Fabric = fabric
+        self.seed: int = int(seed)
         # Called by step_time on the user's behalf: warn at the user's call.
-        self.backend = resolve_backend(backend, field=field, stacklevel=5)
-        self.field = field
+        self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
+        self.field: str = field
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
