@@ -53,6 +53,9 @@ RELEASE_RTOL = 0.01
 # held-rate finish time (bandwidth is released at most that late; half of RELEASE_RTOL).
 COMPLETION_EPS = 1e-3
 RELEASE_WINDOW = 5e-3
+# ... widened so that the background's finishes fall in at most this many windows: a flow's
+# bandwidth reaches the others at most one window late, whatever the number of windows.
+MAX_REPLAY_WINDOWS = 8
 STEADY_DIMENSIONS = ("tp", "cp", "ep", "pp")
 DP_DIMENSIONS = ("dp", "edp")
 REDUCE_OPS = ("reduce_scatter", "all_reduce")
@@ -240,7 +243,11 @@ def coupled_seconds(
         snapshot = bound.priced(rate.reshape(bound.sp.rate.shape))
         snapshot = max(isolated, snapshot)
         out = Coupled(isolated, snapshot, "snapshot", snapshot)
-        replay = _replay(bound, [bound, *others], scale, union)
+        # The replay lies between the isolated time and the snapshot: skip it when that
+        # bracket is already within RELEASE_RTOL.
+        replay = None
+        if snapshot - isolated > RELEASE_RTOL * snapshot:
+            replay = _replay(bound, [bound, *others], scale, union)
         if replay is not None and abs(replay - snapshot) > RELEASE_RTOL * snapshot:
             out = Coupled(isolated, max(isolated, replay), "completion", snapshot)
     cache.joint[key] = out
@@ -270,7 +277,10 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
         union.coef[moving],
         member.prepared._capacity,  # type: ignore[attr-defined]
         size[moving],
-        tol_s=RELEASE_WINDOW * float(held.max()),
+        tol_s=max(
+            RELEASE_WINDOW * float(held.max()),
+            float(held[~mine[moving]].max(initial=0.0)) / MAX_REPLAY_WINDOWS,
+        ),
         background=~mine[moving],
         alone_rate=alone[moving],
         first_rate=union.rate[moving],
