@@ -114,7 +114,7 @@ def run(args) -> dict:
     result["targets"] = {
         "step_s": 10.0,
         "calibration_max_abs_error_pct": 10.0,
-        "coupling_cost_ratio": 2.0,
+        "coupling_cost_ratio_cpu": 2.0,
     }
     result["meets_targets"] = bool(
         result["step_s"] <= 10.0

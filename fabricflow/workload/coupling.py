@@ -44,6 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..collective.flow_rates import SolvedPhase, _max_min
+from ..memory import check_memory
 from .comm import CollectiveCache
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
@@ -173,6 +174,13 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
     phases = [member.sp, *(b.sp for b in background)]
     counts = np.array([sp.links.shape[0] for sp in phases])
     width = max(sp.links.shape[1] for sp in phases)
+    # The padded union (int64 links, float64 coef), its connected copy and the solver's
+    # per-entry arrays: ~64 bytes per entry.
+    check_memory(
+        64.0 * int(counts.sum()) * width,
+        f"joint max-min solve of {int(counts.sum()):,} flows x {width} links",
+        hint="time the step with coupling=False",
+    )
     links = np.full((int(counts.sum()), width), -1, dtype=np.int64)
     coef = np.zeros(links.shape)
     row = 0
