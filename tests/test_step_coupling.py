@@ -191,3 +191,16 @@ def test_cli_seeds_and_failures(capsys):
     for flag, value in (("--seeds", "0"), ("--fail", "leaf"), ("--fail", "leaf:x")):
         assert main([*args, flag, value, "--json"]) == 2
         assert flag in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_zero3_gathers_and_scatters_share_the_steady_window(h100):
+    layout = Layout(zero=3, **MIXTRAL)
+    result = step_time("mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False)
+    coupling = result.details["coupling"]
+    # Every micro-batch gathers parameters and scatters gradients: no separate DP windows.
+    assert set(coupling["windows"]) == {"steady"}
+    steady = coupling["windows"]["steady"]
+    assert {"dp", "edp"} <= {m["dimension"] for m in steady["members"]}
+    assert {"dp", "edp"} <= {b["dimension"] for b in steady["background"]}
+    assert all(m["coupled_s"] >= m["isolated_s"] for m in steady["members"])
+    assert coupling["added_s_by_part"]["dp"] > 0
