@@ -44,6 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..collective.flow_rates import SolvedPhase, _max_min
+from ..collective.model import PreparedCollective
 from ..memory import check_memory
 from .comm import CollectiveCache
 
@@ -78,7 +79,7 @@ class Bound:
     """
 
     key: tuple
-    prepared: object
+    prepared: PreparedCollective
     sp: SolvedPhase
     protocol: str
     size: float
@@ -88,13 +89,13 @@ class Bound:
     def flow_bytes(self) -> np.ndarray:
         """float64 ``[G * Tg]`` bytes each flow moves at full efficiency: its time at rate
         ``r`` is ``bytes / r``, as the cost model prices it (repeats included)."""
-        efficiency = self.prepared.cost.protocol_efficiency[self.protocol]  # type: ignore[attr-defined]
+        efficiency = self.prepared.cost.protocol_efficiency[self.protocol]
         per = self.sp.phase.bytes_per_size * self.size * self.sp.phase.repeat / efficiency
         return per.reshape(-1)
 
     def latency_s(self) -> np.ndarray:
         """float64 ``[G, Tg]`` latency of each transfer, repeats included (the cost model's)."""
-        cost = self.prepared.cost  # type: ignore[attr-defined]
+        cost = self.prepared.cost
         intra_s, network_s = cost.step_overhead_s(self.sp.phase.family, self.protocol)
         sp = self.sp
         latency = sp.path_latency_s + sp.intra_steps * intra_s + sp.network_steps * network_s
@@ -103,7 +104,7 @@ class Bound:
     def priced(self, rate: np.ndarray) -> float:
         """Slowest group's seconds with the bound phase at ``rate`` ``[G, Tg]`` (others alone)."""
         sp = dataclasses.replace(self.sp, rate=rate)
-        phase = self.prepared._phase_times(sp, self.protocol, np.array([self.size]))[0]  # type: ignore[attr-defined]
+        phase = self.prepared.phase_times(sp, self.protocol, [self.size])[0]
         return float((self.total_s - self.phase_s + phase).max())
 
 
@@ -134,7 +135,7 @@ def bound_phase(cache: CollectiveCache, name: str, op: str, size: float) -> Boun
         solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
         sizes = np.array([float(size)])
         per_phase = np.stack(
-            [prepared._phase_times(sp, result.protocol, sizes)[0] for sp in solved.phases]
+            [prepared.phase_times(sp, result.protocol, sizes)[0] for sp in solved.phases]
         )  # [P, G]
         index = int(np.argmax(per_phase[:, result.slowest_group]))
         bound = Bound(
@@ -192,7 +193,7 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
     keep = _connected(links, owner == 0, cache.fabric.num_links)
     union = None
     if np.any(owner[keep] > 0):
-        capacity = member.prepared._capacity  # type: ignore[attr-defined]
+        capacity = member.prepared.capacity
         rate = _max_min(links[keep], capacity, coef[keep], None)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         union = _Union(
@@ -283,7 +284,7 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     finish[moving] = release_times(
         union.links[moving],
         union.coef[moving],
-        member.prepared._capacity,  # type: ignore[attr-defined]
+        member.prepared.capacity,
         size[moving],
         tol_s=max(
             RELEASE_WINDOW * float(held.max()),
