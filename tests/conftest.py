@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import pytest
 from fabric_specs import fat_tree_spec
+from hypothesis import settings
+
+# Property tests check values, not speed: hypothesis' default 200 ms deadline per example
+# fails them on a loaded 2-core machine (the first example also pays JIT compiles).
+settings.register_profile("fabricflow", deadline=None)
+settings.load_profile("fabricflow")
 
 
 @pytest.fixture

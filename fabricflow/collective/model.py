@@ -308,6 +308,18 @@ class PreparedCollective:
             )
         return results
 
+    @property
+    def capacity(self) -> np.ndarray:
+        """float64 ``[L]`` payload bytes/s the phases were solved against."""
+        return self._capacity
+
+    def phase_times(self, sp: SolvedPhase, protocol: str, sizes) -> np.ndarray:
+        """float64 ``[K, G]``: seconds of solved phase ``sp`` per size (bytes) and group,
+        repeats included, by the cost model of :meth:`evaluate`. ``sp`` may carry other
+        rates than its own solve (``dataclasses.replace(sp, rate=...)``: the same flows
+        sharing the fabric with other traffic)."""
+        return self._phase_times(sp, protocol, np.asarray(sizes, dtype=np.float64).reshape(-1))
+
     def _phase_times(self, sp: SolvedPhase, protocol: str, sizes: np.ndarray) -> np.ndarray:
         """float64 ``[K, G]``: the phase's time per size and group (repeats included)."""
         efficiency = self.cost.protocol_efficiency[protocol]

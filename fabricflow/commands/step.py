@@ -106,6 +106,20 @@ def register(subparsers) -> None:
         "--placement", default="contiguous", choices=["contiguous", "scattered", "topology-aware"]
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max",
+    )
+    parser.add_argument(
+        "--fail",
+        default=None,
+        metavar="KIND:FRACTION",
+        help="fail a random fraction of the cables of a link kind first "
+        "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)",
+    )
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
     parser.add_argument(
         "--collectives",
@@ -317,6 +331,22 @@ def _check_plot_path(path: str) -> None:
     check_out_folder(os.path.dirname(os.path.abspath(path)), "--plot")
 
 
+def _failed(fabric, fail: str | None, seed: int):
+    """``fabric`` with ``--fail KIND:FRACTION`` of its cables failed (as ``collective``)."""
+    if not fail:
+        return fabric
+    from ..errors import SpecError
+
+    kind, _, fraction = fail.partition(":")
+    try:
+        value = float(fraction)
+    except ValueError:
+        raise SpecError(
+            "--fail", f"expected KIND:FRACTION such as leaf:0.01, got {fail!r}"
+        ) from None
+    return fabric.without(link_kind=kind, fraction=value, seed=seed)
+
+
 def run(args) -> int:
     import dataclasses
     import os
@@ -342,7 +372,9 @@ def run(args) -> int:
     if args.attention:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
-    fabric = load_fabric(args.fabric)
+    fabric = _failed(load_fabric(args.fabric), args.fail, args.seed)
+    if args.seeds is not None and args.seeds < 1:
+        raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
     result = step_time(
         model,
         gpu,
@@ -353,6 +385,7 @@ def run(args) -> int:
         seed=args.seed,
         check_memory=not args.no_memory_check,
         collectives=collectives,
+        seeds=args.seeds,
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown
@@ -368,6 +401,8 @@ def run(args) -> int:
                 f"--plot: cannot write {args.plot!r}: {describe_os_error(error)}"
             ) from None
         mark_done(args, args.plot)
+    if args.fail:
+        result.details["failed_links"] = int(fabric.meta.get("failed_links", 0))
     if args.json:
         out = result.to_dict()
         if args.plot:
@@ -415,5 +450,24 @@ def print_result(result, plot: str | None) -> None:
         share = value / result.step_time_s if result.step_time_s else 0.0
         print(f"    {key:<10} {format_time(value) if value else '0':>10}  {100 * share:5.1f}%")
     print(f"  collectives: {d['collective_backend']}")
+    coupling = d.get("coupling")
+    if coupling and coupling.get("windows"):
+        parts = ", ".join(
+            f"{key} +{format_time(value)}"
+            for key, value in coupling["added_s_by_part"].items()
+            if value > 0
+        )
+        print(
+            f"  coupling         +{format_time(coupling['added_s'])} over each dimension alone "
+            f"({format_time(coupling['isolated_step_s'])}){': ' + parts if parts else ''}"
+        )
+    if d.get("failed_links"):
+        print(f"  failed links     {d['failed_links']}")
+    var = d.get("variability")
+    if var:
+        print(
+            f"  over {var['seeds']} routing seeds: p50 {format_time(var['p50_s'])}, "
+            f"p99 {format_time(var['p99_s'])}, max {format_time(var['max_s'])}"
+        )
     if plot:
         print(f"  plot written to {plot}")

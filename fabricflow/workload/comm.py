@@ -72,12 +72,21 @@ def collective_seconds(
 
 
 def prepare(
-    fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric", field: str = "backend"
+    fabric: Fabric,
+    op: str,
+    groups: np.ndarray,
+    *,
+    backend: str = "fabric",
+    field: str = "backend",
+    seed: int = 0,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once here; each size
-    is then priced by NCCL's cost model on the solved rates.
+    is then priced by NCCL's cost model on the solved rates. ``seed``: the ECMP hash seed
+    of the routes. The function's ``collective`` attribute is the
+    :class:`~fabricflow.collective.PreparedCollective` (``None`` without one: alpha-beta, or
+    one rank per group), for the step model's joint solves.
     """
     groups = _check_groups(fabric, groups)
     backend = resolve_backend(backend, stacklevel=4)
@@ -87,24 +96,29 @@ def prepare(
             _check_size(size_bytes)
             return np.zeros(groups.shape[0])
 
+        nothing.collective = None  # type: ignore[attr-defined]
         return nothing
     if backend == "alpha-beta":
         if op not in ALPHA_BETA_OPS:
             raise SpecError(
                 "op", f"the alpha-beta estimate knows {list(ALPHA_BETA_OPS)}, got {op!r}"
             )
-        return lambda size_bytes: alpha_beta_estimate(
-            fabric, op, groups, _check_size(size_bytes), field=field
-        )
+
+        def estimate(size_bytes: float) -> np.ndarray:
+            return alpha_beta_estimate(fabric, op, groups, _check_size(size_bytes), field=field)
+
+        estimate.collective = None  # type: ignore[attr-defined]
+        return estimate
     from ..collective import prepare_collective
 
-    prepared = prepare_collective(fabric, op, groups)
+    prepared = prepare_collective(fabric, op, groups, seed=seed)
 
     def timed(size_bytes: float) -> np.ndarray:
         if _check_size(size_bytes) == 0:
             return np.zeros(groups.shape[0])
         return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
 
+    timed.collective = prepared  # type: ignore[attr-defined]
     return timed
 
 
@@ -230,17 +244,26 @@ class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
     Group arrays are registered under a name (``"tp"``, ``"dp"``, ...) so the key is
-    (name, op, size) and no array is hashed per call.
+    (name, op, size) and no array is hashed per call. ``seed``: the ECMP hash seed of every
+    route. ``joint`` holds the step coupling's joint solves (:mod:`.coupling`), which depend
+    on the group structure only, so a cache reused across layouts with the same groups
+    reuses them too.
     """
 
-    def __init__(self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend"):
-        self.fabric = fabric
+    def __init__(
+        self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend", seed: int = 0
+    ):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
+        self.fabric: Fabric = fabric
+        self.seed: int = int(seed)
         # Called by step_time on the user's behalf: warn at the user's call.
-        self.backend = resolve_backend(backend, field=field, stacklevel=5)
-        self.field = field
+        self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
+        self.field: str = field
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
+        self.joint: dict[tuple, object] = {}
 
     def add(self, name: str, groups: np.ndarray) -> None:
         self.groups[name] = np.asarray(groups, dtype=np.int64)
@@ -249,10 +272,27 @@ class CollectiveCache:
         """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
         key = (name, op, float(size_bytes))
         if key not in self._times:
-            if (name, op) not in self._prepared:
-                self._prepared[(name, op)] = prepare(
-                    self.fabric, op, self.groups[name], backend=self.backend, field=self.field
-                )
-            times = self._prepared[(name, op)](size_bytes)
+            times = self._timer(name, op)(size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0
         return self._times[key]
+
+    def asked(self) -> dict[tuple, float]:
+        """``{(name, op, size_bytes): slowest-group seconds}`` of every time asked so far."""
+        return dict(self._times)
+
+    def collective(self, name: str, op: str):
+        """The :class:`~fabricflow.collective.PreparedCollective` behind ``(name, op)``, or
+        ``None`` (alpha-beta backend, or one rank per group)."""
+        return self._timer(name, op).collective  # type: ignore[attr-defined]
+
+    def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
+        if (name, op) not in self._prepared:
+            self._prepared[(name, op)] = prepare(
+                self.fabric,
+                op,
+                self.groups[name],
+                backend=self.backend,
+                field=self.field,
+                seed=self.seed,
+            )
+        return self._prepared[(name, op)]

@@ -26,6 +26,10 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   (ZeRO-1/2), overlapped with the last backward / first forward per bucket when
   ``dp_overlap`` (the first layer's bucket is always exposed); ZeRO-3 gathers parameters
   for every forward and backward and reduce-scatters gradients per micro-batch.
+* coupling: the collectives above are first timed each dimension alone, then again with
+  the traffic that overlaps them in time on the fabric (:mod:`.coupling`: the 1F1B
+  steady state, the DP reduction with the last backward passes, the parameter all-gather
+  with the first forward passes); ``details["coupling"]`` reports the difference.
 * optimizer: a memory-bound Adam pass over the local (sharded) parameters, ~34 B each
   (read fp32 master, grad, two moments and the grad-norm pass; write master, moments, bf16).
 * offload (``Layout.offload_*``): transfers over the GPU's host link (``host_link_bandwidth``
@@ -44,12 +48,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
+from ..solve.maxmin.inputs import check_flag
 from .comm import CollectiveCache
+from .coupling import plan_windows
 from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
@@ -130,6 +139,8 @@ def step_time(
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
+    seeds: int | None = None,
+    coupling: bool = True,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -151,6 +162,16 @@ def step_time(
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
             ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
+        seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step with ECMP
+            hash seeds ``1..N-1``; ``details["variability"]`` then holds ``p50_s``,
+            ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
+        coupling: ``False`` times each dimension's collectives alone (the model before
+            the coupling; faster, never slower a step), for comparison.
+
+    Traffic of different dimensions that overlaps in time shares the fabric
+    (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
+    the isolated model (each dimension alone), the coupled one (``step_time_s``) and what
+    each overlap window adds.
 
     Example::
 
@@ -167,6 +188,8 @@ def step_time(
             "fabric",
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
+    num_seeds = None if seeds is None else _check_seeds(seeds)
+    coupling = check_flag(coupling, "coupling")
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
     for each in set(rank_gpus):
@@ -219,9 +242,87 @@ def step_time(
             fabric=fabric,
             model=model,
         )
-    cache = CollectiveCache(fabric, collectives, field="collectives")
-    comm = _register_groups(cache, where, model, layout)
+    comm = _register_groups(
+        CollectiveCache(fabric, collectives, field="collectives"), where, model, layout
+    )
+    times, slow, breakdown, coupled = _coupled_step(model, rank_gpus, layout, comm, coupling)
+    total = sum(breakdown.values())
+    bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
+    if bad or not math.isfinite(total) or total <= 0:
+        # A guard, not a model path: every part is built finite from validated inputs.
+        part = bad[0] if bad else "total"
+        value = breakdown[part] if bad else total
+        raise SolverError(
+            f"step time: the {part!r} part is {value!r}, not a finite positive number of "
+            f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
+        )
+    variability = None
+    if num_seeds is not None:
+        # Only the routes depend on the seed: groups, placement and layer costs are reused.
+        per_seed = [total]
+        for route_seed in range(1, num_seeds):
+            cache = CollectiveCache(fabric, collectives, field="collectives", seed=route_seed)
+            per_seed.append(
+                sum(
+                    _coupled_step(
+                        model,
+                        rank_gpus,
+                        layout,
+                        _register_groups(cache, where, model, layout),
+                        coupling,
+                    )[2].values()
+                )
+            )
+        variability = {
+            "seeds": len(per_seed),
+            "p50_s": float(np.percentile(per_seed, 50)),
+            "p99_s": float(np.percentile(per_seed, 99)),
+            "max_s": float(max(per_seed)),
+            "step_time_s_per_seed": [float(t) for t in per_seed],
+        }
 
+    num_gpus = layout.num_gpus
+    per_stage = num_gpus // layout.pp
+    peak_sum = per_stage * sum(rank_gpu.peak(layout.precision) for rank_gpu in rank_gpus)
+    flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
+    hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
+    details = {
+        "model": model.name,
+        "gpu": _gpu_label(rank_gpus, per_stage),
+        "fabric": fabric.name,
+        "num_gpus": num_gpus,
+        "layout": dataclasses.asdict(layout),
+        "order": "-".join(where.order),
+        "placement": placement if isinstance(placement, str) else "custom",
+        "num_micro_batches": layout.num_micro_batches,
+        "collective_backend": comm.backend,
+        "model_flops_per_step": flops,
+        "parameters": model.num_parameters(),
+        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
+        "slowest_rank": slow["rank"],
+        "pipeline_schedule": layout.schedule,
+        "rank_layers": list(layout.rank_layers(model)),
+        "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
+        "coupling": coupled,
+    }
+    if variability is not None:
+        details["variability"] = variability
+    return StepResult(
+        step_time_s=total,
+        tokens_per_s=layout.global_batch * layout.seq_len / total,
+        tflops_per_gpu=flops / total / num_gpus / 1e12,
+        hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
+        mfu=flops / (total * peak_sum),
+        memory=memory,
+        breakdown=breakdown,
+        details=details,
+    )
+
+
+def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[dict, dict, dict]:
+    """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
+    collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
+    ``rank_gpus``: the GPU of each pipeline rank."""
     times = _micro_batch_times(model, rank_gpus, layout, comm)
     slow = max(times.values(), key=lambda t: t["total"])
     m = layout.num_micro_batches
@@ -241,54 +342,69 @@ def step_time(
             local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
         optimizer = max(optimizer, float(memory_time(rank_gpu, ADAM_BYTES_PER_PARAM * local)))
     breakdown["optimizer"] = optimizer / layout.framework_efficiency
-    if offloading:
+    if any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS):
         breakdown["offload"] = _offload_exposed(
             model, rank_gpus, layout, times, breakdown["optimizer"]
         )
-    total = sum(breakdown.values())
-    bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
-    if bad or not math.isfinite(total) or total <= 0:
-        # A guard, not a model path: every part is built finite from validated inputs.
-        part = bad[0] if bad else "total"
-        value = breakdown[part] if bad else total
-        raise SolverError(
-            f"step time: the {part!r} part is {value!r}, not a finite positive number of "
-            f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
-        )
+    return times, slow, breakdown
 
-    num_gpus = layout.num_gpus
-    per_stage = num_gpus // layout.pp
-    peak_sum = per_stage * sum(rank_gpu.peak(layout.precision) for rank_gpu in rank_gpus)
-    flops = model_flops_per_step(model, layout.seq_len, layout.global_batch)
-    hw_flops = executed_flops_per_step(model, layout.seq_len, layout.global_batch, layout.recompute)
-    details = {
-        "model": model.name,
-        "gpu": _gpu_label(rank_gpus, per_stage),
-        "fabric": fabric.name,
-        "num_gpus": num_gpus,
-        "layout": dataclasses.asdict(layout),
-        "order": "-".join(where.order),
-        "placement": placement if isinstance(placement, str) else "custom",
-        "num_micro_batches": m,
-        "collective_backend": comm.backend,
-        "model_flops_per_step": flops,
-        "parameters": model.num_parameters(),
-        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
-        "slowest_rank": slow["rank"],
-        "pipeline_schedule": layout.schedule,
-        "rank_layers": list(layout.rank_layers(model)),
-        "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
+
+def _coupled_step(
+    model: ModelSpec, rank_gpus: tuple, layout: Layout, comm: CollectiveCache, on: bool = True
+) -> tuple[dict, dict, dict, dict]:
+    """:func:`_compose` with each dimension alone, then (``on``) again with the traffic of
+    each overlap window sharing the fabric; returns the coupled (times, slowest rank,
+    breakdown) and the ``coupling`` details entry."""
+    times, slow, alone = _compose(model, rank_gpus, layout, comm)
+    isolated_s = sum(alone.values())
+    if not on or comm.backend == "alpha-beta":
+        why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
+        coupling = {
+            "model": f"{why}: each dimension's collectives timed alone",
+            "isolated_step_s": isolated_s,
+            "coupled_step_s": isolated_s,
+            "added_s": 0.0,
+            "added_s_by_part": {key: 0.0 for key in BREAKDOWN_KEYS},
+            "windows": {},
+        }
+        return times, slow, alone, coupling
+    view = plan_windows(comm, layout, _issue_rates(model, layout, slow))
+    times, slow, breakdown = _compose(model, rank_gpus, layout, view)
+    coupled_s = sum(breakdown.values())
+    coupling = {
+        "model": "joint max-min per overlap window (flow completion where it matters)",
+        "isolated_step_s": isolated_s,
+        "coupled_step_s": coupled_s,
+        "added_s": coupled_s - isolated_s,
+        "added_s_by_part": {key: breakdown[key] - alone[key] for key in BREAKDOWN_KEYS},
+        "windows": view.report(),
     }
-    return StepResult(
-        step_time_s=total,
-        tokens_per_s=layout.global_batch * layout.seq_len / total,
-        tflops_per_gpu=flops / total / num_gpus / 1e12,
-        hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
-        mfu=flops / (total * peak_sum),
-        memory=memory,
-        breakdown=breakdown,
-        details=details,
-    )
+    return times, slow, breakdown, coupling
+
+
+def _issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
+    """Collectives each dimension issues per second on the slowest pipeline rank (the
+    counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
+    gathers): how much of a dimension's traffic falls inside a long overlap window."""
+    layers = slow["layers"]
+    moe_layers = layers * model.num_moe_layers / model.num_layers if model.is_moe else 0.0
+    passes = (2 if layout.recompute == "full" else 1) + 1  # forward(s) and backward
+    redo = 1 if layout.recompute in ("full", "selective") else 0
+    per_micro_batch = {
+        "tp": layers * passes * (4 if layout.sequence_parallel else 2),
+        "cp": layers * (layout.cp - 1) * (2 + redo),
+        "ep": moe_layers * 2 * passes,
+        "pp": 2 * layout.vpp,
+        "dp": 3.0,  # ZeRO-3: two parameter gathers and one gradient scatter
+        "edp": 3.0,
+    }
+    return {name: count / slow["total"] for name, count in per_micro_batch.items()}
+
+
+def _check_seeds(seeds) -> int:
+    if isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral) or seeds < 1:
+        raise SpecError("seeds", f"must be an integer >= 1 (routing seeds 0..N-1), got {seeds!r}")
+    return int(seeds)
 
 
 def _register_groups(
@@ -420,6 +536,7 @@ def _micro_batch_times(
         t["backward_s"] = layers * backward
         t["forward_s"] = layers * forward
         t["weight_grad_s"] = layers * weight_grad
+        t["layers"] = layers  # layers a micro-batch passes on this rank
         out[t["rank"]] = t
     return out
 
