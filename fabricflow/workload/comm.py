@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from . import structure_cache
 
 BACKENDS = ("fabric", "alpha-beta")
 # The ops alpha_beta_estimate has a formula for.
@@ -72,12 +73,22 @@ def collective_seconds(
 
 
 def prepare(
-    fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric", field: str = "backend"
+    fabric: Fabric,
+    op: str,
+    groups: np.ndarray,
+    *,
+    backend: str = "fabric",
+    field: str = "backend",
+    algo: str = "auto",
+    fingerprint: str | None = None,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
-    With the collective model, routing and the max-min solve happen once here; each size
-    is then priced by NCCL's cost model on the solved rates.
+    With the collective model, routing and the max-min solve happen once per process for
+    each (fabric, op, groups, ``algo``) (:mod:`.structure_cache`); each size is then priced
+    by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per size) is the
+    collective model's algorithm; the alpha-beta estimate has no choice and ignores it.
+    ``fingerprint``: :func:`.structure_cache.fabric_fingerprint` of ``fabric``, if known.
     """
     groups = _check_groups(fabric, groups)
     backend = resolve_backend(backend, stacklevel=4)
@@ -96,14 +107,14 @@ def prepare(
         return lambda size_bytes: alpha_beta_estimate(
             fabric, op, groups, _check_size(size_bytes), field=field
         )
-    from ..collective import prepare_collective
-
-    prepared = prepare_collective(fabric, op, groups)
+    solved = structure_cache.prepared_collective(
+        fabric, op, groups, algo=algo, fingerprint=fingerprint
+    )
 
     def timed(size_bytes: float) -> np.ndarray:
         if _check_size(size_bytes) == 0:
             return np.zeros(groups.shape[0])
-        return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
+        return solved(size_bytes)
 
     return timed
 
@@ -226,6 +237,62 @@ def _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_
     )
 
 
+# The collectives each parallel dimension runs (step model), for ``algorithms`` checks.
+DIMENSION_OPS = {
+    "tp": ("all_reduce", "all_gather", "reduce_scatter"),
+    "cp": ("sendrecv",),
+    "ep": ("all_to_all",),
+    "pp": ("sendrecv",),
+    "dp": ("all_reduce", "all_gather", "reduce_scatter"),
+}
+# Group sets named apart from their dimension: expert data parallel follows ``dp``.
+DIMENSION_OF_GROUP = {"edp": "dp"}
+
+
+def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
+    """``algorithms`` (dimension -> collective algorithm or ``auto``) with canonical names.
+
+    SpecError ``algorithms.<dim>`` for an unknown dimension, or an algorithm that is
+    unknown or implements none of the collectives the dimension runs.
+    """
+    if algorithms is None:
+        return {}
+    if not isinstance(algorithms, dict):
+        raise SpecError(
+            "algorithms",
+            f"expected a dict dimension -> algorithm, e.g. {{'dp': 'ring'}}, got {algorithms!r}",
+        )
+    from ..collective.algorithms import ALIASES, algorithms_for
+
+    out = {}
+    for dim, name in algorithms.items():
+        if dim not in DIMENSION_OPS:
+            raise SpecError(
+                "algorithms", f"unknown dimension {dim!r}; one of {list(DIMENSION_OPS)}"
+            )
+        allowed = sorted({a for op in DIMENSION_OPS[dim] for a in algorithms_for(op)})
+        key = ALIASES.get(str(name).lower(), str(name).lower())
+        if key != "auto" and key not in allowed:
+            raise SpecError(
+                f"algorithms.{dim}",
+                f"unknown algorithm {name!r} for {dim} ({'/'.join(DIMENSION_OPS[dim])}); "
+                f"one of {['auto', *allowed]}",
+            )
+        out[dim] = key
+    return out
+
+
+def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
+    from ..collective.algorithms import algorithms_for
+
+    if algo not in algorithms_for(op):
+        raise SpecError(
+            f"algorithms.{dim}",
+            f"{algo!r} does not implement {op}, which {dim} runs in this layout; "
+            f"one of {['auto', *algorithms_for(op)]}",
+        )
+
+
 class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
@@ -233,14 +300,31 @@ class CollectiveCache:
     (name, op, size) and no array is hashed per call.
     """
 
-    def __init__(self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend"):
+    def __init__(
+        self,
+        fabric: Fabric,
+        backend: str = "fabric",
+        *,
+        field: str = "backend",
+        algorithms: dict[str, str] | None = None,
+    ):
         self.fabric = fabric
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend = resolve_backend(backend, field=field, stacklevel=5)
         self.field = field
+        self.algorithms = check_algorithms(algorithms)
+        self._fabric_fingerprint: str | None = None
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
+
+    def _fingerprint(self) -> str | None:
+        """The fabric's structure-cache fingerprint, hashed once per cache (fabric backend)."""
+        if self.backend != "fabric":
+            return None
+        if self._fabric_fingerprint is None:
+            self._fabric_fingerprint = structure_cache.fabric_fingerprint(self.fabric)
+        return self._fabric_fingerprint
 
     def add(self, name: str, groups: np.ndarray) -> None:
         self.groups[name] = np.asarray(groups, dtype=np.int64)
@@ -250,8 +334,17 @@ class CollectiveCache:
         key = (name, op, float(size_bytes))
         if key not in self._times:
             if (name, op) not in self._prepared:
+                algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+                if algo != "auto" and self.backend == "fabric":
+                    _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
                 self._prepared[(name, op)] = prepare(
-                    self.fabric, op, self.groups[name], backend=self.backend, field=self.field
+                    self.fabric,
+                    op,
+                    self.groups[name],
+                    backend=self.backend,
+                    field=self.field,
+                    algo=algo,
+                    fingerprint=self._fingerprint(),
                 )
             times = self._prepared[(name, op)](size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0

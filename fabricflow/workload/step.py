@@ -105,6 +105,7 @@ def step_time(
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
+    algorithms: dict[str, str] | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -120,6 +121,10 @@ def step_time(
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
             ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
+        algorithms: collective algorithm per dimension (``tp``, ``cp``, ``ep``, ``pp``,
+            ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
+            dimension not named, or ``auto``, takes the fastest algorithm per message size.
+            Used by the ``fabric`` backend (alpha-beta has no algorithm choice).
 
     Example::
 
@@ -170,7 +175,7 @@ def step_time(
             seed=seed,
             gpus_per_node=fabric.gpus_per_node,
         )
-    cache = CollectiveCache(fabric, collectives, field="collectives")
+    cache = CollectiveCache(fabric, collectives, field="collectives", algorithms=algorithms)
     comm = _register_groups(cache, where, model, layout)
 
     times = _micro_batch_times(model, gpu, layout, comm)

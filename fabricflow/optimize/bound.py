@@ -1,0 +1,127 @@
+"""Feasibility, memory and a true lower bound of the step time, for many layouts at once.
+
+Candidates are integer-coded columns (one per knob). What decides compute and memory is
+a few knobs (sizes, micro-batch, recompute, ZeRO, ...): the scalar model functions
+(:meth:`Layout.validate`, :func:`memory_per_gpu`, :func:`layer_cost`, ...) run once per
+distinct *analytic key* and numpy broadcasts the result to every candidate sharing it;
+rank orders, placements, overlap switches and collective algorithms multiply the
+candidates without multiplying this work.
+
+The bound is the step time with every collective taking zero seconds: compute of the
+slowest pipeline rank for all micro-batches, the pipeline bubble of that compute, and the
+optimizer pass. :func:`fabricflow.step_time` is non-decreasing in every collective time
+(sums, ``max``, ``max(0, t - hidden)``, positive multiples), so this never exceeds the
+step time of any order, placement or fabric (proof in docs/optimize.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import SpecError
+from ..workload.efficiency import memory_time
+from ..workload.gpu import GpuSpec
+from ..workload.layer_cost import embedding_cost, head_cost, layer_cost
+from ..workload.layout import Layout
+from ..workload.memory import GIB, memory_per_gpu, stage_parameters
+from ..workload.model import ModelSpec
+from ..workload.step import ADAM_BYTES_PER_PARAM
+
+# Layout fields that do not enter one layer's compute (the memo key of layer_cost drops
+# them, so that layouts differing only in these share one call).
+_NOT_IN_LAYER = dict(
+    pp=1, dp=1, vpp=1, zero=0, global_batch=1, dp_overlap=True, pp_overlap=True,
+    grad_reduce_dtype="fp32", tp_overlap=False, ep_overlap=False,
+)  # fmt: skip
+
+
+@dataclasses.dataclass
+class Analytic:
+    """Per analytic key (arrays ``[K]``): feasibility, memory and the step-time bound.
+
+    ``reason`` holds the SpecError message of infeasible keys ('' when feasible).
+    """
+
+    feasible: np.ndarray
+    memory_bytes: np.ndarray
+    bound_s: np.ndarray
+    compute_s: np.ndarray
+    reason: list
+
+
+class Evaluator:
+    """Memoised scalar model calls for one (model, gpu)."""
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec):
+        self.model = model
+        self.gpu = gpu
+        self._layer: dict = {}
+        self._ends: dict = {}
+
+    def per_layer_compute(self, layout: Layout) -> float:
+        """Seconds of one layer (dense/MoE mix), one micro-batch, all passes."""
+        key = dataclasses.replace(layout, **_NOT_IN_LAYER)
+        if key not in self._layer:
+            model = self.model
+            kinds = [(False, model.num_dense_layers / model.num_layers)]
+            if model.is_moe:
+                kinds.append((True, model.num_moe_layers / model.num_layers))
+            self._layer[key] = sum(
+                share * layer_cost(model, self.gpu, layout, moe=moe).total_s
+                for moe, share in kinds
+            ) / layout.framework_efficiency
+        return self._layer[key]
+
+    def ends(self, layout: Layout) -> tuple[float, float]:
+        """(embedding fwd+bwd, head fwd+bwd) seconds per micro-batch, kernels only."""
+        key = (layout.tp, layout.cp, layout.micro_batch, layout.sequence_parallel, layout.seq_len)
+        if key not in self._ends:
+            ef, eb = embedding_cost(self.model, self.gpu, layout)
+            hf, hb = head_cost(self.model, self.gpu, layout)
+            self._ends[key] = (ef + eb, hf + hb)
+        return self._ends[key]
+
+    def bound(self, layout: Layout) -> tuple[float, float]:
+        """(lower bound of the step time, compute part) in seconds, no communication."""
+        per_layer = self.per_layer_compute(layout)
+        emb, head = self.ends(layout)
+        eff = layout.framework_efficiency
+        first, middle, last = layout.stage_layers(self.model)
+        if layout.pp == 1:
+            slow = first * per_layer + (emb + head) / eff
+        else:
+            slow = max(first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff)
+        m, p, v = layout.num_micro_batches, layout.pp, layout.vpp
+        dense, expert = stage_parameters(self.model, layout)
+        local = dense + expert
+        if layout.zero >= 1:
+            local = dense / (layout.dp * layout.cp) + expert / layout.expert_dp
+        optimizer = float(memory_time(self.gpu, ADAM_BYTES_PER_PARAM * local)) / eff
+        return (m + (p - 1) / v) * slow + optimizer, m * slow
+
+    def analyse(self, layouts: list[Layout]) -> Analytic:
+        """Validate, size and bound each layout (one per analytic key)."""
+        n = len(layouts)
+        feasible = np.zeros(n, dtype=bool)
+        memory = np.full(n, np.nan)
+        bound = np.full(n, np.inf)
+        compute = np.full(n, np.inf)
+        reason = [""] * n
+        for i, layout in enumerate(layouts):
+            try:
+                estimate = memory_per_gpu(self.model, layout)  # validates the layout
+            except SpecError as error:
+                reason[i] = str(error)
+                continue
+            memory[i] = estimate.total
+            if estimate.total > self.gpu.hbm:
+                reason[i] = (
+                    f"memory: {estimate.total / GIB:.1f} GiB per GPU > "
+                    f"{self.gpu.hbm / GIB:.1f} GiB HBM"
+                )
+                continue
+            feasible[i] = True
+            bound[i], compute[i] = self.bound(layout)
+        return Analytic(feasible, memory, bound, compute, reason)

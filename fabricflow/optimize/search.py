@@ -1,0 +1,687 @@
+"""Branch and bound over parallel layouts, rank orders, placements and collective algorithms.
+
+:func:`optimize_layout` enumerates the product of the searched knobs as integer-coded
+numpy columns, checks feasibility and memory and computes a true lower bound of the step
+time once per distinct analytic key (:mod:`.bound`), then times candidates with contention
+on the fabric (:func:`fabricflow.step_time`) in increasing order of their bound. It stops
+when the next bound is no better than the ``top_k``-th best step time found: every
+candidate left could at best tie, so the result is exact (``exhaustive=True``). The
+network part of a candidate (routing and max-min rates of each group set) is solved once
+per process (:mod:`fabricflow.workload.structure_cache`), so candidates that share a group
+structure and differ in micro-batch, recompute, ZeRO or interleaving cost milliseconds.
+A ``budget_s`` or Ctrl-C stops the visit early: the best found so far is returned with
+``exhaustive=False`` and its counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import numbers
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import RoutingError, SpecError
+from ..fabric.fabric import Fabric
+from ..workload.gpu import GpuSpec, load_gpu
+from ..workload.layout import Layout
+from ..workload.memory import GIB
+from ..workload.model import ModelSpec, load_model
+from ..workload.placement import DIMENSIONS, parse_order
+from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
+from . import space as _space
+from .bound import Evaluator
+
+OBJECTIVES = ("step_time", "tokens_per_gpu")
+
+
+@dataclasses.dataclass
+class LayoutSearch:
+    """Outcome of :func:`optimize_layout`.
+
+    Attributes:
+        best_kwargs: ``layout``, ``order``, ``placement`` (and ``seed``, ``algorithms``,
+            ``collectives`` when they matter): ``ff.step_time(model, gpu, fabric=fabric,
+            **best_kwargs)`` re-times the winner.
+        best: the winner's :class:`StepResult`.
+        top: the ``top_k`` best as ``(kwargs, StepResult)`` pairs, best first.
+        candidates: ``xarray.Dataset`` over ``candidate`` (one per evaluated candidate):
+            every knob, ``step_time_s``, ``lower_bound_s``, ``mfu``, ``tokens_per_gpu_s``,
+            ``memory_gib_per_gpu`` and each breakdown part (``<part>_s``).
+        counts: ``considered`` (every candidate of the space, each checked for feasibility
+            and bounded), ``infeasible``, ``pruned`` (feasible, bound no better than the
+            ``top_k``-th best), ``evaluated`` (timed with contention), ``unvisited``
+            (feasible, left when the budget ran out or on Ctrl-C).
+        exhaustive: True when nothing was skipped except by the bound.
+        seconds: wall time of the search.
+        space_size: the product of the searched knobs' value counts (before removing
+            settings that are no-ops for a layout, e.g. sequence parallelism at tp = 1).
+        objective: ``step_time`` or ``tokens_per_gpu``.
+        stopped: ``bound``, ``exhausted``, ``budget`` or ``interrupted``.
+        searched: knob -> values searched; fixed: every other knob's value.
+    """
+
+    best_kwargs: dict
+    best: StepResult
+    top: list
+    candidates: Any
+    counts: dict
+    exhaustive: bool
+    seconds: float
+    space_size: int = 0
+    objective: str = "step_time"
+    stopped: str = "bound"
+    searched: dict = dataclasses.field(default_factory=dict)
+    fixed: dict = dataclasses.field(default_factory=dict)
+    gpus: int = 0
+    global_batch: int = 0
+    seq_len: int = 0
+
+    def score(self, result: StepResult) -> float:
+        """The objective's value of ``result`` (step seconds, or tokens per GPU-second)."""
+        if self.objective == "tokens_per_gpu":
+            return result.tokens_per_s / self.gpus
+        return result.step_time_s
+
+    def to_dict(self) -> dict:
+        """The JSON object of ``fabricflow optimize --json``."""
+        return {
+            "best": flatten_kwargs(self.best_kwargs),
+            "step_time_s": self.best.step_time_s,
+            "mfu": self.best.mfu,
+            "tokens_per_gpu_s": self.best.tokens_per_s / self.gpus,
+            "memory_gib_per_gpu": self.best.memory_gib_per_gpu,
+            "breakdown": dict(self.best.breakdown),
+            "objective": self.objective,
+            "counts": dict(self.counts),
+            "exhaustive": self.exhaustive,
+            "stopped": self.stopped,
+            "seconds": self.seconds,
+            "space_size": self.space_size,
+            "top": [
+                {
+                    **flatten_kwargs(kwargs),
+                    "step_time_s": r.step_time_s,
+                    "mfu": r.mfu,
+                    "memory_gib_per_gpu": r.memory_gib_per_gpu,
+                    "breakdown": dict(r.breakdown),
+                }
+                for kwargs, r in self.top
+            ],
+        }
+
+
+def flatten_kwargs(kwargs: dict) -> dict:
+    """best_kwargs with the layout's fields flattened (JSON-able)."""
+    out = dict(dataclasses.asdict(kwargs["layout"]))
+    for key, value in kwargs.items():
+        if key != "layout":
+            out[key] = dict(value) if isinstance(value, dict) else value
+    return out
+
+
+def _check_int(value, field: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise SpecError(field, f"must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def optimize_layout(
+    model: ModelSpec | str,
+    gpu: GpuSpec | str,
+    fabric: Fabric,
+    *,
+    gpus: int | list[int],
+    global_batch: int,
+    seq_len: int,
+    precision: str = "bf16",
+    fixed: dict | None = None,
+    space: dict | None = None,
+    objective: str = "step_time",
+    top_k: int = 10,
+    budget_s: float | None = None,
+    seed: int = 0,
+    collectives: str = "fabric",
+    progress: Callable[[str], None] | None = None,
+) -> LayoutSearch:
+    """Search the layout, rank order, placement and collective algorithms with the
+    shortest step (or most tokens per GPU-second) of ``model`` on ``fabric``.
+
+    Args:
+        model, gpu: specs or preset names.
+        fabric: the network (:func:`fabricflow.load_fabric`).
+        gpus: GPUs in the job (dp follows from it); a list runs the capacity sweep of
+            :func:`fabricflow.optimize.capacity.capacity_sweep` and returns the search of
+            the count with the best ``objective``, its ``sweep`` attribute the Dataset.
+        global_batch, seq_len: sequences per step and tokens per sequence.
+        precision: ``bf16`` or ``fp8`` GEMMs.
+        fixed: knob -> value pinned (``{"tp": 8, "order": "tp-cp-ep-dp-pp"}``).
+        space: knob -> values; when given exactly its product is searched, every other
+            knob takes its ``fixed`` value or its default. Default: the space of
+            :func:`.space.default_space` with ``fixed`` knobs pinned.
+        objective: ``step_time`` (minimise) or ``tokens_per_gpu`` (maximise tokens per
+            GPU-second; the same ranking for one GPU count).
+        top_k: how many of the best to return (exactly, when the search is exhaustive).
+        budget_s: stop timing candidates after this many seconds (``exhaustive=False``).
+        seed: seed of the ``scattered`` placement.
+        collectives: ``fabric`` (contention on the fabric) or ``alpha-beta`` (no contention).
+        progress: called with a line of text at each stage (the CLI prints it on stderr).
+    """
+    if isinstance(gpus, (list, tuple, np.ndarray)):
+        from .capacity import capacity_sweep
+
+        return capacity_sweep(
+            model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
+            precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
+            budget_s=budget_s, seed=seed, collectives=collectives, progress=progress,
+        )  # fmt: skip
+    started = time.monotonic()
+    model = load_model(model) if not isinstance(model, ModelSpec) else model
+    gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    if not isinstance(fabric, Fabric):
+        raise SpecError("fabric", f"expected a Fabric (ff.load_fabric), got {type(fabric).__name__}")
+    gpus = _check_int(gpus, "gpus")
+    if gpus > fabric.num_gpus:
+        raise SpecError("gpus", f"{gpus} exceeds the {fabric.num_gpus} GPUs of {fabric.name!r}")
+    global_batch = _check_int(global_batch, "global_batch")
+    seq_len = _check_int(seq_len, "seq_len")
+    top_k = _check_int(top_k, "top_k")
+    if objective not in OBJECTIVES:
+        raise SpecError("objective", f"unknown objective {objective!r}; one of {list(OBJECTIVES)}")
+    if budget_s is not None and (
+        isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real) or not budget_s > 0
+    ):
+        raise SpecError("budget_s", f"must be a number of seconds > 0, got {budget_s!r}")
+    if collectives not in ("fabric", "alpha-beta"):
+        raise SpecError("collectives", f"unknown {collectives!r}; one of ['fabric', 'alpha-beta']")
+    gpu.peak(precision)  # SpecError for fp8 on a chip without it
+    say = progress or (lambda line: None)
+
+    searched, single = _space.resolve_space(
+        model, fabric, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
+        precision=precision, fixed=fixed, space=space,
+    )  # fmt: skip
+    table = _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len)
+    say(
+        f"space: {table.space_size:,} settings, {table.considered:,} candidates, "
+        f"{table.feasible_candidates:,} feasible; {table.num_keys:,} analytic keys "
+        f"({time.monotonic() - started:.1f} s)"
+    )
+    if table.feasible_candidates == 0:
+        _raise_infeasible(model, gpu, table, searched, single, gpus, global_batch, seq_len)
+    visit = _Visit(
+        model, gpu, fabric, table, objective=objective, top_k=top_k, seed=seed,
+        collectives=collectives, gpus=gpus,
+    )  # fmt: skip
+    deadline = None if budget_s is None else started + float(budget_s)
+    visit.run(deadline, say)
+    if not visit.best:
+        if visit.stopped in ("budget", "interrupted"):
+            raise SpecError(
+                "budget_s",
+                f"the search stopped ({visit.stopped}) before any candidate was timed; "
+                "give it more time",
+            )
+        raise SpecError(
+            "space",
+            "every feasible candidate failed on the fabric: "
+            + "; ".join(sorted(set(visit.errors))[:3]),
+        )
+    ranked = sorted(visit.best, key=lambda item: (item[0], item[1]))
+    top = [(item[2], item[3]) for item in ranked]
+    counts = visit.counts()
+    return LayoutSearch(
+        best_kwargs=top[0][0],
+        best=top[0][1],
+        top=top,
+        candidates=visit.dataset(),
+        counts=counts,
+        exhaustive=visit.stopped in ("bound", "exhausted"),
+        seconds=time.monotonic() - started,
+        space_size=table.space_size,
+        objective=objective,
+        stopped=visit.stopped,
+        searched=searched,
+        fixed=single,
+        gpus=gpus,
+        global_batch=global_batch,
+        seq_len=seq_len,
+    )
+
+
+# ---------------------------------------------------------------------------- enumeration
+
+
+@dataclasses.dataclass
+class _Table:
+    """The enumerated space: analytic keys x network combinations, with validity masks."""
+
+    analytic_knobs: list  # searched knobs that change compute or memory
+    network_knobs: list  # searched knobs that do not
+    searched: dict
+    single: dict
+    key_codes: np.ndarray  # int [K, A] value index per analytic knob
+    layouts: list  # Layout per key (None where the prefilter rejected it)
+    dp: np.ndarray  # int [K]
+    feasible: np.ndarray  # bool [K]
+    bound_s: np.ndarray  # [K]
+    memory_bytes: np.ndarray  # [K]
+    reason: list  # [K]
+    net_codes: np.ndarray  # int [C, N]
+    valid: np.ndarray  # bool [K, C]: a distinct candidate (no-op settings removed)
+    runnable: np.ndarray  # bool [K, C]: valid and not refused by a knob rule
+    space_size: int
+    num_keys: int
+
+    @property
+    def considered(self) -> int:
+        return int(self.valid.sum())
+
+    @property
+    def feasible_candidates(self) -> int:
+        return int((self.runnable & self.feasible[:, None]).sum())
+
+
+def _value(table: _Table, knob: str, key: int, combo: int | None = None):
+    if knob in table.analytic_knobs:
+        return table.searched[knob][table.key_codes[key, table.analytic_knobs.index(knob)]]
+    if knob in table.network_knobs and combo is not None:
+        return table.searched[knob][table.net_codes[combo, table.network_knobs.index(knob)]]
+    return table.single[knob]
+
+
+def _grid(lengths: list[int]) -> np.ndarray:
+    """int32 ``[prod(lengths), len(lengths)]``: every index combination, last fastest."""
+    if not lengths:
+        return np.zeros((1, 0), dtype=np.int32)
+    return np.indices(lengths, dtype=np.int32).reshape(len(lengths), -1).T
+
+
+def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len) -> _Table:
+    fields = _space.layout_fields()
+    network = [k for k in searched if k in _space.NETWORK_KNOBS]
+    analytic = [k for k in searched if k not in _space.NETWORK_KNOBS]
+    codes = _grid([len(searched[k]) for k in analytic])
+
+    def column(knob: str) -> np.ndarray:
+        """Numeric column of an analytic knob over the keys (or its single value)."""
+        if knob in analytic:
+            values = np.asarray(searched[knob], dtype=object)
+            return values[codes[:, analytic.index(knob)]]
+        return np.full(codes.shape[0], single[knob], dtype=object)
+
+    size = {d: column(d).astype(np.int64) for d in ("tp", "cp", "pp", "ep", "vpp", "micro_batch")}
+    sp = column("sequence_parallel").astype(bool)
+    # Vectorised prefilter (a subset of Layout.validate's rules, which stays the judge):
+    # dp from the GPU count, batch divisibility, pipeline stages dividing the layers.
+    ranks = size["tp"] * size["cp"] * size["pp"]
+    dp = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
+    if "dp" in analytic or "dp" not in searched:
+        want = column("dp").astype(np.int64) if "dp" in analytic else None
+        pinned = single.get("dp")
+        if want is not None:
+            dp = np.where(dp == want, dp, 0)
+        elif pinned is not None:
+            dp = np.where(dp == pinned, dp, 0)
+    ok = dp > 0
+    ok &= global_batch % np.maximum(dp * size["micro_batch"], 1) == 0
+    stages = size["pp"] * size["vpp"]
+    layers = model.num_layers
+    ok &= (layers % stages == 0) | ((layers + 2) % stages == 0)
+    m = global_batch // np.maximum(dp * size["micro_batch"], 1)
+    ok &= (size["vpp"] == 1) | ((size["pp"] > 1) & (m % size["pp"] == 0))
+    # Distinct settings only: sequence parallelism is a no-op at tp = 1.
+    distinct = np.ones(codes.shape[0], dtype=bool)
+    if "sequence_parallel" in analytic:
+        first_sp = searched["sequence_parallel"][0]
+        distinct &= (size["tp"] > 1) | (sp == first_sp)
+    keys = np.flatnonzero(distinct)
+    codes, dp, ok = codes[keys], dp[keys], ok[keys]
+    size = {k: v[keys] for k, v in size.items()}
+    sp = sp[keys]
+
+    layouts: list = [None] * len(keys)
+    base = {k: v for k, v in single.items() if k in fields}
+    for knob in network:  # a valid placeholder: these do not change compute or memory
+        if knob in fields:
+            base[knob] = fields[knob].default
+    base.update(global_batch=global_batch, seq_len=seq_len)
+    todo = np.flatnonzero(ok)
+    for i in todo:
+        kwargs = dict(base)
+        for j, knob in enumerate(analytic):
+            kwargs[knob] = searched[knob][codes[i, j]]
+        kwargs["dp"] = int(dp[i])
+        if "tp_overlap" in kwargs and kwargs["tp_overlap"] and not kwargs.get("sequence_parallel"):
+            pass  # pinned tp_overlap without SP: validate refuses it with its own message
+        layouts[i] = Layout(**kwargs)
+    analysis = Evaluator(model, gpu).analyse([layouts[i] for i in todo])
+    feasible = np.zeros(len(keys), dtype=bool)
+    bound = np.full(len(keys), np.inf)
+    memory = np.full(len(keys), np.nan)
+    reason = ["no integer dp, or batch / stage divisibility"] * len(keys)
+    feasible[todo] = analysis.feasible
+    bound[todo] = analysis.bound_s
+    memory[todo] = analysis.memory_bytes
+    for i, why in zip(todo, analysis.reason, strict=True):
+        reason[i] = why
+
+    net_codes = _grid([len(searched[k]) for k in network])
+    valid, runnable = _network_masks(model, searched, single, network, net_codes, size, dp, sp)
+    return _Table(
+        analytic_knobs=analytic, network_knobs=network, searched=searched, single=single,
+        key_codes=codes, layouts=layouts, dp=dp, feasible=feasible, bound_s=bound,
+        memory_bytes=memory, reason=reason, net_codes=net_codes, valid=valid,
+        runnable=runnable, space_size=_space.product_size(searched), num_keys=len(keys),
+    )  # fmt: skip
+
+
+def _order_signature(order: str, sizes: dict[str, int], edp: int) -> tuple:
+    """What a rank order decides for these sizes: the dense and the expert dimension
+    sequences without the size-1 dimensions (orders with equal signatures place every
+    group identically)."""
+    dims = parse_order(order)
+    dense = tuple(d for d in dims if d != "ep" and sizes[d] > 1)
+    expert_sizes = {**sizes, "dp": edp}
+    expert = tuple(d for d in dims if d != "cp" and expert_sizes[d] > 1)
+    return dense, expert
+
+
+def _network_masks(model, searched, single, network, net_codes, size, dp, sp):
+    """(valid, runnable) bool ``[K, C]``: distinct candidates, and those a knob rule allows.
+
+    A setting that is a no-op for a key (an order equal to an earlier one once size-1
+    dimensions are dropped, overlap or algorithm of a dimension of size 1, TP overlap at
+    tp = 1) keeps only its first value: the others are the same candidate again.
+    ``tp_overlap`` without sequence parallelism at tp > 1 is a candidate Megatron refuses
+    (runnable False, counted infeasible).
+    """
+    num_keys, num_combos = len(dp), net_codes.shape[0]
+    edp = dp * size["cp"] // np.maximum(size["ep"], 1)
+    active = {
+        "tp": size["tp"] > 1,
+        "cp": size["cp"] > 1,
+        "ep": size["ep"] > 1,
+        "pp": size["pp"] > 1,
+        "dp": (dp * size["cp"] > 1) | (edp > 1),
+    }
+    # Signature of each key: which dimensions exist, and SP (for the tp_overlap rule).
+    sig_cols = np.stack(
+        [size["tp"], size["cp"], size["ep"], size["pp"], dp, edp, sp.astype(np.int64)], axis=1
+    )
+    sigs, sig_of_key = np.unique(sig_cols, axis=0, return_inverse=True)
+    sig_of_key = sig_of_key.reshape(-1)
+    valid_sig = np.ones((len(sigs), num_combos), dtype=bool)
+    runnable_sig = np.ones((len(sigs), num_combos), dtype=bool)
+    for s, (tp, cp, ep, pp, d, e, spv) in enumerate(sigs.tolist()):
+        sizes = {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "dp": d}
+        on = {"tp": tp > 1, "cp": cp > 1, "ep": ep > 1, "pp": pp > 1, "dp": d * cp > 1 or e > 1}
+        for j, knob in enumerate(network):
+            col = net_codes[:, j]
+            dim = None
+            if knob == "order":
+                seen: dict = {}
+                first = np.zeros(len(searched[knob]), dtype=bool)
+                for v, order in enumerate(searched[knob]):
+                    signature = _order_signature(order, sizes, e)
+                    if signature not in seen:
+                        seen[signature] = v
+                        first[v] = True
+                valid_sig[s] &= first[col]
+                continue
+            if knob.startswith("algo_"):
+                dim = knob[len("algo_") :]
+            elif knob in ("tp_overlap", "pp_overlap", "ep_overlap", "dp_overlap"):
+                dim = knob.split("_")[0]
+            if dim is not None and not on[dim]:
+                valid_sig[s] &= col == 0
+            if knob == "tp_overlap" and tp > 1 and not spv:
+                on_value = np.asarray(searched[knob], dtype=bool)[col]
+                runnable_sig[s] &= ~on_value
+    valid = valid_sig[sig_of_key]
+    runnable = valid & runnable_sig[sig_of_key]
+    assert valid.shape == (num_keys, num_combos)
+    del active
+    return valid, runnable
+
+
+# ---------------------------------------------------------------------------- the visit
+
+
+class _Visit:
+    """Times candidates in increasing bound order until the bound says stop."""
+
+    def __init__(self, model, gpu, fabric, table: _Table, *, objective, top_k, seed,
+                 collectives, gpus):  # fmt: skip
+        self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
+        self.objective, self.top_k, self.seed = objective, top_k, seed
+        self.collectives, self.gpus = collectives, gpus
+        self.best: list = []  # max-heap by step time via negation: (-t, -tiebreak, kw, res)
+        self._heap: list = []
+        self.rows: list = []
+        self.errors: list = []
+        self.evaluated = 0
+        self.failed = 0
+        self.stopped = "exhausted"
+        self.visited_keys = 0
+        self._pruned = 0
+        self._unvisited = 0
+        self._counter = 0
+
+    def threshold(self) -> float:
+        if len(self._heap) < self.top_k:
+            return math.inf
+        return -self._heap[0][0]
+
+    def kwargs(self, key: int, combo: int) -> dict:
+        table = self.table
+        layout = table.layouts[key]
+        changes = {
+            knob: _value(table, knob, key, combo)
+            for knob in table.network_knobs
+            if knob in _space.layout_fields()
+        }
+        if changes:
+            layout = dataclasses.replace(layout, **changes)
+        order = _value(table, "order", key, combo)
+        placement = _value(table, "placement", key, combo)
+        out: dict = {"layout": layout, "order": order, "placement": placement}
+        if placement == "scattered":
+            out["seed"] = self.seed
+        algorithms = {}
+        for dim in ("tp", "cp", "ep", "pp", "dp"):
+            algo = _value(table, f"algo_{dim}", key, combo)
+            if algo != "auto":
+                algorithms[dim] = algo
+        if algorithms:
+            out["algorithms"] = algorithms
+        if self.collectives != "fabric":
+            out["collectives"] = self.collectives
+        return out
+
+    def run(self, deadline: float | None, say) -> None:
+        table = self.table
+        feasible_keys = np.flatnonzero(table.feasible & table.runnable.any(axis=1))
+        # Best bound first; ties by memory (smaller first) for a stable, sensible order.
+        order = feasible_keys[
+            np.lexsort((table.memory_bytes[feasible_keys], table.bound_s[feasible_keys]))
+        ]
+        combos_of = table.runnable
+        position = 0
+        try:
+            for position, key in enumerate(order):
+                if table.bound_s[key] >= self.threshold():
+                    self.stopped = "bound"
+                    break
+                for combo in np.flatnonzero(combos_of[key]):
+                    if deadline is not None and time.monotonic() > deadline:
+                        self.stopped = "budget"
+                        raise _Stop
+                    self._evaluate(key, int(combo))
+                self.visited_keys += 1
+            else:
+                position = len(order)
+        except _Stop:
+            pass
+        except KeyboardInterrupt:
+            self.stopped = "interrupted"
+        left = order[position:]
+        remaining = int(combos_of[left].sum()) if len(left) else 0
+        if self.stopped == "bound":
+            self._pruned = remaining
+        elif self.stopped in ("budget", "interrupted"):
+            # the key being visited when time ran out: its untimed combos are unvisited
+            done_in_key = sum(1 for r in self.rows if r["_key"] == int(order[position])) if len(left) else 0
+            self._unvisited = remaining - done_in_key
+        say(f"visited {self.evaluated:,} candidates; stopped: {self.stopped}")
+
+    def _evaluate(self, key: int, combo: int) -> None:
+        kwargs = self.kwargs(key, combo)
+        try:
+            result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
+        except (SpecError, RoutingError) as error:
+            self.failed += 1
+            self.errors.append(str(error))
+            return
+        self.evaluated += 1
+        self._counter += 1
+        t = result.step_time_s
+        entry = (-t, -self._counter, kwargs, result)
+        if len(self._heap) < self.top_k:
+            heapq.heappush(self._heap, entry)
+        elif t < -self._heap[0][0]:
+            heapq.heapreplace(self._heap, entry)
+        self.best = [(-e[0], -e[1], e[2], e[3]) for e in self._heap]
+        self.rows.append(self._row(key, combo, kwargs, result))
+
+    def _row(self, key, combo, kwargs, result: StepResult) -> dict:
+        table = self.table
+        row: dict = {"_key": key}
+        for knob in _space.known_knobs():
+            row[knob] = int(table.dp[key]) if knob == "dp" else _value(table, knob, key, combo)
+        row["step_time_s"] = result.step_time_s
+        row["lower_bound_s"] = float(table.bound_s[key])
+        row["mfu"] = result.mfu
+        row["tokens_per_gpu_s"] = result.tokens_per_s / self.gpus
+        row["memory_gib_per_gpu"] = result.memory_gib_per_gpu
+        for part in BREAKDOWN_KEYS:
+            row[f"{part}_s"] = float(result.breakdown.get(part, 0.0))
+        return row
+
+    def counts(self) -> dict:
+        table = self.table
+        considered = table.considered
+        infeasible = considered - table.feasible_candidates + self.failed
+        return {
+            "considered": considered,
+            "infeasible": int(infeasible),
+            "pruned": int(self._pruned),
+            "evaluated": int(self.evaluated),
+            "unvisited": int(self._unvisited),
+        }
+
+    def dataset(self):
+        import xarray as xr
+
+        rows = self.rows
+        data = {}
+        if rows:
+            for name in rows[0]:
+                if name == "_key":
+                    continue
+                values = [r[name] for r in rows]
+                if isinstance(values[0], (bool, np.bool_)):
+                    array = np.asarray(values, dtype=bool)
+                elif isinstance(values[0], (int, np.integer)):
+                    array = np.asarray(values, dtype=np.int64)
+                elif isinstance(values[0], float):
+                    array = np.asarray(values, dtype=np.float64)
+                else:
+                    array = np.asarray([str(v) for v in values], dtype=str)
+                data[name] = ("candidate", array)
+        ds = xr.Dataset(data, coords={"candidate": np.arange(len(rows))})
+        ds.attrs.update(
+            {f"count_{k}": v for k, v in self.counts().items()}
+            | {"stopped": self.stopped, "objective": self.objective}
+        )
+        return ds
+
+
+class _Stop(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def _raise_infeasible(model, gpu, table: _Table, searched, single, gpus, global_batch, seq_len):
+    """Say why nothing is feasible, and the closest feasible alternative when one exists."""
+    has_layout = np.asarray([lay is not None for lay in table.layouts], dtype=bool)
+    if not has_layout.any():
+        near = closest_gpu_counts(model, searched, single, gpus, global_batch, seq_len)
+        hint = f"; closest GPU counts that factorize: {near}" if near else ""
+        raise SpecError(
+            "gpus",
+            f"{gpus} GPUs have no valid factorization tp x cp x pp x dp with these sizes "
+            f"(dp x micro_batch must divide global_batch={global_batch}, pp x vpp the "
+            f"{model.num_layers} layers){hint}",
+        )
+    memory = np.where(np.isfinite(table.memory_bytes), table.memory_bytes, np.inf)
+    if np.isfinite(memory).any():
+        k = int(np.argmin(memory))
+        lay = table.layouts[k]
+        pinned = [
+            knob
+            for knob in ("tp", "pp", "cp", "zero", "recompute", "micro_batch", "sequence_parallel")
+            if knob in single and knob not in searched and knob in (_space.layout_fields())
+            and single[knob] != _space.default_value(knob)
+        ]  # fmt: skip
+        helps = (
+            f"unpin {pinned} or " if pinned else ""
+        ) + "use more GPUs, a GPU with more HBM, or allow a larger tp/pp, ZeRO-3, full recompute"
+        raise SpecError(
+            "model",
+            f"{model.name} fits no layout of the space on {gpus} x {gpu.name}: the smallest "
+            f"needs {memory[k] / GIB:.1f} GiB per GPU (tp={lay.tp} pp={lay.pp} cp={lay.cp} "
+            f"dp={lay.dp} zero={lay.zero} recompute={lay.recompute} micro_batch="
+            f"{lay.micro_batch}) > {gpu.hbm / GIB:.1f} GiB; {helps}",
+        )
+    reasons = sorted({r for r in table.reason if r})
+    raise SpecError("space", "no layout of the space is valid: " + "; ".join(reasons[:3]))
+
+
+def closest_gpu_counts(model, searched, single, gpus, global_batch, seq_len, limit=4) -> list:
+    """GPU counts near ``gpus`` for which some tp x cp x pp x dp of the space factorizes."""
+
+    def values(knob):
+        return searched.get(knob, [single.get(knob, _space.default_value(knob))])
+
+    counts = set()
+    for tp in values("tp"):
+        for cp in values("cp"):
+            for pp in values("pp"):
+                stages_ok = any(
+                    model.num_layers % (pp * v) == 0 or (model.num_layers + 2) % (pp * v) == 0
+                    for v in values("vpp")
+                )
+                if not stages_ok:
+                    continue
+                for mb in values("micro_batch"):
+                    if global_batch % mb:
+                        continue
+                    per = global_batch // mb
+                    for d in (x for x in range(1, per + 1) if per % x == 0):
+                        counts.add(tp * cp * pp * d)
+    near = sorted(counts, key=lambda c: (abs(c - gpus), c))
+    return sorted(near[:limit])
+
+
+def order_dims() -> tuple[str, ...]:
+    return DIMENSIONS
+
+
+NAIVE_ORDER = DEFAULT_ORDER
