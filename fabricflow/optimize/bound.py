@@ -49,6 +49,7 @@ class Analytic:
     bound_s: np.ndarray
     compute_s: np.ndarray
     reason: list
+    parts: dict  # name -> float64 [K] (see Evaluator.parts; NaN where infeasible)
 
 
 class Evaluator:
@@ -83,6 +84,51 @@ class Evaluator:
             self._ends[key] = (ef + eb, hf + hb)
         return self._ends[key]
 
+    def parts(self, layout: Layout) -> dict:
+        """The compute-side numbers the network bound combines with collective bounds:
+        slowest rank's compute per micro-batch ``slow_s``, the largest rank's backward
+        compute ``backward_s``, micro-batches ``m``, ``pp``, ``vpp``, ``optimizer_s``,
+        parameters per GPU (``dense``, ``expert``), ``buckets`` and the pipeline hop bytes."""
+        per_layer = self.per_layer_compute(layout)
+        emb, head = self.ends(layout)
+        eff = layout.framework_efficiency
+        first, middle, last = layout.stage_layers(self.model)
+        if layout.pp == 1:
+            slow = first * per_layer + (emb + head) / eff
+        else:
+            slow = max(first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff)
+        dense, expert = stage_parameters(self.model, layout)
+        local = dense + expert
+        if layout.zero >= 1:
+            local = dense / (layout.dp * layout.cp) + expert / layout.expert_dp
+        optimizer = float(memory_time(self.gpu, ADAM_BYTES_PER_PARAM * local)) / eff
+        return {
+            "slow_s": slow,
+            "backward_s": max(first, middle, last) * self.per_layer_backward(layout),
+            "m": layout.num_micro_batches,
+            "pp": layout.pp,
+            "vpp": layout.vpp,
+            "optimizer_s": optimizer,
+            "dense": dense,
+            "expert": expert,
+            "buckets": max(first, last, 1),
+            "hop_bytes": 2.0 * layout.micro_batch * layout.seq_len / layout.cp
+            * self.model.hidden_size / layout.tp,
+        }
+
+    def per_layer_backward(self, layout: Layout) -> float:
+        key = ("bwd", dataclasses.replace(layout, **_NOT_IN_LAYER))
+        if key not in self._layer:
+            model = self.model
+            kinds = [(False, model.num_dense_layers / model.num_layers)]
+            if model.is_moe:
+                kinds.append((True, model.num_moe_layers / model.num_layers))
+            self._layer[key] = sum(
+                share * layer_cost(model, self.gpu, layout, moe=moe).backward_s
+                for moe, share in kinds
+            ) / layout.framework_efficiency
+        return self._layer[key]
+
     def bound(self, layout: Layout) -> tuple[float, float]:
         """(lower bound of the step time, compute part) in seconds, no communication."""
         per_layer = self.per_layer_compute(layout)
@@ -109,6 +155,7 @@ class Evaluator:
         bound = np.full(n, np.inf)
         compute = np.full(n, np.inf)
         reason = [""] * n
+        parts: dict = {}
         for i, layout in enumerate(layouts):
             try:
                 estimate = memory_per_gpu(self.model, layout)  # validates the layout
@@ -124,4 +171,8 @@ class Evaluator:
                 continue
             feasible[i] = True
             bound[i], compute[i] = self.bound(layout)
-        return Analytic(feasible, memory, bound, compute, reason)
+            for name, value in self.parts(layout).items():
+                if name not in parts:
+                    parts[name] = np.full(n, np.nan)
+                parts[name][i] = value
+        return Analytic(feasible, memory, bound, compute, reason, parts)

@@ -35,8 +35,10 @@ from ..workload.placement import DIMENSIONS, parse_order
 from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 from . import space as _space
 from .bound import Evaluator
+from .netbound import CutBound
 
 OBJECTIVES = ("step_time", "tokens_per_gpu")
+_DP_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 
 
 @dataclasses.dataclass
@@ -80,6 +82,9 @@ class LayoutSearch:
     gpus: int = 0
     global_batch: int = 0
     seq_len: int = 0
+    sweep: Any = None  # xarray.Dataset over ``gpus`` when a list of GPU counts was searched
+    model: Any = dataclasses.field(default=None, repr=False)
+    fabric: Any = dataclasses.field(default=None, repr=False)
 
     def score(self, result: StepResult) -> float:
         """The objective's value of ``result`` (step seconds, or tokens per GPU-second)."""
@@ -250,6 +255,8 @@ def optimize_layout(
         gpus=gpus,
         global_batch=global_batch,
         seq_len=seq_len,
+        model=model,
+        fabric=fabric,
     )
 
 
@@ -276,6 +283,8 @@ class _Table:
     runnable: np.ndarray  # bool [K, C]: valid and not refused by a knob rule
     space_size: int
     num_keys: int
+    parts: dict  # name -> float64 [K] (Evaluator.parts)
+    sizes: dict  # tp, cp, pp, ep, dp -> int [K]
 
     @property
     def considered(self) -> int:
@@ -301,32 +310,34 @@ def _grid(lengths: list[int]) -> np.ndarray:
     return np.indices(lengths, dtype=np.int32).reshape(len(lengths), -1).T
 
 
+SIZE_KNOBS = ("tp", "cp", "pp", "ep", "vpp", "micro_batch", "dp")
+
+
 def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len) -> _Table:
     fields = _space.layout_fields()
     network = [k for k in searched if k in _space.NETWORK_KNOBS]
     analytic = [k for k in searched if k not in _space.NETWORK_KNOBS]
-    codes = _grid([len(searched[k]) for k in analytic])
+    # Sizes first (few combinations), filtered, then crossed with the other analytic knobs:
+    # the product is never materialised beyond what survives the size rules.
+    sized = [k for k in analytic if k in SIZE_KNOBS]
+    other = [k for k in analytic if k not in SIZE_KNOBS]
+    size_codes = _grid([len(searched[k]) for k in sized])
 
-    def column(knob: str) -> np.ndarray:
-        """Numeric column of an analytic knob over the keys (or its single value)."""
-        if knob in analytic:
-            values = np.asarray(searched[knob], dtype=object)
-            return values[codes[:, analytic.index(knob)]]
-        return np.full(codes.shape[0], single[knob], dtype=object)
+    def size_column(knob: str) -> np.ndarray:
+        if knob in sized:
+            values = np.asarray(searched[knob], dtype=np.int64)
+            return values[size_codes[:, sized.index(knob)]]
+        return np.full(size_codes.shape[0], int(single.get(knob, 1)), dtype=np.int64)
 
-    size = {d: column(d).astype(np.int64) for d in ("tp", "cp", "pp", "ep", "vpp", "micro_batch")}
-    sp = column("sequence_parallel").astype(bool)
-    # Vectorised prefilter (a subset of Layout.validate's rules, which stays the judge):
-    # dp from the GPU count, batch divisibility, pipeline stages dividing the layers.
+    size = {d: size_column(d) for d in ("tp", "cp", "pp", "ep", "vpp", "micro_batch")}
+    # Vectorised rules (a subset of Layout.validate's, which stays the judge): dp from the
+    # GPU count, batch divisibility, pipeline stages dividing the layers (or layers + 2).
     ranks = size["tp"] * size["cp"] * size["pp"]
     dp = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
-    if "dp" in analytic or "dp" not in searched:
-        want = column("dp").astype(np.int64) if "dp" in analytic else None
-        pinned = single.get("dp")
-        if want is not None:
-            dp = np.where(dp == want, dp, 0)
-        elif pinned is not None:
-            dp = np.where(dp == pinned, dp, 0)
+    if "dp" in sized:
+        dp = np.where(dp == size_column("dp"), dp, 0)
+    elif single.get("dp") is not None:
+        dp = np.where(dp == int(single["dp"]), dp, 0)
     ok = dp > 0
     ok &= global_batch % np.maximum(dp * size["micro_batch"], 1) == 0
     stages = size["pp"] * size["vpp"]
@@ -334,15 +345,34 @@ def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len
     ok &= (layers % stages == 0) | ((layers + 2) % stages == 0)
     m = global_batch // np.maximum(dp * size["micro_batch"], 1)
     ok &= (size["vpp"] == 1) | ((size["pp"] > 1) & (m % size["pp"] == 0))
-    # Distinct settings only: sequence parallelism is a no-op at tp = 1.
-    distinct = np.ones(codes.shape[0], dtype=bool)
-    if "sequence_parallel" in analytic:
-        first_sp = searched["sequence_parallel"][0]
-        distinct &= (size["tp"] > 1) | (sp == first_sp)
-    keys = np.flatnonzero(distinct)
-    codes, dp, ok = codes[keys], dp[keys], ok[keys]
-    size = {k: v[keys] for k, v in size.items()}
-    sp = sp[keys]
+    ok &= (dp * size["cp"]) % np.maximum(size["ep"], 1) == 0
+
+    other_codes = _grid([len(searched[k]) for k in other])
+    n_size, n_other = size_codes.shape[0], other_codes.shape[0]
+    # Keys = sizes x other analytic knobs; sequence parallelism is a no-op at tp = 1, so
+    # its other values there are the same candidate (dropped, not counted).
+    s_idx = np.repeat(np.arange(n_size), n_other)
+    o_idx = np.tile(np.arange(n_other), n_size)
+    if "sequence_parallel" in other:
+        spc = other_codes[o_idx, other.index("sequence_parallel")]
+        keep = (size["tp"][s_idx] > 1) | (spc == 0)
+        s_idx, o_idx = s_idx[keep], o_idx[keep]
+    codes = np.zeros((len(s_idx), len(analytic)), dtype=np.int32)
+    for j, knob in enumerate(analytic):
+        if knob in sized:
+            codes[:, j] = size_codes[s_idx, sized.index(knob)]
+        else:
+            codes[:, j] = other_codes[o_idx, other.index(knob)]
+    keys = np.arange(len(s_idx))
+    ok = ok[s_idx]
+    dp = dp[s_idx]
+    size = {k: v[s_idx] for k, v in size.items()}
+    if "sequence_parallel" in other:
+        sp = np.asarray(searched["sequence_parallel"], dtype=bool)[
+            other_codes[o_idx, other.index("sequence_parallel")]
+        ]
+    else:
+        sp = np.full(len(keys), bool(single["sequence_parallel"]))
 
     layouts: list = [None] * len(keys)
     base = {k: v for k, v in single.items() if k in fields}
@@ -369,6 +399,10 @@ def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len
     memory[todo] = analysis.memory_bytes
     for i, why in zip(todo, analysis.reason, strict=True):
         reason[i] = why
+    parts = {}
+    for name, values in analysis.parts.items():
+        parts[name] = np.full(len(keys), np.nan)
+        parts[name][todo] = values
 
     net_codes = _grid([len(searched[k]) for k in network])
     valid, runnable = _network_masks(model, searched, single, network, net_codes, size, dp, sp)
@@ -377,6 +411,7 @@ def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len
         key_codes=codes, layouts=layouts, dp=dp, feasible=feasible, bound_s=bound,
         memory_bytes=memory, reason=reason, net_codes=net_codes, valid=valid,
         runnable=runnable, space_size=_space.product_size(searched), num_keys=len(keys),
+        parts=parts, sizes={**{k: size[k] for k in ("tp", "cp", "pp", "ep")}, "dp": dp},
     )  # fmt: skip
 
 
@@ -471,6 +506,11 @@ class _Visit:
         self._pruned = 0
         self._unvisited = 0
         self._counter = 0
+        self.bounded = 0
+        self._rate_memo: dict = {}
+        # The cut bound needs the fabric; with alpha-beta collectives (no fabric in the
+        # times) the compute bound alone stays valid.
+        self.cut = CutBound(fabric) if collectives == "fabric" else None
 
     def threshold(self) -> float:
         if len(self._heap) < self.top_k:
@@ -504,40 +544,138 @@ class _Visit:
         return out
 
     def run(self, deadline: float | None, say) -> None:
+        """Best-first over candidates by their network bound, expanding keys lazily in
+        order of the compute bound (a key's candidates get their network bound only when
+        the compute bound says they might still win)."""
         table = self.table
         feasible_keys = np.flatnonzero(table.feasible & table.runnable.any(axis=1))
         # Best bound first; ties by memory (smaller first) for a stable, sensible order.
         order = feasible_keys[
             np.lexsort((table.memory_bytes[feasible_keys], table.bound_s[feasible_keys]))
         ]
-        combos_of = table.runnable
-        position = 0
+        heap: list = []
+        pointer = 0
+        sequence = 0
+        last_note = time.monotonic()
+        chunk = 64
         try:
-            for position, key in enumerate(order):
-                if table.bound_s[key] >= self.threshold():
+            while True:
+                next_b1 = table.bound_s[order[pointer]] if pointer < len(order) else math.inf
+                if not heap or heap[0][0] >= next_b1:
+                    if pointer >= len(order):
+                        self.stopped = "exhausted"
+                        break
+                    if next_b1 >= self.threshold():
+                        self.stopped = "bound"
+                        break
+                    keys = order[pointer : pointer + chunk]
+                    pointer += len(keys)
+                    chunk = min(chunk * 2, 4096)
+                    k_idx, combos = np.nonzero(table.runnable[keys])
+                    bounds = self.network_bound(keys[k_idx], combos)
+                    self.bounded += len(bounds)
+                    for b, key, combo in zip(bounds.tolist(), keys[k_idx].tolist(), combos.tolist(), strict=True):
+                        heapq.heappush(heap, (b, sequence, key, combo))
+                        sequence += 1
+                    continue
+                bound, _, key, combo = heap[0]
+                if bound >= self.threshold():
                     self.stopped = "bound"
                     break
-                for combo in np.flatnonzero(combos_of[key]):
-                    if deadline is not None and time.monotonic() > deadline:
-                        self.stopped = "budget"
-                        raise _Stop
-                    self._evaluate(key, int(combo))
-                self.visited_keys += 1
-            else:
-                position = len(order)
-        except _Stop:
-            pass
+                heapq.heappop(heap)
+                if deadline is not None and time.monotonic() > deadline:
+                    heapq.heappush(heap, (bound, -1, key, combo))
+                    self.stopped = "budget"
+                    break
+                if time.monotonic() - last_note > 10.0:
+                    last_note = time.monotonic()
+                    say(
+                        f"  {self.evaluated:,} timed, {self.bounded:,} network-bounded; best "
+                        f"{self.threshold():.4g} s (top {self.top_k}), next bound {bound:.4g} s"
+                    )
+                self._evaluate(key, combo)
         except KeyboardInterrupt:
             self.stopped = "interrupted"
-        left = order[position:]
-        remaining = int(combos_of[left].sum()) if len(left) else 0
-        if self.stopped == "bound":
-            self._pruned = remaining
-        elif self.stopped in ("budget", "interrupted"):
-            # the key being visited when time ran out: its untimed combos are unvisited
-            done_in_key = sum(1 for r in self.rows if r["_key"] == int(order[position])) if len(left) else 0
-            self._unvisited = remaining - done_in_key
-        say(f"visited {self.evaluated:,} candidates; stopped: {self.stopped}")
+        left_keys = order[pointer:]
+        unexpanded = int(table.runnable[left_keys].sum()) if len(left_keys) else 0
+        if self.stopped in ("bound", "exhausted"):
+            self._pruned = unexpanded + len(heap)
+        else:
+            self._unvisited = unexpanded + len(heap)
+        say(
+            f"timed {self.evaluated:,} candidates with contention, {self.bounded:,} got a "
+            f"network bound; stopped: {self.stopped}"
+        )
+
+    def network_bound(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
+        """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the
+        compute bound plus what the data-parallel and pipeline traffic must at least add
+        given the domain cuts it crosses (:mod:`.netbound`); see docs/optimize.md."""
+        table = self.table
+        out = table.bound_s[keys].astype(np.float64).copy()
+        if self.cut is None or not len(keys):
+            return out
+        cols = [table.sizes[d][keys] for d in ("tp", "cp", "pp", "dp", "ep")]
+        for knob in ("order", "placement"):
+            if knob in table.network_knobs:
+                cols.append(table.net_codes[combos, table.network_knobs.index(knob)])
+            else:
+                cols.append(np.zeros(len(keys), dtype=np.int64))
+        structures, which = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        P = table.parts
+        for s in range(len(structures)):
+            idx = np.flatnonzero(which == s)
+            k = keys[idx]
+            r = self._rates(int(k[0]), int(combos[idx[0]]))
+            grad = np.where(
+                np.asarray([table.layouts[x].grad_reduce_dtype == "fp32" for x in k]), 4.0, 2.0
+            )
+            zero = np.asarray([table.layouts[x].zero for x in k])
+            m, p, v = P["m"][k], P["pp"][k], P["vpp"][k]
+            slow, bwd, opt = P["slow_s"][k], P["backward_s"][k], P["optimizer_s"][k]
+            sets = [("dense", P["dense"][k])]
+            if self.model.is_moe:
+                sets.append(("expert", P["expert"][k]))
+            loss = np.zeros(len(k))  # zero 0-2: sum of max(0, reduce - backward)
+            per_mb = np.zeros(len(k))  # zero 3: max over sets of one micro-batch's traffic
+            for name, params in sets:
+                ar, rs, ag = r[name]
+                reduce = np.where(zero == 0, ar, rs) * grad * params
+                loss += np.maximum(0.0, reduce - bwd)
+                per_mb = np.maximum(per_mb, 2 * ag * 2.0 * params + rs * grad * params)
+            pipeline = np.where(p > 1, 2 * (p * v - 1) * r["pp"] * P["hop_bytes"][k], 0.0)
+            b1 = table.bound_s[k]
+            sharded = np.maximum(b1, m * per_mb + (p - 1) / v * slow + opt)
+            out[idx] = np.where(zero == 3, sharded, b1 + loss) + pipeline
+        return out
+
+    def _rates(self, key: int, combo: int) -> dict:
+        """Cut-bound seconds per byte of the DP (dense, expert) and PP group sets."""
+        from ..workload.placement import place
+
+        table = self.table
+        layout = table.layouts[key]
+        order = _value(table, "order", key, combo)
+        placement = _value(table, "placement", key, combo)
+        memo_key = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, order, placement)
+        if memo_key in self._rate_memo:
+            return self._rate_memo[memo_key]
+        where = place(
+            layout, self.fabric.num_gpus, order=order, placement=placement, seed=self.seed,
+            gpus_per_node=self.fabric.gpus_per_node,
+        )  # fmt: skip
+        cut = self.cut
+        dense = where.groups(("dp", "cp"))
+        rates = {
+            "dense": tuple(cut.seconds_per_byte(dense, op) for op in _DP_OPS),
+            "pp": cut.seconds_per_byte(where.groups("pp"), "sendrecv"),
+        }
+        if self.model.is_moe:
+            expert = where.groups("dp", expert=True)
+            rates["expert"] = tuple(cut.seconds_per_byte(expert, op) for op in _DP_OPS)
+        self._rate_memo[memo_key] = rates
+        return rates
 
     def _evaluate(self, key: int, combo: int) -> None:
         kwargs = self.kwargs(key, combo)

@@ -86,7 +86,7 @@ def _nbytes(value: Any, depth: int = 0) -> int:
     """Bytes of the numpy arrays reachable from ``value`` (attributes, lists, dicts)."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
-    if depth > 4 or isinstance(value, (str, bytes, int, float, bool, type(None), Fabric)):
+    if depth > 8 or isinstance(value, (str, bytes, int, float, bool, type(None), Fabric)):
         return 0
     if isinstance(value, dict):
         return sum(_nbytes(v, depth + 1) for v in value.values())
