@@ -114,7 +114,32 @@ class Evaluator:
             "buckets": max(first, last, 1),
             "hop_bytes": 2.0 * layout.micro_batch * layout.seq_len / layout.cp
             * self.model.hidden_size / layout.tp,
+            # TP: the activations each all-reduce / all-gather carries, the GEMM time
+            # that can hide it (share-weighted over dense/MoE layers), passes forward.
+            "tp_bytes": 2.0 * layout.micro_batch * layout.seq_len / layout.cp
+            * self.model.hidden_size,
+            "forward_gemm_s": self.per_layer_gemm(layout)[0],
+            "backward_gemm_s": self.per_layer_gemm(layout)[1],
+            "passes_forward": 2.0 if layout.recompute == "full" else 1.0,
+            "sequence_parallel": float(layout.sequence_parallel),
+            "min_layers": float(min(first, middle, last)),
         }
+
+    def per_layer_gemm(self, layout: Layout) -> tuple[float, float]:
+        """Share-weighted (forward, backward) weight-GEMM seconds of one layer."""
+        key = ("gemm", dataclasses.replace(layout, **_NOT_IN_LAYER))
+        if key not in self._layer:
+            model = self.model
+            kinds = [(False, model.num_dense_layers / model.num_layers)]
+            if model.is_moe:
+                kinds.append((True, model.num_moe_layers / model.num_layers))
+            costs = [(share, layer_cost(model, self.gpu, layout, moe=moe)) for moe, share in kinds]
+            eff = layout.framework_efficiency
+            self._layer[key] = (
+                sum(share * c.forward_gemm_s for share, c in costs) / eff,
+                sum(share * c.backward_gemm_s for share, c in costs) / eff,
+            )
+        return self._layer[key]
 
     def per_layer_backward(self, layout: Layout) -> float:
         key = ("bwd", dataclasses.replace(layout, **_NOT_IN_LAYER))

@@ -39,6 +39,10 @@ from .netbound import CutBound
 
 OBJECTIVES = ("step_time", "tokens_per_gpu")
 _DP_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+# The incumbent search (visiting order only): keys within this factor of the lowest
+# compute bound, at most this many, estimated without contention.
+INCUMBENT_SLACK = 1.6
+INCUMBENT_KEYS = 500
 
 
 @dataclasses.dataclass
@@ -507,6 +511,7 @@ class _Visit:
         self._unvisited = 0
         self._counter = 0
         self.bounded = 0
+        self.done: set = set()
         self._rate_memo: dict = {}
         # The cut bound needs the fabric; with alpha-beta collectives (no fabric in the
         # times) the compute bound alone stays valid.
@@ -559,6 +564,8 @@ class _Visit:
         last_note = time.monotonic()
         chunk = 64
         try:
+            if self.cut is not None:
+                self._incumbent(order, deadline, say)
             while True:
                 next_b1 = table.bound_s[order[pointer]] if pointer < len(order) else math.inf
                 if not heap or heap[0][0] >= next_b1:
@@ -583,7 +590,9 @@ class _Visit:
                     self.stopped = "bound"
                     break
                 heapq.heappop(heap)
-                if deadline is not None and time.monotonic() > deadline:
+                if (key, combo) in self.done:
+                    continue
+                if self._late(deadline):
                     heapq.heappush(heap, (bound, -1, key, combo))
                     self.stopped = "budget"
                     break
@@ -598,14 +607,61 @@ class _Visit:
             self.stopped = "interrupted"
         left_keys = order[pointer:]
         unexpanded = int(table.runnable[left_keys].sum()) if len(left_keys) else 0
+        if len(left_keys) and self.done:
+            # candidates of unexpanded keys timed early (incumbent) are not left over
+            done_keys = np.fromiter((k for k, _ in self.done), dtype=np.int64)
+            unexpanded -= int(np.isin(done_keys, left_keys).sum())
+        waiting = sum(1 for entry in heap if (entry[2], entry[3]) not in self.done)
         if self.stopped in ("bound", "exhausted"):
-            self._pruned = unexpanded + len(heap)
+            self._pruned = unexpanded + waiting
         else:
-            self._unvisited = unexpanded + len(heap)
+            self._unvisited = unexpanded + waiting
         say(
             f"timed {self.evaluated:,} candidates with contention, {self.bounded:,} got a "
             f"network bound; stopped: {self.stopped}"
         )
+
+    def _late(self, deadline: float | None) -> bool:
+        """Past the budget (once at least one candidate is timed: a search returns a
+        result)."""
+        if deadline is None or self.evaluated == 0:
+            return False
+        return time.monotonic() > deadline
+
+    def _incumbent(self, order: np.ndarray, deadline, say) -> None:
+        """Time a few promising candidates first, so that the bound prunes early.
+
+        Promising = best under the contention-free alpha-beta estimate, among the keys
+        whose compute bound is within :data:`INCUMBENT_SLACK` of the lowest (first runnable
+        combination of each, at most :data:`INCUMBENT_KEYS` keys). Only the visiting
+        order changes: every candidate whose bound beats the result is still timed.
+        """
+        table = self.table
+        if not len(order):
+            return
+        low = table.bound_s[order[0]]
+        pool = order[: INCUMBENT_KEYS][table.bound_s[order[:INCUMBENT_KEYS]] <= low * INCUMBENT_SLACK]
+        estimates = []
+        for key in pool.tolist():
+            combo = int(np.flatnonzero(table.runnable[key])[0])
+            kwargs = self.kwargs(key, combo)
+            kwargs["collectives"] = "alpha-beta"
+            try:
+                result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
+            except (SpecError, RoutingError):
+                continue
+            estimates.append((result.step_time_s, key))
+        estimates.sort()
+        picked = [key for _, key in estimates[: max(self.top_k, 4)]]
+        say(
+            f"incumbent: {len(pool):,} keys estimated without contention, timing the "
+            f"candidates of the best {len(picked)}"
+        )
+        for key in picked:
+            for combo in np.flatnonzero(table.runnable[key]).tolist():
+                if self._late(deadline):
+                    return
+                self._evaluate(key, combo)
 
     def network_bound(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the
@@ -645,9 +701,23 @@ class _Visit:
                 loss += np.maximum(0.0, reduce - bwd)
                 per_mb = np.maximum(per_mb, 2 * ag * 2.0 * params + rs * grad * params)
             pipeline = np.where(p > 1, 2 * (p * v - 1) * r["pp"] * P["hop_bytes"][k], 0.0)
+            # TP per layer and micro-batch, overlapped at best (Jensen: the share-weighted
+            # GEMM time hides no more than the per-kind ones), on the least loaded rank.
+            ar, ag_tp, rs_tp = r["tp"]
+            size = P["tp_bytes"][k]
+            per_pass = np.where(
+                P["sequence_parallel"][k] > 0, 2 * (ag_tp + rs_tp) * size, 2 * ar * size
+            )
+            tp_layer = P["passes_forward"][k] * np.maximum(
+                0.0, per_pass - P["forward_gemm_s"][k]
+            ) + np.maximum(0.0, per_pass - P["backward_gemm_s"][k])
+            tp_rank = P["min_layers"][k] * tp_layer
             b1 = table.bound_s[k]
-            sharded = np.maximum(b1, m * per_mb + (p - 1) / v * slow + opt)
-            out[idx] = np.where(zero == 3, sharded, b1 + loss) + pipeline
+            plain = b1 + (m + (p - 1) / v) * tp_rank + loss
+            sharded = np.maximum(
+                b1 + (m + (p - 1) / v) * tp_rank, m * per_mb + (p - 1) / v * (slow + tp_rank) + opt
+            )
+            out[idx] = np.where(zero == 3, sharded, plain) + pipeline
         return out
 
     def _rates(self, key: int, combo: int) -> dict:
@@ -670,6 +740,10 @@ class _Visit:
         rates = {
             "dense": tuple(cut.seconds_per_byte(dense, op) for op in _DP_OPS),
             "pp": cut.seconds_per_byte(where.groups("pp"), "sendrecv"),
+            "tp": tuple(
+                cut.seconds_per_byte(where.groups("tp"), op)
+                for op in ("all_reduce", "all_gather", "reduce_scatter")
+            ),
         }
         if self.model.is_moe:
             expert = where.groups("dp", expert=True)
@@ -678,6 +752,7 @@ class _Visit:
         return rates
 
     def _evaluate(self, key: int, combo: int) -> None:
+        self.done.add((key, combo))
         kwargs = self.kwargs(key, combo)
         try:
             result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
