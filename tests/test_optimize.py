@@ -66,9 +66,7 @@ def brute_force(model, fabric, space, gpus, global_batch, **step_options):
         if gpus % ranks:
             continue
         try:
-            layout = ff.Layout(
-                dp=gpus // ranks, global_batch=global_batch, seq_len=SEQ, **knobs
-            )
+            layout = ff.Layout(dp=gpus // ranks, global_batch=global_batch, seq_len=SEQ, **knobs)
             result = ff.step_time(
                 model, GPU, layout, fabric, order=order, placement=placement, **step_options
             )
@@ -207,9 +205,7 @@ def test_interrupt_returns_the_best_so_far(model, oversubscribed, monkeypatch):
 )
 def test_bad_input_names_the_knob(model, oversubscribed, kwargs, field, words):
     with pytest.raises(SpecError) as info:
-        optimize_layout(
-            model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, **kwargs
-        )
+        optimize_layout(model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, **kwargs)
     assert info.value.field == field
     for word in words:
         assert word in str(info.value)

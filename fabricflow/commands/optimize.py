@@ -35,9 +35,7 @@ def register(subparsers) -> None:
         help="search exactly these values of a knob (repeatable); with --space only the "
         "product of the given knobs is searched",
     )
-    parser.add_argument(
-        "--objective", default="step_time", choices=["step_time", "tokens_per_gpu"]
-    )
+    parser.add_argument("--objective", default="step_time", choices=["step_time", "tokens_per_gpu"])
     parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
     parser.add_argument("--budget", type=float, default=None, help="seconds to search at most")
     parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")

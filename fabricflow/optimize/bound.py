@@ -69,10 +69,13 @@ class Evaluator:
             kinds = [(False, model.num_dense_layers / model.num_layers)]
             if model.is_moe:
                 kinds.append((True, model.num_moe_layers / model.num_layers))
-            self._layer[key] = sum(
-                share * layer_cost(model, self.gpu, layout, moe=moe).total_s
-                for moe, share in kinds
-            ) / layout.framework_efficiency
+            self._layer[key] = (
+                sum(
+                    share * layer_cost(model, self.gpu, layout, moe=moe).total_s
+                    for moe, share in kinds
+                )
+                / layout.framework_efficiency
+            )
         return self._layer[key]
 
     def ends(self, layout: Layout) -> tuple[float, float]:
@@ -96,7 +99,9 @@ class Evaluator:
         if layout.pp == 1:
             slow = first * per_layer + (emb + head) / eff
         else:
-            slow = max(first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff)
+            slow = max(
+                first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff
+            )
         dense, expert = stage_parameters(self.model, layout)
         local = dense + expert
         if layout.zero >= 1:
@@ -112,11 +117,18 @@ class Evaluator:
             "dense": dense,
             "expert": expert,
             "buckets": max(first, last, 1),
-            "hop_bytes": 2.0 * layout.micro_batch * layout.seq_len / layout.cp
-            * self.model.hidden_size / layout.tp,
+            "hop_bytes": 2.0
+            * layout.micro_batch
+            * layout.seq_len
+            / layout.cp
+            * self.model.hidden_size
+            / layout.tp,
             # TP: the activations each all-reduce / all-gather carries, the GEMM time
             # that can hide it (share-weighted over dense/MoE layers), passes forward.
-            "tp_bytes": 2.0 * layout.micro_batch * layout.seq_len / layout.cp
+            "tp_bytes": 2.0
+            * layout.micro_batch
+            * layout.seq_len
+            / layout.cp
             * self.model.hidden_size,
             "forward_gemm_s": self.per_layer_gemm(layout)[0],
             "backward_gemm_s": self.per_layer_gemm(layout)[1],
@@ -148,10 +160,13 @@ class Evaluator:
             kinds = [(False, model.num_dense_layers / model.num_layers)]
             if model.is_moe:
                 kinds.append((True, model.num_moe_layers / model.num_layers))
-            self._layer[key] = sum(
-                share * layer_cost(model, self.gpu, layout, moe=moe).backward_s
-                for moe, share in kinds
-            ) / layout.framework_efficiency
+            self._layer[key] = (
+                sum(
+                    share * layer_cost(model, self.gpu, layout, moe=moe).backward_s
+                    for moe, share in kinds
+                )
+                / layout.framework_efficiency
+            )
         return self._layer[key]
 
     def bound(self, layout: Layout) -> tuple[float, float]:
@@ -163,7 +178,9 @@ class Evaluator:
         if layout.pp == 1:
             slow = first * per_layer + (emb + head) / eff
         else:
-            slow = max(first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff)
+            slow = max(
+                first * per_layer + emb / eff, middle * per_layer, last * per_layer + head / eff
+            )
         m, p, v = layout.num_micro_batches, layout.pp, layout.vpp
         dense, expert = stage_parameters(self.model, layout)
         local = dense + expert

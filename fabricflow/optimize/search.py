@@ -192,7 +192,9 @@ def optimize_layout(
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
     if not isinstance(fabric, Fabric):
-        raise SpecError("fabric", f"expected a Fabric (ff.load_fabric), got {type(fabric).__name__}")
+        raise SpecError(
+            "fabric", f"expected a Fabric (ff.load_fabric), got {type(fabric).__name__}"
+        )
     gpus = _check_int(gpus, "gpus")
     if gpus > fabric.num_gpus:
         raise SpecError("gpus", f"{gpus} exceeds the {fabric.num_gpus} GPUs of {fabric.name!r}")
@@ -581,7 +583,9 @@ class _Visit:
                     k_idx, combos = np.nonzero(table.runnable[keys])
                     bounds = self.network_bound(keys[k_idx], combos)
                     self.bounded += len(bounds)
-                    for b, key, combo in zip(bounds.tolist(), keys[k_idx].tolist(), combos.tolist(), strict=True):
+                    for b, key, combo in zip(
+                        bounds.tolist(), keys[k_idx].tolist(), combos.tolist(), strict=True
+                    ):
                         heapq.heappush(heap, (b, sequence, key, combo))
                         sequence += 1
                     continue
@@ -640,7 +644,9 @@ class _Visit:
         if not len(order):
             return
         low = table.bound_s[order[0]]
-        pool = order[: INCUMBENT_KEYS][table.bound_s[order[:INCUMBENT_KEYS]] <= low * INCUMBENT_SLACK]
+        pool = order[:INCUMBENT_KEYS][
+            table.bound_s[order[:INCUMBENT_KEYS]] <= low * INCUMBENT_SLACK
+        ]
         estimates = []
         for key in pool.tolist():
             combo = int(np.flatnonzero(table.runnable[key])[0])

@@ -127,7 +127,9 @@ def parse_assignments(items: list[str] | None, *, many: bool, field: str) -> dic
     for item in items or []:
         if "=" not in item:
             example = "tp=4,8" if many else "tp=8"
-            raise SpecError(field, f"expected KNOB=VALUE{'S' if many else ''} (e.g. {example}), got {item!r}")
+            raise SpecError(
+                field, f"expected KNOB=VALUE{'S' if many else ''} (e.g. {example}), got {item!r}"
+            )
         knob, _, text = item.partition("=")
         knob = knob.strip()
         check_knob(knob, field)
@@ -169,7 +171,11 @@ def default_space(
     cp = [c for c in cp if seq_len // c >= 1024 or c == 1]
     ep = [1]
     if model.is_moe:
-        ep = [e for e in _powers_of_two(min(model.num_experts, 64, gpus)) if model.num_experts % e == 0]
+        ep = [
+            e
+            for e in _powers_of_two(min(model.num_experts, 64, gpus))
+            if model.num_experts % e == 0
+        ]
     layers = model.num_layers
     pp = [p for p in _powers_of_two(min(layers, gpus)) if layers % p == 0 or (layers + 2) % p == 0]
     vpp = sorted(set(_divisors(layers)) | set(_divisors(layers + 2)))
@@ -228,7 +234,9 @@ def resolve_space(
         searched = {}
         for knob, values in space.items():
             check_knob(knob, "space")
-            values = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
+            values = (
+                list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
+            )
             if not values:
                 raise SpecError(f"space.{knob}", "is empty; give at least one value")
             parsed = list(dict.fromkeys(parse_value(knob, v, "space") for v in values))
