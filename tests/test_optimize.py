@@ -51,6 +51,10 @@ SPACE = {
     "zero": [1, 3],
     "order": ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"],
     "placement": ["contiguous", "scattered"],
+    # overlap switches: off is dominated by on, which the search uses to defer off
+    "dp_overlap": [False, True],
+    "tp_overlap": [False, True],
+    "sequence_parallel": [True],
 }
 
 
@@ -136,7 +140,7 @@ def test_bound_never_exceeds_the_step_time(model, oversubscribed):
 def test_contention_changes_the_optimum(model, oversubscribed):
     """On a 3:1 oversubscribed fabric the contention-blind optimum (alpha-beta) loses to
     the contention-aware one when both are timed with contention."""
-    space = {**{k: v for k, v in SPACE.items() if k != "zero"}, "order": [
+    space = {**{k: v for k, v in SPACE.items() if k not in ("zero", "dp_overlap")}, "order": [
         "tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-dp-cp-ep-pp"
     ]}  # fmt: skip
     fixed = {"dp_overlap": False, "zero": 1}
@@ -267,3 +271,34 @@ def test_cli_unknown_knob_is_bad_input(capsys):
     )  # fmt: skip
     assert code == 2
     assert "unknown knob 'tensor'" in capsys.readouterr().err
+
+
+def test_cli_interrupt_prints_the_best_so_far_and_writes_out(tmp_path, capsys, monkeypatch):
+    import signal
+
+    from fabricflow.cli import main
+    from fabricflow.commands._interrupt import Interrupted
+
+    calls = []
+    real = search_module.step_time
+
+    def interrupted_after_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:
+            raise Interrupted(signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "step_time", interrupted_after_two)
+    code = main(
+        [
+            "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU,
+            "--model", "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
+            "--space", "tp=1,2", "--space", "pp=1,2", "--collectives", "alpha-beta",
+            "--json", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 130
+    out = json.loads(capsys.readouterr().out)
+    assert out["stopped"] == "interrupted" and out["exhaustive"] is False
+    assert out["counts"]["evaluated"] == 2
+    assert (tmp_path / "candidates.nc").stat().st_size > 0

@@ -31,14 +31,15 @@ from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.layout import Layout
 from ..workload.memory import GIB
 from ..workload.model import ModelSpec, load_model
-from ..workload.placement import DIMENSIONS, parse_order
-from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
+from ..workload.placement import parse_order
+from ..workload.step import BREAKDOWN_KEYS, StepResult, step_time
 from . import space as _space
 from .bound import Evaluator
 from .netbound import CutBound
 
 OBJECTIVES = ("step_time", "tokens_per_gpu")
 _DP_OPS = ("all_reduce", "reduce_scatter", "all_gather")
+_OVERLAPS = ("tp_overlap", "dp_overlap", "pp_overlap", "ep_overlap")
 # The incumbent search (visiting order only): keys within this factor of the lowest
 # compute bound, at most this many, estimated without contention.
 INCUMBENT_SLACK = 1.6
@@ -392,8 +393,6 @@ def _enumerate(model, gpu, fabric, searched, single, gpus, global_batch, seq_len
         for j, knob in enumerate(analytic):
             kwargs[knob] = searched[knob][codes[i, j]]
         kwargs["dp"] = int(dp[i])
-        if "tp_overlap" in kwargs and kwargs["tp_overlap"] and not kwargs.get("sequence_parallel"):
-            pass  # pinned tp_overlap without SP: validate refuses it with its own message
         layouts[i] = Layout(**kwargs)
     analysis = Evaluator(model, gpu).analyse([layouts[i] for i in todo])
     feasible = np.zeros(len(keys), dtype=bool)
@@ -443,13 +442,6 @@ def _network_masks(model, searched, single, network, net_codes, size, dp, sp):
     """
     num_keys, num_combos = len(dp), net_codes.shape[0]
     edp = dp * size["cp"] // np.maximum(size["ep"], 1)
-    active = {
-        "tp": size["tp"] > 1,
-        "cp": size["cp"] > 1,
-        "ep": size["ep"] > 1,
-        "pp": size["pp"] > 1,
-        "dp": (dp * size["cp"] > 1) | (edp > 1),
-    }
     # Signature of each key: which dimensions exist, and SP (for the tp_overlap rule).
     sig_cols = np.stack(
         [size["tp"], size["cp"], size["ep"], size["pp"], dp, edp, sp.astype(np.int64)], axis=1
@@ -486,7 +478,6 @@ def _network_masks(model, searched, single, network, net_codes, size, dp, sp):
     valid = valid_sig[sig_of_key]
     runnable = valid & runnable_sig[sig_of_key]
     assert valid.shape == (num_keys, num_combos)
-    del active
     return valid, runnable
 
 
@@ -514,6 +505,8 @@ class _Visit:
         self._counter = 0
         self.bounded = 0
         self.done: set = set()
+        self.deferred: dict = {}
+        self._dominators: list | None = None
         self._rate_memo: dict = {}
         # The cut bound needs the fabric; with alpha-beta collectives (no fabric in the
         # times) the compute bound alone stays valid.
@@ -583,9 +576,18 @@ class _Visit:
                     k_idx, combos = np.nonzero(table.runnable[keys])
                     bounds = self.network_bound(keys[k_idx], combos)
                     self.bounded += len(bounds)
-                    for b, key, combo in zip(
-                        bounds.tolist(), keys[k_idx].tolist(), combos.tolist(), strict=True
+                    dominators = self.dominator(keys[k_idx], combos)
+                    for b, key, combo, dom in zip(
+                        bounds.tolist(),
+                        keys[k_idx].tolist(),
+                        combos.tolist(),
+                        dominators.tolist(),
+                        strict=True,
                     ):
+                        if dom != combo and (key, dom) not in self.done:
+                            # waits for its dominator's time, a lower bound of its own
+                            self.deferred.setdefault((key, dom), []).append((combo, b))
+                            continue
                         heapq.heappush(heap, (b, sequence, key, combo))
                         sequence += 1
                     continue
@@ -606,7 +608,10 @@ class _Visit:
                         f"  {self.evaluated:,} timed, {self.bounded:,} network-bounded; best "
                         f"{self.threshold():.4g} s (top {self.top_k}), next bound {bound:.4g} s"
                     )
-                self._evaluate(key, combo)
+                time_s = self._evaluate(key, combo)
+                for other, b in self.deferred.pop((key, combo), []):
+                    heapq.heappush(heap, (max(b, time_s), sequence, key, other))
+                    sequence += 1
         except KeyboardInterrupt:
             self.stopped = "interrupted"
         left_keys = order[pointer:]
@@ -616,6 +621,12 @@ class _Visit:
             done_keys = np.fromiter((k for k, _ in self.done), dtype=np.int64)
             unexpanded -= int(np.isin(done_keys, left_keys).sum())
         waiting = sum(1 for entry in heap if (entry[2], entry[3]) not in self.done)
+        waiting += sum(
+            1
+            for (key, _), others in self.deferred.items()
+            for other, _ in others
+            if (key, other) not in self.done
+        )
         if self.stopped in ("bound", "exhausted"):
             self._pruned = unexpanded + waiting
         else:
@@ -757,7 +768,8 @@ class _Visit:
         self._rate_memo[memo_key] = rates
         return rates
 
-    def _evaluate(self, key: int, combo: int) -> None:
+    def _evaluate(self, key: int, combo: int) -> float:
+        """Time one candidate with contention; returns its step time (0 if refused)."""
         self.done.add((key, combo))
         kwargs = self.kwargs(key, combo)
         try:
@@ -765,7 +777,7 @@ class _Visit:
         except (SpecError, RoutingError) as error:
             self.failed += 1
             self.errors.append(str(error))
-            return
+            return 0.0
         self.evaluated += 1
         self._counter += 1
         t = result.step_time_s
@@ -776,6 +788,35 @@ class _Visit:
             heapq.heapreplace(self._heap, entry)
         self.best = [(-e[0], -e[1], e[2], e[3]) for e in self._heap]
         self.rows.append(self._row(key, combo, kwargs, result))
+        return t
+
+    def dominator(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
+        """For each candidate, the candidate of the same key and structure with every
+        overlap switch on (or itself). Turning an overlap on never lengthens the step:
+        each exposed part becomes ``max(0, c - hidden)`` or ``max(c - hidden, c / k)``
+        instead of ``c`` and the step is non-decreasing in each part (see
+        docs/optimize.md), so the dominator's step time bounds the others from below."""
+        table = self.table
+        if self._dominators is None:
+            network = table.network_knobs
+            lengths = [len(table.searched[k]) for k in network]
+            strides = np.cumprod([1, *lengths[::-1]])[:-1][::-1]
+            switches = [
+                k for k in _OVERLAPS if k in network and set(table.searched[k]) == {True, False}
+            ]
+            variants = []
+            for group in (switches, [k for k in switches if k != "tp_overlap"]):
+                codes = table.net_codes.copy()
+                for knob in group:
+                    codes[:, network.index(knob)] = table.searched[knob].index(True)
+                variants.append((codes * strides).sum(axis=1) if network else np.zeros(1, int))
+            self._dominators = variants
+        out = combos.copy()
+        for variant in self._dominators[::-1]:  # the fuller variant wins where runnable
+            candidate = variant[combos]
+            ok = table.runnable[keys, candidate]
+            out = np.where(ok, candidate, out)
+        return out
 
     def _row(self, key, combo, kwargs, result: StepResult) -> dict:
         table = self.table
@@ -897,10 +938,3 @@ def closest_gpu_counts(model, searched, single, gpus, global_batch, seq_len, lim
                         counts.add(tp * cp * pp * d)
     near = sorted(counts, key=lambda c: (abs(c - gpus), c))
     return sorted(near[:limit])
-
-
-def order_dims() -> tuple[str, ...]:
-    return DIMENSIONS
-
-
-NAIVE_ORDER = DEFAULT_ORDER

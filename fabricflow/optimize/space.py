@@ -190,13 +190,13 @@ def default_space(
         "recompute": ["none", "selective", "full"],
         "zero": [0, 1, 2, 3],
         "sequence_parallel": [False, True],
-        "tp_overlap": [False, True],
+        "tp_overlap": [True, False],
         "dp_overlap": [True, False],
         "order": list(DEFAULT_ORDERS),
         "placement": [p for p in placements()],
     }
     if model.is_moe:
-        space["ep_overlap"] = [False, True]
+        space["ep_overlap"] = [True, False]
     return space
 
 
