@@ -22,12 +22,12 @@ DESCRIPTION = "layout search: Llama-3-405B on 16k H100 (meta-llama3-24k), GPT-3 
 CASES = {
     "llama3_405b_16k": dict(
         fabric="meta-llama3-24k", model="llama3-405b", gpu="h100-sxm", gpus=16384,
-        global_batch=2048, seq_len=8192, budget_s=290.0, target_s=300.0,
+        global_batch=2048, seq_len=8192, budget_s=270.0, target_s=300.0,
         non_blocking="clos-100k",
     ),
     "gpt3_175b_1k": dict(
         fabric="dgx-a100-superpod", model="gpt3-175b", gpu="a100-80gb", gpus=1024,
-        global_batch=1536, seq_len=2048, budget_s=115.0, target_s=120.0,
+        global_batch=1536, seq_len=2048, budget_s=105.0, target_s=120.0,
     ),
 }  # fmt: skip
 QUICK = {

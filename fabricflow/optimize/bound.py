@@ -17,6 +17,7 @@ step time of any order, placement or fabric (proof in docs/optimize.md).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from ..workload.step import ADAM_BYTES_PER_PARAM
 
 # Layout fields that do not enter one layer's compute (the memo key of layer_cost drops
 # them, so that layouts differing only in these share one call).
-_NOT_IN_LAYER = dict(
+_NOT_IN_LAYER: dict[str, Any] = dict(
     pp=1, dp=1, vpp=1, zero=0, global_batch=1, dp_overlap=True, pp_overlap=True,
     grad_reduce_dtype="fp32", tp_overlap=False, ep_overlap=False,
 )  # fmt: skip

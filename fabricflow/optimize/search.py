@@ -675,7 +675,10 @@ class _Visit:
             f"candidates of the best {len(picked)}"
         )
         for key in picked:
-            for combo in np.flatnonzero(table.runnable[key]).tolist():
+            combos = np.flatnonzero(table.runnable[key])
+            # overlap-off settings are dominated: the visit times them only if they can win
+            combos = combos[self.dominator(np.full(len(combos), key), combos) == combos]
+            for combo in combos.tolist():
                 if self._late(deadline):
                     return
                 self._evaluate(key, combo)
@@ -753,6 +756,7 @@ class _Visit:
             gpus_per_node=self.fabric.gpus_per_node,
         )  # fmt: skip
         cut = self.cut
+        assert cut is not None  # only called with the fabric backend
         dense = where.groups(("dp", "cp"))
         rates = {
             "dense": tuple(cut.seconds_per_byte(dense, op) for op in _DP_OPS),

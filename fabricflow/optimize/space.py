@@ -103,22 +103,22 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
             return float(str(text).strip())
         except ValueError:
             raise SpecError(where, f"must be a number, got {text!r}") from None
-    value = str(text).strip()
+    word = str(text).strip()
     if knob == "order":
-        _placement.parse_order(value)  # SpecError naming 'order' and the rule
-        return value.lower()
-    if knob == "placement" and value not in placements():
-        raise SpecError(where, f"unknown placement {value!r}; one of {list(placements())}")
+        _placement.parse_order(word)  # SpecError naming 'order' and the rule
+        return word.lower()
+    if knob == "placement" and word not in placements():
+        raise SpecError(where, f"unknown placement {word!r}; one of {list(placements())}")
     if knob.startswith("algo_"):
         from ..workload.comm import check_algorithms
 
         dim = knob[len("algo_") :]
         try:
-            return check_algorithms({dim: value})[dim]
+            return check_algorithms({dim: word})[dim]
         except SpecError as error:
             message = str(error).split(": ", 1)[-1]
             raise SpecError(where, message) from None
-    return value
+    return word
 
 
 def parse_assignments(items: list[str] | None, *, many: bool, field: str) -> dict:
