@@ -153,7 +153,7 @@ def test_contention_changes_the_optimum(model, oversubscribed):
     assert retimed.step_time_s > 1.1 * aware.best.step_time_s
 
 
-def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed):
+def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed, tmp_path):
     space = {"tp": [1, 2], "pp": [1, 2], "micro_batch": [1]}
     search = optimize_layout(
         model, GPU, oversubscribed, gpus=[8, 16, 32], global_batch=64, seq_len=SEQ,
@@ -166,6 +166,10 @@ def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed):
     assert sweep["step_time_s"].values[0] > sweep["step_time_s"].values[-1]
     best = int(np.argmax(sweep["tokens_per_gpu_s"].values))
     assert search.gpus == int(sweep["gpus"].values[best])
+    from fabricflow.study.optimize_plots import plot_sweep
+
+    path = plot_sweep(sweep, str(tmp_path / "sweep.png"))
+    assert (tmp_path / "sweep.png").stat().st_size > 0 and path.endswith("sweep.png")
 
 
 def test_budget_returns_the_best_so_far(model, oversubscribed):
