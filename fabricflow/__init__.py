@@ -67,6 +67,9 @@ _EXPORTS: dict[str, str] = {
     "list_gpus": "fabricflow.workload.gpu",
     "GpuSpec": "fabricflow.workload.gpu",
     "memory_per_gpu": "fabricflow.workload.memory",
+    # layout search
+    "optimize_layout": "fabricflow.optimize.search",
+    "LayoutSearch": "fabricflow.optimize.search",
     # units
     "parse_bandwidth": "fabricflow.units",
     "parse_size": "fabricflow.units",
@@ -104,6 +107,7 @@ __all__ = [
     "FabricflowError",
     "GpuSpec",
     "Layout",
+    "LayoutSearch",
     "MemoryBudgetError",
     "ModelSpec",
     "OutputError",
@@ -133,6 +137,7 @@ __all__ = [
     "max_min_rates",
     "max_min_solution",
     "memory_per_gpu",
+    "optimize_layout",
     "parse_bandwidth",
     "parse_size",
     "parse_time",
@@ -201,6 +206,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
+    from .optimize.search import LayoutSearch, optimize_layout
     from .routing.route import route
     from .routing.routes import Routes
     from .solve.completion import Completion, complete_flows

@@ -1,1 +1,21 @@
-"""fabricflow.optimize."""
+"""fabricflow.optimize: search parallel layouts, rank orders, placements and collective
+algorithms for the shortest training step on a fabric (:func:`optimize_layout`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["LayoutSearch", "capacity_sweep", "optimize_layout"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the package is imported by the CLI before any search is asked for
+    if name in ("LayoutSearch", "optimize_layout"):
+        from . import search
+
+        return getattr(search, name)
+    if name == "capacity_sweep":
+        from .capacity import capacity_sweep
+
+        return capacity_sweep
+    raise AttributeError(f"module 'fabricflow.optimize' has no attribute {name!r}")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from . import structure_cache
 
 BACKENDS = ("fabric", "alpha-beta")
 # The ops alpha_beta_estimate has a formula for.
@@ -79,14 +80,20 @@ def prepare(
     backend: str = "fabric",
     field: str = "backend",
     seed: int = 0,
+    algo: str = "auto",
+    fingerprint: str | None = None,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
-    With the collective model, routing and the max-min solve happen once here; each size
-    is then priced by NCCL's cost model on the solved rates. ``seed``: the ECMP hash seed
-    of the routes. The function's ``collective`` attribute is the
-    :class:`~fabricflow.collective.PreparedCollective` (``None`` without one: alpha-beta, or
-    one rank per group), for the step model's joint solves.
+    With the collective model, routing and the max-min solve happen once per process for
+    each (fabric, op, groups, ``algo``, ``seed``) (:mod:`.structure_cache`); each size is
+    then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
+    size) is the collective model's algorithm; the alpha-beta estimate has no choice and
+    ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
+    :func:`.structure_cache.fabric_fingerprint` of ``fabric``, if known. The function's
+    ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
+    (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
+    solves.
     """
     groups = _check_groups(fabric, groups)
     backend = resolve_backend(backend, stacklevel=4)
@@ -109,14 +116,15 @@ def prepare(
 
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
-    from ..collective import prepare_collective
-
-    prepared = prepare_collective(fabric, op, groups, seed=seed)
+    solved = structure_cache.prepared_collective(
+        fabric, op, groups, algo=algo, seed=seed, fingerprint=fingerprint
+    )
+    prepared = solved.prepared
 
     def timed(size_bytes: float) -> np.ndarray:
         if _check_size(size_bytes) == 0:
             return np.zeros(groups.shape[0])
-        return np.asarray(prepared.evaluate([float(size_bytes)])[0].group_time_s, dtype=np.float64)
+        return solved(size_bytes)
 
     timed.collective = prepared  # type: ignore[attr-defined]
     return timed
@@ -240,6 +248,62 @@ def _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_
     )
 
 
+# The collectives each parallel dimension runs (step model), for ``algorithms`` checks.
+DIMENSION_OPS = {
+    "tp": ("all_reduce", "all_gather", "reduce_scatter"),
+    "cp": ("sendrecv",),
+    "ep": ("all_to_all",),
+    "pp": ("sendrecv",),
+    "dp": ("all_reduce", "all_gather", "reduce_scatter"),
+}
+# Group sets named apart from their dimension: expert data parallel follows ``dp``.
+DIMENSION_OF_GROUP = {"edp": "dp"}
+
+
+def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
+    """``algorithms`` (dimension -> collective algorithm or ``auto``) with canonical names.
+
+    SpecError ``algorithms.<dim>`` for an unknown dimension, or an algorithm that is
+    unknown or implements none of the collectives the dimension runs.
+    """
+    if algorithms is None:
+        return {}
+    if not isinstance(algorithms, dict):
+        raise SpecError(
+            "algorithms",
+            f"expected a dict dimension -> algorithm, e.g. {{'dp': 'ring'}}, got {algorithms!r}",
+        )
+    from ..collective.algorithms import ALIASES, algorithms_for
+
+    out = {}
+    for dim, name in algorithms.items():
+        if dim not in DIMENSION_OPS:
+            raise SpecError(
+                "algorithms", f"unknown dimension {dim!r}; one of {list(DIMENSION_OPS)}"
+            )
+        allowed = sorted({a for op in DIMENSION_OPS[dim] for a in algorithms_for(op)})
+        key = ALIASES.get(str(name).lower(), str(name).lower())
+        if key != "auto" and key not in allowed:
+            raise SpecError(
+                f"algorithms.{dim}",
+                f"unknown algorithm {name!r} for {dim} ({'/'.join(DIMENSION_OPS[dim])}); "
+                f"one of {['auto', *allowed]}",
+            )
+        out[dim] = key
+    return out
+
+
+def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
+    from ..collective.algorithms import algorithms_for
+
+    if algo not in algorithms_for(op):
+        raise SpecError(
+            f"algorithms.{dim}",
+            f"{algo!r} does not implement {op}, which {dim} runs in this layout; "
+            f"one of {['auto', *algorithms_for(op)]}",
+        )
+
+
 class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
@@ -251,7 +315,13 @@ class CollectiveCache:
     """
 
     def __init__(
-        self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend", seed: int = 0
+        self,
+        fabric: Fabric,
+        backend: str = "fabric",
+        *,
+        field: str = "backend",
+        seed: int = 0,
+        algorithms: dict[str, str] | None = None,
     ):
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
@@ -260,10 +330,20 @@ class CollectiveCache:
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
         self.field: str = field
+        self.algorithms: dict[str, str] = check_algorithms(algorithms)
+        self._fabric_fingerprint: str | None = None
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
         self.joint: dict[tuple, object] = {}
+
+    def _fingerprint(self) -> str | None:
+        """The fabric's structure-cache fingerprint, hashed once per cache (fabric backend)."""
+        if self.backend != "fabric":
+            return None
+        if self._fabric_fingerprint is None:
+            self._fabric_fingerprint = structure_cache.fabric_fingerprint(self.fabric)
+        return self._fabric_fingerprint
 
     def add(self, name: str, groups: np.ndarray) -> None:
         self.groups[name] = np.asarray(groups, dtype=np.int64)
@@ -287,6 +367,9 @@ class CollectiveCache:
 
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
         if (name, op) not in self._prepared:
+            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algo != "auto" and self.backend == "fabric":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
             self._prepared[(name, op)] = prepare(
                 self.fabric,
                 op,
@@ -294,5 +377,7 @@ class CollectiveCache:
                 backend=self.backend,
                 field=self.field,
                 seed=self.seed,
+                algo=algo,
+                fingerprint=self._fingerprint(),
             )
         return self._prepared[(name, op)]

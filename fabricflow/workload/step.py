@@ -141,6 +141,7 @@ def step_time(
     collectives: str = "fabric",
     seeds: int | None = None,
     coupling: bool = True,
+    algorithms: dict[str, str] | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -162,6 +163,10 @@ def step_time(
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
             ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
+        algorithms: collective algorithm per dimension (``tp``, ``cp``, ``ep``, ``pp``,
+            ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
+            dimension not named, or ``auto``, takes the fastest algorithm per message size.
+            Used by the ``fabric`` backend (alpha-beta has no algorithm choice).
         seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step with ECMP
             hash seeds ``1..N-1``; ``details["variability"]`` then holds ``p50_s``,
             ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
@@ -243,7 +248,10 @@ def step_time(
             model=model,
         )
     comm = _register_groups(
-        CollectiveCache(fabric, collectives, field="collectives"), where, model, layout
+        CollectiveCache(fabric, collectives, field="collectives", algorithms=algorithms),
+        where,
+        model,
+        layout,
     )
     times, slow, breakdown, coupled = _coupled_step(model, rank_gpus, layout, comm, coupling)
     total = sum(breakdown.values())
@@ -261,7 +269,9 @@ def step_time(
         # Only the routes depend on the seed: groups, placement and layer costs are reused.
         per_seed = [total]
         for route_seed in range(1, num_seeds):
-            cache = CollectiveCache(fabric, collectives, field="collectives", seed=route_seed)
+            cache = CollectiveCache(
+                fabric, collectives, field="collectives", seed=route_seed, algorithms=algorithms
+            )
             per_seed.append(
                 sum(
                     _coupled_step(
@@ -317,6 +327,32 @@ def step_time(
         breakdown=breakdown,
         details=details,
     )
+
+
+class _NoCommunication:
+    """Every collective free (0 s): the step with compute, bubbles, optimizer and offload
+    only."""
+
+    backend = "none"
+
+    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+        return 0.0
+
+
+def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
+    """Breakdown (seconds, :data:`BREAKDOWN_KEYS`) of a step of ``layout`` with every
+    collective taking no time: compute, pipeline bubble, optimizer and offload only.
+
+    Its sum is a lower bound of :func:`step_time` for the same model, GPU and layout on any
+    fabric, rank order and placement: every part of the composition is non-decreasing in
+    each collective's time (sums, ``max(0, comm - compute)`` exposures, and the bubble's
+    sum-minus-maximum of the ranks' times), so communication only adds. The layout
+    optimizer prunes with it. ``layout`` is validated against ``model`` first.
+    """
+    layout.validate(model)
+    rank_gpus = job_gpus(gpu, layout)
+    layout = split_for_gpus(model, layout, rank_gpus).validate(model)
+    return _compose(model, rank_gpus, layout, _NoCommunication())[2]
 
 
 def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[dict, dict, dict]:

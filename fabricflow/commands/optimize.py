@@ -1,0 +1,223 @@
+"""``fabricflow optimize``: the layout, rank order and placement with the shortest step."""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "optimize", help="search layouts, rank orders and placements for the shortest step"
+    )
+    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
+    parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
+    parser.add_argument(
+        "--gpus",
+        required=True,
+        help="GPUs in the job; a comma list (512,1024,2048) sweeps the GPU count",
+    )
+    parser.add_argument("--global-batch", type=int, required=True, help="sequences per step")
+    parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument(
+        "--fix",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="pin a knob, e.g. tp=8, zero=1, order=tp-cp-ep-dp-pp (repeatable)",
+    )
+    parser.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="KNOB=V1,V2",
+        help="search exactly these values of a knob (repeatable); with --space only the "
+        "product of the given knobs is searched",
+    )
+    parser.add_argument("--objective", default="step_time", choices=["step_time", "tokens_per_gpu"])
+    parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
+    parser.add_argument("--budget", type=float, default=None, help="seconds to search at most")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")
+    parser.add_argument(
+        "--collectives",
+        default="fabric",
+        choices=["fabric", "alpha-beta"],
+        help="time collectives on the fabric with contention, or alpha-beta (none)",
+    )
+    parser.add_argument(
+        "--out",
+        type=output_path,
+        default=None,
+        help="folder for candidates.nc and the figures (Pareto front, top-K breakdown)",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _gpu_counts(text: str) -> int | list[int]:
+    from ..errors import SpecError
+
+    words = [w.strip() for w in str(text).split(",") if w.strip()]
+    try:
+        counts = [int(w) for w in words]
+    except ValueError:
+        raise SpecError("--gpus", f"expected an integer or a comma list, got {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise SpecError("--gpus", f"GPU counts must be integers >= 1, got {text!r}")
+    return counts[0] if len(counts) == 1 and "," not in text else counts
+
+
+def run(args) -> int:
+    import sys
+
+    from ..fabric.spec import load_fabric
+    from ..optimize.search import optimize_layout
+    from ..optimize.space import parse_assignments
+    from ..workload.gpu import load_gpu
+    from ..workload.model import load_model
+
+    gpus = _gpu_counts(args.gpus)
+    fixed = parse_assignments(args.fix, many=False, field="--fix")
+    space = parse_assignments(args.space, many=True, field="--space") if args.space else None
+    if args.out:
+        check_out_folder(args.out)
+    model = load_model(args.model)
+    gpu = load_gpu(args.gpu)
+    fabric = load_fabric(args.fabric)
+    quiet = args.json
+    search = optimize_layout(
+        model,
+        gpu,
+        fabric,
+        gpus=gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        fixed=fixed,
+        space=space,
+        objective=args.objective,
+        top_k=args.top,
+        budget_s=args.budget,
+        seed=args.seed,
+        collectives=args.collectives,
+        progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+    )
+    interrupted = search.stopped == "interrupted"
+    written = []
+    if args.out:
+        written = _write_out(search, args.out)
+        if not interrupted:
+            for path in written:
+                mark_done(args, path)
+    out = search.to_dict()
+    out["why"] = explain(search)
+    if getattr(search, "sweep", None) is not None:
+        out["sweep"] = _sweep_rows(search.sweep)
+    if written:
+        out["written"] = written
+    if interrupted:
+        # Ctrl-C: the best found so far is the answer; report it and leave with 130.
+        import json
+
+        from ._common import to_jsonable
+        from ._interrupt import mark_reported
+
+        if args.json:
+            sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
+            mark_reported()
+        else:
+            print_text(search, out["why"])
+        print("fabricflow optimize: interrupted; the best found so far is shown", file=sys.stderr)
+        return 130
+    if args.json:
+        print_json(out)
+    else:
+        print_text(search, out["why"])
+        for path in written:
+            print(f"  wrote {path}")
+    return 0
+
+
+def _sweep_rows(sweep) -> list[dict]:
+    rows = []
+    for i in range(sweep.sizes["gpus"]):
+        rows.append({name: sweep[name].values[i].item() for name in sweep.data_vars} | {
+            "gpus": int(sweep["gpus"].values[i])
+        })  # fmt: skip
+    return rows
+
+
+def _write_out(search, folder: str) -> list[str]:
+    import os
+
+    from ..atomic import atomic_path
+    from ..study.optimize_plots import plot_breakdown_top, plot_pareto
+
+    paths = []
+    nc = os.path.join(folder, "candidates.nc")
+    with atomic_path(nc) as tmp:
+        search.candidates.to_netcdf(tmp)
+    paths.append(nc)
+    paths.append(plot_pareto(search, os.path.join(folder, "pareto.png")))
+    paths.append(plot_breakdown_top(search, os.path.join(folder, "top_breakdown.png")))
+    sweep = getattr(search, "sweep", None)
+    if sweep is not None:
+        from ..study.optimize_plots import plot_sweep
+
+        data = os.path.join(folder, "gpu_sweep.nc")
+        with atomic_path(data) as tmp:
+            sweep.to_netcdf(tmp)
+        paths.append(data)
+        paths.append(plot_sweep(sweep, os.path.join(folder, "gpu_sweep.png")))
+    return [str(p) for p in paths]
+
+
+def describe(kwargs: dict) -> str:
+    lay = kwargs["layout"]
+    parts = [f"TP{lay.tp}", f"CP{lay.cp}"] + ([f"EP{lay.ep}"] if lay.ep > 1 else [])
+    parts += [f"PP{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"DP{lay.dp}"]
+    extra = [f"mb{lay.micro_batch}", f"rc={lay.recompute}", f"z{lay.zero}"]
+    if lay.sequence_parallel:
+        extra.append("sp")
+    if lay.tp_overlap:
+        extra.append("tpo")
+    if not lay.dp_overlap:
+        extra.append("no-dpo")
+    return " ".join(parts) + " " + ",".join(extra)
+
+
+def explain(search) -> str:
+    """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
+    from ..optimize.explain import why_best
+
+    return why_best(search)
+
+
+def print_text(search, why: str) -> None:
+    from ..units import format_time
+
+    best = search.best
+    counts = search.counts
+    print(
+        f"best of {counts['considered']:,} candidates ({counts['evaluated']:,} timed with "
+        f"contention, {counts['pruned']:,} pruned by the bound, {counts['infeasible']:,} "
+        f"infeasible; {'exhaustive' if search.exhaustive else 'stopped: ' + search.stopped}, "
+        f"{search.seconds:.1f} s)"
+    )
+    print(
+        f"  step {format_time(best.step_time_s)}, MFU {100 * best.mfu:.1f}%, "
+        f"{best.memory_gib_per_gpu:.1f} GiB per GPU"
+    )
+    header = f"{'#':>3}  {'layout':<44} {'order':<15} {'placement':<11} {'step':>9} {'MFU':>6} {'GiB':>6}  largest exposed comm"
+    print(header)
+    for i, (kwargs, result) in enumerate(search.top, 1):
+        comm = {k: v for k, v in result.breakdown.items() if k in ("tp", "cp", "ep", "pp", "dp")}
+        part = max(comm, key=lambda k: comm[k]) if comm else "-"
+        exposed = f"{part} {format_time(comm[part])}" if comm and comm[part] > 0 else "none"
+        print(
+            f"{i:>3}  {describe(kwargs):<44} {kwargs['order']:<15} {kwargs['placement']:<11} "
+            f"{format_time(result.step_time_s):>9} {100 * result.mfu:5.1f}% "
+            f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
+        )
+    print(f"why: {why}")

@@ -1,0 +1,82 @@
+"""One line on why the winner of a layout search wins: what the runner-up loses, and where
+on the fabric (the link kinds that bound the runner-up's slowest collective)."""
+
+from __future__ import annotations
+
+from ..workload.memory import stage_parameters
+from ..workload.placement import place
+from ..workload.step import BREAKDOWN_KEYS
+
+COMM_PARTS = ("tp", "cp", "ep", "pp", "dp")
+
+
+def _label(kwargs: dict) -> str:
+    lay = kwargs["layout"]
+    text = f"TP{lay.tp} CP{lay.cp} PP{lay.pp}"
+    text += f"x{lay.vpp}" if lay.vpp > 1 else ""
+    text += f" EP{lay.ep}" if lay.ep > 1 else ""
+    return f"{text} DP{lay.dp} mb{lay.micro_batch} {lay.recompute} z{lay.zero}, {kwargs['order']} {kwargs['placement']}"
+
+
+def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
+    """Link kinds that bound the slowest group of ``part``'s main collective (or '')."""
+    from ..workload import structure_cache
+
+    lay = kwargs["layout"]
+    where = place(
+        lay, fabric.num_gpus, order=kwargs["order"], placement=kwargs["placement"],
+        seed=kwargs.get("seed", 0), gpus_per_node=fabric.gpus_per_node,
+    )  # fmt: skip
+    tokens = lay.micro_batch * lay.seq_len / lay.cp
+    activation = 2.0 * tokens * model.hidden_size
+    if part == "tp":
+        op, groups, size = "all_reduce", where.groups("tp"), activation
+    elif part == "cp":
+        op, groups, size = "sendrecv", where.groups("cp"), activation / lay.tp
+    elif part == "pp":
+        op, groups, size = "sendrecv", where.groups("pp"), activation / lay.tp
+    elif part == "ep":
+        op, groups, size = "all_to_all", where.groups("ep", expert=True), activation / lay.tp
+    else:
+        dense, _ = stage_parameters(model, lay)
+        grad = 4.0 if lay.grad_reduce_dtype == "fp32" else 2.0
+        op = "all_reduce" if lay.zero == 0 else "reduce_scatter"
+        groups, size = where.groups(("dp", "cp")), grad * dense
+    if groups.shape[1] < 2:
+        return ""
+    algo = kwargs.get("algorithms", {}).get(part, "auto")
+    solved = structure_cache.prepared_collective(fabric, op, groups, algo=algo)
+    result = solved.prepared.evaluate([float(size)])[0]
+    kinds = sorted(set(result.bottleneck_kinds))
+    return "/".join(kinds)
+
+
+def why_best(search, fabric=None, model=None) -> str:
+    """The sentence; ``fabric`` and ``model`` (kept by the search) locate the bottleneck."""
+    fabric = fabric if fabric is not None else getattr(search, "fabric", None)
+    model = model if model is not None else getattr(search, "model", None)
+    if len(search.top) < 2:
+        return "the only feasible candidate timed"
+    best_kw, best = search.top[0]
+    # The runner-up worth explaining: the best candidate of another layout or order.
+    runner_kw, runner = search.top[1]
+    for kwargs, result in search.top[1:]:
+        if kwargs["layout"] != best_kw["layout"] or kwargs["order"] != best_kw["order"]:
+            runner_kw, runner = kwargs, result
+            break
+    gap = runner.step_time_s - best.step_time_s
+    losses = {k: runner.breakdown.get(k, 0.0) - best.breakdown.get(k, 0.0) for k in BREAKDOWN_KEYS}
+    part = max(losses, key=lambda k: losses[k])
+    text = (
+        f"runner-up {_label(runner_kw)} is {gap:.3g} s slower "
+        f"({100 * gap / best.step_time_s:.2f}%); it loses most in {part} "
+        f"(+{losses[part]:.3g} s)"
+    )
+    if part in COMM_PARTS and fabric is not None and model is not None and losses[part] > 0:
+        try:
+            kinds = bottleneck(fabric, model, runner_kw, part)
+        except Exception as error:  # explanation only: never fail the search for it
+            kinds = f"? ({type(error).__name__})"
+        if kinds:
+            text += f", bound by {kinds} links"
+    return text

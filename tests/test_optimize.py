@@ -1,0 +1,308 @@
+"""Layout optimizer: exactness against brute force, the bound, contention, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.errors import SpecError
+from fabricflow.optimize import search as search_module
+from fabricflow.optimize.search import optimize_layout
+from fabricflow.optimize.space import resolve_space
+
+GPU = "a100-80gb"
+SEQ = 2048
+
+
+@pytest.fixture(scope="module")
+def oversubscribed():
+    """48 GPUs in 4-GPU NVLink domains under leaves with 3:1 oversubscription."""
+    from fabricflow.fabric.spec import build_fabric
+
+    return build_fabric(
+        {
+            "name": "tiny-oversubscribed",
+            "gpus": 48,
+            "gpus_per_node": 4,
+            "topology": {
+                "type": "clos",
+                "attachment": "tor",
+                "nic_bandwidth": "100Gbps",
+                "tiers": [{"radix": 8, "oversubscription": 3}, {"radix": 8}],
+            },
+            "scale_up": {"domain_size": 4, "bandwidth_per_direction": "100GB/s"},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ff.load_model("megatron-1.7b", num_hidden_layers=8)
+
+
+SPACE = {
+    "tp": [1, 2, 4],
+    "pp": [1, 2, 4],
+    "micro_batch": [1, 2],
+    "zero": [1, 3],
+    "order": ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"],
+    "placement": ["contiguous", "scattered"],
+    # overlap switches: off is dominated by on, which the search uses to defer off
+    "dp_overlap": [False, True],
+    "tp_overlap": [False, True],
+    "sequence_parallel": [True],
+}
+
+
+def brute_force(model, fabric, space, gpus, global_batch, **step_options):
+    """Every point of ``space`` timed with ff.step_time (None where it is refused)."""
+    times = []
+    keys = list(space)
+    for values in itertools.product(*(space[k] for k in keys)):
+        knobs = dict(zip(keys, values, strict=True))
+        order = knobs.pop("order", "tp-cp-ep-dp-pp")
+        placement = knobs.pop("placement", "contiguous")
+        ranks = knobs.get("tp", 1) * knobs.get("pp", 1) * knobs.get("cp", 1)
+        if gpus % ranks:
+            continue
+        try:
+            layout = ff.Layout(dp=gpus // ranks, global_batch=global_batch, seq_len=SEQ, **knobs)
+            result = ff.step_time(
+                model, GPU, layout, fabric, order=order, placement=placement, **step_options
+            )
+        except SpecError:
+            continue
+        times.append(result.step_time_s)
+    return sorted(times)
+
+
+def test_equals_brute_force(model, oversubscribed):
+    search = optimize_layout(
+        model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, space=SPACE, top_k=5
+    )
+    expected = brute_force(model, oversubscribed, SPACE, 32, 64)
+    assert search.exhaustive
+    assert search.best.step_time_s == pytest.approx(expected[0], rel=1e-12)
+    # the top 5 are the 5 shortest: brute force also lists settings the search counts
+    # once (two orders that differ only in a dimension of size 1 are the same candidate),
+    # so both lists are compared as distinct values
+    got = [r.step_time_s for _, r in search.top]
+    assert got == sorted(got)
+    distinct = np.unique(np.round(expected, 12))
+    assert np.unique(np.round(got, 12)) == pytest.approx(distinct[: len(set(np.round(got, 12)))])
+    counts = search.counts
+    assert counts["evaluated"] + counts["pruned"] + counts["infeasible"] == counts["considered"]
+    assert counts["evaluated"] < counts["considered"]  # the bound pruned something
+    # best_kwargs re-times the winner
+    again = ff.step_time(model, GPU, fabric=oversubscribed, **search.best_kwargs)
+    assert again.step_time_s == search.best.step_time_s
+    # one dataset entry per timed candidate, every knob a variable
+    ds = search.candidates
+    assert ds.sizes["candidate"] == counts["evaluated"]
+    for name in ("tp", "pp", "dp", "order", "placement", "step_time_s", "mfu",
+                 "memory_gib_per_gpu", "dp_s", "bubble_s", "lower_bound_s"):  # fmt: skip
+        assert name in ds
+    assert float(ds["step_time_s"].min()) == search.best.step_time_s
+
+
+def test_bound_never_exceeds_the_step_time(model, oversubscribed):
+    """Both bounds (compute only, and with the cut bound of DP/PP/TP traffic) stay at or
+    below the full evaluation on random candidates of a default space."""
+    gpu = ff.load_gpu(GPU)
+    searched, single = resolve_space(
+        model, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, precision="bf16",
+        fixed={"recompute": "none"}, space=None,
+    )  # fmt: skip
+    table = search_module._enumerate(model, gpu, oversubscribed, searched, single, 32, 64, SEQ)
+    visit = search_module._Visit(
+        model, gpu, oversubscribed, table, objective="step_time", top_k=1, seed=0,
+        collectives="fabric", gpus=32,
+    )  # fmt: skip
+    keys, combos = np.nonzero(table.runnable & table.feasible[:, None])
+    rng = np.random.default_rng(1)
+    pick = rng.choice(len(keys), size=40, replace=False)
+    bounds = visit.network_bound(keys[pick], combos[pick])
+    checked = 0
+    for b, key, combo in zip(bounds, keys[pick], combos[pick], strict=True):
+        kwargs = visit.kwargs(int(key), int(combo))
+        result = ff.step_time(model, gpu, fabric=oversubscribed, **kwargs)
+        assert table.bound_s[key] <= b <= result.step_time_s * (1 + 1e-9)
+        # the compute bound is compute + the bubble of compute + optimizer, nothing more
+        assert table.bound_s[key] >= result.breakdown["compute"] + result.breakdown["optimizer"]
+        checked += 1
+    assert checked == 40
+
+
+def test_contention_changes_the_optimum(model, oversubscribed):
+    """On a 3:1 oversubscribed fabric the contention-blind optimum (alpha-beta) loses to
+    the contention-aware one when both are timed with contention."""
+    space = {**{k: v for k, v in SPACE.items() if k not in ("zero", "dp_overlap")}, "order": [
+        "tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-dp-cp-ep-pp"
+    ]}  # fmt: skip
+    fixed = {"dp_overlap": False, "zero": 1}
+    options = dict(gpus=32, global_batch=64, seq_len=SEQ, space=space, fixed=fixed, top_k=1)
+    aware = optimize_layout(model, GPU, oversubscribed, **options)
+    blind = optimize_layout(model, GPU, oversubscribed, collectives="alpha-beta", **options)
+    blind_kwargs = {k: v for k, v in blind.best_kwargs.items() if k != "collectives"}
+    assert blind_kwargs != aware.best_kwargs
+    retimed = ff.step_time(model, GPU, fabric=oversubscribed, **blind_kwargs)
+    assert retimed.step_time_s > 1.1 * aware.best.step_time_s
+
+
+def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed, tmp_path):
+    space = {"tp": [1, 2], "pp": [1, 2], "micro_batch": [1]}
+    search = optimize_layout(
+        model, GPU, oversubscribed, gpus=[8, 16, 32], global_batch=64, seq_len=SEQ,
+        space=space, objective="tokens_per_gpu",
+    )  # fmt: skip
+    sweep = search.sweep
+    assert list(sweep["gpus"].values) == [8, 16, 32]
+    assert np.all(np.isfinite(sweep["step_time_s"].values))
+    # more GPUs for the same batch: shorter steps; the search returned the most efficient
+    assert sweep["step_time_s"].values[0] > sweep["step_time_s"].values[-1]
+    best = int(np.argmax(sweep["tokens_per_gpu_s"].values))
+    assert search.gpus == int(sweep["gpus"].values[best])
+    from fabricflow.study.optimize_plots import plot_sweep
+
+    path = plot_sweep(sweep, str(tmp_path / "sweep.png"))
+    assert (tmp_path / "sweep.png").stat().st_size > 0 and path.endswith("sweep.png")
+
+
+def test_budget_returns_the_best_so_far(model, oversubscribed):
+    search = optimize_layout(
+        model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, space=SPACE,
+        budget_s=1e-6,
+    )  # fmt: skip
+    assert not search.exhaustive and search.stopped == "budget"
+    assert search.counts["evaluated"] >= 1 and search.counts["unvisited"] > 0
+
+
+def test_interrupt_returns_the_best_so_far(model, oversubscribed, monkeypatch):
+    calls = []
+    real = search_module.step_time
+
+    def interrupted_after_three(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "step_time", interrupted_after_three)
+    search = optimize_layout(
+        model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, space=SPACE,
+        collectives="alpha-beta",
+    )  # fmt: skip
+    assert search.stopped == "interrupted" and not search.exhaustive
+    assert search.counts["evaluated"] == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "words"),
+    [
+        ({"fixed": {"tensor": 8}}, "fixed", ["unknown knob 'tensor'", "'tp'"]),
+        ({"space": {"tp": [1, 2]}, "fixed": {"tp": 4}}, "fixed.tp", ["excludes"]),
+        ({"fixed": {"zero": "x"}}, "fixed.zero", ["integer"]),
+        ({"fixed": {"placement": "random"}}, "fixed.placement", ["contiguous"]),
+        ({"fixed": {"algo_dp": "magic"}}, "fixed.algo_dp", ["ring"]),
+        ({"objective": "speed"}, "objective", ["tokens_per_gpu"]),
+    ],
+)
+def test_bad_input_names_the_knob(model, oversubscribed, kwargs, field, words):
+    with pytest.raises(SpecError) as info:
+        optimize_layout(model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, **kwargs)
+    assert info.value.field == field
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_no_factorization_names_close_gpu_counts(model, oversubscribed):
+    with pytest.raises(SpecError) as info:
+        optimize_layout(
+            model, GPU, oversubscribed, gpus=7, global_batch=64, seq_len=SEQ,
+            space={"tp": [1, 2], "pp": [1, 2], "micro_batch": [1]},
+        )  # fmt: skip
+    assert info.value.field == "gpus"
+    assert "closest GPU counts" in str(info.value) and "8" in str(info.value)
+
+
+def test_model_that_fits_no_layout(oversubscribed):
+    gpu = ff.load_gpu(GPU, hbm="2GB")
+    with pytest.raises(SpecError) as info:
+        optimize_layout(
+            "megatron-18.4b", gpu, oversubscribed, gpus=8, global_batch=8, seq_len=SEQ,
+            space={"tp": [1, 2], "pp": [1, 2]},
+        )  # fmt: skip
+    assert info.value.field == "model"
+    assert "smallest" in str(info.value) and "GiB" in str(info.value)
+
+
+def test_cli_json_and_out(tmp_path, capsys):
+    from fabricflow.cli import main
+
+    code = main(
+        [
+            "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU,
+            "--model", "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
+            "--space", "tp=1,2", "--space", "pp=1,2", "--space", "micro_batch=1,2",
+            "--fix", "zero=1", "--top", "3", "--json", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("best", "step_time_s", "mfu", "memory_gib_per_gpu", "counts", "exhaustive",
+                "seconds", "top"):  # fmt: skip
+        assert key in out
+    assert out["best"]["zero"] == 1 and "order" in out["best"] and "tp" in out["best"]
+    assert len(out["top"]) == 3 and out["exhaustive"] is True
+    assert (tmp_path / "candidates.nc").stat().st_size > 0
+    assert (tmp_path / "pareto.png").stat().st_size > 0
+    assert (tmp_path / "top_breakdown.png").stat().st_size > 0
+
+
+def test_cli_unknown_knob_is_bad_input(capsys):
+    from fabricflow.cli import main
+
+    code = main(
+        [
+            "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU, "--model",
+            "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
+            "--fix", "tensor=2",
+        ]
+    )  # fmt: skip
+    assert code == 2
+    assert "unknown knob 'tensor'" in capsys.readouterr().err
+
+
+def test_cli_interrupt_prints_the_best_so_far_and_writes_out(tmp_path, capsys, monkeypatch):
+    import signal
+
+    from fabricflow.cli import main
+    from fabricflow.commands._interrupt import Interrupted
+
+    calls = []
+    real = search_module.step_time
+
+    def interrupted_after_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:
+            raise Interrupted(signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "step_time", interrupted_after_two)
+    code = main(
+        [
+            "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU,
+            "--model", "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
+            "--space", "tp=1,2", "--space", "pp=1,2", "--collectives", "alpha-beta",
+            "--json", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 130
+    out = json.loads(capsys.readouterr().out)
+    assert out["stopped"] == "interrupted" and out["exhaustive"] is False
+    assert out["counts"]["evaluated"] == 2
+    assert (tmp_path / "candidates.nc").stat().st_size > 0
