@@ -24,10 +24,12 @@ def test_warm_call_reuses_solved_structures(fabric):
     layout = ff.Layout(**LAYOUT)
     cold = ff.step_time("megatron-1.7b", "a100-80gb", layout, fabric)
     misses = structure_cache.info()["misses"]
-    assert misses > 0 and structure_cache.info()["hits"] == 0
+    # (the coupling's joint solves are stored, and read back within the call, too)
+    assert misses > 0
+    hits = structure_cache.info()["hits"]
     warm = ff.step_time("megatron-1.7b", "a100-80gb", layout, fabric)
     assert structure_cache.info()["misses"] == misses  # nothing routed or solved again
-    assert structure_cache.info()["hits"] > 0
+    assert structure_cache.info()["hits"] > hits
     assert warm.step_time_s == cold.step_time_s and warm.breakdown == cold.breakdown
 
 

@@ -310,8 +310,10 @@ class CollectiveCache:
     Group arrays are registered under a name (``"tp"``, ``"dp"``, ...) so the key is
     (name, op, size) and no array is hashed per call. ``seed``: the ECMP hash seed of every
     route. ``joint`` holds the step coupling's joint solves (:mod:`.coupling`), which depend
-    on the group structure only, so a cache reused across layouts with the same groups
-    reuses them too.
+    on the group structure (and the sizes asked) only: with the fabric backend they live in
+    the process-wide :mod:`.structure_cache` under this cache's structure key, so a later
+    step with the same groups (a re-timed layout, an optimizer candidate differing in
+    cheap knobs) reuses them.
     """
 
     def __init__(
@@ -335,7 +337,7 @@ class CollectiveCache:
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
         self._times: dict[tuple, float] = {}
-        self.joint: dict[tuple, object] = {}
+        self.joint: _JointStore = _JointStore(self)
 
     def _fingerprint(self) -> str | None:
         """The fabric's structure-cache fingerprint, hashed once per cache (fabric backend)."""
@@ -346,7 +348,27 @@ class CollectiveCache:
         return self._fabric_fingerprint
 
     def add(self, name: str, groups: np.ndarray) -> None:
+        if self.joint.frozen:
+            # the joint solves already stored are keyed by the groups registered so far
+            raise RuntimeError("CollectiveCache.add after the coupling used the cache")
         self.groups[name] = np.asarray(groups, dtype=np.int64)
+
+    def structure_key(self) -> tuple | None:
+        """What every time of this cache depends on (fabric fingerprint, routing seed,
+        algorithms, each registered group set's digest), or ``None`` without the fabric
+        backend."""
+        fingerprint = self._fingerprint()
+        if fingerprint is None:
+            return None
+        return (
+            fingerprint,
+            self.seed,
+            tuple(sorted(self.algorithms.items())),
+            tuple(
+                (name, structure_cache.groups_digest(groups))
+                for name, groups in sorted(self.groups.items())
+            ),
+        )
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
         """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
@@ -381,3 +403,54 @@ class CollectiveCache:
                 fingerprint=self._fingerprint(),
             )
         return self._prepared[(name, op)]
+
+
+class _JointStore:
+    """Mapping of the step coupling's joint solves for one :class:`CollectiveCache`.
+
+    Entries go to the process-wide :mod:`.structure_cache` (LRU, bounded in bytes) under
+    the cache's :meth:`~CollectiveCache.structure_key`, or to a local dict without the
+    fabric backend. The key is taken at the first use, after every group set is
+    registered (``frozen`` from then on).
+    """
+
+    def __init__(self, owner: CollectiveCache):
+        self._owner = owner
+        self._prefix: tuple | None = None
+        self._local: dict[tuple, object] | None = None
+        self.frozen = False
+
+    def _key(self, key: tuple) -> tuple | None:
+        if not self.frozen:
+            self.frozen = True
+            structure = self._owner.structure_key()
+            if structure is None:
+                self._local = {}
+            else:
+                self._prefix = ("joint", structure)
+        return None if self._prefix is None else (*self._prefix, key)
+
+    def __contains__(self, key: tuple) -> bool:
+        full = self._key(key)
+        if full is None:
+            assert self._local is not None
+            return key in self._local
+        return structure_cache.lookup(full) is not structure_cache.MISSING
+
+    def __getitem__(self, key: tuple) -> object:
+        full = self._key(key)
+        if full is None:
+            assert self._local is not None
+            return self._local[key]
+        value = structure_cache.lookup(full)
+        if value is structure_cache.MISSING:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: tuple, value: object) -> None:
+        full = self._key(key)
+        if full is None:
+            assert self._local is not None
+            self._local[key] = value
+        else:
+            structure_cache.store(full, value)

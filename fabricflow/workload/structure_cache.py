@@ -29,7 +29,7 @@ from ..fabric.fabric import Fabric
 
 # Bounds of the cache: entries and bytes of solved arrays (a 16k-GPU data-parallel
 # all-reduce holds ~10-100 MB of routed flows; a few dozen such structures fit).
-MAX_ENTRIES = 512
+MAX_ENTRIES = 16384  # solved collectives and the step coupling's joint solves
 MAX_BYTES = 2 * 2**30
 
 _FABRIC_ARRAYS = (
@@ -95,18 +95,39 @@ def _nbytes(value: Any, depth: int = 0) -> int:
     if isinstance(value, (list, tuple)):
         return sum(_nbytes(v, depth + 1) for v in value)
     if hasattr(value, "__dict__"):
-        return sum(_nbytes(v, depth + 1) for k, v in vars(value).items() if k != "fabric")
+        # the fabric and a prepared collective are held (and counted) elsewhere
+        return sum(
+            _nbytes(v, depth + 1) for k, v in vars(value).items() if k not in ("fabric", "prepared")
+        )
     return 0
 
 
-def cached(key: tuple, build: Callable[[], Any]) -> Any:
-    """The value stored under ``key``, built with ``build()`` on a miss (LRU, bounded)."""
+MISSING = object()  # what :func:`lookup` returns for a key not stored
+
+
+def lookup(key: tuple) -> Any:
+    """The value stored under ``key`` (marked most recently used), or :data:`MISSING`."""
     with _lock:
         if key in _entries:
             _entries.move_to_end(key)
             _stats["hits"] += 1
             return _entries[key][0]
+    return MISSING
+
+
+def cached(key: tuple, build: Callable[[], Any]) -> Any:
+    """The value stored under ``key``, built with ``build()`` on a miss (LRU, bounded)."""
+    value = lookup(key)
+    if value is not MISSING:
+        return value
     value = build()  # outside the lock: building may take seconds
+    store(key, value)
+    return value
+
+
+def store(key: tuple, value: Any) -> None:
+    """Keep ``value`` under ``key``, evicting the least recently used entries past the
+    bounds (a value larger than :data:`MAX_BYTES` alone is not kept)."""
     size = _nbytes(value)
     with _lock:
         _stats["misses"] += 1
@@ -116,7 +137,6 @@ def cached(key: tuple, build: Callable[[], Any]) -> Any:
             while len(_entries) > MAX_ENTRIES or _stats["bytes"] > MAX_BYTES:
                 _, (_, dropped) = _entries.popitem(last=False)
                 _stats["bytes"] -= dropped
-    return value
 
 
 class SolvedTimes:
