@@ -53,6 +53,11 @@ _EXPORTS: dict[str, str] = {
     "collective_time": "fabricflow.collective.model",
     "CollectiveResult": "fabricflow.collective.model",
     "busbw_factor": "fabricflow.collective.ops",
+    # routing optimization
+    "optimize_routing": "fabricflow.optimize.routing.optimize",
+    "RoutingPlan": "fabricflow.optimize.routing.plan",
+    "capacity_sensitivity": "fabricflow.optimize.routing.sensitivity",
+    "CapacitySensitivity": "fabricflow.optimize.routing.sensitivity",
     # training step
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
@@ -95,6 +100,7 @@ _DEPRECATED: dict[str, str] = {
 # imports as exported; a test checks that both agree.
 __all__ = [
     "Certificate",
+    "CapacitySensitivity",
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
@@ -110,12 +116,14 @@ __all__ = [
     "Placement",
     "Routes",
     "RoutingError",
+    "RoutingPlan",
     "SolverError",
     "SolverStatus",
     "SpecError",
     "StepResult",
     "build_fabric",
     "busbw_factor",
+    "capacity_sensitivity",
     "certify_max_min",
     "collective_time",
     "complete_flows",
@@ -131,6 +139,7 @@ __all__ = [
     "max_min_rates",
     "max_min_solution",
     "memory_per_gpu",
+    "optimize_routing",
     "parse_bandwidth",
     "parse_size",
     "parse_time",
@@ -198,6 +207,9 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     )
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
+    from .optimize.routing.optimize import optimize_routing
+    from .optimize.routing.plan import RoutingPlan
+    from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
     from .routing.route import route
     from .routing.routes import Routes
     from .solve.completion import Completion, complete_flows

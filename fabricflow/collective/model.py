@@ -26,7 +26,7 @@ from .flow_rates import SolvedPhase, effective_capacity, solve_phase
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
 
-ROUTINGS = ("ecmp", "multipath", "spray")
+ROUTINGS = ("ecmp", "multipath", "spray", "optimized")
 # Most channels per group: each one multiplies the flows routed and solved (NCCL uses <= 64).
 MAX_CHANNELS = 64
 
@@ -411,7 +411,9 @@ def collective_time(
         algo: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
-        routing: ``ecmp`` (hashed single path per flow), ``multipath`` or ``spray``.
+        routing: ``ecmp`` (hashed single path per flow), ``multipath``, ``spray`` or
+            ``optimized`` (each phase's hops split over candidate paths to minimize the
+            busiest link's load, :func:`fabricflow.optimize_routing`).
         seed: ECMP hash seed.
         channels: channels per group (default: 2 per rail for ring/tree; 1 per pair for
             all-to-all and send/recv).

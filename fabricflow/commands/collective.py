@@ -52,7 +52,7 @@ def register(subparsers) -> None:
         help="auto|ring|tree|halving_doubling|hierarchical|nvls|sharp|direct",
     )
     parser.add_argument("--protocol", default="auto", help="auto|LL|LL128|Simple")
-    parser.add_argument("--routing", default="ecmp", help="ecmp|multipath|spray")
+    parser.add_argument("--routing", default="ecmp", help="ecmp|multipath|spray|optimized")
     parser.add_argument(
         "--channels",
         type=int,

@@ -72,7 +72,13 @@ def collective_seconds(
 
 
 def prepare(
-    fabric: Fabric, op: str, groups: np.ndarray, *, backend: str = "fabric", field: str = "backend"
+    fabric: Fabric,
+    op: str,
+    groups: np.ndarray,
+    *,
+    backend: str = "fabric",
+    field: str = "backend",
+    routing: str = "ecmp",
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
@@ -98,7 +104,7 @@ def prepare(
         )
     from ..collective import prepare_collective
 
-    prepared = prepare_collective(fabric, op, groups)
+    prepared = prepare_collective(fabric, op, groups, routing=routing)
 
     def timed(size_bytes: float) -> np.ndarray:
         if _check_size(size_bytes) == 0:
@@ -233,8 +239,20 @@ class CollectiveCache:
     (name, op, size) and no array is hashed per call.
     """
 
-    def __init__(self, fabric: Fabric, backend: str = "fabric", *, field: str = "backend"):
+    def __init__(
+        self,
+        fabric: Fabric,
+        backend: str = "fabric",
+        *,
+        field: str = "backend",
+        routing: str = "ecmp",
+    ):
+        from ..collective.model import ROUTINGS
+
+        if routing not in ROUTINGS:  # checked here: the alpha-beta backend never routes
+            raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
         self.fabric = fabric
+        self.routing = routing  # the collective model's routing
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend = resolve_backend(backend, field=field, stacklevel=5)
         self.field = field
@@ -251,7 +269,12 @@ class CollectiveCache:
         if key not in self._times:
             if (name, op) not in self._prepared:
                 self._prepared[(name, op)] = prepare(
-                    self.fabric, op, self.groups[name], backend=self.backend, field=self.field
+                    self.fabric,
+                    op,
+                    self.groups[name],
+                    backend=self.backend,
+                    field=self.field,
+                    routing=self.routing,
                 )
             times = self._prepared[(name, op)](size_bytes)
             self._times[key] = float(times.max()) if times.size else 0.0

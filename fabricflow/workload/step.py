@@ -115,6 +115,7 @@ def step_time(
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
+    routing: str = "ecmp",
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -130,6 +131,8 @@ def step_time(
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
             ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
+        routing: routing of the collective model's flows: ``ecmp``, ``multipath``,
+            ``spray`` or ``optimized`` (:func:`fabricflow.optimize_routing` per phase).
 
     Example::
 
@@ -189,7 +192,7 @@ def step_time(
             seed=seed,
             gpus_per_node=fabric.gpus_per_node,
         )
-    cache = CollectiveCache(fabric, collectives, field="collectives")
+    cache = CollectiveCache(fabric, collectives, field="collectives", routing=routing)
     comm = _register_groups(cache, where, model, layout)
 
     times = _micro_batch_times(model, gpu, layout, comm)
