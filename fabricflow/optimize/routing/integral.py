@@ -62,7 +62,7 @@ def integral_choice(
     if num_flows == 0 or k == 1:
         return choice, 0
     rows = np.arange(num_flows)
-    inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), np.inf)
+    inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), 0.0)
     load = _loads(paths[rows, choice], size, num_links)
     rounds = 0
     for rounds in range(1, max_rounds + 1):  # noqa: B007 (rounds is reported)
