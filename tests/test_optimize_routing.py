@@ -72,6 +72,7 @@ def test_fractional_makespan_within_2_percent_of_the_lp(seed, k, failed, sizes):
     check_plan_invariants(plan, fabric)
     optimum = lp_makespan(plan.paths, plan.size, fabric.capacity)
     assert optimum <= plan.makespan_s * (1 + 1e-9)  # the LP is a lower bound
+    assert plan.lower_bound_s <= optimum * (1 + 1e-9)  # and so is the forced-load bound
     assert plan.makespan_s <= 1.02 * optimum
     # and the plan beats ECMP's hash on the same flows
     ecmp = ff.route(fabric, src, dst, policy="ecmp", seed=seed).link_load(size)
@@ -278,3 +279,17 @@ def test_capacity_sensitivity_bad_input():
     other = build_fabric(fat_tree_spec(8))
     with pytest.raises(SpecError, match="routes"):
         ff.capacity_sensitivity(other, routes, 1e6)
+
+
+def test_even_split_meeting_the_forced_load_bound_is_returned_without_iterating():
+    # Uniform all-to-all on a non-blocking fat-tree: every NIC link carries its GPU's
+    # bytes whatever the split, and the even split spreads the rest below that.
+    fabric = build_fabric(fat_tree_spec(4, nic="100Gbps"))
+    gpus = np.arange(fabric.num_gpus)
+    src, dst = np.repeat(gpus, 15), np.concatenate([np.delete(gpus, g) for g in gpus])
+    plan = ff.optimize_routing(fabric, src, dst, size=1e6, k=4)
+    assert plan.steps == 0
+    assert plan.makespan_s == pytest.approx(
+        15 * 1e6 / fabric.capacity[fabric.links_of_kind("nic")][0]
+    )
+    assert plan.makespan_s == pytest.approx(plan.lower_bound_s, rel=1e-9)

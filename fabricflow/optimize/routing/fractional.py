@@ -14,8 +14,14 @@ makespan is evaluated at every step and the best split seen is returned, so the 
 never gets worse than the even split it starts from.
 
 Hot path: one ``segment_sum`` over the ``F * K * H`` link entries per step (and its
-transpose, a gather, for the gradient), float32, inside one ``lax.fori_loop``; the step
+transpose, a gather, for the gradient), float32, inside one bounded ``lax.while_loop``; the step
 count and the link count are static, nothing else recompiles.
+
+Early stop: a link that lies on every candidate path of a flow carries that flow whatever
+the split, so the forced bytes give a lower bound on the makespan
+(:func:`forced_lower_bound`; on a Clos, the NIC links of all-to-all traffic). The loop (a
+bounded ``lax.while_loop``) stops when the best split meets it, and is skipped when the
+even split already does.
 """
 
 from __future__ import annotations
@@ -45,7 +51,32 @@ class FractionalResult(NamedTuple):
 
     split: np.ndarray  # float64 [F, K], rows sum to 1, zero on padded paths
     makespan_s: float  # exact max drain time of ``split`` (float64 host evaluation)
-    history: np.ndarray  # float32 [steps] exact makespan (s) at each step
+    history: np.ndarray  # float32 [steps run] exact makespan (s) at each step
+    lower_bound_s: float  # makespan no split over these candidates can beat (s)
+
+
+# Stop once the best makespan is within this factor of the forced-load lower bound (the
+# float32 hot path cannot resolve more).
+BOUND_RTOL = 1e-5
+
+
+def forced_lower_bound(paths: np.ndarray, size: np.ndarray, capacity: np.ndarray) -> float:
+    """Seconds: a lower bound on the makespan of *any* split over ``paths``.
+
+    A link on every candidate path of a flow carries the whole flow whatever the split
+    (the NIC links of a Clos flow, for one); the busiest link counting only such forced
+    bytes cannot drain sooner. When the even split already meets it, it is optimal.
+    """
+    valid = (paths >= 0).any(axis=2)
+    first = paths[:, 0, :]  # every flow has a path in row 0
+    forced = first >= 0
+    for j in range(1, paths.shape[1]):  # loop over the K candidates, not flows
+        inside = np.any(paths[:, j, :, None] == first[:, None, :], axis=1)
+        forced &= inside | ~valid[:, j : j + 1]
+    per_entry = np.broadcast_to(size[:, None], first.shape)[forced]
+    load = np.bincount(first[forced], weights=per_entry, minlength=capacity.shape[0])
+    used = load > 0
+    return float((load[used] / capacity[used]).max(initial=0.0))
 
 
 def default_steps(num_flows: int) -> int:
@@ -95,21 +126,24 @@ def solve_fractional(
     num_links = int(capacity.shape[0])
     valid = (paths >= 0).any(axis=2)
     even = np.where(valid, 1.0 / valid.sum(axis=1, keepdims=True), 0.0)
-    scale = float(drain_times(paths, even, size, capacity).max())
-    if num_flows == 0 or scale == 0.0 or k == 1:
-        return FractionalResult(even, scale, np.full(0, scale, np.float32))
+    scale = float(drain_times(paths, even, size, capacity).max(initial=0.0))
+    bound = forced_lower_bound(paths, size, capacity) if num_flows else 0.0
+    if num_flows == 0 or scale <= bound * (1 + BOUND_RTOL) or k == 1:
+        # nothing to split, or the even split meets the bound: it is optimal
+        return FractionalResult(even, scale, np.full(0, scale, np.float32), bound)
     ids = np.where(paths >= 0, paths, num_links).reshape(-1).astype(np.int32)
     inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), 0.0)
     # Work in units of T0 (drain times ~1) and bytes / (T0 capacity): float32-safe.
     weight = (size / scale).astype(np.float32)
     jitter = np.random.default_rng(seed).normal(0.0, 1e-3, (num_flows, k)).astype(np.float32)
-    best, history = _run(
+    best, history, steps_run = _run(
         jnp.asarray(ids),
         jnp.asarray(weight),
         jnp.asarray(valid),
         jnp.asarray(np.append(inv_cap, 0.0).astype(np.float32)),
         jnp.asarray(jitter),
         jnp.float32(learning_rate),
+        jnp.float32(bound / scale * (1 + BOUND_RTOL)),
         steps=int(steps),
         hops=hops,
     )
@@ -117,7 +151,8 @@ def solve_fractional(
     fractional = float(drain_times(paths, split, size, capacity).max())
     if fractional > scale:  # never return worse than the even split (float32 rounding)
         split, fractional = even, scale
-    return FractionalResult(split, fractional, np.asarray(history) * np.float32(scale))
+    history = np.asarray(history)[: int(steps_run)] * np.float32(scale)
+    return FractionalResult(split, fractional, history, bound)
 
 
 def _softmax_host(logits: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -143,7 +178,9 @@ def link_times(split, ids, weight, inv_cap, hops: int):
 
 
 @functools.partial(jax.jit, static_argnames=("steps", "hops"))
-def _run(ids, weight, valid, inv_cap, logits0, learning_rate, *, steps: int, hops: int):
+def _run(ids, weight, valid, inv_cap, logits0, learning_rate, good_enough, *, steps, hops):
+    """``steps`` adam steps at most (a bounded ``while_loop``), stopping early once the
+    best exact makespan (in units of the even split's) is ``<= good_enough``."""
     optimizer = optax.adam(learning_rate)
     growth = (BETA_END / BETA_START) ** (1.0 / max(steps - 1, 1))
 
@@ -153,8 +190,8 @@ def _run(ids, weight, valid, inv_cap, logits0, learning_rate, *, steps: int, hop
 
     grad_fn = jax.value_and_grad(surrogate, has_aux=True)
 
-    def body(i, carry):
-        logits, state, best_logits, best_value, history = carry
+    def body(carry):
+        i, logits, state, best_logits, best_value, history = carry
         beta = BETA_START * growth ** i.astype(jnp.float32)
         (_, exact), grads = grad_fn(logits, beta)
         better = exact < best_value
@@ -162,6 +199,7 @@ def _run(ids, weight, valid, inv_cap, logits0, learning_rate, *, steps: int, hop
         best_value = jnp.where(better, exact, best_value)
         updates, state = optimizer.update(grads, state, logits)
         return (
+            i + 1,
             optax.apply_updates(logits, updates),
             state,
             best_logits,
@@ -169,15 +207,19 @@ def _run(ids, weight, valid, inv_cap, logits0, learning_rate, *, steps: int, hop
             history.at[i].set(exact),
         )
 
+    def running(carry):
+        return (carry[0] < steps) & (carry[4] > good_enough)
+
     init = (
+        jnp.int32(0),
         logits0,
         optimizer.init(logits0),
         logits0,
         jnp.float32(jnp.inf),
         jnp.zeros(steps, jnp.float32),
     )
-    logits, state, best_logits, best_value, history = jax.lax.fori_loop(0, steps, body, init)
+    steps_run, logits, _, best_logits, best_value, history = jax.lax.while_loop(running, body, init)
     # the final iterate is evaluated too
     final = link_times(masked_softmax(logits, valid), ids, weight, inv_cap, hops).max()
     best_logits = jnp.where(final < best_value, logits, best_logits)
-    return best_logits, history
+    return best_logits, history, steps_run

@@ -56,8 +56,9 @@ def optimize_routing(
             near-shortest on torus and dragonfly).
         objective: ``"makespan"``.
         integral: one path per flow (per-flow path pinning) instead of a split.
-        steps: adam steps (default by problem size: 1500 up to 20k flows, 600 up to
-            200k, 250 beyond).
+        steps: the most adam steps (default by problem size: 1500 up to 20k flows, 600
+            up to 200k, 250 beyond); the run stops early when the split meets the
+            forced-load lower bound (see :mod:`.fractional`).
         learning_rate: adam step size on the logits (default 0.1).
         seed: seed of the candidate choice and of the initial jitter.
 
@@ -150,7 +151,8 @@ def optimize_routing(
         objective=objective,
         integral=bool(integral),
         fractional_makespan_s=solved.makespan_s,
-        steps=int(steps),
+        steps=int(solved.history.size),
+        lower_bound_s=solved.lower_bound_s,
         history=solved.history,
         rounds=rounds,
         seconds=time.perf_counter() - started,

@@ -31,8 +31,11 @@ class RoutingPlan:
         integral: one path per flow (path pinning) rather than a split.
         fractional_makespan_s: the makespan of the fractional solution (equal to
             ``makespan_s`` unless ``integral``).
-        steps: adam steps run; ``history``: float32 ``[steps]`` exact makespan (s) at
-            each step; ``rounds``: local-search rounds of the integral mode (0 otherwise).
+        steps: adam steps run (0 when the even split is already optimal);
+            ``history``: float32 ``[steps]`` exact makespan (s) at each step; ``rounds``:
+            local-search rounds of the integral mode (0 otherwise).
+        lower_bound_s: no split over these candidates has a smaller makespan: the
+            busiest link counting only bytes it carries on every candidate of a flow.
         seconds: wall time of the optimization (candidates, solve, rounding).
     """
 
@@ -47,6 +50,7 @@ class RoutingPlan:
     integral: bool
     fractional_makespan_s: float
     steps: int
+    lower_bound_s: float
     history: np.ndarray
     rounds: int
     seconds: float
