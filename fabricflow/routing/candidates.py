@@ -174,7 +174,7 @@ def distinct_paths(paths: np.ndarray, k: int) -> np.ndarray:
         h = np.zeros((num, draws), np.uint64)
         for i in range(width):  # loop over hop positions (a few), not flows
             h = hashing.splitmix64(h ^ (paths[:, :, i] + 2).astype(np.uint64))
-    valid = (paths >= 0).any(axis=2)
+    valid = np.any(paths >= 0, axis=2)
     same = (h[:, :, None] == h[:, None, :]) & valid[:, None, :]
     earlier = np.tril(np.ones((draws, draws), bool), -1)
     keep = valid & ~np.any(same & earlier[None], axis=2)

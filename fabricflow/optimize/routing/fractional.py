@@ -67,7 +67,7 @@ def forced_lower_bound(paths: np.ndarray, size: np.ndarray, capacity: np.ndarray
     (the NIC links of a Clos flow, for one); the busiest link counting only such forced
     bytes cannot drain sooner. When the even split already meets it, it is optimal.
     """
-    valid = (paths >= 0).any(axis=2)
+    valid = np.any(paths >= 0, axis=2)
     first = paths[:, 0, :]  # every flow has a path in row 0
     forced = first >= 0
     for j in range(1, paths.shape[1]):  # loop over the K candidates, not flows
@@ -124,7 +124,7 @@ def solve_fractional(
     """
     num_flows, k, hops = paths.shape
     num_links = int(capacity.shape[0])
-    valid = (paths >= 0).any(axis=2)
+    valid = np.any(paths >= 0, axis=2)
     even = np.where(valid, 1.0 / valid.sum(axis=1, keepdims=True), 0.0)
     scale = float(drain_times(paths, even, size, capacity).max(initial=0.0))
     bound = forced_lower_bound(paths, size, capacity) if num_flows else 0.0

@@ -57,7 +57,7 @@ def integral_choice(
     """
     num_flows, k, hops = paths.shape
     num_links = capacity.shape[0]
-    valid = (paths >= 0).any(axis=2)
+    valid = np.any(paths >= 0, axis=2)
     choice = np.argmax(np.where(valid, split, -1.0), axis=1)
     if num_flows == 0 or k == 1:
         return choice, 0
