@@ -99,8 +99,8 @@ _DEPRECATED: dict[str, str] = {
 # Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
 # imports as exported; a test checks that both agree.
 __all__ = [
-    "Certificate",
     "CapacitySensitivity",
+    "Certificate",
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
