@@ -293,3 +293,15 @@ def test_even_split_meeting_the_forced_load_bound_is_returned_without_iterating(
         15 * 1e6 / fabric.capacity[fabric.links_of_kind("nic")][0]
     )
     assert plan.makespan_s == pytest.approx(plan.lower_bound_s, rel=1e-9)
+
+
+def test_cli_collective_accepts_routing_optimized(capsys):
+    import json
+
+    from fabricflow.cli import main
+
+    argv = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_to_all", "--gpus"]
+    argv += ["32", "--minbytes", "16MiB", "--maxbytes", "16MiB", "--routing", "optimized"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["routing"] == "optimized" and out["rows"][0]["time_s"] > 0
