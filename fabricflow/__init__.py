@@ -54,6 +54,11 @@ _EXPORTS: dict[str, str] = {
     "collective_time": "fabricflow.collective.model",
     "CollectiveResult": "fabricflow.collective.model",
     "busbw_factor": "fabricflow.collective.ops",
+    # routing optimization
+    "optimize_routing": "fabricflow.optimize.routing.optimize",
+    "RoutingPlan": "fabricflow.optimize.routing.plan",
+    "capacity_sensitivity": "fabricflow.optimize.routing.sensitivity",
+    "CapacitySensitivity": "fabricflow.optimize.routing.sensitivity",
     # training step
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
@@ -98,6 +103,7 @@ _DEPRECATED: dict[str, str] = {
 # Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
 # imports as exported; a test checks that both agree.
 __all__ = [
+    "CapacitySensitivity",
     "Certificate",
     "CollectiveResult",
     "Completion",
@@ -115,6 +121,7 @@ __all__ = [
     "Placement",
     "Routes",
     "RoutingError",
+    "RoutingPlan",
     "SolverError",
     "SolverStatus",
     "SpecError",
@@ -122,6 +129,7 @@ __all__ = [
     "Transport",
     "build_fabric",
     "busbw_factor",
+    "capacity_sensitivity",
     "certify_max_min",
     "collective_time",
     "complete_flows",
@@ -138,6 +146,7 @@ __all__ = [
     "max_min_solution",
     "memory_per_gpu",
     "optimize_layout",
+    "optimize_routing",
     "parse_bandwidth",
     "parse_size",
     "parse_time",
@@ -206,6 +215,9 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
+    from .optimize.routing.optimize import optimize_routing
+    from .optimize.routing.plan import RoutingPlan
+    from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
     from .optimize.search import LayoutSearch, optimize_layout
     from .routing.route import route
     from .routing.routes import Routes

@@ -78,7 +78,14 @@ def solve_phase(
     )[valid]
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
     try:
-        routes = route(fabric, src, dst, policy=routing, seed=seed)
+        if routing == "optimized":  # split over candidate paths to minimize the makespan
+            from ..optimize.routing.optimize import optimize_routing
+
+            routes = optimize_routing(
+                fabric, src, dst, size=phase.hop_load[valid], seed=seed
+            ).routes()
+        else:
+            routes = route(fabric, src, dst, policy=routing, seed=seed)
     except SpecError as error:
         if error.field != "policy":
             raise

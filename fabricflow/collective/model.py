@@ -30,7 +30,8 @@ from .ops import busbw_factor, canonical_op
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
 # compact form of "spray" with the same rates), one hashed path per flow (ecmp) otherwise.
-ROUTINGS = ("auto", "ecmp", "multipath", "spray", "adaptive")
+# "optimized": each phase's hops split over candidate paths (fabricflow.optimize_routing).
+ROUTINGS = ("auto", "ecmp", "multipath", "spray", "adaptive", "optimized")
 # Most channels per group: each one multiplies the flows routed and solved (NCCL uses <= 64).
 MAX_CHANNELS = 64
 
@@ -435,10 +436,12 @@ def collective_time(
             :func:`fabricflow.fabric.transport.routing_for`: ``adaptive`` for InfiniBand or
             Ethernet with adaptive routing on a Clos, ``ecmp`` for RoCEv2 and fabrics
             without adaptive routing), ``ecmp`` (hashed single path per flow),
-            ``multipath``, ``spray`` (every equal-cost path listed) or ``adaptive`` (the
+            ``multipath``, ``spray`` (every equal-cost path listed), ``adaptive`` (the
             same rates as ``spray``, one representative link per hop level: bottleneck
-            links then name one link of each saturated set); an explicit policy
-            overrides the transport.
+            links then name one link of each saturated set) or ``optimized`` (each phase's
+            hops split over candidate paths to minimize the busiest link's load,
+            :func:`fabricflow.optimize_routing`); an explicit policy overrides the
+            transport.
         seed: ECMP hash seed.
         channels: channels per group (default: 2 per rail for ring/tree; 1 per pair for
             all-to-all and send/recv).

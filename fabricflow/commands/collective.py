@@ -55,9 +55,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--routing",
         default="auto",
-        help="auto|ecmp|multipath|spray|adaptive (default auto: what the fabric's transport "
-        "does, an even split over all equal-cost paths under adaptive routing on a Clos, "
-        "per-flow ECMP otherwise)",
+        help="auto|ecmp|multipath|spray|adaptive|optimized (default auto: what the fabric's "
+        "transport does, an even split over all equal-cost paths under adaptive routing on "
+        "a Clos, per-flow ECMP otherwise; optimized: paths chosen by the routing optimizer)",
     )
     parser.add_argument(
         "--channels",

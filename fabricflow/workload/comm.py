@@ -82,6 +82,7 @@ def prepare(
     seed: int = 0,
     algo: str = "auto",
     fingerprint: str | None = None,
+    routing: str = "auto",
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
@@ -117,7 +118,7 @@ def prepare(
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
     solved = structure_cache.prepared_collective(
-        fabric, op, groups, algo=algo, seed=seed, fingerprint=fingerprint
+        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint
     )
     prepared = solved.prepared
 
@@ -324,11 +325,17 @@ class CollectiveCache:
         field: str = "backend",
         seed: int = 0,
         algorithms: dict[str, str] | None = None,
+        routing: str = "auto",
     ):
+        from ..collective.model import ROUTINGS
+
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
+        if routing not in ROUTINGS:  # checked here: the alpha-beta backend never routes
+            raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
         self.fabric: Fabric = fabric
         self.seed: int = int(seed)
+        self.routing: str = routing  # the collective model's routing
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
         self.field: str = field
@@ -354,7 +361,7 @@ class CollectiveCache:
         self.groups[name] = np.asarray(groups, dtype=np.int64)
 
     def structure_key(self) -> tuple | None:
-        """What every time of this cache depends on (fabric fingerprint, routing seed,
+        """What every time of this cache depends on (fabric fingerprint, routing and its seed,
         algorithms, each registered group set's digest), or ``None`` without the fabric
         backend."""
         fingerprint = self._fingerprint()
@@ -362,6 +369,7 @@ class CollectiveCache:
             return None
         return (
             fingerprint,
+            self.routing,
             self.seed,
             tuple(sorted(self.algorithms.items())),
             tuple(
@@ -401,6 +409,7 @@ class CollectiveCache:
                 seed=self.seed,
                 algo=algo,
                 fingerprint=self._fingerprint(),
+                routing=self.routing,
             )
         return self._prepared[(name, op)]
 

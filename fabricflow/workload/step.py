@@ -142,6 +142,7 @@ def step_time(
     seeds: int | None = None,
     coupling: bool = True,
     algorithms: dict[str, str] | None = None,
+    routing: str = "auto",
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -172,6 +173,10 @@ def step_time(
             ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
         coupling: ``False`` times each dimension's collectives alone (the model before
             the coupling; faster, never slower a step), for comparison.
+        routing: routing of the collective model's flows: ``auto`` (the fabric's
+            transport: adaptive spraying or per-flow ECMP), ``ecmp``, ``multipath``,
+            ``spray``, ``adaptive`` or ``optimized`` (:func:`fabricflow.optimize_routing`
+            per phase).
 
     Traffic of different dimensions that overlaps in time shares the fabric
     (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
@@ -248,7 +253,9 @@ def step_time(
             model=model,
         )
     comm = _register_groups(
-        CollectiveCache(fabric, collectives, field="collectives", algorithms=algorithms),
+        CollectiveCache(
+            fabric, collectives, field="collectives", algorithms=algorithms, routing=routing
+        ),
         where,
         model,
         layout,
@@ -270,7 +277,12 @@ def step_time(
         per_seed = [total]
         for route_seed in range(1, num_seeds):
             cache = CollectiveCache(
-                fabric, collectives, field="collectives", seed=route_seed, algorithms=algorithms
+                fabric,
+                collectives,
+                field="collectives",
+                seed=route_seed,
+                algorithms=algorithms,
+                routing=routing,
             )
             per_seed.append(
                 sum(
