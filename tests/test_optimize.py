@@ -153,6 +153,25 @@ def test_contention_changes_the_optimum(model, oversubscribed):
     assert retimed.step_time_s > 1.1 * aware.best.step_time_s
 
 
+def test_routing_is_a_knob(model, oversubscribed):
+    """'Best layout with optimized routing vs with ECMP' is one search over the routing."""
+    space = {"tp": [1, 2], "pp": [1, 2], "routing": ["ecmp", "optimized"]}
+    options = dict(gpus=32, global_batch=64, seq_len=SEQ, top_k=8)
+    both = optimize_layout(model, GPU, oversubscribed, space=space, **options)
+    assert both.exhaustive
+    routings = {kwargs.get("routing", "auto") for kwargs, _ in both.top}
+    assert routings == {"ecmp", "optimized"}  # both policies were timed
+    ecmp = optimize_layout(
+        model, GPU, oversubscribed, space={**space, "routing": ["ecmp"]}, **options
+    )
+    # a search over both is never worse than ECMP alone, and re-times to its own answer
+    assert both.best.step_time_s <= ecmp.best.step_time_s
+    retimed = ff.step_time(model, GPU, fabric=oversubscribed, **both.best_kwargs)
+    assert retimed.step_time_s == pytest.approx(both.best.step_time_s, rel=1e-12)
+    with pytest.raises(SpecError, match="routing"):
+        optimize_layout(model, GPU, oversubscribed, fixed={"routing": "bogus"}, **options)
+
+
 def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed, tmp_path):
     space = {"tp": [1, 2], "pp": [1, 2], "micro_batch": [1]}
     search = optimize_layout(

@@ -544,6 +544,9 @@ class _Visit:
         out: dict = {"layout": layout, "order": order, "placement": placement}
         if placement == "scattered":
             out["seed"] = self.seed
+        routing = _value(table, "routing", key, combo)
+        if routing != "auto":
+            out["routing"] = routing
         algorithms = {}
         for dim in ("tp", "cp", "ep", "pp", "dp"):
             algo = _value(table, f"algo_{dim}", key, combo)

@@ -2,7 +2,8 @@
 
 A knob is a :class:`~fabricflow.workload.layout.Layout` field (read from the dataclass, so a
 field added to ``Layout`` can be pinned or searched without a change here), or one of the
-step options ``order``, ``placement`` and ``algo_<dim>`` (the collective algorithm of
+step options ``order``, ``placement``, ``routing`` (the collective model's routing policy, e.g.
+``ecmp`` or ``optimized``) and ``algo_<dim>`` (the collective algorithm of
 dimension ``tp``, ``cp``, ``ep``, ``pp`` or ``dp``). ``dp`` follows from the GPU count;
 ``global_batch`` and ``seq_len`` are arguments of the search, not knobs.
 """
@@ -25,7 +26,7 @@ from ..workload.model import ModelSpec
 
 # Set by the search's arguments, never by fixed/space.
 ARGUMENT_FIELDS = ("global_batch", "seq_len")
-STEP_KNOBS = ("order", "placement")
+STEP_KNOBS = ("order", "placement", "routing")
 ALGO_KNOBS = tuple(f"algo_{dim}" for dim in DIMENSION_OPS)
 # Knobs that change neither compute nor memory, only how communication is timed or hidden:
 # they multiply the candidates without multiplying the analytic work.
@@ -67,6 +68,7 @@ def default_value(knob: str) -> Any:
     fields = layout_fields()
     if knob in fields:
         return fields[knob].default
+    # routing "auto": what the fabric's transport does (adaptive spraying or per-flow ECMP)
     return {"order": "tp-cp-ep-dp-pp", "placement": "contiguous"}.get(knob, "auto")
 
 
@@ -109,6 +111,11 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
         return word.lower()
     if knob == "placement" and word not in placements():
         raise SpecError(where, f"unknown placement {word!r}; one of {list(placements())}")
+    if knob == "routing":
+        from ..collective.model import ROUTINGS
+
+        if word not in ROUTINGS:
+            raise SpecError(where, f"unknown routing {word!r}; one of {list(ROUTINGS)}")
     if knob.startswith("algo_"):
         from ..workload.comm import check_algorithms
 
