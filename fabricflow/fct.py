@@ -1,0 +1,239 @@
+"""``ff.flow_completion_times``: per-flow completion times at fluid or packet fidelity.
+
+``fidelity="fluid"`` is the max-min event engine
+(:func:`fabricflow.solve.completion.complete_flows`, unchanged) plus propagation.
+``fidelity="packet"`` adds the packet-level effects that make a packet simulator's flows
+slower, each a separate, physical mechanism (docs/fct.md):
+
+* framing: ``mtu``-byte packets with ``header`` bytes each (:mod:`.solve.packet.overheads`);
+* store-and-forward: one packet serialization per hop beyond the narrowest one;
+* the ACK return over the reverse path;
+* with PFC on and no congestion control: per-input-port arbitration and PFC
+  head-of-line blocking (victim flows, pause spreading) (:mod:`.solve.packet.pfc_hol`).
+  With ``cc="dcqcn"`` the senders converge to their fair share, so the transfer is the
+  max-min one and PFC pauses only in transients, which are not modeled.
+
+Times: ``fct`` runs from the flow's start until the sender receives the ACK of its last
+byte; ``delivered`` until the last byte reaches the receiver. Both include propagation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from .errors import SpecError
+from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
+
+FIDELITIES = ("fluid", "packet")
+CC_CHOICES = ("none", "dcqcn")
+MECHANISMS = ("latency", "serialization", "bandwidth_share", "pfc_hol")
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowTimes:
+    """Per-flow completion times.
+
+    Attributes:
+        fct: float64 ``[F]`` seconds from start to the sender's receipt of the last ACK.
+        delivered: float64 ``[F]`` seconds from start to the last byte at the receiver.
+        components: name -> float64 ``[F]`` seconds: ``propagation`` (forward),
+            ``store_forward``, ``ack`` (the last ACK's trip back), ``serialization``
+            (wire bytes at the narrowest link's rate), ``bandwidth_share`` (extra transfer
+            time from max-min sharing), ``pfc_hol`` (extra transfer time from port
+            arbitration and PFC blocking beyond max-min; negative where a flow gains).
+            ``fct`` is their sum.
+        dominant: str ``[F]``: the mechanism with the largest share of each flow's time:
+            ``latency`` (propagation + store-and-forward + ACK), ``serialization``,
+            ``bandwidth_share`` or ``pfc_hol``.
+        fidelity: ``"fluid"`` or ``"packet"``. settings: the options used.
+        seconds: wall time of the solve (``solve``) and the whole call (``total``).
+        events: rate solves of the transfer engine.
+    """
+
+    fct: np.ndarray
+    delivered: np.ndarray
+    components: dict
+    dominant: np.ndarray
+    fidelity: str
+    settings: dict
+    seconds: dict
+    events: int
+
+    def percentiles(self, scale: float = 1e6) -> dict:
+        """``{"p50", "p90", "p99", "max", "mean"}`` of ``fct`` times ``scale`` (default µs)."""
+        return percentiles(self.fct, scale)
+
+    def dominant_counts(self) -> dict:
+        """Flows per dominant mechanism."""
+        return {name: int(np.sum(self.dominant == name)) for name in MECHANISMS}
+
+
+def percentiles(values: np.ndarray, scale: float = 1e6) -> dict:
+    """``{"p50", "p90", "p99", "max", "mean"}`` of ``values * scale`` (linear interpolation)."""
+    values = np.asarray(values, np.float64) * scale
+    if values.size == 0:
+        return {key: None for key in ("p50", "p90", "p99", "max", "mean")}
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(values.max()),
+        "mean": float(values.mean()),
+    }
+
+
+def flow_completion_times(
+    fabric,
+    routes,
+    size,
+    *,
+    start=None,
+    fidelity: str = "fluid",
+    pfc: bool = True,
+    cc: str = "none",
+    packet: PacketParams | None = None,
+    mode: str = "exact",
+    eps: float | None = None,
+) -> FlowTimes:
+    """Completion time of every flow of ``routes`` on ``fabric``.
+
+    Args:
+        fabric: :class:`~fabricflow.Fabric`. routes: :class:`~fabricflow.Routes` of it.
+        size: ``[F]`` (or a scalar for all flows) payload bytes, finite and > 0.
+        start: ``[F]`` start times in seconds, >= 0 (default all 0).
+        fidelity: ``"fluid"`` (max-min engine + propagation) or ``"packet"``.
+        pfc: lossless fabric (PFC on). ``pfc=False`` needs ``cc="dcqcn"``: a lossy fabric
+            without congestion control drops packets, and retransmission is not modeled.
+        cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
+        packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
+            packets, 64-B headers, 64-B ACKs); packet fidelity only.
+        mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`); in the
+            PFC engine ``eps`` is its completion window (default 0.002).
+
+    Returns:
+        :class:`FlowTimes`.
+
+    Raises:
+        SpecError: bad sizes, starts, fidelity, cc, or PFC off without congestion
+            control; multipath routes (``coef``) with the PFC engine, which follows one
+            path per flow.
+    """
+    from .solve.completion import complete_flows
+
+    began = time.perf_counter()
+    if fidelity not in FIDELITIES:
+        raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
+    if cc not in CC_CHOICES:
+        raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
+    if not isinstance(pfc, (bool, np.bool_)):
+        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
+    if not pfc and cc == "none":
+        raise SpecError(
+            "pfc",
+            "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
+            "packets and their retransmission is not modeled; allowed: pfc on, or cc dcqcn",
+        )
+    links = np.asarray(routes.links)
+    num_flows = links.shape[0]
+    size = _flow_values("size", size, num_flows, positive=True)
+    start = np.zeros(num_flows) if start is None else _flow_values("start", start, num_flows)
+    params = (PacketParams() if packet is None else packet).validate()
+    capacity = np.asarray(fabric.capacity, np.float64)
+    latency = np.asarray(fabric.latency, np.float64)
+    reverse = reverse_links(fabric.link_src, fabric.link_dst)
+
+    packet_mode = fidelity == "packet"
+    if packet_mode:
+        wire, first = wire_bytes(size, params)
+    else:
+        wire, first = size, np.zeros(num_flows)
+    costs = path_costs(links, capacity, latency, first, params, reverse)
+    solve_began = time.perf_counter()
+    fair = complete_flows(
+        links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps
+    )
+    fair_time = np.asarray(fair.finish_time, np.float64) - start
+    events = int(fair.events)
+    transfer = fair_time
+    if packet_mode and cc == "none":
+        from .solve.packet.events import complete_lossless
+
+        if routes.coef is not None:
+            raise SpecError(
+                "routes",
+                "the PFC engine (packet fidelity, cc 'none') follows one path per flow; "
+                "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
+            )
+        lossless = complete_lossless(
+            links, capacity, wire, start, eps=0.002 if eps is None else eps
+        )
+        transfer = lossless.finish_time - start
+        events = lossless.events
+    solve_s = time.perf_counter() - solve_began
+
+    serialization = wire / costs["min_capacity"]
+    if packet_mode:
+        ack, store_forward = costs["ack"], costs["store_forward"]
+    else:  # the fluid model: propagation both ways, no packets
+        ack = _reverse_propagation(links, latency, reverse)
+        store_forward = np.zeros(num_flows)
+    components = {
+        "propagation": costs["propagation"],
+        "store_forward": store_forward,
+        "ack": ack,
+        "serialization": serialization,
+        "bandwidth_share": fair_time - serialization,
+        "pfc_hol": transfer - fair_time,
+    }
+    delivered = transfer + costs["propagation"] + store_forward
+    fct = delivered + ack
+    shares = np.stack(
+        [
+            costs["propagation"] + store_forward + ack,
+            serialization,
+            components["bandwidth_share"],
+            components["pfc_hol"],
+        ]
+    )
+    dominant = np.asarray(MECHANISMS)[np.argmax(shares, axis=0)]
+    settings = {
+        "fidelity": fidelity,
+        "pfc": bool(pfc),
+        "cc": cc,
+        "mtu_bytes": params.mtu if packet_mode else None,
+        "header_bytes": params.header if packet_mode else None,
+        "ack_bytes": params.ack_bytes if packet_mode else None,
+    }
+    seconds = {"solve": solve_s, "total": time.perf_counter() - began}
+    return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, events)
+
+
+def _reverse_propagation(links, latency, reverse) -> np.ndarray:
+    valid = links >= 0
+    safe = np.where(valid, links, 0)
+    back = np.where(reverse[safe] >= 0, reverse[safe], safe)
+    return np.where(valid, latency[back], 0.0).sum(axis=1)
+
+
+def _flow_values(name: str, values, num_flows: int, *, positive: bool = False) -> np.ndarray:
+    """float64 ``[F]`` from a scalar or an ``[F]`` array; finite, ``> 0`` or ``>= 0``."""
+    try:
+        array = np.asarray(values, np.float64)
+    except (TypeError, ValueError) as error:
+        raise SpecError(name, f"must be numbers, got {values!r}") from error
+    if array.ndim == 0:
+        array = np.full(num_flows, float(array))
+    if array.shape != (num_flows,):
+        raise SpecError(name, f"must be a scalar or have shape [{num_flows}], got {array.shape}")
+    bad = ~np.isfinite(array) | ((array <= 0) if positive else (array < 0))
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        need = "finite and > 0 bytes" if positive else "finite and >= 0 seconds"
+        raise SpecError(
+            name, f"must be {need}; flow {index} has {array[index]!r} ({int(bad.sum())} bad)"
+        )
+    return array
