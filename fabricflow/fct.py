@@ -9,7 +9,7 @@ slower, each a separate, physical mechanism (docs/fct.md):
 * store-and-forward: one packet serialization per hop beyond the narrowest one;
 * the ACK return over the reverse path;
 * with PFC on and no congestion control: per-input-port arbitration and PFC
-  head-of-line blocking (victim flows, pause spreading) (:mod:`.solve.packet.pfc_hol`).
+  head-of-line blocking (victim flows, pause spreading) (:mod:`.solve.packet.pfc_queues`).
   With ``cc="dcqcn"`` the senders converge to their fair share, so the transfer is the
   max-min one and PFC pauses only in transients, which are not modeled.
 
@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from .errors import SpecError
+from .solve.dcqcn.params import PFCParams
 from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
 
 FIDELITIES = ("fluid", "packet")
@@ -93,11 +94,13 @@ def flow_completion_times(
     *,
     start=None,
     fidelity: str = "fluid",
-    pfc: bool = True,
+    pfc: bool | PFCParams = True,
     cc: str = "none",
     packet: PacketParams | None = None,
     mode: str = "exact",
     eps: float | None = None,
+    dt: float | None = None,
+    max_steps: int = 50_000_000,
 ) -> FlowTimes:
     """Completion time of every flow of ``routes`` on ``fabric``.
 
@@ -106,13 +109,16 @@ def flow_completion_times(
         size: ``[F]`` (or a scalar for all flows) payload bytes, finite and > 0.
         start: ``[F]`` start times in seconds, >= 0 (default all 0).
         fidelity: ``"fluid"`` (max-min engine + propagation) or ``"packet"``.
-        pfc: lossless fabric (PFC on). ``pfc=False`` needs ``cc="dcqcn"``: a lossy fabric
+        pfc: lossless fabric (PFC on, default thresholds), a
+            :class:`~fabricflow.PFCParams` (PFC on with its static ``xoff`` and
+            ``hysteresis``), or ``False``, which needs ``cc="dcqcn"``: a lossy fabric
             without congestion control drops packets, and retransmission is not modeled.
         cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
             packets, 64-B headers, 64-B ACKs); packet fidelity only.
-        mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`); in the
-            PFC engine ``eps`` is its completion window (default 0.002).
+        mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`).
+        dt: step of the PFC engine in seconds (default one ``mtu`` packet's time on the
+            fastest link used). max_steps: its loop bound.
 
     Returns:
         :class:`FlowTimes`.
@@ -129,8 +135,13 @@ def flow_completion_times(
         raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
     if cc not in CC_CHOICES:
         raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
-    if not isinstance(pfc, (bool, np.bool_)):
-        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
+    if isinstance(pfc, PFCParams):
+        pfc.validate()
+        pfc_params, pfc = pfc, True
+    elif isinstance(pfc, (bool, np.bool_)):
+        pfc_params = PFCParams()
+    else:
+        raise SpecError("pfc", f"must be True, False or a PFCParams, got {pfc!r}")
     if not pfc and cc == "none":
         raise SpecError(
             "pfc",
@@ -159,20 +170,17 @@ def flow_completion_times(
     fair_time = np.asarray(fair.finish_time, np.float64) - start
     events = int(fair.events)
     transfer = fair_time
+    pfc_info: dict = {}
     if packet_mode and cc == "none":
-        from .solve.packet.events import complete_lossless
-
         if routes.coef is not None:
             raise SpecError(
                 "routes",
                 "the PFC engine (packet fidelity, cc 'none') follows one path per flow; "
                 "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
             )
-        lossless = complete_lossless(
-            links, capacity, wire, start, eps=0.002 if eps is None else eps
+        transfer, events, pfc_info = _lossless_transfer(
+            links, capacity, wire, start, params, pfc_params, dt, max_steps
         )
-        transfer = lossless.finish_time - start
-        events = lossless.events
     solve_s = time.perf_counter() - solve_began
 
     serialization = wire / costs["min_capacity"]
@@ -208,8 +216,68 @@ def flow_completion_times(
         "header_bytes": params.header if packet_mode else None,
         "ack_bytes": params.ack_bytes if packet_mode else None,
     }
+    settings.update(pfc_info)
     seconds = {"solve": solve_s, "total": time.perf_counter() - began}
     return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, events)
+
+
+def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max_steps):
+    """Transfer times (s, ``[F]``), steps, and settings of the PFC queue engine."""
+    import jax
+
+    from .errors import SolverError
+    from .solve.packet.pfc_queues import build_groups, simulate_lossless
+    from .solve.status import Status
+
+    xoff = float(np.max(pfc_params.xoff))
+    xon = xoff - float(np.max(pfc_params.hysteresis))
+    if xoff < params.mtu:
+        raise SpecError(
+            "pfc.xoff",
+            f"must hold at least one packet (mtu {params.mtu:g} bytes) for the queues to "
+            f"move, got {xoff:g} bytes",
+        )
+    used = np.unique(links[links >= 0])
+    if dt is None:
+        dt = params.mtu / capacity[used].max()
+    elif isinstance(dt, bool) or not np.isfinite(dt) or dt <= 0:
+        raise SpecError("dt", f"must be a time > 0 seconds, got {dt!r}")
+    if isinstance(max_steps, bool) or not 1 <= int(max_steps) <= 2**31 - 1:
+        raise SpecError("max_steps", f"must be an integer in 1..2**31-1, got {max_steps!r}")
+    groups = build_groups(links, capacity.shape[0])
+    with jax.enable_x64(True):
+        run = jax.block_until_ready(
+            simulate_lossless(
+                groups,
+                capacity,
+                wire,
+                start,
+                dt=dt,
+                xoff=xoff,
+                xon=xon,
+                max_steps=int(max_steps),
+            )
+        )
+    status = Status(int(run.status))
+    if status != Status.CONVERGED:
+        raise SolverError(
+            f"flow_completion_times: the PFC engine stopped after {int(run.steps)} steps of "
+            f"{dt:.3g} s: {status.message.replace('max_iters', 'max_steps')}"
+        )
+    finish = np.asarray(run.finish_time, np.float64)
+    info = {
+        "dt_s": float(dt),
+        "pfc_xoff_bytes": xoff,
+        "pfc_xon_bytes": xon,
+        "steps": int(run.steps),
+        "links_ever_paused": int(np.sum(np.asarray(run.paused_fraction) > 0)),
+        "mean_pause_fraction_paused_links": float(
+            np.mean(np.asarray(run.paused_fraction)[np.asarray(run.paused_fraction) > 0])
+        )
+        if np.any(np.asarray(run.paused_fraction) > 0)
+        else 0.0,
+    }
+    return finish - start, int(run.steps), info
 
 
 def _reverse_propagation(links, latency, reverse) -> np.ndarray:

@@ -4,8 +4,8 @@ One module per mechanism, each testable on its own:
 
 * :mod:`.overheads`: MTU and header bytes, store-and-forward serialization per hop,
   propagation and the ACK return path (fixed per-flow costs).
-* :mod:`.pfc_hol`: the lossless steady state without congestion control: per-input-port
-  round-robin arbitration at each egress and PFC head-of-line blocking of the ingress
-  queues (victim flows), solved as a fixed point.
-* :mod:`.events`: the event-driven completion loop over those steady-state rates.
+* :mod:`.pfc_queues`: a lossless fabric without congestion control: per-input-port
+  round-robin arbitration at each egress, PFC pauses of ingress links at XOFF/XON,
+  head-of-line blocking (victim flows) and pause spreading, as a time-stepped fluid of
+  per-hop queues.
 """
