@@ -164,9 +164,7 @@ def flow_completion_times(
         wire, first = size, np.zeros(num_flows)
     costs = path_costs(links, capacity, latency, first, params, reverse)
     solve_began = time.perf_counter()
-    fair = complete_flows(
-        links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps
-    )
+    fair = complete_flows(links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps)
     fair_time = np.asarray(fair.finish_time, np.float64) - start
     events = int(fair.events)
     transfer = fair_time

@@ -46,40 +46,64 @@ from ..status import Status
 
 
 class Groups(NamedTuple):
-    """Host-side structure of the arbitration groups (numpy, static per flow set).
+    """Host-side structure of the hop entries and arbitration groups (numpy, static per
+    flow set). Entries ``e`` are the valid ``(flow, hop)`` pairs sorted by group, and
+    groups are sorted by egress link, so the per-step sums are sorted segment sums.
 
     Attributes:
-        hop_group: int32 ``[F, H]`` group of each hop, ``G`` for padding.
-        group_link: int32 ``[G]`` egress link of each group.
-        hop_ingress: int32 ``[F, H]`` link the bytes at this hop came in over (the
-            previous hop's link), ``L`` at the first hop and for padding.
-        last_hop: int32 ``[F]`` index of each flow's last valid hop.
+        entry_group: int32 ``[E]`` group of each entry (non-decreasing).
+        entry_prev: int32 ``[E]`` entry of the same flow's previous hop (``E`` if none).
+        entry_ingress: int32 ``[E]`` link the entry's bytes came in over (``L`` if none).
+        entry_flow: int32 ``[E]`` flow of each entry.
+        entry_first: bool ``[E]`` whether the entry is its flow's first hop.
+        entry_last: bool ``[E]`` whether the entry is its flow's last hop.
+        flow_last: int32 ``[F]`` entry of each flow's last hop.
+        flow_hops: int32 ``[F]`` hops of each flow.
+        group_link: int32 ``[G]`` egress link of each group (non-decreasing).
     """
 
-    hop_group: np.ndarray
+    entry_group: np.ndarray
+    entry_prev: np.ndarray
+    entry_ingress: np.ndarray
+    entry_flow: np.ndarray
+    entry_first: np.ndarray
+    entry_last: np.ndarray
+    flow_last: np.ndarray
+    flow_hops: np.ndarray
     group_link: np.ndarray
-    hop_ingress: np.ndarray
-    last_hop: np.ndarray
 
 
 def build_groups(links: np.ndarray, num_links: int) -> Groups:
-    """(egress link, input port) groups of ``[F, H]`` paths (``-1`` padded, no gaps)."""
+    """Entries and (egress link, input port) groups of ``[F, H]`` paths (``-1`` padded
+    at the end of each row). The input port of hop ``h >= 1`` is the link of hop
+    ``h - 1``; at the first hop it is the flow's own queue pair."""
     links = np.asarray(links, np.int64)
     num_flows, num_hops = links.shape
     valid = links >= 0
     own = num_links + np.arange(num_flows, dtype=np.int64)[:, None]
     prev = np.concatenate([own, links[:, :-1]], axis=1)
-    port_key = np.where(valid, prev, -1)
-    group_key = links[valid] * (num_links + num_flows + 1) + port_key[valid]
-    keys, inverse = np.unique(group_key, return_inverse=True)
-    hop_group = np.full(links.shape, keys.size, np.int64)
-    hop_group[valid] = inverse
-    ingress = np.where(valid & (prev < num_links), prev, num_links)
+    stride = num_links + num_flows + 1
+    flow, hop = np.nonzero(valid)
+    group_key = links[flow, hop] * stride + prev[flow, hop]
+    keys, group = np.unique(group_key, return_inverse=True)
+    order = np.argsort(group, kind="stable")
+    flow, hop, group = flow[order], hop[order], group[order]
+    num_entries = flow.size
+    entry_of = np.full(links.shape, num_entries, np.int64)
+    entry_of[flow, hop] = np.arange(num_entries)
+    hops = valid.sum(axis=1)
+    entry_prev = np.where(hop > 0, entry_of[flow, np.maximum(hop - 1, 0)], num_entries)
+    ingress = np.where(hop > 0, prev[flow, hop], num_links)
     return Groups(
-        hop_group.astype(np.int32),
-        (keys // (num_links + num_flows + 1)).astype(np.int32),
+        group.astype(np.int32),
+        entry_prev.astype(np.int32),
         ingress.astype(np.int32),
-        (valid.sum(axis=1) - 1).astype(np.int32),
+        flow.astype(np.int32),
+        hop == 0,
+        hop == hops[flow] - 1,
+        entry_of[np.arange(num_flows), np.maximum(hops - 1, 0)].astype(np.int32),
+        hops.astype(np.int32),
+        (keys // stride).astype(np.int32),
     )
 
 
@@ -122,10 +146,7 @@ def simulate_lossless(
     """
     dtype = jnp.float64 if jax.config.x64_enabled else jnp.float32
     return _simulate(
-        jnp.asarray(groups.hop_group),
-        jnp.asarray(groups.group_link),
-        jnp.asarray(groups.hop_ingress),
-        jnp.asarray(groups.last_hop),
+        *(jnp.asarray(a) for a in groups),
         jnp.asarray(capacity, dtype),
         jnp.asarray(size, dtype),
         jnp.asarray(start, dtype),
@@ -139,18 +160,23 @@ def simulate_lossless(
 
 def _water_level(queued, group_link, budget, num_links, newton_steps):
     """Bytes each group sends this step: ``min(Q_g, lam_l)`` with the level ``lam_l``
-    solving ``sum_g min(Q_g, lam_l) = min(budget_l, sum_g Q_g)`` (Newton from below on a
-    concave piecewise-linear function: every step stays feasible)."""
-    has = queued > 0
-    count = jax.ops.segment_sum(has.astype(queued.dtype), group_link, num_links)
-    total = jax.ops.segment_sum(queued, group_link, num_links)
+    solving ``sum_g min(Q_g, lam_l) = min(budget_l, sum_g Q_g)``: Newton from below on a
+    concave piecewise-linear function, so every iterate is feasible (never sends more
+    than the budget) and each step passes at least one breakpoint."""
+
+    def link_sums(a, b):  # two sorted segment sums in one pass
+        both = jax.ops.segment_sum(
+            jnp.stack([a, b], axis=1), group_link, num_links, indices_are_sorted=True
+        )
+        return both[:, 0], both[:, 1]
+
+    count, total = link_sums((queued > 0).astype(queued.dtype), queued)
     over = total > budget
     level = budget / jnp.maximum(count, 1)
 
     def step(_, level):
         at = level[group_link]
-        filled = jax.ops.segment_sum(jnp.minimum(queued, at), group_link, num_links)
-        above = jax.ops.segment_sum((queued > at).astype(queued.dtype), group_link, num_links)
+        filled, above = link_sums(jnp.minimum(queued, at), (queued > at).astype(queued.dtype))
         return jnp.where(over, level + (budget - filled) / jnp.maximum(above, 1), level)
 
     level = jax.lax.fori_loop(0, newton_steps, step, level)
@@ -159,10 +185,15 @@ def _water_level(queued, group_link, budget, num_links, newton_steps):
 
 @jax.jit(static_argnames=("newton_steps",))
 def _simulate(
-    hop_group,
+    entry_group,
+    entry_prev,
+    entry_ingress,
+    entry_flow,
+    entry_first,
+    entry_last,
+    flow_last,
+    flow_hops,
     group_link,
-    hop_ingress,
-    last_hop,
     capacity,
     size,
     start,
@@ -172,39 +203,36 @@ def _simulate(
     max_steps,
     newton_steps,
 ) -> QueueRun:
-    num_flows, num_hops = hop_group.shape
+    num_flows = size.shape[0]
+    num_entries = entry_group.shape[0]
     num_links = capacity.shape[0]
     num_groups = group_link.shape[0]
     dtype = capacity.dtype
-    valid = hop_group < num_groups
-    flat_group = hop_group.ravel()
-    flat_ingress = hop_ingress.ravel()
-    is_last = jnp.arange(num_hops)[None, :] == last_hop[:, None]
     budget_full = capacity * dt
     inf = jnp.asarray(jnp.inf, dtype)
+    zero = jnp.zeros(1, dtype)
 
     def step(state):
         t, queue, delivered, injected, paused, finish, n, paused_steps = state
         # senders: a flow's bytes are all ready at its NIC from its start time on
         arriving = ~injected & (start <= t)
-        queue = queue.at[:, 0].add(jnp.where(arriving, size, 0))
+        queue = queue + jnp.where(entry_first & arriving[entry_flow], size[entry_flow], 0)
         injected = injected | arriving
-        queued = jax.ops.segment_sum(queue.ravel(), flat_group, num_groups + 1)[:-1]
+        queued = jax.ops.segment_sum(queue, entry_group, num_groups, indices_are_sorted=True)
         budget = jnp.where(paused, 0, budget_full)
         sent_group = _water_level(queued, group_link, budget, num_links, newton_steps)
         share = jnp.where(queued > 0, sent_group / jnp.where(queued > 0, queued, 1), 0)
-        share = jnp.concatenate([share, jnp.zeros(1, dtype)])
-        sent = jnp.where(valid, queue * share[hop_group], 0)
-        forward = jnp.where(is_last, 0, sent)
-        queue = queue - sent + jnp.pad(forward[:, :-1], ((0, 0), (1, 0)))
-        out = jnp.sum(jnp.where(is_last, sent, 0), axis=1)
+        sent = queue * share[entry_group]
+        forward = jnp.concatenate([jnp.where(entry_last, 0, sent), zero])
+        queue = queue - sent + forward[entry_prev]
+        out = sent[flow_last]
         before = delivered
         delivered = delivered + out
         # the last byte: interpolate within the step by the bytes that were missing
-        done_now = jnp.isinf(finish) & injected & (delivered >= size * (1 - 1e-6))
+        done_now = jnp.isinf(finish) & injected & (delivered >= size * (1 - 1e-9))
         fraction = jnp.clip((size - before) / jnp.where(out > 0, out, 1), 0, 1)
         finish = jnp.where(done_now, t + fraction * dt, finish)
-        held = jax.ops.segment_sum(queue.ravel(), flat_ingress, num_links + 1)[:-1]
+        held = jax.ops.segment_sum(queue, entry_ingress, num_links + 1)[:-1]
         paused = (held > xoff) | (paused & (held > xon))
         return (
             t + dt,
@@ -223,7 +251,7 @@ def _simulate(
 
     state = (
         jnp.min(start, initial=inf) if num_flows else jnp.zeros((), dtype),
-        jnp.zeros((num_flows, num_hops), dtype),
+        jnp.zeros(num_entries, dtype),
         jnp.zeros(num_flows, dtype),
         jnp.zeros(num_flows, bool),
         jnp.zeros(num_links, bool),
@@ -234,7 +262,7 @@ def _simulate(
     state = jax.lax.while_loop(more, step, state)
     finish, steps, paused_steps = state[5], state[6], state[7]
     # one step of lag per hop after the first (the fluid's store-and-forward)
-    finish = finish - last_hop.astype(dtype) * dt
+    finish = finish - (flow_hops - 1).astype(dtype) * dt
     status = jnp.where(
         jnp.any(jnp.isinf(finish)), Status.MAX_ITERS_REACHED, Status.CONVERGED
     ).astype(jnp.int32)
