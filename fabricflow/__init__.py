@@ -42,6 +42,10 @@ _EXPORTS: dict[str, str] = {
     # flow completion
     "complete_flows": "fabricflow.solve.completion",
     "Completion": "fabricflow.solve.completion",
+    "flow_completion_times": "fabricflow.fct",
+    "FlowTimes": "fabricflow.fct",
+    "PacketParams": "fabricflow.solve.packet.overheads",
+    "read_connection_matrix": "fabricflow.traffic_files",
     # DCQCN / PFC
     "simulate_dcqcn": "fabricflow.solve.dcqcn.simulate",
     "DCQCNResult": "fabricflow.solve.dcqcn.result",
@@ -101,12 +105,14 @@ __all__ = [
     "DCQCNResult",
     "Fabric",
     "FabricflowError",
+    "FlowTimes",
     "GpuSpec",
     "Layout",
     "MemoryBudgetError",
     "ModelSpec",
     "OutputError",
     "PFCParams",
+    "PacketParams",
     "Placement",
     "Routes",
     "RoutingError",
@@ -122,6 +128,7 @@ __all__ = [
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
     "errors",
+    "flow_completion_times",
     "list_gpus",
     "list_models",
     "list_presets",
@@ -135,6 +142,7 @@ __all__ = [
     "parse_size",
     "parse_time",
     "place",
+    "read_connection_matrix",
     "route",
     "simulate_dcqcn",
     "step_time",
@@ -198,6 +206,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     )
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
+    from .fct import FlowTimes, flow_completion_times
     from .routing.route import route
     from .routing.routes import Routes
     from .solve.completion import Completion, complete_flows
@@ -207,7 +216,9 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .solve.dcqcn.simulate import simulate_dcqcn
     from .solve.maxmin.certificate import Certificate, certify_max_min
     from .solve.maxmin.checked import max_min_rates, max_min_solution
+    from .solve.packet.overheads import PacketParams
     from .solve.status import Status as SolverStatus
+    from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
     from .workload.gpu import GpuSpec, list_gpus, load_gpu
     from .workload.layout import Layout
