@@ -228,10 +228,22 @@ def _simulate(
         out = sent[flow_last]
         before = delivered
         delivered = delivered + out
-        # the last byte: interpolate within the step by the bytes that were missing
+        # The last byte, within the step: round-robin sends one packet per active group
+        # per turn, so a group's sent bytes have left after about min(n_l sent_g, the
+        # link's bytes) / C_l (exact for a lone group); the flow's bytes are spread
+        # evenly over its group's.
+        active, busy = jax.ops.segment_sum(
+            jnp.stack([(sent_group > 0).astype(dtype), sent_group], axis=1),
+            group_link,
+            num_links,
+            indices_are_sorted=True,
+        ).T
+        drain = jnp.minimum(sent_group * active[group_link], busy[group_link])
+        drain = drain / capacity[group_link]
+        last_group = entry_group[flow_last]
         done_now = jnp.isinf(finish) & injected & (delivered >= size * (1 - 1e-9))
         fraction = jnp.clip((size - before) / jnp.where(out > 0, out, 1), 0, 1)
-        finish = jnp.where(done_now, t + fraction * dt, finish)
+        finish = jnp.where(done_now, t + fraction * jnp.minimum(drain[last_group], dt), finish)
         held = jax.ops.segment_sum(queue, entry_ingress, num_links + 1)[:-1]
         paused = (held > xoff) | (paused & (held > xon))
         return (
