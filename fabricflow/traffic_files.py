@@ -131,8 +131,8 @@ def read_connection_matrix(path: str | os.PathLike) -> ConnectionMatrix:
         )
     flow_id = np.asarray(ids, np.int64)
     if np.unique(flow_id).size != flow_id.size:
-        values, counts = np.unique(flow_id, return_counts=True)
-        repeated = int(values[counts > 1][0])
+        unique_ids, counts = np.unique(flow_id, return_counts=True)
+        repeated = int(unique_ids[counts > 1][0])
         raise SpecError("traffic", f"{name}: flow id {repeated} appears more than once")
     return ConnectionMatrix(
         header["Nodes"],

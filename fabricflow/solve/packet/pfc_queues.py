@@ -144,18 +144,21 @@ def simulate_lossless(
         max_steps: loop bound (status ``MAX_ITERS_REACHED`` when hit).
         newton_steps: water-level refinements per link per step.
     """
-    dtype = jnp.float64 if jax.config.x64_enabled else jnp.float32
-    return _simulate(
-        *(jnp.asarray(a) for a in groups),
-        jnp.asarray(capacity, dtype),
-        jnp.asarray(size, dtype),
-        jnp.asarray(start, dtype),
-        jnp.asarray(dt, dtype),
-        jnp.asarray(xoff, dtype),
-        jnp.asarray(xon, dtype),
-        jnp.asarray(max_steps, jnp.int32),
-        newton_steps,
-    )
+    # float64 always: bytes are carried over thousands of steps, and a float32 count
+    # would miss the last byte of a flow by more than the completion test allows.
+    with jax.enable_x64(True):
+        dtype = jnp.float64
+        return _simulate(
+            *(jnp.asarray(a) for a in groups),
+            jnp.asarray(capacity, dtype),
+            jnp.asarray(size, dtype),
+            jnp.asarray(start, dtype),
+            jnp.asarray(dt, dtype),
+            jnp.asarray(xoff, dtype),
+            jnp.asarray(xon, dtype),
+            jnp.asarray(max_steps, jnp.int32),
+            newton_steps,
+        )
 
 
 def _water_level(queued, group_link, budget, num_links, newton_steps):
