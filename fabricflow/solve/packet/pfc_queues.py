@@ -133,7 +133,7 @@ def simulate_lossless(
     xoff: float,
     xon: float,
     max_steps: int,
-    newton_steps: int = 6,
+    newton_steps: int = 2,
 ) -> QueueRun:
     """Run the per-port queue fluid (module docs) until every flow is delivered.
 
@@ -165,7 +165,9 @@ def _water_level(queued, group_link, budget, num_links, newton_steps):
     """Bytes each group sends this step: ``min(Q_g, lam_l)`` with the level ``lam_l``
     solving ``sum_g min(Q_g, lam_l) = min(budget_l, sum_g Q_g)``: Newton from below on a
     concave piecewise-linear function, so every iterate is feasible (never sends more
-    than the budget) and each step passes at least one breakpoint."""
+    than the budget) and each step passes at least one breakpoint.
+
+    Returns ``(sent [G], groups with bytes [L], bytes the link sends [L])``."""
 
     def link_sums(a, b):  # two sorted segment sums in one pass
         both = jax.ops.segment_sum(
@@ -183,7 +185,8 @@ def _water_level(queued, group_link, budget, num_links, newton_steps):
         return jnp.where(over, level + (budget - filled) / jnp.maximum(above, 1), level)
 
     level = jax.lax.fori_loop(0, newton_steps, step, level)
-    return jnp.where(over[group_link], jnp.minimum(queued, level[group_link]), queued)
+    sent = jnp.where(over[group_link], jnp.minimum(queued, level[group_link]), queued)
+    return sent, count, jnp.minimum(total, budget)
 
 
 @jax.jit(static_argnames=("newton_steps",))
@@ -223,7 +226,7 @@ def _simulate(
         injected = injected | arriving
         queued = jax.ops.segment_sum(queue, entry_group, num_groups, indices_are_sorted=True)
         budget = jnp.where(paused, 0, budget_full)
-        sent_group = _water_level(queued, group_link, budget, num_links, newton_steps)
+        sent_group, active, busy = _water_level(queued, group_link, budget, num_links, newton_steps)
         share = jnp.where(queued > 0, sent_group / jnp.where(queued > 0, queued, 1), 0)
         sent = queue * share[entry_group]
         forward = jnp.concatenate([jnp.where(entry_last, 0, sent), zero])
@@ -235,12 +238,6 @@ def _simulate(
         # per turn, so a group's sent bytes have left after about min(n_l sent_g, the
         # link's bytes) / C_l (exact for a lone group); the flow's bytes are spread
         # evenly over its group's.
-        active, busy = jax.ops.segment_sum(
-            jnp.stack([(sent_group > 0).astype(dtype), sent_group], axis=1),
-            group_link,
-            num_links,
-            indices_are_sorted=True,
-        ).T
         drain = jnp.minimum(sent_group * active[group_link], busy[group_link])
         drain = drain / capacity[group_link]
         last_group = entry_group[flow_last]
