@@ -111,8 +111,10 @@ def flow_completion_times(
         fidelity: ``"fluid"`` (max-min engine + propagation) or ``"packet"``.
         pfc: lossless fabric (PFC on, default thresholds), a
             :class:`~fabricflow.PFCParams` (PFC on with its static ``xoff`` and
-            ``hysteresis``), or ``False``, which needs ``cc="dcqcn"``: a lossy fabric
-            without congestion control drops packets, and retransmission is not modeled.
+            ``hysteresis``), or ``False``, which at packet fidelity needs ``cc="dcqcn"``:
+            a lossy fabric without congestion control drops packets, and retransmission
+            is not modeled. The fluid fidelity has no packets: ``pfc`` and ``cc`` do
+            not change it.
         cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
             packets, 64-B headers, 64-B ACKs); packet fidelity only.
@@ -142,7 +144,7 @@ def flow_completion_times(
         pfc_params = PFCParams()
     else:
         raise SpecError("pfc", f"must be True, False or a PFCParams, got {pfc!r}")
-    if not pfc and cc == "none":
+    if fidelity == "packet" and not pfc and cc == "none":
         raise SpecError(
             "pfc",
             "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
@@ -242,6 +244,15 @@ def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max
         raise SpecError("dt", f"must be a time > 0 seconds, got {dt!r}")
     if isinstance(max_steps, bool) or not 1 <= int(max_steps) <= 2**31 - 1:
         raise SpecError("max_steps", f"must be an integer in 1..2**31-1, got {max_steps!r}")
+    from .memory import check_memory
+
+    entries = int(np.count_nonzero(links >= 0))
+    # ~14 float64/int32 arrays per hop entry (queues, groups, gathers) inside the loop
+    check_memory(
+        entries * 112 + links.shape[0] * 64,
+        f"PFC engine over {links.shape[0]:,} flows ({entries:,} hops)",
+        hint="use cc='dcqcn' (max-min transfer) or fewer flows",
+    )
     groups = build_groups(links, capacity.shape[0])
     with jax.enable_x64(True):
         run = jax.block_until_ready(

@@ -163,13 +163,16 @@ def test_bad_inputs_name_the_field():
     for kwargs, field in [
         ({"fidelity": "packets"}, "fidelity"),
         ({"cc": "hpcc"}, "cc"),
-        ({"pfc": False}, "pfc"),
+        ({"pfc": False, "fidelity": "packet"}, "pfc"),
         ({"pfc": "yes"}, "pfc"),
         ({"start": [0, -1]}, "start"),
     ]:
         with pytest.raises(ff.SpecError) as error:
             ff.flow_completion_times(fabric, routes, 1e6, **kwargs)
         assert error.value.field == field
+    # the fluid fidelity has no packets: PFC and congestion control do not change it
+    fluid = ff.flow_completion_times(fabric, routes, 1e6, pfc=False, cc="dcqcn")
+    np.testing.assert_array_equal(fluid.fct, ff.flow_completion_times(fabric, routes, 1e6).fct)
     for size in (0, -5, np.nan, [1, 2, 3]):
         with pytest.raises(ff.SpecError) as error:
             ff.flow_completion_times(fabric, routes, size)
