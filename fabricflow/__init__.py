@@ -43,6 +43,10 @@ _EXPORTS: dict[str, str] = {
     # flow completion
     "complete_flows": "fabricflow.solve.completion",
     "Completion": "fabricflow.solve.completion",
+    "flow_completion_times": "fabricflow.fct",
+    "FlowTimes": "fabricflow.fct",
+    "PacketParams": "fabricflow.solve.packet.overheads",
+    "read_connection_matrix": "fabricflow.traffic_files",
     # DCQCN / PFC
     "simulate_dcqcn": "fabricflow.solve.dcqcn.simulate",
     "DCQCNResult": "fabricflow.solve.dcqcn.result",
@@ -111,6 +115,7 @@ __all__ = [
     "DCQCNResult",
     "Fabric",
     "FabricflowError",
+    "FlowTimes",
     "GpuSpec",
     "Layout",
     "LayoutSearch",
@@ -118,6 +123,7 @@ __all__ = [
     "ModelSpec",
     "OutputError",
     "PFCParams",
+    "PacketParams",
     "Placement",
     "Routes",
     "RoutingError",
@@ -136,6 +142,7 @@ __all__ = [
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
     "errors",
+    "flow_completion_times",
     "list_gpus",
     "list_models",
     "list_presets",
@@ -151,6 +158,7 @@ __all__ = [
     "parse_size",
     "parse_time",
     "place",
+    "read_connection_matrix",
     "route",
     "simulate_dcqcn",
     "step_time",
@@ -215,6 +223,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
+    from .fct import FlowTimes, flow_completion_times
     from .optimize.routing.optimize import optimize_routing
     from .optimize.routing.plan import RoutingPlan
     from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
@@ -228,7 +237,9 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .solve.dcqcn.simulate import simulate_dcqcn
     from .solve.maxmin.certificate import Certificate, certify_max_min
     from .solve.maxmin.checked import max_min_rates, max_min_solution
+    from .solve.packet.overheads import PacketParams
     from .solve.status import Status as SolverStatus
+    from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
     from .workload.gpu import GpuSpec, list_gpus, load_gpu
     from .workload.layout import Layout

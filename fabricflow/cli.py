@@ -12,7 +12,9 @@ SIGTERM: files already written stay, partial ones never appear); 141 stdout clos
 
 Start-up stays light: ``import fabricflow`` is lazy and command modules import JAX, SciPy,
 xarray and matplotlib only inside the function that runs the command, so ``--help`` and
-``presets`` never load them.
+``presets`` never load them. The command line (not in-process callers of :func:`main`)
+turns on JAX's persistent compilation cache (:mod:`fabricflow.jax_cache`), so the second
+run of a command skips compilation; ``FABRICFLOW_NO_JAX_CACHE=1`` opts out.
 """
 
 from __future__ import annotations
@@ -196,6 +198,10 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
     """
     if hard_exit is None:
         hard_exit = argv is None
+    if argv is None:  # the real command (not a program calling main): cache compiled kernels
+        from .jax_cache import enable_persistent_cache
+
+        enable_persistent_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
     with _interrupt.handling():
         try:

@@ -100,3 +100,35 @@ def ring(gpus, channels: int = 1) -> tuple[np.ndarray, np.ndarray]:
     src = np.tile(order, channels)
     dst = np.tile(np.roll(order, -1), channels)
     return src, dst
+
+
+def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random permutation traffic: host ``i`` sends to ``perm[i]``, no host to itself.
+
+    A uniformly random derangement (permutations drawn until one has no fixed point, on
+    average e = 2.7 draws), so every host sends one flow and receives one, as in the
+    permutation matrices of packet simulators. Returns ``(src, dst)`` int64 ``[num_hosts]``.
+    """
+    if isinstance(num_hosts, bool) or not isinstance(num_hosts, (int, np.integer)):
+        raise SpecError("hosts", f"must be an integer >= 2, got {num_hosts!r}")
+    if num_hosts < 2:
+        raise SpecError("hosts", f"a permutation needs at least 2 hosts, got {num_hosts}")
+    rng = np.random.default_rng(seed)
+    hosts = np.arange(num_hosts)
+    while True:
+        perm = rng.permutation(num_hosts)
+        if not np.any(perm == hosts):
+            return hosts, perm
+
+
+def incast_flows(
+    num_hosts: int, senders: int, receiver: int = 0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``senders`` distinct random hosts (not ``receiver``) each send one flow to ``receiver``."""
+    if not 0 <= receiver < num_hosts:
+        raise SpecError("receiver", f"must lie in 0..{num_hosts - 1}, got {receiver}")
+    if not 1 <= senders <= num_hosts - 1:
+        raise SpecError("senders", f"must lie in 1..{num_hosts - 1}, got {senders}")
+    others = np.delete(np.arange(num_hosts), receiver)
+    src = np.sort(np.random.default_rng(seed).choice(others, senders, replace=False))
+    return src, np.full(senders, receiver, np.int64)

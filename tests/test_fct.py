@@ -1,0 +1,188 @@
+"""Packet-fidelity flow completion times: each mechanism on a hand-computable case, the
+PFC engine against the discrete-event packet reference, and the fluid mode unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from packet_reference import simulate_packets
+
+import fabricflow as ff
+from fabricflow.solve.packet.overheads import PacketParams, reverse_links, wire_bytes
+from fabricflow.traffic import permutation_flows
+
+C = 50e9  # 400 Gb/s in bytes/s
+LAT = 1e-6
+
+
+def fat_tree(k: int):
+    half = k // 2
+    return ff.load_fabric(
+        "fat-tree-k16",
+        gpus=k**3 // 4,
+        topology={
+            "tiers": [
+                {"name": "leaf", "down_ports": half, "up_ports": half, "latency": "1us"},
+                {"name": "spine", "down_ports": half, "up_ports": half, "latency": "1us"},
+                {"name": "core", "down_ports": k},
+            ]
+        },
+    )
+
+
+def star(hosts: int):
+    """One switch, ``hosts`` hosts, 400 Gb/s and 1 us per cable."""
+    return ff.build_fabric(
+        {
+            "name": "star",
+            "gpus": hosts,
+            "gpus_per_node": 1,
+            "topology": {
+                "type": "graph",
+                "defaults": {"bandwidth": "400Gbps", "latency": "1us", "kind": "nic"},
+                "nodes": [{"name": "s0", "kind": "leaf", "tier": 1}],
+                "gpus": [f"h{i}" for i in range(hosts)],
+                "links": [{"a": f"h{i}", "b": "s0"} for i in range(hosts)],
+            },
+        }
+    )
+
+
+def reference(fabric, routes, size, **options):
+    return simulate_packets(
+        routes.links,
+        fabric.capacity,
+        fabric.latency,
+        np.broadcast_to(np.asarray(size, float), (routes.num_flows,)),
+        reverse=reverse_links(fabric.link_src, fabric.link_dst),
+        **options,
+    )
+
+
+def test_one_flow_one_path_exact():
+    """Headers, one packet time per hop after the first, latency both ways, the ACK."""
+    fabric = fat_tree(4)
+    routes = ff.route(fabric, [0], [15])  # across the core: 6 links
+    hops = int((routes.links >= 0).sum())
+    assert hops == 6
+    size = 2e6
+    packets = np.ceil(size / (9000 - 64))
+    wire = size + packets * 64
+    delivered = wire / C + (hops - 1) * 9000 / C + hops * LAT
+    acked = delivered + hops * (64 / C + LAT)
+    times = ff.flow_completion_times(fabric, routes, size, fidelity="packet")
+    assert times.delivered[0] == pytest.approx(delivered, rel=1e-9)
+    assert times.fct[0] == pytest.approx(acked, rel=1e-9)
+    assert times.components["store_forward"][0] == pytest.approx(5 * 9000 / C, rel=1e-12)
+    assert times.components["ack"][0] == pytest.approx(6 * (64 / C + LAT), rel=1e-12)
+    assert times.components["pfc_hol"][0] == pytest.approx(0, abs=1e-12)
+    # and the packets themselves agree
+    ref_delivered, ref_acked = reference(fabric, routes, size)
+    assert ref_delivered[0] == pytest.approx(delivered, rel=1e-9)
+    assert ref_acked[0] == pytest.approx(acked, rel=1e-9)
+    # the fluid mode: W = size, no packets, propagation both ways
+    fluid = ff.flow_completion_times(fabric, routes, size)
+    assert fluid.fct[0] == pytest.approx(size / C + 2 * hops * LAT, rel=1e-6)
+
+
+def test_header_overhead_and_small_flows():
+    params = PacketParams()
+    wire, first = wire_bytes(np.array([1.0, 8936.0, 8937.0, 2e6]), params)
+    np.testing.assert_allclose(wire, [65, 9000, 8937 + 128, 2e6 + 224 * 64])
+    np.testing.assert_allclose(first, [65, 9000, 9000, 9000])
+    fabric = fat_tree(4)
+    routes = ff.route(fabric, [0, 1], [15, 14])
+    times = ff.flow_completion_times(fabric, routes, [100.0, 5000.0], fidelity="packet")
+    ref_delivered, _ = reference(fabric, routes, [100.0, 5000.0])
+    np.testing.assert_allclose(times.delivered, ref_delivered, rtol=1e-9)
+
+
+def test_fluid_is_the_max_min_engine_plus_latency():
+    fabric = fat_tree(4)
+    src, dst = permutation_flows(16, seed=3)
+    routes = ff.route(fabric, src, dst, seed=3)
+    size = np.linspace(1e5, 2e6, 16)
+    start = np.linspace(0, 20e-6, 16)
+    times = ff.flow_completion_times(fabric, routes, size, start=start)
+    engine = ff.complete_flows(routes.links, fabric.capacity, size, start=start)
+    latency = np.where(routes.links >= 0, fabric.latency[routes.links], 0).sum(axis=1)
+    np.testing.assert_array_equal(
+        times.delivered, np.asarray(engine.finish_time, np.float64) - start + latency
+    )
+    np.testing.assert_array_equal(times.fct, times.delivered + latency)
+    assert np.all(times.components["pfc_hol"] == 0)
+
+
+def test_incast_victim_behind_pfc():
+    """Hosts 1..3 send to host 0; host 1 also sends to host 4 (the victim). Host 1's NIC
+    serves its two flows round-robin and the switch pauses host 1's link whenever the
+    packets for host 0 held there pass XOFF, so once that buffer has filled the victim
+    moves at the incast flows' rate C/3. Before that (XOFF / (C/2 - C/3) seconds) it moves
+    at C/2, which puts it XOFF bytes ahead: its transfer takes 3 (W - XOFF) / C, between
+    the bufferless HOL time 3 W / C and max-min's W / (2C/3)."""
+    fabric = star(5)
+    routes = ff.route(fabric, [1, 2, 3, 1], [0, 0, 0, 4])
+    size = 2e6
+    fluid = ff.flow_completion_times(fabric, routes, size, fidelity="fluid")
+    wire = wire_bytes(np.array([size]), PacketParams())[0][0]
+    for xoff in (100e3, 300e3):
+        pfc = ff.PFCParams(xoff=xoff, hysteresis=10e3)
+        packet = ff.flow_completion_times(fabric, routes, size, fidelity="packet", pfc=pfc)
+        victim = packet.delivered[3] - packet.components["propagation"][3]
+        victim -= packet.components["store_forward"][3]
+        assert victim == pytest.approx(3 * (wire - xoff) / C, rel=0.01)
+        assert 1.5 * wire / C < victim < 3 * wire / C
+        assert packet.dominant[3] == "pfc_hol"
+        ref_delivered, _ = reference(fabric, routes, size, xoff=xoff, xon=xoff - 10e3)
+        np.testing.assert_allclose(packet.delivered, ref_delivered, rtol=0.02)
+    assert fluid.delivered[3] - 2 * LAT == pytest.approx(1.5 * size / C, rel=1e-6)
+    # no PFC pauses with congestion control: the victim keeps its max-min share
+    dcqcn = ff.flow_completion_times(fabric, routes, size, fidelity="packet", cc="dcqcn")
+    assert dcqcn.delivered[3] - 2 * LAT == pytest.approx(1.5 * wire / C + 9000 / C, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_permutation_matches_packet_reference(seed):
+    """k=8 fat-tree (128 hosts), 2 MB permutation: percentiles within 5% of the packet
+    simulation and every flow within 15%; the fluid model is off by far more per flow."""
+    fabric = fat_tree(8)
+    src, dst = permutation_flows(fabric.num_gpus, seed=seed)
+    routes = ff.route(fabric, src, dst, seed=seed)
+    _, acked = reference(fabric, routes, 2e6)
+    packet = ff.flow_completion_times(fabric, routes, 2e6, fidelity="packet")
+    fluid = ff.flow_completion_times(fabric, routes, 2e6)
+    q = [50, 90, 99]
+    np.testing.assert_allclose(np.percentile(packet.fct, q), np.percentile(acked, q), rtol=0.05)
+    assert np.all(np.abs(packet.fct / acked - 1) < 0.15)
+    assert np.max(np.abs(fluid.fct / acked - 1)) > 0.3
+
+
+def test_bad_inputs_name_the_field():
+    fabric = fat_tree(4)
+    routes = ff.route(fabric, [0, 1], [5, 6])
+    for kwargs, field in [
+        ({"fidelity": "packets"}, "fidelity"),
+        ({"cc": "hpcc"}, "cc"),
+        ({"pfc": False, "fidelity": "packet"}, "pfc"),
+        ({"pfc": "yes"}, "pfc"),
+        ({"start": [0, -1]}, "start"),
+    ]:
+        with pytest.raises(ff.SpecError) as error:
+            ff.flow_completion_times(fabric, routes, 1e6, **kwargs)
+        assert error.value.field == field
+    # the fluid fidelity has no packets: PFC and congestion control do not change it
+    fluid = ff.flow_completion_times(fabric, routes, 1e6, pfc=False, cc="dcqcn")
+    np.testing.assert_array_equal(fluid.fct, ff.flow_completion_times(fabric, routes, 1e6).fct)
+    for size in (0, -5, np.nan, [1, 2, 3]):
+        with pytest.raises(ff.SpecError) as error:
+            ff.flow_completion_times(fabric, routes, size)
+        assert error.value.field == "size"
+    with pytest.raises(ff.SpecError) as error:
+        ff.flow_completion_times(
+            fabric, routes, 1e6, fidelity="packet", pfc=ff.PFCParams(xoff=5000, hysteresis=0)
+        )
+    assert error.value.field == "pfc.xoff"
+    spray = ff.route(fabric, [0, 1], [15, 14], policy="spray")
+    with pytest.raises(ff.SpecError) as error:
+        ff.flow_completion_times(fabric, spray, 1e6, fidelity="packet")
+    assert error.value.field == "routes"
