@@ -10,7 +10,8 @@ For each: makespan (busiest link's bytes / capacity), max link utilization over 
 completion, aggregate max-min throughput and completion time under ECMP, spray and the
 optimized split (k = 8), on 64 groups (258,048 flows; 8 with ``--quick``). Spray's
 max-min rates and completion are computed only where its rows (every equal-cost path of
-every flow) stay small; otherwise its makespan from link loads. The scale figure:
+every flow) stay small, otherwise its makespan from link loads; completion times (one
+max-min solve per batch of completions) only up to 50,000 flows. The scale figure:
 
 * ``million``: time and peak memory of one optimization of ~1M flows with k = 4 on
   ``meta-llama3-24k`` (248 groups; its ~1:7 aggregation tier makes the flows core-bound,
@@ -50,6 +51,9 @@ def _alltoall(num_gpus: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
 # rates and completion.
 SPRAY_MAX_ENTRIES = 20_000_000
 SPRAY_CHUNK_ENTRIES = 5_000_000
+# Completion times (one max-min solve per batch of completions) only up to this many
+# flows: on 258k ECMP flows it takes more than 3 minutes on a loaded 2-core machine.
+COMPLETION_MAX_FLOWS = 50_000
 
 
 def _spray(fabric, src, dst, sizes) -> dict:
@@ -60,7 +64,9 @@ def _spray(fabric, src, dst, sizes) -> dict:
     width = max(int(probe.links.shape[1]), 1)
     if src.shape[0] * width <= SPRAY_MAX_ENTRIES:
         routes = route(fabric, src, dst, policy="spray")
-        return routing_figures(routes, sizes, fabric.capacity, "batched")
+        return routing_figures(
+            routes, sizes, fabric.capacity, "batched", completion=_completes(sizes)
+        )
     load = np.zeros(fabric.num_links)
     chunk = max(SPRAY_CHUNK_ENTRIES // width, 1)
     for start in range(0, src.shape[0], chunk):  # chunks of flows, to bound memory
@@ -74,6 +80,10 @@ def _spray(fabric, src, dst, sizes) -> dict:
         "completion_s": None,
         "note": f"{width} route entries per flow: link loads only",
     }
+
+
+def _completes(sizes: np.ndarray) -> bool:
+    return sizes.shape[0] <= COMPLETION_MAX_FLOWS
 
 
 def _compare(fabric, groups: int, size: float) -> dict:
@@ -90,12 +100,18 @@ def _compare(fabric, groups: int, size: float) -> dict:
     out["lower_bound_s"] = plan.lower_bound_s
     with measured(out, "ecmp_figures"):
         out["ecmp"] = routing_figures(
-            route(fabric, src, dst, policy="ecmp"), sizes, fabric.capacity, "batched"
+            route(fabric, src, dst, policy="ecmp"),
+            sizes,
+            fabric.capacity,
+            "batched",
+            completion=_completes(sizes),
         )
     with measured(out, "spray_figures"):
         out["spray"] = _spray(fabric, src, dst, sizes)
     with measured(out, "optimized_figures"):
-        out["optimized"] = routing_figures(plan.routes(), sizes, fabric.capacity, "batched")
+        out["optimized"] = routing_figures(
+            plan.routes(), sizes, fabric.capacity, "batched", completion=_completes(sizes)
+        )
     out["optimized_makespan_vs_ecmp"] = out["ecmp"]["makespan_s"] / plan.makespan_s
     out["optimized_makespan_vs_spray"] = plan.makespan_s / out["spray"]["makespan_s"]
     return out

@@ -6,8 +6,9 @@ set of candidate paths; this module builds that set as a padded int32 array
 rows at the end).
 
 * **Clos**: the equal-cost up/down paths of :mod:`fabricflow.routing.clos`, ``k`` of
-  them spread evenly over the path index (plane-major, then up-choices) from a hashed
-  offset, so two candidates of one flow differ as high up the tree as possible. Paths
+  them spread over the path index (plane-major, then up-choices) from a hashed offset
+  with a stride coprime with the path count, so the candidates differ at every level,
+  the top one included (:func:`coprime_stride`). Paths
   that cross a failed link are skipped and replaced by the next surviving ones (the
   affected flows are enumerated over all their paths, vectorized over flows).
 * **Torus, dragonfly, generic graphs**: distinct paths collected from the structured
@@ -84,11 +85,11 @@ def _clos_candidates(fabric, st: ClosStructure, src, dst, k: int, seed: int) -> 
     num_paths = st.planes * st.W[top]
     offset = hashing.choose(hashing.flow_key(src[net], dst[net], seed), 104729, num_paths)
     wanted = np.minimum(num_paths, k)
-    spacing = num_paths // np.maximum(wanted, 1)
+    stride = coprime_stride(num_paths, wanted)
     got = np.zeros(net.size, np.int64)
     for j in range(k):
         exists = j < wanted
-        combo = (offset + j * spacing) % num_paths
+        combo = (offset + j * stride) % num_paths
         plane, b = _combo_choices(st, combo, top)
         path = _paths_for_choices(st, s, t, top, plane, b)
         ok = exists & all_links_up(fabric, path)
@@ -98,7 +99,7 @@ def _clos_candidates(fabric, st: ClosStructure, src, dst, k: int, seed: int) -> 
     # Failures: flows short of min(k, paths) candidates scan all their paths for survivors.
     short = np.flatnonzero(got < wanted)
     if short.size:
-        _fill_from_all_paths(fabric, st, out, got, net, short, s, t, top, offset, spacing, k)
+        _fill_from_all_paths(fabric, st, out, got, net, short, s, t, top, k)
     if np.any(got == 0):
         raise unreachable_error(
             src[net],
@@ -109,28 +110,37 @@ def _clos_candidates(fabric, st: ClosStructure, src, dst, k: int, seed: int) -> 
     return out
 
 
-def _fill_from_all_paths(fabric, st, out, got, net, short, s, t, top, offset, spacing, k):
+def coprime_stride(num_paths: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """int64 ``[F]``: the smallest stride ``>= num_paths / wanted`` coprime with
+    ``num_paths``. Candidates ``offset + j * stride (mod num_paths)`` are then distinct for
+    every ``j < num_paths`` and, as the stride is coprime with every radix of the path
+    index, they cycle through the top-level choices too (a stride that is a multiple of
+    the top radix would pin every candidate to one top-level switch)."""
+    stride = np.maximum(num_paths // np.maximum(wanted, 1), 1)
+    for _ in range(64):  # a coprime stride is always a few steps away
+        bad = np.gcd(stride, num_paths) != 1
+        if not bad.any():
+            break
+        stride = np.where(bad, stride + 1, stride)
+    return stride
+
+
+def _fill_from_all_paths(fabric, st, out, got, net, short, s, t, top, k):
     """Append surviving paths not already chosen to the flows ``short`` (in place)."""
     num_paths = st.planes * st.W[top[short]]
     most = int(num_paths.max())
     wanted = np.minimum(num_paths, k)
-    first_pass = np.minimum(num_paths, k)
     for combo in range(most):
         need = (got[short] < wanted) & (combo < num_paths)
         if not need.any():
             break
-        # skip the combos of the first pass (already tried: taken or failed)
-        step = (combo - offset[short]) % np.maximum(num_paths, 1)
-        tried = (step % np.maximum(spacing[short], 1) == 0) & (
-            step // np.maximum(spacing[short], 1) < first_pass
-        )
-        idx = np.flatnonzero(need & ~tried)
-        if idx.size == 0:
-            continue
+        idx = np.flatnonzero(need)
         flows = short[idx]
         plane, b = _combo_choices(st, np.full(idx.size, combo, np.int64), top[flows])
         path = _paths_for_choices(st, s[flows], t[flows], top[flows], plane, b)
-        ok = all_links_up(fabric, path)
+        # a path already among the flow's candidates is not taken twice
+        taken = np.any(np.all(out[net[flows]] == path[:, None, :], axis=2), axis=1)
+        ok = all_links_up(fabric, path) & ~taken
         flows = flows[ok]
         out[net[flows], got[flows]] = path[ok]
         got[flows] += 1

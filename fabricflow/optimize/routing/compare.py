@@ -24,13 +24,24 @@ from ...solve.maxmin.checked import max_min_rates
 COMPLETION_MODES = ("batched", "exact")
 
 
-def routing_figures(routes: Routes, size: np.ndarray, capacity: np.ndarray, mode: str) -> dict:
-    """The four figures of one routing (see the module docstring)."""
+def routing_figures(
+    routes: Routes, size: np.ndarray, capacity: np.ndarray, mode: str, *, completion: bool = True
+) -> dict:
+    """The four figures of one routing (see the module docstring). ``completion=False``
+    skips the completion run (one max-min solve per event; the slow part on large flow
+    sets): ``completion_s`` and ``max_utilization`` are then ``None``."""
     load = routes.link_load(size)
     with np.errstate(divide="ignore", invalid="ignore"):
         times = np.where(load > 0, load / capacity, 0.0)
     makespan = float(times.max(initial=0.0))
     rates = np.asarray(max_min_rates(routes.links, capacity, coef=routes.coef), np.float64)
+    if not completion:
+        return {
+            "makespan_s": makespan,
+            "max_utilization": None,
+            "throughput_Bps": float(rates.sum()),
+            "completion_s": None,
+        }
     done = complete_flows(routes.links, capacity, size, coef=routes.coef, mode=mode)
     completion = float(np.max(np.asarray(done.finish_time, np.float64), initial=0.0))
     return {
