@@ -402,13 +402,18 @@ def _ordered_and_grid(groups: np.ndarray, gpu_domain: np.ndarray):
     return np.take_along_axis(groups, order, axis=1), None
 
 
-# Solved phases by what decides their rates, for :class:`_SharedPhases`: held weakly, so
-# an entry lives exactly as long as some prepared collective (e.g. in the step model's
-# structure cache) still holds the phase; nothing is kept for sharing alone.
+# Solved phases by what decides their rates, for :class:`_SharedPhases`: key -> weak
+# references, so an entry lives exactly as long as some prepared collective (e.g. in the
+# step model's structure cache) still holds the phase; nothing is kept for sharing alone.
 _shared_lock = threading.Lock()
-_shared_phases: weakref.WeakValueDictionary[tuple, SolvedPhase] = weakref.WeakValueDictionary()
+_shared_phases: dict[tuple, list[weakref.ref]] = {}
 # Fabric identity checks for the keys above: id(fabric) -> weak reference to it.
 _shared_fabrics: dict[int, weakref.ref] = {}
+# Elements of each hop array sampled into a phase's key (the key only narrows the
+# candidates; a hit is confirmed by comparing every array in full).
+_KEY_SAMPLES = 4096
+# Hop arrays that decide a phase's routes, rates and latencies (not name, bytes, repeats).
+_HOP_ARRAYS = ("hop_src", "hop_dst", "hop_load", "hop_latency_count", "max_group")
 
 
 def _digest(*arrays: np.ndarray) -> str:
@@ -419,6 +424,26 @@ def _digest(*arrays: np.ndarray) -> str:
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(array.tobytes())
     return digest.hexdigest()
+
+
+def _sample_key(phase) -> str:
+    """Digest of a strided sample of the phase's hop arrays (shapes and dtypes in full):
+    hashing every byte of every phase costs more than comparing the few that match."""
+    sample = []
+    for name in _HOP_ARRAYS:
+        flat = getattr(phase, name).reshape(-1)
+        sample.append(flat[:: max(1, flat.size // _KEY_SAMPLES)])
+        sample.append(np.asarray(getattr(phase, name).shape))
+    return _digest(*sample)
+
+
+def _same_flows(a, b) -> bool:
+    """Whether phases ``a`` and ``b`` have equal hop arrays (shape, dtype and values)."""
+    for name in _HOP_ARRAYS:
+        x, y = getattr(a, name), getattr(b, name)
+        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y):
+            return False
+    return True
 
 
 class _SharedPhases:
@@ -447,32 +472,29 @@ class _SharedPhases:
         )
 
     def solve(self, phase) -> SolvedPhase:
-        key = (
-            *self.key,
-            _digest(
-                phase.hop_src,
-                phase.hop_dst,
-                phase.hop_load,
-                phase.hop_latency_count,
-                phase.max_group,
-            ),
-        )
+        key = (*self.key, _sample_key(phase))
         with _shared_lock:
             known = _shared_fabrics.get(id(self.fabric))
             if known is None or known() is not self.fabric:  # new fabric, or an id reused
-                for stale in [k for k in _shared_phases.keys() if k[0] == id(self.fabric)]:
-                    _shared_phases.pop(stale, None)
+                for stale in [k for k in _shared_phases if k[0] == id(self.fabric)]:
+                    del _shared_phases[stale]
                 _shared_fabrics[id(self.fabric)] = weakref.ref(self.fabric)
                 for gone in [i for i, ref in _shared_fabrics.items() if ref() is None]:
                     del _shared_fabrics[gone]
-            hit = _shared_phases.get(key)
-        if hit is not None:
-            return dataclasses.replace(hit, phase=phase)
+            alive = [ref() for ref in _shared_phases.get(key, [])]
+            candidates = [sp for sp in alive if sp is not None]
+        for hit in candidates:
+            if _same_flows(hit.phase, phase):
+                return dataclasses.replace(hit, phase=phase)
         solved = solve_phase(
             self.fabric, phase, self.capacity, routing=self.routing, seed=self.seed
         )
         with _shared_lock:
-            _shared_phases[key] = solved
+            refs = [ref for ref in _shared_phases.get(key, []) if ref() is not None]
+            _shared_phases[key] = [*refs, weakref.ref(solved)]
+            if len(_shared_phases) > 4096:  # drop the keys whose phases are all gone
+                for dead in [k for k, v in _shared_phases.items() if all(r() is None for r in v)]:
+                    del _shared_phases[dead]
         return solved
 
 

@@ -105,6 +105,31 @@ def progressive_filling_incremental(
     return rate
 
 
+# Rows up to this wide are reduced column by column: numpy's reductions along a short last
+# axis cost several times more per element than elementwise ops on whole columns.
+_NARROW_ROWS = 8
+
+
+def _row_min(values: np.ndarray) -> np.ndarray:
+    """``values.min(axis=1)`` of a 2-D array (the same values: a minimum is exact)."""
+    if values.shape[1] == 0 or values.shape[1] > _NARROW_ROWS:
+        return values.min(axis=1)
+    out = values[:, 0].copy()
+    for column in range(1, values.shape[1]):
+        np.minimum(out, values[:, column], out=out)
+    return out
+
+
+def _row_any(values: np.ndarray) -> np.ndarray:
+    """``values.any(axis=1)`` of a 2-D bool array."""
+    if values.shape[1] == 0 or values.shape[1] > _NARROW_ROWS:
+        return values.any(axis=1)
+    out = values[:, 0].copy()
+    for column in range(1, values.shape[1]):
+        out |= values[:, column]
+    return out
+
+
 def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) -> np.ndarray:
     """Max-min fair rates ``[F]`` (float64) by rounds of local-bottleneck water-filling.
 
@@ -155,8 +180,9 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
     slot = np.where(used, links, num_links).astype(np.intp)
     weight_of = np.where(used, coef, 0.0)
     rate = np.full(num_flows, np.inf)  # flows crossing nothing keep inf
-    row = np.flatnonzero(used.any(axis=1))  # the active flows, in order
-    slot, weight_of = slot[row], weight_of[row]  # copies: rows are rewritten below
+    row = np.flatnonzero(_row_any(used))  # the active flows, in order
+    if row.size < num_flows:  # (slot and weight_of are fresh arrays: rewritten below)
+        slot, weight_of = slot[row], weight_of[row]
     frozen_load = np.zeros(num_links + 1)
     share = np.empty(num_links + 1)
     alive = np.ones(row.size, dtype=bool)
@@ -170,18 +196,21 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
             share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
         share[-1] = np.inf
         entry_share = share[slot]  # [A, H]
-        level = entry_share.min(axis=1)  # [A]
-        if not np.isfinite(level).any():
+        level = _row_min(entry_share)  # [A]
+        finite = np.isfinite(level)
+        if not finite.any():
             break  # nothing limits the remaining flows: they keep inf
         # A link is not a local bottleneck when an active flow on it has a lower level.
         lower = entry_share > (level * (1.0 + rtol))[:, None]
         not_bottleneck = np.zeros(num_links + 1, dtype=bool)
         not_bottleneck[slot[lower]] = True
         not_bottleneck[-1] = True
-        freeze = (~not_bottleneck[slot]).any(axis=1) & np.isfinite(level)
+        freeze = _row_any(~not_bottleneck[slot]) & finite
         # The link of the smallest share is always a local bottleneck, so every round
         # freezes some flow and the loop ends after at most F rounds.
         rate[row[freeze]] = level[freeze]
+        if np.array_equal(freeze, alive):
+            break  # every flow froze (one round, when all groups are alike): no loads needed
         frozen_load += np.bincount(
             slot[freeze].ravel(),
             weights=(weight_of[freeze] * level[freeze, None]).ravel(),
