@@ -173,15 +173,7 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     phases = [member.sp, *(b.sp for b in background)]
-    counts = np.array([sp.links.shape[0] for sp in phases])
     width = max(sp.links.shape[1] for sp in phases)
-    # The padded union (int64 links, float64 coef), its connected copy and the solver's
-    # per-entry arrays: ~64 bytes per entry.
-    check_memory(
-        64.0 * int(counts.sum()) * width,
-        f"joint max-min solve of {int(counts.sum()):,} flows x {width} links",
-        hint="time the step with coupling=False",
-    )
     # Connectivity on each phase's own rows, then only the connected rows padded to the
     # common width: the union of every flow padded to the widest phase (hundreds of links
     # for a data-parallel ring) would cost far more than the flows that take part.
@@ -189,6 +181,13 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
     union = None
     if any(k.any() for k in keep[1:]):
         kept = [int(np.count_nonzero(k)) for k in keep]
+        # The padded union (int64 links, float64 coef) and the solver's per-entry arrays:
+        # ~64 bytes per entry.
+        check_memory(
+            64.0 * sum(kept) * width,
+            f"joint max-min solve of {sum(kept):,} flows x {width} links",
+            hint="time the step with coupling=False",
+        )
         links = np.full((sum(kept), width), -1, dtype=np.int64)
         coef = np.zeros(links.shape)
         row = 0
