@@ -130,6 +130,64 @@ def _row_any(values: np.ndarray) -> np.ndarray:
     return out
 
 
+# Rows padded to the widest one hold mostly padding (a joint solve of narrow rows with a
+# few wide ones): below this share of used entries the rounds run on the used entries only.
+_SPARSE_BELOW = 0.5
+
+
+def _sparse_rounds(row, slot, weight_of, capacity, rate, rtol) -> np.ndarray:
+    """The rounds of :func:`local_bottleneck_filling` on the used entries only.
+
+    ``slot`` / ``weight_of``: ``[A, H]`` padded rows of the active flows ``row`` (padding
+    at the sentinel slot ``L``, weight 0; every row has a used entry). The used entries
+    are kept in row-major order, so every per-link sum adds the same terms in the same
+    order as the padded rounds (padding only ever adds zeros to the sentinel) and each
+    row's minimum is the same: the same rates bit for bit, at a cost per round of the used
+    entries instead of ``A x H``.
+    """
+    num_links = capacity.size
+    used = slot < num_links
+    entry_slot, entry_weight = slot[used], weight_of[used]  # row-major order
+    count = np.count_nonzero(used, axis=1)
+    entry_row = np.repeat(np.arange(row.size), count)
+    frozen_load = np.zeros(num_links + 1)
+    share = np.empty(num_links + 1)
+    while row.size:
+        start = np.cumsum(count) - count
+        active_weight = np.bincount(entry_slot, weights=entry_weight, minlength=num_links + 1)
+        residual = np.maximum(capacity - frozen_load[:-1], 0.0)
+        crossed = active_weight[:-1] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
+        share[-1] = np.inf
+        entry_share = share[entry_slot]
+        level = np.minimum.reduceat(entry_share, start)
+        finite = np.isfinite(level)
+        if not finite.any():
+            break  # nothing limits the remaining flows: they keep inf
+        lower = entry_share > (level * (1.0 + rtol))[entry_row]
+        not_bottleneck = np.zeros(num_links + 1, dtype=bool)
+        not_bottleneck[entry_slot[lower]] = True
+        at_bottleneck = ~not_bottleneck[entry_slot]
+        freeze = np.logical_or.reduceat(at_bottleneck, start) & finite
+        rate[row[freeze]] = level[freeze]
+        if freeze.all():
+            break
+        frozen_entry = freeze[entry_row]
+        frozen_load += np.bincount(
+            entry_slot[frozen_entry],
+            weights=entry_weight[frozen_entry] * level[entry_row[frozen_entry]],
+            minlength=num_links + 1,
+        )
+        keep = ~frozen_entry
+        alive = ~freeze
+        renumber = np.cumsum(alive) - 1
+        entry_slot, entry_weight = entry_slot[keep], entry_weight[keep]
+        entry_row = renumber[entry_row[keep]]
+        row, count = row[alive], count[alive]
+    return rate
+
+
 def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) -> np.ndarray:
     """Max-min fair rates ``[F]`` (float64) by rounds of local-bottleneck water-filling.
 
@@ -185,6 +243,8 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
         slot, weight_of = slot[row], weight_of[row]
     frozen_load = np.zeros(num_links + 1)
     share = np.empty(num_links + 1)
+    if row.size and _SPARSE_BELOW * slot.size > np.count_nonzero(weight_of):
+        return _sparse_rounds(row, slot, weight_of, capacity, rate, rtol)
     alive = np.ones(row.size, dtype=bool)
     while alive.any():
         active_weight = np.bincount(
