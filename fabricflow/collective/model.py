@@ -461,9 +461,9 @@ class _SharedPhases:
 
     def __init__(self, fabric: Fabric, capacity: np.ndarray, routing: str, seed: int):
         self.fabric, self.capacity, self.routing, self.seed = fabric, capacity, routing, seed
-        arrays = (capacity, fabric.latency, fabric.link_src, fabric.link_dst)
-        arrays += (fabric.gpu_node, fabric.gpu_domain)
         link_up = getattr(fabric, "link_up", None)
+        arrays: list[np.ndarray] = [capacity, fabric.latency, fabric.link_src, fabric.link_dst]
+        arrays += [fabric.gpu_node, fabric.gpu_domain]
         self.key = (
             id(fabric),
             _digest(*arrays, *(() if link_up is None else (link_up,))),

@@ -123,7 +123,7 @@ def _row_min(values: np.ndarray) -> np.ndarray:
 def _row_any(values: np.ndarray) -> np.ndarray:
     """``values.any(axis=1)`` of a 2-D bool array."""
     if values.shape[1] == 0 or values.shape[1] > _NARROW_ROWS:
-        return values.any(axis=1)
+        return np.asarray(values.any(axis=1))
     out = values[:, 0].copy()
     for column in range(1, values.shape[1]):
         out |= values[:, column]
