@@ -468,7 +468,7 @@ class _SharedPhases:
             id(fabric),
             _digest(*arrays, *(() if link_up is None else (link_up,))),
             routing,
-            int(seed),
+            repr(seed),  # validated by routing; no sharing across spellings
         )
 
     def solve(self, phase) -> SolvedPhase:
