@@ -173,38 +173,61 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     phases = [member.sp, *(b.sp for b in background)]
-    counts = np.array([sp.links.shape[0] for sp in phases])
     width = max(sp.links.shape[1] for sp in phases)
-    # The padded union (int64 links, float64 coef), its connected copy and the solver's
-    # per-entry arrays: ~64 bytes per entry.
-    check_memory(
-        64.0 * int(counts.sum()) * width,
-        f"joint max-min solve of {int(counts.sum()):,} flows x {width} links",
-        hint="time the step with coupling=False",
-    )
-    links = np.full((int(counts.sum()), width), -1, dtype=np.int64)
-    coef = np.zeros(links.shape)
-    row = 0
-    for sp in phases:
-        links[row : row + sp.links.shape[0], : sp.links.shape[1]] = sp.links
-        coef[row : row + sp.links.shape[0], : sp.links.shape[1]] = sp.coef
-        row += sp.links.shape[0]
-    owner = np.repeat(np.arange(len(phases)), counts)
-    keep = _connected(links, owner == 0, cache.fabric.num_links)
+    # Connectivity on each phase's own rows, then only the connected rows padded to the
+    # common width: the union of every flow padded to the widest phase (hundreds of links
+    # for a data-parallel ring) would cost far more than the flows that take part.
+    keep = _connected_parts([sp.links for sp in phases], cache.fabric.num_links)
     union = None
-    if np.any(owner[keep] > 0):
+    if any(k.any() for k in keep[1:]):
+        kept = [int(np.count_nonzero(k)) for k in keep]
+        # The padded union (int64 links, float64 coef) and the solver's per-entry arrays:
+        # ~64 bytes per entry.
+        check_memory(
+            64.0 * sum(kept) * width,
+            f"joint max-min solve of {sum(kept):,} flows x {width} links",
+            hint="time the step with coupling=False",
+        )
+        links = np.full((sum(kept), width), -1, dtype=np.int64)
+        coef = np.zeros(links.shape)
+        row = 0
+        for sp, k, n in zip(phases, keep, kept, strict=True):
+            links[row : row + n, : sp.links.shape[1]] = sp.links[k]
+            coef[row : row + n, : sp.links.shape[1]] = sp.coef[k]
+            row += n
         capacity = member.prepared.capacity
-        rate = _max_min(links[keep], capacity, coef[keep], None)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rate = _max_min(links, capacity, coef, None)
         union = _Union(
-            parts=owner[keep],
-            flows=np.flatnonzero(keep) - starts[owner[keep]],
-            links=links[keep],
-            coef=coef[keep],
+            parts=np.repeat(np.arange(len(phases)), kept),
+            flows=np.concatenate([np.flatnonzero(k) for k in keep]),
+            links=links,
+            coef=coef,
             rate=rate,
         )
     cache.joint[key] = union
     return union
+
+
+def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray]:
+    """bool ``[F_i]`` per part (int ``[F_i, H_i]`` link rows, ``-1`` padded): the flows
+    connected to every flow of part 0 through chains of shared links. The same flows as
+    :func:`_connected` on the parts stacked and padded to one width, without the stack."""
+    reached = np.zeros(num_links + 1, dtype=bool)  # the last slot stands for padding (-1)
+    keep = [np.zeros(links.shape[0], dtype=bool) for links in parts]
+    keep[0][:] = True
+    fresh = [k.copy() for k in keep]
+    while any(f.any() for f in fresh):
+        for links, new in zip(parts, fresh, strict=True):
+            hops = links[new]
+            reached[hops[hops >= 0]] = True
+        for i, links in enumerate(parts):
+            if keep[i].all():
+                fresh[i] = np.zeros_like(keep[i])
+                continue
+            touched = reached[links].any(axis=1)  # padding reads reached[-1], never set
+            fresh[i] = touched & ~keep[i]
+            keep[i] |= touched
+    return keep
 
 
 def _connected(links: np.ndarray, seed: np.ndarray, num_links: int) -> np.ndarray:

@@ -105,6 +105,89 @@ def progressive_filling_incremental(
     return rate
 
 
+# Rows up to this wide are reduced column by column: numpy's reductions along a short last
+# axis cost several times more per element than elementwise ops on whole columns.
+_NARROW_ROWS = 8
+
+
+def _row_min(values: np.ndarray) -> np.ndarray:
+    """``values.min(axis=1)`` of a 2-D array (the same values: a minimum is exact)."""
+    if values.shape[1] == 0 or values.shape[1] > _NARROW_ROWS:
+        return values.min(axis=1)
+    out = values[:, 0].copy()
+    for column in range(1, values.shape[1]):
+        np.minimum(out, values[:, column], out=out)
+    return out
+
+
+def _row_any(values: np.ndarray) -> np.ndarray:
+    """``values.any(axis=1)`` of a 2-D bool array."""
+    if values.shape[1] == 0 or values.shape[1] > _NARROW_ROWS:
+        return np.asarray(values.any(axis=1))
+    out = values[:, 0].copy()
+    for column in range(1, values.shape[1]):
+        out |= values[:, column]
+    return out
+
+
+# Rows padded to the widest one hold mostly padding (a joint solve of narrow rows with a
+# few wide ones): below this share of used entries the rounds run on the used entries only.
+_SPARSE_BELOW = 0.5
+
+
+def _sparse_rounds(row, slot, weight_of, capacity, rate, rtol) -> np.ndarray:
+    """The rounds of :func:`local_bottleneck_filling` on the used entries only.
+
+    ``slot`` / ``weight_of``: ``[A, H]`` padded rows of the active flows ``row`` (padding
+    at the sentinel slot ``L``, weight 0; every row has a used entry). The used entries
+    are kept in row-major order, so every per-link sum adds the same terms in the same
+    order as the padded rounds (padding only ever adds zeros to the sentinel) and each
+    row's minimum is the same: the same rates bit for bit, at a cost per round of the used
+    entries instead of ``A x H``.
+    """
+    num_links = capacity.size
+    used = slot < num_links
+    entry_slot, entry_weight = slot[used], weight_of[used]  # row-major order
+    count = np.count_nonzero(used, axis=1)
+    entry_row = np.repeat(np.arange(row.size), count)
+    frozen_load = np.zeros(num_links + 1)
+    share = np.empty(num_links + 1)
+    while row.size:
+        start = np.cumsum(count) - count
+        active_weight = np.bincount(entry_slot, weights=entry_weight, minlength=num_links + 1)
+        residual = np.maximum(capacity - frozen_load[:-1], 0.0)
+        crossed = active_weight[:-1] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
+        share[-1] = np.inf
+        entry_share = share[entry_slot]
+        level = np.minimum.reduceat(entry_share, start)
+        finite = np.isfinite(level)
+        if not finite.any():
+            break  # nothing limits the remaining flows: they keep inf
+        lower = entry_share > (level * (1.0 + rtol))[entry_row]
+        not_bottleneck = np.zeros(num_links + 1, dtype=bool)
+        not_bottleneck[entry_slot[lower]] = True
+        at_bottleneck = ~not_bottleneck[entry_slot]
+        freeze = np.logical_or.reduceat(at_bottleneck, start) & finite
+        rate[row[freeze]] = level[freeze]
+        if freeze.all():
+            break
+        frozen_entry = freeze[entry_row]
+        frozen_load += np.bincount(
+            entry_slot[frozen_entry],
+            weights=entry_weight[frozen_entry] * level[entry_row[frozen_entry]],
+            minlength=num_links + 1,
+        )
+        keep = ~frozen_entry
+        alive = ~freeze
+        renumber = np.cumsum(alive) - 1
+        entry_slot, entry_weight = entry_slot[keep], entry_weight[keep]
+        entry_row = renumber[entry_row[keep]]
+        row, count = row[alive], count[alive]
+    return rate
+
+
 def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) -> np.ndarray:
     """Max-min fair rates ``[F]`` (float64) by rounds of local-bottleneck water-filling.
 
@@ -155,10 +238,13 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
     slot = np.where(used, links, num_links).astype(np.intp)
     weight_of = np.where(used, coef, 0.0)
     rate = np.full(num_flows, np.inf)  # flows crossing nothing keep inf
-    row = np.flatnonzero(used.any(axis=1))  # the active flows, in order
-    slot, weight_of = slot[row], weight_of[row]  # copies: rows are rewritten below
+    row = np.flatnonzero(_row_any(used))  # the active flows, in order
+    if row.size < num_flows:  # (slot and weight_of are fresh arrays: rewritten below)
+        slot, weight_of = slot[row], weight_of[row]
     frozen_load = np.zeros(num_links + 1)
     share = np.empty(num_links + 1)
+    if row.size and _SPARSE_BELOW * slot.size > np.count_nonzero(weight_of):
+        return _sparse_rounds(row, slot, weight_of, capacity, rate, rtol)
     alive = np.ones(row.size, dtype=bool)
     while alive.any():
         active_weight = np.bincount(
@@ -170,18 +256,21 @@ def local_bottleneck_filling(links, capacity, coef=None, *, rtol: float = 1e-9) 
             share[:-1] = np.where(crossed, residual / active_weight[:-1], np.inf)
         share[-1] = np.inf
         entry_share = share[slot]  # [A, H]
-        level = entry_share.min(axis=1)  # [A]
-        if not np.isfinite(level).any():
+        level = _row_min(entry_share)  # [A]
+        finite = np.isfinite(level)
+        if not finite.any():
             break  # nothing limits the remaining flows: they keep inf
         # A link is not a local bottleneck when an active flow on it has a lower level.
         lower = entry_share > (level * (1.0 + rtol))[:, None]
         not_bottleneck = np.zeros(num_links + 1, dtype=bool)
         not_bottleneck[slot[lower]] = True
         not_bottleneck[-1] = True
-        freeze = (~not_bottleneck[slot]).any(axis=1) & np.isfinite(level)
+        freeze = _row_any(~not_bottleneck[slot]) & finite
         # The link of the smallest share is always a local bottleneck, so every round
         # freezes some flow and the loop ends after at most F rounds.
         rate[row[freeze]] = level[freeze]
+        if np.array_equal(freeze, alive):
+            break  # every flow froze (one round, when all groups are alike): no loads needed
         frozen_load += np.bincount(
             slot[freeze].ravel(),
             weights=(weight_of[freeze] * level[freeze, None]).ravel(),
