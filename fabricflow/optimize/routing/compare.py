@@ -43,12 +43,12 @@ def routing_figures(
             "completion_s": None,
         }
     done = complete_flows(routes.links, capacity, size, coef=routes.coef, mode=mode)
-    completion = float(np.max(np.asarray(done.finish_time, np.float64), initial=0.0))
+    finish = float(np.max(np.asarray(done.finish_time, np.float64), initial=0.0))
     return {
         "makespan_s": makespan,
-        "max_utilization": makespan / completion if completion > 0 else 0.0,
+        "max_utilization": makespan / finish if finish > 0 else 0.0,
         "throughput_Bps": float(rates.sum()),
-        "completion_s": completion,
+        "completion_s": finish,
     }
 
 
