@@ -206,3 +206,29 @@ def test_zero3_gathers_and_scatters_share_the_steady_window(h100):
     assert {"dp", "edp"} <= {b["dimension"] for b in steady["background"]}
     assert all(m["coupled_s"] >= m["isolated_s"] for m in steady["members"])
     assert coupling["added_s_by_part"]["dp"] > 0
+
+
+def test_a_joint_solve_over_the_memory_budget_leaves_its_member_alone(h100, monkeypatch):
+    """A window whose joint solve would not fit the memory budget times that member alone
+    and says so, instead of failing the whole step."""
+    from fabricflow.errors import MemoryBudgetError
+    from fabricflow.workload import coupling as coupling_module
+    from fabricflow.workload import structure_cache
+
+    def refuse(nbytes, what, **_):
+        raise MemoryBudgetError(f"{what} needs {nbytes:.0f} bytes (test budget)")
+
+    structure_cache.clear()  # joint solves of the coupled runs above are cached
+    monkeypatch.setattr(coupling_module, "check_memory", refuse)
+    result = step_time("mixtral-8x7b", "h100-sxm", Layout(**MIXTRAL), h100, check_memory=False)
+    members = [
+        m for window in result.details["coupling"]["windows"].values() for m in window["members"]
+    ]
+    refused = [m for m in members if m["method"].startswith("alone: joint max-min solve")]
+    assert refused  # the contended members of this layout were refused, and named
+    assert result.details["coupling"]["added_s"] == pytest.approx(0.0, abs=1e-12)
+    monkeypatch.undo()
+    structure_cache.clear()
+    coupled = step_time("mixtral-8x7b", "h100-sxm", Layout(**MIXTRAL), h100, check_memory=False)
+    assert coupled.details["coupling"]["added_s"] > 0  # the same layout, coupled normally
+    assert coupled.step_time_s >= result.step_time_s

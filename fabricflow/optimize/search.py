@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
+from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.layout import Layout
@@ -254,7 +254,7 @@ def optimize_layout(
         top=top,
         candidates=visit.dataset(),
         counts=counts,
-        exhaustive=visit.stopped in ("bound", "exhausted"),
+        exhaustive=visit.stopped in ("bound", "exhausted") and visit.over_budget == 0,
         seconds=time.monotonic() - started,
         space_size=table.space_size,
         objective=objective,
@@ -508,6 +508,7 @@ class _Visit:
         self.errors: list = []
         self.evaluated = 0
         self.failed = 0
+        self.over_budget = 0  # candidates refused by the memory budget (not ruled out)
         self.stopped = "exhausted"
         self.visited_keys = 0
         self._pruned = 0
@@ -806,6 +807,13 @@ class _Visit:
             result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
         except (SpecError, RoutingError) as error:
             self.failed += 1
+            self.errors.append(str(error))
+            return 0.0
+        except MemoryBudgetError as error:
+            # a candidate this machine cannot time is not ruled out: the search is then
+            # not exhaustive (counted as failed, its reason kept in ``errors``)
+            self.failed += 1
+            self.over_budget += 1
             self.errors.append(str(error))
             return 0.0
         self.evaluated += 1

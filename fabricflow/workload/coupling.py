@@ -45,6 +45,7 @@ import numpy as np
 
 from ..collective.flow_rates import SolvedPhase, _max_min
 from ..collective.model import PreparedCollective
+from ..errors import MemoryBudgetError
 from ..memory import check_memory
 from .comm import CollectiveCache
 
@@ -166,9 +167,20 @@ class _Union:
     rate: np.ndarray
 
 
-def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _Union | None:
+@dataclasses.dataclass(frozen=True)
+class _OverBudget:
+    """A joint solve the memory budget refused (``reason``): the member is timed alone and
+    the coupling report says so."""
+
+    reason: str
+
+
+def _joint(
+    cache: CollectiveCache, member: Bound, background: list[Bound]
+) -> _Union | _OverBudget | None:
     """Joint max-min rates of the member's flows with the connected background flows
-    (``None`` when no background flow shares a link with them). Cached by structure."""
+    (``None`` when no background flow shares a link with them; :class:`_OverBudget` when
+    the padded union would not fit the memory budget). Cached by structure."""
     key = ("joint", member.key, tuple(b.key for b in background))
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
@@ -183,11 +195,18 @@ def _joint(cache: CollectiveCache, member: Bound, background: list[Bound]) -> _U
         kept = [int(np.count_nonzero(k)) for k in keep]
         # The padded union (int64 links, float64 coef) and the solver's per-entry arrays:
         # ~64 bytes per entry.
-        check_memory(
-            64.0 * sum(kept) * width,
-            f"joint max-min solve of {sum(kept):,} flows x {width} links",
-            hint="time the step with coupling=False",
-        )
+        try:
+            check_memory(
+                64.0 * sum(kept) * width,
+                f"joint max-min solve of {sum(kept):,} flows x {width} links",
+                hint="time the step with coupling=False",
+            )
+        except MemoryBudgetError as error:
+            # One window member left uncoupled is better than no step time: the report
+            # names it (method "alone: ...") and the step stays a valid lower estimate.
+            refused = _OverBudget(str(error))
+            cache.joint[key] = refused
+            return refused
         links = np.full((sum(kept), width), -1, dtype=np.int64)
         coef = np.zeros(links.shape)
         row = 0
@@ -268,7 +287,9 @@ def coupled_seconds(
     others = [b for b, _ in pairs if b is not None]
     scale = [1.0, *(n for b, n in pairs if b is not None)]
     union = _joint(cache, bound, others) if bound is not None and others else None
-    if bound is not None and union is not None:
+    if isinstance(union, _OverBudget):
+        out = Coupled(isolated, isolated, f"alone: {union.reason}", isolated)
+    elif bound is not None and union is not None:
         mine = union.parts == 0
         rate = bound.sp.rate.reshape(-1).copy()
         rate[union.flows[mine]] = union.rate[mine]
