@@ -155,8 +155,12 @@ def test_stdout_closed_early_is_quiet():
 
 # ------------------------------------------------------------------ signals
 def _interrupt(args: list[str], delay: float, signum=signal.SIGINT, until=None):
-    """Start the CLI, send ``signum`` after ``delay`` s (or once ``until()`` holds)."""
-    proc = _cli(*args)
+    """Start the CLI, send ``signum`` after ``delay`` s (or once ``until()`` holds).
+
+    The JAX compilation cache is off: the delays aim at phases of a run (imports, JAX
+    compilation, simulation), and a warm cache would skip the compilation and let a run
+    end before its signal."""
+    proc = _cli(*args, env={**os.environ, "FABRICFLOW_NO_JAX_CACHE": "1"})
     start = time.monotonic()
     while time.monotonic() - start < (60 if until else delay):
         if until is not None and until():
