@@ -17,6 +17,7 @@ limit; :func:`clear` empties it and :func:`info` reports its size and hit rate.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import threading
 from collections import OrderedDict
@@ -200,10 +201,16 @@ def prepared_collective(
 
 
 def clear() -> None:
-    """Drop every entry and reset the counters."""
+    """Drop every entry and reset the counters.
+
+    Also collects garbage: the collective model shares solved phases through weak
+    references (:mod:`fabricflow.collective.model`), and solved collectives caught in
+    reference cycles would otherwise stay reachable to that sharing until the next
+    collection, so a "cold" call after ``clear()`` would not be cold."""
     with _lock:
         _entries.clear()
         _stats.update(hits=0, misses=0, bytes=0)
+    gc.collect()
 
 
 def info() -> dict:
