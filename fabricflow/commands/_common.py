@@ -16,6 +16,34 @@ def add_json_flag(parser) -> None:
     )
 
 
+def add_fail_flag(parser) -> None:
+    """``--fail KIND:FRACTION``: a failure what-if, applied by :func:`failed_fabric`."""
+    parser.add_argument(
+        "--fail",
+        default=None,
+        metavar="KIND:FRACTION",
+        help="fail a random fraction of the cables of a link kind first "
+        "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)",
+    )
+
+
+def failed_fabric(fabric, fail: str | None, seed: int):
+    """``fabric`` with ``--fail KIND:FRACTION`` of its cables failed (seeded); the kind
+    and the fraction are validated by ``Fabric.without``."""
+    if not fail:
+        return fabric
+    from ..errors import SpecError
+
+    kind, _, fraction = fail.partition(":")
+    try:
+        value = float(fraction)
+    except ValueError:
+        raise SpecError(
+            "--fail", f"expected KIND:FRACTION such as leaf:0.01, got {fail!r}"
+        ) from None
+    return fabric.without(link_kind=kind, fraction=value, seed=seed)
+
+
 def to_jsonable(value):
     """Convert numpy scalars/arrays (recursively) into plain Python for json.dumps."""
     if isinstance(value, dict):

@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json, print_table
+from ._common import add_fail_flag, add_json_flag, failed_fabric, print_json, print_table
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
@@ -71,13 +71,7 @@ def register(subparsers) -> None:
         help="rings cross rails between nodes instead of using PXN",
     )
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
-    parser.add_argument(
-        "--fail",
-        default=None,
-        metavar="KIND:FRACTION",
-        help="fail a random fraction of the cables of a link kind first "
-        "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)",
-    )
+    add_fail_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -101,15 +95,7 @@ def run(args) -> int:
         raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
     fabric = load_fabric(args.fabric)
     routing = routing_for(fabric) if args.routing == "auto" else args.routing
-    if args.fail:
-        kind, _, fraction = args.fail.partition(":")
-        try:
-            value = float(fraction)
-        except ValueError:
-            raise SpecError(
-                "fail", f"expected KIND:FRACTION such as leaf:0.01, got {args.fail!r}"
-            ) from None
-        fabric = fabric.without(link_kind=kind, fraction=value, seed=args.seed)
+    fabric = failed_fabric(fabric, args.fail, args.seed)
     if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value
         raise SpecError(
             "fabric", f"a collective needs at least 2 GPUs; {fabric.name} has {fabric.num_gpus}"

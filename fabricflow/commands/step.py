@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+from ._common import (
+    add_fail_flag,
+    add_json_flag,
+    check_out_folder,
+    failed_fabric,
+    mark_done,
+    output_path,
+    print_json,
+)
 
 
 def register(subparsers) -> None:
@@ -113,13 +121,7 @@ def register(subparsers) -> None:
         metavar="N",
         help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max",
     )
-    parser.add_argument(
-        "--fail",
-        default=None,
-        metavar="KIND:FRACTION",
-        help="fail a random fraction of the cables of a link kind first "
-        "(e.g. leaf:0.01 = 1%% of leaf-spine cables; seeded by --seed)",
-    )
+    add_fail_flag(parser)
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
     parser.add_argument(
         "--collectives",
@@ -331,22 +333,6 @@ def _check_plot_path(path: str) -> None:
     check_out_folder(os.path.dirname(os.path.abspath(path)), "--plot")
 
 
-def _failed(fabric, fail: str | None, seed: int):
-    """``fabric`` with ``--fail KIND:FRACTION`` of its cables failed (as ``collective``)."""
-    if not fail:
-        return fabric
-    from ..errors import SpecError
-
-    kind, _, fraction = fail.partition(":")
-    try:
-        value = float(fraction)
-    except ValueError:
-        raise SpecError(
-            "--fail", f"expected KIND:FRACTION such as leaf:0.01, got {fail!r}"
-        ) from None
-    return fabric.without(link_kind=kind, fraction=value, seed=seed)
-
-
 def run(args) -> int:
     import dataclasses
     import os
@@ -372,7 +358,7 @@ def run(args) -> int:
     if args.attention:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
-    fabric = _failed(load_fabric(args.fabric), args.fail, args.seed)
+    fabric = failed_fabric(load_fabric(args.fabric), args.fail, args.seed)
     if args.seeds is not None and args.seeds < 1:
         raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
     result = step_time(

@@ -7,9 +7,9 @@ distinct *analytic key* and numpy broadcasts the result to every candidate shari
 rank orders, placements, overlap switches and collective algorithms multiply the
 candidates without multiplying this work.
 
-The bound is the step time with every collective taking zero seconds: compute of the
-slowest pipeline rank for all micro-batches, the pipeline bubble of that compute, and the
-optimizer pass. :func:`fabricflow.step_time` is non-decreasing in every collective time
+The bound is the step time with every collective taking zero seconds
+(:func:`~fabricflow.workload.step.compute_only`: the step model's own compute, pipeline
+bubble, optimizer and offload parts). :func:`fabricflow.step_time` is non-decreasing in every collective time
 (sums, ``max``, ``max(0, t - hidden)``, positive multiples), so this never exceeds the
 step time of any order, placement or fabric (proof in docs/optimize.md).
 """
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..workload.gpu import GpuSpec
-from ..workload.layer_cost import embedding_cost, head_cost, layer_cost
+from ..workload.layer_cost import layer_cost
 from ..workload.layout import Layout
 from ..workload.memory import GIB, memory_per_gpu, stage_parameters
 from ..workload.model import ModelSpec
@@ -59,33 +59,6 @@ class Evaluator:
         self.model = model
         self.gpu = gpu
         self._layer: dict = {}
-        self._ends: dict = {}
-
-    def per_layer_compute(self, layout: Layout) -> float:
-        """Seconds of one layer (dense/MoE mix), one micro-batch, all passes."""
-        key = dataclasses.replace(layout, **_NOT_IN_LAYER)
-        if key not in self._layer:
-            model = self.model
-            kinds = [(False, model.num_dense_layers / model.num_layers)]
-            if model.is_moe:
-                kinds.append((True, model.num_moe_layers / model.num_layers))
-            self._layer[key] = (
-                sum(
-                    share * layer_cost(model, self.gpu, layout, moe=moe).total_s
-                    for moe, share in kinds
-                )
-                / layout.framework_efficiency
-            )
-        return self._layer[key]
-
-    def ends(self, layout: Layout) -> tuple[float, float]:
-        """(embedding fwd+bwd, head fwd+bwd) seconds per micro-batch, kernels only."""
-        key = (layout.tp, layout.cp, layout.micro_batch, layout.sequence_parallel, layout.seq_len)
-        if key not in self._ends:
-            ef, eb = embedding_cost(self.model, self.gpu, layout)
-            hf, hb = head_cost(self.model, self.gpu, layout)
-            self._ends[key] = (ef + eb, hf + hb)
-        return self._ends[key]
 
     def parts(self, layout: Layout) -> dict:
         """The compute-side numbers the network bound combines with collective bounds:
@@ -95,7 +68,7 @@ class Evaluator:
         first, middle, last = layout.stage_layers(self.model)
         dense, expert = stage_parameters(self.model, layout)
         return {
-            "backward_s": max(first, middle, last) * self.per_layer_backward(layout),
+            "backward_s": max(first, middle, last) * self.per_layer(layout)[0],
             "m": layout.num_micro_batches,
             "pp": layout.pp,
             "vpp": layout.vpp,
@@ -116,8 +89,8 @@ class Evaluator:
             * layout.seq_len
             / layout.cp
             * self.model.hidden_size,
-            "forward_gemm_s": self.per_layer_gemm(layout)[0],
-            "backward_gemm_s": self.per_layer_gemm(layout)[1],
+            "forward_gemm_s": self.per_layer(layout)[1],
+            "backward_gemm_s": self.per_layer(layout)[2],
             "passes_forward": 2.0 if layout.recompute == "full" else 1.0,
             "sequence_parallel": float(layout.sequence_parallel),
             "min_layers": float(min(first, middle, last)),
@@ -129,9 +102,11 @@ class Evaluator:
             "bubble_share": 0.0 if layout.schedule == "dualpipe" else (layout.pp - 1) / layout.vpp,
         }
 
-    def per_layer_gemm(self, layout: Layout) -> tuple[float, float]:
-        """Share-weighted (forward, backward) weight-GEMM seconds of one layer."""
-        key = ("gemm", dataclasses.replace(layout, **_NOT_IN_LAYER))
+    def per_layer(self, layout: Layout) -> tuple[float, float, float]:
+        """Share-weighted seconds of one layer (dense/MoE mix), one micro-batch, kernels
+        over the framework efficiency: (backward, forward weight GEMMs, backward weight
+        GEMMs)."""
+        key = ("layer", dataclasses.replace(layout, **_NOT_IN_LAYER))
         if key not in self._layer:
             model = self.model
             kinds = [(False, model.num_dense_layers / model.num_layers)]
@@ -140,24 +115,9 @@ class Evaluator:
             costs = [(share, layer_cost(model, self.gpu, layout, moe=moe)) for moe, share in kinds]
             eff = layout.framework_efficiency
             self._layer[key] = (
+                sum(share * c.backward_s for share, c in costs) / eff,
                 sum(share * c.forward_gemm_s for share, c in costs) / eff,
                 sum(share * c.backward_gemm_s for share, c in costs) / eff,
-            )
-        return self._layer[key]
-
-    def per_layer_backward(self, layout: Layout) -> float:
-        key = ("bwd", dataclasses.replace(layout, **_NOT_IN_LAYER))
-        if key not in self._layer:
-            model = self.model
-            kinds = [(False, model.num_dense_layers / model.num_layers)]
-            if model.is_moe:
-                kinds.append((True, model.num_moe_layers / model.num_layers))
-            self._layer[key] = (
-                sum(
-                    share * layer_cost(model, self.gpu, layout, moe=moe).backward_s
-                    for moe, share in kinds
-                )
-                / layout.framework_efficiency
             )
         return self._layer[key]
 

@@ -39,11 +39,7 @@ def dimension_bytes(model: ModelSpec, layout: Layout) -> dict[str, float]:
         wire = 2.0 * (layout.tp - 1) / layout.tp * size
         out["tp"] = m * layers * (passes_fwd + 1) * 2 * wire
     if layout.cp > 1:
-        if model.is_mla:
-            width = model.num_heads * (model.qk_head_dim + model.value_head_dim)
-        else:
-            width = 2 * model.num_kv_heads * model.head_dim
-        chunk = 2.0 * tokens * width / layout.tp
+        chunk = 2.0 * tokens * model.kv_width / layout.tp
         redo = 1 if layout.recompute in ("full", "selective") else 0
         # Ring attention: cp - 1 chunks forward (again under recompute), 2x that backward.
         out["cp"] = m * layers * (layout.cp - 1) * chunk * (1 + redo + 2)

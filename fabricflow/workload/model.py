@@ -209,6 +209,14 @@ class ModelSpec:
     def value_head_dim(self) -> int:
         return self.v_head_dim if self.is_mla else self.head_dim
 
+    @property
+    def kv_width(self) -> int:
+        """Key and value elements per token that attention keeps, over all heads: what a
+        context-parallel ring passes around (MLA: the decompressed per-head K and V)."""
+        if self.is_mla:
+            return self.num_heads * (self.qk_head_dim + self.value_head_dim)
+        return 2 * self.num_kv_heads * self.head_dim
+
     def attention_weight_shapes(self) -> list[tuple[int, int]]:
         """(in, out) of each attention projection matrix of one layer (unsharded)."""
         h, a = self.hidden_size, self.num_heads

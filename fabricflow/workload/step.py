@@ -494,11 +494,7 @@ def _layer_comm(
         else:
             out["tp"] = (passes_fwd + 1) * per_pass
     if layout.cp > 1:
-        if model.is_mla:
-            width = model.num_heads * (model.qk_head_dim + model.value_head_dim)
-        else:
-            width = 2 * model.num_kv_heads * model.head_dim
-        chunk = 2.0 * tokens * width / layout.tp
+        chunk = 2.0 * tokens * model.kv_width / layout.tp
         steps = layout.cp - 1
         ring_f = steps * comm.slowest("cp", "sendrecv", chunk)
         ring_b = steps * comm.slowest("cp", "sendrecv", 2 * chunk)
