@@ -23,29 +23,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 from packet_reference import simulate_packets  # noqa: E402
 
 import fabricflow as ff  # noqa: E402
+from fabricflow.fabric.spec import load_fat_tree  # noqa: E402
 from fabricflow.solve.packet.overheads import reverse_links  # noqa: E402
 from fabricflow.traffic import permutation_flows  # noqa: E402
 
 QUANTILES = [50, 90, 99, 100]
 
 
-def fat_tree(k: int):
-    half = k // 2
-    return ff.load_fabric(
-        "fat-tree-k16",
-        gpus=k**3 // 4,
-        topology={
-            "tiers": [
-                {"name": "leaf", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "spine", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "core", "down_ports": k},
-            ]
-        },
-    )
-
-
 def compare(k: int, seed: int, size: float = 2e6) -> dict:
-    fabric = fat_tree(k)
+    fabric = load_fat_tree(k)
     src, dst = permutation_flows(fabric.num_gpus, seed)
     routes = ff.route(fabric, src, dst, seed=seed)
     began = time.perf_counter()

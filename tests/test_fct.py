@@ -8,26 +8,12 @@ import pytest
 from packet_reference import simulate_packets
 
 import fabricflow as ff
+from fabricflow.fabric.spec import load_fat_tree
 from fabricflow.solve.packet.overheads import PacketParams, reverse_links, wire_bytes
 from fabricflow.traffic import permutation_flows
 
 C = 50e9  # 400 Gb/s in bytes/s
 LAT = 1e-6
-
-
-def fat_tree(k: int):
-    half = k // 2
-    return ff.load_fabric(
-        "fat-tree-k16",
-        gpus=k**3 // 4,
-        topology={
-            "tiers": [
-                {"name": "leaf", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "spine", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "core", "down_ports": k},
-            ]
-        },
-    )
 
 
 def star(hosts: int):
@@ -61,7 +47,7 @@ def reference(fabric, routes, size, **options):
 
 def test_one_flow_one_path_exact():
     """Headers, one packet time per hop after the first, latency both ways, the ACK."""
-    fabric = fat_tree(4)
+    fabric = load_fat_tree(4)
     routes = ff.route(fabric, [0], [15])  # across the core: 6 links
     hops = int((routes.links >= 0).sum())
     assert hops == 6
@@ -90,7 +76,7 @@ def test_header_overhead_and_small_flows():
     wire, first = wire_bytes(np.array([1.0, 8936.0, 8937.0, 2e6]), params)
     np.testing.assert_allclose(wire, [65, 9000, 8937 + 128, 2e6 + 224 * 64])
     np.testing.assert_allclose(first, [65, 9000, 9000, 9000])
-    fabric = fat_tree(4)
+    fabric = load_fat_tree(4)
     routes = ff.route(fabric, [0, 1], [15, 14])
     times = ff.flow_completion_times(fabric, routes, [100.0, 5000.0], fidelity="packet")
     ref_delivered, _ = reference(fabric, routes, [100.0, 5000.0])
@@ -98,7 +84,7 @@ def test_header_overhead_and_small_flows():
 
 
 def test_fluid_is_the_max_min_engine_plus_latency():
-    fabric = fat_tree(4)
+    fabric = load_fat_tree(4)
     src, dst = permutation_flows(16, seed=3)
     routes = ff.route(fabric, src, dst, seed=3)
     size = np.linspace(1e5, 2e6, 16)
@@ -145,7 +131,7 @@ def test_incast_victim_behind_pfc():
 def test_permutation_matches_packet_reference(seed):
     """k=8 fat-tree (128 hosts), 2 MB permutation: percentiles within 5% of the packet
     simulation and every flow within 15%; the fluid model is off by far more per flow."""
-    fabric = fat_tree(8)
+    fabric = load_fat_tree(8)
     src, dst = permutation_flows(fabric.num_gpus, seed=seed)
     routes = ff.route(fabric, src, dst, seed=seed)
     _, acked = reference(fabric, routes, 2e6)
@@ -158,7 +144,7 @@ def test_permutation_matches_packet_reference(seed):
 
 
 def test_bad_inputs_name_the_field():
-    fabric = fat_tree(4)
+    fabric = load_fat_tree(4)
     routes = ff.route(fabric, [0, 1], [5, 6])
     for kwargs, field in [
         ({"fidelity": "packets"}, "fidelity"),

@@ -31,24 +31,13 @@ def run(args) -> int | dict:
 def _case(k: int) -> dict:
     import numpy as np
 
-    from ..fabric.spec import load_fabric
+    from ..fabric.spec import load_fat_tree
     from ..fct import flow_completion_times
     from ..routing.route import route
     from ..traffic import permutation_flows
 
     began = time.perf_counter()
-    half = k // 2
-    fabric = load_fabric(
-        "fat-tree-k16",
-        gpus=k**3 // 4,
-        topology={
-            "tiers": [
-                {"name": "leaf", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "spine", "down_ports": half, "up_ports": half, "latency": "1us"},
-                {"name": "core", "down_ports": k},
-            ]
-        },
-    )
+    fabric = load_fat_tree(k)
     src, dst = permutation_flows(fabric.num_gpus, seed=0)
     built = time.perf_counter()
     routes = route(fabric, src, dst, seed=0)

@@ -228,6 +228,26 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
         raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error
 
 
+def load_fat_tree(k: int) -> Fabric:
+    """The three-tier k-ary fat-tree of the ``fat-tree-k16`` preset at any even ``k``:
+    ``k**3 / 4`` hosts, 400 Gb/s and 1 us per link (Al-Fares et al.; the fabric packet
+    simulators validate flow completion times on)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k % 2:
+        raise SpecError("k", f"must be an even integer >= 2, got {k!r}")
+    half = k // 2
+    return load_fabric(
+        "fat-tree-k16",
+        gpus=k**3 // 4,
+        topology={
+            "tiers": [
+                {"name": "leaf", "down_ports": half, "up_ports": half, "latency": "1us"},
+                {"name": "spine", "down_ports": half, "up_ports": half, "latency": "1us"},
+                {"name": "core", "down_ports": k},
+            ]
+        },
+    )
+
+
 def _merge(base: dict, overrides: dict) -> dict:
     merged = copy.deepcopy(base)
     for key, value in overrides.items():
