@@ -18,7 +18,7 @@ import argparse
 import json
 import pathlib
 
-from fabricflow.atomic import ensure_folder
+from fabricflow.atomic import atomic_path, ensure_folder
 from fabricflow.study.oversubscription import key_numbers, oversubscription_study
 from fabricflow.study.oversubscription_plots import plot_breakdown, plot_step_time
 
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         data = oversubscription_study(ratios=(1.0, 7.0), gpus=args.gpus or 1024, fast=True)
     else:
         data = oversubscription_study(gpus=args.gpus or 2048)
-    data.to_netcdf(args.out / "oversubscription.nc")
+    with atomic_path(args.out / "oversubscription.nc") as tmp:
+        data.to_netcdf(tmp)
     plot_step_time(data, args.out / "oversubscription_step_time.png")
     plot_breakdown(data, args.out / "oversubscription_breakdown.png")
     if args.thumbnail:

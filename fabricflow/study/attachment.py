@@ -11,11 +11,12 @@ Measured with the real models, per attachment and leaf ratio:
 
 * nccl-tests style bus bandwidth over message sizes of
 
-  - ring/tree all-reduce in data-parallel groups (GPU ``r`` of every node, one group per
-    rail, all at once), with NCCL's PXN rail-to-rail ring hops on and off
-    (``rail_aware``);
-  - all-to-all in expert-parallel groups of 64 GPUs (8 whole nodes), direct versus
-    PXN-style hierarchical (aggregate inside the node, then send on the own rail);
+  - ring all-reduce in groups of 64 GPUs (8 whole nodes, every group at once) with
+    NCCL's PXN rail-to-rail ring hops on and off (``rail_aware``);
+  - all-to-all in the same groups (MoE expert parallelism), direct versus PXN-style
+    hierarchical (aggregate inside the node, then send on the own rail);
+  - both with NCCL's automatic algorithm choice (``busbw_auto_Bps``: tree, halving-
+    doubling, ... whichever is fastest per size);
 
 * :func:`fabricflow.step_time` of a dense and an MoE job filling the fabric, with the MoE
   dispatch/combine all-to-all forced direct (PXN off) or hierarchical (PXN on); the dense
@@ -116,14 +117,21 @@ def default_jobs(gpus: int, *, fast: bool = False) -> tuple[Job, ...]:
     )
 
 
-def _busbw(fabric: Fabric, op: str, pxn: bool, sizes: np.ndarray, group_size: int) -> np.ndarray:
-    """Bus bandwidth (B/s) per size of ``op`` in the study's groups on ``fabric``."""
-    if op == "all_reduce":
-        groups = make_groups(fabric.num_gpus, fabric.num_gpus // 8, layout="strided")
-        prepared = prepare_collective(fabric, op, groups, rail_aware=pxn)
+def _busbw(
+    fabric: Fabric, op: str, pxn: bool | None, sizes: np.ndarray, group_size: int
+) -> np.ndarray:
+    """Bus bandwidth (B/s) per size of ``op`` in contiguous groups of ``group_size`` GPUs.
+
+    ``pxn`` True/False: all-reduce as rings with rail-to-rail (PXN) hops or without,
+    all-to-all hierarchical (PXN) or direct; ``None``: NCCL-style automatic choice."""
+    groups = make_groups(fabric.num_gpus, group_size)
+    if pxn is None:
+        prepared = prepare_collective(fabric, op, groups)
+    elif op == "all_reduce":
+        prepared = prepare_collective(fabric, op, groups, algo="ring", rail_aware=pxn)
     else:
-        groups = make_groups(fabric.num_gpus, group_size)
-        prepared = prepare_collective(fabric, op, groups, algo="hierarchical" if pxn else "direct")
+        algo = "hierarchical" if pxn else "direct"
+        prepared = prepare_collective(fabric, op, groups, algo=algo)
     return np.array([result.busbw_Bps for result in prepared.evaluate(sizes)])
 
 
@@ -133,14 +141,14 @@ def attachment_study(
     leaf_uplinks: Sequence[int] = LEAF_UPLINKS,
     sizes: Sequence[float] = SIZES,
     jobs: Sequence[Job] | None = None,
-    alltoall_group: int = 64,
+    group_size: int = 64,
     fast: bool = False,
 ):
     """Collective bus bandwidth and step time, rail versus ToR attachment.
 
     Returns an :class:`xarray.Dataset` with ``busbw_Bps`` ``[attachment,
     leaf_oversubscription, op, pxn, size]`` (bytes/s; ``op`` in ``all_reduce``,
-    ``all_to_all``), ``step_time_s``, ``mfu`` and ``ep_s`` (exposed all-to-all seconds)
+    ``all_to_all``), ``busbw_auto_Bps`` ``[attachment, leaf_oversubscription, op, size]``, ``step_time_s``, ``mfu`` and ``ep_s`` (exposed all-to-all seconds)
     ``[attachment, leaf_oversubscription, model, pxn]``, and ``switches`` /
     ``bisection_Bps`` ``[attachment, leaf_oversubscription]``.
     Cost: ~2 min on 2 cores at the defaults (512 GPUs; 16 step evaluations).
@@ -153,6 +161,7 @@ def attachment_study(
     pxn_values = (False, True)
     shape = (len(ATTACHMENTS), len(leaf_uplinks))
     busbw = np.full((*shape, len(ops), 2, sizes_array.size), np.nan)
+    auto = np.full((*shape, len(ops), sizes_array.size), np.nan)
     step = np.full((*shape, len(jobs), 2), np.nan)
     mfu = np.full_like(step, np.nan)
     ep_s = np.full_like(step, np.nan)
@@ -167,7 +176,8 @@ def attachment_study(
             bisection[a, u] = summary["bisection_bandwidth_Bps"]
             for o, op in enumerate(ops):
                 for p, pxn in enumerate(pxn_values):
-                    busbw[a, u, o, p] = _busbw(fabric, op, pxn, sizes_array, alltoall_group)
+                    busbw[a, u, o, p] = _busbw(fabric, op, pxn, sizes_array, group_size)
+                auto[a, u, o] = _busbw(fabric, op, None, sizes_array, group_size)
             for j, job in enumerate(jobs):
                 for p, pxn in enumerate(pxn_values):
                     algorithms = {"ep": "hierarchical" if pxn else "direct"}
@@ -185,6 +195,7 @@ def attachment_study(
     return xr.Dataset(
         {
             "busbw_Bps": ((*fabric_dims, "op", "pxn", "size"), busbw, {"units": "B/s"}),
+            "busbw_auto_Bps": ((*fabric_dims, "op", "size"), auto, {"units": "B/s"}),
             "step_time_s": (step_dims, step, {"units": "s"}),
             "mfu": (step_dims, mfu, {"units": "1"}),
             "ep_s": (step_dims, ep_s, {"units": "s", "long_name": "exposed all-to-all"}),
@@ -204,8 +215,9 @@ def attachment_study(
             "study": "attachment",
             "fabric": f"2-tier Clos, {gpus} GPUs, 8-GPU nodes, 400G NICs, 16-port leaf downlinks",
             "gpus": gpus,
-            "all_reduce_groups": f"{gpus // 8} GPUs each: local rank r of every node (DP style)",
-            "all_to_all_groups": f"{alltoall_group} contiguous GPUs (EP style)",
+            "groups": f"{group_size} contiguous GPUs ({group_size // 8} whole nodes), all at once",
+            "pxn": "all-reduce: ring with rail-to-rail hops (on) or plain (off); "
+            "all-to-all: hierarchical (on) or direct (off)",
             "seconds": time.perf_counter() - started,
         },
     )
