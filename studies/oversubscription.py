@@ -9,7 +9,7 @@ Writes into OUT:
 and prints the key numbers as one JSON object. The computation is
 fabricflow.study.oversubscription (real step-time evaluations on a clos-100k slice).
 Full run: 20 step evaluations on 2,048 GPUs, about a minute on 2 cores; --fast: 8 smaller
-evaluations on 1,024 GPUs (the tests run it).
+evaluations on 512 GPUs in pods of 256 (the tests run it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ensure_folder(args.out)
     if args.fast:
-        data = oversubscription_study(ratios=(1.0, 7.0), gpus=args.gpus or 1024, fast=True)
+        data = oversubscription_study(
+            ratios=(1.0, 7.0), gpus=args.gpus or 512, pod_gpus=256, fast=True
+        )
     else:
         data = oversubscription_study(gpus=args.gpus or 2048)
     with atomic_path(args.out / "oversubscription.nc") as tmp:

@@ -9,7 +9,7 @@ Writes into OUT:
 and prints the key numbers as one JSON object. The computation is
 fabricflow.study.scaleup_domain (DeepSeek-V3 on 1,024 GB200 of a 1,152-GPU slice of the
 NVL72 SuperPOD's network, real step-time evaluations). Full run: 20 distinct step
-evaluations, 1-2 min on 2 cores; --fast: EP 8 and 64 only (the tests run it).
+evaluations, 1-2 min on 2 cores; --fast: EP 8 and 64 only, a 512-GPU job (the tests run it).
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     ensure_folder(args.out)
-    data = scaleup_domain_study(ep_sizes=(8, 64)) if args.fast else scaleup_domain_study()
+    if args.fast:
+        data = scaleup_domain_study(ep_sizes=(8, 64), job_gpus=512)
+    else:
+        data = scaleup_domain_study()
     with atomic_path(args.out / "scaleup_domain.nc") as tmp:
         data.to_netcdf(tmp)
     plot_step_time(data, args.out / "scaleup_domain_step_time.png")

@@ -61,7 +61,7 @@ def test_oversubscription_study(tmp_path, capsys):
     )
     # with data parallelism outermost the gradient reduction crosses pods: it grows
     dp = data.breakdown_s.sel(part="dp", order="tp-cp-ep-pp-dp")
-    assert np.all(dp.sel(oversubscription=7.0).values > 1.5 * dp.sel(oversubscription=1.0).values)
+    assert np.all(dp.sel(oversubscription=7.0).values > 1.2 * dp.sel(oversubscription=1.0).values)
     assert numbers["dense tp-cp-ep-pp-dp"]["slowdown"] > 1.0
 
 
@@ -114,7 +114,7 @@ def test_scaleup_domain_study(tmp_path, capsys):
     _breakdown_sums(data)
     inside = data.ep_groups_inside_domain
     # EP groups of 64 consecutive GPUs 64g..64g+63 against 72-GPU racks, computed here
-    start = 64 * np.arange(16)
+    start = 64 * np.arange(data.attrs["job_gpus"] // 64)
     expected = np.mean(start // 72 == (start + 63) // 72)
     assert float(inside.sel(domain_size=72, placement="contiguous", ep=64)) == expected
     assert float(inside.sel(domain_size=72, placement="domain-aligned", ep=64)) == 1.0
