@@ -17,12 +17,18 @@ OP_TITLES = {
 
 def plot_busbw(data, path: str | os.PathLike, *, thumbnail: bool = False) -> None:
     """Bus bandwidth (GB/s) vs message size: rows = op, columns = leaf ratio, lines =
-    attachment (colour) x PXN (solid on, dashed off); dotted: NCCL's automatic choice."""
+    attachment (colour) x PXN (solid on, dashed off); dotted: NCCL's automatic choice.
+    ``thumbnail``: the most oversubscribed leaf ratio only, 480 px wide."""
     ops = list(data.op.values)
     ratios = list(data.leaf_oversubscription.values)
-    size = (3.2 * len(ratios), 2.6 * len(ops)) if thumbnail else (5.0 * len(ratios), 3.6 * len(ops))
+    if thumbnail:  # the most oversubscribed leaves only: where attachment matters
+        ratios = ratios[-1:]
+    size = (6.4, 2.8) if thumbnail else (5.0 * len(ratios), 3.6 * len(ops))
     fig = new_figure(figsize=size)
     axes = fig.subplots(len(ops), len(ratios), squeeze=False)
+    if thumbnail:  # one row: op side by side
+        fig.clear()
+        axes = fig.subplots(1, len(ops), squeeze=False).T
     mib = data["size"].values / 2**20
     for r, op in enumerate(ops):
         for c, ratio in enumerate(ratios):
@@ -63,13 +69,17 @@ def plot_busbw(data, path: str | os.PathLike, *, thumbnail: bool = False) -> Non
             if c == 0:
                 ax.set_ylabel("busbw (GB/s)")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle(
-        f"Rail-optimized vs ToR attachment, groups of {data.attrs['groups']}\n"
-        f"({data.attrs['fabric']})",
-        fontsize=9,
-    )
+    if thumbnail:
+        fig.suptitle("Rail-optimized vs ToR attachment, 64-GPU groups", fontsize=9)
+    else:
+        fig.suptitle(
+            f"Rail-optimized vs ToR attachment, groups of {data.attrs['groups']}\n"
+            f"({data.attrs['fabric']})",
+            fontsize=9,
+        )
     fig.tight_layout()
-    save_figure(fig, path, dpi=80 if thumbnail else 120)
+    # thumbnails: 480 px wide whatever the panel count (README table)
+    save_figure(fig, path, dpi=round(480 / fig.get_figwidth()) if thumbnail else 120)
 
 
 def plot_step(data, path: str | os.PathLike) -> None:

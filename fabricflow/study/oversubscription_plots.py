@@ -36,7 +36,8 @@ def plot_step_time(data, path: str | os.PathLike, *, thumbnail: bool = False) ->
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"Step time vs oversubscription ({data.attrs['fabric']})", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path, dpi=80 if thumbnail else 120)
+    # thumbnails: 480 px wide whatever the panel count (README table)
+    save_figure(fig, path, dpi=round(480 / fig.get_figwidth()) if thumbnail else 120)
 
 
 def plot_breakdown(data, path: str | os.PathLike, *, order: str = "tp-cp-ep-pp-dp") -> None:
