@@ -8,7 +8,7 @@ Writes into OUT:
   attachment_step.png      step time per job, attachment and PXN
 and prints the key numbers as one JSON object. The computation is
 fabricflow.study.attachment (real collective and step-time models on a 2-tier Clos).
-Full run: 512 GPUs, 6 sizes, 16 step evaluations, under a minute on 2 cores; --fast: 256
+Full run: 512 GPUs, 6 sizes, 16 step evaluations, ~15 s on 2 cores; --fast: 256
 GPUs, 2 sizes, smaller models (the tests run it).
 """
 

@@ -8,7 +8,7 @@ Writes into OUT:
   oversubscription_breakdown.png      where the time goes (data-parallel outermost)
 and prints the key numbers as one JSON object. The computation is
 fabricflow.study.oversubscription (real step-time evaluations on a clos-100k slice).
-Full run: 20 step evaluations on 2,048 GPUs, about a minute on 2 cores; --fast: 8 smaller
+Full run: 20 step evaluations on 2,048 GPUs, ~35 s on 2 cores; --fast: 8 smaller
 evaluations on 512 GPUs in pods of 256 (the tests run it).
 """
 

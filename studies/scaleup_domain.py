@@ -9,7 +9,8 @@ Writes into OUT:
 and prints the key numbers as one JSON object. The computation is
 fabricflow.study.scaleup_domain (DeepSeek-V3 on 1,024 GB200 of a 1,152-GPU slice of the
 NVL72 SuperPOD's network, real step-time evaluations). Full run: 20 distinct step
-evaluations, 1-2 min on 2 cores; --fast: EP 8 and 64 only, a 512-GPU job (the tests run it).
+evaluations, ~2.5 min on 2 cores; --fast: EP 8 and 64 only, a 512-GPU job (the tests
+run it).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def oversubscription_study(
     order, part]`` (seconds; parts sum to the step time), ``bisection_Bps`` and
     ``spine_ratio`` ``[oversubscription]`` (the ratio the built fabric has), and the jobs'
     model names and layouts as attributes.
-    Cost: ~1 min on 2 cores at the defaults (20 step evaluations on 2,048 GPUs).
+    Cost: ~35 s on 2 cores at the defaults (20 step evaluations on 2,048 GPUs).
     """
     import xarray as xr
 

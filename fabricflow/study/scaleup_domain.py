@@ -146,7 +146,8 @@ def scaleup_domain_study(
     placement, ep]`` and ``breakdown_s`` ``[domain_size, placement, ep, part]`` (seconds,
     summing to the step). Points whose placement puts the ranks on the same GPUs as an
     earlier one are copied, not re-timed.
-    Cost: ~1 min on 2 cores at the defaults (20 distinct step evaluations, 1,024 GPUs).
+    Cost: ~2.5 min wall on the shared 2-core machine at the defaults (20 distinct step
+    evaluations on 1,024 GPUs).
     """
     import xarray as xr
 
