@@ -136,3 +136,26 @@ def test_scaleup_domain_study(tmp_path, capsys):
     nvl72 = data.step_time_s.sel(domain_size=72, ep=64)
     assert float(nvl72.sel(placement="domain-aligned")) < float(nvl72.sel(placement="contiguous"))
     assert set(numbers) >= {"nvl8 contiguous", "nvl72 domain-aligned", "nvl576 contiguous"}
+
+
+def test_study_builders_refuse_bad_input():
+    from fabricflow.errors import SpecError
+    from fabricflow.study.attachment import attachment_fabric
+    from fabricflow.study.oversubscription import oversubscribed_clos
+    from fabricflow.study.scaleup_domain import domain_fabric, job_placement, moe_layout
+
+    with pytest.raises(SpecError, match="oversubscription"):
+        oversubscribed_clos(0.5, 1024)
+    with pytest.raises(SpecError, match="oversubscription"):
+        oversubscribed_clos(float("nan"), 1024)
+    with pytest.raises(SpecError, match="pods"):
+        oversubscribed_clos(2.0, 512, pod_gpus=512)  # one pod: nothing crosses the spine tier
+    with pytest.raises(SpecError, match="attachment"):
+        attachment_fabric("spine", 256, 4)
+    with pytest.raises(SpecError, match="domain_size"):
+        domain_fabric(10)
+    with pytest.raises(SpecError, match="1152"):
+        domain_fabric(72, gpus=1024)
+    fabric = domain_fabric(72)
+    with pytest.raises(SpecError, match="placement"):
+        job_placement(fabric, moe_layout(512, 8), "scattered")
