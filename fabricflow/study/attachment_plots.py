@@ -108,6 +108,10 @@ def plot_step(data, path: str | os.PathLike) -> None:
         ax.set_ylabel("step time (s)")
         ax.set_title(f"{model}: {str(data.model_name.sel(model=model).values)}", fontsize=10)
     axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(
+        "Step time, rail vs ToR (PXN: hierarchical MoE all-to-all; the dense job has none)",
+        fontsize=10,
+    )
     fig.tight_layout()
     save_figure(fig, path)
 
