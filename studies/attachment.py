@@ -1,0 +1,51 @@
+"""Study: rail-optimized vs ToR attachment at equal switch count, with PXN on and off.
+
+    python studies/attachment.py OUT [--fast] [--gpus 512]
+
+Writes into OUT:
+  attachment.nc            the dataset (busbw over sizes; step times of a dense and an MoE job)
+  attachment_busbw.png     all-reduce and all-to-all busbw vs size, leaves 1:1 and 4:1
+  attachment_step.png      step time per job, attachment and PXN
+and prints the key numbers as one JSON object. The computation is
+fabricflow.study.attachment (real collective and step-time models on a 2-tier Clos).
+Full run: 512 GPUs, 6 sizes, 16 step evaluations, ~15 s on 2 cores; --fast: 256
+GPUs, 2 sizes, smaller models (the tests run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+from fabricflow.atomic import atomic_path, ensure_folder
+from fabricflow.study.attachment import attachment_study, key_numbers
+from fabricflow.study.attachment_plots import plot_busbw, plot_step
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=pathlib.Path, help="output folder")
+    parser.add_argument("--fast", action="store_true", help="small version (tests)")
+    parser.add_argument("--gpus", type=int, default=None, help="fabric size (multiple of 128)")
+    parser.add_argument(
+        "--thumbnail", type=pathlib.Path, default=None, help="also write a small busbw PNG here"
+    )
+    args = parser.parse_args(argv)
+    ensure_folder(args.out)
+    if args.fast:
+        data = attachment_study(gpus=args.gpus or 256, sizes=(2.0**20, 2.0**28), fast=True)
+    else:
+        data = attachment_study(gpus=args.gpus or 512)
+    with atomic_path(args.out / "attachment.nc") as tmp:
+        data.to_netcdf(tmp)
+    plot_busbw(data, args.out / "attachment_busbw.png")
+    plot_step(data, args.out / "attachment_step.png")
+    if args.thumbnail:
+        plot_busbw(data, args.thumbnail, thumbnail=True)
+    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
