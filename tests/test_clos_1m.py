@@ -103,3 +103,22 @@ def test_bench_build_runs_in_its_own_process_under_a_budget():
     assert figures["switches_per_tier"]["leaf"] == PLANES * 16384 // 128
     assert 0 < figures["build_s"] < figures["process_wall_s"]
     assert figures["peak_rss_bytes"] > 10 * 2**20  # the child's own peak, in bytes
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.4])
+def test_ecmp_routes_do_not_depend_on_the_chunk_size(monkeypatch, fraction):
+    # ECMP paths are drawn in chunks of flows (for cache and memory at 10M flows); every
+    # flow's path, redraws around failed links included, must be what one chunk gives.
+    from fabricflow.routing import clos
+
+    fabric = ff.load_fabric("dgx-h100-superpod").without(
+        link_kind="leaf", fraction=fraction, seed=2
+    )
+    src, dst = ff.traffic.alltoall_groups(fabric.num_gpus, 16, 64)
+    whole = ff.route(fabric, src, dst, policy="ecmp", seed=5).links
+    monkeypatch.setattr(clos, "ROUTE_CHUNK", 97)
+    chunked = ff.route(fabric, src, dst, policy="ecmp", seed=5).links
+    assert whole.dtype == chunked.dtype == np.int32
+    np.testing.assert_array_equal(whole, chunked)
+    assert fabric.link_up[whole[whole >= 0]].all()  # redrawn around every failed link
+    assert fabric.link_up.all() == (fraction == 0)
