@@ -108,7 +108,13 @@ def job_traffic_shape(job: Any, standalone: Any = None, *, gpus_per_node: int = 
 
 @dataclasses.dataclass(eq=False)
 class _Job:
-    """One running job's prepared state (see the module docs)."""
+    """One running job's prepared state (see the module docs).
+
+    Its flows (``F``: every flow of every representative's bound phase) are kept as sets
+    of identical flows (``U`` rows: same links, coefficients and group set), each row as
+    its used entries in row-major order (``E``), coefficients scaled by the set's size:
+    on every link a row carries what its flows carry together, and max-min gives
+    identical flows identical rates, so solving rows is exact."""
 
     key: int
     spec: Any
@@ -121,11 +127,13 @@ class _Job:
     alone_s: float
     reps: dict  # group set name -> (name, op, size)
     bounds: dict  # group set name -> Bound
-    links: np.ndarray  # int64 [F, H] (-1 padded) flows of all representatives
-    coef: np.ndarray  # float64 [F, H]
-    owner: np.ndarray  # int64 [F]: index into `names` of each flow's group set
     names: tuple  # group set names with flows, in `owner` order
-    alone_rate: np.ndarray  # float64 [F]: each representative's rates alone
+    owner: np.ndarray  # int64 [F]: index into `names` of each flow's group set
+    inverse: np.ndarray  # int64 [F]: row of every flow
+    row_entries: np.ndarray  # int64 [U]: used entries of each row
+    entry_link: np.ndarray  # int64 [E]
+    entry_coef: np.ndarray  # float64 [E]: coefficient x flows in the row
+    alone_rate: np.ndarray  # float64 [U]: each row's rate in its representative alone
     link_ids: np.ndarray  # int64 sorted unique links of the flows
 
 
@@ -272,13 +280,9 @@ class Interference:
             self._evaluate()
         total = np.zeros(self.fabric.num_links)
         for key, job in self._jobs.items():
-            rate = self._load[key]
-            valid = job.links >= 0
-            flow_rate = np.broadcast_to(rate[:, None], job.links.shape)
+            rate = np.repeat(self._load[key], job.row_entries)
             total += np.bincount(
-                job.links[valid],
-                weights=(flow_rate * job.coef)[valid],
-                minlength=self.fabric.num_links,
+                job.entry_link, weights=job.entry_coef * rate, minlength=self.fabric.num_links
             )
         return total
 
@@ -320,19 +324,16 @@ class Interference:
             if bound is not None and bound.sp.links.size:
                 reps[name], bounds[name] = rep, bound
         names = tuple(bounds)
-        width = max((bounds[n].sp.links.shape[1] for n in names), default=1)
-        rows = [bounds[n].sp.links.shape[0] for n in names]
-        links = np.full((sum(rows), width), -1, dtype=np.int64)
-        coef = np.zeros(links.shape)
-        start = 0
-        for name, count in zip(names, rows, strict=True):
-            sp = bounds[name].sp
-            links[start : start + count, : sp.links.shape[1]] = sp.links
-            coef[start : start + count, : sp.links.shape[1]] = sp.coef
-            start += count
-        alone_rate = (
-            np.concatenate([bounds[n].sp.rate.reshape(-1) for n in names]) if names else np.zeros(0)
-        )
+        links = [bounds[n].sp.links for n in names]
+        coefs = [bounds[n].sp.coef for n in names]
+        owner = np.repeat(np.arange(len(names)), [x.shape[0] for x in links]).astype(np.int64)
+        alone = [bounds[n].sp.rate.reshape(-1) for n in names]
+        first, inverse, count, group = _identical_rows(links, coefs)
+        # rows as used entries (row-major), coefficients x identical flows
+        row_links = [links[g][f] for g, f in zip(group, first, strict=True)]
+        row_coef = [coefs[g][f] for g, f in zip(group, first, strict=True)]
+        entry_link, entry_coef, row_entries = _entries(row_links, row_coef, count)
+        alone_rate = np.array([alone[g][f] for g, f in zip(group, first, strict=True)])
         self.stats["prepared"] += 1
         self.stats["prepare_seconds"] += time.perf_counter() - started
         return _Job(
@@ -347,12 +348,14 @@ class Interference:
             alone_s=alone_s,
             reps=reps,
             bounds=bounds,
-            links=links,
-            coef=coef,
-            owner=np.repeat(np.arange(len(names)), rows).astype(np.int64),
             names=names,
+            owner=owner,
+            inverse=inverse,
+            row_entries=row_entries,
+            entry_link=entry_link,
+            entry_coef=entry_coef,
             alone_rate=alone_rate,
-            link_ids=np.unique(links[links >= 0]),
+            link_ids=np.unique(entry_link),
         )
 
     def _components(self) -> list[list[int]]:
@@ -390,8 +393,8 @@ class Interference:
                 job = self._jobs[members[0]]
                 solved[name] = {job.key: (job.alone_s, job.alone_rate)}
                 continue
-            solved[name] = self._solve(members)
-            flows += sum(self._jobs[k].links.shape[0] for k in members)
+            solved[name], joined = self._solve(members)
+            flows += joined
         self._solved = solved
         for answer in solved.values():
             for key, (seconds, rate) in answer.items():
@@ -404,34 +407,109 @@ class Interference:
         self.stats["components_last"] = len(components)
         self.stats["jobs_last"] = len(self._jobs)
 
-    def _solve(self, members: list[int]) -> dict[int, tuple[float, np.ndarray]]:
-        """One max-min over the flows of every job of a component, then each job's step
-        recomposed with its collectives re-priced (see the module docs)."""
-        from ..collective.flow_rates import _max_min, effective_capacity
+    def _solve(self, members: list[int]) -> tuple[dict[int, tuple[float, np.ndarray]], int]:
+        """One max-min over the rows of every job of a component, then each job's step
+        recomposed with its collectives re-priced (see the module docs). Returns
+        ``{key: (seconds, row rates [U])}`` and the number of rows solved."""
+        from ..collective.flow_rates import effective_capacity
+        from ..solve.maxmin.incremental_filling import entry_filling
         from ..workload.step import _compose
 
         started = time.perf_counter()
         jobs = [self._jobs[k] for k in members]
-        width = max(j.links.shape[1] for j in jobs)
-        rows = [j.links.shape[0] for j in jobs]
-        links = np.full((sum(rows), width), -1, dtype=np.int64)
-        coef = np.zeros(links.shape)
-        start = 0
-        for job, count in zip(jobs, rows, strict=True):
-            links[start : start + count, : job.links.shape[1]] = job.links
-            coef[start : start + count, : job.links.shape[1]] = job.coef
-            start += count
-        cost = next(iter(jobs[0].bounds.values())).prepared.cost
-        capacity = effective_capacity(self.fabric, cost)
-        rate = _max_min(links, capacity, coef, None)
+        row_entries = np.concatenate([j.row_entries for j in jobs])
+        entry_link = np.concatenate([j.entry_link for j in jobs])
+        entry_coef = np.concatenate([j.entry_coef for j in jobs])
+        row_job = np.repeat(np.arange(len(jobs)), [j.row_entries.size for j in jobs])
+        # Only rows linked to another job's rows through chains of shared links can change:
+        # the others keep their rates alone.
+        joined = _joined_rows(row_entries, entry_link, row_job, self.fabric.num_links)
+        rate = np.concatenate([j.alone_rate for j in jobs])
+        if joined.any():
+            cost = next(iter(jobs[0].bounds.values())).prepared.cost
+            capacity = effective_capacity(self.fabric, cost)
+            keep = np.repeat(joined, row_entries)
+            rate[joined] = entry_filling(
+                row_entries[joined], entry_link[keep], entry_coef[keep], capacity
+            )
         out = {}
-        start = 0
-        for job, count in zip(jobs, rows, strict=True):
-            mine = rate[start : start + count]
-            start += count
-            shared = _SharedTimes(job, mine)
+        starts = np.cumsum([0, *(j.row_entries.size for j in jobs)])
+        for index, job in enumerate(jobs):
+            mine = rate[starts[index] : starts[index + 1]]
+            shared = _SharedTimes(job, mine[job.inverse])
             seconds = float(sum(_compose(job.model, job.rank_gpus, job.layout, shared)[2].values()))
             out[job.key] = (max(seconds, job.alone_s), mine)
         self.stats["solves"] += 1
         self.stats["solve_seconds"] += time.perf_counter() - started
-        return out
+        return out, int(np.count_nonzero(joined))
+
+
+def _identical_rows(
+    links: list[np.ndarray], coefs: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sets of identical flows (same links and coefficients, same group set) of the group
+    sets' padded ``links``/``coefs`` ``[F_i, H_i]``: for each set its first flow (index
+    in its group set) and group set ``[U]``; every flow's set ``[F]`` (concatenated order);
+    each set's size (float64 ``[U]``). Sets are numbered group set by group set."""
+    firsts, inverses, counts, groups = [], [], [], []
+    offset = 0
+    for index, (lk, cf) in enumerate(zip(links, coefs, strict=True)):
+        key = np.ascontiguousarray(np.concatenate([lk, cf.view(np.int64)], axis=1))
+        row = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).reshape(-1)
+        _, first, inverse, count = np.unique(
+            row, return_index=True, return_inverse=True, return_counts=True
+        )
+        firsts.append(first)
+        inverses.append(inverse.reshape(-1) + offset)
+        counts.append(count)
+        groups.append(np.full(first.size, index))
+        offset += first.size
+    if not firsts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0), empty
+    return (
+        np.concatenate(firsts).astype(np.int64),
+        np.concatenate(inverses).astype(np.int64),
+        np.concatenate(counts).astype(np.float64),
+        np.concatenate(groups).astype(np.int64),
+    )
+
+
+def _entries(
+    row_links: list[np.ndarray], row_coef: list[np.ndarray], count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Used entries (link >= 0, coef > 0) of each row, row-major: links ``[E]``,
+    coefficients x ``count`` ``[E]`` and entries per row ``[U]``."""
+    if not row_links:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
+    width = max(r.size for r in row_links)
+    links = np.full((len(row_links), width), -1, dtype=np.int64)
+    coef = np.zeros(links.shape)
+    for i, (lk, cf) in enumerate(zip(row_links, row_coef, strict=True)):
+        links[i, : lk.size] = lk
+        coef[i, : cf.size] = cf
+    used = (links >= 0) & (coef > 0)
+    coef = coef * count[:, None]
+    return links[used], coef[used], np.count_nonzero(used, axis=1).astype(np.int64)
+
+
+def _joined_rows(
+    row_entries: np.ndarray, entry_link: np.ndarray, row_job: np.ndarray, num_links: int
+) -> np.ndarray:
+    """bool ``[U]``: rows connected, through chains of shared links, to a link that rows
+    of two or more jobs use."""
+    entry_row = np.repeat(np.arange(row_entries.size), row_entries)
+    jobs = int(row_job.max()) + 1 if row_job.size else 1
+    pairs = np.unique(entry_link * jobs + row_job[entry_row])
+    users = np.bincount(pairs // jobs, minlength=num_links)
+    reached = users >= 2
+    joined = np.zeros(row_entries.size, dtype=bool)
+    while True:
+        touched = np.zeros(row_entries.size, dtype=bool)
+        hit = reached[entry_link]
+        touched[entry_row[hit]] = True
+        fresh = touched & ~joined
+        if not fresh.any():
+            return joined
+        joined |= fresh
+        reached[entry_link[fresh[entry_row]]] = True

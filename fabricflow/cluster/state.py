@@ -7,7 +7,8 @@ over GPUs in Python.
 
 A *server* (node) is ``gpus_per_node`` consecutive GPUs (``gpu // gpus_per_node``), the
 unit a scheduler hands out whole. Servers are grouped into nested *blocks* (subtrees),
-finest first (:attr:`ClusterState.levels`):
+finest first (:attr:`ClusterState.levels`): a scale-up domain of several servers (an
+NVL72 rack) when there is one, then
 
 * Clos: the block of a server at level ``i`` is the level-``i`` switch block of its
   lowest GPU (``slot // H[i]`` of the arithmetic structure): the leaf (ToR attachment) or
@@ -48,14 +49,18 @@ def server_blocks(fabric: Fabric) -> list[np.ndarray]:
     first_gpu = np.arange(0, fabric.num_gpus, per_node, dtype=np.int64)
     num_servers = first_gpu.size
     raw: list[np.ndarray] = []
+    # a scale-up domain of several servers (NVL72) is the finest subtree: NVLink inside
+    domain = fabric.gpu_domain[first_gpu].astype(np.int64)
+    if fabric.num_gpus and fabric.num_gpus // fabric.num_domains > per_node:
+        raw.append(domain)
     structure = fabric.structure
     if isinstance(structure, ClosStructure):
         slot = structure.slot_of_gpu[first_gpu]
-        raw = [slot // int(structure.H[i]) for i in range(1, structure.levels)]
+        raw += [slot // int(structure.H[i]) for i in range(1, structure.levels)]
     else:
         group = fabric.node_group[fabric.gpu_node[first_gpu]].astype(np.int64)
         if np.all(group >= 0):
-            raw = [group]
+            raw.append(group)
     levels = []
     for ids in raw:
         dense = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
