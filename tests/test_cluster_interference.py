@@ -210,3 +210,20 @@ def test_bad_inputs_are_refused():
     inter.add(0, spec, None, servers([0, 1, 2, 3]))
     with pytest.raises(SpecError, match="already running"):
         inter.add(0, spec, None, servers([4, 5, 6, 7]))
+
+
+def test_a_job_restarted_elsewhere_under_the_same_key_is_resolved():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    shared = inter.step_times()[1]
+    inter.remove(0)
+    inter.add(0, spec, alone, servers([8, 10, 12, 14]))  # leaves 4..7: nothing shared
+    inter.add(2, spec, alone, servers([9, 11, 13, 15]))  # now shares with job 0 again
+    times = inter.step_times()
+    assert times[1] == pytest.approx(inter.alone_s(1), rel=1e-12)
+    assert times[1] < shared
+    assert times[0] > 1.05 * inter.alone_s(0)

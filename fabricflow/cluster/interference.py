@@ -233,6 +233,12 @@ class Interference:
                 "gpus", f"job {key} has a layout of {job.layout.num_gpus} GPUs, got {gpus.size}"
             )
         self._jobs[int(key)] = self._prepare(int(key), job, gpus.astype(np.int64))
+        self._forget(int(key))
+
+    def _forget(self, key: int) -> None:
+        """Drop the solved components holding ``key`` (a key re-added elsewhere, e.g. a
+        restart, must not find its old component's answer)."""
+        self._solved = {name: v for name, v in self._solved.items() if key not in name}
         self._dirty = True
 
     def remove(self, key: int) -> None:
@@ -240,7 +246,7 @@ class Interference:
         if self._jobs.pop(int(key), None) is not None:
             self._times.pop(int(key), None)
             self._load.pop(int(key), None)
-            self._dirty = True
+            self._forget(int(key))
 
     def set_fabric(self, fabric: Fabric) -> None:
         """Links failed or repaired: re-route the running jobs whose flows meet a switch at
