@@ -207,6 +207,7 @@ class Interference:
         self._load: dict[int, np.ndarray] = {}  # per job: its links' bytes/s (sparse form)
         self._solved: dict[frozenset, dict[int, tuple[float, np.ndarray]]] = {}
         self._dirty = False
+        self._link_load: np.ndarray | None = None  # cached until the next evaluation
         self.stats: dict = {
             "evaluations": 0,
             "seconds": 0.0,
@@ -284,13 +285,17 @@ class Interference:
         collectives at their current (joint) rates."""
         if self._dirty:
             self._evaluate()
-        total = np.zeros(self.fabric.num_links)
-        for key, job in self._jobs.items():
-            rate = np.repeat(self._load[key], job.row_entries)
-            total += np.bincount(
-                job.entry_link, weights=job.entry_coef * rate, minlength=self.fabric.num_links
+        if self._link_load is None:
+            jobs = list(self._jobs.values())
+            if not jobs:
+                return np.zeros(self.fabric.num_links)
+            rate = np.concatenate([np.repeat(self._load[j.key], j.row_entries) for j in jobs])
+            self._link_load = np.bincount(
+                np.concatenate([j.entry_link for j in jobs]),
+                weights=np.concatenate([j.entry_coef for j in jobs]) * rate,
+                minlength=self.fabric.num_links,
             )
-        return total
+        return self._link_load.copy()
 
     def alone_s(self, key: int) -> float:
         """Step time (s) of running job ``key`` alone at its placement."""
@@ -402,6 +407,7 @@ class Interference:
             solved[name], joined = self._solve(members)
             flows += joined
         self._solved = solved
+        self._link_load = None
         for answer in solved.values():
             for key, (seconds, rate) in answer.items():
                 self._times[key] = seconds

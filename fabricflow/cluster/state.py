@@ -61,7 +61,7 @@ def server_blocks(fabric: Fabric) -> list[np.ndarray]:
         group = fabric.node_group[fabric.gpu_node[first_gpu]].astype(np.int64)
         if np.all(group >= 0):
             raw.append(group)
-    levels = []
+    levels: list[np.ndarray] = []
     for ids in raw:
         dense = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
         count = int(dense.max()) + 1 if dense.size else 0
