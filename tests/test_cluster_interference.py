@@ -227,3 +227,16 @@ def test_a_job_restarted_elsewhere_under_the_same_key_is_resolved():
     fresh.add(0, spec, alone, moved)
     fresh.add(1, spec, alone, servers([1, 3, 5, 7]))
     assert inter.step_times() == pytest.approx(fresh.step_times(), rel=1e-12)
+
+
+def test_a_job_cut_off_by_failed_links_is_reported_and_removed():
+    fabric = oversubscribed()
+    spec = job(32)
+    inter = Interference(fabric)
+    inter.add(0, spec, None, servers([0, 2, 4, 6]))
+    inter.add(1, spec, None, servers([8, 9, 10, 11]))
+    nic = fabric.links_of_kind("nic")
+    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
+    uplinks = fabric.links_of_kind("leaf")
+    assert inter.set_fabric(fabric.without(links=uplinks[fabric.link_src[uplinks] == leaf0])) == [0]
+    assert set(inter.step_times()) == {1}

@@ -188,6 +188,7 @@ class Interference:
         inter.add(0, job_a, standalone_a, gpus_a)
         inter.add(1, job_b, standalone_b, gpus_b)
         inter.step_times()  # {0: seconds, 1: seconds}
+        inter.set_fabric(fabric.without(links=[...]))  # -> keys of jobs cut off
     """
 
     def __init__(self, fabric: Fabric, *, routing: str = "auto", seed: int = 0):
@@ -249,10 +250,16 @@ class Interference:
             self._load.pop(int(key), None)
             self._forget(int(key))
 
-    def set_fabric(self, fabric: Fabric) -> None:
+    def set_fabric(self, fabric: Fabric) -> list[int]:
         """Links failed or repaired: re-route the running jobs whose flows meet a switch at
         either end of a changed link (ECMP choices there change); the others keep their
-        routes, whose links did not change."""
+        routes, whose links did not change.
+
+        Returns the keys of the jobs whose GPUs can no longer reach each other on
+        ``fabric`` (a :class:`~fabricflow.errors.RoutingError` when routing them): they are
+        removed here, and the caller treats them as failed (restart or wait)."""
+        from ..errors import RoutingError
+
         if not isinstance(fabric, Fabric):
             raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
         if fabric.num_links != self.fabric.num_links:
@@ -262,16 +269,22 @@ class Interference:
         )
         self.fabric = fabric
         if not changed.size:
-            return
+            return []
         nodes = np.zeros(fabric.num_nodes, dtype=bool)
         nodes[fabric.link_src[changed]] = True
         nodes[fabric.link_dst[changed]] = True
         touched = nodes[fabric.link_src] | nodes[fabric.link_dst]
+        cut = []
         for key, job in list(self._jobs.items()):
-            if touched[job.link_ids].any() or not job.link_ids.size:
-                self._jobs[key] = self._prepare(key, job.spec, job.gpus)
+            if touched[job.link_ids].any():
+                try:
+                    self._jobs[key] = self._prepare(key, job.spec, job.gpus)
+                except RoutingError:
+                    cut.append(key)
+                    self.remove(key)
         self._solved.clear()  # capacities differ: every joint answer is stale
         self._dirty = True
+        return cut
 
     # ------------------------------------------------------------------ answers
     def step_times(self) -> dict[int, float]:
