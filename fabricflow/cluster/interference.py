@@ -209,6 +209,7 @@ class Interference:
         self._solved: dict[frozenset, dict[int, tuple[float, np.ndarray]]] = {}
         self._dirty = False
         self._link_load: np.ndarray | None = None  # cached until the next evaluation
+        self._fingerprint: str | None = None  # structure-cache digest of self.fabric
         self.stats: dict = {
             "evaluations": 0,
             "seconds": 0.0,
@@ -268,6 +269,7 @@ class Interference:
             (fabric.capacity != self.fabric.capacity) | (fabric.link_up != self.fabric.link_up)
         )
         self.fabric = fabric
+        self._fingerprint = None
         if not changed.size:
             return []
         nodes = np.zeros(fabric.num_nodes, dtype=bool)
@@ -316,6 +318,7 @@ class Interference:
 
     # ------------------------------------------------------------------ internals
     def _prepare(self, key: int, spec: Any, gpus: np.ndarray) -> _Job:
+        from ..workload import structure_cache
         from ..workload.comm import CollectiveCache
         from ..workload.coupling import bound_phase, plan_windows
         from ..workload.hetero import job_gpus, split_for_gpus
@@ -327,12 +330,12 @@ class Interference:
         rank_gpus = job_gpus(spec.gpu, given)
         layout = split_for_gpus(model, given, rank_gpus).validate(model)
         where = Placement(layout=given, order=parse_order(spec.order), gpu_of_rank=gpus)
-        cache = _register_groups(
-            CollectiveCache(self.fabric, "fabric", routing=self.routing, seed=self.seed),
-            where,
-            model,
-            layout,
-        )
+        cache = CollectiveCache(self.fabric, "fabric", routing=self.routing, seed=self.seed)
+        # every job shares one fabric: hash it once (~0.2 s on clos-100k), not per job
+        if self._fingerprint is None:
+            self._fingerprint = structure_cache.fabric_fingerprint(self.fabric)
+        cache._fabric_fingerprint = self._fingerprint
+        cache = _register_groups(cache, where, model, layout)
         # step_time's own composition (step._coupled_step), keeping the coupled view
         _, slow, _ = _compose(model, rank_gpus, layout, cache)
         view = plan_windows(cache, layout, _issue_rates(model, layout, slow))
