@@ -248,3 +248,42 @@ def test_first_fit_takes_the_lowest_free_gpus():
         make_scheduler("first-fit", superpod()).place(state, request(2, 0), None)
     with pytest.raises(SpecError, match="fabric has 1024"):
         make_scheduler("packed", superpod()).place(state, request(2, 2048), None)
+
+
+@pytest.mark.parametrize("preset", ["tpu-v4-pod", "frontier-dragonfly"])
+def test_fabrics_without_clos_subtrees_get_whole_servers_in_locality_order(preset):
+    fabric = ff.load_fabric(preset)
+    per = fabric.gpus_per_node
+    for name in ("packed", "topology", "block"):
+        state = ClusterState(fabric)
+        scheduler = make_scheduler(name, fabric)
+        first = scheduler.place(state, request(0, 8 * per), np.zeros(fabric.num_links))
+        state.allocate(0, first)
+        second = scheduler.place(state, request(1, 8 * per), None)
+        for gpus in (first, second):
+            used = np.unique(gpus // per)
+            assert used.size == 8 and np.all(np.isin(np.arange(per), gpus % per))
+        assert not np.intersect1d(first, second).size
+    # the torus has no subtrees: consecutive servers in the fabric's locality order
+    if preset == "tpu-v4-pod":
+        state = ClusterState(fabric)
+        got = make_scheduler("packed", fabric).place(state, request(0, 4 * per), None)
+        assert np.array_equal(np.unique(got // per), state.server_order[:4])
+
+
+def test_topology_places_a_job_without_network_traffic_best_fit():
+    from fabricflow.cluster.interference import JobTraffic
+
+    fabric = ff.load_fabric("clos-100k")
+    state = ClusterState(fabric)
+    state.allocate(7, np.arange(8))  # rail group 0 is the best fit
+    topology = make_scheduler("topology", fabric)
+    load = np.zeros(fabric.num_links)
+    leaf_links = fabric.links_of_kind("leaf")
+    anchors = topology._anchors.anchor_of_gpu[np.arange(8)]
+    hot = leaf_links[np.isin(fabric.link_src[leaf_links], anchors)]
+    load[hot] = 0.9 * fabric.capacity[hot]
+    quiet = JobTraffic(64, {"tp": 1.0}, 0.0, 1.0)  # nothing leaves its servers
+    noisy = JobTraffic(64, {"dp": 1.0}, 1.0, 1.0)
+    assert rail_groups(state, topology.place(state, Request(1, 64, 0, quiet), load)).tolist() == [0]
+    assert rail_groups(state, topology.place(state, Request(1, 64, 0, noisy), load)).tolist() != [0]
