@@ -149,6 +149,30 @@ def _sparse_rounds(row, slot, weight_of, capacity, rate, rtol) -> np.ndarray:
     used = slot < num_links
     entry_slot, entry_weight = slot[used], weight_of[used]  # row-major order
     count = np.count_nonzero(used, axis=1)
+    return _entry_rounds(row, count, entry_slot, entry_weight, capacity, rate, rtol)
+
+
+def entry_filling(count, entry_link, entry_coef, capacity, *, rtol: float = 1e-9) -> np.ndarray:
+    """:func:`local_bottleneck_filling` on flows given as their used entries, row-major:
+    ``count`` int ``[F]`` entries of each flow (each ``>= 1``), ``entry_link`` int and
+    ``entry_coef`` float64 (``> 0``) ``[E]``. For joint solves of rows of very different
+    widths, whose padding to the widest row would hold mostly nothing. Returns float64
+    ``[F]``, as the padded solver does on the same flows."""
+    count = np.asarray(count, dtype=np.int64)
+    capacity = np.asarray(capacity, dtype=np.float64)
+    rate = np.full(count.size, np.inf)
+    if not count.size:
+        return rate
+    entry_slot = np.asarray(entry_link, dtype=np.intp)
+    entry_weight = np.asarray(entry_coef, dtype=np.float64)
+    return _entry_rounds(
+        np.arange(count.size), count, entry_slot, entry_weight, capacity, rate, rtol
+    )
+
+
+def _entry_rounds(row, count, entry_slot, entry_weight, capacity, rate, rtol) -> np.ndarray:
+    """The rounds of :func:`_sparse_rounds` on used entries (``count`` per row of ``row``)."""
+    num_links = capacity.size
     entry_row = np.repeat(np.arange(row.size), count)
     frozen_load = np.zeros(num_links + 1)
     share = np.empty(num_links + 1)

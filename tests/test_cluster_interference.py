@@ -1,0 +1,242 @@
+"""Interference of co-located jobs (fabricflow.cluster.interference): exact alone, slowed
+when sharing oversubscribed uplinks, untouched on disjoint links, and the joint solve
+against a brute-force union solve."""
+
+from __future__ import annotations
+
+import types
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.cluster.interference import Interference, job_traffic_shape
+from fabricflow.errors import SpecError
+from fabricflow.solve.maxmin.incremental_filling import entry_filling, local_bottleneck_filling
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import load_model
+
+
+def job(gpus: int, tp: int = 2, pp: int = 1, model: str = "megatron-1.7b", order="tp-cp-ep-dp-pp"):
+    """A JobSpec-like namespace with the fields the interference model reads."""
+    layout = Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=1, global_batch=gpus)
+    return types.SimpleNamespace(
+        id=f"{model}-{gpus}",
+        model=load_model(model),
+        gpu=load_gpu("h100-sxm"),
+        gpus=gpus,
+        layout=layout,
+        order=order,
+        precision="bf16",
+        seq_len=layout.seq_len,
+        global_batch=layout.global_batch,
+        priority=0,
+        arrival_s=0.0,
+        steps=10,
+        duration_s=None,
+    )
+
+
+@lru_cache(maxsize=1)
+def oversubscribed():
+    """256 H100 in 8-GPU servers, ToR-attached, 4:1 leaves (2 servers per leaf), 4 spines."""
+    return ff.load_fabric(
+        "dgx-h100-superpod",
+        gpus=256,
+        topology={
+            "attachment": "tor",
+            "tiers": [
+                {"name": "leaf", "down_ports": 16, "up_ports": 4, "latency": "0.6us"},
+                {"name": "spine", "down_ports": 16},
+            ],
+        },
+    )
+
+
+def servers(ids) -> np.ndarray:
+    return (np.asarray(ids)[:, None] * 8 + np.arange(8)).reshape(-1)
+
+
+def standalone(spec, fabric):
+    return ff.step_time(spec.model, spec.gpu, spec.layout, fabric, order=spec.order)
+
+
+def test_alone_at_gpus_0_to_n_is_the_standalone_step():
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    for spec in (job(64, tp=2), job(32, tp=2, pp=2, order="tp-cp-ep-pp-dp")):
+        alone = standalone(spec, fabric)
+        inter = Interference(fabric)
+        inter.add(0, spec, alone, np.arange(spec.gpus))
+        assert inter.step_times()[0] == pytest.approx(alone.step_time_s, rel=1e-9)
+
+
+def test_jobs_sharing_oversubscribed_uplinks_both_slow_down():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    # servers 0,2,4,6 and 1,3,5,7: every leaf of 0..3 holds one server of each job
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    times = inter.step_times()
+    for key in (0, 1):
+        assert times[key] > 1.05 * inter.alone_s(key)
+    # the spread placement alone is what each job pays before sharing
+    assert inter.alone_s(0) >= alone.step_time_s * (1 - 1e-9)
+    assert inter.stats["solves"] == 1 and inter.stats["flows_last"] > 0
+
+
+def test_jobs_on_disjoint_leaves_do_not_interfere_and_are_not_resolved():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 1, 2, 3]))  # leaves 0, 1
+    inter.add(1, spec, alone, servers([4, 5, 6, 7]))  # leaves 2, 3
+    times = inter.step_times()
+    assert times[0] == pytest.approx(alone.step_time_s, rel=1e-9)
+    assert times[1] == pytest.approx(alone.step_time_s, rel=1e-9)
+    assert inter.stats["solves"] == 0 and inter.stats["components_last"] == 2
+
+
+def test_only_the_changed_component_is_resolved():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    first = inter.step_times()
+    inter.add(2, spec, alone, servers([8, 9, 10, 11]))  # leaves 4, 5: its own component
+    second = inter.step_times()
+    assert inter.stats["solves"] == 1  # the shared pair was not solved again
+    assert second[0] == first[0] and second[1] == first[1]
+    inter.remove(1)
+    assert inter.step_times()[0] == pytest.approx(inter.alone_s(0), rel=1e-12)
+    assert set(inter.step_times()) == {0, 2}
+
+
+def test_joint_rates_equal_a_brute_force_union_solve():
+    """The joint solve (identical flows merged, unconnected rows left alone) gives the link
+    loads of one max-min over every flow of both jobs, unmerged, solved by the textbook
+    progressive-filling loop (float64; the reference ff.max_min_rates is tested against;
+    the jitted solver itself compiles for tens of seconds at this row width)."""
+    from fabricflow.collective.flow_rates import effective_capacity
+    from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    got = inter.link_load()
+    links, coef = [], []
+    for key in (0, 1):
+        for bound in inter._jobs[key].bounds.values():
+            links.append(bound.sp.links)
+            coef.append(bound.sp.coef)
+    width = max(x.shape[1] for x in links)
+    pad = [np.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=-1) for x in links]
+    padc = [np.pad(x, ((0, 0), (0, width - x.shape[1]))) for x in coef]
+    all_links, all_coef = np.concatenate(pad), np.concatenate(padc)
+    cost = next(iter(inter._jobs[0].bounds.values())).prepared.cost
+    capacity = effective_capacity(fabric, cost)
+    rate = np.asarray(progressive_filling(all_links, capacity, coef=all_coef), dtype=np.float64)
+    valid = all_links >= 0
+    want = np.bincount(
+        all_links[valid],
+        weights=(rate[:, None] * all_coef)[valid],
+        minlength=fabric.num_links,
+    )
+    scale = want.max()
+    np.testing.assert_allclose(got / scale, want / scale, atol=1e-9)
+    # the shared uplinks are full: max-min leaves no bottleneck idle
+    up = fabric.links_of_kind("leaf")
+    assert np.max(got[up] / capacity[up]) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_failed_uplink_reroutes_and_slows_the_job():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    before = inter.step_times()[0]
+    # fail 3 of the 4 uplinks of leaf 0: its cross-leaf traffic squeezes into one
+    uplinks = fabric.links_of_kind("leaf")
+    nic = fabric.links_of_kind("nic")
+    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
+    mine = uplinks[fabric.link_src[uplinks] == leaf0]
+    inter.set_fabric(fabric.without(links=mine[:3]))
+    after = inter.step_times()[0]
+    assert after > 1.2 * before
+    assert inter.stats["prepared"] == 2  # re-routed once
+
+
+def test_entry_filling_equals_the_padded_solver():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        flows, width, num_links = rng.integers(1, 40), rng.integers(1, 6), rng.integers(2, 12)
+        links = rng.integers(-1, num_links, size=(flows, width))
+        links[:, 0] = rng.integers(0, num_links, size=flows)
+        coef = np.where(links >= 0, rng.uniform(0.5, 2.0, size=links.shape), 0.0)
+        capacity = rng.uniform(1.0, 10.0, size=num_links)
+        used = links >= 0
+        got = entry_filling(used.sum(axis=1), links[used], coef[used], capacity)
+        want = local_bottleneck_filling(links, capacity, coef)
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_traffic_shape_counts_only_traffic_leaving_a_server():
+    inside = job(8, tp=8)  # one server, TP only
+    spread = job(64, tp=8)  # DP across 8 servers
+    assert job_traffic_shape(inside, gpus_per_node=8).network_bytes_per_step == 0
+    shape = job_traffic_shape(spread, gpus_per_node=8)
+    assert shape.network_bytes_per_step == pytest.approx(shape.bytes_per_step["dp"])
+    assert shape.network_bytes_per_step > 0
+
+
+def test_bad_inputs_are_refused():
+    fabric = oversubscribed()
+    with pytest.raises(SpecError, match="routing"):
+        Interference(fabric, routing="nope")
+    inter = Interference(fabric)
+    spec = job(32)
+    with pytest.raises(SpecError, match="gpus"):
+        inter.add(0, spec, None, np.arange(16))
+    inter.add(0, spec, None, servers([0, 1, 2, 3]))
+    with pytest.raises(SpecError, match="already running"):
+        inter.add(0, spec, None, servers([4, 5, 6, 7]))
+
+
+def test_a_job_restarted_elsewhere_under_the_same_key_is_resolved():
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    inter.step_times()
+    inter.remove(0)
+    moved = servers([0, 2, 8, 9])  # still shares leaves 0 and 1 with job 1
+    inter.add(0, spec, alone, moved)
+    fresh = Interference(fabric)
+    fresh.add(0, spec, alone, moved)
+    fresh.add(1, spec, alone, servers([1, 3, 5, 7]))
+    assert inter.step_times() == pytest.approx(fresh.step_times(), rel=1e-12)
+
+
+def test_a_job_cut_off_by_failed_links_is_reported_and_removed():
+    fabric = oversubscribed()
+    spec = job(32)
+    inter = Interference(fabric)
+    inter.add(0, spec, None, servers([0, 2, 4, 6]))
+    inter.add(1, spec, None, servers([8, 9, 10, 11]))
+    nic = fabric.links_of_kind("nic")
+    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
+    uplinks = fabric.links_of_kind("leaf")
+    assert inter.set_fabric(fabric.without(links=uplinks[fabric.link_src[uplinks] == leaf0])) == [0]
+    assert set(inter.step_times()) == {1}
