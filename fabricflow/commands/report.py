@@ -14,6 +14,8 @@ from __future__ import annotations
 from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
+# The report command's options, in the order of --help, for the page's command line.
+_PARSER_ACTIONS: list = []
 _LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero")
 
 
@@ -81,6 +83,7 @@ def register(subparsers) -> None:
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
+    _PARSER_ACTIONS[:] = [action for action in parser._actions if action.option_strings]
 
 
 def _fractions(text: str) -> list[float]:
@@ -140,13 +143,19 @@ def _layout(args):
     )
 
 
-def command_line(argv: list[str] | None = None) -> str:
-    """The command as a shell would take it back (for the page's header)."""
+def command_line(args) -> str:
+    """The command that reproduces the report: every flag with its value, defaults
+    included (so that a later change of a default does not change what it means)."""
     import shlex
-    import sys
 
-    words = sys.argv[1:] if argv is None else argv
-    return "fabricflow " + " ".join(shlex.quote(word) for word in words)
+    words = ["fabricflow", "report"]
+    for action in _PARSER_ACTIONS:
+        value = getattr(args, action.dest, None)
+        if value is None or value is False or action.dest in ("json", "help"):
+            continue
+        flag = action.option_strings[-1]
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(word) for word in words)
 
 
 def run(args) -> int:
@@ -213,7 +222,7 @@ def run(args) -> int:
             raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
         raise
     path = os.path.join(ensure_folder(args.out), "report.html")
-    write_text(path, render_html(report, version=__version__, command=command_line()))
+    write_text(path, render_html(report, version=__version__, command=command_line(args)))
     mark_done(args, path)
     head = report["headline"]
     if args.json:

@@ -179,6 +179,10 @@ def build_report(
         "layout": _describe(job),
         "bisection_Bps": fabric.summary()["bisection_bandwidth_Bps"],
     }
+    search = next((s for s in sections if s["id"] == "layouts"), None)
+    if search is not None and layout is not None:  # the given layout against the best found
+        headline["best_layout"] = search["best_layout"]
+        headline["best_step_time_s"] = search["best_step_time_s"]
     failures = next(s for s in sections if s["id"] == "failures")
     if failures["worst_slowdown"] is not None:
         headline["worst_failure_slowdown"] = failures["worst_slowdown"]
@@ -391,6 +395,8 @@ def _layouts_section(
                     "png": _png(lambda path: plot_breakdown_top(search, path)),
                 },
             ],
+            best_layout=_describe(search.best_kwargs),
+            best_step_time_s=search.best.step_time_s,
         ),
         dict(search.best_kwargs),
     )

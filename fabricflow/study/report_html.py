@@ -101,6 +101,18 @@ def render_html(report: dict, *, version: str, command: str) -> str:
         {"item": "memory per GPU", "value": f"{head['memory_gib_per_gpu']:.1f} GiB"},
         {"item": "bisection (one way)", "value": f"{head['bisection_Bps'] * 8 / 1e12:,.1f} Tb/s"},
     ]
+    if "best_layout" in head:
+        headline_rows.append(
+            {
+                "item": "best layout found",
+                "value": f"{head['best_layout']}: {head['best_step_time_s']:.4g} s "
+                f"(the job's layout takes "
+                f"{100 * (head['step_time_s'] / head['best_step_time_s'] - 1):.1f} % longer)"
+                if head["best_step_time_s"] < head["step_time_s"]
+                else f"{head['best_layout']}: {head['best_step_time_s']:.4g} s (none faster "
+                "than the job's)",
+            }
+        )
     if "worst_failure_slowdown" in head:
         headline_rows.append(
             {
