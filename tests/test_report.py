@@ -260,3 +260,43 @@ def test_budget_zero_needs_a_layout(capsys, tmp_path):
     args = [*REPORT[:9], "--budget", "0", "--out", str(tmp_path), "--json"]
     assert main(args) == 2
     assert "--budget" in json.loads(capsys.readouterr().out)["message"]
+
+
+def test_failures_slow_a_job_whose_gradients_cross_the_spine():
+    """TP 8 x DP 128 on all 1,024 GPUs: the DP reduce-scatter saturates the leaf-spine
+    cables, so failing 30 % of them must slow the step, and never speed it up."""
+    from fabricflow.study.report import build_report
+
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    layout = ff.Layout(tp=8, dp=128, micro_batch=1, global_batch=1024, seq_len=4096)
+    report = build_report(
+        fabric, "llama3-8b", "h100-sxm", 1024, layout=layout, budget_s=0,
+        fail_fractions=(0.3,), fail_seeds=1,
+    )  # fmt: skip
+    assert [s["id"] for s in report["sections"]] == ["fabric", "step", "utilization", "failures"]
+    utilization = report["sections"][2]["tables"][0]["rows"]
+    leaf = [r for r in utilization if r["collective"].startswith("dp") and r["kind"] == "leaf"]
+    assert leaf and leaf[0]["max"] == pytest.approx(1, rel=1e-3)
+    (row,) = report["sections"][3]["tables"][0]["rows"]
+    assert row["failed"] == round(0.3 * 512)  # 512 leaf-spine cables
+    assert row["slowdown_pct"] > 0 and row["max_s"] > report["headline"]["step_time_s"]
+    assert report["headline"]["worst_failure_slowdown"] == pytest.approx(row["slowdown_pct"] / 100)
+
+
+def test_library_refuses_bad_arguments_before_computing():
+    from fabricflow.errors import SpecError
+    from fabricflow.study.report import build_report
+
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    for kwargs, field in (
+        ({"fail_kind": "bogus"}, "fail_kind"),
+        ({"fail_fractions": (0.0,)}, "fail_fractions"),
+        ({"fail_seeds": 0}, "fail_seeds"),
+        ({"budget_s": 0}, "budget_s"),  # no layout to review without the search
+        ({"top_k": 0}, "top_k"),
+    ):
+        with pytest.raises(SpecError) as error:
+            build_report(fabric, "llama3-8b", "h100-sxm", 16, **kwargs)
+        assert error.value.field == field
+    with pytest.raises(SpecError, match="gpus"):
+        build_report(fabric, "llama3-8b", "h100-sxm", 2048)

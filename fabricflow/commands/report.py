@@ -210,6 +210,13 @@ def run(args) -> int:
             seed=args.seed,
             progress=say,
         )
+    except KeyboardInterrupt:
+        # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the
+        # signal that arrived (exit 130) as every command does
+        from ._interrupt import check
+
+        check()
+        raise
     except SpecError as error:  # name the command's flag, not the library's argument
         flags = {
             "budget_s": "--budget",

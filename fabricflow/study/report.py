@@ -21,6 +21,7 @@ can say it. The computation is the library's; nothing here is fitted or scaled.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import tempfile
@@ -587,11 +588,7 @@ def _utilization_section(fabric, model, job) -> dict:
             {
                 "name": f"utilization_{name}",
                 "caption": title,
-                "png": _png(
-                    lambda path, peak=peak, title=title: plot_utilization_by_tier(
-                        fabric, peak, path, title=title
-                    )
-                ),
+                "png": _png(functools.partial(plot_utilization_by_tier, fabric, peak, title=title)),
             }
         )
     text = (
@@ -666,18 +663,32 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
     slowdowns = [r["slowdown_pct"] for r in rows if r["slowdown_pct"] is not None]
 
     def plot(path: str) -> None:
+        # slowdown against the healthy step, in %: equal times stay a flat line at 0
+        # instead of an axis offset by the step time
+        def slowdown(seconds):
+            return 100 * (np.asarray(seconds, dtype=float) / healthy.step_time_s - 1)
+
         fig = new_figure(figsize=(6.5, 4.2))
         ax = fig.subplots()
-        ax.axhline(healthy.step_time_s, color="#8c8c8c", ls="--", lw=1, label="no failures")
+        ax.axhline(
+            0, color="#8c8c8c", ls="--", lw=1, label=f"no failures ({healthy.step_time_s:.4g} s)"
+        )
+        top = 1.0
         if points:
             xs, ys = zip(*points, strict=True)
-            ax.scatter(100 * np.asarray(xs), ys, s=18, color="#c44e52", label="one failure draw")
+            ax.scatter(
+                100 * np.asarray(xs), slowdown(ys), s=18, color="#c44e52", label="one failure draw"
+            )
+            top = max(top, 1.15 * float(slowdown(ys).max()))
             means = [(r["fraction_pct"], r["mean_s"]) for r in rows if r["mean_s"] is not None]
             if means:
                 mx, my = zip(*means, strict=True)
-                ax.plot(mx, my, "-", color="#4c72b0", label="mean over draws")
+                ax.plot(mx, slowdown(my), "-", color="#4c72b0", label="mean over draws")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.set_ylim(-0.05 * top, top)
+        ax.set_xlim(0, 105 * max(float(f) for f in fractions))
         ax.set_xlabel(f"failed {kind} cables (%)")
-        ax.set_ylabel("step time (s)")
+        ax.set_ylabel("step-time slowdown (%)")
         ax.set_title(f"Failure sensitivity: {kind} cables of {fabric.name}", fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -715,7 +726,7 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         figures=[
             {
                 "name": "failure_sensitivity",
-                "caption": "Step time vs failed fraction",
+                "caption": "Step-time slowdown vs failed fraction",
                 "png": _png(plot),
             }
         ],
