@@ -29,10 +29,9 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from .. import __version__
     from ..fabric.spec import load_fabric
     from ..study.report import build_report
-    from ..study.report_html import render_html
+    from ..study.report_html import fabricflow_version, render_html
 
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "budget_s", "fail_seeds")}
     with measured(out, "report"):
@@ -40,7 +39,7 @@ def run_case(case: dict) -> dict:
             load_fabric(case["fabric"]), case["model"], case["gpu"], case["gpus"],
             budget_s=case["budget_s"], fail_seeds=case["fail_seeds"],
         )  # fmt: skip
-        page = render_html(report, version=__version__, command="fabricflow bench report")
+        page = render_html(report, version=fabricflow_version(), command="fabricflow bench report")
     out.update(
         sections_s={s["id"]: s["seconds"] for s in report["sections"]},
         figures=sum(len(s["figures"]) for s in report["sections"]),

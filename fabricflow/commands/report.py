@@ -162,12 +162,11 @@ def run(args) -> int:
     import os
     import sys
 
-    from .. import __version__
     from ..atomic import ensure_folder, write_text
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..study.report import build_report
-    from ..study.report_html import render_html
+    from ..study.report_html import fabricflow_version, render_html
     from ..workload.gpu import load_gpu
     from ..workload.model import load_model
 
@@ -229,7 +228,7 @@ def run(args) -> int:
             raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
         raise
     path = os.path.join(ensure_folder(args.out), "report.html")
-    write_text(path, render_html(report, version=__version__, command=command_line(args)))
+    write_text(path, render_html(report, version=fabricflow_version(), command=command_line(args)))
     mark_done(args, path)
     head = report["headline"]
     if args.json:

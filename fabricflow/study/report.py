@@ -146,6 +146,12 @@ def build_report(
     say(f"fabric summary done ({sections[-1]['seconds']:.1f} s)")
 
     job: dict = {}
+    step = None
+    if layout is not None:
+        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed}
+        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "contiguous")
+        # timed before the search: a layout over the memory budget is refused at once
+        step = _step_section(fabric, model, gpu, job, optimized=False)
     if budget_s > 0:
         section, best_kwargs = _layouts_section(
             fabric, model, gpu, gpus, global_batch or gpus, seq_len, layout, budget_s, top_k, seed
@@ -154,13 +160,10 @@ def build_report(
         say(f"layout search done ({section['seconds']:.1f} s)")
         if layout is None:
             job = best_kwargs
-    if layout is not None:
-        job = {"layout": layout, "order": order or "tp-cp-ep-dp-pp"}
-        job["placement"] = placement or "contiguous"
-    job.setdefault("seed", seed)
-    job["layout"].validate(model, num_gpus=gpus)
-
-    section, result = _step_section(fabric, model, gpu, job, layout is None)
+            job.setdefault("seed", seed)
+    if step is None:
+        step = _step_section(fabric, model, gpu, job, optimized=True)
+    section, result = step
     sections.append(section)
     say(f"step time done ({section['seconds']:.1f} s)")
     sections.append(_utilization_section(fabric, model, job))
@@ -178,7 +181,7 @@ def build_report(
         "tokens_per_s": result.tokens_per_s,
         "memory_gib_per_gpu": result.memory_gib_per_gpu,
         "layout": _describe(job),
-        "bisection_Bps": fabric.summary()["bisection_bandwidth_Bps"],
+        "bisection_Bps": sections[0]["bisection_Bps"],
     }
     search = next((s for s in sections if s["id"] == "layouts"), None)
     if search is not None and layout is not None:  # the given layout against the best found
@@ -290,6 +293,7 @@ def _fabric_section(fabric) -> dict:
                 "png": _png(lambda path: plot_tiers(fabric, path)),
             }
         ],
+        bisection_Bps=summary["bisection_bandwidth_Bps"],
     )
 
 
@@ -409,7 +413,7 @@ def _step_kwargs(job: dict) -> dict:
     return {k: job[k] for k in keys if k in job}
 
 
-def _step_section(fabric, model, gpu, job, optimized: bool):
+def _step_section(fabric, model, gpu, job, *, optimized: bool):
     from ..workload.step import BREAKDOWN_KEYS, step_time
     from .step_plots import plot_breakdown
 

@@ -86,6 +86,17 @@ def _settings(settings: dict) -> str:
     return f'<p class="settings">settings: {parts}</p>'
 
 
+def fabricflow_version() -> str:
+    """The installed fabricflow's version (package metadata: subpackages do not import the
+    top-level package)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("fabricflow")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
+
+
 def render_html(report: dict, *, version: str, command: str) -> str:
     """The page as a string: title, job, headline numbers, then one ``<section>`` per
     report section (``id`` = the section's id) with its text, settings, tables and
@@ -151,4 +162,4 @@ def render_html(report: dict, *, version: str, command: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-__all__ = ["render_html"]
+__all__ = ["fabricflow_version", "render_html"]
