@@ -1,0 +1,258 @@
+"""``fabricflow report``: a self-contained HTML design review of one job on one fabric.
+
+Example::
+
+    fabricflow report --fabric dgx-h100-superpod --model llama3-70b --gpu h100-sxm \\
+        --gpus 1024 --out review
+
+writes ``review/report.html``: fabric summary and bisection, the best layouts, the step
+breakdown, per-tier utilization under the job's collectives and failure sensitivity.
+"""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+
+# Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
+# The report command's options, in the order of --help, for the page's command line.
+_PARSER_ACTIONS: list = []
+_LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="self-contained HTML design review of a job on a fabric",
+        description="Compute a design review of one training job (fabric summary and "
+        "bisection, best layouts, step breakdown, per-tier utilization, failure "
+        "sensitivity) and write it as one self-contained HTML page, OUT/report.html.",
+    )
+    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
+    parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
+    parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
+    parser.add_argument(
+        "--global-batch", type=int, default=None, help="sequences per step (default: --gpus)"
+    )
+    parser.add_argument("--seq", type=int, default=4096, help="sequence length (default 4096)")
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    layout = parser.add_argument_group(
+        "job layout",
+        "give any of these to fix the layout (others default to 1, micro-batch "
+        "1, no recompute, ZeRO 1); without them the layout optimizer's best is the job's",
+    )
+    for flag in ("tp", "pp", "cp", "ep", "vpp"):
+        layout.add_argument(f"--{flag}", type=int, default=None)
+    layout.add_argument("--micro-batch", type=int, default=None)
+    layout.add_argument("--recompute", default=None, choices=["none", "selective", "full"])
+    layout.add_argument("--zero", type=int, default=None, choices=[0, 1, 2, 3])
+    layout.add_argument("--sequence-parallel", action="store_true")
+    layout.add_argument("--order", default=None, help="rank order (default tp-cp-ep-dp-pp)")
+    layout.add_argument(
+        "--placement", default=None, choices=["contiguous", "scattered", "topology-aware"]
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=30.0,
+        help="seconds the layout optimizer may time candidates (default 30; 0 skips the "
+        "search and needs a given layout)",
+    )
+    parser.add_argument("--top", type=int, default=5, help="layouts listed (default 5)")
+    parser.add_argument(
+        "--fail-kind",
+        default=None,
+        help="link kind whose cables fail in the failure section (default: leaf, the "
+        "leaf-to-spine cables, else the fabric's first switch-to-switch kind)",
+    )
+    parser.add_argument(
+        "--fail-fractions",
+        default="0.01,0.02,0.05,0.1",
+        metavar="F,F,...",
+        help="fractions of those cables failed (default 0.01,0.02,0.05,0.1)",
+    )
+    parser.add_argument(
+        "--fail-seeds", type=int, default=3, help="random failure draws per fraction (default 3)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed, first failure seed")
+    parser.add_argument(
+        "--out",
+        type=output_path,
+        default=".",
+        help="folder for report.html (default: the current folder)",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+    _PARSER_ACTIONS[:] = [action for action in parser._actions if action.option_strings]
+
+
+def _fractions(text: str) -> list[float]:
+    import math
+
+    from ..errors import SpecError
+
+    values = []
+    for word in (w.strip() for w in text.split(",")):
+        try:
+            value = float(word)
+        except ValueError:
+            raise SpecError(
+                "--fail-fractions", f"expected numbers in (0, 1) such as 0.01,0.05, got {text!r}"
+            ) from None
+        if not (math.isfinite(value) and 0 < value < 1):
+            raise SpecError("--fail-fractions", f"each must lie in (0, 1), got {word!r}")
+        values.append(value)
+    return values
+
+
+def _layout(args):
+    """The :class:`Layout` of the layout flags, or ``None`` when none is given."""
+    from ..errors import SpecError
+    from ..workload.layout import Layout
+
+    given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
+    if not given and not args.sequence_parallel:
+        for flag in ("order", "placement"):
+            if getattr(args, flag) is not None:
+                raise SpecError(f"--{flag}", "applies to a given layout; give --tp, --pp, ...")
+        return None
+    values = {flag: getattr(args, flag) or 1 for flag in ("tp", "pp", "cp", "ep", "vpp")}
+    for flag, value in values.items():
+        if value < 1:
+            raise SpecError(f"--{flag}", f"must be an integer >= 1, got {value}")
+    micro = args.micro_batch or 1
+    if micro < 1:
+        raise SpecError("--micro-batch", f"must be an integer >= 1, got {micro}")
+    denominator = values["tp"] * values["cp"] * values["pp"]
+    if args.gpus % denominator:
+        raise SpecError("--gpus", f"{args.gpus} is not divisible by tp x cp x pp = {denominator}")
+    return Layout(
+        tp=values["tp"],
+        pp=values["pp"],
+        cp=values["cp"],
+        ep=values["ep"],
+        vpp=values["vpp"],
+        dp=args.gpus // denominator,
+        micro_batch=micro,
+        global_batch=args.global_batch or args.gpus,
+        seq_len=args.seq,
+        sequence_parallel=args.sequence_parallel,
+        recompute=args.recompute or "none",
+        precision=args.precision,
+        zero=1 if args.zero is None else args.zero,
+    )
+
+
+def command_line(args) -> str:
+    """The command that reproduces the report: every flag with its value, defaults
+    included (so that a later change of a default does not change what it means)."""
+    import shlex
+
+    words = ["fabricflow", "report"]
+    for action in _PARSER_ACTIONS:
+        value = getattr(args, action.dest, None)
+        if value is None or value is False or action.dest in ("json", "help"):
+            continue
+        flag = action.option_strings[-1]
+        words += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def run(args) -> int:
+    import os
+    import sys
+
+    from ..atomic import ensure_folder, write_text
+    from ..errors import SpecError
+    from ..fabric.spec import load_fabric
+    from ..study.report import build_report
+    from ..study.report_html import fabricflow_version, render_html
+    from ..workload.gpu import load_gpu
+    from ..workload.model import load_model
+
+    if args.gpus < 1:
+        raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
+    if args.global_batch is not None and args.global_batch < 1:
+        raise SpecError("--global-batch", f"must be an integer >= 1, got {args.global_batch}")
+    if args.seq < 1:
+        raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
+    fractions = _fractions(args.fail_fractions)
+    check_out_folder(args.out)
+    fabric = load_fabric(args.fabric)
+    model = load_model(args.model)
+    gpu = load_gpu(args.gpu)
+    if args.gpus > fabric.num_gpus:
+        raise SpecError(
+            "--gpus",
+            f"{args.gpus:,} GPUs do not fit {fabric.name!r}, which has {fabric.num_gpus:,}",
+        )
+    layout = _layout(args)
+    if layout is not None:
+        layout = layout.validate(model, num_gpus=args.gpus)
+    say = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        report = build_report(
+            fabric,
+            model,
+            gpu,
+            args.gpus,
+            layout=layout,
+            order=args.order,
+            placement=args.placement,
+            global_batch=args.global_batch,
+            seq_len=args.seq,
+            budget_s=args.budget,
+            top_k=args.top,
+            fail_kind=args.fail_kind,
+            fail_fractions=fractions,
+            fail_seeds=args.fail_seeds,
+            seed=args.seed,
+            progress=say,
+        )
+    except KeyboardInterrupt:
+        # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the
+        # signal that arrived (exit 130) as every command does
+        from ._interrupt import check
+
+        check()
+        raise
+    except SpecError as error:  # name the command's flag, not the library's argument
+        flags = {
+            "budget_s": "--budget",
+            "top_k": "--top",
+            "fail_kind": "--fail-kind",
+            "fail_seeds": "--fail-seeds",
+            "gpus": "--gpus",
+        }
+        if error.field in flags:
+            raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
+        raise
+    path = os.path.join(ensure_folder(args.out), "report.html")
+    write_text(path, render_html(report, version=fabricflow_version(), command=command_line(args)))
+    mark_done(args, path)
+    head = report["headline"]
+    if args.json:
+        print_json(
+            {
+                "report": path,
+                "title": report["title"],
+                "seconds": report["seconds"],
+                "sections": [s["id"] for s in report["sections"]],
+                "figures": sum(len(s["figures"]) for s in report["sections"]),
+                **head,
+                "job": report["job"],
+            }
+        )
+    else:
+        print(f"{report['title']}: {head['layout']}")
+        print(
+            f"  step {head['step_time_s']:.4g} s, MFU {100 * head['mfu']:.1f}%, "
+            f"{head['memory_gib_per_gpu']:.1f} GiB per GPU"
+            + (
+                f"; worst slowdown under failures {100 * head['worst_failure_slowdown']:.2f}%"
+                if "worst_failure_slowdown" in head
+                else ""
+            )
+        )
+        print(f"  wrote {path} ({report['seconds']:.0f} s)")
+    return 0

@@ -1,0 +1,749 @@
+"""The design-review report: one job on one fabric, computed section by section.
+
+:func:`build_report` runs the models a design review asks about and returns plain data
+(tables as lists of dicts, figures as PNG bytes); :mod:`.report_html` turns it into one
+self-contained HTML page. Sections, in order:
+
+- ``fabric``: :meth:`Fabric.summary` (tiers, oversubscription, bisection) and
+  :func:`.fabric_plots.plot_tiers`.
+- ``layouts``: :func:`fabricflow.optimize_layout` with a time budget, its top ``top_k``
+  and the Pareto front (skipped at ``budget_s=0`` when the layout is given).
+- ``step``: :func:`fabricflow.step_time` of the job's layout, its breakdown.
+- ``utilization``: each of the job's collectives routed and max-min solved at the job's
+  placement, link utilization by tier (:func:`~fabricflow.solve.maxmin.outputs.tier_summary`).
+- ``failures``: the step time again with a fraction of one link kind's cables failed,
+  for a few fractions and seeds.
+
+Every section records what was computed with which settings (``settings``), so the page
+can say it. The computation is the library's; nothing here is fitted or scaled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import FabricflowError, SpecError
+
+SECTIONS = ("fabric", "layouts", "step", "utilization", "failures")
+DEFAULT_FAIL_FRACTIONS = (0.01, 0.02, 0.05, 0.1)
+# Link kinds that are no switch-to-switch cables: failing them removes GPUs, not paths.
+_NOT_CABLES = ("nvlink", "nic", "ici")
+
+
+def _png(plot: Callable[[str], object]) -> bytes:
+    """Run ``plot(path)`` into a temporary PNG and return its bytes."""
+    with tempfile.TemporaryDirectory(prefix="fabricflow-report-") as folder:
+        path = os.path.join(folder, "figure.png")
+        plot(path)
+        with open(path, "rb") as handle:
+            return handle.read()
+
+
+def default_fail_kind(fabric) -> str:
+    """The link kind whose cables the failure section fails: ``leaf`` (leaf-to-spine
+    cables) when the fabric has it, else its first switch-to-switch kind."""
+    present = [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
+    if "leaf" in present:
+        return "leaf"
+    cables = [k for k in present if k not in _NOT_CABLES]
+    if not cables:
+        raise SpecError(
+            "fail_kind",
+            f"{fabric.name} has no switch-to-switch cables to fail (link kinds {present})",
+        )
+    return cables[0]
+
+
+def _check_inputs(fabric, gpus, fail_fractions, seeds, budget_s, top_k, fail_kind):
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise SpecError("gpus", f"must be an integer >= 1, got {gpus!r}")
+    if gpus > fabric.num_gpus:
+        raise SpecError(
+            "gpus", f"{gpus:,} GPUs do not fit {fabric.name!r}, which has {fabric.num_gpus:,}"
+        )
+    for value in fail_fractions:
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value < 1):
+            raise SpecError("fail_fractions", f"each must lie in (0, 1), got {value!r}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise SpecError("fail_seeds", f"must be an integer >= 1, got {seeds!r}")
+    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s >= 0):
+        raise SpecError("budget_s", f"must be a finite number of seconds >= 0, got {budget_s!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise SpecError("top_k", f"must be an integer >= 1, got {top_k!r}")
+    present = [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
+    if fail_kind is not None and fail_kind not in present:
+        raise SpecError("fail_kind", f"unknown link kind {fail_kind!r}; one of {present}")
+
+
+def build_report(
+    fabric,
+    model,
+    gpu,
+    gpus: int,
+    *,
+    layout=None,
+    order: str | None = None,
+    placement: str | None = None,
+    global_batch: int | None = None,
+    seq_len: int = 4096,
+    budget_s: float = 30.0,
+    top_k: int = 5,
+    fail_kind: str | None = None,
+    fail_fractions: Sequence[float] = DEFAULT_FAIL_FRACTIONS,
+    fail_seeds: int = 3,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Compute every section of the design-review report of one training job.
+
+    Args:
+        fabric: a :class:`~fabricflow.Fabric`.
+        model, gpu: :class:`ModelSpec` / :class:`GpuSpec` (or preset names).
+        gpus: GPUs of the job (the fabric's first ones, or where the placement puts them).
+        layout: the job's :class:`Layout`; ``None`` takes the layout optimizer's best.
+        order, placement: rank order and placement of a given layout (default
+            ``tp-cp-ep-dp-pp``, ``contiguous``); with ``layout=None`` the optimizer's.
+        global_batch, seq_len: sequences per step (default: one per GPU) and tokens per
+            sequence, for the optimizer; a given layout carries its own.
+        budget_s: seconds the layout optimizer may time candidates (0: skip the search,
+            which needs ``layout``).
+        top_k: layouts listed.
+        fail_kind: link kind whose cables fail (default :func:`default_fail_kind`).
+        fail_fractions: fractions of those cables failed, each in (0, 1).
+        fail_seeds: random failure draws per fraction (seeds ``seed .. seed+n-1``).
+        seed: ECMP hash seed and first failure seed.
+        progress: called with one line per finished section.
+
+    Returns:
+        ``{"title", "job", "headline", "sections": [...], "seconds"}``; each section is
+        ``{"id", "title", "text", "settings", "tables", "figures", "seconds"}`` with
+        tables ``{"caption", "columns": [(key, header)], "rows": [dict]}`` and figures
+        ``{"name", "caption", "png": bytes}``.
+    """
+    from ..workload.gpu import GpuSpec, load_gpu
+    from ..workload.model import ModelSpec, load_model
+
+    model = model if isinstance(model, ModelSpec) else load_model(model)
+    gpu = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
+    _check_inputs(fabric, gpus, fail_fractions, fail_seeds, budget_s, top_k, fail_kind)
+    if layout is None and budget_s == 0:
+        raise SpecError("budget_s", "0 skips the layout search, so give the job's layout")
+    if layout is not None and layout.num_gpus != gpus:
+        raise SpecError(
+            "layout", f"tp x cp x pp x dp = {layout.num_gpus} GPUs, but the job has {gpus}"
+        )
+    say = progress or (lambda line: None)
+    started = time.monotonic()
+    sections = [_fabric_section(fabric)]
+    say(f"fabric summary done ({sections[-1]['seconds']:.1f} s)")
+
+    job: dict = {}
+    step = None
+    if layout is not None:
+        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed}
+        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "contiguous")
+        # timed before the search: a layout over the memory budget is refused at once
+        step = _step_section(fabric, model, gpu, job, optimized=False)
+    if budget_s > 0:
+        section, best_kwargs = _layouts_section(
+            fabric, model, gpu, gpus, global_batch or gpus, seq_len, layout, budget_s, top_k, seed
+        )
+        sections.append(section)
+        say(f"layout search done ({section['seconds']:.1f} s)")
+        if layout is None:
+            job = best_kwargs
+            job.setdefault("seed", seed)
+    if step is None:
+        step = _step_section(fabric, model, gpu, job, optimized=True)
+    section, result = step
+    sections.append(section)
+    say(f"step time done ({section['seconds']:.1f} s)")
+    sections.append(_utilization_section(fabric, model, job))
+    say(f"utilization done ({sections[-1]['seconds']:.1f} s)")
+    kind = fail_kind or default_fail_kind(fabric)
+    sections.append(
+        _failure_section(fabric, model, gpu, job, result, kind, fail_fractions, fail_seeds, seed)
+    )
+    say(f"failure sensitivity done ({sections[-1]['seconds']:.1f} s)")
+
+    lay = job["layout"]
+    headline = {
+        "step_time_s": result.step_time_s,
+        "mfu": result.mfu,
+        "tokens_per_s": result.tokens_per_s,
+        "memory_gib_per_gpu": result.memory_gib_per_gpu,
+        "layout": _describe(job),
+        "bisection_Bps": sections[0]["bisection_Bps"],
+    }
+    search = next((s for s in sections if s["id"] == "layouts"), None)
+    if search is not None and layout is not None:  # the given layout against the best found
+        headline["best_layout"] = search["best_layout"]
+        headline["best_step_time_s"] = search["best_step_time_s"]
+    failures = next(s for s in sections if s["id"] == "failures")
+    if failures["worst_slowdown"] is not None:
+        headline["worst_failure_slowdown"] = failures["worst_slowdown"]
+    return {
+        "title": f"{model.name} on {gpus:,} x {gpu.name}, {fabric.name}",
+        "job": {
+            "fabric": fabric.name,
+            "model": model.name,
+            "gpu": gpu.name,
+            "gpus": gpus,
+            "layout": dataclasses.asdict(lay),
+            "order": job["order"],
+            "placement": job["placement"],
+        },
+        "headline": headline,
+        "sections": sections,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def _section(id_: str, title: str, text: str, settings: dict, started: float, **extra) -> dict:
+    return {
+        "id": id_,
+        "title": title,
+        "text": text,
+        "settings": settings,
+        "tables": extra.pop("tables", []),
+        "figures": extra.pop("figures", []),
+        "seconds": time.monotonic() - started,
+        **extra,
+    }
+
+
+def _fabric_section(fabric) -> dict:
+    from .fabric_plots import plot_tiers
+
+    started = time.monotonic()
+    summary = fabric.summary()
+    overview = [
+        {"item": "GPUs", "value": f"{summary['num_gpus']:,}"},
+        {"item": "GPUs per node", "value": summary["gpus_per_node"]},
+        {"item": "scale-up domain", "value": f"{summary['scale_up_domain_size']} GPUs"},
+        {"item": "switches", "value": f"{summary['num_switches']:,}"},
+        {"item": "directed links", "value": f"{summary['num_links']:,}"},
+        {"item": "failed links", "value": summary["failed_links"]},
+        {
+            "item": "bisection bandwidth (one way)",
+            "value": f"{summary['bisection_bandwidth_Bps'] * 8 / 1e12:,.1f} Tb/s "
+            f"({summary['bisection_bandwidth_Bps'] / 1e12:,.2f} TB/s)",
+        },
+        {
+            "item": "bisection per GPU",
+            "value": f"{summary['bisection_bandwidth_Bps'] * 8 / 1e9 / summary['num_gpus']:,.0f}"
+            " Gb/s",
+        },
+    ]
+    kinds = [
+        {
+            "kind": kind,
+            "links": count,
+            "total_Tbps": summary["capacity_per_kind_Bps"][kind] * 8 / 1e12,
+        }
+        for kind, count in summary["links_per_kind"].items()
+    ]
+    tiers = [
+        {
+            "tier": t["tier"],
+            "name": t["name"],
+            "switches": t["switches"],
+            "oversubscription": "top tier"
+            if t["oversubscription"] is None
+            else f"{t['oversubscription']:.3g}:1",
+        }
+        for t in summary["tiers"]
+    ]
+    return _section(
+        "fabric",
+        "Fabric summary and bisection",
+        f"{summary['description']}. Bisection: {summary['bisection_definition']}.",
+        {"fabric": fabric.name},
+        started,
+        tables=[
+            {"caption": "Overview", "columns": [("item", ""), ("value", "")], "rows": overview},
+            {
+                "caption": "Directed links per kind",
+                "columns": [("kind", "kind"), ("links", "links"), ("total_Tbps", "total Tb/s")],
+                "rows": kinds,
+            },
+            {
+                "caption": "Switch tiers",
+                "columns": [
+                    ("tier", "tier"),
+                    ("name", "name"),
+                    ("switches", "switches"),
+                    ("oversubscription", "oversubscription (down:up)"),
+                ],
+                "rows": tiers,
+            },
+        ],
+        figures=[
+            {
+                "name": "fabric_tiers",
+                "caption": "Links and capacity per link kind",
+                "png": _png(lambda path: plot_tiers(fabric, path)),
+            }
+        ],
+        bisection_Bps=summary["bisection_bandwidth_Bps"],
+    )
+
+
+def _describe(kwargs: dict) -> str:
+    lay = kwargs["layout"]
+    parts = [f"TP{lay.tp}", f"CP{lay.cp}"] + ([f"EP{lay.ep}"] if lay.ep > 1 else [])
+    parts += [f"PP{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"DP{lay.dp}"]
+    extra = [f"mb{lay.micro_batch}", f"recompute={lay.recompute}", f"zero{lay.zero}"]
+    if lay.sequence_parallel:
+        extra.append("SP")
+    return " ".join(parts) + ", " + ", ".join(extra)
+
+
+def _layouts_section(
+    fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed
+):
+    from ..optimize.search import optimize_layout
+    from .optimize_plots import plot_breakdown_top, plot_pareto
+
+    started = time.monotonic()
+    if layout is not None:  # compare with the given layout's batch and sequence length
+        global_batch, seq_len = layout.global_batch, layout.seq_len
+    search = optimize_layout(
+        model,
+        gpu,
+        fabric,
+        gpus=gpus,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        precision=layout.precision if layout is not None else "bf16",
+        top_k=top_k,
+        budget_s=budget_s,
+        seed=seed,
+    )
+    if search.stopped == "interrupted":
+        # the optimizer answers Ctrl-C with its best so far; a report stops whole instead
+        raise KeyboardInterrupt("the layout search was interrupted")
+    rows = []
+    for rank, (kwargs, res) in enumerate(search.top, 1):
+        comm = {k: v for k, v in res.breakdown.items() if k in ("tp", "cp", "ep", "pp", "dp")}
+        worst = max(comm, key=lambda k: comm[k]) if comm else None
+        rows.append(
+            {
+                "rank": rank,
+                "layout": _describe(kwargs),
+                "order": kwargs["order"],
+                "placement": kwargs["placement"],
+                "step_s": res.step_time_s,
+                "mfu_pct": 100 * res.mfu,
+                "memory_gib": res.memory_gib_per_gpu,
+                "exposed": f"{worst} {comm[worst]:.3g} s"
+                if worst is not None and comm[worst] > 0
+                else "none",
+            }
+        )
+    counts = search.counts
+    text = (
+        f"Layout optimizer over TP, CP, EP, PP (with virtual stages), DP, micro-batch, "
+        f"recompute, ZeRO, rank order and placement: {counts['considered']:,} candidates "
+        f"considered, {counts['infeasible']:,} infeasible (memory, divisibility), "
+        f"{counts['pruned']:,} pruned by the compute-only bound, {counts['evaluated']:,} "
+        f"timed with contention in {search.seconds:.1f} s; "
+        + ("the search was exhaustive." if search.exhaustive else f"stopped: {search.stopped}.")
+    )
+    return (
+        _section(
+            "layouts",
+            "Best layouts",
+            text,
+            {
+                "global_batch": global_batch,
+                "seq_len": seq_len,
+                "budget_s": budget_s,
+                "top_k": top_k,
+                "seed": seed,
+                "exhaustive": search.exhaustive,
+            },
+            started,
+            tables=[
+                {
+                    "caption": f"Top {len(rows)} layouts by step time",
+                    "columns": [
+                        ("rank", "#"),
+                        ("layout", "layout"),
+                        ("order", "rank order"),
+                        ("placement", "placement"),
+                        ("step_s", "step (s)"),
+                        ("mfu_pct", "MFU (%)"),
+                        ("memory_gib", "GiB/GPU"),
+                        ("exposed", "largest exposed comm"),
+                    ],
+                    "rows": rows,
+                }
+            ],
+            figures=[
+                {
+                    "name": "layouts_pareto",
+                    "caption": "Step time vs memory per GPU of every timed candidate",
+                    "png": _png(lambda path: plot_pareto(search, path)),
+                },
+                {
+                    "name": "layouts_top_breakdown",
+                    "caption": f"Step-time breakdown of the top {len(rows)}",
+                    "png": _png(lambda path: plot_breakdown_top(search, path)),
+                },
+            ],
+            best_layout=_describe(search.best_kwargs),
+            best_step_time_s=search.best.step_time_s,
+        ),
+        dict(search.best_kwargs),
+    )
+
+
+def _step_kwargs(job: dict) -> dict:
+    """What :func:`step_time` takes from the job (layout, order, placement, seed, algorithms)."""
+    keys = ("layout", "order", "placement", "seed", "algorithms", "collectives")
+    return {k: job[k] for k in keys if k in job}
+
+
+def _step_section(fabric, model, gpu, job, *, optimized: bool):
+    from ..workload.step import BREAKDOWN_KEYS, step_time
+    from .step_plots import plot_breakdown
+
+    started = time.monotonic()
+    result = step_time(model, gpu, fabric=fabric, **_step_kwargs(job))
+    total = result.step_time_s
+    rows = [
+        {
+            "part": key,
+            "seconds": result.breakdown[key],
+            "share_pct": 100 * result.breakdown[key] / total,
+        }
+        for key in BREAKDOWN_KEYS
+        if result.breakdown.get(key, 0.0) > 0
+    ]
+    rows.append({"part": "total", "seconds": total, "share_pct": 100.0})
+    lay = job["layout"]
+    mem = result.memory.as_gib()
+    headline = [
+        {"item": "layout", "value": _describe(job)},
+        {"item": "rank order, placement", "value": f"{job['order']}, {job['placement']}"},
+        {"item": "step time", "value": f"{total:.4g} s ({lay.num_micro_batches} micro-batches)"},
+        {"item": "MFU", "value": f"{100 * result.mfu:.1f} %"},
+        {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
+        {"item": "memory per GPU", "value": f"{mem['total']:.1f} GiB"},
+    ]
+    coupling = result.details.get("coupling") or {}
+    if coupling.get("isolated_step_s"):
+        headline.append(
+            {
+                "item": "contention between dimensions",
+                "value": f"+{coupling['added_s']:.3g} s over each dimension alone",
+            }
+        )
+    label = f"{model.name}\n{_describe(job).split(',')[0]}"
+    source = "the layout optimizer's best" if optimized else "the layout given"
+    return (
+        _section(
+            "step",
+            "Step-time breakdown",
+            f"Step time of {source} from the step model: per-layer compute on {gpu.name}, "
+            "pipeline bubble, and the exposed time of each dimension's collectives, timed "
+            "as flows on the fabric with max-min fair sharing (overlapping dimensions share "
+            "links).",
+            {
+                "global_batch": lay.global_batch,
+                "seq_len": lay.seq_len,
+                "precision": lay.precision,
+                "seed": job.get("seed", 0),
+            },
+            started,
+            tables=[
+                {"caption": "Job", "columns": [("item", ""), ("value", "")], "rows": headline},
+                {
+                    "caption": "Breakdown (exposed seconds per step)",
+                    "columns": [
+                        ("part", "part"),
+                        ("seconds", "seconds"),
+                        ("share_pct", "share (%)"),
+                    ],
+                    "rows": rows,
+                },
+            ],
+            figures=[
+                {
+                    "name": "step_breakdown",
+                    "caption": "Step time by component",
+                    "png": _png(lambda path: plot_breakdown([(label, result)], path)),
+                }
+            ],
+        ),
+        result,
+    )
+
+
+def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
+    """The job's collectives as ``(group set, op, bytes, description)``, with the message
+    sizes the step model uses for them (one rank's buffer, nccl-tests convention)."""
+    from ..workload.memory import stage_parameters
+
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    out = []
+    if layout.tp > 1:
+        op = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
+        out.append(("tp", op, 2.0 * tokens * model.hidden_size, "tensor-parallel activations"))
+    if layout.cp > 1:
+        chunk = 2.0 * tokens * model.kv_width / layout.tp
+        out.append(("cp", "sendrecv", chunk, "context-parallel K/V ring"))
+    if model.is_moe and layout.ep > 1:
+        copies = tokens / layout.tp * model.experts_per_token * model.hidden_size
+        out.append(("ep", "all_to_all", 2.0 * copies * layout.moe_imbalance, "MoE dispatch"))
+    if layout.pp > 1:
+        size = 2.0 * tokens * model.hidden_size / layout.tp
+        out.append(("pp", "sendrecv", size, "pipeline activations"))
+    dense, expert = stage_parameters(model, layout)
+    grad_bytes = 4.0 if layout.grad_reduce_dtype == "fp32" else 2.0
+    dp_op = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    if layout.dp * layout.cp > 1 and dense > 0:
+        out.append(("dp", dp_op, grad_bytes * dense, "data-parallel gradients"))
+    if model.is_moe and layout.expert_dp > 1 and expert > 0:
+        out.append(("edp", dp_op, grad_bytes * expert, "expert data-parallel gradients"))
+    return out
+
+
+def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str]:
+    """float64 ``[L]`` peak utilization (load / payload capacity, max over phases) of the
+    algorithm the collective model picks at ``size_bytes``, and that algorithm's name."""
+    chosen = prepared.evaluate([size_bytes])[0]
+    solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
+    capacity = prepared.capacity
+    peak = np.zeros(capacity.shape[0])
+    usable = capacity > 0
+    for phase in solved.phases:
+        load = phase.link_load(capacity.shape[0])
+        np.maximum(peak, np.where(usable, load / np.where(usable, capacity, 1.0), 0.0), out=peak)
+    return peak, chosen.algo
+
+
+def _utilization_section(fabric, model, job) -> dict:
+    from ..solve.maxmin.outputs import tier_summary
+    from ..workload.comm import CollectiveCache
+    from ..workload.placement import place
+    from ..workload.step import _register_groups
+    from .solve_plots import plot_utilization_by_tier
+
+    started = time.monotonic()
+    lay = job["layout"]
+    where = place(
+        lay,
+        fabric.num_gpus,
+        order=job["order"],
+        placement=job["placement"],
+        seed=job.get("seed", 0),
+        gpus_per_node=fabric.gpus_per_node,
+        fabric=fabric,
+        model=model,
+    )
+    # The step model's own group sets and routing: the solves are shared with step_time
+    # through the process-wide structure cache, so this re-solves nothing it already did.
+    cache = _register_groups(
+        CollectiveCache(
+            fabric, "fabric", seed=job.get("seed", 0), algorithms=job.get("algorithms")
+        ),
+        where,
+        model,
+        lay,
+    )
+    rows, figures = [], []
+    for name, op, size, what in job_collectives(model, lay):
+        prepared = cache.collective(name, op)
+        if prepared is None:
+            continue
+        peak, algo = collective_utilization(prepared, size)
+        groups = cache.groups[name]
+        for kind, stats in tier_summary(fabric, peak).items():
+            if stats["max"] <= 0:
+                continue  # a tier this collective never touches
+            rows.append(
+                {
+                    "collective": f"{name} {op}",
+                    "algo": algo,
+                    "kind": kind,
+                    "links": stats["links"],
+                    "used": int(((peak > 0) & (fabric.link_kind == kind)).sum()),
+                    "mean": stats["mean"],
+                    "p99": stats["p99"],
+                    "max": stats["max"],
+                    "saturated": stats["saturated"],
+                }
+            )
+        title = (
+            f"{what}: {name} {op} ({algo}), {groups.shape[0]:,} groups of {groups.shape[1]}, "
+            f"{size / 2**20:,.1f} MiB"
+        )
+        figures.append(
+            {
+                "name": f"utilization_{name}",
+                "caption": title,
+                "png": _png(functools.partial(plot_utilization_by_tier, fabric, peak, title=title)),
+            }
+        )
+    text = (
+        "Each collective of the job is run by all its groups at once, at the job's placement, "
+        "with the algorithm the collective model picks for the message size the step model "
+        "uses; its transfers are routed and their rates max-min solved. Utilization is each "
+        "link's load over its payload capacity at the busiest phase of the algorithm; "
+        "statistics are over all links of a kind (idle ones included, failed ones left out)."
+    )
+    if not rows:
+        text += " The job has no collective that crosses a link (one GPU, or every group of one)."
+    return _section(
+        "utilization",
+        "Per-tier utilization under the job's collectives",
+        text,
+        {"routing": "auto (the fabric's transport)", "seed": job.get("seed", 0)},
+        started,
+        tables=[
+            {
+                "caption": "Link utilization by tier, per collective",
+                "columns": [
+                    ("collective", "collective"),
+                    ("algo", "algorithm"),
+                    ("kind", "link kind"),
+                    ("links", "links"),
+                    ("used", "carrying traffic"),
+                    ("mean", "mean"),
+                    ("p99", "p99"),
+                    ("max", "max"),
+                    ("saturated", "saturated"),
+                ],
+                "rows": rows,
+            }
+        ],
+        figures=figures,
+    )
+
+
+def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, seed) -> dict:
+    from ..workload.step import step_time
+    from .figures import new_figure, save_figure
+
+    started = time.monotonic()
+    kwargs = _step_kwargs(job)
+    rows, points = [], []
+    cables = int((fabric.link_kind == kind).sum()) // 2
+    for fraction in sorted(float(f) for f in fractions):
+        times, failed, errors = [], [], []
+        for draw in range(seed, seed + seeds):
+            broken = fabric.without(link_kind=kind, fraction=fraction, seed=draw)
+            failed.append(int(broken.meta.get("failed_links", 0)) // 2)
+            try:
+                result = step_time(model, gpu, fabric=broken, **kwargs)
+            except FabricflowError as error:  # e.g. failures cut the job apart
+                errors.append(f"seed {draw}: {type(error).__name__}: {error}")
+                continue
+            times.append(result.step_time_s)
+            points.append((fraction, result.step_time_s))
+        row = {
+            "fraction_pct": 100 * fraction,
+            "failed": f"{min(failed)}-{max(failed)}" if min(failed) != max(failed) else failed[0],
+            "draws": seeds,
+            "mean_s": float(np.mean(times)) if times else None,
+            "max_s": float(np.max(times)) if times else None,
+            # rounded to 1e-6 %: float noise of re-summed identical times is no slowdown
+            "slowdown_pct": round(100 * (float(np.max(times)) / healthy.step_time_s - 1), 6)
+            if times
+            else None,
+            "errors": "; ".join(errors) if errors else "",
+        }
+        rows.append(row)
+    slowdowns = [r["slowdown_pct"] for r in rows if r["slowdown_pct"] is not None]
+
+    def plot(path: str) -> None:
+        # slowdown against the healthy step, in %: equal times stay a flat line at 0
+        # instead of an axis offset by the step time
+        def slowdown(seconds):
+            return 100 * (np.asarray(seconds, dtype=float) / healthy.step_time_s - 1)
+
+        fig = new_figure(figsize=(6.5, 4.2))
+        ax = fig.subplots()
+        ax.axhline(
+            0, color="#8c8c8c", ls="--", lw=1, label=f"no failures ({healthy.step_time_s:.4g} s)"
+        )
+        top = 1.0
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.scatter(
+                100 * np.asarray(xs), slowdown(ys), s=18, color="#c44e52", label="one failure draw"
+            )
+            top = max(top, 1.15 * float(slowdown(ys).max()))
+            means = [(r["fraction_pct"], r["mean_s"]) for r in rows if r["mean_s"] is not None]
+            if means:
+                mx, my = zip(*means, strict=True)
+                ax.plot(mx, slowdown(my), "-", color="#4c72b0", label="mean over draws")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.set_ylim(-0.05 * top, top)
+        ax.set_xlim(0, 105 * max(float(f) for f in fractions))
+        ax.set_xlabel(f"failed {kind} cables (%)")
+        ax.set_ylabel("step-time slowdown (%)")
+        ax.set_title(f"Failure sensitivity: {kind} cables of {fabric.name}", fontsize=10)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        save_figure(fig, path)
+
+    section = _section(
+        "failures",
+        "Failure sensitivity",
+        f"Step time of the same layout, order and placement with a random fraction of the "
+        f"{cables:,} {kind} cables failed (both directions of a cable fail together; routing "
+        f"then uses the surviving paths). {seeds} random draw(s) per fraction; the slowdown is "
+        f"the worst draw against the healthy step of {healthy.step_time_s:.4g} s.",
+        {
+            "link_kind": kind,
+            "fractions": [float(f) for f in fractions],
+            "draws": seeds,
+            "first_seed": seed,
+        },
+        started,
+        tables=[
+            {
+                "caption": f"Step time with failed {kind} cables",
+                "columns": [
+                    ("fraction_pct", "failed (%)"),
+                    ("failed", "cables failed"),
+                    ("draws", "draws"),
+                    ("mean_s", "mean step (s)"),
+                    ("max_s", "worst step (s)"),
+                    ("slowdown_pct", "worst slowdown (%)"),
+                    ("errors", "draws that failed"),
+                ],
+                "rows": rows,
+            }
+        ],
+        figures=[
+            {
+                "name": "failure_sensitivity",
+                "caption": "Step-time slowdown vs failed fraction",
+                "png": _png(plot),
+            }
+        ],
+        worst_slowdown=max(slowdowns) / 100 if slowdowns else None,
+    )
+    return section
+
+
+__all__ = [
+    "DEFAULT_FAIL_FRACTIONS",
+    "SECTIONS",
+    "build_report",
+    "collective_utilization",
+    "default_fail_kind",
+    "job_collectives",
+]
