@@ -25,3 +25,12 @@ def small_rail_fabric():
             scale_up={"domain_size": 4, "bandwidth_per_direction": "100GB/s"},
         )
     )
+
+
+@pytest.fixture
+def cluster_modules(monkeypatch):
+    """The cluster state/scheduler/interference modules: the real ones when present,
+    else the stand-in of tests/_cluster_standin.py (True then)."""
+    from _cluster_standin import install
+
+    return install(monkeypatch)
