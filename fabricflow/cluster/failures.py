@@ -238,6 +238,9 @@ def expected_goodput(interval_s: float, write_s: float, restart_s: float, mtbf_s
     delta = _non_negative(write_s, "write_s")
     restart = _non_negative(restart_s, "restart_s")
     mtbf = _positive(mtbf_s, "mtbf_s")
+    exponent = (restart + tau + delta) / mtbf
+    if exponent > 700.0:  # e^700 ~ 1e304: the expected time overflows, goodput is ~e^-700
+        return tau / mtbf * math.exp(-exponent)
     return tau / (mtbf * math.exp(restart / mtbf) * math.expm1((tau + delta) / mtbf))
 
 

@@ -78,6 +78,8 @@ _DURATION_UNITS = {
     "w": 7 * 86400.0,
 }
 _DURATION = re.compile(r"^\s*([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([-+]?[0-9]+))?\s*([a-z]*)\s*$")
+_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)\s*(min|[smhdw])")
+_COMPOUND = re.compile(r"^\s*(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)\s*(?:min|[smhdw])\s*){2,}$")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 
 
@@ -162,6 +164,11 @@ def parse_duration(value: object, field: str, *, allow_zero: bool = True) -> flo
         raise SpecError(field, f"expected a duration such as 45s, 30m, 12h or 3d, got {value!r}")
     if isinstance(value, numbers.Real):
         seconds = float(value)
+    elif isinstance(value, str) and _COMPOUND.match(value):
+        # "1h30m", "2d 12h": the sum of its parts
+        seconds = sum(
+            float(number) * _DURATION_UNITS[unit] for number, unit in _PART.findall(value)
+        )
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if match is None or match.group(3) not in _DURATION_UNITS and match.group(3) != "":
