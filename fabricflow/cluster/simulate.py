@@ -712,7 +712,8 @@ class _Simulator:
         self._replenish_spares()
         self._snapshot()
         total = len(self.jobs)
-        while self.heap and self.done < total:
+        # with a horizon, failures and repairs go on after the last job (GPU-seconds down)
+        while self.heap and (self.done < total or self.horizon is not None):
             when = self.heap[0][0]
             if self.horizon is not None and when > self.horizon:
                 break
