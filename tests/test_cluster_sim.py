@@ -156,7 +156,7 @@ def test_link_failures_reroute_without_restarts(fabric, cluster_modules):
     (job,) = run.jobs
     assert run.cluster["failures_by_component"]["link"] > 0
     assert job["failures"] == 0 and job["restarts"] == 0
-    assert run.cluster["stats"]["fabric_updates"] > 0
+    assert job["slowdown"] == pytest.approx(1.0)  # no network model: no slowdown either
     assert run.cluster["gpu_seconds"]["down"] == 0
 
 

@@ -131,11 +131,12 @@ def test_synthetic_trace_is_seeded_and_realistic():
 
 
 def test_every_synthetic_shape_fits_in_hbm():
-    jobs = synthetic_trace(2000, seed=0, size_exponent=0.0)  # every size from 1 to 4096
+    sizes = tuple(2**k for k in range(15))  # 1 .. 16,384 GPUs
+    jobs = synthetic_trace(2000, seed=0, sizes=sizes, size_exponent=0.0)
     seen = {}
     for job in jobs:
         seen.setdefault(job.gpus, job)
-    assert sorted(seen) == [2**k for k in range(13)]
+    assert sorted(seen) == list(sizes)
     for job in seen.values():
         worst = max(m.total for m in rank_memory(job.model, job.layout))
         assert worst < job.gpu.hbm, (job.gpus, job.model.name, worst / 2**30)

@@ -418,13 +418,12 @@ class _Simulator:
         if newly_up.size:
             self.state.set_up(newly_up)
             self.alloc_changed = True
-        if links_changed:
+        if links_changed and self.net is not None:  # without a network model: nothing to do
             began = time.perf_counter()
             failed = np.flatnonzero(self.link_down > 0)
             self.fabric = self.base.without(links=failed) if failed.size else self.base
-            if self.net is not None:
-                self.net.set_fabric(self.fabric)
-                self.mix_changed = True
+            self.net.set_fabric(self.fabric)
+            self.mix_changed = True
             self.stats["fabric_updates"] += 1
             self.stats["fabric_update_s"] += time.perf_counter() - began
 
@@ -806,6 +805,8 @@ class _Simulator:
             "events": self.events,
             "stats": dict(self.stats),
         }
+        if self.net is not None and isinstance(getattr(self.net, "stats", None), dict):
+            cluster["stats"]["interference"] = dict(self.net.stats)
         settings = {
             "fabric": self.base.name,
             "scheduler": getattr(self.scheduler, "name", type(self.scheduler).__name__),
