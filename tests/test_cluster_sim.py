@@ -228,3 +228,47 @@ def test_bad_options(fabric, cluster_modules):
     assert info.value.field == "jobs[0] (id 'big').gpus"
     with pytest.raises(SpecError, match="horizon"):
         simulate_cluster(fabric, TRACE, horizon="-1h", interference=False)
+
+
+def test_failed_fabric_matches_fabric_without(fabric, cluster_modules):
+    from fabricflow.cluster.simulate import _Simulator
+    from fabricflow.cluster.trace import load_trace
+
+    sim = _Simulator(
+        fabric,
+        load_trace([_row("a", 8, 1)]),
+        "first-fit",
+        None,
+        CheckpointPolicy(),
+        None,
+        0,
+        False,
+        "auto",
+    )
+    cable = 7
+    down = np.zeros(fabric.num_links, dtype=bool)
+    down[[sim.cables[cable], sim.cable_reverse[cable]]] = True
+    expected = fabric.without(links=[sim.cables[cable]])
+    np.testing.assert_array_equal(sim._failed_fabric(down).capacity, expected.capacity)
+    switch = sim.switches[3]
+    touching = (fabric.link_src == switch) | (fabric.link_dst == switch)
+    expected = fabric.without(switches=[switch])
+    got = sim._failed_fabric(touching)
+    np.testing.assert_array_equal(got.capacity, expected.capacity)
+    np.testing.assert_array_equal(got.link_up, expected.link_up)
+
+
+def test_link_failures_with_the_network_model_reroute(fabric, cluster_modules):
+    failures = FailureModel({"link": "100h"}, mttr_s={"link": "1h"})
+    run = simulate_cluster(
+        fabric,
+        [_row("a", 256, 20_000)],
+        scheduler="first-fit",
+        interference=True,
+        failures=failures,
+        seed=1,
+    )
+    (job,) = run.jobs
+    assert run.cluster["stats"]["fabric_updates"] >= 2  # failed and repaired
+    assert job["failures"] == 0 and job["state"] == "done"
+    assert job["slowdown"] >= 1.0 - 1e-9

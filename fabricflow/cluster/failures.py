@@ -50,7 +50,7 @@ HOUR = 3600.0
 LLAMA3_GPUS = 16384
 LLAMA3_HOURS = 54 * 24.0
 # Unexpected interruptions by root cause, folded into our component classes.
-LLAMA3_CAUSES = {
+LLAMA3_CAUSES: dict[str, dict[str, float]] = {
     "gpu": {
         "faulty GPU": 148,
         "GPU HBM3 memory": 72,

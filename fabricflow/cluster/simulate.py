@@ -150,9 +150,12 @@ def _fmt(value) -> str:
 
 def _cluster_modules():
     """The scheduler, state and interference modules (imported when first needed)."""
-    from . import interference, schedulers, state
+    import importlib
 
-    return state, schedulers, interference
+    return tuple(
+        importlib.import_module(f"{__package__}.{name}")
+        for name in ("state", "schedulers", "interference")
+    )
 
 
 def simulate_cluster(
@@ -254,6 +257,13 @@ class _Simulator:
                 "scheduler", f"expected one of {list(sched_mod.SCHEDULERS)} or a Scheduler"
             )
         self.net = net_mod.Interference(fabric, routing=routing, seed=seed) if use_net else None
+        # links grouped by kind once, for the per-tier utilization of the timeline
+        kinds = fabric.link_kind_id.astype(np.int64)
+        self._kind_order = np.argsort(kinds, kind="stable")
+        present, self._kind_starts = np.unique(kinds[self._kind_order], return_index=True)
+        self._kind_present = present
+        self._tier_fabric: Fabric | None = None
+        self._tier_capacity = np.zeros(present.size)
         usable = self.num_gpus - policy.spares * self.gpn
         if usable <= 0:
             raise SpecError(
@@ -420,12 +430,25 @@ class _Simulator:
             self.alloc_changed = True
         if links_changed and self.net is not None:  # without a network model: nothing to do
             began = time.perf_counter()
-            failed = np.flatnonzero(self.link_down > 0)
-            self.fabric = self.base.without(links=failed) if failed.size else self.base
+            self.fabric = self._failed_fabric(self.link_down > 0)
             self.net.set_fabric(self.fabric)
             self.mix_changed = True
             self.stats["fabric_updates"] += 1
             self.stats["fabric_update_s"] += time.perf_counter() - began
+
+    def _failed_fabric(self, down: np.ndarray) -> Fabric:
+        """The base fabric with the links ``down`` failed (as ``Fabric.without`` would:
+        both directions are in ``down`` already, cables and switch links alike), without
+        its search for reverse links over every link."""
+        if not down.any():
+            return self.base
+        base = self.base
+        return dataclasses.replace(
+            base,
+            capacity=np.where(down, 0.0, base.capacity),
+            link_up=base.link_up & ~down,
+            meta={**base.meta, "failed_links": int(down.sum())},
+        )
 
     # ------------------------------------------------------------------ jobs
     def _push(self, when: float, kind: int, a, b=0) -> None:
@@ -673,13 +696,22 @@ class _Simulator:
                 self._log(job)
 
     def _log_tiers(self) -> None:
+        """Offered load / working capacity of each link kind, now (for the timeline)."""
+        if self._kind_starts.size == 0:  # a fabric without links
+            return
         load = np.asarray(self.net.link_load(), dtype=np.float64)  # type: ignore[union-attr]
-        kinds = self.fabric.link_kind_id.astype(np.int64)
-        size = len(self.fabric.link_kinds)
-        offered = np.bincount(kinds, weights=load, minlength=size)
-        capacity = np.bincount(kinds, weights=self.fabric.capacity, minlength=size)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.tier_log.append((self.t, np.where(capacity > 0, offered / capacity, np.nan)))
+        if self._tier_fabric is not self.fabric:  # per-kind capacity of the current fabric
+            self._tier_fabric = self.fabric
+            self._tier_capacity = np.add.reduceat(
+                self.fabric.capacity[self._kind_order], self._kind_starts
+            )
+        offered = np.add.reduceat(load[self._kind_order], self._kind_starts)
+        ratio = np.full(len(self.base.link_kinds), np.nan)
+        capacity = self._tier_capacity
+        ratio[self._kind_present] = np.where(
+            capacity > 0, offered / np.maximum(capacity, 1e-300), np.nan
+        )
+        self.tier_log.append((self.t, ratio))
 
     # ------------------------------------------------------------------ main loop
     def _account(self, until: float) -> None:
@@ -851,7 +883,7 @@ class _Simulator:
             "goodput": (
                 steps_done * job.standalone_s / elapsed if elapsed and elapsed > 0 else None
             ),
-            "queue_wait_s": None if not started else job.start_s - job.spec.arrival_s,
+            "queue_wait_s": None if job.start_s is None else job.start_s - job.spec.arrival_s,
             "state": STATE_NAMES[job.state],
             "priority": job.spec.priority,
             "mtbf_s": mtbf,
