@@ -4,8 +4,9 @@
 
 The fabric is dgx-h100-superpod (rail-optimized two-tier Clos) cut to 768 H100 with its
 leaf tier oversubscribed 3:1 (48 down / 16 up ports per leaf), so that jobs sharing spine
-links slow each other down. The trace is ``synthetic_trace(N)`` (sizes 1-256 GPUs,
-standalone lengths 30 min - 6 h, arrivals tuned to keep the cluster busy). Each
+links slow each other down. The trace is ``synthetic_trace(N)`` (200 jobs by default over two
+days, sizes 1-256 GPUs equally likely per power of two, standalone lengths 30 min - 6 h:
+about 70% of the GPU-hours offered, so that several multi-node jobs run at once). Each
 scheduler (first-fit, packed, topology, block) runs it with interference on and no
 failures. Writes ``OUT/colocation.nc`` (per scheduler and job: slowdown, queue wait,
 start, end, GPUs), ``OUT/slowdown_cdf.png`` and ``OUT/summary.json`` (mean and p90
@@ -48,7 +49,7 @@ def oversubscribed_superpod(ratio: int = 3):
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
-    parser.add_argument("--jobs", type=int, default=120)
+    parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--days", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ratio", type=int, default=3, help="leaf oversubscription (3)")
@@ -60,6 +61,7 @@ def main(argv=None) -> dict:
         seed=args.seed,
         mean_interarrival_s=args.days * 86400.0 / args.jobs,
         sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+        size_exponent=0.0,  # equally likely per power of two: multi-node jobs share spines
         duration_range=(1800.0, 6 * 3600.0),
         fabric=fabric,
     )
