@@ -93,7 +93,8 @@ class ClusterRun:
         cluster: ``utilization`` (busy GPU-s / (GPUs x horizon)), ``goodput`` (GPU-
             weighted over started jobs), ``failures`` (total) and ``failures_by_component``,
             ``fragmentation`` (time mean of ``ClusterState.fragmentation()``),
-            ``queue_wait_s`` (``p50``, ``p99`` over started jobs), ``gpu_seconds``
+            ``queue_wait_s`` (``p50``, ``p99`` over started jobs and, with their wait so far,
+            jobs still queued at the end), ``gpu_seconds``
             (``busy``, ``idle``, ``down``, ``total``), ``horizon_s``, ``jobs_done``,
             ``events``, ``stats`` (counts and seconds of scheduling and re-evaluations).
         timeline: ``xarray.Dataset`` over (``time``, ``job``): ``state`` (codes in the
@@ -296,6 +297,7 @@ class _Simulator:
         self.seq = 0
         self.t = 0.0
         self.queue: list[int] = []
+        self.holding: set[int] = set()  # keys of jobs holding GPUs (running or restarting)
         self.mix_changed = False
         self.alloc_changed = True
         self.done = 0
@@ -504,6 +506,7 @@ class _Simulator:
 
     def _start(self, job: _Job, gpus: np.ndarray) -> None:
         self.state.allocate(job.key, gpus)
+        self.holding.add(job.key)
         job.gpus = np.asarray(gpus, dtype=np.int64)
         job.requeued = False
         self.alloc_changed = True
@@ -560,6 +563,7 @@ class _Simulator:
             self._restart(job)
             return
         self.state.release(job.key)
+        self.holding.discard(job.key)
         job.gpus = None
         job.state = QUEUED
         job.requeued = True
@@ -643,9 +647,9 @@ class _Simulator:
                 gpus = self.scheduler.place(self.state, request, load)
             if gpus is None and preempt:
                 running = {
-                    j.key: j.spec.priority
-                    for j in jobs
-                    if j.state in (RUNNING, RESTARTING) and j.spec.priority < job.spec.priority
+                    k: jobs[k].spec.priority
+                    for k in self.holding
+                    if jobs[k].spec.priority < job.spec.priority
                 }
                 victims = self.scheduler.victims(self.state, request, running)
                 for victim in victims:
@@ -670,13 +674,13 @@ class _Simulator:
         """The lowest priority among jobs holding GPUs (inf when none): only a job above
         it may preempt."""
         return min(
-            (j.spec.priority for j in self.jobs if j.state in (RUNNING, RESTARTING)),
+            (self.jobs[k].spec.priority for k in self.holding),
             default=math.inf,
         )
 
     # ------------------------------------------------------------------ step times
     def _reevaluate(self) -> None:
-        running = [job for job in self.jobs if job.state == RUNNING]
+        running = [self.jobs[k] for k in sorted(self.holding) if self.jobs[k].state == RUNNING]
         if self.net is not None:
             began = time.perf_counter()
             times = self.net.step_times() if running else {}
@@ -795,6 +799,7 @@ class _Simulator:
             job.state = DONE
             job.end_s = self.t
             self.state.release(job.key)
+            self.holding.discard(job.key)
             job.gpus = None
             self.done += 1
             self.alloc_changed = True
@@ -814,7 +819,16 @@ class _Simulator:
         horizon = self.horizon_s
         total = self.num_gpus * horizon
         started = [row for row in jobs if row["start_s"] is not None]
-        waits = np.array([row["queue_wait_s"] for row in started], dtype=np.float64)
+        # jobs still queued at the end count with their wait so far (a lower bound)
+        waits = np.array(
+            [row["queue_wait_s"] for row in started]
+            + [
+                horizon - job.spec.arrival_s
+                for job in self.jobs
+                if job.start_s is None and job.state == QUEUED
+            ],
+            dtype=np.float64,
+        )
         weights = np.array([row["gpus"] * (row["end_s"] - row["start_s"]) for row in started])
         useful = np.array(
             [row["gpus"] * row["steps_done"] * row["standalone_step_s"] for row in started]
