@@ -149,3 +149,19 @@ def test_synthetic_bad_input():
         synthetic_trace(5, sizes=(3, 8))
     with pytest.raises(SpecError, match="mean_interarrival_s"):
         synthetic_trace(5, mean_interarrival_s=-1.0)
+
+
+@pytest.mark.slow
+def test_layout_optimize_runs_the_layout_search():
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    row = {"id": "o", "model": "megatron-1.7b", "gpu": "h100-sxm", "gpus": 8, "steps": 10}
+    first, second = load_trace(
+        [
+            {**row, "layout": "optimize"},
+            {**row, "id": "p", "layout": {"optimize": True, "seq": 4096, "global_batch": 8}},
+        ],
+        fabric=fabric,
+    )
+    assert first.layout.num_gpus == 8 and first.layout == second.layout  # cached search
+    with pytest.raises(SpecError, match="layout.tp"):
+        load_trace([{**row, "layout": {"optimize": True, "tp": 2}}], fabric=fabric)

@@ -234,7 +234,7 @@ def _gpu(value: object, field: str) -> GpuSpec:
 
 def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | None:
     """The Layout of a trace row, dp derived from ``gpus``; None for ``optimize``."""
-    if raw == "optimize":
+    if raw == "optimize" or isinstance(raw, Mapping) and raw.get("optimize") is True:
         return None
     if not isinstance(raw, Mapping):
         raise SpecError(field, f"expected a mapping of {list(LAYOUT_KEYS)} or 'optimize'")
@@ -278,9 +278,16 @@ def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | No
         ) from None
 
 
+_OPTIMIZED: dict[tuple, tuple] = {}
+
+
 def _optimized_layout(model, gpu, gpus: int, fabric, seq_len: int, global_batch: int, cache):
-    """The best layout of ``optimize_layout`` (small budget), cached per model/gpu/gpus."""
-    key = (model.name, gpu.name, gpus, seq_len, global_batch)
+    """The best layout of ``optimize_layout`` (small budget), cached per model, GPU, size,
+    sequence, batch and fabric."""
+    from ..workload.structure_cache import fabric_fingerprint
+
+    cache = _OPTIMIZED
+    key = (model, gpu, gpus, seq_len, global_batch, fabric_fingerprint(fabric))
     if key not in cache:
         from ..optimize.search import optimize_layout
 
@@ -419,7 +426,15 @@ def _job(row: Mapping, name: str, fabric, cache) -> JobSpec:
             raise SpecError(
                 f"{name}.layout", "'optimize' needs the fabric (load_trace(..., fabric=))"
             )
-        hint = row.get("layout_hint", {})
+        hint = row.get("layout_hint") or (
+            row["layout"] if isinstance(row["layout"], Mapping) else {}
+        )
+        unknown = sorted(set(hint) - {"optimize", "seq", "seq_len", "global_batch"})
+        if unknown:
+            raise SpecError(
+                f"{name}.layout.{unknown[0]}",
+                "with optimize a layout gives only seq and global_batch",
+            )
         seq = _positive_int(hint.get("seq", hint.get("seq_len", 4096)), f"{name}.layout.seq")
         batch = _positive_int(hint.get("global_batch", max(gpus, 8)), f"{name}.layout.global_batch")
         try:
