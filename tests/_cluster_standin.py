@@ -150,9 +150,7 @@ def install(monkeypatch) -> bool:
     this = sys.modules[__name__]
     for name in ("state", "schedulers", "interference"):
         module = types.ModuleType(f"fabricflow.cluster.{name}")
-        module.__dict__.update(
-            {k: getattr(this, k) for k in dir(this) if not k.startswith("__")}
-        )
+        module.__dict__.update({k: getattr(this, k) for k in dir(this) if not k.startswith("__")})
         monkeypatch.setitem(sys.modules, f"fabricflow.cluster.{name}", module)
         monkeypatch.setattr(f"fabricflow.cluster.{name}", module, raising=False)
     return True
