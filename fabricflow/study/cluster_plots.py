@@ -61,7 +61,7 @@ def plot_utilization(run, path):
     hours = np.asarray(timeline["time"]) / 3600.0
     total = float(timeline.attrs.get("gpus_total", 1))
     tiers = np.asarray(timeline["tier_utilization"])
-    has_tiers = np.isfinite(tiers).any()
+    has_tiers = bool(np.nan_to_num(tiers).max(initial=0.0) > 0)  # a network model ran
     fig = new_figure(figsize=(8, 6 if has_tiers else 3.5))
     ax = fig.add_subplot(2 if has_tiers else 1, 1, 1)
     for name, label in (("gpu_busy", "busy"), ("gpu_down", "down"), ("gpu_spare", "spare")):
