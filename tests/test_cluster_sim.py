@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fabricflow as ff
 from fabricflow.cluster.failures import CheckpointPolicy, FailureModel
@@ -272,3 +274,60 @@ def test_link_failures_with_the_network_model_reroute(fabric, cluster_modules):
     assert run.cluster["stats"]["fabric_updates"] >= 2  # failed and repaired
     assert job["failures"] == 0 and job["state"] == "done"
     assert job["slowdown"] >= 1.0 - 1e-9
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    gpu_mtbf_h=st.floats(50.0, 5000.0),
+    node_mtbf_h=st.floats(50.0, 5000.0),
+    spares=st.integers(0, 3),
+    interval_s=st.one_of(st.none(), st.floats(60.0, 3600.0)),
+    restart_s=st.floats(0.0, 900.0),
+)
+def test_invariants_under_random_failures(
+    fabric, cluster_modules, seed, gpu_mtbf_h, node_mtbf_h, spares, interval_s, restart_s
+):
+    rng = np.random.default_rng(seed)
+    trace = []
+    for i in range(10):
+        size = int(2 ** rng.integers(0, 9))
+        row = _row(f"j{i}", size, int(rng.integers(500, 5000)), arrival=float(rng.uniform(0, 7200)))
+        row["priority"] = int(rng.integers(0, 2))
+        if size < 8:
+            row.update(model="megatron-1.7b", layout={"tp": 1, "micro_batch": 2, "seq": 2048})
+        trace.append(row)
+    failures = FailureModel(
+        {"gpu": gpu_mtbf_h * 3600, "node": node_mtbf_h * 3600, "switch": "2000h"}
+    )
+    policy = CheckpointPolicy(
+        interval_s=interval_s,
+        write_s=30.0 if interval_s else 0.0,
+        restart_s=restart_s,
+        spares=spares,
+    )
+    run = simulate_cluster(
+        fabric,
+        trace,
+        scheduler="first-fit",
+        interference=False,
+        failures=failures,
+        checkpoint=policy,
+        horizon="8h",
+        seed=seed,
+    )
+    seconds = run.cluster["gpu_seconds"]
+    assert seconds["busy"] + seconds["idle"] + seconds["down"] == pytest.approx(
+        seconds["total"], rel=1e-12
+    )
+    for job in run.jobs:
+        assert 0 <= job["steps_done"] <= job["steps"] and job["lost_work_s"] >= 0
+        if job["goodput"] is not None:
+            assert 0 <= job["goodput"] <= 1 + 1e-9
+        if job["state"] == "done":
+            assert job["end_s"] - job["start_s"] >= job["standalone_step_s"] * job["steps"] * (
+                1 - 1e-9
+            )
+        if job["slowdown"] is not None:
+            assert job["slowdown"] == pytest.approx(1.0)
+        assert job["restarts"] <= job["failures"] + job["preemptions"]
