@@ -91,6 +91,10 @@ _EXPORTS: dict[str, str] = {
     "SolverError": "fabricflow.errors",
     "MemoryBudgetError": "fabricflow.errors",
     "OutputError": "fabricflow.errors",
+    "simulate_cluster": "fabricflow.cluster.simulate",
+    "ClusterRun": "fabricflow.cluster.simulate",
+    "synthetic_trace": "fabricflow.cluster.trace",
+    "load_trace": "fabricflow.cluster.trace",
 }
 
 # Kernels and internals that were exported here once: still reachable, with a warning
@@ -109,6 +113,7 @@ _DEPRECATED: dict[str, str] = {
 __all__ = [
     "CapacitySensitivity",
     "Certificate",
+    "ClusterRun",
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
@@ -149,6 +154,7 @@ __all__ = [
     "load_fabric",
     "load_gpu",
     "load_model",
+    "load_trace",
     "max_min_rates",
     "max_min_solution",
     "memory_per_gpu",
@@ -160,8 +166,10 @@ __all__ = [
     "place",
     "read_connection_matrix",
     "route",
+    "simulate_cluster",
     "simulate_dcqcn",
     "step_time",
+    "synthetic_trace",
 ]
 
 
@@ -210,6 +218,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
+    from .cluster.simulate import ClusterRun, simulate_cluster
+    from .cluster.trace import load_trace, synthetic_trace
     from .collective.model import CollectiveResult, collective_time
     from .collective.ops import busbw_factor
     from .errors import (

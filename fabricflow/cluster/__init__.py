@@ -1,0 +1,60 @@
+"""Cluster operations: job traces, scheduling, interference and failures -> goodput.
+
+- :mod:`.trace`: :class:`JobSpec`, :func:`load_trace` (YAML/CSV), :func:`synthetic_trace`.
+- :mod:`.standalone`: a job's step time alone on the empty, healthy fabric.
+- :mod:`.failures`: component failure processes, checkpoint/restart policy, Young/Daly
+  and the renewal-theory goodput.
+- :mod:`.simulate`: the event-driven simulator :func:`simulate_cluster` -> :class:`ClusterRun`.
+- ``state``, ``schedulers``, ``interference``: the cluster state, the placement policies
+  and the joint step-time model of co-located jobs.
+
+See docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+from .failures import (
+    COMPONENTS,
+    DEFAULT_MTBF_S,
+    DEFAULT_MTTR_S,
+    CheckpointPolicy,
+    FailureModel,
+    best_checkpoint_interval,
+    expected_goodput,
+    young_daly_interval,
+)
+from .interference import Interference, JobTraffic, job_traffic_shape
+from .schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
+from .simulate import ClusterRun, simulate_cluster
+from .standalone import standalone_step
+from .state import DOWN, FREE, SPARE, ClusterState
+from .trace import JobSpec, load_trace, parse_duration, synthetic_trace
+
+__all__ = [
+    "COMPONENTS",
+    "DOWN",
+    "FREE",
+    "SCHEDULERS",
+    "SPARE",
+    "ClusterState",
+    "Interference",
+    "JobTraffic",
+    "Request",
+    "Scheduler",
+    "job_traffic_shape",
+    "make_scheduler",
+    "DEFAULT_MTBF_S",
+    "DEFAULT_MTTR_S",
+    "CheckpointPolicy",
+    "ClusterRun",
+    "FailureModel",
+    "JobSpec",
+    "best_checkpoint_interval",
+    "expected_goodput",
+    "load_trace",
+    "parse_duration",
+    "simulate_cluster",
+    "standalone_step",
+    "synthetic_trace",
+    "young_daly_interval",
+]

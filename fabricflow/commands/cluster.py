@@ -1,0 +1,253 @@
+"""``fabricflow cluster``: simulate a trace of training jobs on a fabric.
+
+Example::
+
+    fabricflow cluster --fabric dgx-h100-superpod --trace studies/cluster_trace.yaml \\
+        --scheduler topology --mtbf default --checkpoint-interval 30m \\
+        --checkpoint-time 60s --restart-time 10m --spares 2 --json
+    fabricflow cluster --fabric clos-100k --synthetic 1000 --horizon 30d --mtbf default --out run/
+
+``--mtbf COMPONENT=DURATION`` (repeatable; ``COMPONENT`` one of ``gpu``, ``nic``,
+``link``, ``switch``, ``node``; the MTBF of ONE such component, e.g. ``gpu=50000h``)
+turns on failures of that class; ``--mtbf default`` turns on every class at the
+published defaults (docs/cluster.md), later ``--mtbf`` items override. No ``--mtbf``: no
+failures. ``--mttr COMPONENT=DURATION`` sets repair times.
+
+With ``--json`` it prints one object: ``jobs`` (per job ``id``, ``start_s``, ``end_s``,
+``gpus``, ``steps_done``, ``standalone_step_s``, ``mean_step_s``, ``slowdown``,
+``failures``, ``restarts``, ``lost_work_s``, ``goodput``, ...), ``cluster``
+(``utilization``, ``goodput``, ``failures``, ``fragmentation``, ``queue_wait_s`` p50/p99,
+...), ``settings`` and ``seconds``. ``--out DIR`` writes ``timeline.nc``, ``jobs.csv``,
+``summary.json`` and the figures ``gantt.png``, ``utilization.png``,
+``slowdown_cdf.png`` and, with failures and checkpoints, ``goodput_map.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ._common import (
+    add_json_flag,
+    check_out_folder,
+    mark_done,
+    output_path,
+    print_json,
+    write_json_file,
+)
+
+SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
+JOB_COLUMNS = (
+    "id",
+    "gpus",
+    "priority",
+    "state",
+    "start_s",
+    "end_s",
+    "steps",
+    "steps_done",
+    "standalone_step_s",
+    "mean_step_s",
+    "slowdown",
+    "failures",
+    "restarts",
+    "preemptions",
+    "lost_work_s",
+    "goodput",
+    "queue_wait_s",
+    "mtbf_s",
+    "best_checkpoint_interval_s",
+)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "cluster",
+        help="simulate a job trace: scheduling, interference, failures -> goodput",
+        description="Event-driven simulation of training jobs sharing a fabric: placement "
+        "by a scheduler, step times with co-located jobs' traffic, component failures, "
+        "checkpoints, restarts and hot spares; per-job and cluster goodput.",
+    )
+    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
+    source.add_argument(
+        "--synthetic", type=int, metavar="N", help="a synthetic trace of N jobs (seeded)"
+    )
+    parser.add_argument(
+        "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
+    )
+    parser.add_argument(
+        "--mtbf",
+        action="append",
+        default=None,
+        metavar="COMPONENT=DURATION",
+        help="MTBF of one component (gpu, nic, link, switch, node), e.g. gpu=50000h; "
+        "'default' = the published defaults for all; repeatable",
+    )
+    parser.add_argument(
+        "--mttr",
+        action="append",
+        default=None,
+        metavar="COMPONENT=DURATION",
+        help="repair time of a component class (defaults in docs/cluster.md); repeatable",
+    )
+    parser.add_argument(
+        "--checkpoint-interval", default=None, help="compute time between checkpoints (none)"
+    )
+    parser.add_argument("--checkpoint-time", default="0s", help="time to write one (0s)")
+    parser.add_argument("--restart-time", default="0s", help="failure to computing again (0s)")
+    parser.add_argument("--spares", type=int, default=0, help="hot spare nodes (0)")
+    parser.add_argument("--horizon", default=None, help="stop time, e.g. 30d (all jobs done)")
+    parser.add_argument("--seed", type=int, default=0, help="failures and synthetic trace (0)")
+    parser.add_argument(
+        "--no-interference",
+        action="store_true",
+        help="every job at its standalone step time (no contention model)",
+    )
+    parser.add_argument(
+        "--out", default=None, type=output_path, help="directory for the dataset and figures"
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def failure_options(mtbf_items, mttr_items):
+    """The :class:`FailureModel` of ``--mtbf``/``--mttr`` items, or None without ``--mtbf``."""
+    from ..cluster.failures import DEFAULT_MTBF_S, FailureModel, parse_component_durations
+    from ..errors import SpecError
+
+    if not mtbf_items:
+        if mttr_items:
+            raise SpecError("--mttr", "needs --mtbf (no component fails without an MTBF)")
+        return None
+    use_default = "default" in mtbf_items
+    mtbf = dict(DEFAULT_MTBF_S) if use_default else {}
+    mtbf.update(parse_component_durations([m for m in mtbf_items if m != "default"], "--mtbf"))
+    mttr = parse_component_durations(mttr_items, "--mttr")
+    return FailureModel(mtbf, mttr_s=mttr) if mttr else FailureModel(mtbf)
+
+
+def run(args) -> int:
+    began = time.perf_counter()
+    if args.out is not None:
+        check_out_folder(args.out)
+    from ..cluster.failures import CheckpointPolicy
+    from ..cluster.simulate import simulate_cluster
+    from ..cluster.trace import load_trace, synthetic_trace
+    from ..errors import SpecError
+    from ..fabric.spec import load_fabric
+    from ._interrupt import check
+
+    failures = failure_options(args.mtbf, args.mttr)
+    if args.spares < 0:
+        raise SpecError("--spares", f"must be >= 0 nodes, got {args.spares}")
+    policy = CheckpointPolicy(
+        interval_s=args.checkpoint_interval,
+        write_s=args.checkpoint_time,
+        restart_s=args.restart_time,
+        spares=args.spares,
+    )
+    fabric = load_fabric(args.fabric)
+    if args.synthetic is not None:
+        if args.synthetic < 1:
+            raise SpecError("--synthetic", f"must be >= 1 jobs, got {args.synthetic}")
+        trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric)
+    else:
+        trace = load_trace(args.trace, fabric=fabric)
+    loaded = time.perf_counter()
+    result = simulate_cluster(
+        fabric,
+        trace,
+        scheduler=args.scheduler,
+        failures=failures,
+        checkpoint=policy,
+        horizon=args.horizon,
+        seed=args.seed,
+        interference=not args.no_interference,
+        progress=lambda *_: check(),
+    )
+    simulated = time.perf_counter()
+    report = result.to_json()
+    report["seconds"] = {
+        "load": loaded - began,
+        "simulate": simulated - loaded,
+        "total": time.perf_counter() - began,
+    }
+    if args.out is not None:
+        _write_outputs(args, result, report)
+    if args.json:
+        print_json(report)
+    else:
+        print(
+            f"# fabricflow cluster: {len(result.jobs)} jobs on {fabric.name}, scheduler "
+            f"{args.scheduler}, interference {'off' if args.no_interference else 'on'}"
+        )
+        print(result.summary())
+    return 0
+
+
+def _write_outputs(args, result, report) -> None:
+    from ..atomic import atomic_path, ensure_folder, write_text
+    from ..study.cluster_plots import (
+        plot_gantt,
+        plot_goodput_map,
+        plot_slowdown_cdf,
+        plot_utilization,
+    )
+
+    ensure_folder(args.out)
+    path = os.path.join(args.out, "timeline.nc")
+    with atomic_path(path) as tmp:
+        result.timeline.to_netcdf(tmp)
+    mark_done(args, path)
+    path = os.path.join(args.out, "jobs.csv")
+    write_text(path, jobs_csv(result.jobs))
+    mark_done(args, path)
+    path = os.path.join(args.out, "summary.json")
+    write_json_file(path, report)
+    mark_done(args, path)
+    for name, plot in (("gantt.png", plot_gantt), ("utilization.png", plot_utilization)):
+        path = os.path.join(args.out, name)
+        plot(result, path)
+        mark_done(args, path)
+    path = os.path.join(args.out, "slowdown_cdf.png")
+    plot_slowdown_cdf({args.scheduler: result}, path)
+    mark_done(args, path)
+    policy = result.settings["checkpoint"]
+    mtbfs = [j["mtbf_s"] for j in result.jobs if j["mtbf_s"] is not None]
+    if mtbfs and policy["interval_s"] is not None and policy["write_s"] > 0:
+        import numpy as np
+
+        low, high = min(mtbfs), max(mtbfs)
+        path = os.path.join(args.out, "goodput_map.png")
+        plot_goodput_map(
+            path,
+            write_s=policy["write_s"],
+            restart_s=policy["restart_s"],
+            mtbf_s=np.geomspace(low / 4, high * 4, 40),
+            interval_s=np.geomspace(policy["write_s"], high * 2, 40),
+            simulated=[
+                (j["mtbf_s"], policy["interval_s"], j["goodput"])
+                for j in result.jobs
+                if j["mtbf_s"] is not None and j["goodput"] is not None and j["failures"]
+            ][:20],
+        )
+        mark_done(args, path)
+
+
+def jobs_csv(jobs: list[dict]) -> str:
+    """The per-job rows as CSV text (empty cells for None)."""
+    lines = [",".join(JOB_COLUMNS)]
+    for job in jobs:
+        cells = []
+        for column in JOB_COLUMNS:
+            value = job.get(column)
+            if value is None:
+                cells.append("")
+            elif isinstance(value, float):
+                cells.append(f"{value:.9g}")
+            else:
+                cells.append(str(value).replace(",", ";"))
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
