@@ -85,4 +85,4 @@ def run(args) -> int:
             print(f"  failed {point}: {error}")
         if len(failed) > 10:
             print(f"  ... {len(failed) - 10} more failed points (variable 'error' of the store)")
-    return 0 if result.dataset["status"].values.min() == 1 else 1
+    return 0 if (result.dataset["status"].values == 1).all() else 1

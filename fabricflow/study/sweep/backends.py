@@ -152,7 +152,7 @@ def run_processes(units: list[Unit], workers: int) -> Iterator[tuple[Unit, UnitR
 def run_dask(units: list[Unit], scheduler: str) -> Iterator[tuple[Unit, UnitResult]]:
     """On a Dask distributed cluster (``tcp://HOST:PORT`` of a ``dask scheduler``); the
     workers need fabricflow importable (and the module of a ``module:function`` task)."""
-    from distributed import Client, as_completed
+    from distributed import Client
 
     from ...errors import SpecError
 
@@ -164,6 +164,15 @@ def run_dask(units: list[Unit], scheduler: str) -> Iterator[tuple[Unit, UnitResu
         ) from None
     try:
         futures = [client.submit(run_unit, unit, pure=False) for unit in units]
+        yield from _completed(client, futures, units)
+    finally:
+        client.close()
+
+
+def _completed(client, futures, units):
+    from distributed import as_completed
+
+    with client.as_current():  # as_completed looks for the current client
         index = {future.key: unit for future, unit in zip(futures, units)}
         for future in as_completed(futures):
             unit = index[future.key]
@@ -171,5 +180,3 @@ def run_dask(units: list[Unit], scheduler: str) -> Iterator[tuple[Unit, UnitResu
                 yield unit, future.result()
             else:
                 yield unit, failed_unit(unit, future.exception())
-    finally:
-        client.close()

@@ -158,9 +158,7 @@ class SweepStore:
         """The store as an in-memory :class:`xarray.Dataset` (text variables as ``str``)."""
         import xarray as xr
 
-        with warnings.catch_warnings():
-            # our lock file inside the store is not a zarr node; zarr says so, harmlessly
-            warnings.filterwarnings("ignore", message=".*not recognized as a component")
+        with _quiet():
             with xr.open_zarr(self.path, consolidated=False, chunks=None, zarr_format=3) as ds:
                 ds = ds.load()
         for name in list(ds.variables):
@@ -171,6 +169,15 @@ class SweepStore:
                 else:
                     ds[name] = (ds[name].dims, text, ds[name].attrs)
         return ds[[*self.metrics, "status", "error"]]  # zarr lists arrays in no set order
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Our lock file inside the store is no zarr node; zarr says so when it lists the
+    group, harmlessly."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not recognized as a component")
+        yield
 
 
 def _version() -> str:
@@ -214,9 +221,16 @@ def _create(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> None:
     The group's ``zarr.json`` (the mark of a finished store) goes last, so that a store
     whose creation was interrupted has no attributes and is created again, not opened.
     """
-    import zarr
 
     (path / CREATING).touch()
+    with _quiet():
+        _create_arrays(path, spec, metrics)
+    (path / CREATING).unlink()
+
+
+def _create_arrays(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> None:
+    import zarr
+
     dims = list(spec.dims)
     shape = spec.shape
     chunks = (1,) * len(shape)
@@ -267,4 +281,3 @@ def _create(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> None:
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
     )
-    (path / CREATING).unlink()

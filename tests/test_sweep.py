@@ -1,0 +1,417 @@
+"""ff.sweep: SPEC checks, the store, resume, failures, batching, local processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.errors import OutputError, SpecError
+from fabricflow.study.sweep import read_sweep_spec, run_sweep
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "FABRICFLOW_NO_JAX_CACHE": "1"}
+
+QUAD = "sweep_tasks:quad"
+SMALL_STEP = {
+    "fabric": "fat-tree-k16",
+    "model": "llama3-8b",
+    "gpu": "h100-sxm",
+    "gpus": 64,
+    "tp": 8,
+    "micro_batch": 1,
+    "global_batch": 64,
+    "seq": 8192,
+}
+
+
+def expected_quad(xs, ys, scale=1.0):
+    x, y = np.meshgrid(np.asarray(xs, float), np.asarray(ys, float), indexing="ij")
+    return scale * x * x + y
+
+
+# ----------------------------------------------------------------------------- SPEC errors
+
+
+@pytest.mark.parametrize(
+    ("task", "grid", "fixed", "field", "words"),
+    [
+        (
+            "stepp",
+            {"pp": [1]},
+            SMALL_STEP,
+            "task",
+            ["'stepp'", "step", "collective", "module:function"],
+        ),
+        ("step", {"pp": []}, SMALL_STEP, "grid.pp", ["non-empty list"]),
+        ("step", {"pp": 2}, SMALL_STEP, "grid.pp", ["non-empty list"]),
+        ("step", {"pp": [1, 1]}, SMALL_STEP, "grid.pp", ["distinct"]),
+        ("step", {"ppp": [1, 2]}, SMALL_STEP, "ppp", ["ppp", "takes no argument"]),
+        ("step", {"tp": [1]}, SMALL_STEP, "grid", ["both fixed and grid"]),
+        (
+            "step",
+            {"fabric.topology.tierz.0.up_ports": [4]},
+            SMALL_STEP,
+            "fabric.topology.tierz.0.up_ports",
+            ["fabric.topology has no key 'tierz'", "tiers"],
+        ),
+        (
+            "step",
+            {"fabric.topology.tiers.7.up_ports": [4]},
+            SMALL_STEP,
+            "fabric.topology.tiers.7.up_ports",
+            ["fabric.topology.tiers is a list of 3", "0..2"],
+        ),
+        ("step", {"pp": [1.5, float("nan")]}, SMALL_STEP, "grid.pp", ["finite"]),
+        ("sweep_tasks:nope", {"x": [1]}, {}, "task", ["has no 'nope'"]),
+        ("no_such_module:f", {"x": [1]}, {}, "task", ["cannot import"]),
+        (QUAD, {"x": [1], "z": [2]}, {}, "z", ["takes no argument", "'z'"]),
+    ],
+)
+def test_bad_spec_is_refused_naming_the_field(tmp_path, task, grid, fixed, field, words):
+    with pytest.raises(SpecError) as info:
+        ff.sweep(task, grid, fixed=fixed, store=tmp_path / "s.zarr", workers=0)
+    assert info.value.field == field
+    for word in words:
+        assert word in str(info.value)
+    assert not (tmp_path / "s.zarr").exists()  # refused before the store is made
+
+
+def test_unknown_metric_and_spec_keys(tmp_path):
+    with pytest.raises(SpecError, match="no metric.*'speed'"):
+        ff.sweep(
+            "step",
+            {"pp": [1]},
+            fixed=SMALL_STEP,
+            metrics=["speed"],
+            store=tmp_path / "a",
+            workers=0,
+        )
+    (tmp_path / "spec.yaml").write_text("task: step\ngrid: {pp: [1]}\nfixd: {}\n")
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['fixd'\]"):
+        read_sweep_spec(tmp_path / "spec.yaml")
+
+
+# ----------------------------------------------------------------------------- store & resume
+
+
+def test_values_store_and_resume(tmp_path):
+    store = tmp_path / "s.zarr"
+    log = tmp_path / "calls.log"
+    grid = {"x": [1, 2, 3], "y": [0.0, 0.5]}
+    ds = ff.sweep(QUAD, grid, fixed={"scale": 2.0, "log": str(log)}, store=store, workers=0)
+    assert ds["value"].dims == ("x", "y")
+    assert list(ds["x"].values) == [1, 2, 3] and ds["x"].dtype == np.int64
+    np.testing.assert_allclose(ds["value"].values, expected_quad([1, 2, 3], [0, 0.5], 2.0))
+    assert (ds["status"].values == 1).all() and (ds["error"].values == "").all()
+    spec = json.loads(ds.attrs["spec"])
+    assert spec["task"] == QUAD and spec["fixed"]["scale"] == 2.0
+    assert ds.attrs["fabricflow_version"] == ff.__version__ and len(ds.attrs["spec_sha256"]) == 64
+    assert json.loads(ds.attrs["last_run"])["computed"] == 6
+    # the store reads back with plain xarray
+    import xarray as xr
+
+    with xr.open_zarr(store, consolidated=False) as read:
+        np.testing.assert_allclose(read["value"].values, ds["value"].values)
+    # rerun: nothing computed
+    again = ff.sweep(QUAD, grid, fixed={"scale": 2.0, "log": str(log)}, store=store, workers=0)
+    assert (
+        json.loads(again.attrs["last_run"]) | {}
+        and json.loads(again.attrs["last_run"])["reused"] == 6
+    )
+    assert len(log.read_text().splitlines()) == 6
+    # a changed SPEC is refused, naming what differs; --overwrite replaces the store
+    with pytest.raises(SpecError, match=r"fixed\.scale 2\.0 -> 3\.0.*overwrite") as info:
+        ff.sweep(QUAD, grid, fixed={"scale": 3.0, "log": str(log)}, store=store, workers=0)
+    assert info.value.field == "store"
+    with pytest.raises(SpecError, match=r"grid\.x \[1, 2, 3\] -> \[1, 2\]"):
+        ff.sweep(
+            QUAD, {"x": [1, 2], "y": [0.0, 0.5]}, fixed={"scale": 2.0, "log": str(log)}, store=store
+        )
+    ds3 = ff.sweep(
+        QUAD, grid, fixed={"scale": 3.0, "log": str(log)}, store=store, workers=0, overwrite=True
+    )
+    np.testing.assert_allclose(ds3["value"].values, expected_quad([1, 2, 3], [0, 0.5], 3.0))
+
+
+def test_store_refuses_a_foreign_folder(tmp_path):
+    (tmp_path / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputError, match="not a fabricflow sweep store"):
+        ff.sweep(QUAD, {"x": [1]}, store=tmp_path, workers=0, overwrite=True)
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_failed_points_are_recorded_and_retried(tmp_path):
+    marker = tmp_path / "broken"
+    marker.write_text("")
+    store = tmp_path / "s.zarr"
+    ds = ff.sweep(
+        "sweep_tasks:flaky", {"x": [1, 2, 3]}, fixed={"marker": str(marker)}, store=store, workers=0
+    )
+    assert list(ds["status"].values) == [1, 2, 1]
+    assert np.isnan(ds["double"].values[1]) and ds["double"].values[2] == 6.0
+    assert "ValueError: x = 2 fails" in str(ds["error"].values[1])
+    run = json.loads(ds.attrs["last_run"])
+    assert (run["computed"], run["failed"]) == (2, 1)
+    marker.unlink()
+    ds = ff.sweep(
+        "sweep_tasks:flaky", {"x": [1, 2, 3]}, fixed={"marker": str(marker)}, store=store, workers=0
+    )
+    run = json.loads(ds.attrs["last_run"])
+    assert (run["computed"], run["reused"], run["failed"]) == (1, 2, 0)
+    assert list(ds["double"].values) == [2.0, 4.0, 6.0] and str(ds["error"].values[1]) == ""
+
+
+def test_a_metric_that_is_not_a_number_fails_the_point(tmp_path):
+    ds = ff.sweep(
+        "sweep_tasks:not_a_number", {"x": [1]}, metrics=["value"], store=tmp_path / "s", workers=0
+    )
+    assert ds["status"].values[0] == 2 and "not a number" in str(ds["error"].values[0])
+
+
+def test_batching_groups_points_that_differ_in_batch_keys(tmp_path):
+    log = tmp_path / "calls.log"
+    grid = {"x": [1.0, 2.0, 3.0], "c": [0.5, 1.0, 2.0, 4.0]}
+    ds = ff.sweep(
+        "sweep_tasks:affine", grid, fixed={"log": str(log)}, store=tmp_path / "s", workers=0
+    )
+    calls = log.read_text().splitlines()
+    assert sorted(calls) == ["batch 1.0 4", "batch 2.0 4", "batch 3.0 4"]  # one call per x
+    c, x = np.meshgrid(grid["c"], grid["x"])
+    np.testing.assert_allclose(ds["value"].values, c * x + 1.0)
+    assert json.loads(ds.attrs["last_run"])["batches"] == 3
+
+
+def test_local_processes_equal_inline(tmp_path):
+    grid = {"x": [1, 2, 3, 4], "y": [0.0, 1.0]}
+    inline = ff.sweep(QUAD, grid, store=tmp_path / "a", workers=0)
+    pooled = ff.sweep(QUAD, grid, store=tmp_path / "b", workers=2)
+    run = json.loads(pooled.attrs["last_run"])
+    assert run["backend"] == "processes" and run["workers"] == 2
+    np.testing.assert_array_equal(inline["value"].values, pooled["value"].values)
+    np.testing.assert_array_equal(inline["total"].values, pooled["total"].values)
+
+
+def test_step_sweep_with_dotted_fabric_override_equals_step_time(tmp_path):
+    from fabricflow.workload.layout import Layout
+
+    ds = ff.sweep(
+        "step",
+        {"fabric.topology.tiers.0.up_ports": [8, 2], "pp": [1, 2]},
+        fixed=SMALL_STEP,
+        metrics=["step_time_s", "mfu", "dp_s"],
+        store=tmp_path / "s",
+        workers=0,
+    )
+    assert (ds["status"].values == 1).all()
+    spec = ff.fabric.spec.read_spec("fat-tree-k16")
+    spec["topology"]["tiers"][0]["up_ports"] = 2
+    fabric = ff.build_fabric(spec)
+    layout = Layout(tp=8, pp=2, dp=4, micro_batch=1, global_batch=64, seq_len=8192)
+    direct = ff.step_time("llama3-8b", "h100-sxm", layout, fabric)
+    point = ds.sel({"fabric.topology.tiers.0.up_ports": 2, "pp": 2})
+    assert float(point["step_time_s"]) == pytest.approx(direct.step_time_s, rel=1e-12)
+    # a 4:1 oversubscribed leaf never speeds up the data-parallel traffic
+    assert (
+        ds["dp_s"].sel({"fabric.topology.tiers.0.up_ports": 2})
+        >= ds["dp_s"].sel({"fabric.topology.tiers.0.up_ports": 8}) * (1 - 1e-9)
+    ).all()
+
+
+def test_progress_bar_only_when_asked(tmp_path, capsys):
+    ff.sweep(QUAD, {"x": [1, 2]}, store=tmp_path / "a", workers=0, progress=True)
+    assert "2/2" in capsys.readouterr().err
+    ff.sweep(QUAD, {"x": [1, 2]}, store=tmp_path / "b", workers=0)  # stderr is not a TTY
+    assert capsys.readouterr().err == ""
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def cli(*args, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", "fabricflow.cli", "sweep", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+        timeout=120,
+        **kwargs,
+    )
+
+
+def write_spec(path: Path, spec: dict) -> Path:
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_cli_json_and_exit_codes(tmp_path):
+    marker = tmp_path / "broken"
+    marker.write_text("")
+    spec = write_spec(
+        tmp_path / "spec.json",
+        {"task": "sweep_tasks:flaky", "fixed": {"marker": str(marker)}, "grid": {"x": [1, 2, 3]}},
+    )
+    first = cli(spec, "--out", tmp_path / "s.zarr", "--workers", "0", "--json")
+    assert first.returncode == 1, first.stderr
+    report = json.loads(first.stdout)
+    assert {"points", "computed", "reused", "failed", "seconds", "store"} <= set(report)
+    assert (report["points"], report["computed"], report["failed"]) == (3, 2, 1)
+    assert first.stderr == ""  # no progress bar when not on a terminal
+    marker.unlink()
+    second = cli(spec, "--out", tmp_path / "s.zarr", "--workers", "0", "--json")
+    assert second.returncode == 0
+    assert json.loads(second.stdout) | {} and json.loads(second.stdout)["computed"] == 1
+    changed = write_spec(
+        tmp_path / "spec.json",
+        {"task": "sweep_tasks:flaky", "fixed": {"marker": "x"}, "grid": {"x": [1, 2, 3]}},
+    )
+    refused = cli(changed, "--out", tmp_path / "s.zarr", "--json")
+    assert refused.returncode == 2 and "fixed.marker" in refused.stdout + refused.stderr
+    assert (
+        cli(changed, "--out", tmp_path / "s.zarr", "--overwrite", "--workers", "0").returncode == 0
+    )
+
+
+def wait_done(store: Path, count: int, timeout: float = 60.0) -> None:
+    import zarr
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            done = int((zarr.open_array(store / "status", mode="r")[...] == 1).sum())
+        except Exception:  # noqa: BLE001  (not created yet)
+            done = 0
+        if done >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{store}: fewer than {count} points done after {timeout} s")
+
+
+def test_kill_9_at_half_then_resume_computes_only_the_rest(tmp_path):
+    log = tmp_path / "calls.log"
+    xs, ys = list(range(10)), [0.0, 1.0, 2.0, 3.0]
+    spec = write_spec(
+        tmp_path / "spec.json",
+        {"task": QUAD, "fixed": {"log": str(log), "delay": 0.1}, "grid": {"x": xs, "y": ys}},
+    )
+    store = tmp_path / "s.zarr"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabricflow.cli",
+            "sweep",
+            str(spec),
+            "--out",
+            str(store),
+            "--workers",
+            "0",
+            "--json",
+        ],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_done(store, 20)
+        process.kill()  # SIGKILL: no cleanup at all
+    finally:
+        process.wait(30)
+    assert process.returncode == -9
+    first = len(log.read_text().splitlines())
+    assert 20 <= first < 40
+    rerun = cli(spec, "--out", store, "--workers", "0", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    report = json.loads(rerun.stdout)
+    assert report["reused"] >= 20 and report["reused"] + report["computed"] == 40
+    total = len(log.read_text().splitlines())
+    assert 40 <= total <= 42  # one uninterrupted run computes 40: within 5%
+    ds = run_sweep(spec, store, workers=0).dataset
+    np.testing.assert_allclose(ds["value"].values, expected_quad(xs, ys))
+
+
+def test_ctrl_c_exits_130_and_keeps_finished_points(tmp_path):
+    spec = write_spec(
+        tmp_path / "spec.json",
+        {"task": QUAD, "fixed": {"delay": 0.1}, "grid": {"x": list(range(30))}},
+    )
+    store = tmp_path / "s.zarr"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabricflow.cli",
+            "sweep",
+            str(spec),
+            "--out",
+            str(store),
+            "--workers",
+            "2",
+            "--json",
+        ],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_done(store, 4)
+    process.send_signal(2)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert len(out.strip().splitlines()) == 1 and json.loads(out)["error"] == "Interrupted"
+    ds = run_sweep(spec, store, workers=0).dataset
+    assert json.loads(json.dumps(ds.attrs["spec"]))
+    np.testing.assert_allclose(ds["value"].values, np.arange(30.0) ** 2)
+
+
+def test_two_sweeps_writing_one_store_at_once(tmp_path):
+    log = tmp_path / "calls.log"
+    spec = write_spec(
+        tmp_path / "spec.json",
+        {
+            "task": QUAD,
+            "fixed": {"log": str(log), "delay": 0.02},
+            "grid": {"x": list(range(12)), "y": [0.0, 1.0]},
+        },
+    )
+    store = tmp_path / "s.zarr"
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fabricflow.cli",
+                "sweep",
+                str(spec),
+                "--out",
+                str(store),
+                "--workers",
+                "0",
+                "--json",
+            ],
+            env=ENV,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    for process in runs:
+        process.wait(120)
+        assert process.returncode == 0, process.stderr.read()
+    ds = run_sweep(spec, store, workers=0).dataset
+    assert json.loads(ds.attrs["last_run"]) if "last_run" in ds.attrs else True
+    assert (ds["status"].values == 1).all()
+    np.testing.assert_allclose(ds["value"].values, expected_quad(range(12), [0.0, 1.0]))
+    np.testing.assert_allclose(ds["total"].values, np.add.outer(np.arange(12.0), [0.0, 1.0]))
