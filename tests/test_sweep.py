@@ -415,3 +415,84 @@ def test_two_sweeps_writing_one_store_at_once(tmp_path):
     assert (ds["status"].values == 1).all()
     np.testing.assert_allclose(ds["value"].values, expected_quad(range(12), [0.0, 1.0]))
     np.testing.assert_allclose(ds["total"].values, np.add.outer(np.arange(12.0), [0.0, 1.0]))
+
+
+# ----------------------------------------------------------------------------- other tasks
+
+
+def test_collective_and_optimize_tasks_equal_their_functions(tmp_path):
+    from fabricflow.collective import make_groups
+
+    fixed = {
+        "fabric": "fat-tree-k16",
+        "op": "all_reduce",
+        "gpus": 256,
+        "group_size": 16,
+        "layout": "strided",
+    }
+    ds = ff.sweep(
+        "collective",
+        {"size": ["64MiB", "1GiB"], "routing": ["ecmp", "spray"]},
+        fixed=fixed,
+        store=tmp_path / "c",
+        workers=0,
+    )
+    direct = ff.collective_time(
+        ff.load_fabric("fat-tree-k16"),
+        "all_reduce",
+        make_groups(256, 16, layout="strided"),
+        2**30,
+        routing="spray",
+    )
+    assert float(ds["busbw_GBps"].sel(size="1GiB", routing="spray")) == pytest.approx(
+        direct.busbw_Bps / 1e9, rel=1e-12
+    )
+    assert ds["size"].dtype.kind == "U"  # text coordinates stay text
+    ds = ff.sweep(
+        "optimize",
+        {"fabric.topology.tiers.0.up_ports": [8, 2]},
+        fixed={
+            "fabric": "fat-tree-k16",
+            "model": "llama3-8b",
+            "gpu": "h100-sxm",
+            "gpus": 64,
+            "global_batch": 64,
+            "seq": 4096,
+            "space": {"tp": [4, 8], "pp": [1, 2], "micro_batch": [1]},
+        },
+        store=tmp_path / "o",
+        workers=0,
+    )
+    assert (ds["status"].values == 1).all()
+    assert set(ds["best_tp"].values) <= {4.0, 8.0} and set(ds["best_pp"].values) <= {1.0, 2.0}
+    # the best layout on the oversubscribed fabric is no faster than on the full one
+    assert ds["step_time_s"].values[1] >= ds["step_time_s"].values[0] * (1 - 1e-9)
+
+
+def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
+    from fabricflow.study.sweep import get_task, make_spec
+    from fabricflow.study.sweep import run as run_module
+
+    spec = make_spec(
+        QUAD,
+        {"x": [1, 2], "fabric.gpus": [64, 128, 256], "y": [0.0, 1.0, 2.0]},
+        fixed={"fabric": "fat-tree-k16"},
+    )
+    task = get_task(QUAD)
+    pending = [tuple(int(i) for i in index) for index in np.ndindex(spec.shape)]
+    units = run_module.plan_units(spec, task, ("value",), pending, workers=2)
+    assert sum(len(unit.points) for unit in units) == 18
+    for unit in units:  # every unit is one fabric
+        assert len({point["fabric.gpus"] for _, point in unit.points}) == 1
+    assert max(len(unit.points) for unit in units) == 3  # ceil(18 / (4 x 2))
+    monkeypatch.setattr(run_module, "MAX_BATCH", 2)
+    batch_spec = make_spec("sweep_tasks:affine", {"x": [1.0, 2.0], "c": [1.0, 2.0, 3.0]})
+    units = run_module.plan_units(
+        batch_spec,
+        get_task("sweep_tasks:affine"),
+        ("value",),
+        [(i, j) for i in range(2) for j in range(3)],
+        workers=1,
+    )
+    assert [len(unit.points) for unit in units] == [2, 1, 2, 1] and all(u.batch for u in units)
+    assert {unit.common["x"] for unit in units} == {1.0, 2.0}

@@ -129,7 +129,7 @@ def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> 
     try:
         while process.poll() is None:
             try:
-                written = int((zarr.open_array(store / "status", mode="r")[...] == 1).sum())
+                written = _done(zarr, store)
             except Exception:  # noqa: BLE001  (the store is not created yet)
                 written = 0
             if written >= total // 2:
@@ -140,17 +140,18 @@ def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> 
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     first_s = time.perf_counter() - start
-    written = int((zarr.open_array(store / "status", mode="r")[...] == 1).sum())
+    written = _done(zarr, store)
     start = time.perf_counter()
     rerun = subprocess.run(command, capture_output=True, text=True)
     second_s = time.perf_counter() - start
-    report = json.loads(rerun.stdout) if rerun.stdout.strip() else {"error": rerun.stderr[-500:]}
+    report: dict = json.loads(rerun.stdout) if rerun.stdout.strip() else {}
     resumed = zarr.open_array(store / "step_time_s", mode="r")[...]
     return {
         "resume_killed_at_points": written,
         "resume_rerun_computed": report.get("computed"),
         "resume_rerun_reused": report.get("reused"),
-        "resume_points_computed": written + (report.get("computed") or 0),
+        "resume_points_computed": written + int(report.get("computed") or 0),
+        "resume_rerun_error": None if report else rerun.stderr[-500:],
         "resume_first_s": first_s,
         "resume_rerun_s": second_s,
         "resume_total_over_uninterrupted": (first_s + second_s) / uninterrupted_s,
@@ -158,3 +159,10 @@ def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> 
             np.array_equal(resumed, reference["step_time_s"].values, equal_nan=True)
         ),
     }
+
+
+def _done(zarr, store: Path) -> int:
+    """Points with status done in ``store``."""
+    import numpy as np
+
+    return int(np.count_nonzero(np.asarray(zarr.open_array(store / "status", mode="r")[...]) == 1))

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class SweepRun:
     ``batches`` = ``run_batch`` calls; ``units`` = units of work sent to workers.
     """
 
-    dataset: object
+    dataset: Any  # xarray.Dataset (imported lazily)
     store: str
     points: int
     reused: int
