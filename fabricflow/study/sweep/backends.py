@@ -178,5 +178,11 @@ def _completed(client, futures, units):
             unit = index[future.key]
             if future.status == "finished":
                 yield unit, future.result()
-            else:
-                yield unit, failed_unit(unit, future.exception())
+                continue
+            try:
+                error = future.exception()  # a lost or cancelled unit raises here
+            except BaseException as lost:  # noqa: BLE001
+                if isinstance(lost, KeyboardInterrupt):
+                    raise
+                error = lost
+            yield unit, failed_unit(unit, error or RuntimeError(f"unit {future.status}"))

@@ -281,7 +281,7 @@ def _bar(total: int, progress: bool | None):
         progress = sys.stderr.isatty()
     if not progress or total == 0:
         return None
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # the terminal bar: a notebook's stderr is no TTY anyway
 
     return tqdm(total=total, unit="pt", desc="sweep", file=sys.stderr, dynamic_ncols=True)
 
