@@ -9,14 +9,15 @@ Layout (zarr format 3, readable by ``xarray.open_zarr``)::
     STORE/<metric>/            float64, NaN until the point is done (or when it failed)
     STORE/status/              int8: 0 pending, 1 done, 2 failed
     STORE/error/               text: the failed point's error, "" otherwise
-    STORE/.fabricflow-lock     fcntl lock taken around metadata writes
     STORE/.fabricflow-creating there only while the store is being created
 
 Every variable is chunked 1 along every dimension, so each point is its own chunk file in
 every variable: writers of different points never touch the same file, and zarr's local
 store writes each chunk to a temporary file and renames it into place, so a killed writer
-leaves either the old chunk or the new one. A point's metrics and error are written
-before its status: ``status == 1`` means its metrics are there.
+leaves either the old chunk or the new one. Creating the store, checking its SPEC and
+replacing it (``overwrite``) hold an exclusive ``flock`` on the store folder. A point's
+metrics and error are written before its status: ``status == 1`` means its metrics are
+there.
 """
 
 from __future__ import annotations
@@ -36,21 +37,22 @@ from ...errors import OutputError, SpecError
 from .spec import SweepSpec, spec_differences
 
 FORMAT = 1
-LOCK_NAME = ".fabricflow-lock"
 CREATING = ".fabricflow-creating"  # present while a store is being created
 PENDING, DONE, FAILED = 0, 1, 2
 
 
 @contextlib.contextmanager
 def locked(path: Path):
-    """Exclusive fcntl lock on ``path/.fabricflow-lock`` (created), released on exit."""
+    """Exclusive fcntl (``flock``) lock on the store folder ``path`` (created), released
+    on exit. The folder itself is locked, not a file in it: the store stays a plain zarr
+    hierarchy that xarray and zarr list without warnings about unknown entries."""
     path.mkdir(parents=True, exist_ok=True)
-    with open(path / LOCK_NAME, "a+") as handle:
+    handle = os.open(path, os.O_RDONLY)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
 
 
 def coordinate(values: tuple) -> np.ndarray:
@@ -92,7 +94,7 @@ class SweepStore:
         try:
             with locked(path):
                 existing = _read_attrs(path)
-                entries = [e for e in os.listdir(path) if e != LOCK_NAME]
+                entries = os.listdir(path)
                 if existing == {} or (existing is None and (path / CREATING).exists()):
                     # our creation of this store was interrupted: start it again
                     _clear(path)
@@ -173,8 +175,8 @@ class SweepStore:
 
 @contextlib.contextmanager
 def _quiet():
-    """Our lock file inside the store is no zarr node; zarr says so when it lists the
-    group, harmlessly."""
+    """The creation marker inside the store is no zarr node; zarr says so when it lists
+    the group during creation, harmlessly."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not recognized as a component")
         yield
@@ -204,10 +206,8 @@ def _read_attrs(path: Path) -> dict | None:
 
 
 def _clear(path: Path) -> None:
-    """Remove a sweep store's content (the lock file stays: we hold it)."""
+    """Remove a sweep store's content (the folder stays: we hold its lock)."""
     for entry in os.listdir(path):
-        if entry == LOCK_NAME:
-            continue
         target = path / entry
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
