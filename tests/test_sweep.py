@@ -14,6 +14,7 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.errors import OutputError, SpecError
+from fabricflow.fabric.spec import read_spec
 from fabricflow.study.sweep import read_sweep_spec, run_sweep
 
 TESTS = Path(__file__).parent
@@ -209,7 +210,7 @@ def test_step_sweep_with_dotted_fabric_override_equals_step_time(tmp_path):
         workers=0,
     )
     assert (ds["status"].values == 1).all()
-    spec = ff.fabric.spec.read_spec("fat-tree-k16")
+    spec = read_spec("fat-tree-k16")
     spec["topology"]["tiers"][0]["up_ports"] = 2
     fabric = ff.build_fabric(spec)
     layout = Layout(tp=8, pp=2, dp=4, micro_batch=1, global_batch=64, seq_len=8192)
@@ -489,3 +490,55 @@ def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
     )
     assert [len(unit.points) for unit in units] == [2, 1, 2, 1] and all(u.batch for u in units)
     assert {unit.common["x"] for unit in units} == {1.0, 2.0}
+
+
+# ----------------------------------------------------------------------------- overrides
+
+
+def test_dotted_paths_resolve_against_every_base_fabric():
+    from fabricflow.study.sweep import make_spec
+    from fabricflow.study.sweep.overrides import resolved_spec
+    from fabricflow.study.sweep.run import prepare
+
+    spec = resolved_spec(
+        "fat-tree-k16",
+        {"fabric.topology.tiers.1.up_ports": 4, "fabric.topology.planes": 2, "fabric.gpus": 512},
+    )
+    assert spec["topology"]["tiers"][1]["up_ports"] == 4 and spec["gpus"] == 512
+    assert spec["topology"]["planes"] == 2  # a key the preset leaves at its default
+    assert read_spec("fat-tree-k16")["topology"]["tiers"][1]["up_ports"] == 8
+    # one of two base fabrics lacks the path: bad input before any point runs
+    bad = make_spec(
+        "step",
+        {
+            "fabric": ["fat-tree-k16", "dgx-h100-superpod"],
+            "fabric.topology.tiers.2.down_ports": [16],
+        },
+        fixed={k: v for k, v in SMALL_STEP.items() if k != "fabric"},
+    )
+    with pytest.raises(SpecError, match="fabric.topology.tiers is a list of"):
+        prepare(bad)
+
+
+@pytest.mark.parametrize("value", [3, 2.5, "400Gbps", True, None, [1, 2], {"a": 1}])
+def test_override_sets_exactly_one_value(value):
+    from fabricflow.study.sweep.overrides import apply_override
+
+    base = {"a": {"b": [{"c": 1, "d": 2}, {"c": 3}]}, "e": 4}
+    import copy
+
+    changed = copy.deepcopy(base)
+    apply_override(changed, "fabric.a.b.1.c", value)
+    assert changed["a"]["b"][1]["c"] == value
+    changed["a"]["b"][1]["c"] = 3
+    assert changed == base
+
+
+def test_canonical_spec_ignores_mapping_order_but_not_grid_order():
+    from fabricflow.study.sweep import make_spec
+
+    one = make_spec(QUAD, {"x": [1, 2], "y": [0.0]}, fixed={"scale": 2.0, "log": None})
+    two = make_spec(QUAD, {"x": [1, 2], "y": [0.0]}, fixed={"log": None, "scale": 2.0})
+    three = make_spec(QUAD, {"y": [0.0], "x": [1, 2]}, fixed={"scale": 2.0, "log": None})
+    assert one.digest() == two.digest() != three.digest()
+    assert make_spec(QUAD, {"x": [2, 1]}).digest() != make_spec(QUAD, {"x": [1, 2]}).digest()
