@@ -474,7 +474,7 @@ def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
     )
     task = get_task(QUAD)
     pending = [tuple(int(i) for i in index) for index in np.ndindex(spec.shape)]
-    units = run_module.plan_units(spec, task, ("value",), pending, workers=2)
+    units = run_module.plan_units(spec, task, ("value",), pending, run_module.chunk_size(18, 2))
     assert sum(len(unit.points) for unit in units) == 18
     for unit in units:  # every unit is one fabric
         assert len({point["fabric.gpus"] for _, point in unit.points}) == 1
@@ -486,7 +486,7 @@ def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
         get_task("sweep_tasks:affine"),
         ("value",),
         [(i, j) for i in range(2) for j in range(3)],
-        workers=1,
+        chunk=1,
     )
     assert [len(unit.points) for unit in units] == [2, 1, 2, 1] and all(u.batch for u in units)
     assert {unit.common["x"] for unit in units} == {1.0, 2.0}

@@ -57,10 +57,13 @@ def cluster(tmp_path_factory):
     ]
     try:
         deadline = time.monotonic() + 60
-        while not scheduler_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert scheduler_file.exists(), (tmp_path / "scheduler.log").read_text()
-        address = json.loads(scheduler_file.read_text())["address"]
+        address = None
+        while address is None and time.monotonic() < deadline:
+            try:  # the scheduler writes the file in place: read it once it parses
+                address = json.loads(scheduler_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        assert address, (tmp_path / "scheduler.log").read_text()
         for number in range(2):
             processes.append(
                 start(

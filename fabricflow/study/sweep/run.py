@@ -23,6 +23,7 @@ from .tasks import SweepTask, check_arguments, get_task
 
 MAX_BATCH = 4096  # points per run_batch call: bounds the vmapped batch's memory
 MAX_CHUNK = 8  # points per unit of a task without batching (lost at most per worker on kill)
+DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
 
 
 @dataclass
@@ -151,16 +152,25 @@ def prepare(spec: SweepSpec) -> tuple[SweepTask, tuple[str, ...]]:
     return task, tuple(metrics)
 
 
+def chunk_size(points: int, workers: int) -> int:
+    """Points per unit for ``workers`` processes: up to :data:`MAX_CHUNK` (fewer when there
+    are under 4 units per worker); 1 in this process, where the fabric cache is shared
+    anyway and a kill then loses no finished point."""
+    if workers <= 1:
+        return 1
+    return max(1, min(MAX_CHUNK, math.ceil(points / (4 * workers))))
+
+
 def plan_units(
-    spec: SweepSpec, task: SweepTask, metrics, pending: list[tuple[int, ...]], workers: int
+    spec: SweepSpec, task: SweepTask, metrics, pending: list[tuple[int, ...]], chunk: int
 ) -> list[Unit]:
     """Units of work for the ``pending`` points (grid indices).
 
     Points are ordered by their fabric (``fabric`` and ``fabric.*`` values) so that a
     worker's fabric cache serves them. With batching, points that differ only in
     ``task.batch_keys`` form one unit (at most :data:`MAX_BATCH` points); otherwise
-    consecutive points of one fabric are chunked by up to :data:`MAX_CHUNK`, fewer when
-    there are few points per worker (a killed run loses at most a chunk per worker).
+    consecutive points of one fabric go in units of ``chunk`` points (results are written
+    when a unit is done: a killed run loses at most the units in flight).
     """
     dims = spec.dims
     fabric_dims = [
@@ -193,13 +203,16 @@ def plan_units(
                 ]
                 units.append(Unit(spec.task, metrics, common, points, batch=True))
         return units
-    chunk_size = max(1, min(MAX_CHUNK, math.ceil(len(ordered) / (4 * max(1, workers)))))
     for _, members in itertools.groupby(ordered, key=fabric_key):
         members = list(members)
-        for start in range(0, len(members), chunk_size):
-            chunk = members[start : start + chunk_size]
+        for start in range(0, len(members), chunk):
             units.append(
-                Unit(spec.task, metrics, dict(spec.fixed), [(i, spec.point(i)) for i in chunk])
+                Unit(
+                    spec.task,
+                    metrics,
+                    dict(spec.fixed),
+                    [(i, spec.point(i)) for i in members[start : start + chunk]],
+                )
             )
     return units
 
@@ -232,11 +245,12 @@ def run_sweep(
     status = opened.status()
     pending = [tuple(int(i) for i in index) for index in np.argwhere(status != DONE)]
     run = SweepRun(None, str(store), spec.size, int((status == DONE).sum()))
-    if scheduler is None:
-        count = min(len(pending), os.cpu_count() or 1) if workers is None else workers
-    else:
+    if scheduler is not None:
         count = 0
-    units = plan_units(spec, task, metrics, pending, max(count, 1))
+        units = plan_units(spec, task, metrics, pending, chunk_size(len(pending), DASK_WORKERS))
+    else:
+        count = min(len(pending), os.cpu_count() or 1) if workers is None else workers
+        units = plan_units(spec, task, metrics, pending, chunk_size(len(pending), count))
     run.units = len(units)
     run.batches = sum(unit.batch for unit in units)
     if scheduler is not None:
