@@ -542,3 +542,17 @@ def test_canonical_spec_ignores_mapping_order_but_not_grid_order():
     three = make_spec(QUAD, {"y": [0.0], "x": [1, 2]}, fixed={"scale": 2.0, "log": None})
     assert one.digest() == two.digest() != three.digest()
     assert make_spec(QUAD, {"x": [2, 1]}).digest() != make_spec(QUAD, {"x": [1, 2]}).digest()
+
+
+def test_a_fabric_that_does_not_build_fails_only_its_points(tmp_path):
+    # fat-tree-k16 gives its tiers as ports: an oversubscription key is refused, not ignored
+    ds = ff.sweep(
+        "step",
+        {"fabric.topology.tiers.0.oversubscription": [1, 3], "pp": [1]},
+        fixed=SMALL_STEP,
+        metrics=["step_time_s"],
+        store=tmp_path / "s",
+        workers=0,
+    )
+    assert (ds["status"].values == 2).all() and np.isnan(ds["step_time_s"].values).all()
+    assert "oversubscription: goes with radix" in str(ds["error"].values[0, 0])

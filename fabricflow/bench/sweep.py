@@ -4,8 +4,9 @@ local worker processes, then the same sweep killed at about half and resumed.
 Target (2-core machine): the 1,000 points in at most 10 minutes. The grid is a capacity
 planning study of a 1,024-GPU Llama-3-8B job (TP 8) on the 100k-GPU Clos:
 
-* spine-tier oversubscription 1:1 or 7:1 (``fabric.topology.tiers.1.oversubscription``;
-  86,016 GPUs, the largest count that fills whole rail groups and blocks at both ratios);
+* leaf-tier oversubscription 1:1 or 7:1 (``fabric.topology.tiers.0.oversubscription``;
+  86,016 GPUs fill whole rail groups and blocks at both ratios; the job stays in one
+  4,096-GPU pod, so the leaf's ratio is the one its traffic sees);
 * no failures, or 1, 2, 5 or 10% of the leaf-spine cables failed (``fail``);
 * PP 1, 2, 4, 8; sequence length 2k..32k; global batch 256..4,096 sequences.
 
@@ -40,7 +41,7 @@ WORKERS = 2
 def spec(quick: bool) -> dict:
     """The benchmark's SPEC (1,000 points; 40 with ``quick``)."""
     grid = {
-        "fabric.topology.tiers.1.oversubscription": [1, 7],
+        "fabric.topology.tiers.0.oversubscription": [1, 7],
         "fail": ["none", "leaf:0.01", "leaf:0.02", "leaf:0.05", "leaf:0.1"],
         "pp": [1, 2, 4, 8],
         "seq": [2048, 4096, 8192, 16384, 32768],

@@ -108,11 +108,13 @@ def sweep(
 
     Example::
 
-        ds = ff.sweep("step", {"pp": [1, 2], "fabric.topology.tiers.0.oversubscription": [1, 3]},
+        # leaf switches of the k=16 fat-tree with 8 (1:1) or 2 (4:1) uplinks
+        up = "fabric.topology.tiers.0.up_ports"
+        ds = ff.sweep("step", {up: [8, 2], "pp": [1, 2]},
                       fixed={"fabric": "fat-tree-k16", "model": "llama3-8b", "gpu": "h100-sxm",
                              "gpus": 64, "tp": 8, "micro_batch": 1, "global_batch": 64,
                              "seq": 8192}, store="out.zarr")
-        ds.step_time_s.sel(pp=2)
+        ds.step_time_s.sel({up: 2, "pp": 2})
     """
     spec = make_spec(task, grid, fixed=fixed, metrics=metrics)
     run = run_sweep(
