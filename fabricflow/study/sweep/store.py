@@ -183,9 +183,11 @@ def _quiet():
 
 
 def _version() -> str:
-    from ... import __version__
+    """fabricflow's version: the package is loaded whenever this module is (no import of
+    the top-level package from inside it)."""
+    import sys
 
-    return __version__
+    return str(sys.modules[__name__.split(".")[0]].__version__)
 
 
 def _read_attrs(path: Path) -> dict | None:
