@@ -198,10 +198,9 @@ def plan_units(
             first = spec.point(members[0])
             common = {**spec.fixed, **{dims[i]: first[dims[i]] for i in shared_dims}}
             for start in range(0, len(members), MAX_BATCH):
-                chunk = members[start : start + MAX_BATCH]
                 points = [
                     (index, {dims[i]: spec.point(index)[dims[i]] for i in batch_dims})
-                    for index in chunk
+                    for index in members[start : start + MAX_BATCH]
                 ]
                 units.append(Unit(spec.task, metrics, common, points, batch=True))
         return units
