@@ -556,3 +556,59 @@ def test_a_fabric_that_does_not_build_fails_only_its_points(tmp_path):
     )
     assert (ds["status"].values == 2).all() and np.isnan(ds["step_time_s"].values).all()
     assert "oversubscription: goes with radix" in str(ds["error"].values[0, 0])
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_leave_when_their_parent_is_killed(tmp_path):
+    spec = write_spec(
+        tmp_path / "spec.json",
+        {"task": QUAD, "fixed": {"delay": 0.5}, "grid": {"x": list(range(40))}},
+    )
+    store = tmp_path / "s.zarr"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fabricflow.cli",
+            "sweep",
+            str(spec),
+            "--out",
+            str(store),
+            "--workers",
+            "2",
+            "--json",
+        ],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_done(store, 1)
+    children = _children(process.pid)
+    assert len(children) >= 2  # the two workers (and multiprocessing's resource tracker)
+    process.kill()  # the parent only: its workers are orphaned
+    process.wait(30)
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in children)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -116,6 +117,15 @@ def _worker_init() -> None:
     # Ctrl-C goes to the whole process group: the parent stops the workers itself, so a
     # worker must not die mid-unit printing a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A parent killed outright (kill -9, out of memory) cannot stop its workers, and a
+    # worker blocked on the task queue would wait forever: leave when the parent is gone.
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int, interval_s: float = 1.0) -> None:
+    while os.getppid() == parent:
+        time.sleep(interval_s)
+    os._exit(1)
 
 
 def run_processes(units: list[Unit], workers: int) -> Iterator[tuple[Unit, UnitResult]]:
