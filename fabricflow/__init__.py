@@ -95,6 +95,8 @@ _EXPORTS: dict[str, str] = {
     "ClusterRun": "fabricflow.cluster.simulate",
     "synthetic_trace": "fabricflow.cluster.trace",
     "load_trace": "fabricflow.cluster.trace",
+    # sweeps
+    "sweep": "fabricflow.study.sweep.run",
 }
 
 # Kernels and internals that were exported here once: still reachable, with a warning
@@ -170,6 +172,7 @@ __all__ = [
     "simulate_dcqcn",
     "step_time",
     "synthetic_trace",
+    "sweep",
 ]
 
 
@@ -249,6 +252,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .solve.maxmin.checked import max_min_rates, max_min_solution
     from .solve.packet.overheads import PacketParams
     from .solve.status import Status as SolverStatus
+    from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
     from .workload.gpu import GpuSpec, list_gpus, load_gpu

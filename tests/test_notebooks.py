@@ -33,3 +33,10 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch, capsys):
         assert throughput["spray"] >= throughput["ecmp"] * (1 - 1e-6)
         assert np.all(namespace["relative"] <= 1 + 1e-5)
         assert "stalled flows" in capsys.readouterr().out
+    if path.name == "sweep.ipynb":
+        ds = namespace["ds"]
+        assert (ds["status"].values == 1).all() and ds["step_time_s"].shape == (2, 2)
+        assert namespace["first"]["computed"] == 4 and namespace["rerun"]["reused"] == 4
+        assert namespace["rerun"]["computed"] == 0
+        # fewer leaf uplinks never speed the step up, at every pipeline depth
+        assert (namespace["slowdown"].values >= 1 - 1e-9).all()

@@ -165,6 +165,14 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
                 "give either radix (with optional "
                 "oversubscription) or down_ports/up_ports, not both or neither",
             )
+        if tier.has("oversubscription") and not tier.has("radix"):
+            # with explicit ports the ratio is down_ports / up_ports; ignoring the key would
+            # make a sweep of it return the same fabric at every value
+            raise SpecError(
+                tier.field("oversubscription"),
+                "goes with radix; this tier gives down_ports/up_ports, whose ratio is its "
+                "oversubscription: change up_ports (or give radix instead)",
+            )
         uplink_keys = ("up_ports", "oversubscription", "uplink_bundle", "uplink_bandwidth")
         if top and any(tier.has(key) for key in uplink_keys):
             raise SpecError(
