@@ -393,14 +393,19 @@ def _solve_chunk(arrays, capacities, shared: bool) -> np.ndarray:
     """``[b, F]`` rates of one chunk: a vmapped kernel call, batch-sharded on >1 device."""
     import jax
 
+    from ..solve.maxmin.batched import solve_max_min_batch
     from ..solve.maxmin.sharded import sharded_batch_max_min
 
     links = arrays[0][0] if shared else np.stack([a[0] for a in arrays])
-    coef = None if arrays[0][1] is None else np.stack([a[1] for a in arrays])
+    coef = None
+    if arrays[0][1] is not None:
+        coef = arrays[0][1] if shared else np.stack([a[1] for a in arrays])
     demand = None if arrays[0][2] is None else np.stack([a[2] for a in arrays])
     capacity = np.stack(capacities).astype(np.float32)
     if len(jax.devices()) > 1:
         solution = sharded_batch_max_min(links, capacity, None, demand, coef)
+    elif shared:
+        solution = jax.block_until_ready(solve_max_min_batch(links, capacity, None, demand, coef))
     else:
         solution = _vmapped(links, capacity, demand, coef)
     _raise_on_status(np.asarray(solution.status), np.asarray(solution.rounds))

@@ -6,7 +6,8 @@ Two modes, both exact (the same water-filling rounds as :func:`.kernel.solve_max
   weights, and optionally routes) are split along a ``"batch"`` mesh axis; each device
   runs the vmapped kernel on its ``B / D`` scenarios with its own loop, no communication.
   ``B`` is padded to a multiple of the device count by repeating the last scenario (the
-  copies are dropped from the result).
+  copies are dropped from the result). Scenarios that share one route table run the
+  batch-minor kernel :func:`.batched.solve_max_min_batch` on each device.
 - **flows** (:func:`sharded_max_min`): one scenario whose flows do not fit one device.
   The ``F`` flows are split along a ``"flows"`` mesh axis; every device keeps all ``L``
   link slots. A water-filling round needs three per-link reductions over the flows (the
@@ -40,6 +41,7 @@ from jax.sharding import PartitionSpec as P
 from ...errors import SpecError
 from .._kernel import default_rtol, final_status, float_dtype
 from ..status import Status
+from .batched import solve_max_min_batch
 from .kernel import MaxMinSolution, prepare_network, solve_max_min, water_fill
 
 __all__ = ["device_mesh", "sharded_batch_max_min", "sharded_max_min"]
@@ -230,6 +232,12 @@ def sharded_batch_max_min(
 def _batch_sharded_solver(mesh: Mesh, given: tuple[str, ...], per_scenario: tuple[bool, ...]):
     """The jitted, batch-sharded ``vmap`` of the kernel for one argument layout."""
 
+    shared_routes = (
+        not per_scenario[0]
+        and ("weight" not in given or not per_scenario[given.index("weight")])
+        and ("coef" not in given or not per_scenario[given.index("coef")])
+    )
+
     def one(*args):
         named = dict(zip(given, args[: len(given)], strict=True))
         max_iters, rtol = args[len(given) :]
@@ -243,8 +251,22 @@ def _batch_sharded_solver(mesh: Mesh, given: tuple[str, ...], per_scenario: tupl
             rtol=rtol,
         )
 
+    def shared(*args):
+        # One route table: the batch-minor kernel (one index per entry for all scenarios).
+        named = dict(zip(given, args[: len(given)], strict=True))
+        max_iters, rtol = args[len(given) :]
+        return solve_max_min_batch(
+            named["links"],
+            named["capacity"],
+            named.get("weight"),
+            named.get("demand"),
+            named.get("coef"),
+            max_iters=max_iters,
+            rtol=rtol,
+        )
+
     in_axes = (*(0 if split else None for split in per_scenario), None, None)
-    local = jax.vmap(one, in_axes=in_axes)
+    local = shared if shared_routes else jax.vmap(one, in_axes=in_axes)
     in_specs = (*(P(BATCH) if split else P() for split in per_scenario), P(), P())
     mapped = jax.shard_map(
         local,
