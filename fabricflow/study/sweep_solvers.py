@@ -42,6 +42,7 @@ __all__ = [
     "MAXMIN_BATCH_KEYS",
     "MAXMIN_METRICS",
     "cc_batch",
+    "failure_capacities",
     "cc_point",
     "maxmin_batch",
     "maxmin_point",
@@ -280,6 +281,49 @@ def _failed(fabric, kwargs: dict):
     return fabric.without(link_kind=kwargs["fail_kind"], fraction=float(fraction), seed=seed)
 
 
+def failure_capacities(fabric, kind: str, fractions, seeds) -> np.ndarray:
+    """float64 ``[B, L]``: ``fabric.without(link_kind=kind, fraction=f, seed=s).capacity``
+    for each pair ``(fractions[i], seeds[i])``, without building ``B`` fabrics.
+
+    The same seeded draw of cables as :meth:`Fabric.without` (a cable is the link with
+    ``src < dst`` and fails with its reverse), vectorized over the scenarios' masks: the
+    reverse of every link is looked up once instead of once per scenario.
+    """
+    fractions = np.asarray(fractions, np.float64)
+    seeds = np.asarray(seeds)
+    fabric.without(link_kind=kind, fraction=float(fractions.max()), seed=0)  # validates
+    if np.any(fractions < 0) or np.any(fractions > 1):
+        raise SpecError("fail_fraction", f"must lie in [0, 1], got {fractions.min()}..")
+    candidates = fabric.links_of_kind(kind)
+    cables = candidates[fabric.link_src[candidates] < fabric.link_dst[candidates]]
+    reverse = _reverse_links(fabric)
+    capacity = np.broadcast_to(fabric.capacity, (fractions.size, fabric.num_links)).copy()
+    for row, (fraction, seed) in enumerate(zip(fractions, seeds, strict=True)):
+        count = int(round(fraction * cables.size))
+        if count == 0 and fraction > 0:
+            raise SpecError(
+                "fail_fraction",
+                f"{fraction} of {cables.size} {kind} cables rounds to none; "
+                f"use at least {0.5 / cables.size:.2g}",
+            )
+        if count:
+            chosen = np.random.default_rng(int(seed)).choice(cables, size=count, replace=False)
+            capacity[row, chosen] = 0.0
+            capacity[row, reverse[chosen][reverse[chosen] >= 0]] = 0.0
+    return capacity
+
+
+def _reverse_links(fabric) -> np.ndarray:
+    """int64 ``[L]``: the link with the same endpoints reversed and the same kind (-1: none)."""
+    key_fwd = fabric._pair_key(fabric.link_src, fabric.link_dst)
+    key_rev = fabric._pair_key(fabric.link_dst, fabric.link_src)
+    order = np.argsort(key_fwd, kind="stable")
+    position = np.searchsorted(key_fwd[order], key_rev)
+    position = np.minimum(position, order.size - 1)
+    found = key_fwd[order[position]] == key_rev
+    return np.where(found, order[position], -1)
+
+
 def _scenario(fabric, routes, kwargs: dict, options: dict) -> _Scenario:
     capacity = fabric.capacity * _capacity_scale(fabric, kwargs.get("capacity_scale", 1.0))
     demand = kwargs.get("demand")
@@ -367,8 +411,9 @@ def _solve_group(scenarios: list[_Scenario]) -> list[np.ndarray]:
         return links, coef, demand
 
     devices = len(jax.devices())
+    # As batched.batch_bytes, plus the routes of each scenario when they differ.
     per_scenario = (0 if shared else num_flows * hops * (4 + 4 * multipath)) + (
-        num_flows * (48 + 4 * with_demand) + used.size * 40
+        num_flows * (96 + 4 * with_demand) + (used.size + 1) * 64
     )
     budget, _ = memory_budget()
     chunk = max(1, min(len(scenarios), int(budget // 2 // max(per_scenario, 1))))
