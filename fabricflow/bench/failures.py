@@ -45,9 +45,9 @@ def run(args) -> dict:
 
 
 def _setup(quick: bool, scenarios: int):
+    """The fabric, the shared routes and the scenario grid ``[(kind, fraction, seed)]``."""
     from ..fabric.spec import load_fabric
     from ..routing.route import route
-    from ..study.sweep_solvers import failure_capacities
     from ..traffic import alltoall_groups
 
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
@@ -55,18 +55,24 @@ def _setup(quick: bool, scenarios: int):
     routes = route(fabric, src, dst, policy="ecmp", seed=0)
     per_cell = -(-scenarios // (len(KINDS) * len(FRACTIONS)))
     grid = [(k, f, s) for k in KINDS for f in FRACTIONS for s in range(per_cell)][:scenarios]
-    capacity = np.concatenate(
-        [
-            failure_capacities(
-                fabric,
-                kind,
-                [g[1] for g in grid if g[0] == kind],
-                [g[2] for g in grid if g[0] == kind],
+    return fabric, routes, grid
+
+
+def _capacities(fabric, grid, used) -> np.ndarray:
+    """float32 ``[len(grid), len(used)]``: each scenario's capacities of the crossed links
+    (made chunk by chunk: all 4,096 full ``[L]`` rows would take 22 GB)."""
+    from ..study.sweep_solvers import failure_capacities
+
+    out = np.empty((len(grid), used.size), np.float32)
+    for kind in KINDS:
+        rows = [i for i, g in enumerate(grid) if g[0] == kind]
+        for start in range(0, len(rows), 32):  # 32 full rows at a time: ~170 MB
+            block = rows[start : start + 32]
+            full = failure_capacities(
+                fabric, kind, [grid[i][1] for i in block], [grid[i][2] for i in block]
             )
-            for kind in KINDS
-        ]
-    )
-    return fabric, routes, grid, capacity
+            out[block] = full[:, used]
+    return out
 
 
 def _case(quick: bool, scenarios: int) -> dict:
@@ -77,7 +83,7 @@ def _case(quick: bool, scenarios: int) -> dict:
 
     out: dict = {"preset": "clos-100k", "dtype": "float32", "device": str(jax.devices()[0])}
     with measured(out, "setup"):
-        fabric, routes, grid, capacity = _setup(quick, scenarios)
+        fabric, routes, grid = _setup(quick, scenarios)
     links = routes.links
     used = np.unique(links)
     used = used[used >= 0]
@@ -92,8 +98,9 @@ def _case(quick: bool, scenarios: int) -> dict:
     )
     budget, source = memory_budget()
     per = batch_bytes(links.shape[0], links.shape[1], used.size, 1) - links.size * 16
-    # A quarter of the budget: the bench shares the machine with the process's own arrays.
-    chunk = int(max(1, min(len(grid), (budget // 4 - links.size * 16) // per)))
+    # An eighth of the budget: the budget counts the machine's RAM, which other processes
+    # share; the estimate is about twice the measured peak.
+    chunk = int(max(1, min(len(grid), (budget // 8 - links.size * 16) // per)))
     chunks = -(-len(grid) // chunk)
     chunk = -(-len(grid) // chunks)  # equal chunks, as few as the memory allows
     out["chunking"] = {
@@ -105,27 +112,27 @@ def _case(quick: bool, scenarios: int) -> dict:
         "memory_budget_bytes": int(budget),
         "budget_source": source,
     }
-    throughput, stalled = _solve_all(out, links, capacity, used, chunk)
+    throughput, stalled = _solve_all(out, fabric, grid, links, used, chunk)
     out["scenarios_per_s"] = len(grid) / out["solve_s"]
     out["by_tier_and_fraction"] = _summary(grid, throughput, stalled)
     out["intact_throughput_Bps"] = float(_intact(links, fabric.capacity, used))
     return out
 
 
-def _solve_all(out: dict, links, capacity, used, chunk: int):
+def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
     """Solve every scenario chunk by chunk; record compile and solve times."""
+    import sys
+
     import jax
 
     from ..solve.maxmin.batched import solve_max_min_batch
     from ..solve.maxmin.sharded import sharded_batch_max_min
 
-    remap = np.full(capacity.shape[1] + 1, -1, np.int32)
+    remap = np.full(fabric.num_links + 1, -1, np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
     compact = remap[links]
-    caps = capacity[:, used].astype(np.float32)
-    total = caps.shape[0]
-    if total % chunk:
-        caps = np.concatenate([caps, np.repeat(caps[-1:], chunk - total % chunk, axis=0)])
+    total = len(grid)
+    padded = grid + [grid[-1]] * (-total % chunk)  # equal chunks: one compilation
     several = len(jax.devices()) > 1
 
     def solve(part):
@@ -134,20 +141,29 @@ def _solve_all(out: dict, links, capacity, used, chunk: int):
         return jax.block_until_ready(solve_max_min_batch(compact, part))
 
     with measured(out, "first_chunk"):
-        solve(caps[:chunk])
-    throughput = np.empty(caps.shape[0])
-    stalled = np.empty(caps.shape[0])
+        solve(_capacities(fabric, padded[:chunk], used))
+    throughput = np.empty(len(padded))
+    stalled = np.empty(len(padded))
     rounds = []
+    started = time.perf_counter()
     with measured(out, "solve"):
-        for start in range(0, caps.shape[0], chunk):
-            solution = solve(caps[start : start + chunk])
+        for start in range(0, len(padded), chunk):
+            solution = solve(_capacities(fabric, padded[start : start + chunk], used))
             rates = np.asarray(solution.rates, np.float64)
             if np.any(np.asarray(solution.status) != 0):
                 raise RuntimeError(f"failure bench: solver status {np.asarray(solution.status)}")
             throughput[start : start + chunk] = rates.sum(axis=1)
             stalled[start : start + chunk] = (rates <= 0).sum(axis=1)
             rounds.append(int(np.asarray(solution.rounds).max()))
-    out["compile_s"] = max(out["first_chunk_s"] - out["solve_s"] / (caps.shape[0] // chunk), 0.0)
+            done = min(start + chunk, total)
+            elapsed = time.perf_counter() - started
+            print(
+                f"failures: {done}/{total} scenarios, {elapsed:.0f} s, "
+                f"{done / elapsed:.3g} scenarios/s",
+                file=sys.stderr,
+                flush=True,
+            )
+    out["compile_s"] = max(out["first_chunk_s"] - out["solve_s"] / (len(padded) // chunk), 0.0)
     out["max_rounds"] = max(rounds)
     return throughput[:total], stalled[:total]
 
