@@ -331,7 +331,7 @@ def _scenario(fabric, routes, kwargs: dict, options: dict) -> _Scenario:
         from ..units import parse_bandwidth
 
         cap = parse_bandwidth(demand, "demand") if isinstance(demand, str) else demand
-        if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not cap > 0:
+        if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not float(cap) > 0:
             raise SpecError("demand", f"must be a rate > 0 (bytes/s or '100Gbps'), got {demand!r}")
         demand = np.full(routes.links.shape[0], float(cap))
     return _Scenario(routes.links, routes.coef, capacity, demand)
@@ -341,7 +341,9 @@ def _capacity_scale(fabric, scale) -> np.ndarray | float:
     """Per-link factor ``[L]`` (or a scalar) from a number or a ``{kind: factor}`` map."""
 
     def factor(value, field):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < np.inf:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise SpecError(field, f"must be a finite number > 0, got {value!r}")
+        if not 0 < float(value) < np.inf:
             raise SpecError(field, f"must be a finite number > 0, got {value!r}")
         return float(value)
 

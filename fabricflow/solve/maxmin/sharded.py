@@ -272,7 +272,7 @@ def _batch_sharded_solver(mesh: Mesh, given: tuple[str, ...], per_scenario: tupl
         local,
         mesh=mesh,
         in_specs=in_specs,
-        out_specs=MaxMinSolution(P(BATCH), P(BATCH), P(BATCH), P(BATCH)),
+        out_specs=MaxMinSolution(P(BATCH), P(BATCH), P(BATCH), P(BATCH)),  # type: ignore[arg-type]
         check_vma=False,
     )
     return jax.jit(mapped)
