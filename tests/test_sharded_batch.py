@@ -75,3 +75,22 @@ def test_memory_estimate_grows_with_the_batch():
     many = batch_bytes(100_000, 6, 70_000, 100)
     assert many - one == 99 * (batch_bytes(100_000, 6, 70_000, 2) - one)
     assert one > 100_000 * 6 * 4  # at least the link ids
+
+
+@pytest.mark.slow
+def test_failure_bench_quick():
+    """The bench section end to end at its quick size (one chunk of 64 scenarios)."""
+    from types import SimpleNamespace
+
+    from fabricflow.bench import failures
+
+    result = failures.run(SimpleNamespace(quick=True, gpu=False))
+    assert result["scenarios"] == 64
+    assert result["chunking"]["chunks"] * result["chunking"]["chunk_scenarios"] >= 64
+    table = result["by_tier_and_fraction"]
+    stalled = [table[f"leaf@{f:g}"]["mean_stalled_flows"] for f in failures.FRACTIONS]
+    assert stalled == sorted(stalled) and stalled[0] > 0
+    assert all(
+        row["mean_throughput_Bps"] <= result["intact_throughput_Bps"] * (1 + 1e-6)
+        for row in table.values()
+    )
