@@ -147,14 +147,8 @@ def _flow_sharded_solver(mesh: Mesh, given: tuple[str, ...]):
         return rate, bottleneck, rounds, status
 
     in_specs = (*(flow_spec for _ in given), flow_spec, P(), P(), P())
-    mapped = jax.shard_map(
-        local,
-        mesh=mesh,
-        in_specs=in_specs,
-        out_specs=(flow_spec, flow_spec, P(), P()),
-        check_vma=False,  # rounds and status are equal on all devices by construction
-    )
-    return jax.jit(mapped)
+    # rounds and status are equal on all devices by construction (unchecked)
+    return jax.jit(_shard_map(local, mesh, in_specs, (flow_spec, flow_spec, P(), P())))
 
 
 def sharded_batch_max_min(
@@ -268,11 +262,20 @@ def _batch_sharded_solver(mesh: Mesh, given: tuple[str, ...], per_scenario: tupl
     in_axes = (*(0 if split else None for split in per_scenario), None, None)
     local = shared if shared_routes else jax.vmap(one, in_axes=in_axes)
     in_specs = (*(P(BATCH) if split else P() for split in per_scenario), P(), P())
-    mapped = jax.shard_map(
-        local,
-        mesh=mesh,
-        in_specs=in_specs,
-        out_specs=MaxMinSolution(P(BATCH), P(BATCH), P(BATCH), P(BATCH)),  # type: ignore[arg-type]
-        check_vma=False,
-    )
-    return jax.jit(mapped)
+    out_specs = MaxMinSolution(P(BATCH), P(BATCH), P(BATCH), P(BATCH))  # type: ignore[arg-type]
+    return jax.jit(_shard_map(local, mesh, in_specs, out_specs))
+
+
+def _shard_map(function, mesh, in_specs, out_specs):
+    """``shard_map`` without the replication check, across JAX versions: ``jax.shard_map``
+    (``check_vma``, JAX >= 0.7) or ``jax.experimental.shard_map`` (``check_rep``)."""
+    if hasattr(jax, "shard_map"):
+        try:
+            return jax.shard_map(
+                function, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
+            )
+        except TypeError:
+            pass
+    from jax.experimental.shard_map import shard_map
+
+    return shard_map(function, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
