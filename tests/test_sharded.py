@@ -7,6 +7,7 @@ checks run in a subprocess that prints its findings as JSON, asserted here.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -90,9 +91,28 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent(
     out["sharding"] = str(jax.device_put(np.zeros(8), jax.sharding.NamedSharding(
         jax.sharding.Mesh(np.array(jax.devices()), ("batch",)),
         jax.sharding.PartitionSpec("batch"))).sharding)
+
+    # The sweep tasks' batches on 4 devices (compared with one device in the parent).
+    from fabricflow.study import sweep_solvers as ss
+    maxmin_case, cc_case = _sweep_cases()
+    out["maxmin"] = ss.maxmin_batch(*maxmin_case)
+    out["cc"] = ss.cc_batch(*cc_case)
     print(json.dumps(out))
     """
 )
+
+
+def _sweep_cases():
+    """The sweep batches compared across device counts (its source runs in the subprocess)."""
+    from fabricflow.fabric.spec import load_fat_tree
+
+    varying = [{"fail_kind": "leaf", "fail_fraction": 0.05, "fail_seed": s} for s in range(5)]
+    maxmin = ({"fabric": load_fat_tree(8), "traffic": "alltoall", "reroute": False}, varying)
+    cc = (
+        {"scenario": "incast", "flows": 3, "pfc": "on", "duration": "1ms", "records": 20},
+        [{"kmax": "100KB"}, {"kmax": "400KB", "rate_ai": "80Mbps"}, {"g": 0.0625}],
+    )
+    return maxmin, cc
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +124,7 @@ def four_devices() -> dict:
         "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
     done = subprocess.run(
-        [sys.executable, "-c", _MULTI_DEVICE_SCRIPT],
+        [sys.executable, "-c", inspect.getsource(_sweep_cases) + _MULTI_DEVICE_SCRIPT],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -180,3 +200,18 @@ def test_bad_shard_is_refused(shard, capacity_shape, message):
 def test_mesh_must_name_its_axis():
     with pytest.raises(SpecError, match="one-axis"):
         sharded_max_min([[0]], [1.0], mesh=device_mesh("batch"))
+
+
+def test_sweep_batches_on_four_devices_equal_one_device(four_devices):
+    """maxmin (batch-sharded max-min) and cc (parameter batch placed across devices)."""
+    from fabricflow.study import sweep_solvers as ss
+
+    maxmin_case, cc_case = _sweep_cases()
+    maxmin = ss.maxmin_batch(*maxmin_case)
+    cc = ss.cc_batch(*cc_case)
+    for ours, theirs in ((maxmin, four_devices["maxmin"]), (cc, four_devices["cc"])):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs, strict=True):
+            for key, value in a.items():
+                assert b[key] == pytest.approx(value, rel=1e-6, abs=1e-9, nan_ok=True), key
+    assert len({m["stalled_flows"] for m in maxmin}) > 1  # the seeds differ

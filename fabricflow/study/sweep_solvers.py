@@ -658,28 +658,69 @@ def _cc_routes(fabric, traffic, flows: int, seed):
 
 
 def _cc_run(setup: dict, params: list, stack_params) -> list[dict[str, float]]:
-    from ..errors import MemoryBudgetError
-    from ..solve.dcqcn.simulate import simulate_dcqcn
+    import jax
 
+    from ..errors import MemoryBudgetError
+
+    devices = jax.devices()
+    count = len(params)
+    if len(devices) > 1:
+        params = params + [params[-1]] * (-count % len(devices))  # whole shards
     try:
-        result = simulate_dcqcn(
-            setup["fabric"],
-            setup["routes"],
-            params=stack_params(params),
-            pfc=setup["pfc"],
-            duration=setup["duration"],
-            dt=setup["dt"],
-            extra_delay=setup["delay"],
-            records=setup["records"],
-        )
+        result = _cc_simulate(setup, stack_params(params), devices)
     except MemoryBudgetError:
-        if len(params) == 1:
+        if count == 1:
             raise
-        half = len(params) // 2
+        half = count // 2
         return _cc_run(setup, params[:half], stack_params) + _cc_run(
-            setup, params[half:], stack_params
+            setup, params[half:count], stack_params
         )
-    return [_cc_metrics(result.batch_item(i), setup) for i in range(len(params))]
+    return [_cc_metrics(result.batch_item(i), setup) for i in range(count)]
+
+
+def _cc_simulate(setup: dict, stacked, devices):
+    """One vmapped DCQCN run of the stacked parameter sets; with several devices the
+    parameter batch is sharded across them (``NamedSharding`` over a ``"batch"`` axis), so
+    the jitted run is partitioned along it."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from ..solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn, simulate_dcqcn
+
+    fabric, routes = setup["fabric"], setup["routes"]
+    settings = {
+        "pfc": setup["pfc"],
+        "duration": setup["duration"],
+        "dt": setup["dt"],
+        "extra_delay": setup["delay"],
+        "records": setup["records"],
+    }
+    if len(devices) == 1:
+        return simulate_dcqcn(fabric, routes, params=stacked, **settings)
+    # What simulate_dcqcn does, with the parameter arrays placed on the devices first.
+    node_tier = np.asarray(fabric.node_tier)
+    prepared = prepare_dcqcn(
+        routes.links,
+        fabric.capacity,
+        routes.path_latency(fabric.latency),
+        params=stacked,
+        marking=node_tier[fabric.link_src] != 0,
+        pfc_ingress=node_tier[fabric.link_dst] != 0,
+        link_dst_node=fabric.link_dst,
+        num_nodes=fabric.num_nodes,
+        **settings,
+    )
+    sharding = NamedSharding(Mesh(np.asarray(devices), ("batch",)), PartitionSpec("batch"))
+
+    def place(arrays):
+        return jax.tree_util.tree_map(lambda a: jax.device_put(a, sharding), arrays)
+
+    prepared = dataclasses.replace(
+        prepared,
+        params_arrays=place(prepared.params_arrays),
+        pfc_arrays=place(prepared.pfc_arrays),
+    )
+    return run_dcqcn(prepared)
 
 
 def _cc_metrics(result, setup: dict) -> dict[str, float]:
