@@ -160,13 +160,19 @@ def maxmin_batch(common: dict, varying: list[dict]) -> list[dict[str, float]]:
     base_fabric, base_routes, options = _routes_for(common, fail=False)
     reroute = options["reroute"]
     scenarios = []
+    # Points with the same failures (differing in capacity scale or demand) share them.
+    failures: dict[tuple, tuple] = {}
     for point in points:
-        fabric, routes = base_fabric, base_routes
-        failed = _failed(base_fabric, point)
-        if failed is not base_fabric:
-            fabric = failed
-            if reroute:
-                routes = _route(failed, base_routes.src, base_routes.dst, options)
+        key = tuple(repr(point.get(k)) for k in ("fail_kind", "fail_fraction", "fail_seed"))
+        if key not in failures:
+            fabric, routes = base_fabric, base_routes
+            failed = _failed(base_fabric, point)
+            if failed is not base_fabric:
+                fabric = failed
+                if reroute:
+                    routes = _route(failed, base_routes.src, base_routes.dst, options)
+            failures[key] = (fabric, routes)
+        fabric, routes = failures[key]
         scenarios.append(_scenario(fabric, routes, point, options))
     rates = _solve_group(scenarios)
     return [
