@@ -7,6 +7,7 @@ They take hop-major link ids ``ids`` ``[H, F]`` in which padding is the sentinel
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .status import Status
@@ -60,11 +61,15 @@ def exact_sum_quantum(capacity):
     return jnp.exp2(jnp.ceil(jnp.log2(largest)) - 23)
 
 
-def residual_capacity(capacity_ext, frozen_rate, ids, coef_hm, quantum):
-    """``capacity - sum of frozen loads`` per slot (>= 0), recomputed from the rates."""
+def residual_capacity(capacity_ext, frozen_rate, ids, coef_hm, quantum, axis_name=None):
+    """``capacity - sum of frozen loads`` per slot (>= 0), recomputed from the rates.
+
+    ``axis_name``: inside ``shard_map`` with the flows split across devices, the name of
+    the mesh axis over which the per-link loads are summed (``None``: all flows are here).
+    """
     slots = capacity_ext.shape[0]
     if quantum is None:
-        load = scatter_hops(frozen_rate, ids, coef_hm, slots, "add", 0)
+        load = all_reduce(scatter_hops(frozen_rate, ids, coef_hm, slots, "add", 0), axis_name)
         return jnp.maximum(capacity_ext - load, 0)
     high = jnp.zeros(slots, frozen_rate.dtype)
     low = jnp.zeros(slots, frozen_rate.dtype)
@@ -74,7 +79,18 @@ def residual_capacity(capacity_ext, frozen_rate, ids, coef_hm, quantum):
         values_low = jnp.where(jnp.isfinite(values), values - values_high, 0)
         high = high.at[ids[hop]].add(values_high, mode="promise_in_bounds")
         low = low.at[ids[hop]].add(values_low, mode="promise_in_bounds")
+    # The high parts are multiples of the quantum below 2**24 of it: their sum across
+    # devices is exact too, in any order.
+    high, low = all_reduce(high, axis_name), all_reduce(low, axis_name)
     return jnp.maximum((capacity_ext - high) - low, 0)
+
+
+def all_reduce(per_link, axis_name, how: str = "add"):
+    """Sum (``add``) or minimum (``min``) of a per-link array over the devices of mesh axis
+    ``axis_name`` (inside ``shard_map``); the array itself when ``axis_name`` is None."""
+    if axis_name is None:
+        return per_link
+    return jax.lax.psum(per_link, axis_name) if how == "add" else jax.lax.pmin(per_link, axis_name)
 
 
 def gather(values, index):

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SolverError
+from ...errors import SolverError, SpecError
 from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from ..status import Status
 from .identical_flows import merge_identical_flows
@@ -35,6 +35,7 @@ def max_min_rates(
     max_iters: int | None = None,
     rtol: float | None = None,
     throw: bool = True,
+    shard: str | None = None,
 ) -> np.ndarray:
     """Exact weighted, demand-capped max-min fair rates of ``F`` flows.
 
@@ -57,6 +58,13 @@ def max_min_rates(
             ulps; larger values freeze links of different shares together).
         throw: raise :class:`SolverError` on a bad status; with ``False`` the flows left
             unsettled get NaN.
+        shard: spread the solve over the local devices (:mod:`.sharded`): ``None``
+            (default: one device), ``"batch"`` (the ``B`` scenarios of a batch split
+            across devices), ``"flows"`` (one scenario's flows split across devices, link
+            sums reduced across them: for flow sets too large for one device), or
+            ``"auto"`` (``batch`` for a batch and ``flows`` for a scenario that would not
+            fit one accelerator's memory, when there are several devices; else none).
+            The rates equal the single-device ones up to float rounding.
 
     Returns:
         numpy ``[F]`` (or ``[B, F]``) rates in the unit of ``capacity``: float32 by
@@ -92,6 +100,7 @@ def max_min_rates(
         max_iters=max_iters,
         rtol=rtol,
         throw=throw,
+        shard=shard,
     )
     return np.asarray(solution.rates)  # Rates [F] or RatesBatch [B, F]
 
@@ -107,6 +116,7 @@ def max_min_solution(
     max_iters: int | None = None,
     rtol: float | None = None,
     throw: bool = True,
+    shard: str | None = None,
 ) -> MaxMinSolution:
     """Like :func:`max_min_rates` but returns the whole :class:`MaxMinSolution` (numpy).
 
@@ -118,6 +128,7 @@ def max_min_solution(
     max_iters = check_count(max_iters, "max_iters", "bound on water-filling rounds")
     rtol = check_rtol(rtol)
     num_flows, num_hops = problem.links.shape
+    shard = resolve_shard(shard, problem.batch, num_flows * num_hops, problem.capacity.shape[-1])
     check_solve_memory(
         num_flows * num_hops, num_flows, problem.capacity.shape[-1], problem.batch, "max_min_rates"
     )
@@ -140,7 +151,9 @@ def max_min_solution(
     else:
         args = (merged.links, problem.capacity, merged.weight, merged.demand, merged.coef)
     with jax.enable_x64(True) if scaling.float64 else contextlib.nullcontext():
-        solution = _run(*args, batch=problem.batch, max_iters=max_iters, rtol=rtol, dtype=dtype)
+        solution = _run(
+            *args, batch=problem.batch, max_iters=max_iters, rtol=rtol, dtype=dtype, shard=shard
+        )
 
     rates = scaling.restore(np.asarray(solution.rates, np.float64))
     bottleneck = np.asarray(solution.bottleneck)
@@ -161,8 +174,12 @@ def max_min_solution(
     return MaxMinSolution(rates, bottleneck, np.asarray(solution.rounds), status)
 
 
-def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype):
+def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype, shard=None):
     """Call the kernel, vmapped over the batch axis of the per-scenario arrays."""
+    if shard is not None:
+        return _run_sharded(
+            links, capacity, weight, demand, coef, batch, max_iters, rtol, dtype, shard
+        )
 
     def as_jax(a):
         return None if a is None else jnp.asarray(a, dtype)
@@ -180,6 +197,64 @@ def _run(links, capacity, weight, demand, coef, *, batch, max_iters, rtol, dtype
         capacity_j = jnp.broadcast_to(capacity_j, (batch, *capacity_j.shape))
         axes = (0, *axes[1:])
     return jax.block_until_ready(jax.vmap(solve, in_axes=axes)(capacity_j, weight_j, demand_j))
+
+
+def _run_sharded(links, capacity, weight, demand, coef, batch, max_iters, rtol, dtype, shard):
+    """The same solve through :mod:`.sharded` (``shard`` is ``"flows"`` or ``"batch"``)."""
+    from .sharded import sharded_batch_max_min, sharded_max_min
+
+    def as_numpy(a):
+        return None if a is None else np.asarray(a, dtype)
+
+    capacity, weight, demand, coef = (as_numpy(a) for a in (capacity, weight, demand, coef))
+    if shard == "flows":
+        solve = sharded_max_min
+    else:
+        solve = sharded_batch_max_min
+        if capacity.ndim == 1:
+            capacity = np.broadcast_to(capacity, (batch, capacity.shape[0]))
+    return jax.block_until_ready(
+        solve(links, capacity, weight, demand, coef, max_iters=max_iters, rtol=rtol)
+    )
+
+
+SHARD_MODES = ("auto", "batch", "flows")
+
+
+def resolve_shard(shard, batch: int | None, entries: int, num_links: int) -> str | None:
+    """The sharding mode a solve will use: ``None``, ``"batch"`` or ``"flows"``.
+
+    ``"auto"`` picks ``batch`` for a batch and ``flows`` for a single scenario whose
+    working set (estimated as :func:`.inputs.check_solve_memory` does) exceeds half of one
+    device's memory, when there are several devices; devices that do not report their
+    memory (CPUs) never get ``flows`` automatically: they share the host's memory.
+
+    Raises:
+        SpecError: (``shard``) not one of :data:`SHARD_MODES` or ``None``, ``"batch"``
+            without a batch, or ``"flows"`` with one.
+    """
+    if shard is None:
+        return None
+    if not isinstance(shard, str) or shard not in SHARD_MODES:
+        raise SpecError("shard", f"must be one of {list(SHARD_MODES)} or None, got {shard!r}")
+    if shard == "batch" and batch is None:
+        raise SpecError("shard", "'batch' needs a batch of scenarios ([B, L] capacities)")
+    if shard == "flows" and batch is not None:
+        raise SpecError(
+            "shard", "'flows' splits one scenario's flows; use 'batch' for a [B, L] batch"
+        )
+    if shard != "auto":
+        return shard
+    devices = jax.devices()
+    if len(devices) < 2:
+        return None
+    if batch is not None:
+        return "batch"
+    stats = devices[0].memory_stats() or {}
+    limit = stats.get("bytes_limit")
+    flows = entries  # an upper bound on the flow count, enough for an estimate
+    working_set = entries * 16 + flows * 48 + num_links * 40
+    return "flows" if limit and working_set > limit / 2 else None
 
 
 def _unsettled_mask(status: np.ndarray, shape) -> np.ndarray:

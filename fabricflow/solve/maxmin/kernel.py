@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._kernel import (
+    all_reduce,
     default_rtol,
     exact_sum_quantum,
     final_status,
@@ -185,12 +186,18 @@ def prepare_network(links, capacity, weight, demand, coef) -> Network:
     )
 
 
-def water_fill(net: Network, present, max_iters, rtol, go=True):
+def water_fill(net: Network, present, max_iters, rtol, go=True, axis_name=None):
     """Max-min rates of the ``present`` flows (others get rate 0 and load nothing).
 
     Returns ``(rate [F], bottleneck [F], rounds, unsettled)`` where ``unsettled`` is True
     when ``max_iters`` stopped the loop with flows still active. ``go=False`` skips the
     loop (bad input).
+
+    ``axis_name``: inside ``shard_map`` with the flows split across the devices of that
+    mesh axis (:mod:`.sharded`), the per-link sums and minima of a round (active weight,
+    frozen load, lowest active level) and the "any flow active" test are reduced across
+    the devices, so every device sees the whole network's links; ``None`` (default): all
+    flows are local and nothing is reduced.
     """
     num_hops, num_flows = net.ids.shape
     slots = net.capacity.shape[0]
@@ -201,11 +208,12 @@ def water_fill(net: Network, present, max_iters, rtol, go=True):
         rate, active, bottleneck, rounds = state
         # Active weight and frozen load per link, both recomputed from scratch every round
         # (no running subtraction, so float32 residuals do not drift).
-        active_weight = scatter_hops(
-            jnp.where(active, net.weight, 0), net.ids, net.coef, slots, "add", 0
+        active_weight = all_reduce(
+            scatter_hops(jnp.where(active, net.weight, 0), net.ids, net.coef, slots, "add", 0),
+            axis_name,
         )
         residual = residual_capacity(
-            net.capacity, jnp.where(active, 0, rate), net.ids, net.coef, net.quantum
+            net.capacity, jnp.where(active, 0, rate), net.ids, net.coef, net.quantum, axis_name
         )
         crossed = (active_weight > 0) & net.is_real
         share = jnp.where(crossed, residual / jnp.where(crossed, active_weight, 1), inf)
@@ -214,7 +222,9 @@ def water_fill(net: Network, present, max_iters, rtol, go=True):
         level = jnp.minimum(link_level, net.demand_level)
         # A link is a local bottleneck when no active flow on it has a lower level.
         active_level = jax.lax.optimization_barrier(jnp.where(active, level, inf))
-        floor = scatter_hops(active_level, net.ids, None, slots, "min", inf)
+        floor = all_reduce(
+            scatter_hops(active_level, net.ids, None, slots, "min", inf), axis_name, "min"
+        )
         is_bottleneck = crossed & (share <= floor * (1 + rtol))
 
         hit_link = jnp.full(num_flows, -1, jnp.int32)
@@ -230,10 +240,15 @@ def water_fill(net: Network, present, max_iters, rtol, go=True):
             rounds + 1,
         )
 
+    def any_active(active):
+        if axis_name is None:
+            return jnp.any(active)
+        return jax.lax.psum(jnp.any(active).astype(jnp.int32), axis_name) > 0
+
     def more(state):
         _, active, _, rounds = state
-        return go & jnp.any(active) & (rounds < max_iters)
+        return go & any_active(active) & (rounds < max_iters)
 
     state = (jnp.zeros(num_flows, dtype), present, jnp.full(num_flows, -1, jnp.int32), jnp.int32(0))
     rate, active, bottleneck, rounds = jax.lax.while_loop(more, round_, state)
-    return rate, bottleneck, rounds, go & jnp.any(active)
+    return rate, bottleneck, rounds, go & any_active(active)
