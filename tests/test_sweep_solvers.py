@@ -185,3 +185,46 @@ def test_cc_bad_input(fabric):
     with pytest.raises(SpecError) as error:
         ss.cc_point(fabric=fabric, traffic="tornado", flows=3)
     assert error.value.field == "traffic"
+
+
+def test_sweep_runs_maxmin_as_one_batch_equal_to_points(tmp_path):
+    """ff.sweep's built-in maxmin task: the failure grid is one batch (one vmapped call),
+    and every stored value equals the per-point function's."""
+    import fabricflow as ff
+
+    fixed = {"fabric": "fat-tree-k16", "traffic": "permutation", "fail_kind": "leaf"}
+    grid = {"fail_fraction": [0.0, 0.05], "fail_seed": [0, 1, 2]}
+    ds = ff.sweep("maxmin", grid, fixed=fixed, store=tmp_path / "mm", workers=0)
+    counts = __import__("json").loads(ds.attrs["last_run"])
+    assert counts["computed"] == 6 and counts["batches"] == 1
+    fabric = ff.load_fabric("fat-tree-k16")
+    for fraction in grid["fail_fraction"]:
+        for seed in grid["fail_seed"]:
+            point = ss.maxmin_point(
+                fabric=fabric,
+                traffic="permutation",
+                fail_kind="leaf",
+                fail_fraction=fraction,
+                fail_seed=seed,
+            )
+            stored = ds.sel(fail_fraction=fraction, fail_seed=seed)
+            assert float(stored["total_throughput_Bps"]) == pytest.approx(
+                point["total_throughput_Bps"], rel=2e-6
+            )
+    total = ds["total_throughput_Bps"]
+    assert float(total.sel(fail_fraction=0.05).max()) < float(total.sel(fail_fraction=0.0)[0])
+
+
+def test_sweep_runs_cc_parameters_as_one_batch(tmp_path):
+    """ff.sweep's built-in cc task: DCQCN parameters are batch keys (one vmapped run)."""
+    import fabricflow as ff
+
+    fixed = {"scenario": "incast", "duration": 2e-4}
+    grid = {"kmin": [5e3, 40e3], "kmax": [200e3, 400e3]}
+    ds = ff.sweep("cc", grid, fixed=fixed, store=tmp_path / "cc", workers=0)
+    counts = __import__("json").loads(ds.attrs["last_run"])
+    assert counts["computed"] == 4 and counts["batches"] == 1
+    point = ss.cc_point(scenario="incast", duration=2e-4, kmin=40e3, kmax=400e3)
+    stored = ds.sel(kmin=40e3, kmax=400e3)
+    for name in ss.CC_METRICS:
+        assert float(stored[name]) == pytest.approx(point[name], rel=1e-5, abs=1e-9), name
