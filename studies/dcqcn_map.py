@@ -19,12 +19,14 @@ import time
 
 import numpy as np
 
-from fabricflow.study.dcqcn_map import dcqcn_map
-from fabricflow.study.dcqcn_map_plots import plot_map, plot_tradeoff
-from fabricflow.study.study_outputs import save_study
+from fabricflow.jax_cache import enable_persistent_cache
 
 
 def run(out, *, fast: bool = False) -> dict:
+    from fabricflow.study.dcqcn_map import dcqcn_map
+    from fabricflow.study.dcqcn_map_plots import plot_map, plot_tradeoff
+    from fabricflow.study.study_outputs import save_study
+
     started = time.perf_counter()
     if fast:
         ds = dcqcn_map(
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", help="output folder")
     parser.add_argument("--fast", action="store_true", help="small grid, short runs (tests)")
     args = parser.parse_args(argv)
+    enable_persistent_cache()  # reruns load the compiled solvers instead of compiling
     print(json.dumps(run(args.out, fast=args.fast)))
     return 0
 
