@@ -23,7 +23,7 @@ import time
 from fabricflow.jax_cache import enable_persistent_cache
 
 
-def run(out, *, fast: bool = False) -> dict:
+def run(out, *, fast: bool = False, gpus: int = 1024) -> dict:
     from fabricflow.study.failed_links import failed_links_study, three_tier_clos
     from fabricflow.study.failed_links_plots import plot_failed_links
     from fabricflow.study.study_outputs import save_study
@@ -40,7 +40,7 @@ def run(out, *, fast: bool = False) -> dict:
             layout=Layout(tp=8, dp=32, micro_batch=1, global_batch=64, seq_len=8192),
         )
     else:
-        ds = failed_links_study(three_tier_clos(1024))
+        ds = failed_links_study(three_tier_clos(gpus))
     ds.attrs["seconds"] = time.perf_counter() - started
     healthy = ds.isel(fraction=0, seed=0, link_kind=0)
     worst = ds.isel(fraction=-1)
@@ -63,9 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="output folder")
     parser.add_argument("--fast", action="store_true", help="small fabric and grid (tests)")
+    parser.add_argument(
+        "--gpus", type=int, default=1024, help="fabric size, a multiple of 256 (default 1024)"
+    )
     args = parser.parse_args(argv)
     enable_persistent_cache()  # reruns load the compiled solvers instead of compiling
-    print(json.dumps(run(args.out, fast=args.fast)))
+    print(json.dumps(run(args.out, fast=args.fast, gpus=args.gpus)))
     return 0
 
 

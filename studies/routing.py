@@ -23,7 +23,7 @@ import time
 from fabricflow.jax_cache import enable_persistent_cache
 
 
-def run(out, *, fast: bool = False) -> dict:
+def run(out, *, fast: bool = False, gpus: int = 256) -> dict:
     from fabricflow.study.routing_study import routing_study
     from fabricflow.study.routing_study_plots import plot_completion, plot_tiers
     from fabricflow.study.study_outputs import save_study
@@ -32,7 +32,7 @@ def run(out, *, fast: bool = False) -> dict:
     if fast:
         ds = routing_study(gpus=32, leaf_up=(16, 4), patterns=("permutation",))
     else:
-        ds = routing_study()
+        ds = routing_study(gpus=gpus)
     ds.attrs["seconds"] = time.perf_counter() - started
     slowdown = ds.completion_s / ds.completion_s.sel(routing="optimized")
     numbers = {
@@ -54,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="output folder")
     parser.add_argument("--fast", action="store_true", help="small fabric and grid (tests)")
+    parser.add_argument(
+        "--gpus", type=int, default=256, help="fabric size, a multiple of 16 (default 256)"
+    )
     args = parser.parse_args(argv)
     enable_persistent_cache()  # reruns load the compiled solvers instead of compiling
-    print(json.dumps(run(args.out, fast=args.fast)))
+    print(json.dumps(run(args.out, fast=args.fast, gpus=args.gpus)))
     return 0
 
 
