@@ -11,6 +11,7 @@ import xarray as xr
 from fabricflow.errors import SpecError
 from fabricflow.study.dcqcn_map import dcqcn_map
 from fabricflow.study.failed_links import cables_of_kind, failure_sets, three_tier_clos
+from fabricflow.study.routing_study import routing_study
 
 STUDIES = Path(__file__).parent.parent / "studies"
 
@@ -117,6 +118,26 @@ def test_failed_links_fast_run_degrades_with_the_failed_fraction(tmp_path):
 # ---- routing -----------------------------------------------------------------------
 
 
+def test_routing_hash_vs_spray_on_a_small_clos():
+    ds = routing_study(
+        gpus=32, leaf_up=(16, 4), patterns=("permutation",), routings=("ecmp", "spray")
+    )
+    assert dict(ds.sizes) == {"oversubscription": 2, "pattern": 1, "routing": 2, "tier": 4}
+    m = ds.makespan_s
+    assert np.all(m.sel(routing="spray") <= m.sel(routing="ecmp") * (1 + 1e-6))
+    assert np.all(m.sel(routing="spray").diff("oversubscription") > 0)
+    assert np.all(ds.completion_s >= m * (1 - 1e-5))
+    assert np.all(ds.tier_max_utilization <= 1 + 1e-5)
+    # A permutation across the bisection loads every leaf uplink equally under spray:
+    # at 4:1 each GPU's flow gets a quarter of its NIC, so the uplinks are the busy tier.
+    spray = ds.sel(routing="spray", pattern="permutation", oversubscription=4.0)
+    np.testing.assert_allclose(spray.tier_mean_utilization.sel(tier="leaf_up"), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(spray.tier_mean_utilization.sel(tier="nic_up"), 0.25, rtol=1e-5)
+    with pytest.raises(SpecError, match="routings"):
+        routing_study(gpus=32, leaf_up=(16,), routings=("hash",))
+
+
+@pytest.mark.slow  # compiles the routing optimizer twice (minutes on a loaded 2-core machine)
 def test_routing_fast_run_orders_the_routings(tmp_path):
     ds, numbers = run_fast("routing", tmp_path)
     assert ds.makespan_s.dims == ("oversubscription", "pattern", "routing")

@@ -109,7 +109,7 @@ def _measure(
         "allreduce_busbw_Bps": np.array(busbw),
     }
     if step is not None:
-        result = step_time(
+        timed = step_time(
             step["model"],
             step["gpu"],
             step["layout"],
@@ -118,7 +118,7 @@ def _measure(
             seed=0,
             routing="ecmp",
         )
-        out["step_time_s"] = float(result.step_time_s)
+        out["step_time_s"] = float(timed.step_time_s)
     return out
 
 

@@ -78,16 +78,18 @@ def _routes(fabric: Fabric, src, dst, size, routing: str, k: int):
     return plan.routes()
 
 
-def routing_point(fabric: Fabric, pattern: str, size_bytes: float, *, k: int = 8) -> dict:
-    """The figures of every routing (:data:`ROUTINGS`) for one fabric and pattern:
-    ``{name: [R]}`` for :data:`FIGURES` and ``{tier_*: [R, T]}``."""
+def routing_point(
+    fabric: Fabric, pattern: str, size_bytes: float, *, k: int = 8, routings=ROUTINGS
+) -> dict:
+    """The figures of each of ``routings`` (names from :data:`ROUTINGS`) for one fabric
+    and pattern: ``{name: [R]}`` for :data:`FIGURES` and ``{tier_*: [R, T]}``."""
     src, dst = pattern_flows(fabric, pattern)
     size = np.full(src.shape[0], float(size_bytes))
     tiers = tier_of_links(fabric)
     capacity = np.asarray(fabric.capacity, np.float64)
     out: dict[str, list] = {name: [] for name in FIGURES}
     out["tier_max_utilization"], out["tier_mean_utilization"] = [], []
-    for routing in ROUTINGS:
+    for routing in routings:
         routes = _routes(fabric, src, dst, size, routing, k)
         figures = routing_figures(routes, size, capacity, "batched")
         for name in FIGURES:
@@ -110,6 +112,7 @@ def routing_study(
     patterns=PATTERNS,
     sizes: dict | None = None,
     k: int = 8,
+    routings=ROUTINGS,
 ) -> xr.Dataset:
     """Run :func:`routing_point` on 2-tier ToR Clos fabrics of ``gpus`` GPUs (8 per
     server, 400 Gb/s NICs) whose leaves have ``leaf_down`` GPU ports and each of
@@ -118,18 +121,25 @@ def routing_study(
     Args:
         sizes: bytes per flow per pattern (default: all-to-all 1 MiB, permutation 64 MiB).
         k: candidate paths per flow for ``pinned`` and ``optimized``.
+        routings: which of :data:`ROUTINGS` to run.
 
     Returns:
         Dataset with dims ``(oversubscription, pattern, routing)`` (+ ``tier``).
     """
     sizes = {"alltoall": 2**20, "permutation": 2**26, **(sizes or {})}
+    routings = list(routings)
+    unknown = sorted(set(routings) - set(ROUTINGS))
+    if unknown or not routings:
+        raise SpecError("routings", f"must name some of {list(ROUTINGS)}, got {routings}")
     ups = [int(u) for u in leaf_up]
     if any(u < 1 or u > leaf_down for u in ups):
         raise SpecError("leaf_up", f"must lie in 1..{leaf_down}, got {ups}")
     results = []
     for up in ups:
         fabric = small_clos(attachment="tor", gpus=gpus, leaf_down=leaf_down, leaf_up=up)
-        results.append([routing_point(fabric, p, sizes[p], k=k) for p in patterns])
+        results.append(
+            [routing_point(fabric, p, sizes[p], k=k, routings=routings) for p in patterns]
+        )
     data_vars = {}
     units = {
         "makespan_s": ("s", "max over links of bytes / capacity"),
@@ -148,7 +158,7 @@ def routing_study(
         coords={
             "oversubscription": [leaf_down / u for u in ups],
             "pattern": list(patterns),
-            "routing": list(ROUTINGS),
+            "routing": routings,
             "tier": list(TIERS),
         },
         attrs={
