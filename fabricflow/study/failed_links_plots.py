@@ -23,25 +23,21 @@ def plot_failed_links(ds: xr.Dataset):
     fig = new_figure(figsize=(4.2 * len(panels), 3.8))
     axes = np.atleast_1d(fig.subplots(1, len(panels)))
     x = ds.fraction.values * 100
+    keys = [(str(k), str(r)) for k in ds.link_kind.values for r in ds.routing.values]
     for ax, (name, scale, label) in zip(axes, panels, strict=True):
         var = ds[name] * scale
-        routings = list(ds.routing.values) if "routing" in var.dims else [None]
+        routings = list(ds.routing.values) if "routing" in var.dims else ["ecmp"]
         for kind in ds.link_kind.values:
             for routing in routings:
                 sel = var.sel(link_kind=kind)
-                if routing is not None:
+                if "routing" in var.dims:
                     sel = sel.sel(routing=routing)
-                    text = f"{_KIND_LABEL.get(str(kind), kind)}, {routing}"
-                else:
-                    text = f"{_KIND_LABEL.get(str(kind), kind)}, ECMP"
-                median = sel.median("seed").values
-                line = ax.plot(x, median, marker="o", ms=3, label=text)[0]
+                # One color per (kind, routing) in every panel.
+                color = f"C{keys.index((str(kind), str(routing)))}"
+                text = f"{_KIND_LABEL.get(str(kind), kind)}, {routing}"
+                ax.plot(x, sel.median("seed").values, marker="o", ms=3, color=color, label=text)
                 ax.fill_between(
-                    x,
-                    sel.min("seed").values,
-                    sel.max("seed").values,
-                    color=line.get_color(),
-                    alpha=0.2,
+                    x, sel.min("seed").values, sel.max("seed").values, color=color, alpha=0.2
                 )
         ax.set_xlabel("failed cables (%)")
         ax.set_ylabel(label)

@@ -56,7 +56,7 @@ def plot_tiers(ds: xr.Dataset, *, oversubscription: float | None = None):
                 x + (r - (ds.sizes["routing"] - 1) / 2) * width,
                 mean,
                 width,
-                yerr=[np.zeros_like(mean), top - mean],
+                yerr=[np.zeros_like(mean), np.maximum(top - mean, 0.0)],
                 capsize=2,
                 label=str(routing),
             )
