@@ -4,7 +4,8 @@
 
 An 8-to-1 incast with a victim flow at 100 Gb/s runs under DCQCN with static PFC for
 every (K_min, K_max, R_AI) of a 4 x 4 x 3 grid, as one vmapped simulation (20 ms each;
-about 10-20 s on 2 CPU cores; ``--fast``: 2 x 2 x 2, 5 ms, a few seconds). Writes
+88 s measured on a loaded 2-core machine;
+``--fast``: 2 x 2 x 2, 5 ms, a few seconds). Writes
 ``OUT/dcqcn_map.nc`` (dims kmin_bytes, kmax_bytes, rate_ai_Bps), ``OUT/dcqcn_map.png``
 (heat maps of queue p99, utilization and victim rate), ``OUT/dcqcn_tradeoff.png`` and
 ``OUT/dcqcn_map.json``, and prints the key numbers. The computation is

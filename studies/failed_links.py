@@ -1,14 +1,14 @@
 """Sensitivity to the fraction of failed links: throughput, AllReduce and step time.
 
-    python studies/failed_links.py OUT [--fast]
+    python studies/failed_links.py OUT [--gpus N] [--fast]
 
 On a 1,024-GPU 3-tier Clos (ToR attachment, 2:1 leaves, 400 Gb/s NICs), 0, 0.5, 1, 2, 5
 and 10 % of the leaf-spine or of the spine-core cables fail (4 seeds, nested failure
 sets); routing reconverges around them. Measured per point: max-min throughput of a
 bisection permutation and ring AllReduce busbw (ECMP and spray), and a Mixtral-8x7B
-step (TP 2 x EP 8, scattered servers, ECMP). Full run: about 5-10 minutes on 2 CPU
-cores, most of it compiling the max-min solver for the spray routes' shapes;
-``--fast``: 256 GPUs, 3 fractions, 2 seeds, ECMP, Llama-3 8B, well under a minute.
+step (TP 2 x EP 8, scattered servers, ECMP). ``--gpus 256`` took 412 s on a loaded
+2-core machine (much of it compiling solvers for the spray routes' shape); the default
+1,024-GPU run was not timed here. ``--fast``: 256 GPUs, 3 fractions, 2 seeds, ECMP, Llama-3 8B, well under a minute.
 Writes ``OUT/failed_links.nc`` (dims link_kind, fraction, seed, routing),
 ``OUT/failed_links.png`` and ``OUT/failed_links.json``, and prints the key numbers. The
 computation is :func:`fabricflow.study.failed_links.failed_links_study`.

@@ -1,6 +1,6 @@
 """ECMP vs pinned vs spray vs optimized routing on oversubscribed leaves.
 
-    python studies/routing.py OUT [--fast]
+    python studies/routing.py OUT [--gpus N] [--fast]
 
 On a 256-GPU 2-tier ToR Clos (8-GPU servers, 400 Gb/s NICs) with 1:1, 2:1 and 4:1 leaves,
 an all-to-all (1 MiB per flow, 61k flows) and a bisection permutation (64 MiB per flow)
