@@ -6,8 +6,8 @@ On a 256-GPU 2-tier ToR Clos (8-GPU servers, 400 Gb/s NICs) with 1:1, 2:1 and 4:
 an all-to-all (1 MiB per flow, 61k flows) and a bisection permutation (64 MiB per flow)
 are routed by ECMP, by per-flow pinning and by a fractional split from
 ``fabricflow.optimize_routing`` (k = 8), and by spraying; each is timed by makespan,
-max-min completion and throughput, with per-tier link utilization. Full run: a few
-minutes on 2 quiet CPU cores (mostly compiling one solver per route shape);
+max-min completion and throughput, with per-tier link utilization. The default run took
+533 s on a loaded 2-core machine (mostly compiling one solver per route shape);
 ``--fast``: 32 GPUs, 1:1 and 4:1, permutation only. Writes ``OUT/routing.nc`` (dims
 oversubscription, pattern, routing, tier), ``OUT/routing.png`` (completion relative to
 the best routing), ``OUT/routing_tiers.png`` and ``OUT/routing.json``. The computation
