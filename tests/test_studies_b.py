@@ -137,7 +137,7 @@ def test_routing_hash_vs_spray_on_a_small_clos():
         routing_study(gpus=32, leaf_up=(16,), routings=("hash",))
 
 
-@pytest.mark.slow  # compiles the routing optimizer twice (minutes on a loaded 2-core machine)
+@pytest.mark.slow  # compiles the routing optimizer twice: ~20 s idle, minutes on a loaded machine
 def test_routing_fast_run_orders_the_routings(tmp_path):
     ds, numbers = run_fast("routing", tmp_path)
     assert ds.makespan_s.dims == ("oversubscription", "pattern", "routing")
