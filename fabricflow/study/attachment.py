@@ -36,10 +36,9 @@ from ..collective.groups import make_groups
 from ..collective.model import prepare_collective
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
-from ..workload.layout import Layout
 from ..workload.step import step_time
 from .collective_effects import small_clos
-from .oversubscription import Job
+from .oversubscription import Job, dense_and_moe_jobs
 
 ATTACHMENTS = ("rail", "tor")
 LEAF_UPLINKS = (16, 4)  # of 16 leaf down ports: 1:1 and 4:1
@@ -68,53 +67,9 @@ def default_jobs(gpus: int, *, fast: bool = False) -> tuple[Job, ...]:
     Full: Llama 3 70B (TP 8, PP 4) and Mixtral 8x22B (TP 4, PP 4, EP 8: expert groups span
     4 nodes). Fast: Llama 3 8B (TP 8, PP 2) and Mixtral 8x7B (TP 2, PP 2, EP 8: 2 nodes).
     """
-    if fast:
-        dense = Layout(
-            tp=8,
-            pp=2,
-            dp=gpus // 16,
-            micro_batch=1,
-            global_batch=gpus // 4,
-            seq_len=4096,
-            recompute="selective",
-        )
-        moe = Layout(
-            tp=2,
-            pp=2,
-            dp=gpus // 4,
-            ep=8,
-            micro_batch=1,
-            global_batch=gpus // 2,
-            seq_len=4096,
-            recompute="full",
-        )
-        return (
-            Job("dense", "llama3-8b", "h100-sxm", dense),
-            Job("moe", "mixtral-8x7b", "h100-sxm", moe),
-        )
-    dense = Layout(
-        tp=8,
-        pp=4,
-        dp=gpus // 32,
-        micro_batch=1,
-        global_batch=gpus // 4,
-        seq_len=8192,
-        recompute="selective",
-    )
-    moe = Layout(
-        tp=4,
-        pp=4,
-        dp=gpus // 16,
-        ep=8,
-        micro_batch=1,
-        global_batch=gpus // 2,
-        seq_len=4096,
-        recompute="full",
-    )
-    return (
-        Job("dense", "llama3-70b", "h100-sxm", dense),
-        Job("moe", "mixtral-8x22b", "h100-sxm", moe),
-    )
+    if gpus % 128:
+        raise SpecError("gpus", f"must be a multiple of 128, got {gpus}")
+    return dense_and_moe_jobs(gpus, fast=fast)
 
 
 def _busbw(

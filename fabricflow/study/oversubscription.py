@@ -56,6 +56,12 @@ def default_jobs(gpus: int, *, fast: bool = False) -> tuple[Job, ...]:
     """
     if gpus % 512:
         raise SpecError("gpus", f"must be a multiple of 512 (pods of 512 GPUs), got {gpus}")
+    return dense_and_moe_jobs(gpus, fast=fast)
+
+
+def dense_and_moe_jobs(gpus: int, *, fast: bool = False) -> tuple[Job, ...]:
+    """The dense and the MoE job of :func:`default_jobs` on ``gpus`` GPUs (a multiple of
+    32; the callers check their own fabric's granularity)."""
     if fast:
         dense = Layout(
             tp=8,
