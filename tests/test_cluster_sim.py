@@ -329,3 +329,27 @@ def test_invariants_under_random_failures(
         if job["slowdown"] is not None:
             assert job["slowdown"] == pytest.approx(1.0)
         assert job["restarts"] <= job["failures"] + job["preemptions"]
+
+
+def test_job_whose_gpus_cannot_reach_each_other_waits_instead_of_failing():
+    """Three leaves; leaf 0 lost its uplink to spine 1 and leaf 2 its uplink to spine 0,
+    so GPUs of leaf 0 cannot reach GPUs of leaf 2 (no up/down path survives) though every
+    GPU keeps an uplink. First-fit then offers the 32-GPU job leaves 0 and 2: it cannot
+    start there, waits (no crash, no lost steps), and runs once leaf 1 frees up."""
+    from fabricflow.study.collective_effects import small_clos
+
+    fabric = small_clos(attachment="tor", gpus=48, leaf_down=16, leaf_up=2, spine_radix=3)
+    up = np.flatnonzero((fabric.link_kind == "leaf") & (fabric.node_tier[fabric.link_src] == 1))
+    leaf_of, spine_of = fabric.link_src[up], fabric.link_dst[up]
+    leaves, spines = np.unique(leaf_of), np.unique(spine_of)
+    cut = up[
+        ((leaf_of == leaves[0]) & (spine_of == spines[1]))
+        | ((leaf_of == leaves[2]) & (spine_of == spines[0]))
+    ]
+    broken = fabric.without(links=cut)
+    trace = [_row("a", 16, 20), _row("b", 16, 400), _row("span", 32, 20, arrival=1.0)]
+    run = simulate_cluster(broken, trace, scheduler="first-fit")
+    jobs = {job["id"]: job for job in run.jobs}
+    assert run.cluster["stats"]["unreachable_starts"] >= 1
+    assert all(job["steps_done"] == spec["steps"] for job, spec in zip(run.jobs, trace))
+    assert jobs["span"]["end_s"] > jobs["b"]["end_s"]  # it ran only after leaf 1 freed up

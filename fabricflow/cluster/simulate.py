@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import SolverError, SpecError
+from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.structure_cache import fabric_fingerprint
 from . import interference as _interference
@@ -79,6 +79,7 @@ class _Job:
     needs_restart: bool = False
     log: list = dataclasses.field(default_factory=list)  # (t, state, gpus, step_s)
     traffic: object = None  # interference.JobTraffic, computed on first placement
+    blocked_on: tuple = ()  # (fabric, allocation) versions when its GPUs could not reach each other
 
 
 @dataclasses.dataclass
@@ -295,6 +296,7 @@ class _Simulator:
         self.holding: set[int] = set()  # keys of jobs holding GPUs (running or restarting)
         self.mix_changed = False
         self.alloc_changed = True
+        self.alloc_version = 0  # counts allocation changes
         self.done = 0
         self.events = 0
         self.acc = {"busy": 0.0, "down": 0.0, "idle": 0.0}
@@ -311,7 +313,9 @@ class _Simulator:
             "reevaluate_s": 0.0,
             "fabric_updates": 0,
             "fabric_update_s": 0.0,
+            "unreachable_starts": 0,
         }
+        self.fabric_version = 0  # counts link failures and repairs
         self.progress = None
         self._setup_failures()
         for job in self.jobs:
@@ -422,12 +426,15 @@ class _Simulator:
             for key in sorted(int(k) for k in np.atleast_1d(hit)):
                 self._interrupt(self.jobs[key], failure=True)
             self.alloc_changed = True
+            self.alloc_version += 1
         if newly_up.size:
             self.state.set_up(newly_up)
             self.alloc_changed = True
+            self.alloc_version += 1
         if links_changed and self.net is not None:  # without a network model: nothing to do
             began = time.perf_counter()
             self.fabric = self._failed_fabric(self.link_down > 0)
+            self.fabric_version += 1
             cut_off = self.net.set_fabric(self.fabric)
             for key in sorted(int(k) for k in cut_off):  # GPUs that can no longer reach each other
                 self._interrupt(self.jobs[key], failure=True)
@@ -518,6 +525,7 @@ class _Simulator:
         job.gpus = np.asarray(gpus, dtype=np.int64)
         job.requeued = False
         self.alloc_changed = True
+        self.alloc_version += 1
         if job.start_s is None:
             job.start_s = self.t
         if job.needs_restart:
@@ -543,9 +551,32 @@ class _Simulator:
         job.pos = 0.0
         job.step_s = job.standalone_s
         if self.net is not None:
-            self.net.add(job.key, job.spec, job.standalone, job.gpus)
+            try:
+                self.net.add(job.key, job.spec, job.standalone, job.gpus)
+            except RoutingError:
+                self._unreachable(job)
+                return
         self.mix_changed = True
         self._schedule_finish(job)
+        self._log(job)
+
+    def _unreachable(self, job: _Job) -> None:
+        """The job's GPUs cannot all reach each other over the surviving links (up/down
+        routing has no detour around these failures), so it cannot run there: it goes
+        back to the queue, keeps its progress, and is not placed again until the fabric or
+        the allocation changes (a repair, a failure, a job starting or ending), since the
+        same state would give the same placement."""
+        self.state.release(job.key)
+        self.holding.discard(job.key)
+        job.gpus = None
+        job.state = QUEUED
+        job.requeued = True
+        job.needs_restart = job.restarts > 0 or job.failures > 0 or job.preemptions > 0
+        self.queue.append(job.key)
+        self.alloc_changed = True
+        self.alloc_version += 1
+        job.blocked_on = (self.fabric_version, self.alloc_version)
+        self.stats["unreachable_starts"] += 1
         self._log(job)
 
     def _stop_running(self, job: _Job) -> None:
@@ -578,6 +609,7 @@ class _Simulator:
         job.needs_restart = True
         self.queue.append(job.key)
         self.alloc_changed = True
+        self.alloc_version += 1
         self._log(job)
 
     def _swap_to_spares(self, job: _Job) -> bool:
@@ -600,6 +632,7 @@ class _Simulator:
         self.state.allocate(job.key, gpus)
         job.gpus = gpus
         self.alloc_changed = True
+        self.alloc_version += 1
         return True
 
     def _replenish_spares(self) -> None:
@@ -620,6 +653,7 @@ class _Simulator:
             gpus = (take[:, None] * self.gpn + np.arange(self.gpn)).ravel()
             self.state.reserve_spares(np.sort(gpus))
             self.alloc_changed = True
+            self.alloc_version += 1
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:
@@ -643,6 +677,9 @@ class _Simulator:
             job = jobs[key]
             size = job.spec.gpus
             preempt = job.spec.priority > lowest
+            if job.blocked_on == (self.fabric_version, self.alloc_version):  # nothing changed
+                waiting.append(key)
+                continue
             if size >= smallest_failed and not preempt:
                 waiting.append(key)
                 continue
@@ -811,6 +848,7 @@ class _Simulator:
             job.gpus = None
             self.done += 1
             self.alloc_changed = True
+            self.alloc_version += 1
             self._log(job)
         elif kind == _RESTARTED:
             job = self.jobs[a]
