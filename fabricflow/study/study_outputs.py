@@ -8,6 +8,7 @@ leaves no half-written file.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -34,14 +35,45 @@ def _plain(value):
     return value
 
 
+def parse_study_args(
+    doc: str,
+    argv: list[str] | None = None,
+    *,
+    fast_help: str = "small version (tests)",
+    gpus_default: int | None = None,
+    gpus_help: str | None = None,
+    thumbnail_help: str | None = None,
+) -> argparse.Namespace:
+    """The command line the study scripts share: ``OUT [--fast] [--gpus N] [--thumbnail PNG]``.
+
+    ``doc`` is the script's docstring (its first line describes the command); ``--gpus``
+    is offered only with ``gpus_help`` and ``--thumbnail`` only with ``thumbnail_help``.
+    ``out`` and ``thumbnail`` come back as :class:`pathlib.Path`.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("out", type=pathlib.Path, help="output folder")
+    parser.add_argument("--fast", action="store_true", help=fast_help)
+    if gpus_help is not None:
+        parser.add_argument("--gpus", type=int, default=gpus_default, help=gpus_help)
+    if thumbnail_help is not None:
+        parser.add_argument("--thumbnail", type=pathlib.Path, default=None, help=thumbnail_help)
+    return parser.parse_args(argv)
+
+
+def save_dataset(out: str | os.PathLike, name: str, dataset: xr.Dataset) -> pathlib.Path:
+    """Write ``dataset`` atomically as ``out/<name>.nc`` (creating ``out``); returns the path."""
+    path = pathlib.Path(ensure_folder(out)) / f"{name}.nc"
+    with atomic_path(path) as tmp:
+        dataset.to_netcdf(tmp)
+    return path
+
+
 def save_study(
     out: str | os.PathLike, name: str, dataset: xr.Dataset, figures: dict, numbers: dict
 ) -> dict:
     """Write ``out/<name>.nc``, each ``figures[stem]`` as ``out/<stem>.png`` and
     ``numbers`` as ``out/<name>.json``; returns ``numbers`` made JSON-able."""
-    folder = pathlib.Path(ensure_folder(out))
-    with atomic_path(folder / f"{name}.nc") as tmp:
-        dataset.to_netcdf(tmp)
+    folder = save_dataset(out, name, dataset).parent
     for stem, fig in figures.items():
         save_figure(fig, folder / f"{stem}.png")
     plain = _plain(numbers)
@@ -49,4 +81,4 @@ def save_study(
     return plain
 
 
-__all__ = ["save_study"]
+__all__ = ["parse_study_args", "save_dataset", "save_study"]
