@@ -13,26 +13,11 @@ import json
 import os
 import pathlib
 
-import numpy as np
 import xarray as xr
 
 from ..atomic import atomic_path, ensure_folder, write_text
+from ..commands._common import to_jsonable
 from .figures import save_figure
-
-
-def _plain(value):
-    """JSON-able copy of numbers, arrays and nested containers (NaN -> None)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def parse_study_args(
@@ -76,7 +61,7 @@ def save_study(
     folder = save_dataset(out, name, dataset).parent
     for stem, fig in figures.items():
         save_figure(fig, folder / f"{stem}.png")
-    plain = _plain(numbers)
+    plain = to_jsonable(numbers, infinity_as_text=False)
     write_text(folder / f"{name}.json", json.dumps(plain, indent=1))
     return plain
 
