@@ -14,12 +14,10 @@ GPUs, 2 sizes, smaller models (the tests run it).
 
 from __future__ import annotations
 
-import json
-
 from fabricflow.atomic import ensure_folder
 from fabricflow.study.attachment import attachment_study, key_numbers
 from fabricflow.study.attachment_plots import plot_busbw, plot_step
-from fabricflow.study.study_outputs import parse_study_args, save_dataset
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         data = attachment_study(gpus=args.gpus or 256, sizes=(2.0**20, 2.0**28), fast=True)
     else:
         data = attachment_study(gpus=args.gpus or 512)
-    save_dataset(args.out, "attachment", data)
-    plot_busbw(data, args.out / "attachment_busbw.png")
-    plot_step(data, args.out / "attachment_step.png")
-    if args.thumbnail:
-        plot_busbw(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    plots = {"busbw": plot_busbw, "step": plot_step}
+    write_plotted_study(args, "attachment", data, plots, key_numbers(data))
     return 0
 
 

@@ -14,12 +14,10 @@ evaluations on 512 GPUs in pods of 256 (the tests run it).
 
 from __future__ import annotations
 
-import json
-
 from fabricflow.atomic import ensure_folder
 from fabricflow.study.oversubscription import key_numbers, oversubscription_study
 from fabricflow.study.oversubscription_plots import plot_breakdown, plot_step_time
-from fabricflow.study.study_outputs import parse_study_args, save_dataset
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,12 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         data = oversubscription_study(gpus=args.gpus or 2048)
-    save_dataset(args.out, "oversubscription", data)
-    plot_step_time(data, args.out / "oversubscription_step_time.png")
-    plot_breakdown(data, args.out / "oversubscription_breakdown.png")
-    if args.thumbnail:
-        plot_step_time(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    # the first figure is also the thumbnail
+    plots = {"step_time": plot_step_time, "breakdown": plot_breakdown}
+    write_plotted_study(args, "oversubscription", data, plots, key_numbers(data))
     return 0
 
 

@@ -15,12 +15,10 @@ run it).
 
 from __future__ import annotations
 
-import json
-
 from fabricflow.atomic import ensure_folder
 from fabricflow.study.scaleup_domain import key_numbers, scaleup_domain_study
 from fabricflow.study.scaleup_domain_plots import plot_breakdown, plot_step_time
-from fabricflow.study.study_outputs import parse_study_args, save_dataset
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,12 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         data = scaleup_domain_study(ep_sizes=(8, 64), job_gpus=512)
     else:
         data = scaleup_domain_study()
-    save_dataset(args.out, "scaleup_domain", data)
-    plot_step_time(data, args.out / "scaleup_domain_step_time.png")
-    plot_breakdown(data, args.out / "scaleup_domain_breakdown.png")
-    if args.thumbnail:
-        plot_step_time(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    # the first figure is also the thumbnail
+    plots = {"step_time": plot_step_time, "breakdown": plot_breakdown}
+    write_plotted_study(args, "scaleup_domain", data, plots, key_numbers(data))
     return 0
 
 

@@ -53,6 +53,21 @@ def save_dataset(out: str | os.PathLike, name: str, dataset: xr.Dataset) -> path
     return path
 
 
+def write_plotted_study(
+    args: argparse.Namespace, name: str, dataset: xr.Dataset, plots: dict, numbers: dict
+) -> None:
+    """Outputs of a study script whose figures draw themselves to a path: ``OUT/<name>.nc``,
+    ``plots[suffix](dataset, OUT/<name>_<suffix>.png)`` for each figure, the first one
+    again as a thumbnail at ``args.thumbnail`` when given, and the run's ``seconds`` with
+    ``numbers`` printed as one JSON line on stdout."""
+    save_dataset(args.out, name, dataset)
+    for suffix, plot in plots.items():
+        plot(dataset, pathlib.Path(args.out) / f"{name}_{suffix}.png")
+    if args.thumbnail:
+        next(iter(plots.values()))(dataset, args.thumbnail, thumbnail=True)
+    print(json.dumps({"seconds": dataset.attrs["seconds"], **numbers}))
+
+
 def save_study(
     out: str | os.PathLike, name: str, dataset: xr.Dataset, figures: dict, numbers: dict
 ) -> dict:
@@ -66,4 +81,4 @@ def save_study(
     return plain
 
 
-__all__ = ["parse_study_args", "save_dataset", "save_study"]
+__all__ = ["parse_study_args", "save_dataset", "save_study", "write_plotted_study"]
