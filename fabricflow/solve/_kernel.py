@@ -108,9 +108,9 @@ def scatter_hops(per_flow, ids, coef_hm, num_slots, how, identity):
     contiguous row of ``B`` values (the coefficients ``[H, F]`` are shared by the batch).
     """
     out = jnp.full((num_slots, *per_flow.shape[1:]), identity, per_flow.dtype)
-    batch_axes = (None,) * (per_flow.ndim - 1)
+    batch_ones = (1,) * (per_flow.ndim - 1)  # coefficients broadcast over the batch axis
     for hop in range(ids.shape[0]):
-        values = per_flow if coef_hm is None else per_flow * coef_hm[hop][(..., *batch_axes)]
+        values = per_flow if coef_hm is None else per_flow * coef_hm[hop].reshape(-1, *batch_ones)
         target = out.at[ids[hop]]
         out = (
             target.add(values, mode="promise_in_bounds")
