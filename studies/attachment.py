@@ -14,36 +14,27 @@ GPUs, 2 sizes, smaller models (the tests run it).
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
-
-from fabricflow.atomic import atomic_path, ensure_folder
+from fabricflow.atomic import ensure_folder
 from fabricflow.study.attachment import attachment_study, key_numbers
 from fabricflow.study.attachment_plots import plot_busbw, plot_step
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=pathlib.Path, help="output folder")
-    parser.add_argument("--fast", action="store_true", help="small version (tests)")
-    parser.add_argument("--gpus", type=int, default=None, help="fabric size (multiple of 128)")
-    parser.add_argument(
-        "--thumbnail", type=pathlib.Path, default=None, help="also write a small busbw PNG here"
+    args = parse_study_args(
+        __doc__,
+        argv,
+        gpus_help="fabric size (multiple of 128)",
+        thumbnail_help="also write a small busbw PNG here",
     )
-    args = parser.parse_args(argv)
     ensure_folder(args.out)
     if args.fast:
         data = attachment_study(gpus=args.gpus or 256, sizes=(2.0**20, 2.0**28), fast=True)
     else:
         data = attachment_study(gpus=args.gpus or 512)
-    with atomic_path(args.out / "attachment.nc") as tmp:
-        data.to_netcdf(tmp)
-    plot_busbw(data, args.out / "attachment_busbw.png")
-    plot_step(data, args.out / "attachment_step.png")
-    if args.thumbnail:
-        plot_busbw(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    plots = {"busbw": plot_busbw, "step": plot_step}
+    write_plotted_study(args, "attachment", data, plots, key_numbers(data))
     return 0
 
 

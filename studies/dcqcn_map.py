@@ -14,13 +14,13 @@ every (K_min, K_max, R_AI) of a 4 x 4 x 3 grid, as one vmapped simulation (20 ms
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 
 from fabricflow.jax_cache import enable_persistent_cache
+from fabricflow.study.study_outputs import parse_study_args
 
 
 def run(out, *, fast: bool = False) -> dict:
@@ -71,10 +71,7 @@ def run(out, *, fast: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="output folder")
-    parser.add_argument("--fast", action="store_true", help="small grid, short runs (tests)")
-    args = parser.parse_args(argv)
+    args = parse_study_args(__doc__, argv, fast_help="small grid, short runs (tests)")
     enable_persistent_cache()  # reruns load the compiled solvers instead of compiling
     print(json.dumps(run(args.out, fast=args.fast)))
     return 0

@@ -16,11 +16,11 @@ computation is :func:`fabricflow.study.failed_links.failed_links_study`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 from fabricflow.jax_cache import enable_persistent_cache
+from fabricflow.study.study_outputs import parse_study_args
 
 
 def run(out, *, fast: bool = False, gpus: int = 1024) -> dict:
@@ -60,13 +60,13 @@ def run(out, *, fast: bool = False, gpus: int = 1024) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="output folder")
-    parser.add_argument("--fast", action="store_true", help="small fabric and grid (tests)")
-    parser.add_argument(
-        "--gpus", type=int, default=1024, help="fabric size, a multiple of 256 (default 1024)"
+    args = parse_study_args(
+        __doc__,
+        argv,
+        fast_help="small fabric and grid (tests)",
+        gpus_default=1024,
+        gpus_help="fabric size, a multiple of 256 (default 1024)",
     )
-    args = parser.parse_args(argv)
     enable_persistent_cache()  # reruns load the compiled solvers instead of compiling
     print(json.dumps(run(args.out, fast=args.fast, gpus=args.gpus)))
     return 0

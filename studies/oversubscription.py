@@ -14,27 +14,19 @@ evaluations on 512 GPUs in pods of 256 (the tests run it).
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
-
-from fabricflow.atomic import atomic_path, ensure_folder
+from fabricflow.atomic import ensure_folder
 from fabricflow.study.oversubscription import key_numbers, oversubscription_study
 from fabricflow.study.oversubscription_plots import plot_breakdown, plot_step_time
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=pathlib.Path, help="output folder")
-    parser.add_argument("--fast", action="store_true", help="small version (tests)")
-    parser.add_argument("--gpus", type=int, default=None, help="job size (multiple of 512)")
-    parser.add_argument(
-        "--thumbnail",
-        type=pathlib.Path,
-        default=None,
-        help="also write a small PNG of the step-time figure here",
+    args = parse_study_args(
+        __doc__,
+        argv,
+        gpus_help="job size (multiple of 512)",
+        thumbnail_help="also write a small PNG of the step-time figure here",
     )
-    args = parser.parse_args(argv)
     ensure_folder(args.out)
     if args.fast:
         data = oversubscription_study(
@@ -42,13 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         data = oversubscription_study(gpus=args.gpus or 2048)
-    with atomic_path(args.out / "oversubscription.nc") as tmp:
-        data.to_netcdf(tmp)
-    plot_step_time(data, args.out / "oversubscription_step_time.png")
-    plot_breakdown(data, args.out / "oversubscription_breakdown.png")
-    if args.thumbnail:
-        plot_step_time(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    # the first figure is also the thumbnail
+    plots = {"step_time": plot_step_time, "breakdown": plot_breakdown}
+    write_plotted_study(args, "oversubscription", data, plots, key_numbers(data))
     return 0
 
 

@@ -15,35 +15,23 @@ run it).
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
-
-from fabricflow.atomic import atomic_path, ensure_folder
+from fabricflow.atomic import ensure_folder
 from fabricflow.study.scaleup_domain import key_numbers, scaleup_domain_study
 from fabricflow.study.scaleup_domain_plots import plot_breakdown, plot_step_time
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=pathlib.Path, help="output folder")
-    parser.add_argument("--fast", action="store_true", help="small version (tests)")
-    parser.add_argument(
-        "--thumbnail", type=pathlib.Path, default=None, help="also write a small PNG here"
-    )
-    args = parser.parse_args(argv)
+    args = parse_study_args(__doc__, argv, thumbnail_help="also write a small PNG here")
     ensure_folder(args.out)
     if args.fast:
         data = scaleup_domain_study(ep_sizes=(8, 64), job_gpus=512)
     else:
         data = scaleup_domain_study()
-    with atomic_path(args.out / "scaleup_domain.nc") as tmp:
-        data.to_netcdf(tmp)
-    plot_step_time(data, args.out / "scaleup_domain_step_time.png")
-    plot_breakdown(data, args.out / "scaleup_domain_breakdown.png")
-    if args.thumbnail:
-        plot_step_time(data, args.thumbnail, thumbnail=True)
-    print(json.dumps({"seconds": data.attrs["seconds"], **key_numbers(data)}))
+    # the first figure is also the thumbnail
+    # the first figure is also the thumbnail
+    plots = {"step_time": plot_step_time, "breakdown": plot_breakdown}
+    write_plotted_study(args, "scaleup_domain", data, plots, key_numbers(data))
     return 0
 
 

@@ -63,6 +63,27 @@ def standalone(spec, fabric):
     return ff.step_time(spec.model, spec.gpu, spec.layout, fabric, order=spec.order)
 
 
+def interleaved_pair():
+    """The 4:1 fabric, a 32-GPU job, its standalone step and an :class:`Interference` with
+    two copies of the job, keys 0 and 1, on servers 0,2,4,6 and 1,3,5,7: every leaf of
+    0..3 holds one server of each job, so they share the leaf uplinks."""
+    fabric = oversubscribed()
+    spec = job(32)
+    alone = standalone(spec, fabric)
+    inter = Interference(fabric)
+    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
+    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    return fabric, spec, alone, inter
+
+
+def uplinks_of_gpu0(fabric) -> np.ndarray:
+    """The leaf-to-spine links of the leaf that GPU 0's NIC attaches to."""
+    nic = fabric.links_of_kind("nic")
+    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
+    uplinks = fabric.links_of_kind("leaf")
+    return uplinks[fabric.link_src[uplinks] == leaf0]
+
+
 def test_alone_at_gpus_0_to_n_is_the_standalone_step():
     fabric = ff.load_fabric("dgx-h100-superpod")
     for spec in (job(64, tp=2), job(32, tp=2, pp=2, order="tp-cp-ep-pp-dp")):
@@ -73,13 +94,7 @@ def test_alone_at_gpus_0_to_n_is_the_standalone_step():
 
 
 def test_jobs_sharing_oversubscribed_uplinks_both_slow_down():
-    fabric = oversubscribed()
-    spec = job(32)
-    alone = standalone(spec, fabric)
-    inter = Interference(fabric)
-    # servers 0,2,4,6 and 1,3,5,7: every leaf of 0..3 holds one server of each job
-    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
-    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    fabric, spec, alone, inter = interleaved_pair()
     times = inter.step_times()
     for key in (0, 1):
         assert times[key] > 1.05 * inter.alone_s(key)
@@ -102,12 +117,7 @@ def test_jobs_on_disjoint_leaves_do_not_interfere_and_are_not_resolved():
 
 
 def test_only_the_changed_component_is_resolved():
-    fabric = oversubscribed()
-    spec = job(32)
-    alone = standalone(spec, fabric)
-    inter = Interference(fabric)
-    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
-    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    fabric, spec, alone, inter = interleaved_pair()
     first = inter.step_times()
     inter.add(2, spec, alone, servers([8, 9, 10, 11]))  # leaves 4, 5: its own component
     second = inter.step_times()
@@ -126,12 +136,7 @@ def test_joint_rates_equal_a_brute_force_union_solve():
     from fabricflow.collective.flow_rates import effective_capacity
     from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
-    fabric = oversubscribed()
-    spec = job(32)
-    alone = standalone(spec, fabric)
-    inter = Interference(fabric)
-    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
-    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    fabric, spec, alone, inter = interleaved_pair()
     got = inter.link_load()
     links, coef = [], []
     for key in (0, 1):
@@ -166,11 +171,7 @@ def test_failed_uplink_reroutes_and_slows_the_job():
     inter.add(0, spec, alone, servers([0, 2, 4, 6]))
     before = inter.step_times()[0]
     # fail 3 of the 4 uplinks of leaf 0: its cross-leaf traffic squeezes into one
-    uplinks = fabric.links_of_kind("leaf")
-    nic = fabric.links_of_kind("nic")
-    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
-    mine = uplinks[fabric.link_src[uplinks] == leaf0]
-    inter.set_fabric(fabric.without(links=mine[:3]))
+    inter.set_fabric(fabric.without(links=uplinks_of_gpu0(fabric)[:3]))
     after = inter.step_times()[0]
     assert after > 1.2 * before
     assert inter.stats["prepared"] == 2  # re-routed once
@@ -213,12 +214,7 @@ def test_bad_inputs_are_refused():
 
 
 def test_a_job_restarted_elsewhere_under_the_same_key_is_resolved():
-    fabric = oversubscribed()
-    spec = job(32)
-    alone = standalone(spec, fabric)
-    inter = Interference(fabric)
-    inter.add(0, spec, alone, servers([0, 2, 4, 6]))
-    inter.add(1, spec, alone, servers([1, 3, 5, 7]))
+    fabric, spec, alone, inter = interleaved_pair()
     inter.step_times()
     inter.remove(0)
     moved = servers([0, 2, 8, 9])  # still shares leaves 0 and 1 with job 1
@@ -235,8 +231,5 @@ def test_a_job_cut_off_by_failed_links_is_reported_and_removed():
     inter = Interference(fabric)
     inter.add(0, spec, None, servers([0, 2, 4, 6]))
     inter.add(1, spec, None, servers([8, 9, 10, 11]))
-    nic = fabric.links_of_kind("nic")
-    leaf0 = int(fabric.link_dst[nic[fabric.link_src[nic] == fabric.gpu_node[0]][0]])
-    uplinks = fabric.links_of_kind("leaf")
-    assert inter.set_fabric(fabric.without(links=uplinks[fabric.link_src[uplinks] == leaf0])) == [0]
+    assert inter.set_fabric(fabric.without(links=uplinks_of_gpu0(fabric))) == [0]
     assert set(inter.step_times()) == {1}

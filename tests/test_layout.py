@@ -64,3 +64,10 @@ def test_llama3_405b_split_counts_embedding_and_loss_as_layers():
 
 def test_even_split():
     assert Layout(pp=4, dp=1).stage_layers(LLAMA) == (20, 20, 20)
+
+
+def test_parallel_label_names_each_degree():
+    from fabricflow.workload.layout import Layout
+
+    assert Layout(tp=8, pp=4, vpp=2, ep=8, dp=4).parallel_label() == "TP8 CP1 EP8 PP4x2 DP4"
+    assert Layout(tp=2, cp=2, dp=4).parallel_label() == "TP2 CP2 PP1 DP4"

@@ -246,6 +246,18 @@ def cli(*args, **kwargs):
     )
 
 
+def start_sweep(spec: Path, store: Path, workers: int, **popen) -> subprocess.Popen:
+    """``fabricflow sweep SPEC --out STORE --workers N --json`` as a child process, for the
+    tests that kill or interrupt it; ``popen``: its output pipes."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabricflow.cli", "sweep", str(spec), "--out", str(store)]
+        + ["--workers", str(workers), "--json"],
+        env=ENV,
+        cwd=ROOT,
+        **popen,
+    )
+
+
 def write_spec(path: Path, spec: dict) -> Path:
     path.write_text(json.dumps(spec))
     return path
@@ -299,24 +311,7 @@ def test_kill_9_at_half_then_resume_computes_only_the_rest(tmp_path):
         {"task": QUAD, "fixed": {"log": str(log), "delay": 0.05}, "grid": {"x": xs, "y": ys}},
     )
     store = tmp_path / "s.zarr"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fabricflow.cli",
-            "sweep",
-            str(spec),
-            "--out",
-            str(store),
-            "--workers",
-            "0",
-            "--json",
-        ],
-        env=ENV,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = start_sweep(spec, store, 0, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_done(store, 20)
         process.kill()  # SIGKILL: no cleanup at all
@@ -341,25 +336,7 @@ def test_ctrl_c_exits_130_and_keeps_finished_points(tmp_path):
         {"task": QUAD, "fixed": {"delay": 0.1}, "grid": {"x": list(range(30))}},
     )
     store = tmp_path / "s.zarr"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fabricflow.cli",
-            "sweep",
-            str(spec),
-            "--out",
-            str(store),
-            "--workers",
-            "2",
-            "--json",
-        ],
-        env=ENV,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_sweep(spec, store, 2, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_done(store, 4)
     process.send_signal(2)
     out, err = process.communicate(timeout=60)
@@ -382,24 +359,7 @@ def test_two_sweeps_writing_one_store_at_once(tmp_path):
     )
     store = tmp_path / "s.zarr"
     runs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fabricflow.cli",
-                "sweep",
-                str(spec),
-                "--out",
-                str(store),
-                "--workers",
-                "0",
-                "--json",
-            ],
-            env=ENV,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        start_sweep(spec, store, 0, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(2)
     ]
     for process in runs:
@@ -585,24 +545,7 @@ def test_workers_leave_when_their_parent_is_killed(tmp_path):
         {"task": QUAD, "fixed": {"delay": 0.5}, "grid": {"x": list(range(40))}},
     )
     store = tmp_path / "s.zarr"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fabricflow.cli",
-            "sweep",
-            str(spec),
-            "--out",
-            str(store),
-            "--workers",
-            "2",
-            "--json",
-        ],
-        env=ENV,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_sweep(spec, store, 2, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_done(store, 1)
     children = _children(process.pid)
     assert len(children) >= 2  # the two workers (and multiprocessing's resource tracker)

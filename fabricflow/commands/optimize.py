@@ -175,8 +175,6 @@ def _write_out(search, folder: str) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     lay = kwargs["layout"]
-    parts = [f"TP{lay.tp}", f"CP{lay.cp}"] + ([f"EP{lay.ep}"] if lay.ep > 1 else [])
-    parts += [f"PP{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"DP{lay.dp}"]
     extra = [f"mb{lay.micro_batch}", f"rc={lay.recompute}", f"z{lay.zero}"]
     if lay.sequence_parallel:
         extra.append("sp")
@@ -184,7 +182,7 @@ def describe(kwargs: dict) -> str:
         extra.append("tpo")
     if not lay.dp_overlap:
         extra.append("no-dpo")
-    return " ".join(parts) + " " + ",".join(extra)
+    return lay.parallel_label() + " " + ",".join(extra)
 
 
 def explain(search) -> str:

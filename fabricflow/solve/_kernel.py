@@ -103,11 +103,14 @@ def scatter_hops(per_flow, ids, coef_hm, num_slots, how, identity):
 
     One scatter per hop into a ``[num_slots]`` array (``L + 1``: the last slot is the
     sentinel). Per-hop
-    scatters of an ``[F]`` vector avoid materialising ``[H, F]`` temporaries.
+    scatters of an ``[F]`` vector avoid materialising ``[H, F]`` temporaries. A
+    batch-minor ``per_flow [F, B]`` gives ``[num_slots, B]``: each entry writes a
+    contiguous row of ``B`` values (the coefficients ``[H, F]`` are shared by the batch).
     """
-    out = jnp.full(num_slots, identity, per_flow.dtype)
+    out = jnp.full((num_slots, *per_flow.shape[1:]), identity, per_flow.dtype)
+    batch_ones = (1,) * (per_flow.ndim - 1)  # coefficients broadcast over the batch axis
     for hop in range(ids.shape[0]):
-        values = per_flow if coef_hm is None else per_flow * coef_hm[hop]
+        values = per_flow if coef_hm is None else per_flow * coef_hm[hop].reshape(-1, *batch_ones)
         target = out.at[ids[hop]]
         out = (
             target.add(values, mode="promise_in_bounds")

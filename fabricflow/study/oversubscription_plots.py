@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .figures import new_figure, save_figure
-from .step_plots import COLORS
+from .step_plots import stack_parts
 
 ORDER_LABELS = {
     "tp-cp-ep-dp-pp": "PP outermost (pods split the pipeline)",
@@ -49,13 +49,7 @@ def plot_breakdown(data, path: str | os.PathLike, *, order: str = "tp-cp-ep-pp-d
     x = np.arange(len(ratios))
     for ax, model in zip(axes, models, strict=True):
         parts = data.breakdown_s.sel(model=model, order=order)
-        bottom = np.zeros(len(ratios))
-        for part in data.part.values:
-            values = parts.sel(part=part).values
-            if not np.any(values > 0):
-                continue
-            ax.bar(x, values, bottom=bottom, label=str(part), color=COLORS.get(str(part)))
-            bottom += values
+        stack_parts(ax, x, parts)
         ax.set_xticks(x, [f"{r:g}:1" for r in ratios])
         ax.set_xlabel("spine-tier oversubscription")
         ax.set_ylabel("seconds per step")

@@ -299,12 +299,10 @@ def _fabric_section(fabric) -> dict:
 
 def _describe(kwargs: dict) -> str:
     lay = kwargs["layout"]
-    parts = [f"TP{lay.tp}", f"CP{lay.cp}"] + ([f"EP{lay.ep}"] if lay.ep > 1 else [])
-    parts += [f"PP{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"DP{lay.dp}"]
     extra = [f"mb{lay.micro_batch}", f"recompute={lay.recompute}", f"zero{lay.zero}"]
     if lay.sequence_parallel:
         extra.append("SP")
-    return " ".join(parts) + ", " + ", ".join(extra)
+    return lay.parallel_label() + ", " + ", ".join(extra)
 
 
 def _layouts_section(

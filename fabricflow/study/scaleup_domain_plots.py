@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .figures import new_figure, save_figure
-from .step_plots import COLORS
+from .step_plots import stack_parts
 
 DOMAIN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 
@@ -55,13 +55,7 @@ def plot_breakdown(data, path: str | os.PathLike, *, placement: str = "contiguou
     top = float(np.nanmax(data.step_time_s.sel(placement=placement).values))
     for ax, domain_size in zip(axes, domains, strict=True):
         parts = data.breakdown_s.sel(domain_size=domain_size, placement=placement)
-        bottom = np.zeros(len(ep))
-        for part in data.part.values:
-            values = parts.sel(part=part).values
-            if not np.any(values > 0):
-                continue
-            ax.bar(x, values, bottom=bottom, label=str(part), color=COLORS.get(str(part)))
-            bottom += values
+        stack_parts(ax, x, parts)
         ax.set_xticks(x, [str(int(e)) for e in ep])
         ax.set_xlabel("EP size")
         ax.set_ylim(0, 1.05 * top)

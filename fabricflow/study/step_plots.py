@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..workload.step import BREAKDOWN_KEYS, StepResult
 from .figures import new_figure, save_figure
 
@@ -16,6 +18,19 @@ COLORS = {
     "optimizer": "#8c8c8c",
     "offload": "#ccb974",
 }
+
+
+def stack_parts(ax, x, parts) -> None:
+    """Stack the breakdown ``parts`` (a DataArray with a ``part`` dimension and one value
+    per bar at ``x``, seconds) as bars in the :data:`COLORS` of each part; a part that is
+    zero in every bar is left out of the stack and the legend."""
+    bottom = np.zeros(len(x))
+    for part in parts.part.values:
+        values = parts.sel(part=part).values
+        if not np.any(values > 0):
+            continue
+        ax.bar(x, values, bottom=bottom, label=str(part), color=COLORS.get(str(part)))
+        bottom += values
 
 
 def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:

@@ -139,6 +139,13 @@ class Layout:
     def num_gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
+    def parallel_label(self) -> str:
+        """The parallel degrees as one short label, e.g. ``TP8 CP1 EP8 PP4x2 DP16`` (EP
+        only when > 1, ``xVPP`` only with virtual stages)."""
+        parts = [f"TP{self.tp}", f"CP{self.cp}"] + ([f"EP{self.ep}"] if self.ep > 1 else [])
+        parts += [f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else ""), f"DP{self.dp}"]
+        return " ".join(parts)
+
     @property
     def expert_dp(self) -> int:
         """Data-parallel size of expert weights (``dp * cp / ep``)."""

@@ -20,9 +20,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._kernel import default_rtol, float_dtype, gather, hop_major
+from .._kernel import gather, hop_major, scatter_hops
 from ..status import Status
-from .kernel import MaxMinSolution
+from .kernel import MaxMinSolution, solver_arguments
 
 __all__ = ["solve_max_min_batch"]
 
@@ -44,20 +44,7 @@ def solve_max_min_batch(
         :class:`MaxMinSolution` with ``rates`` and ``bottleneck`` ``[B, F]`` and
         ``rounds``, ``status`` ``[B]`` (jax arrays). Pure JAX, never raises on values.
     """
-    dtype = float_dtype(capacity, weight, demand, coef)
-    if max_iters is None:
-        max_iters = links.shape[0] + 1
-    if rtol is None:
-        rtol = default_rtol(dtype)
-    return _solve_batch(
-        jnp.asarray(links),
-        jnp.asarray(capacity, dtype),
-        None if weight is None else jnp.asarray(weight, dtype),
-        None if demand is None else jnp.asarray(demand, dtype),
-        None if coef is None else jnp.asarray(coef, dtype),
-        jnp.asarray(max_iters, jnp.int32),
-        jnp.asarray(rtol, dtype),
-    )
+    return _solve_batch(*solver_arguments(links, capacity, weight, demand, coef, max_iters, rtol))
 
 
 def _quantum(capacity):
@@ -106,18 +93,8 @@ def _solve_batch(links, capacity, weight, demand, coef, max_iters, rtol) -> MaxM
 
     def scatter(per_flow, how, identity):
         """``[L + 1, B]`` per-link sum / min of ``per_flow [F, B]`` over the entries."""
-        out = jnp.full((slots, batch), identity, dtype)
-        for hop in range(num_hops):
-            # Sums weigh each entry by its coefficient; the minimum of levels does not.
-            weighted = coef_hm is not None and how == "add"
-            values = per_flow * coef_hm[hop][:, None] if weighted else per_flow
-            target = out.at[ids[hop]]
-            out = (
-                target.add(values, mode="promise_in_bounds")
-                if how == "add"
-                else target.min(values, mode="promise_in_bounds")
-            )
-        return out
+        # Sums weigh each entry by its coefficient; the minimum of levels does not.
+        return scatter_hops(per_flow, ids, coef_hm if how == "add" else None, slots, how, identity)
 
     def residual(frozen):
         if quantum is None:

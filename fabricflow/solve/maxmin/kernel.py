@@ -114,13 +114,20 @@ def solve_max_min(
         >>> sol.rates   # parking lot: every flow gets 1/2
         Array([0.5, 0.5, 0.5], dtype=float32)
     """
+    return _solve(*solver_arguments(links, capacity, weight, demand, coef, max_iters, rtol))
+
+
+def solver_arguments(links, capacity, weight, demand, coef, max_iters, rtol) -> tuple:
+    """The jitted solvers' arguments, in order: defaults filled in (``max_iters`` ``F + 1``,
+    :func:`default_rtol`) and every value a jax array of one float dtype (``links`` and
+    ``max_iters`` int). ``None`` stays ``None`` (an absent ``weight``/``demand``/``coef``
+    is static: it compiles a different program)."""
     dtype = float_dtype(capacity, weight, demand, coef)
-    num_flows = links.shape[0]
     if max_iters is None:
-        max_iters = num_flows + 1
+        max_iters = links.shape[0] + 1
     if rtol is None:
         rtol = default_rtol(dtype)
-    return _solve(
+    return (
         jnp.asarray(links),
         jnp.asarray(capacity, dtype),
         None if weight is None else jnp.asarray(weight, dtype),

@@ -232,32 +232,27 @@ def _batch_sharded_solver(mesh: Mesh, given: tuple[str, ...], per_scenario: tupl
         and ("coef" not in given or not per_scenario[given.index("coef")])
     )
 
-    def one(*args):
-        named = dict(zip(given, args[: len(given)], strict=True))
-        max_iters, rtol = args[len(given) :]
-        return solve_max_min(
-            named["links"],
-            named["capacity"],
-            named.get("weight"),
-            named.get("demand"),
-            named.get("coef"),
-            max_iters=max_iters,
-            rtol=rtol,
-        )
+    def call(solver):
+        """``solver`` on the positional arguments ``(*given, max_iters, rtol)``."""
 
-    def shared(*args):
-        # One route table: the batch-minor kernel (one index per entry for all scenarios).
-        named = dict(zip(given, args[: len(given)], strict=True))
-        max_iters, rtol = args[len(given) :]
-        return solve_max_min_batch(
-            named["links"],
-            named["capacity"],
-            named.get("weight"),
-            named.get("demand"),
-            named.get("coef"),
-            max_iters=max_iters,
-            rtol=rtol,
-        )
+        def run(*args):
+            named = dict(zip(given, args[: len(given)], strict=True))
+            max_iters, rtol = args[len(given) :]
+            return solver(
+                named["links"],
+                named["capacity"],
+                named.get("weight"),
+                named.get("demand"),
+                named.get("coef"),
+                max_iters=max_iters,
+                rtol=rtol,
+            )
+
+        return run
+
+    one = call(solve_max_min)
+    # One route table: the batch-minor kernel (one index per entry for all scenarios).
+    shared = call(solve_max_min_batch)
 
     in_axes = (*(0 if split else None for split in per_scenario), None, None)
     local = shared if shared_routes else jax.vmap(one, in_axes=in_axes)
