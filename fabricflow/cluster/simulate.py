@@ -551,6 +551,7 @@ class _Simulator:
         job.pos = 0.0
         job.step_s = job.standalone_s
         if self.net is not None:
+            assert job.gpus is not None  # placed by _start or kept through a restart
             try:
                 self.net.add(job.key, job.spec, job.standalone, job.gpus)
             except RoutingError:
