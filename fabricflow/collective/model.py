@@ -136,6 +136,11 @@ class PreparedCollective:
     them on stderr. Work estimated past
     :data:`~fabricflow.collective.estimate.MAX_ESTIMATE_S`, or past the memory budget, is
     refused before anything is routed (:func:`~fabricflow.collective.estimate.check_work`).
+
+    ``fabric_fingerprint``: :func:`~fabricflow.workload.structure_cache.fabric_fingerprint`
+    of ``fabric`` when the caller already computed it (the step model's structure cache);
+    phases shared between collectives are then keyed by it instead of hashing the fabric's
+    arrays once more per collective.
     """
 
     def __init__(
@@ -153,6 +158,7 @@ class PreparedCollective:
         cost: CostModel = DEFAULT_COST,
         solver=None,
         progress: Callable[[str], None] | None = None,
+        fabric_fingerprint: str | None = None,
     ):
         if not isinstance(fabric, Fabric):
             raise SpecError(
@@ -236,7 +242,14 @@ class PreparedCollective:
         started = time.monotonic()
         # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
         # share one route and solve; only the default solver, whose answer is known.
-        shared = _SharedPhases(fabric, capacity, self.routing, seed) if solver is None else None
+        # With the default cost model the capacities follow from the fabric's arrays, so a
+        # caller that already hashed them (fabric_fingerprint) spares the second hash.
+        known = fabric_fingerprint if cost is DEFAULT_COST else None
+        shared = (
+            _SharedPhases(fabric, capacity, self.routing, seed, fingerprint=known)
+            if solver is None
+            else None
+        )
         for algorithm, phases, protos in built:
             solved = []
             for i, phase in enumerate(phases):
@@ -460,14 +473,26 @@ class _SharedPhases:
     reads, so a fabric edited in place never reuses rates solved before the edit.
     """
 
-    def __init__(self, fabric: Fabric, capacity: np.ndarray, routing: str, seed: int):
+    def __init__(
+        self,
+        fabric: Fabric,
+        capacity: np.ndarray,
+        routing: str,
+        seed: int,
+        *,
+        fingerprint: str | None = None,
+    ):
         self.fabric, self.capacity, self.routing, self.seed = fabric, capacity, routing, seed
-        link_up = getattr(fabric, "link_up", None)
-        arrays: list[np.ndarray] = [capacity, fabric.latency, fabric.link_src, fabric.link_dst]
-        arrays += [fabric.gpu_node, fabric.gpu_domain]
+        if fingerprint is not None:  # structure_cache.fabric_fingerprint: hashes all of these
+            digest = "fingerprint:" + fingerprint
+        else:
+            link_up = getattr(fabric, "link_up", None)
+            arrays: list[np.ndarray] = [capacity, fabric.latency, fabric.link_src]
+            arrays += [fabric.link_dst, fabric.gpu_node, fabric.gpu_domain]
+            digest = _digest(*arrays, *(() if link_up is None else (link_up,)))
         self.key = (
             id(fabric),
-            _digest(*arrays, *(() if link_up is None else (link_up,))),
+            digest,
             routing,
             repr(seed),  # validated by routing; no sharing across spellings
         )

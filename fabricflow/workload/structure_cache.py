@@ -183,9 +183,11 @@ def prepared_collective(
     it (a step asks for several collectives on one fabric)."""
     from ..collective import prepare_collective
 
+    if fingerprint is None:
+        fingerprint = fabric_fingerprint(fabric)
     key = (
         "collective",
-        fingerprint if fingerprint is not None else fabric_fingerprint(fabric),
+        fingerprint,
         str(op),
         groups_digest(groups),
         str(algo),
@@ -195,7 +197,15 @@ def prepared_collective(
     return cached(
         key,
         lambda: SolvedTimes(
-            prepare_collective(fabric, op, groups, algo=algo, routing=routing, seed=seed)
+            prepare_collective(
+                fabric,
+                op,
+                groups,
+                algo=algo,
+                routing=routing,
+                seed=seed,
+                fabric_fingerprint=fingerprint,
+            )
         ),
     )
 
