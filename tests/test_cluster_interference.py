@@ -233,3 +233,31 @@ def test_a_job_cut_off_by_failed_links_is_reported_and_removed():
     inter.add(1, spec, None, servers([8, 9, 10, 11]))
     assert inter.set_fabric(fabric.without(links=uplinks_of_gpu0(fabric))) == [0]
     assert set(inter.step_times()) == {1}
+
+
+def test_joined_rows_are_the_components_that_hold_a_shared_link():
+    """Rows chained through shared links to a link two jobs use are joined; checked
+    against networkx components of the row-link graph on random instances."""
+    import networkx as nx
+
+    from fabricflow.cluster.interference import _joined_rows
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        rows, num_links = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+        row_entries = rng.integers(1, 5, rows)
+        entry_link = rng.integers(0, num_links, int(row_entries.sum()))
+        row_job = rng.integers(0, int(rng.integers(1, 5)), rows)
+        entry_row = np.repeat(np.arange(rows), row_entries)
+        graph = nx.Graph()
+        graph.add_nodes_from(range(rows))
+        graph.add_edges_from(zip(entry_row.tolist(), (rows + entry_link).tolist()))
+        jobs_on = {}
+        for row, link in zip(entry_row.tolist(), entry_link.tolist()):
+            jobs_on.setdefault(link, set()).add(int(row_job[row]))
+        shared = {rows + link for link, jobs in jobs_on.items() if len(jobs) >= 2}
+        expected = np.zeros(rows, dtype=bool)
+        for component in nx.connected_components(graph):
+            if component & shared:
+                expected[[n for n in component if n < rows]] = True
+        assert np.array_equal(_joined_rows(row_entries, entry_link, row_job, num_links), expected)

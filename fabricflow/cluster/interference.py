@@ -38,6 +38,8 @@ import time
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
@@ -530,14 +532,15 @@ def _joined_rows(
     jobs = int(row_job.max()) + 1 if row_job.size else 1
     pairs = np.unique(entry_link * jobs + row_job[entry_row])
     users = np.bincount(pairs // jobs, minlength=num_links)
-    reached = users >= 2
-    joined = np.zeros(row_entries.size, dtype=bool)
-    while True:
-        touched = np.zeros(row_entries.size, dtype=bool)
-        hit = reached[entry_link]
-        touched[entry_row[hit]] = True
-        fresh = touched & ~joined
-        if not fresh.any():
-            return joined
-        joined |= fresh
-        reached[entry_link[fresh[entry_row]]] = True
+    # Rows and links as one bipartite graph (a row joins the links it uses): a row is
+    # joined when its connected component holds a link that two or more jobs use. One
+    # linear-time component labelling instead of growing the set chain link by chain link.
+    rows = row_entries.size
+    graph = coo_matrix(
+        (np.ones(entry_link.size, dtype=np.int8), (entry_row, rows + entry_link)),
+        shape=(rows + num_links, rows + num_links),
+    )
+    _, label = connected_components(graph, directed=False)
+    shared = np.zeros(int(label.max()) + 1 if label.size else 1, dtype=bool)
+    shared[label[rows + np.flatnonzero(users >= 2)]] = True
+    return shared[label[:rows]]
