@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import numbers
 import os
@@ -35,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import SpecError
+from ..files import decode_text, parse_structured
 from ..workload.gpu import GpuSpec, list_gpus, load_gpu
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec, list_models, load_model
@@ -310,20 +312,36 @@ def _read_rows(source) -> list:
         path = os.fspath(source)
         if not os.path.exists(path):
             raise SpecError("trace", f"no such file {path!r}")
+        # Read bytes and decode with the spec-file rules, so a directory, an unreadable
+        # file or non-UTF-8 text is a SpecError naming the file, not a raw OSError.
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except OSError as error:
+            raise SpecError("trace", f"cannot read {path}: {error.strerror or error}") from None
+        text = decode_text(raw, "trace", path)
         if path.lower().endswith(".csv"):
-            with open(path, newline="") as handle:
-                rows = [
-                    {k.strip(): v.strip() for k, v in row.items() if k and v not in (None, "")}
-                    for row in csv.DictReader(handle)
-                ]
-            return [_unflatten(row) for row in rows]
-        import yaml
-
-        with open(path) as handle:
             try:
-                data = yaml.safe_load(handle)
-            except yaml.YAMLError as error:
-                raise SpecError("trace", f"{path}: not valid YAML ({error})") from None
+                parsed = list(csv.DictReader(io.StringIO(text, newline="")))
+            except csv.Error as error:
+                raise SpecError("trace", f"{path}: not valid CSV ({error})") from None
+            for index, row in enumerate(parsed):
+                # DictReader files surplus cells under the key None: a row with more
+                # cells than the header has shifted or extra values, never to be dropped.
+                if None in row:
+                    raise SpecError(
+                        _row_name(index, row),
+                        f"{len(row) - 1 + len(row[None])} cells but the header has "
+                        f"{len(row) - 1} columns",
+                    )
+            rows = [
+                {k.strip(): v.strip() for k, v in row.items() if k and v not in (None, "")}
+                for row in parsed
+            ]
+            return [_unflatten(row) for row in rows]
+        # The spec-file parser refuses duplicate keys (a repeated `gpus:` would otherwise
+        # silently win), alias bombs and non-decimal YAML 1.1 numbers.
+        data = parse_structured(text, what="trace", source=path)
         if isinstance(data, Mapping):
             unknown = sorted(set(data) - {"jobs"})
             if unknown:
