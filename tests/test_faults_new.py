@@ -46,3 +46,37 @@ def test_trace_csv_still_reads(tmp_path):
     path.write_text(_ROW + "a,llama3-8b,h100-sxm,16,8,0s,10\n")
     (job,) = ff.load_trace(path)
     assert (job.id, job.gpus, job.steps, job.layout.tp, job.layout.dp) == ("a", 16, 10, 8, 2)
+
+
+_COLLECTIVE = {"fabric": "fat-tree-k16", "op": "all_reduce", "gpus": 16}
+
+
+def test_sweep_store_none_and_truthy_overwrite_are_spec_errors(tmp_path):
+    # store=None was a TypeError from pathlib; overwrite="no" (truthy) would have
+    # replaced the store.
+    with pytest.raises(SpecError, match="store: expected a folder path"):
+        ff.sweep("collective", {"size": [1 << 20]}, fixed=_COLLECTIVE, store=None, workers=0)
+    with pytest.raises(SpecError, match="overwrite"):
+        ff.sweep(
+            "collective",
+            {"size": [1 << 20]},
+            fixed=_COLLECTIVE,
+            store=tmp_path / "s",
+            workers=0,
+            overwrite="no",
+        )
+    assert not (tmp_path / "s").exists()
+
+
+def test_sweep_grid_takes_numpy_arrays_and_ranges(tmp_path):
+    # A 1-D array or a range was refused as "expected a non-empty list of values".
+    np = pytest.importorskip("numpy")
+    from fabricflow.study.sweep.spec import make_spec
+
+    spec = make_spec("collective", {"size": np.array([1 << 20, 1 << 21])}, fixed=_COLLECTIVE)
+    assert spec.grid == (("size", (1 << 20, 1 << 21)),)
+    assert all(type(v) is int for v in spec.grid[0][1])  # plain ints, not numpy
+    spec = make_spec("collective", {"size": range(1, 3)}, fixed=_COLLECTIVE)
+    assert spec.grid == (("size", (1, 2)),)
+    with pytest.raises(SpecError, match="grid.size: must be a finite number"):
+        make_spec("collective", {"size": np.array([1.0, np.nan])}, fixed=_COLLECTIVE)
