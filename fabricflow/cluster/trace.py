@@ -378,6 +378,10 @@ def _unflatten(row: dict) -> dict:
     return out
 
 
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def load_trace(source, *, fabric=None) -> list[JobSpec]:
     """Read and validate a trace.
 
@@ -542,8 +546,10 @@ def synthetic_trace(
         fabric: optional; caps the sizes at its GPU count.
     """
     num_jobs = _positive_int(num_jobs, "num_jobs")
-    if not (isinstance(mean_interarrival_s, numbers.Real) and mean_interarrival_s > 0):
-        raise SpecError("mean_interarrival_s", f"must be > 0 s, got {mean_interarrival_s!r}")
+    if not (_real(mean_interarrival_s) and 0 < mean_interarrival_s < math.inf):
+        raise SpecError(
+            "mean_interarrival_s", f"must be a finite number > 0 s, got {mean_interarrival_s!r}"
+        )
     sizes_array = np.asarray([_positive_int(s, "sizes") for s in sizes], dtype=np.int64)
     if np.any(sizes_array & (sizes_array - 1)):
         raise SpecError("sizes", f"must be powers of two, got {sizes_array.tolist()}")
@@ -554,8 +560,15 @@ def synthetic_trace(
     low, high = (parse_duration(d, "duration_range", allow_zero=False) for d in duration_range)
     if high < low:
         raise SpecError("duration_range", f"(min, max) with min <= max, got {duration_range!r}")
-    if not 0.0 <= high_priority_fraction <= 1.0:
-        raise SpecError("high_priority_fraction", "must lie in [0, 1]")
+    if not _real(high_priority_fraction) or not 0.0 <= high_priority_fraction <= 1.0:
+        raise SpecError(
+            "high_priority_fraction", f"must lie in [0, 1], got {high_priority_fraction!r}"
+        )
+    # NaN or a negative exponent would reach numpy as NaN probabilities or favour big jobs
+    if not _real(size_exponent) or not 0.0 <= size_exponent < math.inf:
+        raise SpecError("size_exponent", f"must be a finite number >= 0, got {size_exponent!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(mean_interarrival_s, num_jobs))
     arrivals -= arrivals[0]  # the first job arrives at 0
