@@ -136,3 +136,9 @@ def test_bench_commands_in_the_docs_parse_and_name_real_sections():
             args = parser.parse_args(words)  # SystemExit on an unknown flag
             assert set(args.sections) <= known, (page.name, command)
     assert found >= 5
+
+
+def test_ragged_links_say_how_to_pad():
+    # [[0], [0, 1]] (paths of different lengths) said only "must be a rectangular array".
+    with pytest.raises(SpecError, match="pad shorter paths with -1"):
+        ff.max_min_rates([[0], [0, 1], [1]], [10.0, 10.0], shard="flows")
