@@ -142,3 +142,12 @@ def test_ragged_links_say_how_to_pad():
     # [[0], [0, 1]] (paths of different lengths) said only "must be a rectangular array".
     with pytest.raises(SpecError, match="pad shorter paths with -1"):
         ff.max_min_rates([[0], [0, 1], [1]], [10.0, 10.0], shard="flows")
+
+
+@pytest.mark.parametrize("task", ["maxmin", "cc"])
+def test_sweep_unknown_argument_of_maxmin_and_cc_is_refused_before_running(task, tmp_path):
+    # Other tasks refused a typo up front (exit 2); maxmin and cc ran every point and
+    # failed each one (exit 1) with the same message.
+    with pytest.raises(SpecError, match=f"task '{task}' takes no argument"):
+        ff.sweep(task, {"x": [1]}, store=tmp_path / "s", workers=0)
+    assert not (tmp_path / "s").exists()
