@@ -151,3 +151,12 @@ def test_sweep_unknown_argument_of_maxmin_and_cc_is_refused_before_running(task,
     with pytest.raises(SpecError, match=f"task '{task}' takes no argument"):
         ff.sweep(task, {"x": [1]}, store=tmp_path / "s", workers=0)
     assert not (tmp_path / "s").exists()
+
+
+def test_report_default_fail_kind_on_a_torus_is_its_ici_cables():
+    # `fabricflow report --fabric tpu-v4-pod ...` with default flags exited 2: "no
+    # switch-to-switch cables to fail", though the torus reroutes around a failed ICI cable.
+    from fabricflow.study.report import default_fail_kind
+
+    assert default_fail_kind(ff.load_fabric("tpu-v4-pod")) == "ici"
+    assert default_fail_kind(ff.load_fabric("fat-tree-k16")) == "leaf"

@@ -49,11 +49,15 @@ def _png(plot: Callable[[str], object]) -> bytes:
 
 def default_fail_kind(fabric) -> str:
     """The link kind whose cables the failure section fails: ``leaf`` (leaf-to-spine
-    cables) when the fabric has it, else its first switch-to-switch kind."""
+    cables) when the fabric has it, else its first switch-to-switch kind, else ``ici`` (a
+    torus has no switches: its chip-to-chip cables are the network, and routing goes
+    around a failed one)."""
     present = [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
     if "leaf" in present:
         return "leaf"
     cables = [k for k in present if k not in _NOT_CABLES]
+    if not cables and "ici" in present:
+        return "ici"
     if not cables:
         raise SpecError(
             "fail_kind",
