@@ -160,3 +160,34 @@ def test_report_default_fail_kind_on_a_torus_is_its_ici_cables():
 
     assert default_fail_kind(ff.load_fabric("tpu-v4-pod")) == "ici"
     assert default_fail_kind(ff.load_fabric("fat-tree-k16")) == "leaf"
+
+
+def test_trace_csv_layout_columns_with_optimize_are_refused_not_dropped(tmp_path):
+    # layout=optimize with a tp column: the tp was silently dropped and optimize chose.
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "id,model,gpu,gpus,layout,tp,arrival,steps\na,llama3-8b,h100-sxm,16,optimize,8,0s,10\n"
+    )
+    with pytest.raises(SpecError, match=r"layout\.tp: with optimize"):
+        ff.load_trace(path, fabric=ff.load_fabric("fat-tree-k16"))
+
+
+def test_trace_csv_sequence_parallel_yes_is_refused_not_false(tmp_path):
+    # Only "1"/"true" meant True; "yes" or "on" silently meant False.
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "id,model,gpu,gpus,tp,sequence_parallel,arrival,steps\n"
+        "a,llama3-8b,h100-sxm,16,8,yes,0s,10\nb,llama3-8b,h100-sxm,16,8,True,0s,10\n"
+    )
+    with pytest.raises(SpecError, match=r"jobs\[0\].*sequence_parallel: expected true"):
+        ff.load_trace(path)
+    path.write_text(path.read_text().replace(",yes,", ",0,"))
+    assert [job.layout.sequence_parallel for job in ff.load_trace(path)] == [False, True]
+
+
+def test_trace_layout_error_names_the_field_once():
+    # Layout's own errors came out as "jobs[0] (id 'a').layout.layout.sequence_parallel".
+    row = {"id": "a", "model": "llama3-8b", "gpu": "h100-sxm", "gpus": 16, "steps": 5}
+    with pytest.raises(SpecError) as caught:
+        ff.load_trace([{**row, "layout": {"tp": 8, "sequence_parallel": 2}}])
+    assert caught.value.field == "jobs[0] (id 'a').layout.sequence_parallel"

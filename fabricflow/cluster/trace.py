@@ -255,8 +255,13 @@ def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | No
             values[name] = _positive_int(values[name], f"{field}.{name}")
     if "zero" in values:
         values["zero"] = _positive_int(values["zero"], f"{field}.zero", zero=True)
-    if isinstance(values.get("sequence_parallel"), str):
-        values["sequence_parallel"] = values["sequence_parallel"].strip().lower() in ("1", "true")
+    if isinstance(values.get("sequence_parallel"), str):  # a CSV cell
+        text = values["sequence_parallel"].strip().lower()
+        if text not in ("1", "true", "0", "false"):  # "yes" used to mean False
+            raise SpecError(
+                f"{field}.sequence_parallel", f"expected true, false, 1 or 0, got {text!r}"
+            )
+        values["sequence_parallel"] = text in ("1", "true")
     shard = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
     if gpus % shard:
         raise SpecError(
@@ -275,8 +280,11 @@ def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | No
     try:
         return Layout(**values).validate(model, gpus)
     except SpecError as error:
+        # Layout names its fields "layout.<key>"; field already ends in ".layout"
+        inner = error.field.removeprefix("layout.") if error.field else ""
         raise SpecError(
-            f"{field}.{error.field}" if error.field else field, str(error).split(": ", 1)[-1]
+            f"{field}.{inner}" if inner and inner != "layout" else field,
+            str(error).split(": ", 1)[-1],
         ) from None
 
 
@@ -366,7 +374,9 @@ def _unflatten(row: dict) -> dict:
     out = {k: v for k, v in row.items() if k not in LAYOUT_KEYS and k != "layout"}
     if row.get("layout") == "optimize":
         out["layout"] = "optimize"
-        for name in ("global_batch", "seq", "seq_len", "precision"):
+        # every layout column goes to the hint, so one optimize does not choose (tp, pp,
+        # ...) is refused by name rather than silently dropped
+        for name in LAYOUT_KEYS:
             if name in row:
                 out.setdefault("layout_hint", {})[name] = row[name]
     elif "layout" in row:
