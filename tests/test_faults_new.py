@@ -191,3 +191,25 @@ def test_trace_layout_error_names_the_field_once():
     with pytest.raises(SpecError) as caught:
         ff.load_trace([{**row, "layout": {"tp": 8, "sequence_parallel": 2}}])
     assert caught.value.field == "jobs[0] (id 'a').layout.sequence_parallel"
+
+
+def test_damaged_sweep_store_is_an_output_error_and_overwrite_repairs_it(tmp_path):
+    # A status chunk the codec cannot read, a deleted variable or a zarr.json that is not
+    # JSON were raw RuntimeError / FileNotFoundError / JSONDecodeError tracebacks.
+    import shutil
+
+    from fabricflow.errors import OutputError
+
+    store = tmp_path / "s"
+    args = ("collective", {"size": [1 << 20, 1 << 21]})
+    ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
+    (store / "status" / "c" / "0").write_bytes(b"garbage")
+    with pytest.raises(OutputError, match="is damaged .*variable 'status'.*--overwrite"):
+        ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
+    shutil.rmtree(store / "time_s")
+    ds = ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0, overwrite=True)
+    assert (ds.status.values == 1).all() and (ds.time_s.values > 0).all()
+    (store / "zarr.json").write_text("{garbage")
+    with pytest.raises(OutputError, match=r"^store '[^']*': its zarr.json is damaged"):
+        ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
+    assert (store / "time_s").exists()  # never deleted: it may not be ours
