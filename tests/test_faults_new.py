@@ -213,3 +213,18 @@ def test_damaged_sweep_store_is_an_output_error_and_overwrite_repairs_it(tmp_pat
     with pytest.raises(OutputError, match=r"^store '[^']*': its zarr.json is damaged"):
         ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
     assert (store / "time_s").exists()  # never deleted: it may not be ours
+
+
+def test_slowdown_cdf_of_a_run_where_no_job_ran_warns_nothing(tmp_path):
+    # `fabricflow cluster --horizon` before the first start printed matplotlib's
+    # "No artists with labels found to put in legend" warning on stderr.
+    import types
+    import warnings
+
+    from fabricflow.study.cluster_plots import plot_slowdown_cdf
+
+    run = types.SimpleNamespace(jobs=[{"slowdown": None}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_slowdown_cdf({"topology": run}, tmp_path / "cdf.png")
+    assert (tmp_path / "cdf.png").stat().st_size > 0
