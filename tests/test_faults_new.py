@@ -228,3 +228,16 @@ def test_slowdown_cdf_of_a_run_where_no_job_ran_warns_nothing(tmp_path):
         warnings.simplefilter("error")
         plot_slowdown_cdf({"topology": run}, tmp_path / "cdf.png")
     assert (tmp_path / "cdf.png").stat().st_size > 0
+
+
+def test_one_bad_point_of_a_batch_fails_alone(tmp_path):
+    # A batched maxmin group with one capacity_scale of -1 failed every point of the group
+    # with "got -1", the valid scales included.
+    fixed = {"fabric": "fat-tree-k16", "traffic": "permutation"}
+    ds = ff.sweep(
+        "maxmin", {"capacity_scale": [-1, 0.5, 1]}, fixed=fixed, store=tmp_path / "s", workers=0
+    )
+    assert ds.status.values.tolist() == [2, 1, 1]
+    assert "got -1" in str(ds.error.values[0])
+    half, full = ds.total_throughput_Bps.values[1:]
+    assert full > 0 and half == pytest.approx(full / 2, rel=1e-5)
