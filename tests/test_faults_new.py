@@ -241,3 +241,14 @@ def test_one_bad_point_of_a_batch_fails_alone(tmp_path):
     assert "got -1" in str(ds.error.values[0])
     half, full = ds.total_throughput_Bps.values[1:]
     assert full > 0 and half == pytest.approx(full / 2, rel=1e-5)
+
+
+def test_build_report_takes_a_fabric_name_like_model_and_gpu():
+    # build_report("fat-tree-k16", "llama3-8b", ...) was an AttributeError ('str' object
+    # has no attribute 'num_gpus') although model and gpu take preset names.
+    from fabricflow.study.report import build_report
+
+    with pytest.raises(SpecError, match="^gpus: 4,096 GPUs do not fit 'fat-tree-k16'"):
+        build_report("fat-tree-k16", "llama3-8b", "h100-sxm", 4096, budget_s=0)
+    with pytest.raises(SpecError, match="^fabric: expected a Fabric"):
+        build_report(1024, "llama3-8b", "h100-sxm", 16, budget_s=0)

@@ -66,6 +66,21 @@ def default_fail_kind(fabric) -> str:
     return cables[0]
 
 
+def _as_fabric(fabric):
+    """A Fabric, or the one a preset name or YAML path names (as model and gpu take names);
+    anything else is a SpecError, not an AttributeError deep in a section."""
+    from ..fabric.fabric import Fabric
+    from ..fabric.spec import load_fabric
+
+    if isinstance(fabric, Fabric):
+        return fabric
+    if isinstance(fabric, (str, os.PathLike)):
+        return load_fabric(fabric)
+    raise SpecError(
+        "fabric", f"expected a Fabric, a preset name or a YAML path, got {type(fabric).__name__}"
+    )
+
+
 def _check_inputs(fabric, gpus, fail_fractions, seeds, budget_s, top_k, fail_kind):
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise SpecError("gpus", f"must be an integer >= 1, got {gpus!r}")
@@ -109,7 +124,7 @@ def build_report(
     """Compute every section of the design-review report of one training job.
 
     Args:
-        fabric: a :class:`~fabricflow.Fabric`.
+        fabric: a :class:`~fabricflow.Fabric` (or a preset name or YAML path).
         model, gpu: :class:`ModelSpec` / :class:`GpuSpec` (or preset names).
         gpus: GPUs of the job (the fabric's first ones, or where the placement puts them).
         layout: the job's :class:`Layout`; ``None`` takes the layout optimizer's best.
@@ -137,6 +152,7 @@ def build_report(
 
     model = model if isinstance(model, ModelSpec) else load_model(model)
     gpu = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
+    fabric = _as_fabric(fabric)
     _check_inputs(fabric, gpus, fail_fractions, fail_seeds, budget_s, top_k, fail_kind)
     if layout is None and budget_s == 0:
         raise SpecError("budget_s", "0 skips the layout search, so give the job's layout")
