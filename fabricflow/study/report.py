@@ -75,7 +75,7 @@ def _as_fabric(fabric):
     if isinstance(fabric, Fabric):
         return fabric
     if isinstance(fabric, (str, os.PathLike)):
-        return load_fabric(fabric)
+        return load_fabric(os.fspath(fabric))
     raise SpecError(
         "fabric", f"expected a Fabric, a preset name or a YAML path, got {type(fabric).__name__}"
     )
