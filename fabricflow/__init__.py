@@ -171,8 +171,8 @@ __all__ = [
     "simulate_cluster",
     "simulate_dcqcn",
     "step_time",
-    "synthetic_trace",
     "sweep",
+    "synthetic_trace",
 ]
 
 
