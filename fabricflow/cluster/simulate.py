@@ -203,8 +203,16 @@ def simulate_cluster(
     policy = checkpoint if checkpoint is not None else CheckpointPolicy()
     if not isinstance(policy, CheckpointPolicy):
         raise SpecError("checkpoint", f"expected a CheckpointPolicy, got {policy!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise SpecError("seed", f"must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
+    if not isinstance(interference, bool):  # "no" is truthy: it would turn the model on
+        raise SpecError("interference", f"expected True or False, got {interference!r}")
+    if (
+        isinstance(timeline_points, bool)
+        or not isinstance(timeline_points, (int, np.integer))
+        or timeline_points < 2
+    ):
+        raise SpecError("timeline_points", f"must be an integer >= 2, got {timeline_points!r}")
     if horizon is not None:
         from .trace import parse_duration
 
@@ -217,7 +225,7 @@ def simulate_cluster(
     )
     sim.progress = progress
     sim.run()
-    return sim.result(max(2, int(timeline_points)))
+    return sim.result(int(timeline_points))
 
 
 def _all_jobspecs(trace) -> bool:

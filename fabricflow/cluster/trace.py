@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import numbers
 import os
@@ -35,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import SpecError
+from ..files import decode_text, parse_structured
 from ..workload.gpu import GpuSpec, list_gpus, load_gpu
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec, list_models, load_model
@@ -253,8 +255,13 @@ def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | No
             values[name] = _positive_int(values[name], f"{field}.{name}")
     if "zero" in values:
         values["zero"] = _positive_int(values["zero"], f"{field}.zero", zero=True)
-    if isinstance(values.get("sequence_parallel"), str):
-        values["sequence_parallel"] = values["sequence_parallel"].strip().lower() in ("1", "true")
+    if isinstance(values.get("sequence_parallel"), str):  # a CSV cell
+        text = values["sequence_parallel"].strip().lower()
+        if text not in ("1", "true", "0", "false"):  # "yes" used to mean False
+            raise SpecError(
+                f"{field}.sequence_parallel", f"expected true, false, 1 or 0, got {text!r}"
+            )
+        values["sequence_parallel"] = text in ("1", "true")
     shard = values.get("tp", 1) * values.get("pp", 1) * values.get("cp", 1)
     if gpus % shard:
         raise SpecError(
@@ -273,8 +280,11 @@ def _layout(raw: object, gpus: int, model: ModelSpec, field: str) -> Layout | No
     try:
         return Layout(**values).validate(model, gpus)
     except SpecError as error:
+        # Layout names its fields "layout.<key>"; field already ends in ".layout"
+        inner = error.field.removeprefix("layout.") if error.field else ""
         raise SpecError(
-            f"{field}.{error.field}" if error.field else field, str(error).split(": ", 1)[-1]
+            f"{field}.{inner}" if inner and inner != "layout" else field,
+            str(error).split(": ", 1)[-1],
         ) from None
 
 
@@ -310,20 +320,36 @@ def _read_rows(source) -> list:
         path = os.fspath(source)
         if not os.path.exists(path):
             raise SpecError("trace", f"no such file {path!r}")
+        # Read bytes and decode with the spec-file rules, so a directory, an unreadable
+        # file or non-UTF-8 text is a SpecError naming the file, not a raw OSError.
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+        except OSError as error:
+            raise SpecError("trace", f"cannot read {path}: {error.strerror or error}") from None
+        text = decode_text(raw, "trace", path)
         if path.lower().endswith(".csv"):
-            with open(path, newline="") as handle:
-                rows = [
-                    {k.strip(): v.strip() for k, v in row.items() if k and v not in (None, "")}
-                    for row in csv.DictReader(handle)
-                ]
-            return [_unflatten(row) for row in rows]
-        import yaml
-
-        with open(path) as handle:
             try:
-                data = yaml.safe_load(handle)
-            except yaml.YAMLError as error:
-                raise SpecError("trace", f"{path}: not valid YAML ({error})") from None
+                parsed = list(csv.DictReader(io.StringIO(text, newline="")))
+            except csv.Error as error:
+                raise SpecError("trace", f"{path}: not valid CSV ({error})") from None
+            for index, row in enumerate(parsed):
+                # DictReader files surplus cells under the key None: a row with more
+                # cells than the header has shifted or extra values, never to be dropped.
+                if None in row:
+                    raise SpecError(
+                        _row_name(index, row),
+                        f"{len(row) - 1 + len(row[None])} cells but the header has "
+                        f"{len(row) - 1} columns",
+                    )
+            rows = [
+                {k.strip(): v.strip() for k, v in row.items() if k and v not in (None, "")}
+                for row in parsed
+            ]
+            return [_unflatten(row) for row in rows]
+        # The spec-file parser refuses duplicate keys (a repeated `gpus:` would otherwise
+        # silently win), alias bombs and non-decimal YAML 1.1 numbers.
+        data = parse_structured(text, what="trace", source=path)
         if isinstance(data, Mapping):
             unknown = sorted(set(data) - {"jobs"})
             if unknown:
@@ -348,7 +374,9 @@ def _unflatten(row: dict) -> dict:
     out = {k: v for k, v in row.items() if k not in LAYOUT_KEYS and k != "layout"}
     if row.get("layout") == "optimize":
         out["layout"] = "optimize"
-        for name in ("global_batch", "seq", "seq_len", "precision"):
+        # every layout column goes to the hint, so one optimize does not choose (tp, pp,
+        # ...) is refused by name rather than silently dropped
+        for name in LAYOUT_KEYS:
             if name in row:
                 out.setdefault("layout_hint", {})[name] = row[name]
     elif "layout" in row:
@@ -358,6 +386,10 @@ def _unflatten(row: dict) -> dict:
     else:
         out["layout"] = {k: v for k, v in row.items() if k in LAYOUT_KEYS}
     return out
+
+
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def load_trace(source, *, fabric=None) -> list[JobSpec]:
@@ -524,8 +556,10 @@ def synthetic_trace(
         fabric: optional; caps the sizes at its GPU count.
     """
     num_jobs = _positive_int(num_jobs, "num_jobs")
-    if not (isinstance(mean_interarrival_s, numbers.Real) and mean_interarrival_s > 0):
-        raise SpecError("mean_interarrival_s", f"must be > 0 s, got {mean_interarrival_s!r}")
+    if not (_real(mean_interarrival_s) and 0 < mean_interarrival_s < math.inf):
+        raise SpecError(
+            "mean_interarrival_s", f"must be a finite number > 0 s, got {mean_interarrival_s!r}"
+        )
     sizes_array = np.asarray([_positive_int(s, "sizes") for s in sizes], dtype=np.int64)
     if np.any(sizes_array & (sizes_array - 1)):
         raise SpecError("sizes", f"must be powers of two, got {sizes_array.tolist()}")
@@ -536,8 +570,15 @@ def synthetic_trace(
     low, high = (parse_duration(d, "duration_range", allow_zero=False) for d in duration_range)
     if high < low:
         raise SpecError("duration_range", f"(min, max) with min <= max, got {duration_range!r}")
-    if not 0.0 <= high_priority_fraction <= 1.0:
-        raise SpecError("high_priority_fraction", "must lie in [0, 1]")
+    if not _real(high_priority_fraction) or not 0.0 <= high_priority_fraction <= 1.0:
+        raise SpecError(
+            "high_priority_fraction", f"must lie in [0, 1], got {high_priority_fraction!r}"
+        )
+    # NaN or a negative exponent would reach numpy as NaN probabilities or favour big jobs
+    if not _real(size_exponent) or not 0.0 <= size_exponent < math.inf:
+        raise SpecError("size_exponent", f"must be a finite number >= 0, got {size_exponent!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(mean_interarrival_s, num_jobs))
     arrivals -= arrivals[0]  # the first job arrives at 0

@@ -63,7 +63,8 @@ def register(subparsers) -> None:
         "--fail-kind",
         default=None,
         help="link kind whose cables fail in the failure section (default: leaf, the "
-        "leaf-to-spine cables, else the fabric's first switch-to-switch kind)",
+        "leaf-to-spine cables, else the fabric's first switch-to-switch kind, else ici on a "
+        "torus)",
     )
     parser.add_argument(
         "--fail-fractions",

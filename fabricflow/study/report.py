@@ -49,17 +49,36 @@ def _png(plot: Callable[[str], object]) -> bytes:
 
 def default_fail_kind(fabric) -> str:
     """The link kind whose cables the failure section fails: ``leaf`` (leaf-to-spine
-    cables) when the fabric has it, else its first switch-to-switch kind."""
+    cables) when the fabric has it, else its first switch-to-switch kind, else ``ici`` (a
+    torus has no switches: its chip-to-chip cables are the network, and routing goes
+    around a failed one)."""
     present = [k for k in fabric.link_kinds if (fabric.link_kind == k).any()]
     if "leaf" in present:
         return "leaf"
     cables = [k for k in present if k not in _NOT_CABLES]
+    if not cables and "ici" in present:
+        return "ici"
     if not cables:
         raise SpecError(
             "fail_kind",
             f"{fabric.name} has no switch-to-switch cables to fail (link kinds {present})",
         )
     return cables[0]
+
+
+def _as_fabric(fabric):
+    """A Fabric, or the one a preset name or YAML path names (as model and gpu take names);
+    anything else is a SpecError, not an AttributeError deep in a section."""
+    from ..fabric.fabric import Fabric
+    from ..fabric.spec import load_fabric
+
+    if isinstance(fabric, Fabric):
+        return fabric
+    if isinstance(fabric, (str, os.PathLike)):
+        return load_fabric(os.fspath(fabric))
+    raise SpecError(
+        "fabric", f"expected a Fabric, a preset name or a YAML path, got {type(fabric).__name__}"
+    )
 
 
 def _check_inputs(fabric, gpus, fail_fractions, seeds, budget_s, top_k, fail_kind):
@@ -105,7 +124,7 @@ def build_report(
     """Compute every section of the design-review report of one training job.
 
     Args:
-        fabric: a :class:`~fabricflow.Fabric`.
+        fabric: a :class:`~fabricflow.Fabric` (or a preset name or YAML path).
         model, gpu: :class:`ModelSpec` / :class:`GpuSpec` (or preset names).
         gpus: GPUs of the job (the fabric's first ones, or where the placement puts them).
         layout: the job's :class:`Layout`; ``None`` takes the layout optimizer's best.
@@ -133,6 +152,7 @@ def build_report(
 
     model = model if isinstance(model, ModelSpec) else load_model(model)
     gpu = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
+    fabric = _as_fabric(fabric)
     _check_inputs(fabric, gpus, fail_fractions, fail_seeds, budget_s, top_k, fail_kind)
     if layout is None and budget_s == 0:
         raise SpecError("budget_s", "0 skips the layout search, so give the job's layout")

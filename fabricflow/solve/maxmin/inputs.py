@@ -36,8 +36,10 @@ def as_array(name: str, values) -> np.ndarray:
     try:
         return np.asarray(values)
     except (ValueError, TypeError) as error:
+        # paths of different hop counts are the usual cause: say how to square them
+        hint = "; pad shorter paths with -1" if name == "links" else ""
         raise SpecError(
-            name, f"must be a rectangular array (rows of one length): {error}"
+            name, f"must be a rectangular array (rows of one length){hint}: {error}"
         ) from None
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ...errors import SpecError
 from .overrides import BUILDS
 from .tasks import as_metrics, get_task, resolve
 
@@ -71,25 +72,36 @@ def run_unit(unit: Unit) -> UnitResult:
                 raise ValueError(
                     f"run_batch returned {len(values)} results for {len(unit.points)} points"
                 )
+        except SpecError:
+            # bad input of one point (capacity_scale -1) must not fail the good points of
+            # its batch with that point's message: run them one at a time instead
+            results = _one_by_one(task, unit)
         except Exception as error:  # noqa: BLE001
             results = [(index, None, _error(error)) for index, _ in unit.points]
         else:
             for (index, _), value in zip(unit.points, values):
                 results.append(_checked(index, value, unit.metrics))
     elif task is not None:
-        for index, point in unit.points:
-            try:
-                value = task.run(**resolve({**unit.common, **point}))
-            except Exception as error:  # noqa: BLE001
-                results.append((index, None, _error(error)))
-            else:
-                results.append(_checked(index, value, unit.metrics))
+        results = _one_by_one(task, unit)
     return UnitResult(
         results,
         time.perf_counter() - start,
         f"{os.uname().nodename}:{os.getpid()}",
         BUILDS["count"] - built,
     )
+
+
+def _one_by_one(task, unit: Unit) -> list:
+    """``task.run`` at each point of ``unit``; a point's exception is its own error."""
+    results: list = []
+    for index, point in unit.points:
+        try:
+            value = task.run(**resolve({**unit.common, **point}))
+        except Exception as error:  # noqa: BLE001
+            results.append((index, None, _error(error)))
+        else:
+            results.append(_checked(index, value, unit.metrics))
+    return results
 
 
 def _checked(index, value, metrics):

@@ -241,6 +241,10 @@ def run_sweep(
         raise SpecError(
             "scheduler", f"expected an address such as tcp://HOST:8786, got {scheduler!r}"
         )
+    if isinstance(store, bytes) or not isinstance(store, (str, os.PathLike)) or not str(store):
+        raise SpecError("store", f"expected a folder path, got {store!r}")
+    if not isinstance(overwrite, bool):  # "no" is truthy: it would replace the store
+        raise SpecError("overwrite", f"expected True or False, got {overwrite!r}")
     task, metrics = prepare(spec)
     opened = SweepStore.open(store, spec, metrics, overwrite=overwrite)
     status = opened.status()

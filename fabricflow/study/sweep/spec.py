@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...errors import SpecError
 
 SPEC_KEYS = ("task", "fixed", "grid", "metrics", "description")
@@ -126,6 +128,10 @@ def make_spec(task, grid, *, fixed=None, metrics=None, description: str = "") ->
     for key, values in grid.items():
         field = f"grid.{key}"
         _check_key(key, field)
+        if isinstance(values, range) or (
+            isinstance(values, np.ndarray) and values.ndim == 1
+        ):  # np.linspace(...) or range(...): the values they hold, as plain numbers
+            values = list(values.tolist() if isinstance(values, np.ndarray) else values)
         if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
             raise SpecError(field, f"expected a non-empty list of values, got {values!r}")
         if not values:

@@ -131,6 +131,8 @@ class SweepStore:
                             f"{_version()}: its points mix both versions",
                             stacklevel=3,
                         )
+        except OutputError:  # an OSError too: already says which store, don't wrap it again
+            raise
         except OSError as error:
             from ...atomic import describe_os_error
 
@@ -141,12 +143,25 @@ class SweepStore:
         if name not in self._arrays:
             import zarr
 
-            self._arrays[name] = zarr.open_array(self.path / name, mode="r+")
+            try:
+                self._arrays[name] = zarr.open_array(self.path / name, mode="r+")
+            except (OSError, ValueError, KeyError) as error:  # deleted or edited by hand
+                raise self._damaged(f"variable {name!r}", error) from None
         return self._arrays[name]
+
+    def _damaged(self, what: str, error: Exception) -> OutputError:
+        return OutputError(
+            f"store {str(self.path)!r} is damaged ({what}: {type(error).__name__}: {error}); "
+            "pass --overwrite (overwrite=True) to start it again, or write to another store"
+        )
 
     def status(self) -> np.ndarray:
         """int8 array of the grid's shape: 0 pending, 1 done, 2 failed (read now)."""
-        return np.asarray(self._array("status")[...], dtype=np.int8)
+        array = self._array("status")
+        try:
+            return np.asarray(array[...], dtype=np.int8)
+        except (OSError, ValueError, RuntimeError) as error:  # a chunk the codec can't read
+            raise self._damaged("variable 'status'", error) from None
 
     def write(self, index: tuple[int, ...], metrics: dict[str, float] | None, error: str | None):
         """Record one point: its metrics (or NaN and the error), then its status."""
@@ -198,7 +213,13 @@ def _read_attrs(path: Path) -> dict | None:
     meta = path / "zarr.json"
     if not meta.exists():
         return None
-    attrs = json.loads(meta.read_text()).get("attributes", {})
+    try:
+        attrs = json.loads(meta.read_text()).get("attributes", {})
+    except (ValueError, AttributeError) as error:  # not JSON, or not a JSON object
+        raise OutputError(
+            f"store {str(path)!r}: its zarr.json is damaged ({type(error).__name__}: {error}); "
+            "it is neither opened nor deleted: remove the folder or give another one"
+        ) from None
     if "fabricflow_sweep" not in attrs and (path / CREATING).exists():
         return {}
     if "fabricflow_sweep" not in attrs or "spec" not in attrs:

@@ -277,6 +277,8 @@ def get_task(name: str) -> SweepTask:
             tuple(getattr(module, f"{prefix}_METRICS")),
             frozenset(getattr(module, f"{prefix}_BATCH_KEYS")),
             getattr(module, f"{name}_batch"),
+            # checked before any point runs: a typo is bad input (exit 2), not a failed point
+            arguments=getattr(module, f"_{prefix}_ARGS"),
         )
     if ":" in name:
         module_name, _, function_name = name.partition(":")
