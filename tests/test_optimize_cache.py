@@ -59,6 +59,20 @@ def test_cache_is_bounded(fabric, monkeypatch):
     assert structure_cache.info()["entries"] <= 2
 
 
+def test_cache_counts_the_prepared_collectives_it_holds(fabric, monkeypatch):
+    """The byte bound covers what an entry keeps alive: a solved collective's capacities,
+    routes and phases. (They went uncounted, so a simulation re-solving on ever new
+    failed fabrics grew by megabytes per entry up to the 16k-entry bound.)"""
+    structure_cache.clear()
+    groups = np.arange(fabric.num_gpus).reshape(-1, 8)
+    solved = structure_cache.prepared_collective(fabric, "all_reduce", groups)
+    assert structure_cache.info()["bytes"] >= solved.prepared._capacity.nbytes
+    # with room for about one entry, a second collective evicts the first
+    monkeypatch.setattr(structure_cache, "MAX_BYTES", structure_cache.info()["bytes"] * 3 // 2)
+    structure_cache.prepared_collective(fabric, "all_gather", groups)
+    assert structure_cache.info()["entries"] == 1
+
+
 def test_algorithms_per_dimension(fabric):
     layout = ff.Layout(**LAYOUT)
     auto = ff.step_time("megatron-1.7b", "a100-80gb", layout, fabric)

@@ -96,10 +96,11 @@ def _nbytes(value: Any, depth: int = 0) -> int:
     if isinstance(value, (list, tuple)):
         return sum(_nbytes(v, depth + 1) for v in value)
     if hasattr(value, "__dict__"):
-        # the fabric and a prepared collective are held (and counted) elsewhere
-        return sum(
-            _nbytes(v, depth + 1) for k, v in vars(value).items() if k not in ("fabric", "prepared")
-        )
+        # The fabric is held by its caller. A prepared collective (its capacities, routes
+        # and solved phases) is counted with the SolvedTimes entry that owns it; the joint
+        # solves that point to it again are not charged twice.
+        skip = ("fabric",) if isinstance(value, SolvedTimes) else ("fabric", "prepared")
+        return sum(_nbytes(v, depth + 1) for k, v in vars(value).items() if k not in skip)
     return 0
 
 
