@@ -102,7 +102,7 @@ def render_html(report: dict, *, version: str, command: str) -> str:
     report section (``id`` = the section's id) with its text, settings, tables and
     figures. ``version``: the fabricflow version; ``command``: the command line (or call)
     that produced it, both shown at the top."""
-    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = report["headline"]
     headline_rows = [
         {"item": "layout", "value": head["layout"]},

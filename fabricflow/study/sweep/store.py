@@ -308,6 +308,6 @@ def _create_arrays(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> Non
             "spec_sha256": spec.digest(),
             "description": spec.description,
             "fabricflow_version": _version(),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
     )
