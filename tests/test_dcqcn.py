@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
@@ -13,7 +14,6 @@ from fabricflow.solve.dcqcn.analysis import fixed_point
 from fabricflow.solve.dcqcn.model import dcqcn_derivatives
 from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 

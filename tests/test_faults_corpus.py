@@ -15,12 +15,11 @@ import warnings
 
 import numpy as np
 import pytest
-from reference_solvers import fluid_completion
+from reference_solvers import fluid_completion, progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import FabricflowError, SpecError
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.units import parse_bandwidth, parse_size, parse_time
 from fabricflow.workload import Layout
 

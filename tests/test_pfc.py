@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 from fabricflow.solve.dcqcn.params import PFCParams
 from fabricflow.solve.dcqcn.pfc import deadlock_cycles, victim_flows
 from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import incast, ring
 

@@ -10,7 +10,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.errors import SpecError
 from fabricflow.workload.comm import CollectiveCache
-from fabricflow.workload.coupling import coupled_seconds, release_times
+from fabricflow.workload.coupling import coupled_seconds
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
@@ -112,27 +112,6 @@ def test_background_that_finishes_first_releases_its_bandwidth(a100):
     assert both.method == "completion"
     assert both.snapshot_s > 1.9 * alone
     assert both.coupled_s == pytest.approx(1.1 * alone, rel=0.02)
-
-
-def test_release_times_is_the_fluid_completion_model():
-    rng = np.random.default_rng(3)
-    num_flows, num_links = 30, 8
-    links = np.stack([rng.choice(num_links, size=3, replace=False) for _ in range(num_flows)])
-    links[rng.random(links.shape) < 0.3] = -1
-    links[:, 0] = rng.integers(num_links, size=num_flows)  # every flow crosses a link
-    capacity = rng.uniform(1.0, 4.0, num_links)
-    size = rng.uniform(0.5, 5.0, num_flows)
-    coef = np.where(links >= 0, 1.0, 0.0)
-    ours = release_times(links, coef, capacity, size, eps=0.0)
-    with ff_x64():
-        engine = ff.complete_flows(links, capacity, size, mode="exact").finish_time
-    np.testing.assert_allclose(ours, np.asarray(engine, dtype=np.float64), rtol=1e-5)
-
-
-def ff_x64():
-    import jax
-
-    return jax.enable_x64(True)
 
 
 def test_alpha_beta_backend_has_no_coupling(a100):

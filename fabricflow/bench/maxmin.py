@@ -37,7 +37,12 @@ def run(args) -> dict:
     moe = route(fabric, src, dst, policy="ecmp", seed=0)
     result["moe"] = _solve_case(moe.links, capacity)
     rates = result["moe"].pop("_rates")
-    result["moe"]["tiers"] = tier_summary(fabric, link_utilization(moe.links, capacity, rates))
+    result["moe"]["tiers"] = tier_summary(
+        link_utilization(moe.links, capacity, rates),
+        fabric.link_kind_id,
+        fabric.link_kinds,
+        fabric.link_up,
+    )
 
     src, dst = ring(np.arange(fabric.num_gpus), channels=16)
     ring_routes = route(fabric, src, dst, policy="ecmp", seed=0)

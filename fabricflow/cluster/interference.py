@@ -442,7 +442,8 @@ class Interference:
         recomposed with its collectives re-priced (see the module docs). Returns
         ``{key: (seconds, row rates [U])}`` and the number of rows solved."""
         from ..collective.flow_rates import effective_capacity
-        from ..solve.maxmin.incremental_filling import entry_filling
+        from ..solve.maxmin.engine import max_min
+        from ..solve.maxmin.entries import FlowEntries
         from ..workload.step import _compose
 
         started = time.perf_counter()
@@ -459,9 +460,10 @@ class Interference:
             cost = next(iter(jobs[0].bounds.values())).prepared.cost
             capacity = effective_capacity(self.fabric, cost)
             keep = np.repeat(joined, row_entries)
-            rate[joined] = entry_filling(
-                row_entries[joined], entry_link[keep], entry_coef[keep], capacity
-            )
+            counts = row_entries[joined]
+            start = np.concatenate([[0], np.cumsum(counts)])
+            entries = FlowEntries(start, entry_link[keep], entry_coef[keep], capacity.size)
+            rate[joined] = max_min(entries, capacity, dtype=np.float64).rates
         out = {}
         starts = np.cumsum([0, *(j.row_entries.size for j in jobs)])
         for index, job in enumerate(jobs):

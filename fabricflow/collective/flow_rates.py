@@ -17,8 +17,10 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..loads import link_load
 from ..routing.route import route
-from ..routing.routes import link_load
+from ..solve.maxmin.engine import max_min
+from ..solve.maxmin.entries import FlowEntries
 from .cost import CostModel
 from .phase import Phase
 
@@ -35,6 +37,7 @@ class SolvedPhase:
         intra_steps / network_steps: float64 critical-path steps inside a scale-up domain /
             across the network (each costs the protocol's software overhead).
         links, coef: the merged flows ``[T, H]`` (``T = G * Tg``) given to the solver.
+        solver: the max-min backend that solved them (``"numpy"``, ``"jax"``, ``"custom"``).
     """
 
     phase: Phase
@@ -44,6 +47,7 @@ class SolvedPhase:
     network_steps: np.ndarray
     links: np.ndarray
     coef: np.ndarray
+    solver: str = "numpy"
 
     def link_load(self, num_links: int) -> np.ndarray:
         """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
@@ -120,7 +124,7 @@ def solve_phase(
         links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
     else:
         links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
-    rate = _max_min(links, capacity, coef, solver)
+    rate, method = fair_rates(links, capacity, coef, solver)
     shape = (num_groups, per_group)
     return SolvedPhase(
         phase,
@@ -130,6 +134,7 @@ def solve_phase(
         network_steps.reshape(shape),
         links,
         coef,
+        method,
     )
 
 
@@ -232,54 +237,27 @@ def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
     return (*(k[starts] for k in keys), merged)
 
 
-# Below this many route entries (F x H) the textbook loop's float64 rates are kept bit for
-# bit (progressive filling with incremental updates solves them in milliseconds).
-SMALL_PROBLEM_ENTRIES = 100_000
+def fair_rates(links, capacity: np.ndarray, coef=None, solver=None) -> tuple[np.ndarray, str]:
+    """``(rates, method)``: float64 ``[F]`` max-min fair rates of the collective model's
+    flows and the backend that computed them.
 
-
-def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
-    """Max-min fair rates ``[F]`` (float64) from the project's solvers.
-
-    ``solver=None`` solves in float64 numpy, without compiling anything: problems up to
-    :data:`SMALL_PROBLEM_ENTRIES` route entries by progressive filling
-    (:func:`~fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`,
-    bit for bit the textbook loop of :mod:`fabricflow.solve.maxmin.progressive_filling`),
-    larger ones by rounds of local-bottleneck water-filling
-    (:func:`~fabricflow.solve.maxmin.incremental_filling.local_bottleneck_filling`: the
-    same allocation within ``1e-9`` relative, in 1-20 rounds on collective phases). The
-    jitted kernel is not used here: its compile time (seconds per distinct shape, growing
-    with the row width, and pipelined transfers are rows of up to ``n x path length``
-    links) exceeds the whole numpy solve of a collective phase on a CPU.
+    ``links``: padded rows int ``[F, H]`` (with ``coef``) or
+    :class:`~fabricflow.solve.maxmin.entries.FlowEntries`; ``capacity`` ``[L]`` bytes/s.
+    The engine's entry point :func:`~fabricflow.solve.maxmin.engine.max_min` in float64,
+    its backend picked by size and device (``method="auto"``: ``"numpy"`` or ``"jax"``);
+    ``solver``: a user's ``(links, capacity, coef=) -> rates`` instead (``"custom"``).
     """
     if solver is not None:
-        return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
-    from ..solve.maxmin.incremental_filling import (
-        local_bottleneck_filling,
-        progressive_filling_incremental,
-    )
-
-    if links.size <= SMALL_PROBLEM_ENTRIES:
-        return progressive_filling_incremental(links, capacity, coef=coef)
-    return local_bottleneck_filling(links, capacity, coef=coef)
-
-
-def solver_name(links_shape: tuple[int, int]) -> str:
-    """Name of the function :func:`solve_phase` runs by default for flows of shape ``[F, H]``.
-
-    Mirrors :func:`_max_min`: ``"progressive_filling_incremental"`` up to
-    :data:`SMALL_PROBLEM_ENTRIES` route entries, ``"local_bottleneck_filling"`` above
-    (both in :mod:`fabricflow.solve.maxmin.incremental_filling`, float64 numpy).
-    """
-    num_flows, width = links_shape
-    if num_flows * width <= SMALL_PROBLEM_ENTRIES:
-        return "progressive_filling_incremental"
-    return "local_bottleneck_filling"
+        if isinstance(links, FlowEntries):
+            links, coef = links.to_padded()
+        return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64), "custom"
+    solution = max_min(links, capacity, coef=coef, dtype=np.float64)
+    return solution.rates, solution.method
 
 
 __all__ = [
-    "SMALL_PROBLEM_ENTRIES",
     "SolvedPhase",
     "effective_capacity",
+    "fair_rates",
     "solve_phase",
-    "solver_name",
 ]

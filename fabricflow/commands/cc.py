@@ -74,7 +74,7 @@ def run(args) -> int:
     from ..errors import SpecError
     from ..solve.dcqcn.params import PFCParams, parse_overrides
     from ..solve.dcqcn.simulate import simulate_dcqcn
-    from ..solve.maxmin.incremental_filling import progressive_filling_incremental
+    from ..solve.maxmin.engine import max_min as solve_max_min
     from ..study.cc_scenarios import build_scenario
     from ..study.congestion import summarize, to_dataset
     from ..units import parse_bandwidth, parse_size, parse_time
@@ -105,7 +105,7 @@ def run(args) -> int:
         max_work=args.max_work,
         progress=_progress_printer(duration),
     )
-    max_min = progressive_filling_incremental(scenario.routes.links, scenario.fabric.capacity)
+    max_min = solve_max_min(scenario.routes.links, scenario.fabric.capacity, dtype=np.float64).rates
     summary = summarize(result, bottleneck=scenario.bottleneck, max_min_rate=max_min)
     summary.pop("pause_fraction_per_link")
     report = {

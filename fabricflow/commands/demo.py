@@ -78,7 +78,7 @@ def run(args) -> int:
     rates = np.asarray(solution.rates, dtype=np.float64)
     timings["maxmin_alltoall_s"] = time.perf_counter() - start
     utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
-    tiers = tier_summary(fabric, utilization)
+    tiers = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
 
     ensure_folder(out)
     figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]

@@ -586,7 +586,9 @@ def _utilization_section(fabric, model, job) -> dict:
             continue
         peak, algo = collective_utilization(prepared, size)
         groups = cache.groups[name]
-        for kind, stats in tier_summary(fabric, peak).items():
+        for kind, stats in tier_summary(
+            peak, fabric.link_kind_id, fabric.link_kinds, fabric.link_up
+        ).items():
             if stats["max"] <= 0:
                 continue  # a tier this collective never touches
             rows.append(

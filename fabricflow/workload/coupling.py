@@ -25,8 +25,8 @@ model; its other phases keep their isolated times.
 Held rates overstate the contention when the background finishes first and releases its
 bandwidth: when the flows' finish times at the joint rates differ by more than
 :data:`RELEASE_RTOL`, the union is replayed with its bytes by the event-driven fluid
-model of :func:`~fabricflow.solve.completion.complete_flows` (:func:`release_times`: rates
-re-solved as flows finish; a background collective counts as many times as its dimension
+model of :func:`~fabricflow.solve.completion.complete_flows` (rates re-solved as flows
+finish, in batched windows; a background collective counts as many times as its dimension
 issues it during the member), and that answer is used when it differs from the held
 rates' by more than :data:`RELEASE_RTOL`. A member is never credited with finishing
 sooner than alone (adding flows can speed a third flow up under max-min; that is not
@@ -43,10 +43,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..collective.flow_rates import SolvedPhase, _max_min
+from ..collective.flow_rates import SolvedPhase, fair_rates
 from ..collective.model import PreparedCollective
 from ..errors import MemoryBudgetError
 from ..memory import check_memory
+from ..solve.completion import complete_flows
 from .comm import CollectiveCache
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
@@ -215,7 +216,7 @@ def _joint(
             coef[row : row + n, : sp.links.shape[1]] = sp.coef[k]
             row += n
         capacity = member.prepared.capacity
-        rate = _max_min(links, capacity, coef, None)
+        rate = fair_rates(links, capacity, coef)[0]
         union = _Union(
             parts=np.repeat(np.arange(len(phases)), kept),
             flows=np.concatenate([np.flatnonzero(k) for k in keep]),
@@ -324,78 +325,31 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     mine = union.parts == 0
     alone = np.zeros(size.size)
     alone[mine] = member.sp.rate.reshape(-1)[union.flows[mine]]
-    finish = np.zeros(size.size)
-    finish[moving] = release_times(
+    background = ~mine[moving]
+    done = complete_flows(
         union.links[moving],
-        union.coef[moving],
         member.prepared.capacity,
         size[moving],
-        tol_s=max(
+        coef=union.coef[moving],
+        mode="batched",
+        eps=COMPLETION_EPS,
+        window=max(
             RELEASE_WINDOW * float(held.max()),
-            float(held[~mine[moving]].max(initial=0.0)) / MAX_REPLAY_WINDOWS,
+            float(held[background].max(initial=0.0)) / MAX_REPLAY_WINDOWS,
         ),
-        background=~mine[moving],
-        alone_rate=alone[moving],
-        first_rate=union.rate[moving],
+        stop_after=background,
+        first_rates=union.rate[moving],
     )
+    # Once the background has finished, the member's flows run at their rates alone.
+    finish = np.zeros(size.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rest = done.stop_time + done.remaining / alone[moving]
+    finish[moving] = np.where(np.isfinite(done.elapsed), done.elapsed, rest)
     seconds = (member.flow_bytes() / member.sp.rate.reshape(-1)).copy()
     seconds[union.flows[mine]] = finish[mine]
     transfer = seconds.reshape(member.sp.rate.shape) + member.latency_s()
     transfer = np.where(member.sp.phase.bytes_per_size > 0, transfer, member.latency_s())
     return float((member.total_s - member.phase_s + transfer.max(axis=1)).max())
-
-
-def release_times(
-    links: np.ndarray,
-    coef: np.ndarray,
-    capacity: np.ndarray,
-    size: np.ndarray,
-    *,
-    eps: float = COMPLETION_EPS,
-    tol_s: float = 0.0,
-    background: np.ndarray | None = None,
-    alone_rate: np.ndarray | None = None,
-    first_rate: np.ndarray | None = None,
-) -> np.ndarray:
-    """Finish times ``[F]`` (s) of flows that all start at 0 with ``size`` ``[F]`` bytes
-    and share ``capacity`` ``[L]`` (bytes/s) max-min fairly, re-solved as they finish.
-
-    The batched event loop of :func:`~fabricflow.solve.completion.complete_flows` (each
-    solve completes every flow projected to finish within ``(1 + eps)`` of the earliest,
-    plus ``tol_s``, at its projected time), on the float64 numpy max-min solvers of the
-    collective model: collective flows are rows of hundreds of links, where the jitted
-    engine's rounds over the padded ``[F, H]`` array cost seconds per solve. Once no
-    ``background`` flow (bool ``[F]``) is left, the others finish at ``alone_rate``
-    (their rates alone, as the isolated model prices them) without more solves.
-    ``first_rate``: the max-min rates of all flows, when already solved. With
-    ``eps = tol_s = 0`` and no ``background``, this is the exact event-by-event fluid
-    model. A flow with no bandwidth left finishes at ``inf``.
-    """
-    remaining = np.asarray(size, dtype=np.float64).copy()
-    finish = np.full(remaining.size, np.inf)
-    finish[remaining <= 0] = 0.0
-    active = np.flatnonzero(remaining > 0)
-    now = 0.0
-    while active.size:
-        if background is not None and alone_rate is not None and not background[active].any():
-            finish[active] = now + remaining[active] / alone_rate[active]
-            break
-        if first_rate is not None and active.size == remaining.size:
-            rate = first_rate
-        else:
-            rate = _max_min(links[active], capacity, coef[active], None)
-        with np.errstate(divide="ignore"):
-            left = remaining[active] / rate
-        first = left.min()
-        if not np.isfinite(first):
-            break  # the rest never finish
-        done = left <= first * (1.0 + eps) + tol_s
-        step = left[done].max()
-        finish[active[done]] = now + left[done]
-        remaining[active] -= rate * step
-        now += step
-        active = active[~done]
-    return finish
 
 
 class CoupledTimes:
