@@ -15,10 +15,10 @@ Backends (``method``):
   scenarios in one vmapped call, and across devices with ``shard``.
 - ``"numpy"``: the same rounds in float64 numpy (:mod:`.numpy_fill`), dropping frozen
   flows every round and compiling nothing; faster for small problems on a CPU.
-- ``"auto"`` (default): ``"jax"`` when sharding was asked for, when JAX's default device
-  is an accelerator, or from :data:`NUMPY_BELOW_ENTRIES` route entries up; ``"numpy"``
-  otherwise (crossover measured on a 2-core CPU, docs/solve-performance.md). The result
-  says which ran (``MaxMinSolution.method``).
+- ``"auto"`` (default): ``"jax"`` when sharding was asked for or when an accelerator is
+  JAX's default device; ``"numpy"`` on a CPU, where it measured faster at every size
+  tried (docs/solve-performance.md), so the planner imports JAX only when it runs on an
+  accelerator. The result says which ran (``MaxMinSolution.method``).
 
 Every backend gives the max-min fair allocation (it is unique); rates agree to the
 solve's float rounding (float64: ~1e-15 relative; float32: ~1e-6).
@@ -26,6 +26,9 @@ solve's float rounding (float64: ~1e-15 relative; float32: ~1e-6).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import sys
 from typing import NamedTuple
 
@@ -46,12 +49,9 @@ from .inputs import (
 from .numpy_fill import numpy_water_fill
 from .scaling import as_output_dtype, range_scaling
 
-__all__ = ["METHODS", "NUMPY_BELOW_ENTRIES", "MaxMinSolution", "max_min", "resolve_method"]
+__all__ = ["METHODS", "MaxMinSolution", "accelerator_present", "max_min", "resolve_method"]
 
 METHODS = ("auto", "jax", "numpy")
-# "auto" on a CPU: route entries (after merging) from which the JAX kernel beats the numpy
-# rounds once its program is compiled (measured on 2 cores; docs/solve-performance.md).
-NUMPY_BELOW_ENTRIES = 50_000
 
 
 class MaxMinSolution(NamedTuple):
@@ -97,8 +97,9 @@ def output_dtype(dtype, *arrays) -> np.dtype:
     return np.dtype(np.float64 if wide and _x64_enabled() else np.float32)
 
 
-def resolve_method(method, num_entries: int, shard=None) -> str:
-    """The backend ``method`` stands for: ``"jax"`` or ``"numpy"`` (see the module docs).
+def resolve_method(method, num_entries: int = 0, shard=None) -> str:
+    """The backend ``method`` stands for: ``"jax"`` or ``"numpy"`` (see the module docs;
+    ``num_entries``, the problem's size, is kept for size rules on other devices).
 
     Raises:
         SpecError: (``method``) not one of :data:`METHODS`; ``"numpy"`` with ``shard``.
@@ -109,16 +110,28 @@ def resolve_method(method, num_entries: int, shard=None) -> str:
         raise SpecError("method", "'numpy' runs on the host: shard needs method 'jax' or 'auto'")
     if method != "auto":
         return method
-    if shard not in (None, "auto") or num_entries >= NUMPY_BELOW_ENTRIES or _on_accelerator():
+    if shard not in (None, "auto") or accelerator_present():
         return "jax"
     return "numpy"
 
 
-def _on_accelerator() -> bool:
-    """Whether JAX is already loaded and its default device is not a CPU."""
-    jax = sys.modules.get("jax")
-    if jax is None:
+_ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "libtpu")
+
+
+@functools.lru_cache(maxsize=1)
+def accelerator_present() -> bool:
+    """Whether JAX's default device is an accelerator (GPU/TPU). Answered without
+    importing JAX when no accelerator plugin is installed, or ``JAX_PLATFORMS`` says
+    ``cpu``; otherwise JAX is asked (once per process)."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if platforms == "cpu":
         return False
+    jax = sys.modules.get("jax")
+    if jax is None and not platforms:
+        if not any(importlib.util.find_spec(name) for name in _ACCELERATOR_PLUGINS):
+            return False
+    import jax  # deferred: an accelerator may be present, JAX must say which
+
     try:
         return jax.default_backend() != "cpu"
     except RuntimeError:
