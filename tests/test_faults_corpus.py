@@ -818,7 +818,7 @@ def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
     ],
 )
 def test_step_model_collective_seconds_bad_inputs(fabric, backend, op, groups, size, field):
-    from fabricflow.workload.comm import collective_seconds
+    from fabricflow.collective.comm import collective_seconds
 
     _raises_named(
         lambda: collective_seconds(fabric, op, groups, size, backend=backend), field, SpecError

@@ -283,8 +283,8 @@ def test_unknown_step_backend_names_the_field_and_choices(a100):
 
 
 def test_collective_seconds_backends(a100):
+    from fabricflow.collective.comm import collective_seconds
     from fabricflow.errors import SpecError
-    from fabricflow.workload.comm import collective_seconds
 
     groups = np.arange(16).reshape(2, 8)
     fabric = collective_seconds(a100, "all_reduce", groups, 2**26)

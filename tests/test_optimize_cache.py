@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
+from fabricflow.collective import structure_cache
 from fabricflow.errors import SpecError
-from fabricflow.workload import structure_cache
 
 LAYOUT = dict(tp=2, pp=2, dp=8, micro_batch=1, global_batch=32, seq_len=2048)
 

@@ -60,7 +60,7 @@ def run(args) -> dict:
             seq_len=8192,
             sequence_parallel=True,
         )
-    from ..workload import structure_cache
+    from ..collective import structure_cache
 
     structure_cache.clear()  # cold: every group structure routed and solved
     cpu = time.process_time()

@@ -5,10 +5,10 @@ Per job (:meth:`Interference.add`), at its actual GPUs:
 
 1. its step at that placement, alone on the fabric: the step model's own composition
    (:func:`fabricflow.step_time`'s: collectives priced by the collective model, overlap
-   windows coupled by :mod:`fabricflow.workload.coupling`): ``alone_s``. A job alone at
+   windows coupled by :mod:`fabricflow.collective.coupling`): ``alone_s``. A job alone at
    GPUs ``0..n-1`` in its rank order gets its standalone step time.
 2. its *traffic*: for each of its group sets (``tp``, ``cp``, ``ep``, ``pp``, ``dp``,
-   ``edp``), the bound phase (:class:`~fabricflow.workload.coupling.Bound`: the phase
+   ``edp``), the bound phase (:class:`~fabricflow.collective.coupling.Bound`: the phase
    that bounds the collective alone, flows with their routes ``[F, H]`` and link
    coefficients) of the set's longest collective, the one the coupling takes as the
    dimension's representative. These flows are kept padded per job.
@@ -23,7 +23,7 @@ re-priced by the NCCL cost model: its bound phase at the joint rates of its flow
 representative itself), or, for the job's other collectives of the same group set, its
 bound phase slowed by the representative's phase slowdown; each collective takes the
 larger of that and its time coupled within the job, and the step is recomposed (compute,
-bubble, exposure behind compute, DP overlap: the step model's :func:`_compose`). So a
+bubble, exposure behind compute, DP overlap: the step model's :func:`~fabricflow.workload.step.compose_step`). So a
 job never runs faster for sharing, and only exposed communication slows its step.
 
 Re-evaluation happens only for components whose membership changed since the last solve
@@ -161,7 +161,7 @@ class _SharedTimes:
             self.priced[name] = float((bound.total_s - bound.phase_s + phase).max())
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
-        from ..workload.coupling import bound_phase
+        from ..collective.coupling import bound_phase
 
         base = self.job.view.slowest(name, op, size_bytes)
         if name not in self.factor:
@@ -320,11 +320,11 @@ class Interference:
 
     # ------------------------------------------------------------------ internals
     def _prepare(self, key: int, spec: Any, gpus: np.ndarray) -> _Job:
-        from ..workload import structure_cache
-        from ..workload.comm import CollectiveCache
-        from ..workload.coupling import bound_phase, plan_windows
+        from ..collective import structure_cache
+        from ..collective.comm import CollectiveCache
+        from ..collective.coupling import bound_phase, plan_windows
         from ..workload.hetero import job_gpus, split_for_gpus
-        from ..workload.step import _compose, _issue_rates, _register_groups
+        from ..workload.step import compose_step, issue_rates, register_groups
 
         started = time.perf_counter()
         model, given = spec.model, spec.layout
@@ -337,11 +337,11 @@ class Interference:
         if self._fingerprint is None:
             self._fingerprint = structure_cache.fabric_fingerprint(self.fabric)
         cache._fabric_fingerprint = self._fingerprint
-        cache = _register_groups(cache, where, model, layout)
+        cache = register_groups(cache, where, model, layout)
         # step_time's own composition (step._coupled_step), keeping the coupled view
-        _, slow, _ = _compose(model, rank_gpus, layout, cache)
-        view = plan_windows(cache, layout, _issue_rates(model, layout, slow))
-        alone_s = float(sum(_compose(model, rank_gpus, layout, view)[2].values()))
+        _, slow, _ = compose_step(model, rank_gpus, layout, cache)
+        view = plan_windows(cache, layout, issue_rates(model, layout, slow))
+        alone_s = float(sum(compose_step(model, rank_gpus, layout, view)[2].values()))
         asked = cache.asked()
         reps, bounds = {}, {}
         for name in DIMENSION_NAMES:
@@ -444,7 +444,7 @@ class Interference:
         from ..collective.flow_rates import effective_capacity
         from ..solve.maxmin.engine import max_min
         from ..solve.maxmin.entries import FlowEntries
-        from ..workload.step import _compose
+        from ..workload.step import compose_step
 
         started = time.perf_counter()
         jobs = [self._jobs[k] for k in members]
@@ -469,7 +469,9 @@ class Interference:
         for index, job in enumerate(jobs):
             mine = rate[starts[index] : starts[index + 1]]
             shared = _SharedTimes(job, mine[job.inverse])
-            seconds = float(sum(_compose(job.model, job.rank_gpus, job.layout, shared)[2].values()))
+            seconds = float(
+                sum(compose_step(job.model, job.rank_gpus, job.layout, shared)[2].values())
+            )
             out[job.key] = (max(seconds, job.alone_s), mine)
         self.stats["solves"] += 1
         self.stats["solve_seconds"] += time.perf_counter() - started

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..collective.structure_cache import fabric_fingerprint
 from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
-from ..workload.structure_cache import fabric_fingerprint
 from . import interference as _interference
 from . import schedulers as _schedulers
 from . import state as _state

@@ -38,6 +38,8 @@ class SolvedPhase:
             across the network (each costs the protocol's software overhead).
         links, coef: the merged flows ``[T, H]`` (``T = G * Tg``) given to the solver.
         solver: the max-min backend that solved them (``"numpy"``, ``"jax"``, ``"custom"``).
+        serial: a number shared by the phases that reuse one solve (twins), unique per
+            solve; ``-1`` when not shared (a custom solver).
     """
 
     phase: Phase
@@ -48,6 +50,7 @@ class SolvedPhase:
     links: np.ndarray
     coef: np.ndarray
     solver: str = "numpy"
+    serial: int = -1
 
     def link_load(self, num_links: int) -> np.ndarray:
         """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""

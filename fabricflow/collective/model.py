@@ -9,11 +9,8 @@ transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import numbers
-import threading
 import time
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +26,7 @@ from .cost import DEFAULT_COST, CostModel, protocols_for
 from .flow_rates import SolvedPhase, effective_capacity, solve_phase
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
+from .structure_cache import SharedPhases
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
@@ -137,10 +135,9 @@ class PreparedCollective:
     :data:`~fabricflow.collective.estimate.MAX_ESTIMATE_S`, or past the memory budget, is
     refused before anything is routed (:func:`~fabricflow.collective.estimate.check_work`).
 
-    ``fabric_fingerprint``: :func:`~fabricflow.workload.structure_cache.fabric_fingerprint`
-    of ``fabric`` when the caller already computed it (the step model's structure cache);
-    phases shared between collectives are then keyed by it instead of hashing the fabric's
-    arrays once more per collective.
+    ``fabric_fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when
+    the caller already computed it (the step model's collective cache); phases shared
+    between collectives are keyed by it, so it is not hashed once more per collective.
     """
 
     def __init__(
@@ -242,11 +239,15 @@ class PreparedCollective:
         started = time.monotonic()
         # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
         # share one route and solve; only the default solver, whose answer is known.
-        # With the default cost model the capacities follow from the fabric's arrays, so a
-        # caller that already hashed them (fabric_fingerprint) spares the second hash.
-        known = fabric_fingerprint if cost is DEFAULT_COST else None
         shared = (
-            _SharedPhases(fabric, capacity, self.routing, seed, fingerprint=known)
+            SharedPhases(
+                fabric,
+                capacity,
+                self.routing,
+                seed,
+                fingerprint=fabric_fingerprint,
+                capacity_known=cost is DEFAULT_COST,
+            )
             if solver is None
             else None
         )
@@ -414,114 +415,6 @@ def _ordered_and_grid(groups: np.ndarray, gpu_domain: np.ndarray):
     dom = gpu_domain[groups]
     order = np.argsort(dom * (int(groups.max()) + 1) + groups, axis=1, kind="stable")
     return np.take_along_axis(groups, order, axis=1), None
-
-
-# Solved phases by what decides their rates, for :class:`_SharedPhases`: key -> weak
-# references, so an entry lives exactly as long as some prepared collective (e.g. in the
-# step model's structure cache) still holds the phase; nothing is kept for sharing alone.
-_shared_lock = threading.Lock()
-_shared_phases: dict[tuple, list[weakref.ref]] = {}
-# Fabric identity checks for the keys above: id(fabric) -> weak reference to it.
-_shared_fabrics: dict[int, weakref.ref] = {}
-# Elements of each hop array sampled into a phase's key (the key only narrows the
-# candidates; a hit is confirmed by comparing every array in full).
-_KEY_SAMPLES = 4096
-# Hop arrays that decide a phase's routes, rates and latencies (not name, bytes, repeats).
-_HOP_ARRAYS = ("hop_src", "hop_dst", "hop_load", "hop_latency_count", "max_group")
-
-
-def _digest(*arrays: np.ndarray) -> str:
-    """Hex digest of arrays' dtypes, shapes and bytes."""
-    digest = hashlib.blake2b(digest_size=16)
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        digest.update(f"{array.dtype}{array.shape}".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-def _sample_key(phase) -> str:
-    """Digest of a strided sample of the phase's hop arrays (shapes and dtypes in full):
-    hashing every byte of every phase costs more than comparing the few that match."""
-    sample = []
-    for name in _HOP_ARRAYS:
-        flat = getattr(phase, name).reshape(-1)
-        sample.append(flat[:: max(1, flat.size // _KEY_SAMPLES)])
-        sample.append(np.asarray(getattr(phase, name).shape))
-    return _digest(*sample)
-
-
-def _same_flows(a, b) -> bool:
-    """Whether phases ``a`` and ``b`` have equal hop arrays (shape, dtype and values)."""
-    for name in _HOP_ARRAYS:
-        x, y = getattr(a, name), getattr(b, name)
-        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y):
-            return False
-    return True
-
-
-class _SharedPhases:
-    """:func:`~.flow_rates.solve_phase` with phases of identical flows solved once.
-
-    A solved phase depends on the fabric, the capacities, the routing policy and seed and
-    the phase's hops (``hop_src``, ``hop_dst``, ``hop_load``, ``max_group``,
-    ``hop_latency_count``), never on its name, family, bytes or repeats. Two phases equal
-    in all of these (a ring reduce-scatter and the ring all-gather on the same groups, the
-    steps of halving-doubling for both) get the same rates bit for bit, so the second
-    reuses the first's arrays, under its own :class:`~.phase.Phase`. The fabric enters by
-    identity (checked through a weak reference) and by a digest of the arrays routing
-    reads, so a fabric edited in place never reuses rates solved before the edit.
-    """
-
-    def __init__(
-        self,
-        fabric: Fabric,
-        capacity: np.ndarray,
-        routing: str,
-        seed: int,
-        *,
-        fingerprint: str | None = None,
-    ):
-        self.fabric, self.capacity, self.routing, self.seed = fabric, capacity, routing, seed
-        if fingerprint is not None:  # structure_cache.fabric_fingerprint: hashes all of these
-            digest = "fingerprint:" + fingerprint
-        else:
-            link_up = getattr(fabric, "link_up", None)
-            arrays: list[np.ndarray] = [capacity, fabric.latency, fabric.link_src]
-            arrays += [fabric.link_dst, fabric.gpu_node, fabric.gpu_domain]
-            digest = _digest(*arrays, *(() if link_up is None else (link_up,)))
-        self.key = (
-            id(fabric),
-            digest,
-            routing,
-            repr(seed),  # validated by routing; no sharing across spellings
-        )
-
-    def solve(self, phase) -> SolvedPhase:
-        key = (*self.key, _sample_key(phase))
-        with _shared_lock:
-            known = _shared_fabrics.get(id(self.fabric))
-            if known is None or known() is not self.fabric:  # new fabric, or an id reused
-                for stale in [k for k in _shared_phases if k[0] == id(self.fabric)]:
-                    del _shared_phases[stale]
-                _shared_fabrics[id(self.fabric)] = weakref.ref(self.fabric)
-                for gone in [i for i, ref in _shared_fabrics.items() if ref() is None]:
-                    del _shared_fabrics[gone]
-            alive = [ref() for ref in _shared_phases.get(key, [])]
-            candidates = [sp for sp in alive if sp is not None]
-        for hit in candidates:
-            if _same_flows(hit.phase, phase):
-                return dataclasses.replace(hit, phase=phase)
-        solved = solve_phase(
-            self.fabric, phase, self.capacity, routing=self.routing, seed=self.seed
-        )
-        with _shared_lock:
-            refs = [ref for ref in _shared_phases.get(key, []) if ref() is not None]
-            _shared_phases[key] = [*refs, weakref.ref(solved)]
-            if len(_shared_phases) > 4096:  # drop the keys whose phases are all gone
-                for dead in [k for k, v in _shared_phases.items() if all(r() is None for r in v)]:
-                    del _shared_phases[dead]
-        return solved
 
 
 def prepare_collective(fabric: Fabric, op: str, groups, **options) -> PreparedCollective:

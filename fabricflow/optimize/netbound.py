@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..collective.structure_cache import groups_digest
 from ..fabric.fabric import Fabric
-from ..workload.structure_cache import groups_digest
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "sendrecv", "all_to_all")
 

@@ -7,7 +7,7 @@ on the fabric (:func:`fabricflow.step_time`) in increasing order of their bound.
 when the next bound is no better than the ``top_k``-th best step time found: every
 candidate left could at best tie, so the result is exact (``exhaustive=True``). The
 network part of a candidate (routing and max-min rates of each group set) is solved once
-per process (:mod:`fabricflow.workload.structure_cache`), so candidates that share a group
+per process (:mod:`fabricflow.collective.structure_cache`), so candidates that share a group
 structure and differ in micro-batch, recompute, ZeRO or interleaving cost milliseconds.
 A ``budget_s`` or Ctrl-C stops the visit early: the best found so far is returned with
 ``exhaustive=False`` and its counts.
@@ -836,7 +836,7 @@ class _Visit:
         part (see docs/optimize.md), so the dominator's step time bounds the others from
         below. DP overlap is not such a switch: overlapped, the gradient reduction shares
         the fabric with the pipeline and expert traffic of the last backward passes
-        (:mod:`fabricflow.workload.coupling`), so on a congested fabric it can take longer
+        (:mod:`fabricflow.collective.coupling`), so on a congested fabric it can take longer
         than running alone after the backward pass; both settings are timed."""
         table = self.table
         if self._dominators is None:

@@ -76,10 +76,10 @@ class Completion(NamedTuple):
     events: np.ndarray
     rounds: np.ndarray
     status: np.ndarray
-    elapsed: np.ndarray | None = None
-    method: str = "numpy"
-    remaining: np.ndarray | None = None
-    stop_time: float = 0.0
+    elapsed: np.ndarray
+    method: str
+    remaining: np.ndarray
+    stop_time: float
 
 
 def complete_flows(

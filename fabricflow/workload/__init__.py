@@ -17,7 +17,7 @@ from .layout import Layout
 from .memory import MemoryEstimate, memory_per_gpu
 from .model import ModelSpec, list_models, load_model, model_from_config
 from .placement import Placement, place
-from .step import StepResult, step_time
+from .step import StepResult, compose_step, issue_rates, register_groups, step_time
 
 __all__ = [
     "GpuSpec",
@@ -26,14 +26,17 @@ __all__ = [
     "ModelSpec",
     "Placement",
     "StepResult",
+    "compose_step",
     "executed_flops_per_step",
     "hardware_flops_per_step",
+    "issue_rates",
     "list_gpus",
     "list_models",
     "load_gpu",
     "load_model",
     "memory_per_gpu",
     "model_flops_per_step",
+    "register_groups",
     "model_from_config",
     "place",
     "step_time",

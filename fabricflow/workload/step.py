@@ -54,11 +54,11 @@ from typing import Any
 
 import numpy as np
 
+from ..collective.comm import CollectiveCache
+from ..collective.coupling import plan_windows
 from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..solve.maxmin.inputs import check_flag
-from .comm import CollectiveCache
-from .coupling import plan_windows
 from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
@@ -179,7 +179,7 @@ def step_time(
             per phase).
 
     Traffic of different dimensions that overlaps in time shares the fabric
-    (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
+    (:mod:`fabricflow.collective.coupling`); ``details["coupling"]`` gives the step time of
     the isolated model (each dimension alone), the coupled one (``step_time_s``) and what
     each overlap window adds.
 
@@ -252,7 +252,7 @@ def step_time(
             fabric=fabric,
             model=model,
         )
-    comm = _register_groups(
+    comm = register_groups(
         CollectiveCache(
             fabric, collectives, field="collectives", algorithms=algorithms, routing=routing
         ),
@@ -290,7 +290,7 @@ def step_time(
                         model,
                         rank_gpus,
                         layout,
-                        _register_groups(cache, where, model, layout),
+                        register_groups(cache, where, model, layout),
                         coupling,
                     )[2].values()
                 )
@@ -364,10 +364,12 @@ def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
-    return _compose(model, rank_gpus, layout, _NoCommunication())[2]
+    return compose_step(model, rank_gpus, layout, _NoCommunication())[2]
 
 
-def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[dict, dict, dict]:
+def compose_step(
+    model: ModelSpec, rank_gpus: tuple, layout: Layout, comm
+) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
     collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
     ``rank_gpus``: the GPU of each pipeline rank."""
@@ -400,10 +402,10 @@ def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[
 def _coupled_step(
     model: ModelSpec, rank_gpus: tuple, layout: Layout, comm: CollectiveCache, on: bool = True
 ) -> tuple[dict, dict, dict, dict]:
-    """:func:`_compose` with each dimension alone, then (``on``) again with the traffic of
+    """:func:`compose_step` with each dimension alone, then (``on``) again with the traffic of
     each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    times, slow, alone = _compose(model, rank_gpus, layout, comm)
+    times, slow, alone = compose_step(model, rank_gpus, layout, comm)
     isolated_s = sum(alone.values())
     if not on or comm.backend == "alpha-beta":
         why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
@@ -416,8 +418,8 @@ def _coupled_step(
             "windows": {},
         }
         return times, slow, alone, coupling
-    view = plan_windows(comm, layout, _issue_rates(model, layout, slow))
-    times, slow, breakdown = _compose(model, rank_gpus, layout, view)
+    view = plan_windows(comm, layout, issue_rates(model, layout, slow))
+    times, slow, breakdown = compose_step(model, rank_gpus, layout, view)
     coupled_s = sum(breakdown.values())
     coupling = {
         "model": "joint max-min per overlap window (flow completion where it matters)",
@@ -430,8 +432,9 @@ def _coupled_step(
     return times, slow, breakdown, coupling
 
 
-def _issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
-    """Collectives each dimension issues per second on the slowest pipeline rank (the
+def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
+    """Collectives each dimension issues per second on the slowest pipeline rank (``slow``
+    from :func:`compose_step`; the
     counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
     gathers): how much of a dimension's traffic falls inside a long overlap window."""
     layers = slow["layers"]
@@ -455,10 +458,13 @@ def _check_seeds(seeds) -> int:
     return int(seeds)
 
 
-def _register_groups(
+def register_groups(
     comm: CollectiveCache, where: Placement, model: ModelSpec, layout: Layout
 ) -> CollectiveCache:
-    """Build each group set once: int arrays [num_groups, group_size] of GPU indices."""
+    """``comm`` with the step's group sets registered (``tp``, ``cp``, ``pp``, ``dp`` over
+    data x context ranks, and for MoE models ``ep`` and ``edp``): int arrays
+    ``[num_groups, group_size]`` of GPU indices of placement ``where``. Used by the step
+    model, the cluster simulator and the design-review report."""
     for name, dims, expert in (
         ("tp", "tp", False),
         ("cp", "cp", False),

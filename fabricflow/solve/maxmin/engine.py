@@ -126,8 +126,7 @@ def accelerator_present() -> bool:
     platforms = os.environ.get("JAX_PLATFORMS", "").strip().lower()
     if platforms == "cpu":
         return False
-    jax = sys.modules.get("jax")
-    if jax is None and not platforms:
+    if "jax" not in sys.modules and not platforms:
         if not any(importlib.util.find_spec(name) for name in _ACCELERATOR_PLUGINS):
             return False
     import jax  # deferred: an accelerator may be present, JAX must say which

@@ -255,6 +255,7 @@ def solve_stacked(link, flow, coef, capacity, weight, demand, num_flows, max_ite
     """:func:`solve_flat` vmapped over ``P`` independent problems padded to one shape:
     every array gains a leading ``P`` axis (``num_flows`` ``[P]``); ``max_iters`` and
     ``rtol`` are shared. Returns a :class:`FlatSolution` with a leading ``P`` axis."""
+
     def one(link, flow, coef, capacity, weight, demand, num_flows):
         return _solve(link, flow, coef, capacity, weight, demand, num_flows, max_iters, rtol)
 

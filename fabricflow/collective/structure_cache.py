@@ -1,11 +1,14 @@
-"""Process-wide cache of collectives routed and solved on a fabric, by group structure.
+"""The process-wide cache of collectives routed and solved on a fabric, and its one
+fabric fingerprint.
 
 Routing the flows of a collective and solving their max-min rates is the expensive part of
-a step-time evaluation (seconds for 16k GPUs); pricing a message size on the solved rates
-is cheap. The solved collective depends only on the fabric, the op, the GPU groups, the
-algorithm, the routing policy and its seed, so it is kept here under that key and reused
-by every later :func:`fabricflow.step_time` call (a notebook re-timing a layout, the layout
-optimizer timing thousands of candidates that share a few group structures).
+a step-time evaluation; pricing a message size on the solved rates is cheap. The solved
+collective depends only on the fabric, the op, the GPU groups, the algorithm, the routing
+policy and its seed, so it is kept here under that key and reused by every later
+:func:`fabricflow.step_time` call (a notebook re-timing a layout, the layout optimizer
+timing thousands of candidates that share a few group structures, the cluster
+simulator). Below the collectives, :class:`SharedPhases` lets phases with identical flows
+(a ring reduce-scatter's and the ring all-gather's) share one route and solve.
 
 The fabric enters the key as a fingerprint of its arrays (capacities, latencies, link
 ends, link states, GPU-to-node and GPU-to-domain maps), its transport and scale-up/in-network flags, not
@@ -17,9 +20,12 @@ limit; :func:`clear` empties it and :func:`info` reports its size and hit rate.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
+import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +33,22 @@ from typing import Any
 import numpy as np
 
 from ..fabric.fabric import Fabric
+from .flow_rates import SolvedPhase, solve_phase
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ENTRIES",
+    "MISSING",
+    "SharedPhases",
+    "SolvedTimes",
+    "cached",
+    "clear",
+    "fabric_fingerprint",
+    "groups_digest",
+    "info",
+    "lookup",
+    "store",
+]
 
 # Bounds of the cache: entries and bytes of solved arrays (a 16k-GPU data-parallel
 # all-reduce holds ~10-100 MB of routed flows; a few dozen such structures fit).
@@ -104,6 +126,105 @@ def _nbytes(value: Any, depth: int = 0) -> int:
     return 0
 
 
+# Solved phases by what decides their rates, for :class:`SharedPhases`: key -> weak
+# references, so an entry lives exactly as long as some prepared collective (e.g. in the
+# step model's structure cache) still holds the phase; nothing is kept for sharing alone.
+_shared_lock = threading.Lock()
+_shared_phases: dict[tuple, list[weakref.ref]] = {}
+# A serial number per distinct solve: twins (a phase shared by two collectives) carry
+# the same one, so later solves over them (the step coupling's joint solves) are done once.
+_serials = itertools.count()
+# Elements of each hop array sampled into a phase's key (the key only narrows the
+# candidates; a hit is confirmed by comparing every array in full).
+_KEY_SAMPLES = 4096
+# Hop arrays that decide a phase's routes, rates and latencies (not name, bytes, repeats).
+_HOP_ARRAYS = ("hop_src", "hop_dst", "hop_load", "hop_latency_count", "max_group")
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    """Hex digest of arrays' dtypes, shapes and bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _sample_key(phase) -> str:
+    """Digest of a strided sample of the phase's hop arrays (shapes and dtypes in full):
+    hashing every byte of every phase costs more than comparing the few that match."""
+    sample = []
+    for name in _HOP_ARRAYS:
+        flat = getattr(phase, name).reshape(-1)
+        sample.append(flat[:: max(1, flat.size // _KEY_SAMPLES)])
+        sample.append(np.asarray(getattr(phase, name).shape))
+    return _digest(*sample)
+
+
+def _same_flows(a, b) -> bool:
+    """Whether phases ``a`` and ``b`` have equal hop arrays (shape, dtype and values)."""
+    for name in _HOP_ARRAYS:
+        x, y = getattr(a, name), getattr(b, name)
+        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y):
+            return False
+    return True
+
+
+class SharedPhases:
+    """:func:`~.flow_rates.solve_phase` with phases of identical flows solved once.
+
+    A solved phase depends on the fabric, the capacities, the routing policy and seed and
+    the phase's hops (``hop_src``, ``hop_dst``, ``hop_load``, ``max_group``,
+    ``hop_latency_count``), never on its name, family, bytes or repeats. Two phases equal
+    in all of these (a ring reduce-scatter and the ring all-gather on the same groups, the
+    steps of halving-doubling for both) get the same rates bit for bit, so the second
+    reuses the first's arrays (and serial number), under its own :class:`~.phase.Phase`.
+    The fabric enters by :func:`fabric_fingerprint` (``fingerprint``, when the caller has
+    it) and the capacities by a digest of their own unless ``capacity_known`` (they follow
+    from the fabric: the default cost model), so a fabric edited in place never reuses
+    rates solved before the edit.
+    """
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        capacity: np.ndarray,
+        routing: str,
+        seed: int,
+        *,
+        fingerprint: str | None = None,
+        capacity_known: bool = False,
+    ):
+        self.fabric, self.capacity, self.routing, self.seed = fabric, capacity, routing, seed
+        self.key = (
+            fabric_fingerprint(fabric) if fingerprint is None else fingerprint,
+            "" if capacity_known else _digest(capacity),
+            routing,
+            repr(seed),  # validated by routing; no sharing across spellings
+        )
+
+    def solve(self, phase) -> SolvedPhase:
+        key = (*self.key, _sample_key(phase))
+        with _shared_lock:
+            alive = [ref() for ref in _shared_phases.get(key, [])]
+            candidates = [sp for sp in alive if sp is not None]
+        for hit in candidates:
+            if _same_flows(hit.phase, phase):
+                return dataclasses.replace(hit, phase=phase)
+        solved = solve_phase(
+            self.fabric, phase, self.capacity, routing=self.routing, seed=self.seed
+        )
+        solved = dataclasses.replace(solved, serial=next(_serials))
+        with _shared_lock:
+            refs = [ref for ref in _shared_phases.get(key, []) if ref() is not None]
+            _shared_phases[key] = [*refs, weakref.ref(solved)]
+            if len(_shared_phases) > 4096:  # drop the keys whose phases are all gone
+                for dead in [k for k, v in _shared_phases.items() if all(r() is None for r in v)]:
+                    del _shared_phases[dead]
+        return solved
+
+
 MISSING = object()  # what :func:`lookup` returns for a key not stored
 
 
@@ -165,50 +286,6 @@ class SolvedTimes:
                 self._times.clear()
             self._times[size] = times
         return times
-
-
-def prepared_collective(
-    fabric: Fabric,
-    op: str,
-    groups: np.ndarray,
-    *,
-    algo: str = "auto",
-    routing: str = "auto",
-    seed: int = 0,
-    fingerprint: str | None = None,
-) -> SolvedTimes:
-    """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
-    once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
-
-    ``fingerprint``: :func:`fabric_fingerprint` of ``fabric`` when the caller already has
-    it (a step asks for several collectives on one fabric)."""
-    from ..collective import prepare_collective
-
-    if fingerprint is None:
-        fingerprint = fabric_fingerprint(fabric)
-    key = (
-        "collective",
-        fingerprint,
-        str(op),
-        groups_digest(groups),
-        str(algo),
-        str(routing),
-        int(seed),
-    )
-    return cached(
-        key,
-        lambda: SolvedTimes(
-            prepare_collective(
-                fabric,
-                op,
-                groups,
-                algo=algo,
-                routing=routing,
-                seed=seed,
-                fabric_fingerprint=fingerprint,
-            )
-        ),
-    )
 
 
 def clear() -> None:

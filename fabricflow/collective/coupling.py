@@ -43,12 +43,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..collective.flow_rates import SolvedPhase, fair_rates
-from ..collective.model import PreparedCollective
 from ..errors import MemoryBudgetError
 from ..memory import check_memory
 from ..solve.completion import complete_flows
 from .comm import CollectiveCache
+from .flow_rates import SolvedPhase, fair_rates
+from .model import PreparedCollective
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
 RELEASE_RTOL = 0.01
@@ -181,8 +181,10 @@ def _joint(
 ) -> _Union | _OverBudget | None:
     """Joint max-min rates of the member's flows with the connected background flows
     (``None`` when no background flow shares a link with them; :class:`_OverBudget` when
-    the padded union would not fit the memory budget). Cached by structure."""
-    key = ("joint", member.key, tuple(b.key for b in background))
+    the padded union would not fit the memory budget). Cached by the solved phases taking
+    part: twins (a reduce-scatter and an all-gather sharing one solved ring phase) share
+    the joint solve too, computed and stored once."""
+    key = ("joint", _flows_key(member), tuple(_flows_key(b) for b in background))
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     phases = [member.sp, *(b.sp for b in background)]
@@ -226,6 +228,12 @@ def _joint(
         )
     cache.joint[key] = union
     return union
+
+
+def _flows_key(bound: Bound) -> tuple:
+    """What a bound phase's flows are: the serial of its solve when shared (twins have
+    the same), else its own structure key."""
+    return ("serial", bound.sp.serial) if bound.sp.serial >= 0 else bound.key
 
 
 def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray]:
