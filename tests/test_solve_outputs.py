@@ -60,5 +60,6 @@ def test_bench_section_quick():
 
     result = maxmin.run(argparse.Namespace(quick=True, gpu=True))
     assert result["moe"]["status"] == 0 and result["ring16"]["status"] == 0
-    assert result["reference_comparison"]["max_relative_difference"] <= 1e-5
+    assert result["moe"]["max_relative_difference"] <= 1e-5  # the two backends agree
+    assert result["batch_layouts"]["fastest"] in ("jax_block", "jax_vmap", "numpy")
     assert isinstance(result["gpu"], (str, dict))

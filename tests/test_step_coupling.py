@@ -190,9 +190,9 @@ def test_zero3_gathers_and_scatters_share_the_steady_window(h100):
 def test_a_joint_solve_over_the_memory_budget_leaves_its_member_alone(h100, monkeypatch):
     """A window whose joint solve would not fit the memory budget times that member alone
     and says so, instead of failing the whole step."""
+    from fabricflow.collective import coupling as coupling_module
     from fabricflow.collective import structure_cache
     from fabricflow.errors import MemoryBudgetError
-    from fabricflow.workload import coupling as coupling_module
 
     def refuse(nbytes, what, **_):
         raise MemoryBudgetError(f"{what} needs {nbytes:.0f} bytes (test budget)")

@@ -46,6 +46,8 @@ import numpy as np
 from ..errors import MemoryBudgetError
 from ..memory import check_memory
 from ..solve.completion import complete_flows
+from ..solve.completion_loop import subset_key
+from ..solve.maxmin.entries import FlowEntries
 from .comm import CollectiveCache
 from .flow_rates import SolvedPhase, fair_rates
 from .model import PreparedCollective
@@ -158,14 +160,17 @@ class _Union:
     """Flows of a member's bound phase and the background flows connected to them.
 
     ``parts``: index into ``[member, *background]`` of each kept flow's owner; ``flows``:
-    each kept flow's row in its owner's phase; ``links``/``coef`` ``[F, H]``; ``rate``
-    ``[F]`` joint max-min rates (bytes/s)."""
+    each kept flow's row in its owner's phase; ``entries``: their route entries, ragged
+    (:class:`~fabricflow.solve.maxmin.entries.FlowEntries`: a 2-link NVLink transfer costs
+    2 entries beside a 1,000-link ring); ``rate`` ``[F]`` joint max-min rates (bytes/s);
+    ``solves``: rates of the flow subsets the replays solved, by subset (the replays of a
+    reduce-scatter and of its twin all-gather meet the same subsets)."""
 
     parts: np.ndarray
     flows: np.ndarray
-    links: np.ndarray
-    coef: np.ndarray
+    entries: FlowEntries
     rate: np.ndarray
+    solves: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,20 +193,22 @@ def _joint(
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     phases = [member.sp, *(b.sp for b in background)]
-    width = max(sp.links.shape[1] for sp in phases)
-    # Connectivity on each phase's own rows, then only the connected rows padded to the
-    # common width: the union of every flow padded to the widest phase (hundreds of links
-    # for a data-parallel ring) would cost far more than the flows that take part.
+    # Connectivity on each phase's own rows; then the connected rows' used entries only
+    # (ragged): padding them to the widest phase's rows (hundreds of links for a
+    # data-parallel ring) would cost far more than the flows that take part.
     keep = _connected_parts([sp.links for sp in phases], cache.fabric.num_links)
     union = None
     if any(k.any() for k in keep[1:]):
         kept = [int(np.count_nonzero(k)) for k in keep]
-        # The padded union (int64 links, float64 coef) and the solver's per-entry arrays:
+        used = sum(
+            int(np.count_nonzero(sp.links[k] >= 0)) for sp, k in zip(phases, keep, strict=True)
+        )
+        # The entries (int64 link, float64 coef, flow) and the solver's per-entry arrays:
         # ~64 bytes per entry.
         try:
             check_memory(
-                64.0 * sum(kept) * width,
-                f"joint max-min solve of {sum(kept):,} flows x {width} links",
+                64.0 * used,
+                f"joint max-min solve of {sum(kept):,} flows ({used:,} route entries)",
                 hint="time the step with coupling=False",
             )
         except MemoryBudgetError as error:
@@ -210,20 +217,24 @@ def _joint(
             refused = _OverBudget(str(error))
             cache.joint[key] = refused
             return refused
-        links = np.full((sum(kept), width), -1, dtype=np.int64)
-        coef = np.zeros(links.shape)
-        row = 0
-        for sp, k, n in zip(phases, keep, kept, strict=True):
-            links[row : row + n, : sp.links.shape[1]] = sp.links[k]
-            coef[row : row + n, : sp.links.shape[1]] = sp.coef[k]
-            row += n
-        capacity = member.prepared.capacity
-        rate = fair_rates(links, capacity, coef)[0]
+        num_links = cache.fabric.num_links
+        parts = [
+            FlowEntries.from_padded(sp.links[k], sp.coef[k], num_links)
+            for sp, k in zip(phases, keep, strict=True)
+        ]
+        entries = FlowEntries(
+            np.concatenate([[0], np.cumsum(np.concatenate([p.counts() for p in parts]))]).astype(
+                np.int64
+            ),
+            np.concatenate([p.link for p in parts]),
+            np.concatenate([p.coef_or_ones() for p in parts]),
+            num_links,
+        )
+        rate = fair_rates(entries, member.prepared.capacity)[0]
         union = _Union(
             parts=np.repeat(np.arange(len(phases)), kept),
             flows=np.concatenate([np.flatnonzero(k) for k in keep]),
-            links=links,
-            coef=coef,
+            entries=entries,
             rate=rate,
         )
     cache.joint[key] = union
@@ -335,10 +346,9 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     alone[mine] = member.sp.rate.reshape(-1)[union.flows[mine]]
     background = ~mine[moving]
     done = complete_flows(
-        union.links[moving],
+        union.entries.select(moving),
         member.prepared.capacity,
         size[moving],
-        coef=union.coef[moving],
         mode="batched",
         eps=COMPLETION_EPS,
         window=max(
@@ -347,6 +357,8 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
         ),
         stop_after=background,
         first_rates=union.rate[moving],
+        merge=False,
+        solves=union.solves.setdefault(subset_key(moving), {}),
     )
     # Once the background has finished, the member's flows run at their rates alone.
     finish = np.zeros(size.size)

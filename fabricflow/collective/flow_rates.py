@@ -23,6 +23,7 @@ from ..solve.maxmin.engine import max_min
 from ..solve.maxmin.entries import FlowEntries
 from .cost import CostModel
 from .phase import Phase
+from .symmetry import domain_replica, replicated_domains
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -40,6 +41,8 @@ class SolvedPhase:
         solver: the max-min backend that solved them (``"numpy"``, ``"jax"``, ``"custom"``).
         serial: a number shared by the phases that reuse one solve (twins), unique per
             solve; ``-1`` when not shared (a custom solver).
+        replicated: the groups are translations of one another (:mod:`.symmetry`): their
+            rates, latencies and steps are equal, group by group.
     """
 
     phase: Phase
@@ -51,6 +54,7 @@ class SolvedPhase:
     coef: np.ndarray
     solver: str = "numpy"
     serial: int = -1
+    replicated: bool = False
 
     def link_load(self, num_links: int) -> np.ndarray:
         """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
@@ -75,24 +79,62 @@ def solve_phase(
 ) -> SolvedPhase:
     """Route and solve one phase. ``capacity``: ``[L]`` bytes/s (see :func:`effective_capacity`).
 
-    Complexity: one routing call over all ``G * Tg * P`` hops, a sort of the route
-    entries, and one max-min solve over ``G * Tg`` flows.
-    """
-    num_groups, per_group, num_hops = phase.hop_src.shape
-    valid = phase.hop_src >= 0
-    transfer = np.broadcast_to(
-        np.arange(num_groups * per_group).reshape(num_groups, per_group, 1), valid.shape
-    )[valid]
-    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
-    try:
-        if routing == "optimized":  # split over candidate paths to minimize the makespan
-            from ..optimize.routing.optimize import optimize_routing
+    A phase whose groups are translations of each other inside their own scale-up domains
+    (:mod:`.symmetry`: a TP phase) is routed and solved for one group and translated to
+    the others, exactly; any other phase is routed and solved whole.
 
-            routes = optimize_routing(
-                fabric, src, dst, size=phase.hop_load[valid], seed=seed
-            ).routes()
-        else:
-            routes = route(fabric, src, dst, policy=routing, seed=seed)
+    Complexity: one routing call over all ``G * Tg * P`` hops (``Tg * P`` plus a pair
+    table for a replicated phase), a sort of the route entries, and one max-min solve over
+    ``G * Tg`` flows (``Tg``).
+    """
+    domains = replicated_domains(fabric, phase) if routing != "optimized" else None
+    replica = None
+    if domains is not None:
+        replica = _routed(
+            lambda: domain_replica(fabric, phase, domains, capacity, routing=routing, seed=seed),
+            fabric,
+            routing,
+        )
+    if replica is None:
+        valid = phase.hop_src >= 0
+        routes = _routed(lambda: _route_hops(fabric, phase, valid, routing, seed), fabric, routing)
+        latency = routes.path_latency(fabric.latency)
+        return _solved(fabric, phase, capacity, routes.links, routes.coef, latency, solver)
+    single = dataclasses.replace(
+        phase,
+        hop_src=phase.hop_src[:1],
+        hop_dst=phase.hop_dst[:1],
+        hop_load=phase.hop_load[:1],
+        hop_latency_count=phase.hop_latency_count[:1],
+        bytes_per_size=phase.bytes_per_size[:1],
+        max_group=None if phase.max_group is None else phase.max_group[:1],
+    )
+    latency = np.where(replica.links >= 0, fabric.latency[np.maximum(replica.links, 0)], 0.0)
+    one = _solved(fabric, single, capacity, replica.links, None, latency.sum(axis=1), solver)
+    num_groups = phase.hop_src.shape[0]
+
+    def tiled(values):
+        return np.broadcast_to(values, (num_groups, *values.shape[1:])).copy()
+
+    width = one.links.shape[1]
+    links = replica.translate(one.links).reshape(-1, width).astype(np.int32)
+    return dataclasses.replace(
+        one,
+        phase=phase,
+        rate=tiled(one.rate),
+        path_latency_s=tiled(one.path_latency_s),
+        intra_steps=tiled(one.intra_steps),
+        network_steps=tiled(one.network_steps),
+        links=links,
+        coef=np.broadcast_to(one.coef[None], (num_groups, *one.coef.shape)).reshape(-1, width),
+        replicated=True,
+    )
+
+
+def _routed(build, fabric: Fabric, routing: str):
+    """``build()``, with a routing policy the fabric has no router for named as such."""
+    try:
+        return build()
     except SpecError as error:
         if error.field != "policy":
             raise
@@ -100,17 +142,40 @@ def solve_phase(
             "routing",
             f"{routing!r} does not apply to fabric {fabric.name} ({error}); pick another routing",
         ) from None
-    hop_links = routes.links.astype(np.int64)
-    hop_coef = np.ones(hop_links.shape) if routes.coef is None else routes.coef.astype(np.float64)
-    hop_coef = np.where(hop_links >= 0, hop_coef * phase.hop_load[valid][:, None], 0.0)
+
+
+def _route_hops(fabric: Fabric, phase: Phase, valid: np.ndarray, routing: str, seed: int):
+    """Routes of the phase's valid hops (row-major over groups, transfers, hops)."""
+    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
+    if routing == "optimized":  # split over candidate paths to minimize the makespan
+        from ..optimize.routing.optimize import optimize_routing
+
+        return optimize_routing(fabric, src, dst, size=phase.hop_load[valid], seed=seed).routes()
+    return route(fabric, src, dst, policy=routing, seed=seed)
+
+
+def _solved(fabric, phase, capacity, hop_links, hop_coef, hop_latency, solver) -> SolvedPhase:
+    """The phase's transfers from its routed valid hops (``hop_links``, ``hop_coef`` or
+    ``None``, path latency ``hop_latency`` seconds): merged rows, latencies, rates."""
+    num_groups, per_group, num_hops = phase.hop_src.shape
+    valid = phase.hop_src >= 0
+    transfer = np.broadcast_to(
+        np.arange(num_groups * per_group).reshape(num_groups, per_group, 1), valid.shape
+    )[valid]
+    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
+    hop_links = hop_links.astype(np.int64)
+    if hop_coef is None:
+        hop_coef = np.where(hop_links >= 0, phase.hop_load[valid][:, None], 0.0)
+    else:
+        hop_coef = np.where(
+            hop_links >= 0, hop_coef.astype(np.float64) * phase.hop_load[valid][:, None], 0.0
+        )
 
     # Critical-path latency: path latency and software steps, counted per hop.
     count = phase.hop_latency_count[valid]
     intra = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
     num_transfers = num_groups * per_group
-    path_latency = np.bincount(
-        transfer, weights=count * routes.path_latency(fabric.latency), minlength=num_transfers
-    )
+    path_latency = np.bincount(transfer, weights=count * hop_latency, minlength=num_transfers)
     intra_steps = np.bincount(transfer, weights=count * intra, minlength=num_transfers)
     network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
 
@@ -254,7 +319,7 @@ def fair_rates(links, capacity: np.ndarray, coef=None, solver=None) -> tuple[np.
         if isinstance(links, FlowEntries):
             links, coef = links.to_padded()
         return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64), "custom"
-    solution = max_min(links, capacity, coef=coef, dtype=np.float64)
+    solution = max_min(links, capacity, coef=coef, dtype=np.float64, merge=False)
     return solution.rates, solution.method
 
 

@@ -282,7 +282,7 @@ class PreparedCollective:
         for solved in self.solved:
             for protocol in solved.protocols:
                 per_phase = np.stack(
-                    [self._phase_times(sp, protocol, sizes) for sp in solved.phases]
+                    [self._phase_times(sp, protocol, sizes, sp.replicated) for sp in solved.phases]
                 )
                 launch = self.cost.base_s(solved.algorithm.family, protocol)
                 options.append(
@@ -343,21 +343,32 @@ class PreparedCollective:
         sharing the fabric with other traffic)."""
         return self._phase_times(sp, protocol, np.asarray(sizes, dtype=np.float64).reshape(-1))
 
-    def _phase_times(self, sp: SolvedPhase, protocol: str, sizes: np.ndarray) -> np.ndarray:
-        """float64 ``[K, G]``: the phase's time per size and group (repeats included)."""
+    def _phase_times(
+        self, sp: SolvedPhase, protocol: str, sizes: np.ndarray, alike: bool = False
+    ) -> np.ndarray:
+        """float64 ``[K, G]``: the phase's time per size and group (repeats included).
+
+        ``alike``: the phase's own solve, replicated over its groups (``sp.replicated``):
+        when every group also moves the same bytes, one group is priced and its times
+        copied to the others (the same arithmetic, so the same bits)."""
         efficiency = self.cost.protocol_efficiency[protocol]
         intra_s, network_s = self.cost.step_overhead_s(sp.phase.family, protocol)
-        latency = sp.path_latency_s + sp.intra_steps * intra_s + sp.network_steps * network_s
+        bps, rate = sp.phase.bytes_per_size, sp.rate
+        steps: tuple[np.ndarray, ...] = (sp.path_latency_s, sp.intra_steps, sp.network_steps)
+        num_groups = rate.shape[0]
+        one = alike and num_groups > 1 and np.array_equal(bps, np.broadcast_to(bps[:1], bps.shape))
+        if one:
+            bps, rate, steps = bps[:1], rate[:1], tuple(x[:1] for x in steps)
+        latency = steps[0] + steps[1] * intra_s + steps[2] * network_s
         with np.errstate(divide="ignore"):
-            seconds_per_byte = np.where(
-                sp.phase.bytes_per_size > 0, sp.phase.bytes_per_size / (sp.rate * efficiency), 0.0
-            )
+            seconds_per_byte = np.where(bps > 0, bps / (rate * efficiency), 0.0)
         if sizes.size > 2 and seconds_per_byte.shape[1] > 4:
             seconds_per_byte, latency = _upper_envelope(seconds_per_byte, latency)
-        out = np.empty((sizes.size, sp.rate.shape[0]))
+        out = np.empty((sizes.size, rate.shape[0]))
         for k, size in enumerate(sizes):  # K sizes; each step is vectorized over transfers
             out[k] = (size * seconds_per_byte + latency).max(axis=1)
-        return out * sp.phase.repeat
+        out *= sp.phase.repeat
+        return np.broadcast_to(out, (sizes.size, num_groups)).copy() if one else out
 
     def _bottleneck(
         self, solved: _Solved, protocol: str, size: float, group: int, phase_times: np.ndarray

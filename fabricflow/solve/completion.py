@@ -100,6 +100,7 @@ def complete_flows(
     window: float = 0.0,
     stop_after: FlowValuesLike | None = None,
     first_rates: FlowValuesLike | None = None,
+    solves: dict | None = None,
 ) -> Completion:
     """Finish time of every flow under max-min fair sharing, recomputed at each event.
 
@@ -129,6 +130,11 @@ def complete_flows(
         first_rates: ``[F]`` max-min rates of every flow at the first event, when the
             caller has them (all flows must start at once); the first solve is skipped
             by the numpy backend.
+        solves: a dict the caller keeps for one set of flows (the same routes,
+            capacities and weights on every call): the numpy backend stores the rates of
+            every subset of flows it solves in it and reuses them (replays of the same
+            flows with other sizes often meet the same subsets). Used with
+            ``merge=False``.
 
     Returns:
         :class:`Completion` with numpy arrays; ``finish_time`` in seconds: float32 by
@@ -203,6 +209,7 @@ def complete_flows(
             relative,
             weights,
             first_rates=rates0,
+            solves=None if merged is not None else solves,
             **options,  # type: ignore[arg-type]
         )
     else:

@@ -26,6 +26,7 @@ no compiles) and :func:`jax_events` (one ``lax.while_loop`` around the flat kern
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +35,12 @@ from .maxmin.entries import FlowEntries
 from .maxmin.numpy_fill import numpy_water_fill
 from .status import Status
 
-__all__ = ["EventResult", "jax_events", "numpy_events"]
+__all__ = ["EventResult", "jax_events", "numpy_events", "subset_key"]
+
+
+def subset_key(mask: np.ndarray) -> str:
+    """Digest of a bool ``[F]`` subset of flows (the key of a memo of solves)."""
+    return hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).hexdigest()
 
 
 class EventResult(NamedTuple):
@@ -66,10 +72,13 @@ def numpy_events(
     max_events: int,
     stop_after: np.ndarray | None = None,
     first_rates: np.ndarray | None = None,
+    solves: dict | None = None,
 ) -> EventResult:
     """The event loop in float64 numpy (module docs). ``entries``: only entries that
     constrain (``coef > 0``, finite capacity); ``capacity`` finite ``[L]``;
-    ``first_rates``: the rates of the first event when every flow starts at once."""
+    ``first_rates``: the rates of the first event when every flow starts at once;
+    ``solves``: rates of flow subsets already solved, by :func:`subset_key` (read and
+    filled in)."""
     num_flows = entries.num_flows
     remaining = np.asarray(size, np.float64).copy()
     elapsed = np.zeros(num_flows)
@@ -85,8 +94,11 @@ def numpy_events(
             break
         present = (start <= now) & ~done
         rate = np.zeros(num_flows)
+        key = None if solves is None else subset_key(present)
         if first_rates is not None and events == 0:
             rate[present] = first_rates[present]
+        elif solves is not None and key in solves:
+            rate[present] = solves[key]
         elif present.any():
             part = entries.select(present)
             solved, _, used, unsettled = numpy_water_fill(
@@ -101,6 +113,8 @@ def numpy_events(
             )
             rate[present] = solved
             rounds += used
+            if solves is not None:
+                solves[key] = solved
         events += 1
         with np.errstate(divide="ignore", invalid="ignore"):
             to_finish = np.where(present, np.where(remaining > 0, remaining / rate, 0.0), np.inf)

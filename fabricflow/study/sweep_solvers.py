@@ -35,6 +35,10 @@ import numpy as np
 
 from ..errors import RoutingError, SpecError
 from ..memory import check_memory, memory_budget
+from ..solve.maxmin.batch import max_min_batch
+from ..solve.maxmin.checked import max_min_rates
+from ..solve.maxmin.engine import max_min
+from ..solve.maxmin.entries import FlowEntries
 
 __all__ = [
     "CC_BATCH_KEYS",
@@ -123,8 +127,6 @@ def maxmin_point(**kwargs) -> dict[str, float]:
         ``{metric: float}``: :data:`MAXMIN_METRICS` plus ``util_<kind>`` for every link
         kind of the fabric. Rates in bytes/s.
     """
-    from ..solve.maxmin.checked import max_min_rates
-
     fabric, routes, options = _routes_for(kwargs)
     scenario = _scenario(fabric, routes, kwargs, options)
     rates = max_min_rates(
@@ -392,10 +394,6 @@ def _solve_group(scenarios: list[_Scenario]) -> list[np.ndarray]:
     """float64 ``[F_i]`` rates of every scenario, by the max-min engine in batches: one
     ``[B, L]`` batch when every scenario shares its routes, else independent problems
     (:func:`~fabricflow.solve.maxmin.batch.max_min_batch`), chunked to the memory budget."""
-    from ..solve.maxmin.batch import max_min_batch
-    from ..solve.maxmin.engine import max_min
-    from ..solve.maxmin.entries import FlowEntries
-
     shared = all(s.links is scenarios[0].links for s in scenarios)
     num_flows = max(s.links.shape[0] for s in scenarios)
     hops = max(s.links.shape[1] for s in scenarios)
@@ -413,30 +411,32 @@ def _solve_group(scenarios: list[_Scenario]) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     for start in range(0, len(scenarios), chunk):
         part = scenarios[start : start + chunk]
-        if shared:
-            first = part[0]
-            demand = None
-            if any(s.demand is not None for s in part):
-                demand = np.stack(
-                    [np.full(num_flows, np.inf) if s.demand is None else s.demand for s in part]
-                )
-            solution = max_min(
-                first.links,
-                np.stack([s.capacity for s in part]),
-                coef=first.coef,
-                demand=demand,
-                dtype=np.float32,
-            )
-            out.extend(np.asarray(r, np.float64) for r in np.atleast_2d(solution.rates))
-            continue
-        solutions = max_min_batch(
-            [FlowEntries.from_padded(s.links, s.coef, num_links) for s in part],
-            [s.capacity for s in part],
-            demands=[s.demand for s in part],
-            dtype=np.float32,
-        )
-        out.extend(np.asarray(solution.rates, np.float64) for solution in solutions)
+        out.extend(_solve_chunk(part, [s.capacity for s in part], shared))
     return out
+
+
+def _solve_chunk(part: list[_Scenario], capacities: list[np.ndarray], shared: bool):
+    """float64 rates of each scenario of one chunk: one ``[B, L]`` batch when the
+    scenarios share their routes, else a batch of independent problems."""
+    num_flows = part[0].links.shape[0]
+    num_links = capacities[0].shape[0]
+    if shared:
+        demand = None
+        if any(s.demand is not None for s in part):
+            demand = np.stack(
+                [np.full(num_flows, np.inf) if s.demand is None else s.demand for s in part]
+            )
+        solution = max_min(
+            part[0].links, np.stack(capacities), coef=part[0].coef, demand=demand, dtype=np.float32
+        )
+        return [np.asarray(r, np.float64) for r in np.atleast_2d(solution.rates)]
+    solutions = max_min_batch(
+        [FlowEntries.from_padded(s.links, s.coef, num_links) for s in part],
+        capacities,
+        demands=[s.demand for s in part],
+        dtype=np.float32,
+    )
+    return [np.asarray(solution.rates, np.float64) for solution in solutions]
 
 
 def _integer(value, field: str, low: int) -> int:
