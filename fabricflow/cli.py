@@ -32,7 +32,6 @@ import traceback
 
 from .atomic import recording
 from .commands import _interrupt
-from .commands._common import check_destinations, finish_outputs, reset_outputs
 from .commands._interrupt import Interrupted
 from .errors import FabricflowError, OutputError
 
@@ -323,6 +322,10 @@ def _run(argv: list[str]) -> int:
     # as it is renamed into place), so that an interrupt can report exactly that.
     args.completed = []
     args.partial = {}
+    # _common imports numpy: not at module level, where it would delay the start-up
+    # signal handlers below the imports
+    from .commands._common import check_destinations, finish_outputs, reset_outputs
+
     reset_outputs()
     try:
         with recording(args.completed):
