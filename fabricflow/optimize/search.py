@@ -237,7 +237,7 @@ def optimize_layout(
     )  # fmt: skip
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
-    cut_short = _analyse(table, Analyser(model, gpu), deadline)
+    cut_short = _analyse(table, Analyser(model, gpu, count), deadline)
     say(
         f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
         f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "

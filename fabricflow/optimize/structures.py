@@ -7,7 +7,7 @@ differ only in message sizes and in how the step hides communication, so the exp
 part (routing and max-min rates of each group set) is shared.
 
 :class:`Structures` gives, for arrays of candidates, the structure ids and two lower bounds
-of each collective term of :data:`.stepbound.COMM_TERMS`:
+of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
 
 * ``cut``: seconds per byte from the fabric's cuts (:mod:`.netbound`) times the bytes; no
   routing, cheap;
@@ -28,25 +28,12 @@ from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload import structure_cache
 from ..workload.comm import prepare
+from ..workload.compute import COLLECTIVES
 from ..workload.model import ModelSpec
 from ..workload.placement import DEFAULT_ORDER, place, topology_aware_order
 from .netbound import CutBound
-from .stepbound import COMM_TERMS
 from .table import CandidateTable
 
-# (term, group set, op) of each collective term; the size comes from the key's parts.
-_TERMS = {
-    "cp_forward": ("cp", "sendrecv"),
-    "cp_backward": ("cp", "sendrecv"),
-    "ep_dispatch": ("ep", "all_to_all"),
-    "ep_bf16": ("ep", "all_to_all"),
-    "tp_all_reduce": ("tp", "all_reduce"),
-    "tp_all_gather": ("tp", "all_gather"),
-    "tp_reduce_scatter": ("tp", "reduce_scatter"),
-    "dense_gather": ("dp", "all_gather"),
-    "expert_gather": ("edp", "all_gather"),
-    "pp_hop": ("pp", "sendrecv"),
-}
 _DIMENSION_OF = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "edp": "dp"}
 # Structures whose group arrays are kept (a 16k-GPU structure's sets weigh ~0.8 MB).
 GROUP_MEMO = 64
@@ -165,49 +152,22 @@ class Structures:
 
     # ------------------------------------------------------------------ collective bounds
 
-    def comm(self, keys: np.ndarray, sids: np.ndarray, *, isolated: bool) -> dict:
-        """:data:`.stepbound.COMM_TERMS` -> float64 ``[n]``: lower bounds of each
-        candidate's collective seconds (slowest group): from the cuts, or (``isolated``)
-        the step model's collective alone on the fabric (solving what is not solved yet)."""
-        table = self.table
-        P = table.parts
-        zero = P["zero"][keys]
-        sizes = {
-            "tp_all_reduce": P["tp_bytes"][keys],
-            "tp_all_gather": P["tp_bytes"][keys],
-            "tp_reduce_scatter": P["tp_bytes"][keys],
-            "dense_reduce": P["grad_bytes"][keys] * P["dense"][keys],
-            "dense_gather": 2.0 * P["dense"][keys],
-            "expert_reduce": P["grad_bytes"][keys] * P["expert"][keys],
-            "expert_gather": 2.0 * P["expert"][keys],
-            "pp_hop": P["hop_bytes"][keys],
-            "cp_forward": P["cp_bytes"][keys],
-            "cp_backward": 2.0 * P["cp_bytes"][keys],
-            "ep_dispatch": P["dispatch_bytes"][keys] * P["ep_bytes"][keys],
-            "ep_bf16": 2.0 * P["ep_bytes"][keys],
-        }
+    def comm(self, needs: dict, sids: np.ndarray, *, isolated: bool) -> dict:
+        """Collective key -> float64 ``[n]``: lower bounds of each candidate's collective
+        seconds (slowest group), from the cuts, or (``isolated``) the step model's
+        collective alone on the fabric (solving what is not solved yet). ``needs``:
+        :func:`.analytic.collective_needs` of the candidates' rows."""
         out = {}
-        for term in COMM_TERMS:
-            if term.startswith(("expert", "ep_")) and not self.model.is_moe:
-                out[term] = np.zeros(len(keys))
-                continue
-            if term in ("dense_reduce", "expert_reduce"):
-                name = "dp" if term == "dense_reduce" else "edp"
-                ar = self._seconds_of(sids, name, "all_reduce", sizes[term], isolated, zero == 0)
-                rs = self._seconds_of(
-                    sids, name, "reduce_scatter", sizes[term], isolated, zero != 0
-                )
-                out[term] = np.where(zero == 0, ar, rs)
-                continue
-            name, op = _TERMS[term]
-            out[term] = self._seconds_of(sids, name, op, sizes[term], isolated, None)
+        for key, (size, issued) in needs.items():
+            name, op = COLLECTIVES[key]
+            out[key] = self._seconds_of(sids, name, op, size, isolated, issued)
         return out
 
     def _seconds_of(self, sids, name, op, size, isolated, wanted) -> np.ndarray:
         """Seconds ``[n]`` of ``op`` on group set ``name`` at ``size`` for each structure
         (0 where ``wanted`` is False or the size is 0)."""
         out = np.zeros(len(sids))
-        use = (size > 0) if wanted is None else ((size > 0) & wanted)
+        use = (size > 0) & wanted
         if not use.any():
             return out
         idx = np.flatnonzero(use)

@@ -53,7 +53,6 @@ class CandidateTable:
         analysed: bool ``[K]``: feasibility, memory and bound known (:meth:`record`).
         feasible, bound_s, memory_bytes: ``[K]`` (False / inf / NaN until analysed).
         reason: object ``[K]``: why a key is infeasible ('' when feasible).
-        parts: name -> float64 ``[K]``: what the network bound needs (:mod:`.analytic`).
         space_size: the raw product of the searched knobs' value counts.
     """
 
@@ -73,7 +72,6 @@ class CandidateTable:
     bound_s: np.ndarray
     memory_bytes: np.ndarray
     reason: np.ndarray
-    parts: dict
     space_size: int
     _layouts: dict = dataclasses.field(default_factory=dict, repr=False)
 
@@ -131,11 +129,9 @@ class CandidateTable:
         self.feasible[keys] = analytic.feasible
         self.bound_s[keys] = analytic.bound_s
         self.memory_bytes[keys] = analytic.memory_bytes
-        self.reason[keys] = np.asarray(analytic.reason, dtype=object)
-        for name, values in analytic.parts.items():
-            if name not in self.parts:
-                self.parts[name] = np.full(self.num_keys, np.nan)
-            self.parts[name][keys] = values
+        reason = np.empty(len(keys), dtype=object)
+        reason[:] = analytic.reason
+        self.reason[keys] = reason
         self.analysed[keys] = True
 
 
@@ -202,7 +198,7 @@ def build_table(
         valid=valid, runnable=runnable, analysed=np.zeros(num_keys, dtype=bool),
         feasible=np.zeros(num_keys, dtype=bool), bound_s=np.full(num_keys, np.inf),
         memory_bytes=np.full(num_keys, np.nan),
-        reason=np.full(num_keys, SIZE_RULE_REASON, dtype=object), parts={},
+        reason=np.full(num_keys, SIZE_RULE_REASON, dtype=object),
         space_size=_space.product_size(searched),
     )  # fmt: skip
 
@@ -221,10 +217,10 @@ def _size_columns(searched, single, sized, size_codes) -> dict:
 
 
 def _size_rules(model, size, single, sized, gpus, global_batch):
-    """(ok, dp) over the size combinations: the vectorised subset of Layout.validate's
-    rules (which stays the judge, in :mod:`.analytic`): dp from the GPU count, batch
-    divisibility, pipeline stages dividing the layers (or layers + 2), interleaving
-    needing a multiple of pp micro-batches, ep dividing dp x cp."""
+    """(ok, dp) over the size combinations: dp from the GPU count and the batch
+    divisibility (rules of the layout, whose full check stays the judge, in
+    :mod:`.analytic`), and the space's own rule that pipeline stages divide the layers or
+    the layers + 2 (embedding and loss as layers)."""
     ranks = size["tp"] * size["cp"] * size["pp"]
     dp = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
     if "dp_pinned" in size:
@@ -234,9 +230,7 @@ def _size_rules(model, size, single, sized, gpus, global_batch):
     stages = size["pp"] * size["vpp"]
     layers = model.num_layers
     ok &= (layers % stages == 0) | ((layers + 2) % stages == 0)
-    m = global_batch // np.maximum(dp * size["micro_batch"], 1)
-    ok &= (size["vpp"] == 1) | ((size["pp"] > 1) & (m % size["pp"] == 0))
-    ok &= (dp * size["cp"]) % np.maximum(size["ep"], 1) == 0
+    ok &= (size["vpp"] == 1) | (size["pp"] > 1)
     return ok, dp
 
 

@@ -8,7 +8,7 @@ lowest bound is taken next:
 * if its structure (:mod:`.structures`) is not *open* yet, the structure is opened (its
   group sets routed and solved alone on the fabric, exactly as ``step_time`` will) and
   every waiting candidate of it gets the *isolated* bound ``B3`` (the step bound with each
-  collective at its time alone, :mod:`.stepbound`), computed as arrays;
+  collective at its time alone, :func:`.analytic.step_bound`), computed as arrays;
 * otherwise it is timed with the full model (:func:`fabricflow.step_time`, contention and
   coupling included).
 
@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 from . import space as _space
-from .stepbound import SWITCHES, step_lower_bound
+from .analytic import candidate_table, collective_needs, step_bound
 from .structures import Structures
 from .table import CandidateTable
 from .topk import TopK
@@ -222,25 +222,23 @@ class Visit:
 
     def bound(self, keys, combos, sids, *, isolated: bool) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
-        bound of :mod:`.stepbound` with each collective at its cut bound, or (``isolated``)
-        at its time alone on the fabric; never below the compute bound."""
+        model's composition (:func:`.analytic.step_bound`) with each collective at its cut
+        bound, or (``isolated``) at its time alone on the fabric; never below the compute
+        bound."""
         table = self.table
         b1 = table.bound_s[keys]
         if not len(keys):
             return b1.astype(np.float64)
-        parts = {name: values[keys] for name, values in table.parts.items()}
-        switches = {name: self.switch(name, combos) for name in SWITCHES}
-        comm = self.structures.comm(keys, sids, isolated=isolated)
-        bound = step_lower_bound(b1, parts, switches, comm, moe=self.model.is_moe)
+        rows = table.rows(keys)
+        for knob in table.network_knobs:
+            if knob in rows:  # a Layout field searched among the network knobs
+                values = np.asarray(table.searched[knob])
+                rows[knob] = values[table.network_column(knob, combos)]
+        candidates = candidate_table(rows)
+        needs = collective_needs(self.model, candidates)
+        seconds = self.structures.comm(needs, sids, isolated=isolated)
+        bound = step_bound(self.model, self.gpu, candidates, seconds)
         return np.maximum(bound, b1)
-
-    def switch(self, knob: str, combos: np.ndarray) -> np.ndarray:
-        """bool ``[n]``: the value of overlap switch ``knob`` for each of ``combos``."""
-        table = self.table
-        if knob in table.network_knobs:
-            values = np.asarray(table.searched[knob], dtype=bool)
-            return values[table.network_column(knob, combos)]
-        return np.full(len(combos), bool(table.single[knob]))
 
     def dominators(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
         """For each candidate, the candidate of the same key and structure with every
