@@ -16,14 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ._common import (
-    add_json_flag,
-    check_out_folder,
-    mark_done,
-    output_path,
-    print_json,
-    write_json_file,
-)
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
 
 def register(subparsers) -> None:
@@ -54,7 +47,7 @@ def register(subparsers) -> None:
     parser.add_argument("--pfc", default="on", choices=["on", "off", "static", "dynamic"])
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for netCDF, JSON and plots"
+        "--out", default=None, type=output_folder, help="directory for netCDF, JSON and plots"
     )
     parser.add_argument(
         "--max-work",
@@ -76,7 +69,7 @@ def run(args) -> int:
     from ..solve.dcqcn.simulate import simulate_dcqcn
     from ..solve.maxmin.incremental_filling import progressive_filling_incremental
     from ..study.cc_scenarios import build_scenario
-    from ..study.congestion import summarize, to_dataset
+    from ..study.congestion import summarize
     from ..units import parse_bandwidth, parse_size, parse_time
 
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
@@ -89,8 +82,6 @@ def run(args) -> int:
     pfc_params = PFCParams().replace(**pfc_overrides)
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
-    if args.out:
-        check_out_folder(args.out)
     result = simulate_dcqcn(
         scenario.fabric,
         scenario.routes,
@@ -123,23 +114,8 @@ def run(args) -> int:
         **summary,
     }
     if args.out:
-        from ..atomic import atomic_path, ensure_folder
-        from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
-
-        ensure_folder(args.out)
-        path = os.path.join(args.out, "dcqcn.nc")
-        with atomic_path(path) as tmp:
-            to_dataset(result).to_netcdf(tmp)
-        mark_done(args, path)
-        path = os.path.join(args.out, "rates_queues.png")
-        plot_rates_and_queues(result, path=path)
-        mark_done(args, path)
-        path = os.path.join(args.out, "pause_spread.png")
-        plot_pause_spread(result, scenario.fabric, path=path)
-        mark_done(args, path)
-        path = os.path.join(args.out, "summary.json")
-        write_json_file(path, report)
-        mark_done(args, path)
+        # an output that cannot be written is reported after the result (exit 1)
+        write_outputs(args, "--out", _write_outputs, args.out, result, scenario, report)
         report["out"] = args.out
     if args.json:
         print_json(report)
@@ -164,6 +140,19 @@ def run(args) -> int:
         f"deadlocks {summary['deadlocks']}"
     )
     return 0
+
+
+def _write_outputs(out: str, result, scenario, report: dict) -> None:
+    """``dcqcn.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
+    from ..atomic import atomic_path
+    from ..study.congestion import to_dataset
+    from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
+
+    with atomic_path(os.path.join(out, "dcqcn.nc")) as tmp:
+        to_dataset(result).to_netcdf(tmp)
+    plot_rates_and_queues(result, path=os.path.join(out, "rates_queues.png"))
+    plot_pause_spread(result, scenario.fabric, path=os.path.join(out, "pause_spread.png"))
+    write_json_file(os.path.join(out, "summary.json"), report)
 
 
 def _progress_printer(duration: float, *, after_s: float = 3.0):
