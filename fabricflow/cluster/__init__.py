@@ -1,6 +1,8 @@
 """Cluster operations: job traces, scheduling, interference and failures -> goodput.
 
-- :mod:`.trace`: :class:`JobSpec`, :func:`load_trace` (YAML/CSV), :func:`synthetic_trace`.
+- :mod:`.trace`: :func:`load_trace` (YAML/CSV, and the public cluster traces of
+  :mod:`.public_traces`) -> :class:`LoadedTrace` of :class:`JobSpec`;
+  :func:`synthetic_trace` (:mod:`.synthetic`).
 - :mod:`.standalone`: a job's step time alone on the empty, healthy fabric.
 - :mod:`.failures`: component failure processes, checkpoint/restart policy, Young/Daly
   and the renewal-theory goodput.
@@ -24,11 +26,12 @@ from .failures import (
     young_daly_interval,
 )
 from .interference import Interference, JobTraffic, job_traffic_shape
+from .jobspec import JobSpec, LoadedTrace, parse_duration
 from .schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
 from .simulate import ClusterRun, simulate_cluster
 from .standalone import standalone_step
 from .state import DOWN, FREE, SPARE, ClusterState
-from .trace import JobSpec, load_trace, parse_duration, synthetic_trace
+from .trace import load_trace, synthetic_trace
 
 __all__ = [
     "COMPONENTS",
@@ -49,6 +52,7 @@ __all__ = [
     "ClusterRun",
     "FailureModel",
     "JobSpec",
+    "LoadedTrace",
     "best_checkpoint_interval",
     "expected_goodput",
     "load_trace",

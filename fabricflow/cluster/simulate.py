@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
+from ..memory import check_memory
 from ..workload.structure_cache import fabric_fingerprint
 from . import interference as _interference
 from . import schedulers as _schedulers
@@ -40,8 +41,9 @@ from .failures import (
     job_mtbf,
     young_daly_interval,
 )
+from .jobspec import JobSpec, parse_duration
 from .standalone import standalone_step
-from .trace import JobSpec, load_trace
+from .trace import load_trace
 
 # Job state codes (timeline ``state``).
 PENDING, QUEUED, RUNNING, RESTARTING, DONE = 0, 1, 2, 3, 4
@@ -49,7 +51,13 @@ STATE_NAMES = ("pending", "queued", "running", "restarting", "done")
 # Event kinds, in the order they are handled at equal times.
 _REPAIR, _FINISH, _RESTARTED, _FAIL, _ARRIVE = 0, 1, 2, 3, 4
 MAX_EVENTS = 5_000_000
+EVENTS_PER_JOB = 50  # the event bound grows with the trace: MAX_EVENTS or this per job
 TIMELINE_POINTS = 2000
+# At most this many (time, job) cells in the timeline: a trace of many jobs gets fewer time
+# points (21 bytes a cell, twice over while the Dataset is built).
+TIMELINE_CELLS = 10_000_000
+# Measured bytes of simulator state per job (its record, event log and result row).
+STATE_BYTES_PER_JOB = 6_000
 
 
 @dataclasses.dataclass
@@ -188,7 +196,8 @@ def simulate_cluster(
         routing: routing of the flows of the step-time models.
         timeline_points: at most this many time points in the timeline Dataset (all
             event times when fewer, else a regular grid).
-        progress: optional callable ``progress(t_s, done, total)``, called now and then.
+        progress: optional callable ``progress(t_s, jobs_done, jobs_total)``, called after
+            every event (it may raise to stop the run).
 
     Returns:
         :class:`ClusterRun`.
@@ -214,18 +223,48 @@ def simulate_cluster(
     ):
         raise SpecError("timeline_points", f"must be an integer >= 2, got {timeline_points!r}")
     if horizon is not None:
-        from .trace import parse_duration
-
         horizon = parse_duration(horizon, "horizon", allow_zero=False)
-    specs = trace if _all_jobspecs(trace) else load_trace(trace, fabric=fabric)
+    usable = _usable_gpus(fabric, policy)
+    specs = trace if _all_jobspecs(trace) else load_trace(trace, fabric=fabric, usable_gpus=usable)
     if not specs:
         raise SpecError("trace", "holds no jobs")
+    check_memory(
+        estimated_run_bytes(len(specs), int(timeline_points)),
+        f"simulating a trace of {len(specs):,} jobs",
+        hint="simulate fewer jobs (or a shorter horizon of the trace)",
+    )
     sim = _Simulator(
         fabric, specs, scheduler, model, policy, horizon, int(seed), bool(interference), routing
     )
     sim.progress = progress
     sim.run()
-    return sim.result(int(timeline_points))
+    return sim.result(timeline_points_for(len(specs), int(timeline_points)))
+
+
+def estimated_run_bytes(num_jobs: int, timeline_points: int = TIMELINE_POINTS) -> int:
+    """Bytes a simulation of ``num_jobs`` jobs holds besides the fabric and the network
+    model: per-job state and the timeline (capped at :data:`TIMELINE_CELLS` cells)."""
+    cells = num_jobs * timeline_points_for(num_jobs, timeline_points)
+    return int(num_jobs * STATE_BYTES_PER_JOB + 2 * 21 * cells)
+
+
+def timeline_points_for(num_jobs: int, timeline_points: int = TIMELINE_POINTS) -> int:
+    """Time points of the timeline of a run of ``num_jobs`` jobs: ``timeline_points``, or
+    fewer (at least 2) so that ``points x jobs <= TIMELINE_CELLS``."""
+    return max(2, min(int(timeline_points), TIMELINE_CELLS // max(1, num_jobs)))
+
+
+def _usable_gpus(fabric: Fabric, policy: CheckpointPolicy) -> int:
+    """GPUs jobs may use: the fabric's less the hot spare nodes (SpecError if none)."""
+    per_node = max(1, int(fabric.gpus_per_node))
+    usable = fabric.num_gpus - policy.spares * per_node
+    if usable <= 0:
+        raise SpecError(
+            "checkpoint.spares",
+            f"{policy.spares} spare nodes of {per_node} GPUs leave none of the "
+            f"{fabric.num_gpus} GPUs for jobs",
+        )
+    return usable
 
 
 def _all_jobspecs(trace) -> bool:
@@ -269,32 +308,29 @@ class _Simulator:
         self._kind_present = present
         self._tier_fabric: Fabric | None = None
         self._tier_capacity = np.zeros(present.size)
-        usable = self.num_gpus - policy.spares * self.gpn
-        if usable <= 0:
-            raise SpecError(
-                "checkpoint.spares",
-                f"{policy.spares} spare nodes of {self.gpn} GPUs leave none of the "
-                f"{self.num_gpus} GPUs for jobs",
-            )
-        fingerprint = fabric_fingerprint(fabric)
-        self.jobs: list[_Job] = []
+        usable = _usable_gpus(fabric, policy)
+        # every size first: a job that can never run is refused before any step model
         for key, spec in enumerate(specs):
-            name = f"jobs[{key}] (id {spec.id!r})"
             if spec.gpus > usable:
                 raise SpecError(
-                    f"{name}.gpus",
+                    f"jobs[{key}] (id {spec.id!r}).gpus",
                     f"{spec.gpus} GPUs is larger than the cluster's {usable} usable GPUs "
                     f"({self.num_gpus} on {fabric.name}, less {policy.spares} spare nodes)",
                 )
+        fingerprint = fabric_fingerprint(fabric)
+        self.jobs: list[_Job] = []
+        for key, spec in enumerate(specs):
             try:
                 result = standalone_step(fabric, spec, fingerprint=fingerprint, routing=routing)
             except SpecError as error:
                 raise SpecError(
-                    f"{name}.{error.field or 'layout'}", str(error).split(": ", 1)[-1]
+                    f"jobs[{key}] (id {spec.id!r}).{error.field or 'layout'}",
+                    str(error).split(": ", 1)[-1],
                 ) from None
             self.jobs.append(
                 _Job(key, spec, result.step_time_s, result, spec.target_steps(result.step_time_s))
             )
+        self.max_events = max(MAX_EVENTS, EVENTS_PER_JOB * len(self.jobs))
         self.tau = policy.interval_s
         self.delta = policy.write_s if self.tau is not None else 0.0
         self.heap: list = []
@@ -820,12 +856,12 @@ class _Simulator:
             if self.alloc_changed:
                 self.alloc_changed = False
                 self._snapshot()
-            if self.events > MAX_EVENTS:
+            if self.events > self.max_events:
                 raise SolverError(
-                    f"more than {MAX_EVENTS:,} events at t = {self.t:.3g} s with "
+                    f"more than {self.max_events:,} events at t = {self.t:.3g} s with "
                     f"{total - self.done} jobs unfinished; give a horizon"
                 )
-            if self.progress is not None and self.events % 1000 == 0:
+            if self.progress is not None:
                 self.progress(self.t, self.done, total)
         if self.done < total and self.horizon is None and not self.heap:
             raise SolverError("the simulation stalled: jobs wait but nothing can free GPUs")

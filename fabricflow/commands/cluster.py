@@ -24,6 +24,7 @@ With ``--json`` it prints one object: ``jobs`` (per job ``id``, ``start_s``, ``e
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -37,6 +38,7 @@ from ._common import (
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
+TRACE_FORMATS = ("auto", "fabricflow", "pai-2020", "pai-2023", "philly", "helios", "acme")
 JOB_COLUMNS = (
     "id",
     "gpus",
@@ -73,6 +75,25 @@ def register(subparsers) -> None:
     source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
     source.add_argument(
         "--synthetic", type=int, metavar="N", help="a synthetic trace of N jobs (seeded)"
+    )
+    parser.add_argument(
+        "--trace-format",
+        default="auto",
+        choices=TRACE_FORMATS,
+        help="format of --trace: this project's YAML/CSV or a public cluster trace "
+        "(docs/cluster-traces.md); auto: by its columns (auto)",
+    )
+    parser.add_argument(
+        "--trace-gpu",
+        default="h100-sxm",
+        help="GPU type of the jobs of a public trace, which names none (h100-sxm)",
+    )
+    parser.add_argument(
+        "--fractional",
+        default="skip",
+        choices=("skip", "round-up"),
+        help="public-trace rows asking for part of a GPU: skip them (counted) or round "
+        "each instance up to whole GPUs (skip)",
     )
     parser.add_argument(
         "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
@@ -133,11 +154,12 @@ def run(args) -> int:
     if args.out is not None:
         check_out_folder(args.out)
     from ..cluster.failures import CheckpointPolicy
-    from ..cluster.simulate import simulate_cluster
+    from ..cluster.jobspec import LoadedTrace
+    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
-    from ._interrupt import check
+    from ..memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
     if args.spares < 0:
@@ -149,12 +171,33 @@ def run(args) -> int:
         spares=args.spares,
     )
     fabric = load_fabric(args.fabric)
+    usable = fabric.num_gpus - args.spares * max(1, int(fabric.gpus_per_node))
+    if usable <= 0:
+        raise SpecError(
+            "--spares",
+            f"{args.spares} spare nodes leave none of the {fabric.num_gpus} GPUs for jobs",
+        )
+    say = _progress_printer()
     if args.synthetic is not None:
         if args.synthetic < 1:
             raise SpecError("--synthetic", f"must be >= 1 jobs, got {args.synthetic}")
-        trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric)
+        # refused before drawing a job when the run would not fit in memory
+        check_memory(
+            estimated_run_bytes(args.synthetic),
+            f"simulating {args.synthetic:,} synthetic jobs",
+            hint="give fewer jobs",
+        )
+        trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
-        trace = load_trace(args.trace, fabric=fabric)
+        trace = load_trace(
+            args.trace,
+            fabric=fabric,
+            usable_gpus=usable,
+            format=args.trace_format,
+            gpu=args.trace_gpu,
+            fractional=args.fractional,
+            progress=lambda done, total: say(f"read {done:,} of about {total:,} trace rows"),
+        )
     loaded = time.perf_counter()
     result = simulate_cluster(
         fabric,
@@ -165,10 +208,14 @@ def run(args) -> int:
         horizon=args.horizon,
         seed=args.seed,
         interference=not args.no_interference,
-        progress=lambda *_: check(),
+        progress=lambda t, done, total: say(
+            f"simulated {t / 86400:,.2f} days, {done:,} of {total:,} jobs done"
+        ),
     )
     simulated = time.perf_counter()
     report = result.to_json()
+    if isinstance(trace, LoadedTrace):
+        report["trace"] = trace.report()
     report["seconds"] = {
         "load": loaded - began,
         "simulate": simulated - loaded,
@@ -185,6 +232,26 @@ def run(args) -> int:
         )
         print(result.summary())
     return 0
+
+
+def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
+    """``say(text)``: checks for Ctrl-C, and prints ``text`` on stderr (stdout stays one
+    JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
+    import sys
+
+    from ._interrupt import check
+
+    began = time.perf_counter()
+    last = [-math.inf]
+
+    def say(text: str) -> None:
+        check()
+        now = time.perf_counter() - began
+        if now >= after_s and now - last[0] >= every_s:
+            last[0] = now
+            print(f"cluster: {text}, {now:,.0f} s elapsed", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _write_outputs(args, result, report) -> None:
