@@ -18,14 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ._common import (
-    add_json_flag,
-    check_out_folder,
-    mark_done,
-    output_path,
-    print_json,
-    write_json_file,
-)
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
 CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive")
 
@@ -76,7 +69,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for netCDF, JSON and plots"
+        "--out", default=None, type=output_folder, help="directory for netCDF, JSON and plots"
     )
     parser.add_argument(
         "--max-work",
@@ -113,8 +106,6 @@ def run(args) -> int:
     pfc_params = PFCParams().replace(**pfc_overrides)
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
-    if args.out:
-        check_out_folder(args.out)
     result = simulate_cc(
         scenario.fabric,
         scenario.routes,
@@ -151,7 +142,9 @@ def run(args) -> int:
         **summary,
     }
     if args.out:
-        _write_outputs(args, result, scenario, report)
+        # an output that cannot be written is reported after the result (exit 1)
+        write_outputs(args, "--out", _write_outputs, args.out, result, scenario, report)
+        report["out"] = args.out
     if args.json:
         print_json(report)
         return 0
@@ -159,28 +152,22 @@ def run(args) -> int:
     return 0
 
 
-def _write_outputs(args, result, scenario, report) -> None:
-    from ..atomic import atomic_path, ensure_folder
+def _write_outputs(out: str, result, scenario, report: dict) -> None:
+    """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
+    from ..atomic import atomic_path
     from ..study.congestion import to_dataset
     from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
 
-    ensure_folder(args.out)
-    path = os.path.join(args.out, f"{result.cc}.nc")
-    with atomic_path(path) as tmp:
+    with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)
-    mark_done(args, path)
-    path = os.path.join(args.out, "rates_queues.png")
     plot_rates_and_queues(
-        result, roles=scenario.roles, links=_links_to_plot(result, scenario), path=path
+        result,
+        roles=scenario.roles,
+        links=_links_to_plot(result, scenario),
+        path=os.path.join(out, "rates_queues.png"),
     )
-    mark_done(args, path)
-    path = os.path.join(args.out, "pause_spread.png")
-    plot_pause_spread(result, scenario.fabric, path=path)
-    mark_done(args, path)
-    path = os.path.join(args.out, "summary.json")
-    write_json_file(path, report)
-    mark_done(args, path)
-    report["out"] = args.out
+    plot_pause_spread(result, scenario.fabric, path=os.path.join(out, "pause_spread.png"))
+    write_json_file(os.path.join(out, "summary.json"), report)
 
 
 def _links_to_plot(result, scenario):

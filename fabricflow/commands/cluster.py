@@ -30,11 +30,11 @@ import time
 
 from ._common import (
     add_json_flag,
-    check_out_folder,
     mark_done,
-    output_path,
+    output_folder,
     print_json,
     write_json_file,
+    write_outputs,
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
@@ -127,7 +127,7 @@ def register(subparsers) -> None:
         help="every job at its standalone step time (no contention model)",
     )
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for the dataset and figures"
+        "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -151,8 +151,6 @@ def failure_options(mtbf_items, mttr_items):
 
 def run(args) -> int:
     began = time.perf_counter()
-    if args.out is not None:
-        check_out_folder(args.out)
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
     from ..cluster.simulate import estimated_run_bytes, simulate_cluster
@@ -221,8 +219,8 @@ def run(args) -> int:
         "simulate": simulated - loaded,
         "total": time.perf_counter() - began,
     }
-    if args.out is not None:
-        _write_outputs(args, result, report)
+    if args.out is not None:  # one that cannot be written is reported after the result
+        write_outputs(args, "--out", _write_outputs, args, result, report)
     if args.json:
         print_json(report)
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+from ._common import add_json_flag, output_folder, print_json, write_outputs
 
 
 def register(subparsers) -> None:
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--out",
-        type=output_path,
+        type=output_folder,
         default=None,
         help="folder for candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
@@ -80,8 +80,6 @@ def run(args) -> int:
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
-    if args.out:
-        check_out_folder(args.out)
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
     fabric = load_fabric(args.fabric)
@@ -105,11 +103,8 @@ def run(args) -> int:
     )
     interrupted = search.stopped == "interrupted"
     written = []
-    if args.out:
-        written = _write_out(search, args.out)
-        if not interrupted:
-            for path in written:
-                mark_done(args, path)
+    if args.out:  # a file that cannot be written is reported after the result (exit 1)
+        written = write_outputs(args, "--out", _write_out, search, args.out)
     out = search.to_dict()
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
