@@ -32,17 +32,37 @@ from ..routing.routes import Routes
 
 SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck", "parking_lot")
 
+#: What the size knob (``flows``, ``--flows``) of each scenario counts.
+SIZE_KNOB = {
+    "incast": "senders into one receiver (plus 1 victim flow)",
+    "dumbbell": "flows over the bottleneck",
+    "alltoall": "hosts (n (n-1) flows)",
+    "ring": "switches of the ring (2 flows per host)",
+    "multi_bottleneck": "ignored (always 6 flows)",
+    "parking_lot": "hops of the long flow (hops + 1 flows)",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """A fabric, routes and what to look at. ``roles`` maps a role name to flow ids;
-    ``bottleneck`` is the link whose queue to report (None: the largest queue)."""
+    """A fabric, routes and what to look at. ``roles`` maps a role name to flow ids (every
+    flow has one role); ``bottleneck`` is the link whose queue to report (None: the
+    largest queue)."""
 
     name: str
     fabric: Fabric
     routes: Routes
     bottleneck: int | None
     roles: dict
+
+    @property
+    def title(self) -> str:
+        """The flows by role, e.g. ``"16 incast + 1 victim = 17 flows"``."""
+        total = self.routes.num_flows
+        if list(self.roles) == ["flows"]:
+            return f"{total} flows"
+        parts = " + ".join(f"{len(ids)} {role}" for role, ids in self.roles.items())
+        return f"{parts} = {total} flows"
 
 
 class _Builder:

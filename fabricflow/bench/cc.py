@@ -16,7 +16,9 @@ import numpy as np
 
 from ._measure import measured
 
-SECTION = "dcqcn"
+SECTION = "cc"
+#: Former names of this section, still accepted on the command line.
+ALIASES = ("dcqcn",)
 DESCRIPTION = "DCQCN/PFC fluid model: flows x steps per second"
 
 
@@ -64,13 +66,14 @@ def leaf_spine_flows(
 def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
     import jax
 
-    from ..solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+    from ..solve.cc.prepare import prepare_cc
+    from ..solve.cc.run import run_cc
     from ..solve.status import Status
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
     dt = 1e-6
     with measured(result, f"{prefix}_prepare"):
-        prepared = prepare_dcqcn(
+        prepared = prepare_cc(
             links,
             capacity,
             path_latency,
@@ -93,7 +96,7 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str) -> None:
         after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     )
     result[f"{prefix}_load_average_1min"] = os.getloadavg()[0]
-    res = run_dcqcn(prepared, outputs=outputs)
+    res = run_cc(prepared, outputs=outputs)
     result[f"{prefix}_flows"] = num_flows
     result[f"{prefix}_hops"] = int(links.shape[1])
     result[f"{prefix}_steps"] = steps
