@@ -113,11 +113,9 @@ def solve_phase(
     one = _solved(fabric, single, capacity, replica.links, None, latency.sum(axis=1), solver)
     num_groups = phase.hop_src.shape[0]
 
-    def tiled(values):
-        return np.broadcast_to(values, (num_groups, *values.shape[1:])).copy()
+    def tiled(values):  # every group's copy of group 0's values: a read-only view
+        return np.broadcast_to(values, (num_groups, *values.shape[1:]))
 
-    width = one.links.shape[1]
-    links = replica.translate(one.links).reshape(-1, width).astype(np.int32)
     return dataclasses.replace(
         one,
         phase=phase,
@@ -125,8 +123,8 @@ def solve_phase(
         path_latency_s=tiled(one.path_latency_s),
         intra_steps=tiled(one.intra_steps),
         network_steps=tiled(one.network_steps),
-        links=links,
-        coef=np.broadcast_to(one.coef[None], (num_groups, *one.coef.shape)).reshape(-1, width),
+        links=replica.translate(one.links),
+        coef=np.tile(one.coef, (num_groups, 1)),
         replicated=True,
     )
 
@@ -164,6 +162,7 @@ def _solved(fabric, phase, capacity, hop_links, hop_coef, hop_latency, solver) -
     )[valid]
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
     hop_links = hop_links.astype(np.int64)
+    single_path = hop_coef is None  # one path per hop (no split): no link twice in a row
     if hop_coef is None:
         hop_coef = np.where(hop_links >= 0, phase.hop_load[valid][:, None], 0.0)
     else:
@@ -188,7 +187,10 @@ def _solved(fabric, phase, capacity, hop_links, hop_coef, hop_latency, solver) -
         if np.any(max_group >= 0)
         else None
     )
-    if merge_group is None:
+    if merge_group is None and num_hops == 1 and single_path and hop_index.size == num_transfers:
+        # One hop per transfer on a simple path (each link once): the rows are the routes.
+        links, coef = hop_links.astype(np.int32), hop_coef
+    elif merge_group is None:
         links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
     else:
         links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)

@@ -8,11 +8,12 @@ translated to the others (their links found through a per-domain link map).
 
 Nothing is assumed about the router: the translation is checked on the routes
 themselves. Every pair of local ranks the phase uses is routed in every group's domain,
-twice (the second copy of a pair gets another hash key, as a second channel of the pair
-would), and the phase is replicated only when
+and the phase is replicated only when
 
-- both copies take the same links in every domain (the routes do not depend on hashing),
-  and the representative group's own routed hops are exactly its table's routes;
+- the representative group's own routed hops (several hash keys of a pair, one per
+  channel) are exactly its table's routes, so the routes do not depend on hashing
+  (when group 0 sends some pair only once, the table routes every pair twice, the
+  second copy with another hash key);
 - every domain's table is the representative's relabelled one-to-one (a link appears at
   the same positions in both tables), and the domains' link sets are disjoint;
 - the corresponding links have equal capacities and latencies.
@@ -25,6 +26,7 @@ groups are only statistically alike, and are never replicated here.
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -35,10 +37,29 @@ from .phase import Phase
 __all__ = ["DomainReplica", "domain_replica", "replicated_domains"]
 
 
+_ranks_lock = threading.Lock()
+_ranks: dict[int, tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+
+
 def _local_ranks(fabric: Fabric) -> tuple[np.ndarray, np.ndarray]:
     """``(local [G], members [D, n])``: each GPU's rank in its scale-up domain (by GPU
-    index) and each domain's GPUs (``-1`` padded to the largest domain)."""
-    domain = np.asarray(fabric.gpu_domain, np.int64)
+    index) and each domain's GPUs (``-1`` padded to the largest domain); computed once
+    per ``gpu_domain`` array (the last few are kept)."""
+    key = id(fabric.gpu_domain)
+    with _ranks_lock:
+        known = _ranks.get(key)
+    if known is not None and np.array_equal(known[0], fabric.gpu_domain):
+        return known[1]
+    value = _ranks_of(fabric.gpu_domain)
+    with _ranks_lock:
+        if len(_ranks) >= 8:
+            _ranks.clear()
+        _ranks[key] = (np.array(fabric.gpu_domain, copy=True), value)
+    return value
+
+
+def _ranks_of(gpu_domain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    domain = np.asarray(gpu_domain, np.int64)
     order = np.argsort(domain, kind="stable")
     sizes = np.bincount(domain)
     start = np.cumsum(sizes) - sizes
@@ -58,30 +79,39 @@ def replicated_domains(fabric: Fabric, phase: Phase) -> np.ndarray | None:
     num_groups = hop_src.shape[0]
     if num_groups < 2:
         return None
-    valid = hop_src >= 0
-    if not valid[0].any() or not np.array_equal(valid, np.broadcast_to(valid[0], valid.shape)):
+    valid = hop_src[0] >= 0
+    if not valid.any():
         return None
     domain = np.asarray(fabric.gpu_domain, np.int64)
-    src_domain = np.where(valid, domain[np.maximum(hop_src, 0)], -1)
-    dst_domain = np.where(valid, domain[np.maximum(hop_dst, 0)], -1)
-    first = tuple(np.argwhere(valid[0])[0])
-    group_domain = src_domain[(slice(None), *first)]
-    inside = (src_domain == group_domain[:, None, None]) & (dst_domain == src_domain)
-    if not inside[valid].all() or np.unique(group_domain).size != num_groups:
+    src0, dst0 = hop_src[0][valid], hop_dst[0][valid]
+    home = domain[src0[0]]
+    if not ((domain[src0] == home) & (domain[dst0] == home)).all():
+        return None  # group 0 leaves its domain
+    group_domain = domain[np.maximum(hop_src[:, valid][:, 0], 0)]
+    if np.unique(group_domain).size != num_groups:
         return None
-    local, _ = _local_ranks(fabric)
-    pattern = [
-        np.where(valid, local[np.maximum(hop_src, 0)], -1),
-        np.where(valid, local[np.maximum(hop_dst, 0)], -1),
-        phase.hop_load,
-        phase.hop_latency_count,
-    ]
+    local, members = _local_ranks(fabric)
+    # Group 0's hops translated into every group's domain must be the group's hops.
+    translated = members[group_domain]  # [G, n]
+    dense = bool(valid.all())
+    for hops, own in ((hop_src, src0), (hop_dst, dst0)):
+        if dense:  # no padding: compare the hops in place
+            same = np.array_equal(hops.reshape(num_groups, -1), translated[:, local[own]])
+        else:
+            expected = np.full(hops.shape, -1, hops.dtype)
+            expected[:, valid] = translated[:, local[own]]
+            same = np.array_equal(hops, expected)
+        if not same:
+            return None
+    for values in (phase.hop_load, phase.hop_latency_count):
+        if not np.array_equal(values, np.broadcast_to(values[:1], values.shape)):
+            return None
     assert phase.max_group is not None  # filled in by Phase.__post_init__
     groups = phase.max_group
-    lowest = np.where(groups >= 0, groups, np.iinfo(np.int64).max).min(axis=(1, 2))
-    pattern.append(np.where(groups >= 0, groups - lowest[:, None, None], -1))
-    for values in pattern:
-        if not np.array_equal(values, np.broadcast_to(values[:1], values.shape)):
+    if groups.max(initial=-1) >= 0:
+        lowest = np.where(groups >= 0, groups, np.iinfo(np.int64).max).min(axis=(1, 2))
+        relative = np.where(groups >= 0, groups - lowest[:, None, None], -1)
+        if not np.array_equal(relative, np.broadcast_to(relative[:1], relative.shape)):
             return None
     return group_domain
 
@@ -91,7 +121,7 @@ class DomainReplica:
     """Group 0 of a replicated phase, routed, and the link map to every group.
 
     ``links``/``coef``: the representative group's routed hops (rows of the phase's valid
-    hops of group 0, in order); ``link_map`` int64 ``[G, K]``: for group ``g`` the link
+    hops of group 0, in order); ``link_map`` int32 ``[G, K]``: for group ``g`` the link
     that plays the part of the ``k``-th link of group 0 (``links`` use only those ``K``);
     ``slot`` int64 ``[L]``: the ``k`` of each of group 0's links (``-1`` elsewhere)."""
 
@@ -101,11 +131,14 @@ class DomainReplica:
     slot: np.ndarray
 
     def translate(self, links: np.ndarray) -> np.ndarray:
-        """int ``[G, R, W]``: rows ``links`` of group 0 (``[R, W]``, ``-1`` padded) as
-        every group's own links."""
-        local = np.where(links >= 0, self.slot[np.maximum(links, 0)], -1)
-        mapped = self.link_map[:, np.maximum(local, 0)]
-        return np.where(local >= 0, mapped, -1)
+        """int32 ``[G * R, W]``: rows ``links`` of group 0 (``[R, W]``, ``-1`` padded) as
+        every group's own rows, group after group."""
+        local = np.where(links >= 0, self.slot[np.maximum(links, 0)], -1).reshape(-1)
+        mapped = self.link_map[:, np.maximum(local, 0)]  # [G, R * W]
+        padding = local < 0
+        if padding.any():
+            mapped[:, padding] = -1
+        return mapped.reshape(-1, links.shape[1])
 
 
 def domain_replica(
@@ -128,17 +161,20 @@ def domain_replica(
     )
     pair_of_hop = pair_of_hop.reshape(-1)
     num_groups, num_pairs = domains.size, pairs.shape[0]
-    # Every group's domain, every pair, twice (the copy hashes as a second channel would).
-    table_src = np.repeat(members[domains][:, pairs[:, 0]][:, None, :], 2, axis=1)
-    table_dst = np.repeat(members[domains][:, pairs[:, 1]][:, None, :], 2, axis=1)
+    # Every group's domain, every pair: once when group 0's own hops repeat every pair
+    # (their routes, checked below, cover several hash keys of each), else twice (the
+    # copy hashes as a second channel of the pair would).
+    repeats = 1 if np.bincount(pair_of_hop).min() >= 2 else 2
+    table_src = np.repeat(members[domains][:, pairs[:, 0]][:, None, :], repeats, axis=1)
+    table_dst = np.repeat(members[domains][:, pairs[:, 1]][:, None, :], repeats, axis=1)
     if (table_src < 0).any() or (table_dst < 0).any():
         return None
     table = route(fabric, table_src.reshape(-1), table_dst.reshape(-1), policy=routing, seed=seed)
     if table.coef is not None or own.coef is not None:
         return None  # split routes: the replication below keeps single paths only
     width = max(table.links.shape[1], own.links.shape[1])
-    copies = _widen(table.links, width).reshape(num_groups, 2, num_pairs, width)
-    if not np.array_equal(copies[:, 0], copies[:, 1]):
+    copies = _widen(table.links, width).reshape(num_groups, repeats, num_pairs, width)
+    if not (copies == copies[:, :1]).all():
         return None  # the routes depend on the flow's hash
     rows = copies[:, 0].reshape(num_groups, num_pairs * width)
     if not np.array_equal(_widen(own.links, width), copies[0, 0][pair_of_hop]):
@@ -153,7 +189,7 @@ def domain_replica(
             return None
     slot = np.full(fabric.num_links, -1, np.int64)
     slot[link_map[0]] = np.arange(link_map.shape[1])
-    return DomainReplica(own.links, own.coef, link_map, slot)
+    return DomainReplica(own.links, own.coef, link_map.astype(np.int32), slot)
 
 
 def _widen(links: np.ndarray, width: int) -> np.ndarray:
@@ -172,7 +208,7 @@ def _link_map(rows: np.ndarray, num_links: int) -> np.ndarray | None:
     if not np.array_equal(rows >= 0, np.broadcast_to(used, rows.shape)):
         return None
     reference = rows[0][used]
-    distinct, first = np.unique(reference, return_index=True)
+    _, first = np.unique(reference, return_index=True)
     order = np.sort(first)  # first appearance of each of group 0's links
     position = np.empty(num_links, np.int64)
     position[reference[order]] = np.arange(order.size)
@@ -181,7 +217,6 @@ def _link_map(rows: np.ndarray, num_links: int) -> np.ndarray | None:
     # one-to-one: every entry is the group's image of group 0's link at that entry
     if not np.array_equal(kept, link_map[:, position[reference]]):
         return None
-    if np.unique(link_map).size != link_map.size:
+    if np.bincount(link_map.reshape(-1), minlength=num_links).max(initial=0) > 1:
         return None  # two of group 0's links share an image, or two groups share a link
-    del distinct
     return link_map

@@ -52,6 +52,9 @@ from .scaling import as_output_dtype, range_scaling
 __all__ = ["METHODS", "MaxMinSolution", "accelerator_present", "max_min", "resolve_method"]
 
 METHODS = ("auto", "jax", "numpy")
+# The numpy backend renumbers the used links when the entries are this many times fewer
+# than the links (a small solve on a large fabric).
+COMPACT_BELOW = 8
 
 
 class MaxMinSolution(NamedTuple):
@@ -326,10 +329,18 @@ def _numpy_solve(entries: FlowEntries, capacity, weight, demand, rtol, max_iters
             start = np.zeros(entries.num_flows + 1, np.int64)
             np.cumsum(np.bincount(flow[keep], minlength=entries.num_flows), out=start[1:])
             link, entry_coef = entries.link[keep], coef[keep]
+        # A few entries on a large fabric: solve on the links they use only (renumbered),
+        # so a round costs the entries, not the fabric's links.
+        used = None
+        if link.size and link.size * COMPACT_BELOW < cap.size:
+            used, link = np.unique(link, return_inverse=True)
+            cap = cap[used]
         finite_cap = np.where(np.isfinite(cap), cap, 0.0)
         rate, bottleneck, rounds, unsettled = numpy_water_fill(
             start, link, entry_coef, finite_cap, w, d, rtol=rtol, max_iters=max_iters
         )
+        if used is not None:
+            bottleneck = np.where(bottleneck >= 0, used[np.maximum(bottleneck, 0)], -1)
         status = Status.MAX_ITERS_REACHED if unsettled.any() else Status.CONVERGED
         out.append((rate, bottleneck, rounds, int(status), unsettled))
     rate, bottleneck, rounds, status, unsettled = zip(*out, strict=True)
