@@ -196,7 +196,11 @@ def _joint(
     # Connectivity on each phase's own rows; then the connected rows' used entries only
     # (ragged): padding them to the widest phase's rows (hundreds of links for a
     # data-parallel ring) would cost far more than the flows that take part.
-    keep = _connected_parts([sp.links for sp in phases], cache.fabric.num_links)
+    keep = _connected_parts(
+        [sp.links for sp in phases],
+        cache.fabric.num_links,
+        [sp.used_links(cache.fabric.num_links) for sp in phases],
+    )
     union = None
     if any(k.any() for k in keep[1:]):
         kept = [int(np.count_nonzero(k)) for k in keep]
@@ -247,10 +251,14 @@ def _flows_key(bound: Bound) -> tuple:
     return ("serial", bound.sp.serial) if bound.sp.serial >= 0 else bound.key
 
 
-def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray]:
+def _connected_parts(
+    parts: list[np.ndarray], num_links: int, link_sets: list[np.ndarray] | None = None
+) -> list[np.ndarray]:
     """bool ``[F_i]`` per part (int ``[F_i, H_i]`` link rows, ``-1`` padded): the flows
     connected to every flow of part 0 through chains of shared links. The same flows as
-    :func:`_connected` on the parts stacked and padded to one width, without the stack."""
+    :func:`_connected` on the parts stacked and padded to one width, without the stack.
+    ``link_sets``: the links each part uses, when known: a part none of whose links is
+    reached is skipped without reading its rows."""
     reached = np.zeros(num_links + 1, dtype=bool)  # the last slot stands for padding (-1)
     keep = [np.zeros(links.shape[0], dtype=bool) for links in parts]
     keep[0][:] = True
@@ -260,7 +268,7 @@ def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray
             hops = links[new]
             reached[hops[hops >= 0]] = True
         for i, links in enumerate(parts):
-            if keep[i].all():
+            if keep[i].all() or (link_sets is not None and not reached[link_sets[i]].any()):
                 fresh[i] = np.zeros_like(keep[i])
                 continue
             touched = reached[links].any(axis=1)  # padding reads reached[-1], never set

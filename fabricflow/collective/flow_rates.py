@@ -56,6 +56,16 @@ class SolvedPhase:
     serial: int = -1
     replicated: bool = False
 
+    def used_links(self, num_links: int) -> np.ndarray:
+        """int64 ``[U]``: the links the phase's flows cross, ascending (computed once)."""
+        used = self.__dict__.get("_used_links")
+        if used is None:
+            mark = np.zeros(num_links, dtype=bool)
+            mark[self.links[self.links >= 0]] = True
+            used = np.flatnonzero(mark)
+            self.__dict__["_used_links"] = used  # a memo on the frozen dataclass
+        return used
+
     def link_load(self, num_links: int) -> np.ndarray:
         """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
         return link_load(self.links, self.rate.reshape(-1), num_links, self.coef)

@@ -83,8 +83,7 @@ def numpy_events(
     remaining = np.asarray(size, np.float64).copy()
     elapsed = np.zeros(num_flows)
     done = np.zeros(num_flows, dtype=bool)
-    counts = entries.counts()
-    coef = entries.coef_or_ones()
+    live = _Present(entries)
     now, events, rounds, status = 0.0, 0, 0, Status.CONVERGED
     while not done.all():
         if stop_after is not None and done[stop_after].all():
@@ -100,16 +99,16 @@ def numpy_events(
         elif solves is not None and key in solves:
             rate[present] = solves[key]
         elif present.any():
-            part = entries.select(present)
+            live.update(present)
             solved, _, used, unsettled = numpy_water_fill(
-                part.start,
-                part.link,
-                coef[np.repeat(present, counts)],
+                live.start,
+                live.link,
+                live.coef,
                 capacity,
                 weight[present],
-                np.full(part.num_flows, np.inf),
+                np.full(live.num_flows, np.inf),
                 rtol=rtol,
-                max_iters=part.num_flows + 1,
+                max_iters=live.num_flows + 1,
             )
             rate[present] = solved
             rounds += used
@@ -135,6 +134,37 @@ def numpy_events(
         now += step
     elapsed = np.where(done, elapsed, np.where(remaining > 0, np.inf, elapsed))
     return EventResult(elapsed, remaining, now, events, rounds, int(status))
+
+
+class _Present:
+    """The entries of the present flows, kept from event to event: compacted in place
+    when flows only leave (no arrival since), selected afresh otherwise."""
+
+    def __init__(self, entries: FlowEntries):
+        self.entries = entries
+        self.flows = np.zeros(0, np.int64)  # the present flows, ascending
+        self.start = np.zeros(1, np.int64)
+        self.link = np.zeros(0, np.int64)
+        self.coef = np.zeros(0)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.flows.size)
+
+    def update(self, present: np.ndarray) -> None:
+        flows = np.flatnonzero(present)
+        if np.array_equal(flows, self.flows):
+            return
+        if self.flows.size and np.isin(flows, self.flows).all():
+            keep = np.isin(self.flows, flows)  # only departures: drop their entries
+            counts = np.diff(self.start)
+            entry_keep = np.repeat(keep, counts)
+            self.link, self.coef = self.link[entry_keep], self.coef[entry_keep]
+            self.start = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
+        else:
+            part = self.entries.select(flows)
+            self.link, self.coef, self.start = part.link, part.coef_or_ones(), part.start
+        self.flows = flows
 
 
 def jax_events(
