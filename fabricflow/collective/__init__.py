@@ -22,7 +22,13 @@ from .comm import CollectiveCache, collective_seconds, collective_timer
 from .cost import DEFAULT_COST, PROTOCOLS, CostModel
 from .coupling import CoupledTimes, coupled_seconds, plan_windows
 from .groups import as_groups, domain_grid, make_groups
-from .model import CollectiveResult, PreparedCollective, collective_time, prepare_collective
+from .model import (
+    CollectiveResult,
+    PreparedCollective,
+    collective_time,
+    prepare_collective,
+    prepare_collectives,
+)
 from .ops import OPS, bandwidths, busbw_factor, canonical_op
 from .phase import Phase
 from .sweep import collective_sweep, nccl_sizes
@@ -55,5 +61,6 @@ __all__ = [
     "nccl_sizes",
     "plan_windows",
     "prepare_collective",
+    "prepare_collectives",
     "structure_cache",
 ]

@@ -32,7 +32,7 @@ from ..fabric.fabric import Fabric
 from . import structure_cache
 from .algorithms import ALIASES, algorithms_for
 from .alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
-from .model import ROUTINGS, prepare_collective
+from .model import ROUTINGS, prepare_collective, prepare_collectives
 from .structure_cache import SolvedTimes
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "collective_seconds",
     "collective_timer",
     "prepared_collective",
+    "prepared_collectives",
     "resolve_backend",
 ]
 
@@ -316,6 +317,29 @@ class CollectiveCache:
         ``None`` (alpha-beta backend, or one rank per group)."""
         return self._timer(name, op).collective  # type: ignore[attr-defined]
 
+    def prepare_many(self, pairs) -> None:
+        """Prepare the collectives ``[(name, op), ...]`` the step will ask for, together:
+        the ones not solved yet are routed and solved in one batch
+        (:func:`prepared_collectives`); the answers are those of one at a time."""
+        if self.backend != "fabric":
+            return
+        todo = {}
+        for name, op in pairs:
+            if (name, op) in self._prepared or self.groups[name].shape[1] < 2:
+                continue
+            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algo != "auto":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
+            todo[(name, op)] = (op, self.groups[name], algo)
+        if len(todo) > 1:
+            prepared_collectives(
+                self.fabric,
+                list(todo.values()),
+                routing=self.routing,
+                seed=self.seed,
+                fingerprint=self._fingerprint(),
+            )
+
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
         if (name, op) not in self._prepared:
             algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
@@ -386,6 +410,53 @@ class _JointStore:
             structure_cache.store(full, value)
 
 
+def prepared_collectives(
+    fabric: Fabric,
+    requests: list[tuple[str, np.ndarray, str]],
+    *,
+    routing: str = "auto",
+    seed: int = 0,
+    fingerprint: str | None = None,
+) -> list[SolvedTimes]:
+    """:func:`prepared_collective` of many ``(op, groups, algo)`` at once: the ones not
+    in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
+    per algorithm choice) and cached one by one under their own keys."""
+    if fingerprint is None:
+        fingerprint = structure_cache.fabric_fingerprint(fabric)
+    keys = [
+        _collective_key(fingerprint, op, groups, algo, routing, seed)
+        for op, groups, algo in requests
+    ]
+    found = [structure_cache.lookup(key) for key in keys]
+    missing = [i for i, value in enumerate(found) if value is structure_cache.MISSING]
+    for algo in sorted({requests[i][2] for i in missing}):
+        chosen = [i for i in missing if requests[i][2] == algo]
+        prepared = prepare_collectives(
+            fabric,
+            [requests[i][:2] for i in chosen],
+            algo=algo,
+            routing=routing,
+            seed=seed,
+            fabric_fingerprint=fingerprint,
+        )
+        for i, pc in zip(chosen, prepared, strict=True):
+            found[i] = SolvedTimes(pc)
+            structure_cache.store(keys[i], found[i])
+    return found
+
+
+def _collective_key(fingerprint, op, groups, algo, routing, seed) -> tuple:
+    return (
+        "collective",
+        fingerprint,
+        str(op),
+        structure_cache.groups_digest(groups),
+        str(algo),
+        str(routing),
+        int(seed),
+    )
+
+
 def prepared_collective(
     fabric: Fabric,
     op: str,
@@ -403,15 +474,7 @@ def prepared_collective(
     it (a step asks for several collectives on one fabric)."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
-    key = (
-        "collective",
-        fingerprint,
-        str(op),
-        structure_cache.groups_digest(groups),
-        str(algo),
-        str(routing),
-        int(seed),
-    )
+    key = _collective_key(fingerprint, op, groups, algo, routing, seed)
     return structure_cache.cached(
         key,
         lambda: SolvedTimes(

@@ -406,6 +406,10 @@ class CoupledTimes:
         self.rates = rates or {}
         self.members: dict[tuple, tuple[str, Coupled]] = {}
 
+    def prepare_many(self, pairs) -> None:
+        """As :meth:`~.comm.CollectiveCache.prepare_many` (the collectives alone)."""
+        self.cache.prepare_many(pairs)
+
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
         window = self.window_of(name, op)
         if window is None:

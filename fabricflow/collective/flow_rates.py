@@ -19,11 +19,12 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..loads import link_load
 from ..routing.route import route
+from ..solve.maxmin.batch import max_min_batch
 from ..solve.maxmin.engine import max_min
 from ..solve.maxmin.entries import FlowEntries
 from .cost import CostModel
 from .phase import Phase
-from .symmetry import domain_replica, replicated_domains
+from .symmetry import DomainReplica, domain_replica, replicated_domains
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -87,16 +88,54 @@ def solve_phase(
     seed: int = 0,
     solver=None,
 ) -> SolvedPhase:
-    """Route and solve one phase. ``capacity``: ``[L]`` bytes/s (see :func:`effective_capacity`).
+    """Route and solve one phase (:func:`solve_phases` of one)."""
+    return solve_phases(fabric, [phase], capacity, routing=routing, seed=seed, solver=solver)[0]
+
+
+def solve_phases(
+    fabric: Fabric,
+    phases: list[Phase],
+    capacity: np.ndarray,
+    *,
+    routing: str = "ecmp",
+    seed: int = 0,
+    solver=None,
+) -> list[SolvedPhase]:
+    """Route and solve independent phases, their max-min solves in one engine batch
+    (:func:`~fabricflow.solve.maxmin.batch.max_min_batch`: one block-diagonal call on an
+    accelerator, one after another on a CPU). ``capacity``: ``[L]`` bytes/s (see
+    :func:`effective_capacity`). Each phase's answer is the one it gets alone: each is
+    routed in its own call (hash keys count a pair's flows within the phase).
 
     A phase whose groups are translations of each other inside their own scale-up domains
     (:mod:`.symmetry`: a TP phase) is routed and solved for one group and translated to
     the others, exactly; any other phase is routed and solved whole.
 
-    Complexity: one routing call over all ``G * Tg * P`` hops (``Tg * P`` plus a pair
-    table for a replicated phase), a sort of the route entries, and one max-min solve over
-    ``G * Tg`` flows (``Tg``).
+    Complexity per phase: one routing call over all ``G * Tg * P`` hops (``Tg * P`` plus
+    a pair table for a replicated phase), a sort of the route entries, and a max-min
+    solve over ``G * Tg`` flows (``Tg``).
     """
+    plans = [_plan(fabric, phase, capacity, routing, seed) for phase in phases]
+    rates = _rates([(plan.links, plan.coef) for plan in plans], capacity, solver)
+    return [_finish(plan, rate, method) for plan, (rate, method) in zip(plans, rates, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Plan:
+    """A phase routed and merged into transfers, before its max-min solve: the flows
+    ``links``/``coef`` of all its groups, or of group 0 when ``replica`` maps them to the
+    others, with their latencies (``[G, Tg]``, ``[1, Tg]`` replicated)."""
+
+    phase: Phase
+    links: np.ndarray
+    coef: np.ndarray
+    path_latency_s: np.ndarray
+    intra_steps: np.ndarray
+    network_steps: np.ndarray
+    replica: DomainReplica | None
+
+
+def _plan(fabric: Fabric, phase: Phase, capacity, routing: str, seed: int) -> _Plan:
     domains = replicated_domains(fabric, phase) if routing != "optimized" else None
     replica = None
     if domains is not None:
@@ -109,7 +148,10 @@ def solve_phase(
         valid = phase.hop_src >= 0
         routes = _routed(lambda: _route_hops(fabric, phase, valid, routing, seed), fabric, routing)
         latency = routes.path_latency(fabric.latency)
-        return _solved(fabric, phase, capacity, routes.links, routes.coef, latency, solver)
+        links, coef, path, intra, network = _transfers(
+            fabric, phase, routes.links, routes.coef, latency
+        )
+        return _Plan(phase, links, coef, path, intra, network, None)
     single = dataclasses.replace(
         phase,
         hop_src=phase.hop_src[:1],
@@ -120,21 +162,50 @@ def solve_phase(
         max_group=None if phase.max_group is None else phase.max_group[:1],
     )
     latency = np.where(replica.links >= 0, fabric.latency[np.maximum(replica.links, 0)], 0.0)
-    one = _solved(fabric, single, capacity, replica.links, None, latency.sum(axis=1), solver)
-    num_groups = phase.hop_src.shape[0]
+    links, coef, path, intra, network = _transfers(
+        fabric, single, replica.links, None, latency.sum(axis=1)
+    )
+    return _Plan(phase, links, coef, path, intra, network, replica)
+
+
+def _rates(problems: list, capacity: np.ndarray, solver) -> list[tuple[np.ndarray, str]]:
+    """``(rates, method)`` of each ``(links, coef)`` problem (see :func:`fair_rates`)."""
+    if solver is not None or len(problems) < 2:
+        return [fair_rates(links, capacity, coef, solver) for links, coef in problems]
+    entries = [FlowEntries.from_padded(links, coef, capacity.size) for links, coef in problems]
+    solutions = max_min_batch(entries, [capacity] * len(entries), dtype=np.float64)
+    return [(solution.rates, solution.method) for solution in solutions]
+
+
+def _finish(plan: _Plan, rate: np.ndarray, method: str) -> SolvedPhase:
+    """The :class:`SolvedPhase` of a plan with its flows' rates (group 0's, replicated)."""
+    phase = plan.phase
+    num_groups, per_group = phase.hop_src.shape[:2]
+    if plan.replica is None:
+        shape = (num_groups, per_group)
+        return SolvedPhase(
+            phase,
+            rate.reshape(shape),
+            plan.path_latency_s.reshape(shape),
+            plan.intra_steps.reshape(shape),
+            plan.network_steps.reshape(shape),
+            plan.links,
+            plan.coef,
+            method,
+        )
 
     def tiled(values):  # every group's copy of group 0's values: a read-only view
-        return np.broadcast_to(values, (num_groups, *values.shape[1:]))
+        return np.broadcast_to(values.reshape(1, per_group), (num_groups, per_group))
 
-    return dataclasses.replace(
-        one,
-        phase=phase,
-        rate=tiled(one.rate),
-        path_latency_s=tiled(one.path_latency_s),
-        intra_steps=tiled(one.intra_steps),
-        network_steps=tiled(one.network_steps),
-        links=replica.translate(one.links),
-        coef=np.tile(one.coef, (num_groups, 1)),
+    return SolvedPhase(
+        phase,
+        tiled(rate),
+        tiled(plan.path_latency_s),
+        tiled(plan.intra_steps),
+        tiled(plan.network_steps),
+        plan.replica.translate(plan.links),
+        np.tile(plan.coef, (num_groups, 1)),
+        method,
         replicated=True,
     )
 
@@ -162,9 +233,10 @@ def _route_hops(fabric: Fabric, phase: Phase, valid: np.ndarray, routing: str, s
     return route(fabric, src, dst, policy=routing, seed=seed)
 
 
-def _solved(fabric, phase, capacity, hop_links, hop_coef, hop_latency, solver) -> SolvedPhase:
+def _transfers(fabric, phase, hop_links, hop_coef, hop_latency):
     """The phase's transfers from its routed valid hops (``hop_links``, ``hop_coef`` or
-    ``None``, path latency ``hop_latency`` seconds): merged rows, latencies, rates."""
+    ``None``, path latency ``hop_latency`` seconds): ``(links, coef, path_latency,
+    intra_steps, network_steps)``, the merged rows ``[G * Tg, W]`` and latencies ``[G * Tg]``."""
     num_groups, per_group, num_hops = phase.hop_src.shape
     valid = phase.hop_src >= 0
     transfer = np.broadcast_to(
@@ -204,18 +276,7 @@ def _solved(fabric, phase, capacity, hop_links, hop_coef, hop_latency, solver) -
         links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
     else:
         links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
-    rate, method = fair_rates(links, capacity, coef, solver)
-    shape = (num_groups, per_group)
-    return SolvedPhase(
-        phase,
-        rate.reshape(shape),
-        path_latency.reshape(shape),
-        intra_steps.reshape(shape),
-        network_steps.reshape(shape),
-        links,
-        coef,
-        method,
-    )
+    return links, coef, path_latency, intra_steps, network_steps
 
 
 def _merge_transfers(
@@ -340,4 +401,5 @@ __all__ = [
     "effective_capacity",
     "fair_rates",
     "solve_phase",
+    "solve_phases",
 ]

@@ -23,9 +23,10 @@ from ..typing import GroupsLike
 from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
-from .flow_rates import SolvedPhase, effective_capacity, solve_phase
+from .flow_rates import SolvedPhase, effective_capacity, solve_phases
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
+from .phase import Phase
 from .structure_cache import SharedPhases
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
@@ -156,6 +157,7 @@ class PreparedCollective:
         solver=None,
         progress: Callable[[str], None] | None = None,
         fabric_fingerprint: str | None = None,
+        solve: bool = True,
     ):
         if not isinstance(fabric, Fabric):
             raise SpecError(
@@ -236,10 +238,9 @@ class PreparedCollective:
                 f"{self.groups.shape[1]:,}, {sum(len(b[1]) for b in built)} phases over "
                 f"{len(built)} algorithm(s), estimated ~{estimate:.0f} s"
             )
-        started = time.monotonic()
         # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
         # share one route and solve; only the default solver, whose answer is known.
-        shared = (
+        self.shared = (
             SharedPhases(
                 fabric,
                 capacity,
@@ -251,27 +252,49 @@ class PreparedCollective:
             if solver is None
             else None
         )
-        for algorithm, phases, protos in built:
-            solved = []
-            for i, phase in enumerate(phases):
-                solved.append(
-                    shared.solve(phase)
-                    if shared is not None
-                    else solve_phase(
-                        fabric, phase, capacity, routing=self.routing, seed=seed, solver=solver
-                    )
-                )
-                if say is not None:
-                    say(
-                        f"  {algorithm.name} phase {i + 1}/{len(phases)} ({phase.name}): "
-                        f"{solved[-1].links.shape[0]:,} flows solved, "
-                        f"{time.monotonic() - started:.1f} s elapsed"
-                    )
-            self.solved.append(_Solved(algorithm, solved, protos))
+        self._built = built
+        self._say = say
+        self._seed, self._solver = seed, solver
         self._capacity = capacity
         # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
         # size nor the protocol, so a size sweep computes it once per phase.
         self._link_load: dict[int, np.ndarray] = {}
+        if solve:
+            self.attach(self._solve(self.pending_phases()))
+
+    def pending_phases(self) -> list[Phase]:
+        """Every phase of every candidate algorithm, in order, before :meth:`attach`."""
+        return [phase for _, phases, _ in self._built for phase in phases]
+
+    def _solve(self, phases: list[Phase]) -> list[SolvedPhase]:
+        if self.shared is not None:
+            return self.shared.solve_many(phases)
+        return solve_phases(
+            self.fabric,
+            phases,
+            self._capacity,
+            routing=self.routing,
+            seed=self._seed,
+            solver=self._solver,
+        )
+
+    def attach(self, solved: list[SolvedPhase]) -> None:
+        """Take the solved :meth:`pending_phases` (for :func:`prepare_collectives`, which
+        solves many collectives' phases at once)."""
+        started = time.monotonic()
+        index = 0
+        for algorithm, phases, protos in self._built:
+            mine = solved[index : index + len(phases)]
+            index += len(phases)
+            if self._say is not None:
+                for i, (phase, sp) in enumerate(zip(phases, mine, strict=True)):
+                    self._say(
+                        f"  {algorithm.name} phase {i + 1}/{len(phases)} ({phase.name}): "
+                        f"{sp.links.shape[0]:,} flows solved, "
+                        f"{time.monotonic() - started:.1f} s elapsed"
+                    )
+            self.solved.append(_Solved(algorithm, list(mine), protos))
+        self._built = []
 
     def evaluate(self, sizes) -> list[CollectiveResult]:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
@@ -431,6 +454,27 @@ def _ordered_and_grid(groups: np.ndarray, gpu_domain: np.ndarray):
 def prepare_collective(fabric: Fabric, op: str, groups, **options) -> PreparedCollective:
     """Route and solve a collective once for many sizes; see :class:`PreparedCollective`."""
     return PreparedCollective(fabric, op, groups, **options)
+
+
+def prepare_collectives(fabric: Fabric, requests, **options) -> list[PreparedCollective]:
+    """Many collectives ``[(op, groups), ...]`` on one fabric prepared at once: the same
+    results as :func:`prepare_collective` on each, with every phase of every collective
+    solved together (phases with the same flows once; the max-min solves in one engine
+    batch, :func:`~fabricflow.solve.maxmin.batch.max_min_batch`). ``options`` as
+    :func:`collective_time` (shared by all). For the layout search and the cluster
+    simulator, which time many group structures on one fabric."""
+    prepared = [
+        PreparedCollective(fabric, op, groups, **options, solve=False) for op, groups in requests
+    ]
+    phases = [pc.pending_phases() for pc in prepared]
+    if not prepared:
+        return []
+    solved = prepared[0]._solve([phase for part in phases for phase in part])
+    index = 0
+    for pc, part in zip(prepared, phases, strict=True):
+        pc.attach(solved[index : index + len(part)])
+        index += len(part)
+    return prepared
 
 
 def collective_time(

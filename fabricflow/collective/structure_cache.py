@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..fabric.fabric import Fabric
-from .flow_rates import SolvedPhase, solve_phase
+from .flow_rates import SolvedPhase, solve_phases
 
 __all__ = [
     "MAX_BYTES",
@@ -205,24 +205,57 @@ class SharedPhases:
         )
 
     def solve(self, phase) -> SolvedPhase:
-        key = (*self.key, _sample_key(phase))
-        with _shared_lock:
-            alive = [ref() for ref in _shared_phases.get(key, [])]
-            candidates = [sp for sp in alive if sp is not None]
-        for hit in candidates:
-            if _same_flows(hit.phase, phase):
-                return dataclasses.replace(hit, phase=phase)
-        solved = solve_phase(
-            self.fabric, phase, self.capacity, routing=self.routing, seed=self.seed
+        """The solved phase (:meth:`solve_many` of one)."""
+        return self.solve_many([phase])[0]
+
+    def solve_many(self, phases: list) -> list[SolvedPhase]:
+        """Every phase solved, each distinct set of flows once: a phase equal to one
+        solved before (still held by someone) or earlier in the list reuses its arrays;
+        the others are solved together (:func:`~.flow_rates.solve_phases`)."""
+        keys = [(*self.key, _sample_key(phase)) for phase in phases]
+        out: list[SolvedPhase | None] = [None] * len(phases)
+        pending: list[int] = []  # index of the first phase of each new set of flows
+        twin_of: dict[int, int] = {}
+        for i, (phase, key) in enumerate(zip(phases, keys, strict=True)):
+            with _shared_lock:
+                alive = [ref() for ref in _shared_phases.get(key, [])]
+            hit = next(
+                (sp for sp in alive if sp is not None and _same_flows(sp.phase, phase)), None
+            )
+            if hit is not None:
+                out[i] = dataclasses.replace(hit, phase=phase)
+                continue
+            first = next(
+                (j for j in pending if keys[j] == key and _same_flows(phases[j], phase)), None
+            )
+            if first is None:
+                pending.append(i)
+            else:
+                twin_of[i] = first
+        solved = solve_phases(
+            self.fabric,
+            [phases[i] for i in pending],
+            self.capacity,
+            routing=self.routing,
+            seed=self.seed,
         )
-        solved = dataclasses.replace(solved, serial=next(_serials))
+        fresh = {}
+        for i, sp in zip(pending, solved, strict=True):
+            fresh[i] = dataclasses.replace(sp, serial=next(_serials))
+            self._remember(keys[i], fresh[i])
+            out[i] = fresh[i]
+        for i, first in twin_of.items():
+            out[i] = dataclasses.replace(fresh[first], phase=phases[i])
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _remember(key: tuple, solved: SolvedPhase) -> None:
         with _shared_lock:
             refs = [ref for ref in _shared_phases.get(key, []) if ref() is not None]
             _shared_phases[key] = [*refs, weakref.ref(solved)]
             if len(_shared_phases) > 4096:  # drop the keys whose phases are all gone
                 for dead in [k for k, v in _shared_phases.items() if all(r() is None for r in v)]:
                     del _shared_phases[dead]
-        return solved
 
 
 MISSING = object()  # what :func:`lookup` returns for a key not stored

@@ -402,7 +402,11 @@ def collective_times(model: ModelSpec, table: LayoutTable, comm) -> CommTimes:
     layout = table.layout(0)
     sizes = collective_sizes(model, table)
     seconds = {}
-    for key in _needed_collectives(model, layout, sizes):
+    needed = _needed_collectives(model, layout, sizes)
+    prepare = getattr(comm, "prepare_many", None)  # collective caches solve them together
+    if prepare is not None:
+        prepare([COLLECTIVES[key] for key in needed])
+    for key in needed:
         name, op = COLLECTIVES[key]
         seconds[key] = comm.slowest(name, op, float(sizes[key][0]))
     return CommTimes(seconds)
