@@ -372,3 +372,17 @@ def test_max_min_batch_solves_independent_problems(method, layout):
     for solution, reference in zip(solutions, references, strict=True):
         assert solution.method == method
         assert relative_error(solution.rates, reference) <= 1e-10
+
+
+def test_the_environment_overrides_auto(monkeypatch):
+    from fabricflow.solve.maxmin.engine import METHOD_ENV
+
+    monkeypatch.setenv(METHOD_ENV, "jax")
+    assert resolve_method("auto") == "jax" and max_min([[0]], [1.0]).method == "jax"
+    assert resolve_method("numpy") == "numpy"  # an explicit method wins
+    monkeypatch.setenv(METHOD_ENV, "numpy")
+    assert max_min([[0]], [1.0]).method == "numpy"
+    monkeypatch.setenv(METHOD_ENV, "fast")
+    with pytest.raises(SpecError) as error:
+        max_min([[0]], [1.0])
+    assert error.value.field == METHOD_ENV

@@ -22,10 +22,10 @@ def _phases(fabric, algo, op, groups, channels=2):
     return ALGORITHMS[algo].build(ctx)
 
 
-def _full(fabric, phase, capacity, monkeypatch):
+def _full(fabric, phase, capacity, monkeypatch, routing="ecmp"):
     with monkeypatch.context() as patch:
         patch.setattr(fr, "replicated_domains", lambda *_: None)
-        return solve_phase(fabric, phase, capacity, routing="ecmp")
+        return solve_phase(fabric, phase, capacity, routing=routing)
 
 
 def _assert_same(a, b):
@@ -33,19 +33,20 @@ def _assert_same(a, b):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+@pytest.mark.parametrize("routing", ["ecmp", "adaptive"])
 @pytest.mark.parametrize(
     "algo, op",
     [("ring", "all_reduce"), ("halving_doubling", "reduce_scatter"), ("direct", "all_to_all")],
 )
-def test_replicated_phase_equals_the_full_solve(small_rail_fabric, monkeypatch, algo, op):
+def test_replicated_phase_equals_the_full_solve(small_rail_fabric, monkeypatch, algo, op, routing):
     fabric = small_rail_fabric  # 4-GPU NVLink domains
     groups = make_groups(fabric.num_gpus, 4, layout="contiguous")
     capacity = effective_capacity(fabric, DEFAULT_COST)
     for phase in _phases(fabric, algo, op, groups):
         assert replicated_domains(fabric, phase) is not None
-        fast = solve_phase(fabric, phase, capacity, routing="ecmp")
+        fast = solve_phase(fabric, phase, capacity, routing=routing)
         assert fast.replicated
-        _assert_same(fast, _full(fabric, phase, capacity, monkeypatch))
+        _assert_same(fast, _full(fabric, phase, capacity, monkeypatch, routing))
 
 
 def test_broken_symmetry_falls_back_to_the_full_solve(small_rail_fabric, monkeypatch):

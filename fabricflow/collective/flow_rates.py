@@ -161,9 +161,9 @@ def _plan(fabric: Fabric, phase: Phase, capacity, routing: str, seed: int) -> _P
         bytes_per_size=phase.bytes_per_size[:1],
         max_group=None if phase.max_group is None else phase.max_group[:1],
     )
-    latency = np.where(replica.links >= 0, fabric.latency[np.maximum(replica.links, 0)], 0.0)
+    own = replica.routes
     links, coef, path, intra, network = _transfers(
-        fabric, single, replica.links, None, latency.sum(axis=1)
+        fabric, single, own.links, own.coef, own.path_latency(fabric.latency)
     )
     return _Plan(phase, links, coef, path, intra, network, replica)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..fabric.fabric import Fabric
 from ..routing.route import route
+from ..routing.routes import Routes
 from .phase import Phase
 
 __all__ = ["DomainReplica", "domain_replica", "replicated_domains"]
@@ -120,13 +121,13 @@ def replicated_domains(fabric: Fabric, phase: Phase) -> np.ndarray | None:
 class DomainReplica:
     """Group 0 of a replicated phase, routed, and the link map to every group.
 
-    ``links``/``coef``: the representative group's routed hops (rows of the phase's valid
-    hops of group 0, in order); ``link_map`` int32 ``[G, K]``: for group ``g`` the link
+    ``routes``: the representative group's routed hops (rows of the phase's valid hops of
+    group 0, in order; :class:`~fabricflow.routing.routes.Routes`); ``link_map`` int32
+    ``[G, K]``: for group ``g`` the link
     that plays the part of the ``k``-th link of group 0 (``links`` use only those ``K``);
     ``slot`` int64 ``[L]``: the ``k`` of each of group 0's links (``-1`` elsewhere)."""
 
-    links: np.ndarray
-    coef: np.ndarray | None
+    routes: Routes
     link_map: np.ndarray
     slot: np.ndarray
 
@@ -170,8 +171,8 @@ def domain_replica(
     if (table_src < 0).any() or (table_dst < 0).any():
         return None
     table = route(fabric, table_src.reshape(-1), table_dst.reshape(-1), policy=routing, seed=seed)
-    if table.coef is not None or own.coef is not None:
-        return None  # split routes: the replication below keeps single paths only
+    if (table.coef is None) != (own.coef is None):
+        return None
     width = max(table.links.shape[1], own.links.shape[1])
     copies = _widen(table.links, width).reshape(num_groups, repeats, num_pairs, width)
     if not (copies == copies[:, :1]).all():
@@ -179,6 +180,12 @@ def domain_replica(
     rows = copies[:, 0].reshape(num_groups, num_pairs * width)
     if not np.array_equal(_widen(own.links, width), copies[0, 0][pair_of_hop]):
         return None
+    if table.coef is not None and own.coef is not None:  # split routes: the same fractions
+        fractions = _widen(table.coef, width, 0.0).reshape(num_groups, repeats, num_pairs, width)
+        if not (fractions == fractions[:1, :1]).all():
+            return None
+        if not np.array_equal(_widen(own.coef, width, 0.0), fractions[0, 0][pair_of_hop]):
+            return None
     link_map = _link_map(rows, fabric.num_links)
     if link_map is None:
         return None
@@ -189,15 +196,15 @@ def domain_replica(
             return None
     slot = np.full(fabric.num_links, -1, np.int64)
     slot[link_map[0]] = np.arange(link_map.shape[1])
-    return DomainReplica(own.links, own.coef, link_map.astype(np.int32), slot)
+    return DomainReplica(own, link_map.astype(np.int32), slot)
 
 
-def _widen(links: np.ndarray, width: int) -> np.ndarray:
-    """``links`` ``[F, H]`` padded with ``-1`` to ``width`` columns."""
-    if links.shape[1] == width:
-        return links
-    out = np.full((links.shape[0], width), -1, links.dtype)
-    out[:, : links.shape[1]] = links
+def _widen(values: np.ndarray, width: int, fill=-1) -> np.ndarray:
+    """``values`` ``[F, H]`` padded with ``fill`` to ``width`` columns."""
+    if values.shape[1] == width:
+        return values
+    out = np.full((values.shape[0], width), fill, values.dtype)
+    out[:, : values.shape[1]] = values
     return out
 
 

@@ -18,7 +18,9 @@ Backends (``method``):
 - ``"auto"`` (default): ``"jax"`` when sharding was asked for or when an accelerator is
   JAX's default device; ``"numpy"`` on a CPU, where it measured faster at every size
   tried (docs/solve-performance.md), so the planner imports JAX only when it runs on an
-  accelerator. The result says which ran (``MaxMinSolution.method``).
+  accelerator. ``$FABRICFLOW_MAXMIN_METHOD`` (``jax`` or ``numpy``) overrides what
+  ``auto`` picks, for every caller at once (the planner's step model, searches and
+  simulations). The result says which ran (``MaxMinSolution.method``).
 
 Every backend gives the max-min fair allocation (it is unique); rates agree to the
 solve's float rounding (float64: ~1e-15 relative; float32: ~1e-6).
@@ -49,9 +51,18 @@ from .inputs import (
 from .numpy_fill import numpy_water_fill
 from .scaling import as_output_dtype, range_scaling
 
-__all__ = ["METHODS", "MaxMinSolution", "accelerator_present", "max_min", "resolve_method"]
+__all__ = [
+    "METHODS",
+    "METHOD_ENV",
+    "MaxMinSolution",
+    "accelerator_present",
+    "max_min",
+    "resolve_method",
+]
 
 METHODS = ("auto", "jax", "numpy")
+# Environment variable that overrides what method="auto" picks (jax, numpy or auto).
+METHOD_ENV = "FABRICFLOW_MAXMIN_METHOD"
 # The numpy backend renumbers the used links when the entries are this many times fewer
 # than the links (a small solve on a large fabric).
 COMPACT_BELOW = 8
@@ -113,6 +124,11 @@ def resolve_method(method, num_entries: int = 0, shard=None) -> str:
         raise SpecError("method", "'numpy' runs on the host: shard needs method 'jax' or 'auto'")
     if method != "auto":
         return method
+    forced = os.environ.get(METHOD_ENV, "").strip().lower()
+    if forced in ("jax", "numpy"):
+        return "jax" if shard not in (None, "auto") else forced
+    if forced not in ("", "auto"):
+        raise SpecError(METHOD_ENV, f"must be 'jax', 'numpy' or 'auto', got {forced!r}")
     if shard not in (None, "auto") or accelerator_present():
         return "jax"
     return "numpy"
