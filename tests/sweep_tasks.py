@@ -93,3 +93,26 @@ def interrupts(x, y=0, after=50, report=None):
 
 
 interrupts.metrics = ("value",)
+
+
+def fragile(x, c):
+    """``value = c x``; a point with ``c < 0`` does not converge. Batched over ``c``: the
+    batch call fails whole when one of its points would."""
+    from fabricflow.errors import SolverError
+
+    if c < 0:
+        raise SolverError(f"c = {c} does not converge")
+    return {"value": c * x}
+
+
+def _fragile_batch(common, varying):
+    from fabricflow.errors import SolverError
+
+    if any(entry["c"] < 0 for entry in varying):
+        raise SolverError("one point of the batch does not converge")
+    return [{"value": entry["c"] * common["x"]} for entry in varying]
+
+
+fragile.metrics = ("value",)
+fragile.batch_keys = frozenset({"c"})
+fragile.run_batch = _fragile_batch

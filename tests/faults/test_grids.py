@@ -27,6 +27,8 @@ from fabricflow.errors import MemoryBudgetError, SpecError
         ([2, 3, 2], "2 and 2 are repeated"),
         ([[1, 2], [1.0, 2.0]], "[1, 2] and [1.0, 2.0] are equal values"),
         ([{"a": 1}, {"a": 1.0}], "are equal values"),
+        ([0, False], "0 and false are equal values"),
+        (["a", "b", "a"], '"a" and "a" are repeated'),
     ],
 )
 def test_a_grid_that_names_one_point_twice_is_refused(tmp_path, values, shown):

@@ -199,3 +199,14 @@ def test_a_scheduler_address_that_never_answers_is_named_within_the_timeout(tmp_
     assert held, "the address did accept the connection"
     assert seconds < 40  # start-up and imports, then the 2 s timeout: no hang
     assert not (tmp_path / "s.zarr").exists()  # checked before the store is made
+
+
+def test_a_batch_that_fails_for_one_point_fails_that_point_alone(tmp_path):
+    import fabricflow as ff
+
+    ds = ff.sweep(
+        "sweep_tasks:fragile", {"x": [2.0], "c": [1.0, -1.0, 3.0]}, store=tmp_path / "s", workers=0
+    )
+    assert ds.status.values.tolist() == [[1, 2, 1]]
+    assert ds.value.values[0, [0, 2]].tolist() == [2.0, 6.0]
+    assert "SolverError: c = -1.0 does not converge" in str(ds.error.values[0, 1])

@@ -180,9 +180,14 @@ def _identity(value):
 def _check_distinct(values: tuple, field: str) -> None:
     """Refuse a grid dimension that names one point twice (``1`` and ``1.0``, or a
     repeated value): it would compute the same point twice under two labels."""
-    seen: dict[str, object] = {}
+    seen: dict[object, object] = {}
     for value in values:
-        label = json.dumps(_identity(value), sort_keys=True)
+        if isinstance(value, (bool, int, float)):
+            label: object = ("number", _identity(value))  # hashable: no JSON text needed
+        elif isinstance(value, str) or value is None:
+            label = ("text", value)
+        else:
+            label = json.dumps(_identity(value), sort_keys=True)
         if label in seen:
             first = seen[label]
             written = json.dumps(first, sort_keys=True) == json.dumps(value, sort_keys=True)

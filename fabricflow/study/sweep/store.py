@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import OutputError, SpecError
-from .integrity import damage_error, inspect_store, repair_store
+from .integrity import damage_error, inspect_store, read_array, repair_store
 from .layout import DONE, FAILED, FORMAT, FORMATS, PENDING, create_arrays
 from .spec import SweepSpec, spec_differences
 
@@ -334,10 +334,13 @@ def stored_counts(path) -> dict[str, int]:
     """
     import zarr
 
+    folder = Path(path) / "status"
     try:
-        status = np.asarray(zarr.open_array(Path(path) / "status", mode="r")[...])
+        status, bad = read_array(zarr.open_array(folder, mode="r"), folder)
     except Exception as error:  # noqa: BLE001  (zarr raises many types for a bad array)
         raise OutputError(f"store {str(path)!r}: no readable status ({error})") from None
+    if bad:
+        raise OutputError(f"store {str(path)!r}: status chunks that cannot be decoded")
     done = int((status == DONE).sum())
     failed = int((status == FAILED).sum())
     return {

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ...errors import SpecError
+from ...errors import FabricflowError
 from .overrides import BUILDS
 from .tasks import as_metrics, get_task, resolve
 
@@ -83,9 +83,10 @@ def run_unit(unit: Unit, emit=None) -> UnitResult:
                 raise ValueError(
                     f"run_batch returned {len(values)} results for {len(unit.points)} points"
                 )
-        except SpecError:
-            # bad input of one point (capacity_scale -1) must not fail the good points of
-            # its batch with that point's message: run them one at a time instead
+        except FabricflowError:
+            # bad input of one point (capacity_scale -1), one point that does not converge,
+            # a batch over the memory budget: not the good points' error; run them one at a
+            # time instead, each with its own result or error
             _one_by_one(task, unit, report)
         except Exception as error:  # noqa: BLE001
             report([(index, None, _error(error)) for index, _ in unit.points])
