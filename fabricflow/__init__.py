@@ -93,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryBudgetError": "fabricflow.errors",
     "OutputError": "fabricflow.errors",
     "simulate_cluster": "fabricflow.cluster.simulate",
-    "ClusterRun": "fabricflow.cluster.simulate",
+    "ClusterRun": "fabricflow.cluster.run",
     "synthetic_trace": "fabricflow.cluster.trace",
     "load_trace": "fabricflow.cluster.trace",
     # sweeps
@@ -224,7 +224,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
     from .cc import simulate_cc, simulate_dcqcn
-    from .cluster.simulate import ClusterRun, simulate_cluster
+    from .cluster.run import ClusterRun
+    from .cluster.simulate import simulate_cluster
     from .cluster.trace import load_trace, synthetic_trace
     from .collective.model import CollectiveResult, collective_time
     from .collective.ops import busbw_factor

@@ -20,7 +20,7 @@ flows on one link, ``W = W_c`` gives ``U = eta W_c / (W_c - W_AI)``; while that 
 no queue builds, ``U`` is the utilization and the throughput is ``eta C + N W_AI / T``:
 utilization just above ``eta`` with an empty queue (the paper's "near-zero queues").
 
-Defaults (docs/references.md §9): ``eta`` = 0.95 and ``maxStage`` = 5 (the paper's
+Defaults (docs/references.md §10): ``eta`` = 0.95 and ``maxStage`` = 5 (the paper's
 evaluation), ``W_AI = W_init (1 - eta) / N`` with ``W_init`` the line rate x ``T`` and
 ``N`` = 100 expected flows per link (ours: the steps of ``N`` flows fit in the ``1 - eta``
 headroom; the authors' simulator uses the same order), minimum rate 100 Mb/s

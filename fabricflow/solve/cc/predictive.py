@@ -31,7 +31,7 @@ At rest every hop's load is 1 and the delay ``d_ref + H (1 + rho) N rate_ai / C`
 ``N`` flows on a link of capacity ``C``: full utilization with a queue of about
 ``d_ref`` (:func:`~fabricflow.solve.cc.fixed_points.predictive_fixed_point`).
 
-Defaults (ours, docs/references.md §12): ``d_ref`` = 2 us, ``H`` = 10 us, ``rho`` = 0.1,
+Defaults (ours, docs/references.md §13): ``d_ref`` = 2 us, ``H`` = 10 us, ``rho`` = 0.1,
 ``eta`` = 1, ``rate_ai`` = 10 Mb/s, smoothing 10 us, minimum rate 100 Mb/s.
 """
 

@@ -24,7 +24,7 @@ decrease happens at the flow's own once-per-RTT instants. At rest the delay sits
 target: AIMD around a delay threshold holds the queue at ``(target - base RTT) x C``
 (:func:`~fabricflow.solve.cc.fixed_points.swift_target_delay`).
 
-Defaults (docs/references.md §11): ``ai`` = 1 packet, ``beta`` = 0.8, ``max_mdf`` = 0.5,
+Defaults (docs/references.md §12): ``ai`` = 1 packet, ``beta`` = 0.8, ``max_mdf`` = 0.5,
 flow scaling over ``[0.1, 100]`` packets, as in the paper's algorithm; the delay targets
 depend on the fabric (the paper sets them from its base RTTs): ours are base target
 25 us, 1 us per hop, a flow-scaling range of 50 us and an endpoint target of 100 us, for

@@ -28,7 +28,7 @@ which has a unique fixed point: every flow at ``C / N`` with
 ``rtt* = T_low (1 + N delta / (beta C))``
 (:func:`~fabricflow.solve.cc.fixed_points.timely_patched_fixed_point`).
 
-Presets (docs/references.md §10): ``paper`` -- C = 10 Gb/s in the sources, delta = 10 Mb/s,
+Presets (docs/references.md §11): ``paper`` -- C = 10 Gb/s in the sources, delta = 10 Mb/s,
 beta = 0.8, alpha = 0.875, T_low = 50 us, T_high = 500 us, min RTT 20 us, 64 KB segments
 (the values CoNEXT'16 validates with, recommended by the TIMELY paper); ``patched`` --
 the same with beta = 0.008 and 16 KB segments. Both without hyper-active increase
