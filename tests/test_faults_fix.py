@@ -4,7 +4,6 @@
   textbook test oracle; the oracle refuses bad input with a SpecError;
 - the collective benchmark reports the solvers its phases ran, and
   ``flow_rates.solver_name`` names what ``_max_min`` runs for each shape;
-- ``simulate_dcqcn_arrays(prepare_only=True)`` returns the prepared run;
 - ``hasattr(ff, "x.y")`` is False and dotted names are never cached on the package.
 """
 
@@ -90,29 +89,6 @@ def test_collective_bench_imports_no_jax_to_report_its_solver():
 
     assert not hasattr(bench, "_jitted_solver_available")
     assert not hasattr(bench, "jitted_solver_available")
-
-
-# ------------------------------------------------------ deprecated DCQCN alias, prepare
-
-
-def test_simulate_dcqcn_arrays_prepare_only_returns_the_prepared_run():
-    import jax
-
-    from fabricflow.solve.dcqcn.simulate import PreparedRun, prepare_dcqcn, simulate_dcqcn_arrays
-    from fabricflow.study.cc_scenarios import dumbbell
-
-    sc = dumbbell(2)
-    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
-    options = {"duration": 1e-4, "dt": 1e-6, "records": 10}
-    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
-        prepared = simulate_dcqcn_arrays(*args, prepare_only=True, **options)
-    assert isinstance(prepared, PreparedRun)
-    expected = prepare_dcqcn(*args, **options)
-    assert prepared.work == expected.work
-    got, want = (jax.tree_util.tree_leaves(p.kernel_args) for p in (prepared, expected))
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # --------------------------------------------------------- lazy package attributes

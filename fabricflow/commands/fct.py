@@ -74,8 +74,8 @@ def run(args) -> int:
     from ..fabric.spec import load_fabric
     from ..fct import flow_completion_times
     from ..routing.route import route
-    from ..solve.dcqcn.params import PFCParams
     from ..solve.packet.overheads import PacketParams
+    from ..solve.pfc.params import PFCParams
     from ..units import parse_size
 
     size_default = parse_size(args.size, "size", allow_zero=False)
