@@ -61,13 +61,19 @@ def _interrupted_at_start(signum, frame) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-if (
-    __name__ == "__main__" or os.path.basename(sys.argv[0]) in ("fabricflow", "fabricflow.exe")
-) and "__mp_main__" not in sys.modules:
-    # run as the command (not imported by a program): cover the imports before main().
-    # Not in a worker process that multiprocessing's spawn starts: it imports the parent's
-    # main module (as __mp_main__, with the parent's sys.argv) and must stay quiet, its
-    # parent reports for it.
+_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) in (
+    "fabricflow",
+    "fabricflow.exe",
+)
+if _AS_COMMAND and "__mp_main__" in sys.modules:
+    # A worker process that multiprocessing's spawn starts for the command: it imports the
+    # parent's main module (as __mp_main__, with the parent's sys.argv). Ctrl-C reaches the
+    # whole process group and the parent stops its workers and reports for them: ignore
+    # SIGINT from the first moment (a KeyboardInterrupt traceback while it imports), and
+    # install no handler that would print a report of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+elif _AS_COMMAND:
+    # run as the command (not imported by a program): cover the imports before main()
     for _signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(_signum, _interrupted_at_start)
 

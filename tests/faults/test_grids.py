@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import ENV, ROOT, one_json
+from fault_helpers import ENV, ROOT, one_json
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SpecError

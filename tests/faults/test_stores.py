@@ -16,7 +16,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import run_main
+from fault_helpers import run_main
 
 from fabricflow.study.sweep import layout
 

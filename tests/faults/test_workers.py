@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ENV, ROOT, one_json
+from fault_helpers import ENV, ROOT, one_json
 
 pytest.importorskip("distributed")
 

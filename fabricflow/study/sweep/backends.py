@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ...errors import SpecError
-from .pool import LocalPool
+from .pool import TICK_S, LocalPool
 from .work import Unit, UnitResult, failed_unit, run_unit
 
 # ----------------------------------------------------------------------------- backends
@@ -122,34 +122,40 @@ def run_dask(units: Iterable[Unit], scheduler: str, in_flight: int) -> Iterator[
 
 
 def _completed(client, units: Iterator[Unit], in_flight: int) -> Iterator[UnitResult]:
-    from distributed import as_completed
+    """Results of ``units`` run on ``client``, ``in_flight`` at a time; an empty result
+    every :data:`TICK_S` while none finishes, so that the caller writes on time."""
+    from distributed import wait  # distributed: only for a run on a Dask cluster
 
-    with client.as_current():  # as_completed looks for the current client
-        held: dict = {}
+    held: dict = {}  # future -> unit
 
-        def submit() -> bool:
-            unit = next(units, None)
-            if unit is None:
-                return False
-            future = client.submit(run_unit, unit, pure=False)
-            held[future.key] = unit
-            queue.add(future)
-            return True
+    def submit() -> None:
+        unit = next(units, None)
+        if unit is not None:
+            held[client.submit(run_unit, unit, pure=False)] = unit
 
-        queue = as_completed([])
-        for _ in range(in_flight):
-            if not submit():
-                break
-        for future in queue:
-            unit = held.pop(future.key)
-            if future.status == "finished":
-                yield future.result()
-            else:
-                try:
-                    error = future.exception()  # a lost or cancelled unit raises here
-                except BaseException as lost:  # noqa: BLE001
-                    if isinstance(lost, KeyboardInterrupt):
-                        raise
-                    error = lost
-                yield failed_unit(unit, error or RuntimeError(f"unit {future.status}"))
-            submit()
+    for _ in range(in_flight):
+        submit()
+    with client.as_current():  # wait() looks for the current client
+        while held:
+            try:
+                done, _ = wait(list(held), timeout=TICK_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                yield UnitResult([], 0.0, "", 0)
+                continue
+            for future in done:
+                unit = held.pop(future)
+                yield _outcome(future, unit)
+                submit()
+
+
+def _outcome(future, unit: Unit) -> UnitResult:
+    """The result of a finished future, or its unit's points failed with why."""
+    if future.status == "finished":
+        return future.result()
+    try:
+        error = future.exception()  # a lost or cancelled unit raises here
+    except BaseException as lost:  # noqa: BLE001
+        if isinstance(lost, KeyboardInterrupt):
+            raise
+        error = lost
+    return failed_unit(unit, error or RuntimeError(f"unit {future.status}"))
