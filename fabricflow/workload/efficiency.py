@@ -21,9 +21,9 @@ makes thin GEMMs memory-bound.
 
 Fused attention (Flash / cuDNN) runs at ``attention_efficiency`` (forward) or
 ``attention_backward`` of the bf16 peak at long sequences, times a ramp in the key length
-a query block sees, fitted to the published FlashAttention-3 benchmark curves on H100
-(docs/references.md §9): ``1 / (1 + (L0 / L)^p)`` with ``L0, p`` = 295, 1.71 forward and
-424, 1.35 backward.
+a query block sees, ``1 / (1 + (L0 / L)^p)``, fitted to the cuDNN fused-attention curves of
+the FlashAttention-3 paper on H100 (head dim 128, non-causal, 512 to 16k keys;
+docs/references.md §9): ``L0, p`` = 248, 2.19 forward and 389, 1.32 backward.
 
 Memory-bound kernels (norms, activations, casts, residual adds, softmax, optimizer) take
 ``bytes / (hbm_bandwidth * memory_efficiency(bytes))``: the GPU's measured large-copy
@@ -50,7 +50,7 @@ K_OVERHEAD = 128
 LAUNCH_S = 2e-6
 BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0}
 # Ramp of fused attention efficiency in the key length L: 1 / (1 + (L0 / L)^p).
-ATTENTION_RAMP = {"forward": (295.0, 1.71), "backward": (424.0, 1.35)}
+ATTENTION_RAMP = {"forward": (248.0, 2.19), "backward": (389.0, 1.32)}
 
 
 def memory_efficiency(num_bytes, gpu: GpuSpec | None = None) -> np.ndarray:

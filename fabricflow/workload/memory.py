@@ -171,7 +171,9 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     norms = (2.0 * 2.0 + 2.0 * mask) * h + keep("layernorm") * 2.0 * fp8_width * h
     saved = norms * z.sharded
     qkv = 2.0 * (z.q + z.k + z.v) * (keep("mla_up_proj") if model.is_mla else 1.0)
-    attention = qkv + 2.0 * z.o + np.where(z.fp8, z.o, 0.0) + 4.0 * model.num_heads / z.tp
+    attention = qkv + 2.0 * z.o + np.where(z.fp8, z.o, 0.0)
+    if model.attention != "eager":  # a fused kernel's fp32 log-sum-exp per query and head
+        attention = attention + 4.0 * model.num_heads / z.tp
     if model.is_mla:
         latents = float(model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
         attention = attention + 2.0 * 2.0 * latents
