@@ -28,9 +28,14 @@ Nothing here is fitted: the table finds which mechanism is wrong.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
+import numpy as np
+import xarray as xr
+
 from ..errors import FabricflowError
+from ..workload.compute import BREAKDOWN_KEYS
 
 NEMO_2511 = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -621,7 +626,7 @@ def validation_table(runs=PUBLISHED_RUNS, **step_kwargs) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     """MAPE of the step time (over the rows that ran) and the refused share, by era, by
-    system and dense/MoE."""
+    system and dense/MoE (groups without a row are left out)."""
     out: dict = {}
 
     def stats(selected):
@@ -638,12 +643,43 @@ def summary(rows: list[dict]) -> dict:
 
     for era in ("a100", "modern"):
         mine = [r for r in rows if r["era"] == era]
-        out[era] = stats(mine)
+        groups = {era: mine}
         for system in sorted({r["system"] for r in mine}):
-            out[f"{era} {system}"] = stats([r for r in mine if r["system"] == system])
+            groups[f"{era} {system}"] = [r for r in mine if r["system"] == system]
         for kind, flag in (("dense", False), ("moe", True)):
-            out[f"{era} {kind}"] = stats([r for r in mine if r["moe"] == flag])
+            groups[f"{era} {kind}"] = [r for r in mine if r["moe"] == flag]
+        out.update({name: stats(chosen) for name, chosen in groups.items() if chosen})
     return out
+
+
+def validation_dataset(rows: list[dict]) -> xr.Dataset:
+    """The rows of :func:`validation_table` as an :class:`xarray.Dataset` over ``run``:
+    ``measured_step_s``, ``predicted_step_s`` (NaN when refused), ``error``, ``refused``
+    and ``breakdown_s`` (``run`` x ``part``), with ``era``, ``system`` and ``moe`` as
+    coordinates; :func:`summary` in the attributes as JSON."""
+    parts = list(BREAKDOWN_KEYS)
+    breakdown = np.array(
+        [[r.get("breakdown", {}).get(part, np.nan) for part in parts] for r in rows], dtype=float
+    )
+    data = xr.Dataset(
+        {
+            "measured_step_s": ("run", [r["measured_step_s"] for r in rows]),
+            "predicted_step_s": ("run", [r["predicted_step_s"] for r in rows]),
+            "error": ("run", [r["error"] for r in rows]),
+            "refused": ("run", [bool(r["refused"]) for r in rows]),
+            "breakdown_s": (("run", "part"), breakdown),
+        },
+        coords={
+            "run": [r["name"] for r in rows],
+            "part": parts,
+            "era": ("run", [r["era"] for r in rows]),
+            "system": ("run", [r["system"] for r in rows]),
+            "moe": ("run", [bool(r["moe"]) for r in rows]),
+        },
+    )
+    data.attrs["summary"] = json.dumps(summary(rows))
+    data.attrs["refusals"] = json.dumps({r["name"]: r["refused"] for r in rows if r["refused"]})
+    return data
 
 
 __all__ = [
@@ -653,5 +689,6 @@ __all__ = [
     "PublishedRun",
     "predict",
     "summary",
+    "validation_dataset",
     "validation_table",
 ]
