@@ -1,5 +1,5 @@
 """One test per component of the step model, against a hand calculation or a published
-figure (docs/references.md §9-§10; the figures are quoted in each test)."""
+figure (docs/references.md §14-§15; the figures are quoted in each test)."""
 
 import math
 
@@ -23,7 +23,7 @@ from fabricflow.workload.stages import in_flight_chunks
 from fabricflow.workload.table import layout_table
 
 # Maximum achievable matmul FLOP/s (TFLOP/s) at the best shape M x N x K of a brute-force
-# search: the MAMF table of the ml-engineering book (docs/references.md §9).
+# search: the MAMF table of the ml-engineering book (docs/references.md §14).
 MAMF = [
     ("a100-80gb", "bf16", (1024, 10240, 5120), 271.2),
     ("h100-sxm", "bf16", (2048, 2048, 13312), 794.5),

@@ -30,14 +30,23 @@ import time
 
 from ._common import (
     add_json_flag,
-    check_out_folder,
     mark_done,
-    output_path,
+    output_folder,
     print_json,
     write_json_file,
+    write_outputs,
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
+BACKFILL_NAMES = ("easy", "greedy", "none")
+PREDICT_KEYS = {
+    "recall": "recall",
+    "precision": "precision",
+    "lead": "lead_s",
+    "checkpoint": "checkpoint_s",
+    "drain": "drain_s",
+    "classes": "classes",
+}
 TRACE_FORMATS = ("auto", "fabricflow", "pai-2020", "pai-2023", "philly", "helios", "acme")
 JOB_COLUMNS = (
     "id",
@@ -57,6 +66,10 @@ JOB_COLUMNS = (
     "lost_work_s",
     "goodput",
     "queue_wait_s",
+    "first_wait_s",
+    "requeue_wait_s",
+    "alarms",
+    "migrations",
     "mtbf_s",
     "best_checkpoint_interval_s",
 )
@@ -99,6 +112,14 @@ def register(subparsers) -> None:
         "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
     )
     parser.add_argument(
+        "--backfill",
+        default="easy",
+        choices=BACKFILL_NAMES,
+        help="queue policy: easy = EASY backfill with a reservation for the first job that "
+        "cannot start; greedy = every job that fits starts; none = first come, first "
+        "served (easy)",
+    )
+    parser.add_argument(
         "--mtbf",
         action="append",
         default=None,
@@ -114,6 +135,15 @@ def register(subparsers) -> None:
         help="repair time of a component class (defaults in docs/cluster.md); repeatable",
     )
     parser.add_argument(
+        "--predict",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="failure prediction: 'default' (recall 0.6, precision 0.85, lead 3m), or "
+        "recall=R, precision=P, lead=T, checkpoint=T, drain=T, classes=gpu+node; "
+        "repeatable (needs --mtbf)",
+    )
+    parser.add_argument(
         "--checkpoint-interval", default=None, help="compute time between checkpoints (none)"
     )
     parser.add_argument("--checkpoint-time", default="0s", help="time to write one (0s)")
@@ -127,7 +157,7 @@ def register(subparsers) -> None:
         help="every job at its standalone step time (no contention model)",
     )
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for the dataset and figures"
+        "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -149,10 +179,43 @@ def failure_options(mtbf_items, mttr_items):
     return FailureModel(mtbf, mttr_s=mttr) if mttr else FailureModel(mtbf)
 
 
+def prediction_options(items):
+    """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
+    None without them."""
+    from ..cluster.prediction import Predictor
+    from ..errors import SpecError
+
+    if not items:
+        return None
+    options: dict = {}
+    for item in items:
+        if item == "default":
+            continue
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in PREDICT_KEYS:
+            raise SpecError(
+                "--predict",
+                f"expected 'default' or KEY=VALUE with KEY one of {sorted(PREDICT_KEYS)}, "
+                f"got {item!r}",
+            )
+        if key in ("recall", "precision"):
+            try:
+                options[PREDICT_KEYS[key]] = float(value)
+            except ValueError:
+                raise SpecError("--predict", f"{key} must be a number, got {value!r}") from None
+        elif key == "classes":
+            options["classes"] = tuple(part.strip() for part in value.split("+") if part.strip())
+        else:
+            options[PREDICT_KEYS[key]] = value.strip()
+    try:
+        return Predictor(**options)
+    except SpecError as error:
+        raise SpecError("--predict", str(error)) from None
+
+
 def run(args) -> int:
     began = time.perf_counter()
-    if args.out is not None:
-        check_out_folder(args.out)
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
     from ..cluster.simulate import estimated_run_bytes, simulate_cluster
@@ -162,6 +225,9 @@ def run(args) -> int:
     from ..memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
+    predictor = prediction_options(args.predict)
+    if predictor is not None and failures is None:
+        raise SpecError("--predict", "needs --mtbf (there are no failures to predict)")
     if args.spares < 0:
         raise SpecError("--spares", f"must be >= 0 nodes, got {args.spares}")
     policy = CheckpointPolicy(
@@ -203,8 +269,10 @@ def run(args) -> int:
         fabric,
         trace,
         scheduler=args.scheduler,
+        backfill=args.backfill,
         failures=failures,
         checkpoint=policy,
+        prediction=predictor,
         horizon=args.horizon,
         seed=args.seed,
         interference=not args.no_interference,
@@ -221,14 +289,15 @@ def run(args) -> int:
         "simulate": simulated - loaded,
         "total": time.perf_counter() - began,
     }
-    if args.out is not None:
-        _write_outputs(args, result, report)
+    if args.out is not None:  # one that cannot be written is reported after the result
+        write_outputs(args, "--out", _write_outputs, args, result, report)
     if args.json:
         print_json(report)
     else:
         print(
             f"# fabricflow cluster: {len(result.jobs)} jobs on {fabric.name}, scheduler "
-            f"{args.scheduler}, interference {'off' if args.no_interference else 'on'}"
+            f"{args.scheduler}, backfill {args.backfill}, interference "
+            f"{'off' if args.no_interference else 'on'}"
         )
         print(result.summary())
     return 0
@@ -257,6 +326,7 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
 def _write_outputs(args, result, report) -> None:
     from ..atomic import atomic_path, ensure_folder, write_text
     from ..study.cluster_plots import (
+        goodput_map_axes,
         plot_gantt,
         plot_goodput_map,
         plot_slowdown_cdf,
@@ -284,16 +354,16 @@ def _write_outputs(args, result, report) -> None:
     policy = result.settings["checkpoint"]
     mtbfs = [j["mtbf_s"] for j in result.jobs if j["mtbf_s"] is not None]
     if mtbfs and policy["interval_s"] is not None and policy["write_s"] > 0:
-        import numpy as np
-
-        low, high = min(mtbfs), max(mtbfs)
+        mtbf_axis, interval_axis = goodput_map_axes(
+            policy["write_s"], mtbfs, [policy["interval_s"]]
+        )
         path = os.path.join(args.out, "goodput_map.png")
         plot_goodput_map(
             path,
             write_s=policy["write_s"],
             restart_s=policy["restart_s"],
-            mtbf_s=np.geomspace(low / 4, high * 4, 40),
-            interval_s=np.geomspace(policy["write_s"], high * 2, 40),
+            mtbf_s=mtbf_axis,
+            interval_s=interval_axis,
             simulated=[
                 (j["mtbf_s"], policy["interval_s"], j["goodput"])
                 for j in result.jobs
@@ -304,7 +374,8 @@ def _write_outputs(args, result, report) -> None:
 
 
 def jobs_csv(jobs: list[dict]) -> str:
-    """The per-job rows as CSV text (empty cells for None)."""
+    """The per-job rows as CSV text (empty cells for None; floats in their shortest exact
+    form, so that the file reads back to the same numbers)."""
     lines = [",".join(JOB_COLUMNS)]
     for job in jobs:
         cells = []
@@ -313,7 +384,7 @@ def jobs_csv(jobs: list[dict]) -> str:
             if value is None:
                 cells.append("")
             elif isinstance(value, float):
-                cells.append(f"{value:.9g}")
+                cells.append(repr(value))
             else:
                 cells.append(str(value).replace(",", ";"))
         lines.append(",".join(cells))

@@ -8,7 +8,7 @@ DDP implementation are those of Megatron-LM ``examples/sc21/run_table_1.sh``: Py
 backward, not overlapped) from 39.1B; 76.1B uses 5 layers per virtual stage (v = 3).
 
 :func:`calibration_table` predicts every row on a fabric and reports the error. Nothing
-is fitted to these rows: every kernel time comes from measurements (docs/references.md §9)
+is fitted to these rows: every kernel time comes from measurements (docs/references.md §14)
 and the framework efficiency stays at 1. The remaining error, and where it comes from, is
 in docs/step-validation.md.
 """

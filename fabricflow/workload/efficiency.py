@@ -5,9 +5,9 @@ GEMM ``[M, K] x [K, N]`` (``batch`` independent copies), run as output tiles of
 
     time = max(flops / (peak * efficiency), bytes / achievable_bandwidth) + LAUNCH_S
     efficiency = TYPICAL_SHAPE_FRACTION         (a typical aligned shape against the best
-                                                 shape of a brute-force search, §9)
+                                                 shape of a brute-force search, §14)
                * gpu.gemm_fraction(precision)   (measured best-shape matmul throughput over
-                                                 the peak, per GPU and precision, §9)
+                                                 the peak, per GPU and precision, §14)
                * tile_fill                      (M, N padded to TILE: tile quantization)
                * wave_fill                      (under one wave: tiles / units; a partial last
                                                  wave is balanced by stream-K decomposition)
@@ -15,7 +15,7 @@ GEMM ``[M, K] x [K, N]`` (``batch`` independent copies), run as output tiles of
                                                  epilogue, in K-depth)
 
 The presets' ``gemm_efficiency`` is the measured maximum achievable matmul FLOP/s over the
-peak divided by the K factor of the shape where it was measured (docs/references.md §9),
+peak divided by the K factor of the shape where it was measured (docs/references.md §14),
 so that this formula gives the measured figure back at that shape. The roofline ``max``
 makes thin GEMMs memory-bound.
 
@@ -23,7 +23,7 @@ Fused attention (Flash / cuDNN) runs at ``attention_efficiency`` (forward) or
 ``attention_backward`` of the bf16 peak at long sequences, times a ramp in the key length
 a query block sees, ``1 / (1 + (L0 / L)^p)``, fitted to the cuDNN fused-attention curves of
 the FlashAttention-3 paper on H100 (head dim 128, non-causal, 512 to 16k keys;
-docs/references.md §9): ``L0, p`` = 248, 2.19 forward and 389, 1.32 backward.
+docs/references.md §14): ``L0, p`` = 248, 2.19 forward and 389, 1.32 backward.
 
 Memory-bound kernels (norms, activations, casts, residual adds, softmax, optimizer) take
 ``bytes / (hbm_bandwidth * memory_efficiency(bytes))``: the GPU's measured large-copy
@@ -44,7 +44,7 @@ TILE = 128
 K_TILE = 64
 # Throughput of a typical well-aligned GEMM shape relative to the best shape a brute-force
 # search finds: the maximum achievable matmul FLOP/s benchmark's own guidance puts a
-# search over one dimension at 80-90% of its maximum (docs/references.md §9); the midpoint.
+# search over one dimension at 80-90% of its maximum (docs/references.md §14); the midpoint.
 TYPICAL_SHAPE_FRACTION = 0.85
 K_OVERHEAD = 128
 LAUNCH_S = 2e-6

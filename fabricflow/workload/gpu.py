@@ -48,7 +48,7 @@ class GpuSpec:
         hbm_bandwidth: HBM bandwidth, bytes/s.
         compute_units: SMs / CUs / MXUs that GEMM tiles are spread over (wave quantization).
         gemm_efficiency: fraction of the bf16 peak a large, well-shaped GEMM reaches (the
-            measured maximum achievable matmul FLOP/s over the peak; docs/references.md §9).
+            measured maximum achievable matmul FLOP/s over the peak; docs/references.md §14).
         attention_efficiency: fraction of the bf16 peak the fused attention kernel's forward
             pass reaches at long sequences (head dimension 128).
         gemm_efficiency_fp8: the same as ``gemm_efficiency`` for fp8 GEMMs, of the fp8 peak

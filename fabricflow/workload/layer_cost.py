@@ -49,7 +49,7 @@ FP8_CAST_BYTES = 2.0 + 2.0 + 1.0 + 1.0
 ROUTER_BYTES = 4.0 * 4
 # Host time to launch one kernel from an eager PyTorch program: the CUDA driver's launch
 # path (4-6 us measured per launch) plus the framework's dispatch of the op, of the same
-# order (docs/references.md §9; an assumption at 10 us).
+# order (docs/references.md §14; an assumption at 10 us).
 HOST_LAUNCH_S = 10e-6
 # A dropless MoE layer copies its per-expert token counts to the host before the expert
 # GEMMs (buffers are sized on the host): the stream drains and restarts (an assumption).

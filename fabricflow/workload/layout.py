@@ -47,7 +47,7 @@ RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "mlp", "moe_act", "layernorm", 
 DEFAULT_RECOMPUTE_MODULES = "core_attn"
 
 # Fraction of compute-phase wall time the GPU spends inside the modelled kernels. 1: every
-# kernel of a step is written out and timed from measurements (docs/references.md §9);
+# kernel of a step is written out and timed from measurements (docs/references.md §14);
 # no factor is fitted to end-to-end step times. A user with a measured kernel-busy
 # fraction of their own stack (a profile) can give it; compute times are divided by it.
 FRAMEWORK_EFFICIENCY = 1.0

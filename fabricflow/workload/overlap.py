@@ -14,7 +14,7 @@ so the exposed part is ``max(comm - compute, f * comm)``: a collective is never 
 one longer than the compute still shows as its excess. ``f * comm`` is what the overlap
 cost; ``min(comm, compute)`` what it hid.
 
-SM counts per dimension (:data:`COMM_SMS`, docs/references.md §10): NCCL collectives
+SM counts per dimension (:data:`COMM_SMS`, docs/references.md §15): NCCL collectives
 launch one CTA per channel, 24 on H100 as observed beside a GEMM; Transformer Engine's
 tensor-parallel overlap uses 1 SM (ring exchange over copy engines) for its all-gathers
 and 16 SMs (pipelined reduce-scatter) for its reduce-scatters, 8.5 on average over a pass;
