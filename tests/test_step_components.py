@@ -190,3 +190,14 @@ def test_host_launch_time_and_cuda_graphs():
     eager = host_seconds(model, layout_table([Layout(**base)]), moe=True)[0]
     graphs = host_seconds(model, layout_table([Layout(cuda_graphs=True, **base)]), moe=True)[0]
     assert eager > 0 and graphs == 0
+
+
+def test_grouped_expert_gemms_share_the_sms_four_at_a_time():
+    """Transformer Engine runs a grouped linear's GEMMs on 4 streams: 16 small expert
+    GEMMs of 2 tiles each fill 8 of B200's 148 SMs at a time, not 32."""
+    b200 = ff.load_gpu("b200")
+    one = gemm_efficiency(b200, 128, 256, 2048, 16, concurrent=4)
+    assert float(one / gemm_efficiency(b200, 128, 256, 2048, 16)) == pytest.approx(8 / 32)
+    # large experts fill the GPU either way
+    big = (4096, 4096, 2048, 16)
+    assert gemm_efficiency(b200, *big, concurrent=4) == gemm_efficiency(b200, *big)

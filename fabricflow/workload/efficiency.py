@@ -86,12 +86,16 @@ def operand_bytes(precision) -> np.ndarray:
     return np.where(np.asarray(precision) == "fp8", BYTES_PER_ELEMENT["fp8"], 2.0)
 
 
-def gemm_efficiency(gpu: GpuSpec, m, n, k, batch=1, precision="bf16") -> np.ndarray:
-    """Fraction of peak reached by the compute part of a GEMM of shape (M, N, K)."""
+def gemm_efficiency(
+    gpu: GpuSpec, m, n, k, batch=1, precision="bf16", concurrent=np.inf
+) -> np.ndarray:
+    """Fraction of peak reached by the compute part of a GEMM of shape (M, N, K);
+    ``concurrent``: how many of the ``batch`` GEMMs run at once (their tiles share the
+    SMs; all of them for a batched kernel)."""
     m, n, k, batch = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k, batch))
     tiles_m, tiles_n = np.ceil(m / TILE), np.ceil(n / TILE)
     tile_fill = (m * n) / (tiles_m * tiles_n * TILE * TILE)
-    tiles = tiles_m * tiles_n * batch
+    tiles = tiles_m * tiles_n * np.minimum(batch, concurrent)
     wave_fill = np.minimum(1.0, tiles / float(gpu.compute_units))
     k_fill = k / (np.ceil(k / K_TILE) * K_TILE + K_OVERHEAD)
     base = np.where(
@@ -101,17 +105,26 @@ def gemm_efficiency(gpu: GpuSpec, m, n, k, batch=1, precision="bf16") -> np.ndar
 
 
 def gemm_time(
-    gpu: GpuSpec, m, n, k, batch=1, *, precision="bf16", accumulate_fp32=False
+    gpu: GpuSpec,
+    m,
+    n,
+    k,
+    batch=1,
+    *,
+    precision="bf16",
+    accumulate_fp32=False,
+    concurrent=np.inf,
 ) -> np.ndarray:
     """Seconds for ``batch`` GEMMs ``[M, K] x [K, N]`` (operands in ``precision``, bf16 out;
     ``accumulate_fp32``: the output is read and written in fp32, as a weight-gradient GEMM
-    accumulating into the fp32 main gradient); every argument broadcasts."""
+    accumulating into the fp32 main gradient; ``concurrent`` of them at a time, e.g. the
+    streams of a grouped GEMM); every argument broadcasts."""
     m, n, k, batch = (np.asarray(x, dtype=np.float64) for x in (m, n, k, batch))
     flops = 2.0 * m * n * k * batch
     width = operand_bytes(precision)
     out = np.where(accumulate_fp32, 8.0, 2.0)
     num_bytes = batch * (width * (m * k + k * n) + out * m * n)
-    efficiency = gemm_efficiency(gpu, m, n, k, batch, precision)
+    efficiency = gemm_efficiency(gpu, m, n, k, batch, precision, concurrent)
     compute = flops / (peak_flops(gpu, precision) * efficiency)
     memory = num_bytes / (gpu.hbm_bandwidth * memory_efficiency(num_bytes, gpu))
     return np.where(flops > 0, np.maximum(compute, memory) + LAUNCH_S, 0.0)

@@ -44,6 +44,9 @@ FLASH_BACKWARD = 2.5
 # once for the amax, once to cast, write the row-wise and the column-wise (transposed) fp8
 # copies the forward and backward GEMMs take.
 FP8_CAST_BYTES = 2.0 + 2.0 + 1.0 + 1.0
+# Streams Transformer Engine's grouped GEMM (GroupedLinear) spreads the local experts'
+# GEMMs over (``num_compute_streams`` in its common/util/multi_stream.h).
+GROUPED_GEMM_STREAMS = 4
 # Bytes per element of fp32 router scores kept through softmax/sigmoid and top-k: read
 # the logits, write probabilities, read them for top-k and write the gates (forward).
 ROUTER_BYTES = 4.0 * 4
@@ -130,15 +133,18 @@ class LayerCost:
 
 def _gemms(gpu: GpuSpec, shapes: list, precision) -> tuple[Any, Any]:
     """Forward and backward seconds ``[N]`` of weight GEMMs given as ``(M, N, K, batch)``
-    tuples (arrays ``[N]`` or scalars); the weight gradient accumulates into fp32."""
+    or ``(M, N, K, batch, concurrent)`` tuples (arrays ``[N]`` or scalars); the weight
+    gradient accumulates into fp32."""
     forward: Any = 0.0
     backward: Any = 0.0
-    for m, n, k, b in shapes:
-        forward = forward + gemm_time(gpu, m, n, k, b, precision=precision)
+    for m, n, k, b, *rest in shapes:
+        at_once = rest[0] if rest else np.inf
+        kw = dict(precision=precision, concurrent=at_once)
+        forward = forward + gemm_time(gpu, m, n, k, b, **kw)
         backward = (
             backward
-            + gemm_time(gpu, m, k, n, b, precision=precision)
-            + gemm_time(gpu, k, n, m, b, precision=precision, accumulate_fp32=True)
+            + gemm_time(gpu, m, k, n, b, **kw)
+            + gemm_time(gpu, k, n, m, b, accumulate_fp32=True, **kw)
         )
     return forward, backward
 
@@ -332,12 +338,18 @@ def routed_tokens(model: ModelSpec, table: LayoutTable) -> tuple[np.ndarray, np.
 
 
 def _expert_gemms(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> list:
-    """Grouped expert GEMMs ``(M, N, K, local experts)`` per row."""
+    """Grouped expert GEMMs ``(M, N, K, local experts, concurrent)`` per row: Transformer
+    Engine's grouped linear runs the local experts' GEMMs on :data:`GROUPED_GEMM_STREAMS`
+    streams, so that many share the SMs at a time."""
     etp = table.expert_tensor.astype(np.float64)
     _, per_expert = routed_tokens(model, table)
     local = model.num_experts / table.ep
     (i1, o1), (i2, o2) = model.ffn_weight_shapes(model.moe_intermediate_size)
-    return [(per_expert, o1 / etp, float(i1), local), (per_expert, float(o2), i2 / etp, local)]
+    streams = GROUPED_GEMM_STREAMS
+    return [
+        (per_expert, o1 / etp, float(i1), local, streams),
+        (per_expert, float(o2), i2 / etp, local, streams),
+    ]
 
 
 def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, list, list]:
