@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.collective import make_groups, prepare_collective, prepare_collectives
-from fabricflow.collective import structure_cache
+from fabricflow.collective import (
+    make_groups,
+    prepare_collective,
+    prepare_collectives,
+    structure_cache,
+)
 
 
 def test_prepare_collectives_equals_one_at_a_time(small_rail_fabric):
