@@ -367,6 +367,7 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
         first_rates=union.rate[moving],
         merge=False,
         solves=union.solves.setdefault(subset_key(moving), {}),
+        dtype=np.float64,
     )
     # Once the background has finished, the member's flows run at their rates alone.
     finish = np.zeros(size.size)

@@ -101,6 +101,7 @@ def complete_flows(
     stop_after: FlowValuesLike | None = None,
     first_rates: FlowValuesLike | None = None,
     solves: dict | None = None,
+    dtype=None,
 ) -> Completion:
     """Finish time of every flow under max-min fair sharing, recomputed at each event.
 
@@ -135,6 +136,9 @@ def complete_flows(
             every subset of flows it solves in it and reuses them (replays of the same
             flows with other sizes often meet the same subsets). Used with
             ``merge=False``.
+        dtype: float type of the solve and of ``finish_time`` (``float32``/``float64``),
+            as for :func:`~fabricflow.solve.maxmin.engine.max_min`; default: float64 when
+            the inputs are float64 and ``jax_enable_x64`` is on, else float32.
 
     Returns:
         :class:`Completion` with numpy arrays; ``finish_time`` in seconds: float32 by
@@ -161,7 +165,7 @@ def complete_flows(
     check_solve_memory(
         entries.num_entries, num_flows, problem.capacity.shape[0], None, "complete_flows"
     )
-    out_dtype = output_dtype(None, problem.capacity, problem.weight, sizes, starts)
+    out_dtype = output_dtype(dtype, problem.capacity, problem.weight, sizes, starts)
     # Times are size / rate: scaling capacities and sizes by the same power of two leaves
     # them unchanged, so the range scaling of max_min_rates applies with sizes as demands.
     scaling = range_scaling(problem.capacity, problem.weight, sizes, out_dtype)
