@@ -91,3 +91,20 @@ def test_step_time_is_the_same_with_and_without_replication(small_rail_fabric, m
     structure_cache.clear()
     assert fast.step_time_s == full.step_time_s
     assert fast.breakdown == full.breakdown
+
+
+def test_collective_results_are_the_same_with_and_without_replication(
+    small_rail_fabric, monkeypatch
+):
+    from fabricflow.collective import collective_time, structure_cache
+
+    groups = make_groups(small_rail_fabric.num_gpus, 4, layout="contiguous")
+    structure_cache.clear()
+    fast = collective_time(small_rail_fabric, "all_reduce", groups, 2**24, routing="ecmp")
+    structure_cache.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(fr, "replicated_domains", lambda *_: None)
+        full = collective_time(small_rail_fabric, "all_reduce", groups, 2**24, routing="ecmp")
+    structure_cache.clear()
+    assert fast.to_dict() == full.to_dict()
+    np.testing.assert_array_equal(fast.group_time_s, full.group_time_s)

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..fabric.transport import routing_for
+from ..loads import link_load
 from ..solve.maxmin.inputs import check_flag
 from ..typing import GroupsLike
 from . import estimate as _estimate
@@ -331,7 +332,8 @@ class PreparedCollective:
             links, util = self._bottleneck(
                 solved, protocol, float(size), worst, per_phase[:, k, worst]
             )
-            kinds = tuple(str(x) for x in self.fabric.link_kind[links]) if links.size else ()
+            names = self.fabric.link_kinds
+            kinds = tuple(names[i] for i in self.fabric.link_kind_id[links]) if links.size else ()
             results.append(
                 CollectiveResult(
                     op=self.op,
@@ -379,7 +381,7 @@ class PreparedCollective:
         bps, rate = sp.phase.bytes_per_size, sp.rate
         steps: tuple[np.ndarray, ...] = (sp.path_latency_s, sp.intra_steps, sp.network_steps)
         num_groups = rate.shape[0]
-        one = alike and num_groups > 1 and np.array_equal(bps, np.broadcast_to(bps[:1], bps.shape))
+        one = alike and num_groups > 1 and _bytes_alike(sp.phase)
         if one:
             bps, rate, steps = bps[:1], rate[:1], tuple(x[:1] for x in steps)
         latency = steps[0] + steps[1] * intra_s + steps[2] * network_s
@@ -401,16 +403,31 @@ class PreparedCollective:
         efficiency = self.cost.protocol_efficiency[protocol]
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
-        row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))
-        load = self._link_load.get(id(sp))
-        if load is None:
-            load = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
+        per_group = sp.rate.shape[1]
+        row = group * per_group + int(np.argmax(transfer_time))
+        if sp.replicated:  # the group's links carry its own flows only (disjoint groups)
+            rows = slice(group * per_group, (group + 1) * per_group)
+            load = link_load(sp.links[rows], sp.rate[group], self.fabric.num_links, sp.coef[rows])
+        else:
+            load = self._link_load.get(id(sp))
+            if load is None:
+                load = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]
         saturated = util >= 1.0 - 1e-4
         order = np.argsort(-util[saturated], kind="stable")
         return on_row[saturated][order], util[saturated][order]
+
+
+def _bytes_alike(phase: Phase) -> bool:
+    """Whether every group of ``phase`` moves the same bytes per transfer (memoised)."""
+    alike = phase.__dict__.get("_bytes_alike")
+    if alike is None:
+        bps = phase.bytes_per_size
+        alike = bool(np.array_equal(bps, np.broadcast_to(bps[:1], bps.shape)))
+        phase.__dict__["_bytes_alike"] = alike  # a memo on the frozen dataclass
+    return alike
 
 
 def _upper_envelope(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
