@@ -666,7 +666,7 @@ class _Simulator:
             gpus = None
             if size <= free:
                 if load is None and self.net is not None:
-                    load = self.net.link_load()
+                    load = self.net.link_load(fresh=False)
                 gpus = self._place(job, request, load, reserved)
             if gpus is None and preempt:
                 gpus = self._preempt_for(job, request)
@@ -709,7 +709,7 @@ class _Simulator:
             self._interrupt(self.jobs[int(victim)], reason="preempted")
         if not victims:
             return None
-        load = None if self.net is None else self.net.link_load()
+        load = None if self.net is None else self.net.link_load(fresh=False)
         self.stats["place_calls"] += 1
         return self.scheduler.place(self.state, request, load)
 

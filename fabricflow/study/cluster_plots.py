@@ -222,6 +222,7 @@ def plot_prediction_gain(
     writes = sorted({row["write_s"] for row in rows})
     leads = sorted({row["lead_s"] for row in rows if row["lead_s"] is not None})
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    styles = ["-", "--", "-.", ":"]  # curves that coincide (leads past the write) both show
     fig = new_figure(figsize=(5 * len(writes), 4))
     recalls = np.linspace(0.0, 1.0, 41)
     axes: list = []
@@ -241,10 +242,15 @@ def plot_prediction_gain(
             )["goodput"]
 
         base = expected(0.0, 0.0)
-        for colour, lead in zip(colours, leads, strict=False):
+        for colour, style, lead in zip(colours, styles, leads, strict=False):
             curve = [100 * (expected(r, lead) - base) for r in recalls]
             ax.plot(
-                recalls, curve, color=colour, lw=1.5, label=f"lead {lead / 60:g} min (expected)"
+                recalls,
+                curve,
+                color=colour,
+                ls=style,
+                lw=1.5,
+                label=f"lead {lead / 60:g} min (expected)",
             )
             points = [r for r in rows if r["write_s"] == write and r["lead_s"] == lead]
             for row in points:

@@ -250,7 +250,7 @@ class DCQCN(RateLaw):
             alpha=jnp.clip(state.alpha + dt * d_alpha, 0.0, 1.0),
         )
 
-    def max_stable_dt(self, params, min_rtt: float) -> float:
+    def max_stable_dt(self, params, min_delay: float) -> float:
         return params.max_stable_dt()
 
 

@@ -213,6 +213,7 @@ def feedback(state: State, problem: Problem, law: RateLaw, config: Config) -> Fe
         line_rate=problem.line_rate,
         base_rtt=problem.base_rtt,
         feedback_delay=problem.feedback_delay,
+        num_hops=(problem.last_hop + 1).astype(problem.line_rate.dtype),
         rate_delayed=rings.rate[slot, jnp.arange(num_flows)],
         **fields,
     )

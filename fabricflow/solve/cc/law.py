@@ -9,7 +9,8 @@ only the reaction point of every flow, through three methods:
 * ``update(state, feedback, params)``: the state one step ``feedback.dt`` later, from
   the delayed feedback the law asked for (:class:`Feedback`); only flows that are
   sending are updated (the integrator keeps the others' state);
-* ``max_stable_dt(params, min_rtt)``: the largest step the update is stable at.
+* ``max_stable_dt(params, min_delay)``: the largest step the update is stable at
+  (``min_delay``: the shortest feedback delay of the run's flows).
 
 A law declares the signals it reads in ``signals`` (a subset of :data:`SIGNALS`), so the
 integrator builds only those rings and gathers; its parameters are a
@@ -49,6 +50,7 @@ class Feedback(NamedTuple):
         line_rate: bytes/s cap of each flow (its NIC).
         base_rtt: s, round-trip propagation of the flow (twice its path latency).
         feedback_delay: s, the age of the signals below.
+        num_hops: hops of each flow's path (links, as float).
         rate_delayed: bytes/s, the flow's own rate ``feedback_delay`` ago.
         log_no_mark: ``log(1 - p)`` of the path's ECN marking (<= 0) [ecn].
         fabric_queue_delay, host_queue_delay: s of queueing at switch egresses and at
@@ -64,14 +66,15 @@ class Feedback(NamedTuple):
     line_rate: jax.Array
     base_rtt: jax.Array
     feedback_delay: jax.Array
+    num_hops: jax.Array
     rate_delayed: jax.Array
-    log_no_mark: jax.Array | None = None
-    fabric_queue_delay: jax.Array | None = None
-    host_queue_delay: jax.Array | None = None
-    hop_queue_delay: jax.Array | None = None
-    hop_utilization: jax.Array | None = None
-    hop_load: jax.Array | None = None
-    hop_valid: jax.Array | None = None
+    log_no_mark: Any = None  # jax.Array, or None when not asked for
+    fabric_queue_delay: Any = None  # jax.Array, or None when not asked for
+    host_queue_delay: Any = None  # jax.Array, or None when not asked for
+    hop_queue_delay: Any = None  # jax.Array, or None when not asked for
+    hop_utilization: Any = None  # jax.Array, or None when not asked for
+    hop_load: Any = None  # jax.Array, or None when not asked for
+    hop_valid: Any = None  # jax.Array, or None when not asked for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +98,8 @@ class RateLaw(abc.ABC):
         """Default starting rate: ``params.initial_rate_fraction`` of the line rate."""
         return line_rate * params.initial_rate_fraction
 
-    def max_stable_dt(self, params, min_rtt: float) -> float:
-        """Largest stable step, s (``min_rtt``: the smallest base RTT of the flows)."""
+    def max_stable_dt(self, params, min_delay: float) -> float:
+        """Largest stable step, s (``min_delay``: the shortest feedback delay, s)."""
         return float("inf")
 
     def preset(self, name: str | None = None, **overrides):

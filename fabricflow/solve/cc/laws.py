@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from ...errors import SpecError
 from .dcqcn import DCQCN
+from .hpcc import HPCC
 from .law import RateLaw
+from .predictive import Predictive
+from .swift import Swift
+from .timely import Timely
 
 #: name -> law instance, in the order the CLI and the studies list them.
-LAWS: dict[str, RateLaw] = {law.name: law for law in (DCQCN(),)}
+LAWS: dict[str, RateLaw] = {
+    law.name: law for law in (DCQCN(), HPCC(), Timely(), Swift(), Predictive())
+}
 
 #: The names of :data:`LAWS`.
 CC_NAMES = tuple(LAWS)

@@ -171,7 +171,7 @@ def prepare_cc(
     inputs = _flow_inputs(
         num_flows, size, start, path_latency, extra_delay, initial_rate, line_rate, capacity, links
     )
-    timing = _timing(duration, dt, records, law, params, float(np.min(inputs["base_rtt"])))
+    timing = _timing(duration, dt, records, law, params, float(np.min(inputs["delay"])))
     delay_steps, ring_slots = _delay_steps(inputs["delay"], timing)
     _check_min_rate(params, inputs["line_rate"])
     batch = _batch(params, pfc_params, capacity)
@@ -334,10 +334,10 @@ def _flow_inputs(
     }
 
 
-def _timing(duration, dt, records, law: RateLaw, params, min_rtt: float) -> Timing:
+def _timing(duration, dt, records, law: RateLaw, params, min_delay: float) -> Timing:
     duration = _seconds(duration, "duration", positive=True)
     dt = _seconds(dt, "dt", positive=True)
-    stable = law.max_stable_dt(params, min_rtt)
+    stable = law.max_stable_dt(params, min_delay)
     if dt > stable:
         raise SpecError(
             "dt",
