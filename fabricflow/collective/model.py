@@ -409,9 +409,10 @@ class PreparedCollective:
             rows = slice(group * per_group, (group + 1) * per_group)
             load = link_load(sp.links[rows], sp.rate[group], self.fabric.num_links, sp.coef[rows])
         else:
-            load = self._link_load.get(id(sp))
-            if load is None:
-                load = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
+            cached = self._link_load.get(id(sp))
+            if cached is None:
+                cached = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
+            load = cached
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collective.structure_cache import groups_digest
 from ..fabric.fabric import Fabric
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "sendrecv", "all_to_all")
