@@ -26,9 +26,9 @@ import time
 import numpy as np
 
 from .errors import SpecError
-from .solve.dcqcn.params import PFCParams
 from .solve.packet.groups import ARBITRATIONS
 from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
+from .solve.pfc.params import PFCParams
 
 FIDELITIES = ("fluid", "packet")
 CC_CHOICES = ("none", "dcqcn")
@@ -176,7 +176,7 @@ def flow_completion_times(
     costs = path_costs(links, capacity, latency, first, params, reverse)
     solve_began = time.perf_counter()
     fair = complete_flows(links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps)
-    fair_time = np.asarray(fair.finish_time, np.float64) - start
+    fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
     events = int(fair.events)
     transfer = fair_time
     ack_queueing = np.zeros(num_flows)

@@ -1,10 +1,8 @@
 """Review findings: production paths, reported solver names, deprecated aliases, lazy API.
 
-- ``fabricflow cc`` takes its max-min reference from the incremental solver, not the
-  textbook test oracle; the oracle refuses bad input with a SpecError;
-- the collective benchmark reports the solvers its phases ran, and
-  ``flow_rates.solver_name`` names what ``_max_min`` runs for each shape;
-- ``simulate_dcqcn_arrays(prepare_only=True)`` returns the prepared run;
+- ``fabricflow cc`` takes its max-min reference from the engine (the textbook filling
+  is a test oracle only);
+- the collective benchmark reports the max-min backends its phases ran;
 - ``hasattr(ff, "x.y")`` is False and dotted names are never cached on the package.
 """
 
@@ -15,74 +13,47 @@ import json
 import numpy as np
 import pytest
 from cli_args import STEP
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin import progressive_filling as textbook_module
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 # ---------------------------------------------------------------- cc uses no test oracle
 
 
-def test_cc_max_min_reference_comes_from_the_incremental_solver(monkeypatch, capsys):
+def test_cc_max_min_reference_comes_from_the_engine(capsys):
     from fabricflow.study.cc_scenarios import build_scenario
-
-    def oracle(*args, **kwargs):
-        raise AssertionError("fabricflow cc called the textbook progressive_filling")
 
     # Two bottleneck levels, so that the reference is not one shared rate.
     scenario = build_scenario("multi_bottleneck", 3, bandwidth=5e9)  # 40Gbps, cc's default
     expected = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
     assert np.unique(expected).size > 1
-    monkeypatch.setattr(textbook_module, "progressive_filling", oracle)
     code = main(
         ["cc", "--scenario", "multi_bottleneck", "--flows", "3", "--duration", "1ms", "--json"]
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    # Bit for bit the textbook rates (the incremental solver's contract).
-    assert report["max_min_rate_Bps"] == expected.tolist()
-
-
-@pytest.mark.parametrize("links", [[0, 1, -1], [[[0]]], 3])
-def test_textbook_progressive_filling_names_links_on_bad_shape(links):
-    with pytest.raises(SpecError, match="links") as caught:
-        progressive_filling(links, [1.0, 1.0])
-    assert caught.value.field == "links"
+    np.testing.assert_allclose(report["max_min_rate_Bps"], expected, rtol=1e-12)
 
 
 # ------------------------------------------------- collective solvers: named as they run
 
 
-def test_solver_name_agrees_with_the_solver_each_phase_ran(small_rail_fabric, monkeypatch):
+def test_the_collective_bench_reports_the_backend_each_phase_ran(small_rail_fabric):
     from fabricflow.bench.collective import solvers_used
-    from fabricflow.collective import flow_rates, make_groups, prepare_collective
-    from fabricflow.solve.maxmin import incremental_filling
+    from fabricflow.collective import make_groups, prepare_collective
 
-    ran = []  # (links shape, function name) of every default solve
-
-    def recording(function):
-        def solve(links, capacity, coef=None, **kwargs):
-            ran.append((links.shape, function.__name__))
-            return function(links, capacity, coef, **kwargs)
-
-        return solve
-
-    for name in ("progressive_filling_incremental", "local_bottleneck_filling"):
-        function = getattr(incremental_filling, name)
-        monkeypatch.setattr(incremental_filling, name, recording(function))
-    # Phases of 512..1792 route entries: a threshold of 1,000 sends them both ways.
-    monkeypatch.setattr(flow_rates, "SMALL_PROBLEM_ENTRIES", 1_000)
     groups = make_groups(small_rail_fabric.num_gpus, 16, layout="strided")
     prepared = prepare_collective(small_rail_fabric, "all_reduce", groups)
-    assert {name for _, name in ran} == {
-        "progressive_filling_incremental",
-        "local_bottleneck_filling",
-    }
-    for shape, name in ran:
-        assert flow_rates.solver_name(shape) == name, shape
-    assert solvers_used(prepared) == sorted({name for _, name in ran})
+    ran = {sp.solver for s in prepared.solved for sp in s.phases}
+    assert ran <= {"numpy", "jax"} and solvers_used(prepared) == sorted(ran)
+    custom = prepare_collective(
+        small_rail_fabric,
+        "all_reduce",
+        groups,
+        solver=lambda links, capacity, coef: progressive_filling(links, capacity, coef=coef),
+    )
+    assert solvers_used(custom) == ["custom"]
 
 
 def test_collective_bench_imports_no_jax_to_report_its_solver():
@@ -90,29 +61,6 @@ def test_collective_bench_imports_no_jax_to_report_its_solver():
 
     assert not hasattr(bench, "_jitted_solver_available")
     assert not hasattr(bench, "jitted_solver_available")
-
-
-# ------------------------------------------------------ deprecated DCQCN alias, prepare
-
-
-def test_simulate_dcqcn_arrays_prepare_only_returns_the_prepared_run():
-    import jax
-
-    from fabricflow.solve.dcqcn.simulate import PreparedRun, prepare_dcqcn, simulate_dcqcn_arrays
-    from fabricflow.study.cc_scenarios import dumbbell
-
-    sc = dumbbell(2)
-    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
-    options = {"duration": 1e-4, "dt": 1e-6, "records": 10}
-    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
-        prepared = simulate_dcqcn_arrays(*args, prepare_only=True, **options)
-    assert isinstance(prepared, PreparedRun)
-    expected = prepare_dcqcn(*args, **options)
-    assert prepared.work == expected.work
-    got, want = (jax.tree_util.tree_leaves(p.kernel_args) for p in (prepared, expected))
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # --------------------------------------------------------- lazy package attributes
@@ -149,28 +97,36 @@ def test_step_plot_writes_png_with_or_without_extension(tmp_path, capsys, plot):
     assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize(
-    ("plot", "error", "words"),
-    [
-        ("out.xyz", "SpecError", ("--plot", "'xyz'", "png")),
-        ("a_folder", "OutputError", ("--plot", "is a folder")),
-        ("a_file/out.png", "OutputError", ("--plot", "not a folder")),
-    ],
-)
-def test_step_plot_refused_before_the_model_runs(tmp_path, capsys, monkeypatch, plot, error, words):
+def test_step_plot_format_refused_before_the_model_runs(tmp_path, capsys, monkeypatch):
     from fabricflow.workload import step
 
     def no_model(*args, **kwargs):
         raise AssertionError("the step model ran before --plot was checked")
 
     monkeypatch.setattr(step, "step_time", no_model)
+    assert main(_step(tmp_path, "out.xyz")) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == "SpecError"
+    assert all(word in data["message"] for word in ("--plot", "'xyz'", "png")), data["message"]
+    assert sorted(tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize(
+    ("plot", "words"),
+    [("a_folder", ("--plot", "is a folder")), ("a_file/out.png", ("--plot", "not a folder"))],
+)
+def test_step_plot_that_cannot_be_written_keeps_the_result(tmp_path, capsys, plot, words):
+    # the destination is checked before the model runs (a warning says so at once); the
+    # result is printed all the same, then the error, exit 1
     (tmp_path / "a_folder").mkdir()
     (tmp_path / "a_file").write_text("")
     before = sorted(tmp_path.rglob("*"))
-    assert main(_step(tmp_path, plot)) in (1, 2)
-    data = json.loads(capsys.readouterr().out)
-    assert data["error"] == error
+    assert main(_step(tmp_path, plot)) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["error"] == "OutputError" and data["step_time_s"] > 0 and "plot" not in data
     assert all(word in data["message"] for word in words), data["message"]
+    assert "warning: --plot" in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing created, nothing left behind
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from ._common import (
     add_fail_flag,
     add_json_flag,
-    check_out_folder,
     failed_fabric,
-    mark_done,
-    output_path,
+    output_file,
     print_json,
+    write_outputs,
 )
 
 
@@ -109,9 +108,51 @@ def register(subparsers) -> None:
         metavar="FIELD=VALUE",
         help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
     )
+    parser.add_argument(
+        "--expert-tp",
+        type=int,
+        default=0,
+        help="tensor-parallel size of the expert layers (0: Megatron's default, tp where "
+        "ep divides cp x dp, else 1)",
+    )
+    parser.add_argument(
+        "--moe-capacity-factor",
+        type=float,
+        default=0.0,
+        help="tokens an expert takes, as a multiple of its balanced share; excess dropped "
+        "(0: dropless)",
+    )
+    parser.add_argument(
+        "--microbatch-group",
+        type=int,
+        default=0,
+        help="micro-batches per virtual-stage group of the interleaved schedule: sets how "
+        "many are in flight (0: pp)",
+    )
+    parser.add_argument(
+        "--recompute-layers",
+        type=int,
+        default=0,
+        help="with --recompute full: layers of each stage chunk recomputed (0: all)",
+    )
+    parser.add_argument(
+        "--recompute-modules",
+        default="",
+        help="with --recompute selective: comma-separated modules recomputed, of "
+        "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts ('': core_attn)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="kernels replayed from CUDA graphs (no per-kernel host launches)",
+    )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
-        "--placement", default="contiguous", choices=["contiguous", "scattered", "topology-aware"]
+        "--placement",
+        default="contiguous",
+        choices=["contiguous", "scattered", "topology-aware", "domain-aligned"],
+        help="rank placement; domain-aligned: 64 ranks per scale-up domain of 64 or more "
+        "GPUs (an NVL72 rack keeps 8 spares)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -139,7 +180,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--plot",
         default=None,
-        type=output_path,
+        type=output_file,
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
@@ -195,6 +236,12 @@ def layout_from_args(args):
         offload_activations=args.offload_activations,
         pp_split=pp_split,
         pipeline_schedule=args.schedule or "auto",
+        expert_tp=getattr(args, "expert_tp", 0),
+        moe_capacity_factor=getattr(args, "moe_capacity_factor", 0.0),
+        microbatch_group=getattr(args, "microbatch_group", 0),
+        recompute_layers=getattr(args, "recompute_layers", 0),
+        recompute_modules=getattr(args, "recompute_modules", ""),
+        cuda_graphs=getattr(args, "cuda_graphs", False),
     )
 
 
@@ -297,7 +344,7 @@ def _backend(name: str) -> str:
     one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
     import sys
 
-    from ..workload.comm import DEPRECATED_BACKENDS
+    from ..collective.comm import DEPRECATED_BACKENDS
 
     if name in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[name]
@@ -306,20 +353,15 @@ def _backend(name: str) -> str:
     return name
 
 
-def _check_plot_path(path: str) -> None:
-    """Refuse a --plot path before the model runs, as writing the plot would refuse it after.
-
-    The format is read from the extension (none: PNG) as
-    :func:`~fabricflow.study.figures.save_figure` reads it; one matplotlib cannot write is
-    bad input (:class:`SpecError`). The folder gets the checks of ``--out``
-    (:func:`check_out_folder`; a missing one is created when the plot is written): one that
-    cannot be created or written into, or a path that is itself a folder, is an
-    :class:`OutputError`.
-    """
-    import os
+def _check_plot_format(path: str) -> None:
+    """Refuse a --plot format matplotlib cannot write before the model runs
+    (:class:`SpecError`); the format is read from the extension (none: PNG) as
+    :func:`~fabricflow.study.figures.save_figure` reads it. The destination itself is
+    checked by the CLI before the command runs (an unwritable one is reported after the
+    result)."""
     from pathlib import Path
 
-    from ..errors import OutputError, SpecError
+    from ..errors import SpecError
     from ..study.figures import image_formats
 
     extension = Path(path).suffix.lstrip(".").lower() or "png"
@@ -328,23 +370,18 @@ def _check_plot_path(path: str) -> None:
         raise SpecError(
             "--plot", f"unknown image format {extension!r} in {path!r}; use one of {formats}"
         )
-    if os.path.isdir(path):
-        raise OutputError(f"--plot: cannot write {path!r}: it is a folder")
-    check_out_folder(os.path.dirname(os.path.abspath(path)), "--plot")
 
 
 def run(args) -> int:
     import dataclasses
-    import os
 
-    from ..atomic import describe_os_error, ensure_folder
-    from ..errors import OutputError, SpecError
+    from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..workload.model import load_model
     from ..workload.step import step_time
 
     if args.plot:
-        _check_plot_path(args.plot)
+        _check_plot_format(args.plot)
     collectives = _backend(args.collectives)
     if args.job is not None and args.gpu is not None:
         raise SpecError("--job", "gives the GPUs; drop --gpu")
@@ -377,16 +414,9 @@ def run(args) -> int:
         from ..study.step_plots import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
-        try:
-            ensure_folder(os.path.dirname(os.path.abspath(args.plot)))  # as --out does
-            plot_breakdown([(label, result)], args.plot)
-        except OutputError as error:
-            raise OutputError(f"--plot: {error}") from None
-        except OSError as error:
-            raise OutputError(
-                f"--plot: cannot write {args.plot!r}: {describe_os_error(error)}"
-            ) from None
-        mark_done(args, args.plot)
+        # a plot that cannot be written is reported after the result (exit 1)
+        if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
+            args.plot = None
     if args.fail:
         result.details["failed_links"] = int(fabric.meta.get("failed_links", 0))
     if args.json:
