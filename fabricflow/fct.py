@@ -289,6 +289,9 @@ def _lossless_transfer(
         hint="use cc='dcqcn' (max-min transfer) or fewer flows",
     )
     groups = build_groups(links, capacity.shape[0], reverse=reverse, arbitration=arbitration)
+    # the engine's clock starts at the earliest start (one time base: absolute starts of
+    # 1e9 s would otherwise cost steps and resolution)
+    start = start - (start.min() if start.size else 0.0)
     with jax.enable_x64(True):
         run = jax.block_until_ready(
             simulate_lossless(
