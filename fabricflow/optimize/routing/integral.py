@@ -1,43 +1,62 @@
-"""Integral routing: one path per flow (per-flow path pinning), rounded and improved.
+"""Integral routing: one path per flow (per-flow path pinning), never worse than ECMP.
 
 Switches that pin a flow to one path (static routes, per-flow PBR, SDN path pinning)
-cannot split it, so the integral plan picks exactly one candidate per flow:
+cannot split it, so the integral plan picks exactly one candidate per flow. Picking them
+to minimize the makespan is the unsplittable multicommodity flow problem over fixed
+paths (NP-hard); the method is the textbook one, in three stages:
 
-1. **Rounding**: each flow takes its largest share of the fractional solution.
-2. **Local search** on the potential ``(makespan, number of links at the makespan)``:
-   every round looks at the flows crossing a link at the makespan, prices each of their
-   other candidate paths (the drain time of the busiest link of that path once the flow
-   moves there) and moves the flows whose best alternative stays strictly below the
-   makespan. All such moves are tried at once; if that does not lower the potential,
-   the better half, then the better half of that, and so on down to the single best
-   move, which always lowers it (its old hot link drops below the makespan and no link
-   reaches it). The search stops when no flow on a hot link can move, or after
-   ``max_rounds`` rounds.
+1. **Starts**: ECMP's own path (candidate 0, see :mod:`.ecmp_candidate`), the largest
+   share of each flow in the fractional solution, and :data:`ROUNDINGS` randomized
+   roundings of it (flow ``f`` takes path ``k`` with probability ``split[f, k]``;
+   Raghavan and Thompson, "Randomized rounding", Combinatorica 1987), all evaluated at
+   once; the best one is kept. The result is therefore never worse than ECMP.
+2. **Repair and local search**: best-response descent on the exponential potential of
+   :mod:`.potential_descent` at rising sharpness (:data:`BETAS`), then iterated local
+   search: up to :data:`KICKS` times (fewer once :data:`KICK_PATIENCE` kicks in a row
+   found nothing), half the flows on the busiest links are moved to a random other
+   candidate and the descent repairs the result; a better assignment replaces the best
+   one. Every stage keeps the best assignment seen.
+3. **Exact program** for small instances (at most
+   :data:`~.integral_milp.MAX_VARIABLES` flow-path variables): the mixed-integer program
+   of :mod:`.integral_milp` (HiGHS), bounded above by stage 2's makespan, which proves the
+   result within 1 % of the integral optimum unless the time limit ends it first.
 
-Each round is vectorized over the flows on hot links (``[C, K, H, H]`` comparisons for
-``C`` such flows); the loop is over rounds, never over flows.
+The loops are over rounds, kicks and rounding batches, never over flows.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ...memory import check_memory
+from .integral_milp import MAX_VARIABLES, solve_milp
+from .potential_descent import batch_makespans, descend, link_loads
 
-# Relative tolerance for "at the makespan" (float64 drain times).
+ROUNDINGS = 32
+BETAS = (4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+KICKS = 30
+# ... stopping after this many kicks in a row that found nothing better.
+KICK_PATIENCE = 8
+# A kick moves each flow on a busiest link with this probability.
+KICK_FRACTION = 0.5
+DEFAULT_MAX_ROUNDS = 500
+DEFAULT_MILP_TIME_LIMIT_S = 10.0
+# Relative tolerance of "at the makespan" and of "meets the lower bound".
 TIE_RTOL = 1e-9
-DEFAULT_MAX_ROUNDS = 2000
 
 
-def _loads(paths_chosen: np.ndarray, size: np.ndarray, num_links: int) -> np.ndarray:
-    used = paths_chosen >= 0
-    weights = np.broadcast_to(size[:, None], paths_chosen.shape)[used]
-    return np.bincount(paths_chosen[used], weights=weights, minlength=num_links)
+class IntegralResult(NamedTuple):
+    """Output of :func:`integral_choice`."""
 
-
-def _potential(times: np.ndarray) -> tuple[float, int]:
-    top = float(times.max(initial=0.0))
-    return top, int(np.count_nonzero(times >= top * (1 - TIE_RTOL))) if top > 0 else 0
+    choice: np.ndarray  # int64 [F] path index per flow
+    makespan_s: float  # of ``choice`` (float64)
+    start: str  # which start the search grew from: "ecmp", "largest share", "rounding"
+    ecmp_makespan_s: float  # of candidate 0 (ECMP's path) for every flow
+    rounds: int  # descent rounds, all stages
+    kicks: int  # kicks run
+    method: str  # "local search", "milp optimal", "milp time limit"
+    lower_bound_s: float  # proven lower bound on the integral optimum (s)
 
 
 def integral_choice(
@@ -46,68 +65,126 @@ def integral_choice(
     size: np.ndarray,
     capacity: np.ndarray,
     *,
+    lower_bound_s: float = 0.0,
+    seed: int = 0,
+    milp_time_limit_s: float = DEFAULT_MILP_TIME_LIMIT_S,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
-) -> tuple[np.ndarray, int]:
-    """int64 ``[F]`` chosen path index per flow, and the number of rounds used.
+) -> IntegralResult:
+    """One path per flow minimizing the makespan (module docstring).
 
     Args:
-        paths: int ``[F, K, H]`` candidates (``-1`` padded); ``split`` ``[F, K]`` the
-            fractional solution to round; ``size`` ``[F]`` bytes; ``capacity`` ``[L]``
-            bytes/s (positive on every candidate link).
+        paths: int ``[F, K, H]`` candidates (``-1`` padded), row 0 ECMP's path.
+        split: ``[F, K]`` the fractional solution (rows sum to 1).
+        size: ``[F]`` bytes; ``capacity`` ``[L]`` bytes/s (> 0 on every candidate link).
+        lower_bound_s: a known lower bound on any split's makespan (the search stops
+            when it meets it).
+        seed: seed of the randomized roundings and of the kicks.
+        milp_time_limit_s: seconds the exact program may take (0: skip it).
+        max_rounds: bound on the rounds of each descent.
     """
-    num_flows, k, hops = paths.shape
+    num_flows, k, _ = paths.shape
     num_links = capacity.shape[0]
-    valid = np.any(paths >= 0, axis=2)
-    choice = np.argmax(np.where(valid, split, -1.0), axis=1)
-    if num_flows == 0 or k == 1:
-        return choice, 0
-    rows = np.arange(num_flows)
     inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), 0.0)
-    load = _loads(paths[rows, choice], size, num_links)
-    rounds = 0
-    for rounds in range(1, max_rounds + 1):  # noqa: B007 (rounds is reported)
-        times = load * inv_cap
-        times[load == 0] = 0.0
-        top, count = _potential(times)
-        if top == 0.0:
-            break
-        hot = times >= top * (1 - TIE_RTOL)
-        current = paths[rows, choice]  # [F, H]
-        on_hot = np.any((current >= 0) & hot[np.maximum(current, 0)], axis=1) & (size > 0)
-        movers = np.flatnonzero(on_hot)
-        check_memory(
-            movers.size * k * hops * hops * 2 + movers.size * k * hops * 16,
-            f"integral routing local search over {movers.size:,} flows",
-        )
-        cur = current[movers]  # [C, H]
-        alt = paths[movers]  # [C, K, H]
-        shared = np.any(alt[:, :, :, None] == cur[:, None, None, :], axis=3)
-        link = np.maximum(alt, 0)
-        added = np.where(shared, 0.0, size[movers][:, None, None])
-        new_time = np.where(alt >= 0, (load[link] + added) * inv_cap[link], 0.0)
-        bottleneck = new_time.max(axis=2)
-        bottleneck[~valid[movers]] = np.inf
-        bottleneck[np.arange(movers.size), choice[movers]] = np.inf
-        best = np.argmin(bottleneck, axis=1)
-        best_time = bottleneck[np.arange(movers.size), best]
-        improving = np.flatnonzero(best_time < top * (1 - TIE_RTOL))
-        if improving.size == 0:
-            break
-        improving = improving[np.argsort(best_time[improving], kind="stable")]
-        batch = improving.size
-        while True:
-            take = improving[:batch]
-            flows = movers[take]
-            trial = choice.copy()
-            trial[flows] = best[take]
-            old_part = _loads(paths[flows, choice[flows]], size[flows], num_links)
-            new_part = _loads(paths[flows, trial[flows]], size[flows], num_links)
-            trial_load = load - old_part + new_part
-            trial_times = trial_load * inv_cap
-            trial_times[trial_load <= 0] = 0.0
-            if _potential(trial_times) < (top, count) or batch == 1:
-                # recompute from scratch: no drift from repeated add/subtract
-                choice, load = trial, _loads(paths[rows, trial], size, num_links)
+    valid = np.any(paths >= 0, axis=2)
+    count = valid.sum(axis=1)
+    rows = np.arange(num_flows)
+    lower = max(float(lower_bound_s), _single_flow_bound(paths, size, inv_cap))
+    starts = {
+        "ecmp": np.zeros(num_flows, np.int64),
+        "largest share": np.argmax(np.where(valid, split, -1.0), axis=1),
+    }
+    rng = np.random.default_rng(seed)
+    roundings = _sample(split, valid, count, rng) if k > 1 else np.zeros((0, num_flows), int)
+    choices = np.concatenate([np.stack(list(starts.values())), roundings])
+    spans = batch_makespans(paths, choices, size, inv_cap)
+    first = int(np.argmin(spans))
+    best, best_span = choices[first], float(spans[first])
+    start = (list(starts) + ["rounding"] * roundings.shape[0])[first]
+    ecmp_span = float(spans[0])
+    rounds = kicks = idle = 0
+
+    def done() -> bool:
+        return best_span <= lower * (1 + TIE_RTOL)
+
+    if k > 1 and not done():
+        scale = best_span
+        choice = best
+        for beta in BETAS:  # rising sharpness: spread the load first, then the maximum
+            choice, used = descend(
+                paths, size, inv_cap, choice, beta=beta, scale=scale, max_rounds=max_rounds
+            )
+            rounds += used
+            span = _makespan(paths, choice, size, inv_cap, num_links)
+            if span < best_span:
+                best, best_span = choice, span
+        for kicks in range(1, KICKS + 1):  # noqa: B007 (kicks is reported)
+            if done() or idle >= KICK_PATIENCE:
                 break
-            batch = max(batch // 2, 1)
-    return choice, rounds
+            load = link_loads(paths[rows, best], size, num_links)
+            hot = load * inv_cap >= best_span * (1 - TIE_RTOL)
+            current = paths[rows, best]
+            on_hot = np.flatnonzero(
+                np.any((current >= 0) & hot[np.maximum(current, 0)], axis=1) & (count > 1)
+            )
+            if on_hot.size == 0:
+                break
+            moved = on_hot[rng.random(on_hot.size) < KICK_FRACTION]
+            if moved.size == 0:
+                moved = on_hot[rng.integers(on_hot.size, size=1)]
+            choice = best.copy()
+            choice[moved] = (choice[moved] + rng.integers(1, count[moved])) % count[moved]
+            for beta in BETAS[-3:]:
+                choice, used = descend(
+                    paths, size, inv_cap, choice, beta=beta, scale=best_span, max_rounds=max_rounds
+                )
+                rounds += used
+            span = _makespan(paths, choice, size, inv_cap, num_links)
+            idle += 1
+            if span < best_span * (1 - TIE_RTOL):
+                best, best_span, idle = choice, span, 0
+    method = "local search"
+    if (
+        k > 1
+        and milp_time_limit_s > 0
+        and not done()
+        and int(np.count_nonzero(valid[count > 1])) <= MAX_VARIABLES
+    ):
+        exact = solve_milp(
+            paths,
+            size,
+            capacity,
+            incumbent_s=best_span,
+            lower_s=lower,
+            time_limit_s=milp_time_limit_s,
+        )
+        lower = max(lower, exact.lower_bound_s)
+        if exact.choice is not None:
+            span = _makespan(paths, exact.choice, size, inv_cap, num_links)
+            if span < best_span:
+                best, best_span = exact.choice, span
+        method = "milp optimal" if exact.optimal else "milp time limit"
+    return IntegralResult(
+        best, best_span, start, ecmp_span, rounds, kicks, method, min(lower, best_span)
+    )
+
+
+def _makespan(paths, choice, size, inv_cap, num_links) -> float:
+    load = link_loads(paths[np.arange(paths.shape[0]), choice], size, num_links)
+    return float((load * inv_cap).max(initial=0.0))
+
+
+def _sample(split, valid, count, rng) -> np.ndarray:
+    """int64 ``[ROUNDINGS, F]``: path indices drawn with probabilities ``split``."""
+    cumulative = np.cumsum(np.where(valid, split, 0.0), axis=1)
+    draw = rng.random((ROUNDINGS, split.shape[0])) * cumulative[:, -1]
+    picked = (cumulative[None, :, :] <= draw[:, :, None]).sum(axis=2)
+    return np.minimum(picked, count - 1).astype(np.int64)
+
+
+def _single_flow_bound(paths, size, inv_cap) -> float:
+    """Seconds: no assignment beats the largest flow on its best candidate alone."""
+    if paths.shape[0] == 0:
+        return 0.0
+    alone = np.where(paths >= 0, inv_cap[np.maximum(paths, 0)], 0.0).max(axis=2)
+    alone = np.where(np.any(paths >= 0, axis=2), alone, np.inf)
+    return float((size * alone.min(axis=1)).max(initial=0.0))
