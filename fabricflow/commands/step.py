@@ -399,6 +399,18 @@ def run(args) -> int:
     return 0
 
 
+def flops_text(result, recompute: str) -> str:
+    """``'390.0 model (MFU numerator), 368.3 executed (...)'``: model FLOP/s and the FLOP/s
+    the kernels execute, which count attention as its kernel computes it (a causal
+    Flash kernel skips the masked half of the scores) and the recomputation."""
+    redo = "no recompute" if recompute == "none" else f"{recompute} recompute included"
+    return (
+        f"{result.tflops_per_gpu:.1f} model (MFU numerator), "
+        f"{result.hardware_tflops_per_gpu:.1f} executed (attention as its kernel computes "
+        f"it, {redo})"
+    )
+
+
 def print_result(result, plot: str | None) -> None:
     from ..units import format_time
 
@@ -413,10 +425,7 @@ def print_result(result, plot: str | None) -> None:
         f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)"
     )
     print(f"  tokens/s         {result.tokens_per_s:,.0f}")
-    print(
-        f"  TFLOP/s per GPU  {result.tflops_per_gpu:.1f} model, "
-        f"{result.hardware_tflops_per_gpu:.1f} incl. recompute"
-    )
+    print(f"  TFLOP/s per GPU  {flops_text(result, lay['recompute'])}")
     print(f"  MFU              {100 * result.mfu:.1f}%")
     if lay["pp"] > 1:
         layers = ",".join(str(n) for n in d["rank_layers"])
