@@ -92,7 +92,7 @@ def register(subparsers) -> None:
         "--attention",
         default=None,
         choices=["flash", "eager"],
-        help="override the model's attention implementation",
+        help="override the model's attention implementation (default: the model's own)",
     )
     parser.add_argument(
         "--gpu-set",
@@ -119,7 +119,8 @@ def register(subparsers) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max",
+        help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max "
+        "(default: one run with --seed)",
     )
     add_fail_flag(parser)
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
