@@ -10,7 +10,7 @@ Public API (stable names)::
 Names are loaded on first use (PEP 562): ``import fabricflow`` imports neither JAX, SciPy,
 xarray nor matplotlib, so that the command line starts fast (``fabricflow presets``) and a
 user pays for the solver only when calling it. Kernels that used to be exported here
-(``solve_max_min``, ``simulate_dcqcn_arrays``, ...) still resolve, with a
+(``solve_max_min``, ``stack_params``, ...) still resolve, with a
 ``DeprecationWarning``; import them from their modules instead.
 """
 
@@ -47,13 +47,14 @@ _EXPORTS: dict[str, str] = {
     "FlowTimes": "fabricflow.fct",
     "PacketParams": "fabricflow.solve.packet.overheads",
     "read_connection_matrix": "fabricflow.traffic_files",
-    # DCQCN / PFC
-    "simulate_dcqcn": "fabricflow.solve.dcqcn.simulate",
-    "DCQCNResult": "fabricflow.solve.dcqcn.result",
-    "DCQCNParams": "fabricflow.solve.dcqcn.params",
-    "PFCParams": "fabricflow.solve.dcqcn.params",
-    "dcqcn_fixed_point": "fabricflow.solve.dcqcn.analysis",
-    "dcqcn_linear_stability": "fabricflow.solve.dcqcn.analysis",
+    # congestion control / PFC
+    "simulate_cc": "fabricflow.cc",
+    "simulate_dcqcn": "fabricflow.cc",
+    "CCResult": "fabricflow.solve.cc.result",
+    "DCQCNParams": "fabricflow.solve.cc.dcqcn",
+    "PFCParams": "fabricflow.solve.pfc.params",
+    "dcqcn_fixed_point": "fabricflow.solve.cc.dcqcn_analysis",
+    "dcqcn_linear_stability": "fabricflow.solve.cc.dcqcn_analysis",
     # collectives
     "collective_time": "fabricflow.collective.model",
     "CollectiveResult": "fabricflow.collective.model",
@@ -92,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryBudgetError": "fabricflow.errors",
     "OutputError": "fabricflow.errors",
     "simulate_cluster": "fabricflow.cluster.simulate",
-    "ClusterRun": "fabricflow.cluster.simulate",
+    "ClusterRun": "fabricflow.cluster.run",
     "synthetic_trace": "fabricflow.cluster.trace",
     "load_trace": "fabricflow.cluster.trace",
     # sweeps
@@ -104,22 +105,22 @@ _EXPORTS: dict[str, str] = {
 _DEPRECATED: dict[str, str] = {
     "solve_max_min": "fabricflow.solve.maxmin.kernel",
     "MaxMinSolution": "fabricflow.solve.maxmin.kernel",
-    "simulate_dcqcn_arrays": "fabricflow.solve.dcqcn.simulate",
     "simulate_completion": "fabricflow.solve.completion",
-    "stack_params": "fabricflow.solve.dcqcn.params",
+    "stack_params": "fabricflow.solve.parameters",
+    "DCQCNResult": "fabricflow.solve.cc.result:CCResult",
     "prepare_collective": "fabricflow.collective.model",
 }
 
 # Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
 # imports as exported; a test checks that both agree.
 __all__ = [
+    "CCResult",
     "CapacitySensitivity",
     "Certificate",
     "ClusterRun",
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
-    "DCQCNResult",
     "Fabric",
     "FabricflowError",
     "FlowTimes",
@@ -168,6 +169,7 @@ __all__ = [
     "place",
     "read_connection_matrix",
     "route",
+    "simulate_cc",
     "simulate_cluster",
     "simulate_dcqcn",
     "step_time",
@@ -188,14 +190,14 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         value = _load(name, _EXPORTS[name])
     elif name in _DEPRECATED:
-        module = _DEPRECATED[name]
+        module, _, attribute = _DEPRECATED[name].partition(":")
         warnings.warn(
             f"fabricflow.{name} is deprecated as a top-level name; use "
-            f"`from {module} import {name}`",
+            f"`from {module} import {attribute or name}`",
             DeprecationWarning,
             stacklevel=2,
         )
-        return _load(name, module)  # not cached: every use warns
+        return _load(name, _DEPRECATED[name])  # not cached: every use warns
     elif not name.startswith("_") and "." not in name and _is_submodule(name):
         # Direct submodules only: a dotted name ("solve.maxmin") is no attribute, and
         # caching it would plant a global that no import statement can reach.
@@ -221,7 +223,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
-    from .cluster.simulate import ClusterRun, simulate_cluster
+    from .cc import simulate_cc, simulate_dcqcn
+    from .cluster.run import ClusterRun
+    from .cluster.simulate import simulate_cluster
     from .cluster.trace import load_trace, synthetic_trace
     from .collective.model import CollectiveResult, collective_time
     from .collective.ops import busbw_factor
@@ -243,14 +247,14 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .optimize.search import LayoutSearch, optimize_layout
     from .routing.route import route
     from .routing.routes import Routes
+    from .solve.cc.dcqcn import DCQCNParams
+    from .solve.cc.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
+    from .solve.cc.result import CCResult
     from .solve.completion import Completion, complete_flows
-    from .solve.dcqcn.analysis import dcqcn_fixed_point, dcqcn_linear_stability
-    from .solve.dcqcn.params import DCQCNParams, PFCParams
-    from .solve.dcqcn.result import DCQCNResult
-    from .solve.dcqcn.simulate import simulate_dcqcn
     from .solve.maxmin.certificate import Certificate, certify_max_min
     from .solve.maxmin.checked import max_min_rates, max_min_solution
     from .solve.packet.overheads import PacketParams
+    from .solve.pfc.params import PFCParams
     from .solve.status import Status as SolverStatus
     from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix

@@ -1,17 +1,23 @@
 """Atomic output files: a file appears complete under its name, or not at all.
 
 Every file fabricflow writes (figures, netCDF datasets, JSON summaries) goes through
-:func:`atomic_path`: the writer fills a temporary file in the destination folder, which is
-renamed over the final name only after the writer returned. A crash, Ctrl-C or full disk
-leaves no truncated file behind, and a failure to write becomes an :class:`OutputError`
-that names the path and the reason instead of a raw ``OSError``.
+:func:`atomic_path`: the writer fills a temporary file in the destination folder (created
+when missing), which is renamed over the final name only after the writer returned. A
+crash, Ctrl-C or full disk leaves no truncated file behind, and a failure to write becomes
+an :class:`OutputError` that names the path and the reason instead of a raw ``OSError``.
+
+Inside :func:`recording`, every file renamed into place is appended to a list at once
+(with SIGINT and SIGTERM held back for the rename and the append), so that an interrupted
+command can say exactly which of its files are whole on disk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -28,10 +34,29 @@ _REASONS = {
     errno.ENOENT: "the folder does not exist",
 }
 
+# the list that receives each file renamed into place (None: nobody is recording)
+_WRITTEN: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "fabricflow_written", default=None
+)
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
 
 def describe_os_error(error: OSError) -> str:
     """A short human reason for an ``OSError`` (``"the disk is full"``)."""
     return _REASONS.get(error.errno or 0, error.strerror or str(error))
+
+
+def unwritable_reason(path: str | os.PathLike) -> str | None:
+    """Why the existing folder ``path`` cannot take new files, or None when it can.
+
+    A read-only mount says so (``os.access`` alone reports it as a missing permission).
+    """
+    if os.access(path, os.W_OK | os.X_OK):
+        return None
+    with contextlib.suppress(OSError):
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return _REASONS[errno.EROFS]
+    return _REASONS[errno.EACCES]
 
 
 def ensure_folder(path: str | os.PathLike) -> str:
@@ -43,14 +68,49 @@ def ensure_folder(path: str | os.PathLike) -> str:
         raise OutputError(
             f"cannot create output folder {path!r}: {describe_os_error(error)}"
         ) from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write into output folder {path!r}: permission denied")
+    reason = unwritable_reason(path)
+    if reason is not None:
+        raise OutputError(f"cannot write into output folder {path!r}: {reason}")
     return path
+
+
+@contextlib.contextmanager
+def recording(into: list) -> Iterator[list]:
+    """Append to ``into`` the path of every file :func:`atomic_path` completes in the block.
+
+    Example::
+
+        written = []
+        with recording(written):
+            save_figure(fig, "out/a.png")
+        written  # ["out/a.png"]
+    """
+    token = _WRITTEN.set(into)
+    try:
+        yield into
+    finally:
+        _WRITTEN.reset(token)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (they arrive right after the block): a rename and its record
+    are never separated by an interrupt."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover  (not POSIX)
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temporary path next to ``path``; rename it to ``path`` if the block succeeds.
+
+    The folder of ``path`` is created when missing.
 
     Example::
 
@@ -63,6 +123,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
+    if not os.path.isdir(folder):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as error:
+            raise OutputError(
+                f"cannot write {path!r}: cannot create its folder: {describe_os_error(error)}"
+            ) from None
     try:
         handle, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
         os.close(handle)
@@ -74,7 +141,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise OutputError(f"cannot write {path!r}: {describe_os_error(error)}") from None
     try:
         yield tmp
-        os.replace(tmp, path)
+        with _signals_held():
+            os.replace(tmp, path)
+            written = _WRITTEN.get()
+            if written is not None and path not in written:
+                written.append(path)
     except OSError as error:
         raise OutputError(f"cannot write {path!r}: {describe_os_error(error)}") from None
     finally:

@@ -31,6 +31,7 @@ import signal
 import sys
 import traceback
 
+from .atomic import recording
 from .commands import _interrupt
 from .commands._interrupt import Interrupted
 from .errors import FabricflowError, OutputError, did_you_mean
@@ -383,11 +384,20 @@ def _run(argv: list[str]) -> int:
             error.parser.print_usage(sys.stderr)
             print(f"{error.parser.prog}: error: {text}", file=sys.stderr)
         return 2
-    # Commands record what they finished here, so that an interrupt can report it.
+    # Commands record what they finished here (and every file written whole is recorded
+    # as it is renamed into place), so that an interrupt can report exactly that.
     args.completed = []
     args.partial = {}
+    # _common imports numpy: not at module level, where it would delay the start-up
+    # signal handlers below the imports
+    from .commands._common import check_destinations, finish_outputs, reset_outputs
+
+    reset_outputs()
     try:
-        return int(args.func(args) or 0)
+        with recording(args.completed):
+            check_destinations(args, _subparsers(parser)[args.command])
+            code = int(args.func(args) or 0)
+        return finish_outputs(args, code)
     except Interrupted as interrupt:
         interrupt.args_namespace = args
         raise

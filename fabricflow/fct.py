@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 from .errors import SpecError
-from .solve.dcqcn.params import PFCParams
 from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
+from .solve.pfc.params import PFCParams
 
 FIDELITIES = ("fluid", "packet")
 CC_CHOICES = ("none", "dcqcn")

@@ -17,8 +17,6 @@ import argparse
 import json
 import os
 
-import numpy as np
-
 import fabricflow as ff
 from fabricflow.cluster.failures import (
     CheckpointPolicy,
@@ -27,7 +25,7 @@ from fabricflow.cluster.failures import (
     young_daly_interval,
 )
 from fabricflow.cluster.simulate import simulate_cluster
-from fabricflow.study.cluster_plots import plot_goodput_map
+from fabricflow.study.cluster_plots import goodput_map_axes, plot_goodput_map
 
 GPUS = 128
 JOB = {
@@ -82,12 +80,15 @@ def main(argv=None) -> list[dict]:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
+    mtbf_axis, interval_axis = goodput_map_axes(
+        args.write, [r["mtbf_s"] for r in rows], [r["interval_s"] for r in rows]
+    )
     plot_goodput_map(
         os.path.join(args.out, "goodput_map.png"),
         write_s=args.write,
         restart_s=args.restart,
-        mtbf_s=np.geomspace(0.5 * 3600, 32 * 3600, 40),
-        interval_s=np.geomspace(60.0, 8 * 3600, 40),
+        mtbf_s=mtbf_axis,
+        interval_s=interval_axis,
         simulated=[(r["mtbf_s"], r["interval_s"], r["simulated_goodput"]) for r in rows],
     )
     with open(os.path.join(args.out, "goodput.json"), "w") as handle:

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from fabricflow.cc import simulate_dcqcn
 from fabricflow.cli import main
-from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
-from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.solve.cc.dcqcn import DCQCNParams
+from fabricflow.solve.parameters import stack_params
 from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
 

@@ -262,7 +262,7 @@ def test_cc_duration_shorter_than_two_steps_rejected(capsys):
 
 
 def test_pfc_zero_dynamic_threshold_inputs_rejected():
-    from fabricflow.solve.dcqcn.params import PFCParams
+    from fabricflow.solve.pfc.params import PFCParams
 
     for name in ("shared_buffer", "dynamic_alpha"):
         with pytest.raises(SpecError, match=f"pfc.{name}"):

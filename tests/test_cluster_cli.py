@@ -93,7 +93,7 @@ def test_json_object_and_out_folder(tmp_path, capsys):
         assert JOB_KEYS <= set(job)
         assert 0 < job["goodput"] <= 1 and job["slowdown"] == pytest.approx(1.0)
     assert CLUSTER_KEYS <= set(report["cluster"])
-    assert set(report["cluster"]["queue_wait_s"]) == {"p50", "p99"}
+    assert set(report["cluster"]["queue_wait_s"]) == {"p50", "p99", "mean"}
     assert report["cluster"]["horizon_s"] == 2 * 86400
     assert report["settings"]["failures"]["mtbf_s"]["gpu"] == 500 * 3600
     assert report["settings"]["checkpoint"]["spares"] == 1

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from cluster_jobs import solo_run
 
-import fabricflow as ff
 from fabricflow.cluster.failures import (
     DEFAULT_MTBF_S,
     CheckpointPolicy,
@@ -20,13 +20,6 @@ from fabricflow.cluster.failures import (
 from fabricflow.errors import SpecError
 
 HOUR = 3600.0
-SOLO = {
-    "id": "solo",
-    "model": "llama3-8b",
-    "gpu": "h100-sxm",
-    "gpus": 128,
-    "layout": {"tp": 8, "micro_batch": 1, "seq": 8192},
-}
 
 
 def test_published_defaults_arithmetic():
@@ -79,28 +72,9 @@ def test_bad_failure_inputs():
         young_daly_interval(60, 3600, method="guess")
 
 
-def _solo_run(interval, write, restart, mtbf, steps, seed):
-    from fabricflow.cluster.simulate import simulate_cluster
-
-    fabric = ff.load_fabric("dgx-h100-superpod", gpus=256)
-    # only GPU failures; 128 GPUs -> the job's MTBF is ``mtbf``
-    model = FailureModel({"gpu": mtbf * 128}, mttr_s={"gpu": 600})
-    policy = CheckpointPolicy(interval_s=interval, write_s=write, restart_s=restart, spares=4)
-    run = simulate_cluster(
-        fabric,
-        [{**SOLO, "steps": steps}],
-        scheduler="first-fit",
-        interference=False,
-        failures=model,
-        checkpoint=policy,
-        seed=seed,
-    )
-    return run
-
-
 def test_simulated_goodput_matches_renewal_theory():
     interval, write, restart, mtbf = 400.0, 40.0, 120.0, 2000.0
-    run = _solo_run(interval, write, restart, mtbf, steps=2_000_000, seed=11)
+    run = solo_run(interval, write, restart, mtbf, steps=2_000_000, seed=11)
     (job,) = run.jobs
     assert job["failures"] > 500  # hundreds of failures
     assert job["restarts"] == job["failures"]  # each continues on a spare
@@ -117,7 +91,7 @@ def test_simulated_optimum_is_near_young_daly():
     write, mtbf = 40.0, 2000.0
     daly = young_daly_interval(write, mtbf)  # ~370 s
     goodput = {
-        factor: _solo_run(daly * factor, write, 0.0, mtbf, 600_000, seed=5).jobs[0]["goodput"]
+        factor: solo_run(daly * factor, write, 0.0, mtbf, 600_000, seed=5).jobs[0]["goodput"]
         for factor in (0.2, 1.0, 5.0)
     }
     # the Daly interval beats intervals 5x shorter and 5x longer in simulation too
@@ -128,7 +102,7 @@ def test_simulated_optimum_is_near_young_daly():
 
 def test_no_checkpoint_loses_everything_since_start():
     # without checkpoints a failure sends the job back to step 0
-    run = _solo_run(None, 0.0, 0.0, 2000.0, steps=8000, seed=3)
+    run = solo_run(None, 0.0, 0.0, 2000.0, steps=8000, seed=3)
     (job,) = run.jobs
     assert job["state"] == "done" and job["failures"] >= 1
     standalone = job["standalone_step_s"] * job["steps"]

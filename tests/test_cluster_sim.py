@@ -231,29 +231,18 @@ def test_bad_options(fabric):
 
 
 def test_failed_fabric_matches_fabric_without(fabric):
-    from fabricflow.cluster.simulate import _Simulator
-    from fabricflow.cluster.trace import load_trace
+    from fabricflow.cluster.failure_events import FailureProcesses
 
-    sim = _Simulator(
-        fabric,
-        load_trace([_row("a", 8, 1)]),
-        "first-fit",
-        None,
-        CheckpointPolicy(),
-        None,
-        0,
-        False,
-        "auto",
-    )
+    failing = FailureProcesses(fabric, None, 8, 0)
     cable = 7
-    down = np.zeros(fabric.num_links, dtype=bool)
-    down[[sim.cables[cable], sim.cable_reverse[cable]]] = True
-    expected = fabric.without(links=[sim.cables[cable]])
-    np.testing.assert_array_equal(sim._failed_fabric(down).capacity, expected.capacity)
-    switch = sim.switches[3]
+    failing.link_down[[failing.cables[cable], failing.cable_reverse[cable]]] = 1
+    expected = fabric.without(links=[failing.cables[cable]])
+    np.testing.assert_array_equal(failing.failed_fabric().capacity, expected.capacity)
+    switch = failing.switches[3]
     touching = (fabric.link_src == switch) | (fabric.link_dst == switch)
+    failing.link_down[:] = touching
     expected = fabric.without(switches=[switch])
-    got = sim._failed_fabric(touching)
+    got = failing.failed_fabric()
     np.testing.assert_array_equal(got.capacity, expected.capacity)
     np.testing.assert_array_equal(got.link_up, expected.link_up)
 

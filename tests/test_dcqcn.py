@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fabricflow.cc import simulate_dcqcn
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
-from fabricflow.solve.dcqcn import kernel as dcqcn_kernel
-from fabricflow.solve.dcqcn.analysis import fixed_point
-from fabricflow.solve.dcqcn.model import dcqcn_derivatives
-from fabricflow.solve.dcqcn.params import DCQCNParams, stack_params
-from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.solve.cc import integrator as dcqcn_kernel
+from fabricflow.solve.cc.dcqcn import DCQCNParams, dcqcn_derivatives
+from fabricflow.solve.cc.dcqcn_analysis import fixed_point
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.solve.parameters import stack_params
 from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot
 
@@ -205,7 +205,7 @@ def test_new_capacities_and_sizes_do_not_recompile():
 
 
 def test_bench_section_smoke():
-    from fabricflow.bench import dcqcn as bench
+    from fabricflow.bench import cc as bench
 
     result: dict = {}
     bench._case(2_000, 200, result, "cpu")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.solve.dcqcn.analysis import linear_stability
-from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.cc import simulate_dcqcn
+from fabricflow.solve.cc.dcqcn_analysis import linear_stability
 from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
@@ -52,7 +52,7 @@ def test_stability_boundary_moves_with_delay_and_flows():
     at_85 = [linear_stability(C40, flows, 85e-6)["stable"] for flows in (2, 4, 10)]
     assert not all(at_85)
     # Smaller R_AI restores stability at 85 us.
-    from fabricflow.solve.dcqcn.params import DCQCNParams
+    from fabricflow.solve.cc.dcqcn import DCQCNParams
 
     slow = DCQCNParams.preset("paper", rate_ai="10Mbps")
     assert all(linear_stability(C40, flows, 85e-6, slow)["stable"] for flows in (2, 4, 10))

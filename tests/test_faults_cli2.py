@@ -199,7 +199,7 @@ def test_empty_output_paths_are_usage_errors(capsys, argv):
     ],
 )
 def test_cc_set_twice_is_refused_naming_the_key(capsys, sets, key):
-    from fabricflow.solve.dcqcn.params import parse_overrides
+    from fabricflow.solve.parameters import parse_overrides
 
     with pytest.raises(SpecError, match=rf"^--set {key}: given twice"):
         parse_overrides(sets)

@@ -4,7 +4,6 @@
   textbook test oracle; the oracle refuses bad input with a SpecError;
 - the collective benchmark reports the solvers its phases ran, and
   ``flow_rates.solver_name`` names what ``_max_min`` runs for each shape;
-- ``simulate_dcqcn_arrays(prepare_only=True)`` returns the prepared run;
 - ``hasattr(ff, "x.y")`` is False and dotted names are never cached on the package.
 """
 
@@ -92,29 +91,6 @@ def test_collective_bench_imports_no_jax_to_report_its_solver():
     assert not hasattr(bench, "jitted_solver_available")
 
 
-# ------------------------------------------------------ deprecated DCQCN alias, prepare
-
-
-def test_simulate_dcqcn_arrays_prepare_only_returns_the_prepared_run():
-    import jax
-
-    from fabricflow.solve.dcqcn.simulate import PreparedRun, prepare_dcqcn, simulate_dcqcn_arrays
-    from fabricflow.study.cc_scenarios import dumbbell
-
-    sc = dumbbell(2)
-    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
-    options = {"duration": 1e-4, "dt": 1e-6, "records": 10}
-    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
-        prepared = simulate_dcqcn_arrays(*args, prepare_only=True, **options)
-    assert isinstance(prepared, PreparedRun)
-    expected = prepare_dcqcn(*args, **options)
-    assert prepared.work == expected.work
-    got, want = (jax.tree_util.tree_leaves(p.kernel_args) for p in (prepared, expected))
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-
-
 # --------------------------------------------------------- lazy package attributes
 
 
@@ -149,28 +125,36 @@ def test_step_plot_writes_png_with_or_without_extension(tmp_path, capsys, plot):
     assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize(
-    ("plot", "error", "words"),
-    [
-        ("out.xyz", "SpecError", ("--plot", "'xyz'", "png")),
-        ("a_folder", "OutputError", ("--plot", "is a folder")),
-        ("a_file/out.png", "OutputError", ("--plot", "not a folder")),
-    ],
-)
-def test_step_plot_refused_before_the_model_runs(tmp_path, capsys, monkeypatch, plot, error, words):
+def test_step_plot_format_refused_before_the_model_runs(tmp_path, capsys, monkeypatch):
     from fabricflow.workload import step
 
     def no_model(*args, **kwargs):
         raise AssertionError("the step model ran before --plot was checked")
 
     monkeypatch.setattr(step, "step_time", no_model)
+    assert main(_step(tmp_path, "out.xyz")) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] == "SpecError"
+    assert all(word in data["message"] for word in ("--plot", "'xyz'", "png")), data["message"]
+    assert sorted(tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize(
+    ("plot", "words"),
+    [("a_folder", ("--plot", "is a folder")), ("a_file/out.png", ("--plot", "not a folder"))],
+)
+def test_step_plot_that_cannot_be_written_keeps_the_result(tmp_path, capsys, plot, words):
+    # the destination is checked before the model runs (a warning says so at once); the
+    # result is printed all the same, then the error, exit 1
     (tmp_path / "a_folder").mkdir()
     (tmp_path / "a_file").write_text("")
     before = sorted(tmp_path.rglob("*"))
-    assert main(_step(tmp_path, plot)) in (1, 2)
-    data = json.loads(capsys.readouterr().out)
-    assert data["error"] == error
+    assert main(_step(tmp_path, plot)) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["error"] == "OutputError" and data["step_time_s"] > 0 and "plot" not in data
     assert all(word in data["message"] for word in words), data["message"]
+    assert "warning: --plot" in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing created, nothing left behind
 
 

@@ -172,7 +172,7 @@ def test_a_budget_may_be_a_size_string_or_an_exact_integer():
 
 
 def test_simulate_dcqcn_names_memory_budget():
-    from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+    from fabricflow.cc import simulate_dcqcn
     from fabricflow.study.cc_scenarios import dumbbell
 
     sc = dumbbell(2, bandwidth=5e9)

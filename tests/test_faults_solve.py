@@ -11,8 +11,9 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SpecError
-from fabricflow.solve.dcqcn.params import DCQCNParams, PFCParams
+from fabricflow.solve.cc.dcqcn import DCQCNParams
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.solve.pfc.params import PFCParams
 
 # ------------------------------------------------------------------ magnitudes (float32)
 
@@ -188,14 +189,14 @@ def test_shared_memory_budget_refuses_a_moderate_maxmin_solve(monkeypatch):
 
 
 def test_shared_memory_budget_refuses_a_dcqcn_run(monkeypatch):
-    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn
+    from fabricflow.solve.cc.prepare import prepare_cc
 
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "1MiB")
     links = np.zeros((2_000, 1), np.int32)
     with pytest.raises(MemoryBudgetError, match=r"DCQCN run.*2000 flows.*GiB"):
-        prepare_dcqcn(links, [5e9], np.zeros(2_000), records=500)
+        prepare_cc(links, [5e9], np.zeros(2_000), records=500)
     # An explicit budget still overrides the policy.
-    prepare_dcqcn(links, [5e9], np.zeros(2_000), records=500, memory_budget=2**30)
+    prepare_cc(links, [5e9], np.zeros(2_000), records=500, memory_budget=2**30)
 
 
 # ------------------------------------------------------------------ long DCQCN runs
@@ -227,44 +228,46 @@ def test_absurd_dcqcn_runs_are_refused_before_starting(options, words):
 
 
 def test_max_work_allows_a_long_run_and_is_checked():
-    from fabricflow.solve.dcqcn.simulate import estimate_work, prepare_dcqcn
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.work import estimate_work
 
     sc = _dumbbell()
     links, capacity = sc.routes.links, sc.fabric.capacity
-    prepared = prepare_dcqcn(links, capacity, np.zeros(2), duration=1000.0, max_work=np.inf)
+    prepared = prepare_cc(links, capacity, np.zeros(2), duration=1000.0, max_work=np.inf)
     assert prepared.work == estimate_work(2, links.shape[1], capacity.shape[0], 10**9)
     assert prepared.estimated_s > 3600
     with pytest.raises(SpecError, match="max_work"):
-        prepare_dcqcn(links, capacity, np.zeros(2), duration=0.001, max_work=10.0)
+        prepare_cc(links, capacity, np.zeros(2), duration=0.001, max_work=10.0)
     for bad in (0, -1.0, float("nan"), "lots"):
         with pytest.raises(SpecError) as error:
-            prepare_dcqcn(links, capacity, np.zeros(2), duration=0.001, max_work=bad)
+            prepare_cc(links, capacity, np.zeros(2), duration=0.001, max_work=bad)
         assert error.value.field == "max_work"
     with pytest.raises(SpecError) as error:  # more steps than the int32 step counter holds
-        prepare_dcqcn(links, capacity, np.zeros(2), duration=3000.0, max_work=np.inf)
+        prepare_cc(links, capacity, np.zeros(2), duration=3000.0, max_work=np.inf)
     assert "steps" in str(error.value)
     with pytest.raises(SpecError) as error:
-        prepare_dcqcn(links, capacity, np.zeros(2), duration=0.01, dt=1e-320)
+        prepare_cc(links, capacity, np.zeros(2), duration=0.01, dt=1e-320)
     assert error.value.field == "dt"
 
 
 @pytest.mark.parametrize("batched", [False, True])
 def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
-    from fabricflow.solve.dcqcn import kernel
-    from fabricflow.solve.dcqcn.params import stack_params
-    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+    from fabricflow.solve.cc import integrator as kernel
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.parameters import stack_params
 
     sc = _dumbbell()
     params = stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched else "paper"
-    prepared = prepare_dcqcn(
+    prepared = prepare_cc(
         sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params, **SHORT_RUN
     )
-    plain = run_dcqcn(prepared)
+    plain = run_cc(prepared)
     calls = []
     advance = kernel.advance_batch if batched else kernel.advance
-    chunked = run_dcqcn(prepared, progress=lambda f, s: calls.append((f, s)), chunks=5)
+    chunked = run_cc(prepared, progress=lambda f, s: calls.append((f, s)), chunks=5)
     compiled = advance._cache_size()
-    again = run_dcqcn(prepared, progress=lambda f, s: None, chunks=5)
+    again = run_cc(prepared, progress=lambda f, s: None, chunks=5)
     assert advance._cache_size() == compiled  # no compilation per chunk or call
     fractions = [f for f, _ in calls]
     assert len(calls) == 5 and fractions == sorted(fractions) and fractions[-1] == 1.0
@@ -286,44 +289,34 @@ def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
     assert np.array_equal(np.asarray(chunked.status), np.asarray(plain.status))
 
 
-def test_simulate_dcqcn_arrays_is_a_deprecated_alias():
-    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
-
-    sc = _dumbbell()
-    args = (sc.routes.links, sc.fabric.capacity, np.zeros(2))
-    with pytest.warns(DeprecationWarning, match="prepare_dcqcn"):
-        old = ff.simulate_dcqcn_arrays(*args, **SHORT_RUN)
-    new = run_dcqcn(prepare_dcqcn(*args, **SHORT_RUN))
-    np.testing.assert_array_equal(old.rate, new.rate)
-    assert new.status == ff.SolverStatus.CONVERGED
-
-
 def test_nonfinite_dcqcn_run_reports_status_or_raises():
     from fabricflow.errors import SolverError
-    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.run import run_cc
 
     sc = _dumbbell()
-    prepared = prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN)
+    prepared = prepare_cc(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN)
     # Poison the line rate after the host checks: the kernel must report, not raise.
     bad = dataclasses.replace(
         prepared, problem=prepared.problem._replace(line_rate=prepared.problem.line_rate * np.nan)
     )
-    result = run_dcqcn(bad, throw=False)
+    result = run_cc(bad, throw=False)
     assert result.status == ff.SolverStatus.NONFINITE
     with pytest.raises(SolverError, match="NONFINITE"):
-        run_dcqcn(bad)
+        run_cc(bad)
 
 
 def test_batch_item_is_checked():
-    from fabricflow.solve.dcqcn.params import stack_params
+    from fabricflow.solve.parameters import stack_params
 
     sc = _dumbbell()
-    from fabricflow.solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.run import run_cc
 
-    single = run_dcqcn(prepare_dcqcn(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN))
+    single = run_cc(prepare_cc(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN))
     with pytest.raises(SpecError, match="index"):
-        run_dcqcn(
-            prepare_dcqcn(
+        run_cc(
+            prepare_cc(
                 sc.routes.links,
                 sc.fabric.capacity,
                 np.zeros(2),
@@ -357,7 +350,7 @@ def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
 
 def _deadlocks_over_time_plain(result) -> list[dict]:
     """The former implementation (row-wise np.unique over every record), kept as the oracle."""
-    from fabricflow.solve.dcqcn.pfc import deadlock_cycles, dependency_edges
+    from fabricflow.solve.pfc.deadlock import deadlock_cycles, dependency_edges
 
     edges = dependency_edges(result.links, result.prev_links)
     paused = np.asarray(result.paused, bool)
@@ -382,7 +375,7 @@ def _deadlocks_over_time_plain(result) -> list[dict]:
 def test_fast_deadlock_scan_equals_the_plain_one(seed):
     from types import SimpleNamespace
 
-    from fabricflow.solve.dcqcn.pfc import deadlocks_over_time
+    from fabricflow.solve.pfc.deadlock import deadlocks_over_time
 
     rng = np.random.default_rng(seed)
     num_links, num_flows, hops, records = 12, 30, 4, 60
@@ -411,8 +404,8 @@ def test_importing_the_solvers_pulls_no_scipy():
 
     code = (
         "import sys\n"
-        "import fabricflow.solve.dcqcn.analysis, fabricflow.solve.dcqcn.pfc\n"
-        "import fabricflow.solve.dcqcn.simulate, fabricflow.solve.maxmin.checked\n"
+        "import fabricflow.solve.cc.dcqcn_analysis, fabricflow.solve.pfc.deadlock\n"
+        "import fabricflow.solve.cc.run, fabricflow.cc, fabricflow.solve.maxmin.checked\n"
         "import fabricflow.solve.completion\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
     )

@@ -13,7 +13,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.errors import RoutingError, SolverError, SpecError
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.workload import step as step_module
+from fabricflow.workload import compute as compute_module
 from fabricflow.workload.comm import alpha_beta_estimate
 from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
 from fabricflow.workload.model import model_from_config
@@ -63,7 +63,9 @@ def test_alpha_beta_single_rank_groups_stay_finite():
 def test_non_finite_step_time_is_a_solver_error(monkeypatch):
     fabric = ff.load_fabric("dgx-h100-superpod")
     layout = ff.Layout(tp=8, dp=2, micro_batch=1, global_batch=2, seq_len=1024)
-    monkeypatch.setattr(step_module, "_pipeline_exposed", lambda *a: math.nan)
+    monkeypatch.setattr(
+        compute_module, "_pipeline_exposed", lambda t, comm: np.full(len(t), math.nan)
+    )
     with pytest.raises(SolverError, match="'pp' part is nan"):
         ff.step_time("llama3-8b", "h100-sxm", layout, fabric)
 

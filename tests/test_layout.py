@@ -36,7 +36,13 @@ def test_valid_layout_passes_and_counts():
         # uneven pipeline splits); only too few layers for the stages are refused
         (dict(pp=128, dp=1), None, LLAMA, "cannot fill"),
         (dict(pp=4, dp=1, pp_split=(20, 20, 20, 19)), None, LLAMA, "sums to 79"),
-        (dict(dp=4, ep=3, global_batch=12), None, MIXTRAL, "ep=3 must divide dp x cp"),
+        (dict(dp=4, ep=3, global_batch=12), None, MIXTRAL, "ep x expert_tp = 3 x 1 must divide"),
+        (
+            dict(tp=2, dp=2, ep=4, expert_tp=2, global_batch=4),
+            None,
+            MIXTRAL,
+            "ep x expert_tp = 4 x 2",
+        ),
         (dict(dp=6, ep=6, global_batch=12), None, MIXTRAL, "must divide the 8 experts"),
         (dict(dp=4, ep=2, global_batch=8), None, LLAMA, "has no experts"),
         (dict(dp=4, micro_batch=3, global_batch=16), None, LLAMA, "global_batch"),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.solve.dcqcn.params import PFCParams
-from fabricflow.solve.dcqcn.pfc import deadlock_cycles, victim_flows
-from fabricflow.solve.dcqcn.simulate import simulate_dcqcn
+from fabricflow.cc import simulate_dcqcn
 from fabricflow.solve.maxmin.progressive_filling import progressive_filling
+from fabricflow.solve.pfc.deadlock import deadlock_cycles
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.solve.pfc.victims import victim_flows
 from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import incast, ring
 
@@ -105,7 +106,7 @@ def test_deadlock_cycles_on_synthetic_dependencies():
 
 
 def test_vmap_over_pfc_thresholds_matches_single_runs():
-    from fabricflow.solve.dcqcn.params import stack_params
+    from fabricflow.solve.parameters import stack_params
 
     sc = incast(4, bandwidth=C40)
     sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])

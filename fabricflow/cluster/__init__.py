@@ -1,10 +1,14 @@
 """Cluster operations: job traces, scheduling, interference and failures -> goodput.
 
-- :mod:`.trace`: :class:`JobSpec`, :func:`load_trace` (YAML/CSV), :func:`synthetic_trace`.
+- :mod:`.trace`: :func:`load_trace` (YAML/CSV, and the public cluster traces of
+  :mod:`.public_traces`) -> :class:`LoadedTrace` of :class:`JobSpec`;
+  :func:`synthetic_trace` (:mod:`.synthetic`).
 - :mod:`.standalone`: a job's step time alone on the empty, healthy fabric.
 - :mod:`.failures`: component failure processes, checkpoint/restart policy, Young/Daly
   and the renewal-theory goodput.
-- :mod:`.simulate`: the event-driven simulator :func:`simulate_cluster` -> :class:`ClusterRun`.
+- :mod:`.simulate`: the event-driven simulator :func:`simulate_cluster` -> :class:`ClusterRun`
+  (:mod:`.run`); its queue and backfill policies (:mod:`.backfill`), failure processes
+  (:mod:`.failure_events`) and failure prediction (:mod:`.prediction`).
 - ``state``, ``schedulers``, ``interference``: the cluster state, the placement policies
   and the joint step-time model of co-located jobs.
 
@@ -13,6 +17,7 @@ See docs/cluster.md.
 
 from __future__ import annotations
 
+from .backfill import BACKFILL
 from .failures import (
     COMPONENTS,
     DEFAULT_MTBF_S,
@@ -24,13 +29,19 @@ from .failures import (
     young_daly_interval,
 )
 from .interference import Interference, JobTraffic, job_traffic_shape
+from .jobspec import JobSpec, LoadedTrace, parse_duration
+from .prediction import Predictor, expected_goodput_with_prediction
+from .run import ClusterRun
 from .schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
-from .simulate import ClusterRun, simulate_cluster
+from .simulate import simulate_cluster
 from .standalone import standalone_step
 from .state import DOWN, FREE, SPARE, ClusterState
-from .trace import JobSpec, load_trace, parse_duration, synthetic_trace
+from .trace import load_trace, synthetic_trace
 
 __all__ = [
+    "BACKFILL",
+    "Predictor",
+    "expected_goodput_with_prediction",
     "COMPONENTS",
     "DOWN",
     "FREE",
@@ -49,6 +60,7 @@ __all__ = [
     "ClusterRun",
     "FailureModel",
     "JobSpec",
+    "LoadedTrace",
     "best_checkpoint_interval",
     "expected_goodput",
     "load_trace",

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ..errors import SpecError
-from .trace import parse_duration
+from .jobspec import parse_duration
 
 COMPONENTS = ("gpu", "nic", "link", "switch", "node")
 HOUR = 3600.0

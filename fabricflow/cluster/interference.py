@@ -1,34 +1,39 @@
 """Interference between co-located jobs: every running job's step time with the traffic of
 the jobs that share its links, from the fabric model.
 
-Per job (:meth:`Interference.add`), at its actual GPUs:
+Per job shape, once (:mod:`.job_model`): the step model's own composition at the
+reference placement (GPUs ``0..n-1`` in the job's rank order, alone on the healthy
+fabric), kept as a table of collective seconds and, per group set (``tp``, ``cp``,
+``ep``, ``pp``, ``dp``, ``edp``), the bound phase of the set's representative collective
+(the longest, as the step coupling picks it). A job alone at the reference placement gets
+its standalone step exactly.
 
-1. its step at that placement, alone on the fabric: the step model's own composition
-   (:func:`fabricflow.step_time`'s: collectives priced by the collective model, overlap
-   windows coupled by :mod:`fabricflow.workload.coupling`): ``alone_s``. A job alone at
-   GPUs ``0..n-1`` in its rank order gets its standalone step time.
-2. its *traffic*: for each of its group sets (``tp``, ``cp``, ``ep``, ``pp``, ``dp``,
-   ``edp``), the bound phase (:class:`~fabricflow.workload.coupling.Bound`: the phase
-   that bounds the collective alone, flows with their routes ``[F, H]`` and link
-   coefficients) of the set's longest collective, the one the coupling takes as the
-   dimension's representative. These flows are kept padded per job.
+Per job start (:meth:`Interference.add`), at its actual GPUs: its representative phases
+routed and solved alone there (or the reference solve, at the reference placement), so
+that a job scattered by a scheduler pays for its spread before any sharing. The job is
+held as these flows only, merged into rows of identical flows (same links, coefficients
+and group set; a row's coefficients multiplied by their count), as used entries (link,
+coefficient), not padded, plus its shape's model: not its prepared collectives.
 
 Jobs whose flows share a link form a connected component (a sparse job x link incidence,
 :func:`scipy.sparse.csgraph.connected_components`). A job alone in its component keeps
-``alone_s``. For every other component, the flows of all its jobs are solved in ONE
-max-min (the collective model's float64 numpy solver over the concatenated rows): every
+its time alone at its placement. For every other component, the rows of all its jobs that
+are chained to another job's through shared links are solved in ONE max-min (the
+collective model's float64 solver over the concatenated rows; rows not chained keep their
+rates alone, as max-min rates depend only on flows connected through links): every
 running job's bulk traffic in flight together, which is what the snapshot (held-rate)
-model of the step coupling assumes inside a job. Each collective of a job is then
-re-priced by the NCCL cost model: its bound phase at the joint rates of its flows (the
-representative itself), or, for the job's other collectives of the same group set, its
-bound phase slowed by the representative's phase slowdown; each collective takes the
-larger of that and its time coupled within the job, and the step is recomposed (compute,
-bubble, exposure behind compute, DP overlap: the step model's :func:`_compose`). So a
-job never runs faster for sharing, and only exposed communication slows its step.
+model of the step coupling assumes inside a job. Each job's step is then recomposed with
+its representative phases at the joint rates (:meth:`~.job_model.JobModel.step_seconds`):
+each collective takes the larger of its coupled alone time and its bound phase priced at
+those rates, or, for a set's other collectives, slowed by the representative phase's
+slowdown. So a job never runs faster for sharing, and only exposed communication slows
+its step.
 
 Re-evaluation happens only for components whose membership changed since the last solve
-(or whose jobs were re-routed after :meth:`Interference.set_fabric`); others keep their
-answer. :attr:`Interference.stats` counts the solves and their seconds.
+(or whose jobs were re-routed after :meth:`Interference.set_fabric`, which re-routes only
+the jobs whose flows meet a switch at either end of a changed link); others keep their
+answer. :attr:`Interference.stats` counts the solves, placements and job models, their
+seconds, and the bytes held per running job.
 """
 
 from __future__ import annotations
@@ -41,11 +46,10 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..errors import SpecError
+from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
-from ..workload.placement import Placement, parse_order
-
-DIMENSION_NAMES = ("tp", "cp", "ep", "pp", "dp", "edp")
+from ..workload.placement import parse_order
+from .job_model import GpuLinks, JobModel, prepare_job_model
 
 
 class JobTraffic(NamedTuple):
@@ -109,78 +113,73 @@ def job_traffic_shape(job: Any, standalone: Any = None, *, gpus_per_node: int = 
 
 
 @dataclasses.dataclass(eq=False)
-class _Job:
-    """One running job's prepared state (see the module docs).
+class PlacedJob:
+    """One running job at its placement (see the module docs): its representative flows
+    (``F``: every transfer of every set's bound phase, in set order) as rows of identical
+    flows (``U``), each row as its used entries in row-major order (``E``), coefficients
+    scaled by the row's count.
 
-    Its flows (``F``: every flow of every representative's bound phase) are kept as sets
-    of identical flows (``U`` rows: same links, coefficients and group set), each row as
-    its used entries in row-major order (``E``), coefficients scaled by the set's size:
-    on every link a row carries what its flows carry together, and max-min gives
-    identical flows identical rates, so solving rows is exact."""
+    Attributes:
+        key, spec, gpus: the job, and its GPUs in rank order.
+        model: its shape's :class:`~.job_model.JobModel`.
+        names: the set names with flows, in ``model.sets`` order; ``sizes``: transfers of
+            each (int64 ``[S]``).
+        inverse: int64 ``[F]`` row of every flow; ``row_count``: float64 ``[U]`` flows per row.
+        row_entries, entry_link, entry_coef: the rows as entries (``[U]``, ``[E]``, ``[E]``).
+        alone_rate: float64 ``[U]`` each row's rate alone at this placement.
+        alone_s: the step alone at this placement.
+        link_ids: int64 sorted unique links of the flows.
+    """
 
     key: int
     spec: Any
     gpus: np.ndarray
-    model: Any
-    rank_gpus: tuple
-    layout: Any
-    cache: Any
-    view: Any
+    model: JobModel
+    names: tuple
+    sizes: np.ndarray
+    inverse: np.ndarray
+    row_count: np.ndarray
+    row_entries: np.ndarray
+    entry_link: np.ndarray
+    entry_coef: np.ndarray
+    alone_rate: np.ndarray
     alone_s: float
-    reps: dict  # group set name -> (name, op, size)
-    bounds: dict  # group set name -> Bound
-    names: tuple  # group set names with flows, in `owner` order
-    owner: np.ndarray  # int64 [F]: index into `names` of each flow's group set
-    inverse: np.ndarray  # int64 [F]: row of every flow
-    row_entries: np.ndarray  # int64 [U]: used entries of each row
-    entry_link: np.ndarray  # int64 [E]
-    entry_coef: np.ndarray  # float64 [E]: coefficient x flows in the row
-    alone_rate: np.ndarray  # float64 [U]: each row's rate in its representative alone
-    link_ids: np.ndarray  # int64 sorted unique links of the flows
+    link_ids: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held for this job (its arrays; the shape's model is shared)."""
+        arrays = (
+            self.inverse,
+            self.row_count,
+            self.row_entries,
+            self.entry_link,
+            self.entry_coef,
+            self.alone_rate,
+            self.link_ids,
+            self.gpus,
+        )
+        return int(sum(a.nbytes for a in arrays))
+
+    def rates_by_set(self, row_rate: np.ndarray) -> dict[str, np.ndarray]:
+        """``{set name: [T] rates}`` of its transfers, from a rate per row ``[U]``."""
+        flow = row_rate[self.inverse]
+        bounds = np.cumsum([0, *self.sizes.tolist()])
+        return {n: flow[bounds[i] : bounds[i + 1]] for i, n in enumerate(self.names)}
 
 
-class _SharedTimes:
-    """Stands in for a CollectiveCache in the step composition: each collective's seconds
-    with the component's joint rates (see the module docs)."""
-
-    backend = "fabric"
-
-    def __init__(self, job: _Job, joint_rate: np.ndarray):
-        self.job = job
-        self.joint_rate = joint_rate  # [F] rates of the job's flows in the joint solve
-        self.factor: dict[str, float] = {}
-        self.priced: dict[str, float] = {}
-        for index, name in enumerate(job.names):
-            bound = job.bounds[name]
-            rate = joint_rate[job.owner == index].reshape(bound.sp.rate.shape)
-            sp = dataclasses.replace(bound.sp, rate=rate)
-            phase = bound.prepared.phase_times(sp, bound.protocol, [bound.size])[0]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(bound.phase_s > 0, phase / bound.phase_s, 1.0)
-            self.factor[name] = max(1.0, float(np.max(ratio)))
-            self.priced[name] = float((bound.total_s - bound.phase_s + phase).max())
-
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
-        from ..workload.coupling import bound_phase
-
-        base = self.job.view.slowest(name, op, size_bytes)
-        if name not in self.factor:
-            return base
-        if self.job.reps[name] == (name, op, float(size_bytes)):
-            return max(base, self.priced[name])
-        bound = bound_phase(self.job.cache, name, op, float(size_bytes))
-        if bound is None:
-            return base
-        factor = self.factor[name]
-        cross = float((bound.total_s - bound.phase_s + factor * bound.phase_s).max())
-        return max(base, cross)
+# Job models are built per job shape and fabric and shared by every Interference of the
+# process (a trace of a thousand jobs over a dozen shapes builds a dozen), within a bound.
+_MODELS: dict[tuple, JobModel] = {}
+MODEL_CACHE_BYTES = 2 * 2**30
 
 
 class Interference:
     """Step times of co-located jobs on ``fabric`` (see the module docs).
 
     Args:
-        fabric: the (possibly partly failed) fabric.
+        fabric: the fabric (job shapes are modelled on it at their reference placement;
+            :meth:`set_fabric` applies failed or repaired links later).
         routing: the collective model's routing (as :func:`fabricflow.step_time`).
         seed: ECMP hash seed of the routes.
 
@@ -202,16 +201,19 @@ class Interference:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
+        self.base = fabric
         self.fabric = fabric
         self.routing = routing
         self.seed = int(seed)
-        self._jobs: dict[int, _Job] = {}
+        self._fingerprint: str | None = None  # structure-cache digest of self.base
+        self._jobs: dict[int, PlacedJob] = {}
         self._times: dict[int, float] = {}
-        self._load: dict[int, np.ndarray] = {}  # per job: its links' bytes/s (sparse form)
+        self._load: dict[int, np.ndarray] = {}  # per job: its rows' rates (joint or alone)
         self._solved: dict[frozenset, dict[int, tuple[float, np.ndarray]]] = {}
         self._dirty = False
-        self._link_load: np.ndarray | None = None  # cached until the next evaluation
-        self._fingerprint: str | None = None  # structure-cache digest of self.fabric
+        self._link_load: np.ndarray | None = None  # cached until the job mix changes
+        self._capacity: np.ndarray | None = None  # effective capacity of self.fabric
+        self._gpu_links: GpuLinks | None = None  # the links at each GPU (same in any fabric state)
         self.stats: dict = {
             "evaluations": 0,
             "seconds": 0.0,
@@ -222,6 +224,12 @@ class Interference:
             "jobs_last": 0,
             "prepared": 0,
             "prepare_seconds": 0.0,
+            "job_models": 0,
+            "job_model_seconds": 0.0,
+            "job_model_bytes": 0,
+            "running_bytes": 0,
+            "running_bytes_max": 0,
+            "bytes_per_running_job_max": 0,
         }
 
     # ------------------------------------------------------------------ job mix
@@ -237,14 +245,17 @@ class Interference:
             raise SpecError(
                 "gpus", f"job {key} has a layout of {job.layout.num_gpus} GPUs, got {gpus.size}"
             )
-        self._jobs[int(key)] = self._prepare(int(key), job, gpus.astype(np.int64))
+        model = self._job_model(job)
+        self._jobs[int(key)] = self._place(int(key), job, model, gpus.astype(np.int64))
         self._forget(int(key))
+        self._count_bytes()
 
     def _forget(self, key: int) -> None:
         """Drop the solved components holding ``key`` (a key re-added elsewhere, e.g. a
         restart, must not find its old component's answer)."""
         self._solved = {name: v for name, v in self._solved.items() if key not in name}
         self._dirty = True
+        self._link_load = None
 
     def remove(self, key: int) -> None:
         """Stop job ``key`` (no-op when it is not running)."""
@@ -252,6 +263,7 @@ class Interference:
             self._times.pop(int(key), None)
             self._load.pop(int(key), None)
             self._forget(int(key))
+            self._count_bytes()
 
     def set_fabric(self, fabric: Fabric) -> list[int]:
         """Links failed or repaired: re-route the running jobs whose flows meet a switch at
@@ -261,8 +273,6 @@ class Interference:
         Returns the keys of the jobs whose GPUs can no longer reach each other on
         ``fabric`` (a :class:`~fabricflow.errors.RoutingError` when routing them): they are
         removed here, and the caller treats them as failed (restart or wait)."""
-        from ..errors import RoutingError
-
         if not isinstance(fabric, Fabric):
             raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
         if fabric.num_links != self.fabric.num_links:
@@ -271,7 +281,7 @@ class Interference:
             (fabric.capacity != self.fabric.capacity) | (fabric.link_up != self.fabric.link_up)
         )
         self.fabric = fabric
-        self._fingerprint = None
+        self._capacity = None
         if not changed.size:
             return []
         nodes = np.zeros(fabric.num_nodes, dtype=bool)
@@ -282,12 +292,14 @@ class Interference:
         for key, job in list(self._jobs.items()):
             if touched[job.link_ids].any():
                 try:
-                    self._jobs[key] = self._prepare(key, job.spec, job.gpus)
+                    self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
                 except RoutingError:
                     cut.append(key)
                     self.remove(key)
         self._solved.clear()  # capacities differ: every joint answer is stale
         self._dirty = True
+        self._link_load = None
+        self._count_bytes()
         return cut
 
     # ------------------------------------------------------------------ answers
@@ -297,16 +309,20 @@ class Interference:
             self._evaluate()
         return {key: self._times[key] for key in self._jobs}
 
-    def link_load(self) -> np.ndarray:
+    def link_load(self, *, fresh: bool = True) -> np.ndarray:
         """float64 ``[L]`` bytes/s on every link offered by the running jobs' representative
-        collectives at their current (joint) rates."""
-        if self._dirty:
+        flows at their current rates: joint rates after an evaluation (``fresh``: evaluate
+        first when the mix changed), else the last ones known and alone rates for jobs
+        added since (what a scheduler reads between two evaluations, without a solve)."""
+        if fresh and self._dirty:
             self._evaluate()
         if self._link_load is None:
             jobs = list(self._jobs.values())
             if not jobs:
                 return np.zeros(self.fabric.num_links)
-            rate = np.concatenate([np.repeat(self._load[j.key], j.row_entries) for j in jobs])
+            rate = np.concatenate(
+                [np.repeat(self._load.get(j.key, j.alone_rate), j.row_entries) for j in jobs]
+            )
             self._link_load = np.bincount(
                 np.concatenate([j.entry_link for j in jobs]),
                 weights=np.concatenate([j.entry_coef for j in jobs]) * rate,
@@ -318,79 +334,110 @@ class Interference:
         """Step time (s) of running job ``key`` alone at its placement."""
         return self._jobs[int(key)].alone_s
 
-    # ------------------------------------------------------------------ internals
-    def _prepare(self, key: int, spec: Any, gpus: np.ndarray) -> _Job:
-        from ..workload import structure_cache
-        from ..workload.comm import CollectiveCache
-        from ..workload.coupling import bound_phase, plan_windows
-        from ..workload.hetero import job_gpus, split_for_gpus
-        from ..workload.step import _compose, _issue_rates, _register_groups
+    def flows(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(links, coef)`` padded ``[F, W]`` (``-1`` / ``0``) of every representative flow
+        of running job ``key`` at its placement, unmerged (for checks and plots)."""
+        job = self._jobs[int(key)]
+        starts = np.concatenate([[0], np.cumsum(job.row_entries)])
+        width = int(job.row_entries.max(initial=1))
+        links = np.full((job.inverse.size, width), -1, dtype=np.int64)
+        coef = np.zeros(links.shape)
+        for flow, row in enumerate(job.inverse.tolist()):
+            lo, hi = starts[row], starts[row + 1]
+            links[flow, : hi - lo] = job.entry_link[lo:hi]
+            coef[flow, : hi - lo] = job.entry_coef[lo:hi] / job.row_count[row]
+        return links, coef
 
-        started = time.perf_counter()
-        model, given = spec.model, spec.layout
-        given.validate(model)
-        rank_gpus = job_gpus(spec.gpu, given)
-        layout = split_for_gpus(model, given, rank_gpus).validate(model)
-        where = Placement(layout=given, order=parse_order(spec.order), gpu_of_rank=gpus)
-        cache = CollectiveCache(self.fabric, "fabric", routing=self.routing, seed=self.seed)
-        # every job shares one fabric: hash it once (~0.2 s on clos-100k), not per job
+    # ------------------------------------------------------------------ internals
+    def _job_model(self, spec) -> JobModel:
         if self._fingerprint is None:
-            self._fingerprint = structure_cache.fabric_fingerprint(self.fabric)
-        cache._fabric_fingerprint = self._fingerprint
-        cache = _register_groups(cache, where, model, layout)
-        # step_time's own composition (step._coupled_step), keeping the coupled view
-        _, slow, _ = _compose(model, rank_gpus, layout, cache)
-        view = plan_windows(cache, layout, _issue_rates(model, layout, slow))
-        alone_s = float(sum(_compose(model, rank_gpus, layout, view)[2].values()))
-        asked = cache.asked()
-        reps, bounds = {}, {}
-        for name in DIMENSION_NAMES:
-            items = [k for k in asked if k[0] == name and asked[k] > 0]
-            if not items:
-                continue
-            rep = max(items, key=lambda k: (asked[k], k))
-            bound = bound_phase(cache, *rep)
-            if bound is not None and bound.sp.links.size:
-                reps[name], bounds[name] = rep, bound
-        names = tuple(bounds)
-        links = [bounds[n].sp.links for n in names]
-        coefs = [bounds[n].sp.coef for n in names]
-        owner = np.repeat(np.arange(len(names)), [x.shape[0] for x in links]).astype(np.int64)
-        alone = [bounds[n].sp.rate.reshape(-1) for n in names]
-        first, inverse, count, group = _identical_rows(links, coefs)
-        # rows as used entries (row-major), coefficients x identical flows
-        row_links = [links[g][f] for g, f in zip(group, first, strict=True)]
-        row_coef = [coefs[g][f] for g, f in zip(group, first, strict=True)]
-        entry_link, entry_coef, row_entries = _entries(row_links, row_coef, count)
-        alone_rate = np.array([alone[g][f] for g, f in zip(group, first, strict=True)])
+            from ..workload import structure_cache
+
+            self._fingerprint = structure_cache.fabric_fingerprint(self.base)
+        key = (
+            spec.model,
+            spec.gpu,
+            spec.layout,
+            spec.order,
+            self._fingerprint,
+            self.routing,
+            self.seed,
+        )
+        model = _MODELS.get(key)
+        if model is None:
+            started = time.perf_counter()
+            model = prepare_job_model(
+                self.base,
+                spec,
+                routing=self.routing,
+                seed=self.seed,
+                fingerprint=self._fingerprint,
+            )
+            if sum(m.nbytes for m in _MODELS.values()) + model.nbytes > MODEL_CACHE_BYTES:
+                _MODELS.clear()
+            _MODELS[key] = model
+            self.stats["job_models"] += 1
+            self.stats["job_model_seconds"] += time.perf_counter() - started
+            self.stats["job_model_bytes"] += model.nbytes
+        return model
+
+    def _place(self, key: int, spec: Any, model: JobModel, gpus: np.ndarray) -> PlacedJob:
+        """The job's representative flows at ``gpus`` on the current fabric, as rows."""
+        started = time.perf_counter()
+        if self._gpu_links is None:
+            self._gpu_links = GpuLinks.of(self.base)
+        solved = model.place(gpus, self.fabric, self._gpu_links, self._capacity_of(model))
+        names = tuple(s.name for s in model.sets)
+        links = [solved[n].links for n in names]
+        coefs = [solved[n].coef for n in names]
+        alone = [solved[n].rate.reshape(-1) for n in names]
+        inverse, count, row_entries, entry_link, entry_coef = merged_rows(links, coefs)
+        flow_rate = np.concatenate(alone) if alone else np.zeros(0)
+        alone_rate = np.zeros(count.size)
+        alone_rate[inverse] = flow_rate  # identical flows have identical rates
+        alone_s = model.step_seconds({n: r for n, r in zip(names, alone, strict=True)})
         self.stats["prepared"] += 1
         self.stats["prepare_seconds"] += time.perf_counter() - started
-        return _Job(
+        return PlacedJob(
             key=key,
             spec=spec,
             gpus=gpus,
             model=model,
-            rank_gpus=rank_gpus,
-            layout=layout,
-            cache=cache,
-            view=view,
-            alone_s=alone_s,
-            reps=reps,
-            bounds=bounds,
             names=names,
-            owner=owner,
+            sizes=np.array([a.size for a in alone], dtype=np.int64),
             inverse=inverse,
+            row_count=count,
             row_entries=row_entries,
             entry_link=entry_link,
             entry_coef=entry_coef,
             alone_rate=alone_rate,
+            alone_s=alone_s,
             link_ids=np.unique(entry_link),
+        )
+
+    def _capacity_of(self, model: JobModel) -> np.ndarray | None:
+        """Effective capacity (B/s ``[L]``) of the current fabric, computed once per fabric
+        (every job shares the collective model's default cost model)."""
+        if not model.sets:
+            return None
+        if self._capacity is None:
+            from ..collective.flow_rates import effective_capacity
+
+            self._capacity = effective_capacity(self.fabric, model.sets[0].cost)
+        return self._capacity
+
+    def _count_bytes(self) -> None:
+        sizes = [job.nbytes for job in self._jobs.values()]
+        running = int(sum(sizes))
+        self.stats["running_bytes"] = running
+        self.stats["running_bytes_max"] = max(self.stats["running_bytes_max"], running)
+        self.stats["bytes_per_running_job_max"] = max(
+            [self.stats["bytes_per_running_job_max"], *sizes]
         )
 
     def _components(self) -> list[list[int]]:
         """Keys of the running jobs grouped by shared links (connected components)."""
         from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import connected_components
 
         keys = sorted(self._jobs)
         if not keys:
@@ -439,11 +486,9 @@ class Interference:
 
     def _solve(self, members: list[int]) -> tuple[dict[int, tuple[float, np.ndarray]], int]:
         """One max-min over the rows of every job of a component, then each job's step
-        recomposed with its collectives re-priced (see the module docs). Returns
-        ``{key: (seconds, row rates [U])}`` and the number of rows solved."""
-        from ..collective.flow_rates import effective_capacity
+        recomposed at its joint rates (see the module docs). Returns ``{key: (seconds, row
+        rates [U])}`` and the number of rows solved."""
         from ..solve.maxmin.incremental_filling import entry_filling
-        from ..workload.step import _compose
 
         started = time.perf_counter()
         jobs = [self._jobs[k] for k in members]
@@ -456,8 +501,7 @@ class Interference:
         joined = _joined_rows(row_entries, entry_link, row_job, self.fabric.num_links)
         rate = np.concatenate([j.alone_rate for j in jobs])
         if joined.any():
-            cost = next(iter(jobs[0].bounds.values())).prepared.cost
-            capacity = effective_capacity(self.fabric, cost)
+            capacity = self._capacity_of(jobs[0].model)
             keep = np.repeat(joined, row_entries)
             rate[joined] = entry_filling(
                 row_entries[joined], entry_link[keep], entry_coef[keep], capacity
@@ -466,81 +510,120 @@ class Interference:
         starts = np.cumsum([0, *(j.row_entries.size for j in jobs)])
         for index, job in enumerate(jobs):
             mine = rate[starts[index] : starts[index + 1]]
-            shared = _SharedTimes(job, mine[job.inverse])
-            seconds = float(sum(_compose(job.model, job.rank_gpus, job.layout, shared)[2].values()))
+            seconds = job.model.step_seconds(job.rates_by_set(mine))
             out[job.key] = (max(seconds, job.alone_s), mine)
         self.stats["solves"] += 1
         self.stats["solve_seconds"] += time.perf_counter() - started
         return out, int(np.count_nonzero(joined))
 
 
-def _identical_rows(
+# Odd 64-bit multipliers of the row hash (fixed: the same rows in the same order each run).
+_HASH = np.random.default_rng(0x5EED).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
+
+
+def merged_rows(
     links: list[np.ndarray], coefs: list[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sets of identical flows (same links and coefficients, same group set) of the group
-    sets' padded ``links``/``coefs`` ``[F_i, H_i]``: for each set its first flow (index
-    in its group set) and group set ``[U]``; every flow's set ``[F]`` (concatenated order);
-    each set's size (float64 ``[U]``). Sets are numbered group set by group set."""
-    firsts, inverses, counts, groups = [], [], [], []
-    offset = 0
-    for index, (lk, cf) in enumerate(zip(links, coefs, strict=True)):
-        key = np.ascontiguousarray(np.concatenate([lk, cf.view(np.int64)], axis=1))
-        row = key.view(np.dtype((np.void, key.dtype.itemsize * key.shape[1]))).reshape(-1)
-        _, first, inverse, count = np.unique(
-            row, return_index=True, return_inverse=True, return_counts=True
-        )
-        firsts.append(first)
-        inverses.append(inverse.reshape(-1) + offset)
-        counts.append(count)
-        groups.append(np.full(first.size, index))
-        offset += first.size
-    if not firsts:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Identical flows merged into rows, as used entries.
+
+    Args:
+        links, coefs: per group set, its flows' padded links (int, ``-1``) and coefficients
+            ``[F_i, H_i]``.
+
+    Returns:
+        ``(inverse, count, row_entries, entry_link, entry_coef)``: every flow's row
+        (int64 ``[F]``, flows in set order), flows per row (float64 ``[U]``), entries per
+        row (int64 ``[U]``), and the rows' used entries (link >= 0, coefficient > 0) in
+        row-major order (int64 / float64 ``[E]``), coefficients multiplied by the count.
+        Rows are numbered set by set, each set's by their first flow; flows of different
+        sets never merge.
+
+    Each set's rows are found by one vectorized hash of (links, coefficient bits) and
+    ``np.unique`` on it, then checked equal to their row's first flow (a hash collision
+    falls back to the exact row-wise unique). Sets keep their own widths (a 16,384-GPU
+    job's DP rows cross 260 links, its TP rows 16).
+    """
+    parts = [
+        _merged_set(np.asarray(lk), np.asarray(cf)) for lk, cf in zip(links, coefs, strict=True)
+    ]
+    if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0), empty
+        return empty, np.zeros(0), empty, empty, np.zeros(0)
+    offsets = np.cumsum([0, *(part[1].size for part in parts)])
     return (
-        np.concatenate(firsts).astype(np.int64),
-        np.concatenate(inverses).astype(np.int64),
-        np.concatenate(counts).astype(np.float64),
-        np.concatenate(groups).astype(np.int64),
+        np.concatenate([part[0] + offset for part, offset in zip(parts, offsets, strict=False)]),
+        np.concatenate([part[1] for part in parts]),
+        np.concatenate([part[2] for part in parts]),
+        np.concatenate([part[3] for part in parts]),
+        np.concatenate([part[4] for part in parts]),
     )
 
 
-def _entries(
-    row_links: list[np.ndarray], row_coef: list[np.ndarray], count: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Used entries (link >= 0, coef > 0) of each row, row-major: links ``[E]``,
-    coefficients x ``count`` ``[E]`` and entries per row ``[U]``."""
-    if not row_links:
-        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
-    width = max(r.size for r in row_links)
-    links = np.full((len(row_links), width), -1, dtype=np.int64)
-    coef = np.zeros(links.shape)
-    for i, (lk, cf) in enumerate(zip(row_links, row_coef, strict=True)):
-        links[i, : lk.size] = lk
-        coef[i, : cf.size] = cf
-    used = (links >= 0) & (coef > 0)
-    coef = coef * count[:, None]
-    return links[used], coef[used], np.count_nonzero(used, axis=1).astype(np.int64)
+def _merged_set(links: np.ndarray, coef: np.ndarray):
+    """:func:`merged_rows` of one set's ``links``/``coef`` ``[F, H]``."""
+    links = links.astype(np.int64, copy=False)
+    coef = coef.astype(np.float64, copy=False)
+    key = np.concatenate([links, coef.view(np.int64)], axis=1)
+    exact = False
+    if key.shape[1] <= _HASH.size:
+        with np.errstate(over="ignore"):
+            hashed = (key.view(np.uint64) * _HASH[: key.shape[1]]).sum(axis=1, dtype=np.uint64)
+        _, first, inverse = np.unique(hashed, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        exact = np.array_equal(key, key[first[inverse]])
+    if not exact:  # a collision (or rows too wide to hash): the exact row-wise unique
+        rows = np.ascontiguousarray(key).view(np.dtype((np.void, 8 * key.shape[1]))).reshape(-1)
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    order = np.argsort(first, kind="stable")  # number rows by their first flow
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    first, inverse = first[order], rank[inverse]
+    count = np.bincount(inverse, minlength=first.size).astype(np.float64)
+    row_links = links[first]
+    row_coef = coef[first] * count[:, None]
+    used = (row_links >= 0) & (row_coef > 0)
+    return (
+        inverse.astype(np.int64),
+        count,
+        np.count_nonzero(used, axis=1).astype(np.int64),
+        row_links[used],
+        row_coef[used],
+    )
 
 
 def _joined_rows(
     row_entries: np.ndarray, entry_link: np.ndarray, row_job: np.ndarray, num_links: int
 ) -> np.ndarray:
     """bool ``[U]``: rows connected, through chains of shared links, to a link that rows
-    of two or more jobs use."""
+    of two or more jobs use. Links are renumbered over the ones used first (a dense
+    relabelling, no sort), so the cost is in the entries, not in the fabric's links (a
+    million on clos-100k)."""
+    if entry_link.size == 0:
+        return np.zeros(row_entries.size, dtype=bool)
     entry_row = np.repeat(np.arange(row_entries.size), row_entries)
-    jobs = int(row_job.max()) + 1 if row_job.size else 1
-    pairs = np.unique(entry_link * jobs + row_job[entry_row])
-    users = np.bincount(pairs // jobs, minlength=num_links)
+    present = np.zeros(num_links, dtype=bool)
+    present[entry_link] = True
+    local_of = np.cumsum(present) - 1
+    local = local_of[entry_link]
+    used = int(local_of[-1]) + 1
+    # a link is shared when its entries' jobs are not all one: with c entries of jobs j_e,
+    # c * sum(j_e^2) == (sum j_e)^2 exactly when they are all equal (Cauchy-Schwarz). The
+    # sums are exact integers in float64 (< 2^53), the products are taken in int64.
+    job = row_job[entry_row].astype(np.float64)
+    count = np.bincount(local, minlength=used).astype(np.int64)
+    first = np.bincount(local, weights=job, minlength=used).astype(np.int64)
+    second = np.bincount(local, weights=job * job, minlength=used).astype(np.int64)
+    shared_link = count * second != first * first
     # Rows and links as one bipartite graph (a row joins the links it uses): a row is
     # joined when its connected component holds a link that two or more jobs use. One
     # linear-time component labelling instead of growing the set chain link by chain link.
     rows = row_entries.size
+    size = rows + used
     graph = coo_matrix(
-        (np.ones(entry_link.size, dtype=np.int8), (entry_row, rows + entry_link)),
-        shape=(rows + num_links, rows + num_links),
+        (np.ones(entry_link.size, dtype=np.int8), (entry_row, rows + local)), shape=(size, size)
     )
     _, label = connected_components(graph, directed=False)
-    shared = np.zeros(int(label.max()) + 1 if label.size else 1, dtype=bool)
-    shared[label[rows + np.flatnonzero(users >= 2)]] = True
+    shared = np.zeros(int(label.max()) + 1, dtype=bool)
+    shared[label[rows + np.flatnonzero(shared_link)]] = True
     return shared[label[:rows]]

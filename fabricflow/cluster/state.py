@@ -31,12 +31,15 @@ docs/cluster-scheduling.md.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 
 FREE, DOWN, SPARE = -1, -2, -3
+RESERVED = -4  # held back for another job's reservation, within one placement only
 
 
 def server_blocks(fabric: Fabric) -> list[np.ndarray]:
@@ -82,10 +85,16 @@ class ClusterState:
 
     Attributes:
         fabric: the fabric.
-        owner: int32 ``[G]``: job key (``>= 0``), FREE, DOWN or SPARE.
+        owner: int32 ``[G]``: job key (``>= 0``), FREE, DOWN or SPARE. Read it; change it
+            only through the methods (they keep the counts below in step).
         gpus_per_node: GPUs per server (see :func:`server_size`).
         levels: block id of every server per subtree level (:func:`server_blocks`).
         server_order: int64 ``[S]`` servers in the fabric's locality order.
+        num_free, num_busy, num_down, num_spare: GPUs of each kind (held by a job: busy).
+
+    Counts and free GPUs per server are kept up to date by every change (O(changed
+    GPUs)), so that the simulator's per-event accounting costs O(1) and
+    :meth:`fragmentation` O(servers) instead of a pass over the GPUs.
     """
 
     def __init__(self, fabric: Fabric):
@@ -104,6 +113,9 @@ class ClusterState:
         first = gpu_rank[:: self.gpus_per_node]
         self.server_order = np.argsort(first, kind="stable").astype(np.int64)
         self._held: dict[int, np.ndarray] = {}
+        self._free_count = np.full(self.num_servers, self.gpus_per_node, dtype=np.int64)
+        self.num_free = fabric.num_gpus
+        self.num_busy = self.num_down = self.num_spare = 0
 
     # ------------------------------------------------------------------ queries
     def free_gpus(self) -> np.ndarray:
@@ -119,31 +131,48 @@ class ClusterState:
         return held[self.owner[held] == key]
 
     def free_per_server(self) -> np.ndarray:
-        """int64 ``[S]``: FREE GPUs of every server."""
-        free = (self.owner == FREE).reshape(self.num_servers, self.gpus_per_node)
-        return free.sum(axis=1).astype(np.int64)
+        """int64 ``[S]``: FREE GPUs of every server (a copy)."""
+        return self._free_count.copy()
 
     def whole_free_servers(self) -> np.ndarray:
         """bool ``[S]``: servers whose GPUs are all FREE."""
-        return self.free_per_server() == self.gpus_per_node
+        return self._free_count == self.gpus_per_node
 
     def fragmentation(self) -> float:
         """Share in [0, 1] of the FREE GPUs that sit in servers not wholly free (partly
         held, DOWN or SPARE): usable only by jobs smaller than a server. 0 when no GPU is
         free or every free GPU lies in a wholly free server."""
-        per_server = self.free_per_server()
-        free = int(per_server.sum())
-        if free == 0:
+        if self.num_free == 0:
             return 0.0
-        whole = int(per_server[per_server == self.gpus_per_node].sum())
-        return float(1.0 - whole / free)
+        whole = int(np.count_nonzero(self._free_count == self.gpus_per_node))
+        return float(1.0 - whole * self.gpus_per_node / self.num_free)
 
     def copy(self) -> ClusterState:
-        """An independent copy (same fabric and subtrees; owner and holdings copied)."""
+        """An independent copy (same fabric and subtrees; owner, holdings and counts copied)."""
         other = object.__new__(ClusterState)
         other.__dict__.update(self.__dict__)
         other.owner = self.owner.copy()
         other._held = dict(self._held)
+        other._free_count = self._free_count.copy()
+        return other
+
+    def projected(self, keys, up: np.ndarray) -> ClusterState:
+        """A copy with the jobs ``keys`` gone (their GPUs FREE) and the DOWN GPUs among
+        ``up`` repaired: the cluster as it will be once they end (one vectorized pass,
+        for reservations; the copy's counts are recounted)."""
+        other = self.copy()
+        owner = other.owner
+        keys = np.asarray(list(keys), dtype=np.int64)
+        freed = np.isin(owner, keys) if keys.size else np.zeros(owner.size, dtype=bool)
+        up = np.asarray(up, dtype=np.int64)
+        if up.size:
+            repaired = np.zeros(owner.size, dtype=bool)
+            repaired[up] = True
+            freed |= repaired & (owner == DOWN)
+        owner[freed] = FREE
+        for key in keys.tolist():
+            other._held.pop(int(key), None)
+        other._recount()
         return other
 
     # ------------------------------------------------------------------ updates
@@ -164,7 +193,7 @@ class ClusterState:
                 f"{bad.size} of them are not free (GPU {int(bad[0])} has owner "
                 f"{_owner_name(int(self.owner[bad[0]]))})",
             )
-        self.owner[gpus] = key
+        self._set(gpus, key)
         self._held[key] = gpus
 
     def release(self, key: int) -> np.ndarray:
@@ -172,8 +201,7 @@ class ClusterState:
         except any DOWN, which stay DOWN until :meth:`set_up`."""
         key = _check_key(key)
         held = self._held.pop(key, np.zeros(0, dtype=np.int64))
-        mine = held[self.owner[held] == key]
-        self.owner[mine] = FREE
+        self._set(held[self.owner[held] == key], FREE)
         return held
 
     def set_down(self, gpus: np.ndarray) -> np.ndarray:
@@ -181,21 +209,20 @@ class ClusterState:
         (int64; those jobs keep their other GPUs until released)."""
         gpus = self._check_gpus(gpus, "gpus")
         owners = self.owner[gpus]
-        self.owner[gpus] = DOWN
+        self._set(gpus, DOWN)
         return np.unique(owners[owners >= 0]).astype(np.int64)
 
     def set_up(self, gpus: np.ndarray) -> None:
         """Repair: DOWN GPUs among ``gpus`` become FREE (others are left as they are)."""
         gpus = self._check_gpus(gpus, "gpus")
-        down = gpus[self.owner[gpus] == DOWN]
-        self.owner[down] = FREE
+        self._set(gpus[self.owner[gpus] == DOWN], FREE)
 
     def reserve_spares(self, gpus: np.ndarray) -> None:
         """FREE -> SPARE for ``gpus``; SpecError when any is not FREE."""
         gpus = self._check_gpus(gpus, "gpus")
         if np.any(self.owner[gpus] != FREE):
             raise SpecError("gpus", "spares must be FREE GPUs")
-        self.owner[gpus] = SPARE
+        self._set(gpus, SPARE)
 
     def take_spare(self, count: int) -> np.ndarray | None:
         """``count`` GPUs from whole SPARE servers (the fewest servers, locality order),
@@ -204,16 +231,57 @@ class ClusterState:
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise SpecError("count", f"must be an integer >= 1, got {count!r}")
         per = self.gpus_per_node
+        need = -(-int(count) // per)
+        if self.num_spare < need * per:
+            return None
         spare = np.all((self.owner == SPARE).reshape(self.num_servers, per), axis=1)
         servers = self.server_order[spare[self.server_order]]
-        need = -(-int(count) // per)
         if servers.size < need:
             return None
         gpus = (servers[:need, None] * per + np.arange(per)[None, :]).reshape(-1)[:count]
-        self.owner[gpus] = FREE
-        return gpus.astype(np.int64)
+        gpus = gpus.astype(np.int64)
+        self._set(gpus, FREE)
+        return gpus
+
+    @contextlib.contextmanager
+    def held_back(self, gpus: np.ndarray):
+        """Within the ``with`` block the FREE GPUs among ``gpus`` are RESERVED: not free
+        for any placement (a backfill placement around another job's reservation)."""
+        gpus = self._check_gpus(gpus, "gpus")
+        held = gpus[self.owner[gpus] == FREE]
+        self._set(held, RESERVED)
+        try:
+            yield held
+        finally:
+            self._set(held, FREE)
 
     # ------------------------------------------------------------------ helpers
+    def _recount(self) -> None:
+        """Counts from the owner array (O(G))."""
+        owner = self.owner
+        self.num_free = int(np.count_nonzero(owner == FREE))
+        self.num_busy = int(np.count_nonzero(owner >= 0))
+        self.num_down = int(np.count_nonzero(owner == DOWN))
+        self.num_spare = int(np.count_nonzero(owner == SPARE))
+        free = (owner == FREE).reshape(self.num_servers, self.gpus_per_node)
+        self._free_count = free.sum(axis=1).astype(np.int64)
+
+    def _set(self, gpus: np.ndarray, code: int) -> None:
+        """``owner[gpus] = code`` with the counts kept in step (``gpus`` distinct)."""
+        if gpus.size == 0:
+            return
+        old = self.owner[gpus]
+        was_free = old == FREE
+        self.num_free += (gpus.size if code == FREE else 0) - int(np.count_nonzero(was_free))
+        self.num_busy += (gpus.size if code >= 0 else 0) - int(np.count_nonzero(old >= 0))
+        self.num_down += (gpus.size if code == DOWN else 0) - int(np.count_nonzero(old == DOWN))
+        self.num_spare += (gpus.size if code == SPARE else 0) - int(np.count_nonzero(old == SPARE))
+        delta = int(code == FREE) - was_free.astype(np.int64)
+        changed = delta != 0
+        if changed.any():
+            np.add.at(self._free_count, gpus[changed] // self.gpus_per_node, delta[changed])
+        self.owner[gpus] = code
+
     def _check_gpus(self, gpus, field: str) -> np.ndarray:
         array = np.asarray(gpus)
         if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
@@ -231,4 +299,6 @@ def _check_key(key) -> int:
 
 
 def _owner_name(code: int) -> str:
-    return {FREE: "FREE", DOWN: "DOWN", SPARE: "SPARE"}.get(code, f"job {code}")
+    return {FREE: "FREE", DOWN: "DOWN", SPARE: "SPARE", RESERVED: "RESERVED"}.get(
+        code, f"job {code}"
+    )

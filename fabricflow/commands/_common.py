@@ -67,9 +67,14 @@ def to_jsonable(value, *, infinity_as_text: bool = True):
 
 
 def print_json(obj) -> None:
+    """Print the command's one JSON object; an output that could not be written (see
+    :func:`write_outputs`) is named in it as ``error`` and ``message`` beside the result."""
     from ._interrupt import check, mark_reported
 
     check()  # an interrupt swallowed by library code still stops the report
+    if _deferred and isinstance(obj, dict):
+        obj = {**obj, "error": "OutputError", "message": "; ".join(_deferred)}
+        _deferred_reported[:] = [True]
     text = json.dumps(to_jsonable(obj))
     mark_reported()
     sys.stdout.write(text + "\n")
@@ -92,16 +97,38 @@ def _fmt(value) -> str:
 
 
 def mark_done(args, item) -> None:
-    """Record a finished output (a file path, a section name) for the interrupt report."""
+    """Record a finished output (a file path, a section name) for the interrupt report.
+
+    Files written through :func:`fabricflow.atomic.atomic_path` are recorded already
+    (the CLI records them as they are renamed into place); recording one again is a no-op.
+    """
     from ._interrupt import check
 
-    args.__dict__.setdefault("completed", []).append(item)
+    completed = args.__dict__.setdefault("completed", [])
+    if item not in completed:
+        completed.append(item)
     check()
 
 
-def output_path(text: str) -> str:
-    """argparse ``type`` of output flags (``--out``, ``--plot``): refuse an empty path, which
-    would otherwise name no file (nothing written, exit 0) or the current folder's parent."""
+# ----------------------------------------------------------------------------- outputs
+#
+# Every output flag takes its path through one of two argparse types, which the CLI finds
+# on the parser: output_folder (--out DIR) and output_file (--plot FILE). Before a command
+# runs, check_destinations checks every destination given:
+#   - a folder that cannot be created or written into is refused then (OutputError,
+#     exit 1): a long search never runs for an output it cannot write;
+#   - a file whose folder cannot take it is dropped (its flag set to None) after a warning:
+#     the command runs and prints its result, then the error, and exits 1.
+# Files are written through fabricflow.atomic.atomic_path, which creates a missing folder.
+# A write that fails after the work (a full disk) goes through write_outputs: the result
+# is still printed, then the error (under --json: "error" and "message" in the result's
+# object), and the exit code is 1. Finished work is never lost to an output.
+
+_deferred: list[str] = []  # output errors to report after the command's result
+_deferred_reported: list[bool] = []  # [True] once print_json put them in the object
+
+
+def _non_empty(text: str) -> str:
     import argparse
 
     if not text.strip():
@@ -111,11 +138,113 @@ def output_path(text: str) -> str:
     return text
 
 
+def output_folder(text: str) -> str:
+    """argparse ``type`` of an output folder flag (``--out DIR``): refuses an empty path,
+    which would otherwise name no folder or the current folder's parent. The CLI checks the
+    folder before the command runs (:func:`check_destinations`)."""
+    return _non_empty(text)
+
+
+def output_file(text: str) -> str:
+    """argparse ``type`` of an output file flag (``--plot FILE``): refuses an empty path.
+    The CLI checks the file's folder before the command runs (:func:`check_destinations`)."""
+    return _non_empty(text)
+
+
+def check_destinations(args, parser) -> None:
+    """Check every output destination of ``args`` (flags typed :func:`output_folder` or
+    :func:`output_file` on ``parser``, the command's parser) before the command runs.
+
+    Raises:
+        OutputError: an output folder cannot be created or written into (``--out: ...``).
+    """
+    from ..errors import OutputError
+
+    for action in parser._actions:
+        path = getattr(args, action.dest, None)
+        if not path or action.type not in (output_folder, output_file):
+            continue
+        flag = max(action.option_strings, key=len)
+        if action.type is output_folder:
+            check_out_folder(path, flag)
+            continue
+        try:
+            check_out_file(path, flag)
+        except OutputError as error:
+            defer_output_error(str(error))
+            command = getattr(args, "command", None)
+            print(
+                f"fabricflow{' ' + command if command else ''}: warning: {error}; the result "
+                "is printed without it (exit 1)",
+                file=sys.stderr,
+                flush=True,
+            )
+            setattr(args, action.dest, None)
+
+
+def check_out_file(path: str, flag: str = "--plot") -> None:
+    """Fail now if the file ``path`` cannot be written: it is a folder, or its folder cannot
+    be created or written into (:func:`check_out_folder`)."""
+    import os
+
+    from ..errors import OutputError
+
+    if os.path.isdir(path):
+        raise OutputError(f"{flag}: cannot write {path!r}: it is a folder")
+    check_out_folder(os.path.dirname(os.path.abspath(path)), flag)
+
+
+def defer_output_error(message: str) -> None:
+    """Report ``message`` (an output that could not be written) after the result."""
+    _deferred.append(message)
+
+
+def write_outputs(args, flag: str, write, *arguments, **keywords) -> list[str]:
+    """Call ``write(*arguments, **keywords)``; an :class:`~fabricflow.errors.OutputError`
+    stops it and is reported after the command's result (exit 1), so that a full disk does
+    not lose the finished work. Returns the files it completed (whole on disk)."""
+    from ..errors import OutputError
+
+    completed = args.__dict__.setdefault("completed", [])
+    before = len(completed)
+    try:
+        write(*arguments, **keywords)
+    except OutputError as error:
+        message = str(error)
+        defer_output_error(message if message.startswith(flag) else f"{flag}: {message}")
+    return [str(item) for item in completed[before:]]
+
+
+def finish_outputs(args, code: int) -> int:
+    """The command's exit code once its result is out: 1 when an output was not written
+    (said on stderr, unless its JSON object said it already). Clears the record."""
+    errors = list(_deferred)
+    in_json = bool(_deferred_reported)
+    _deferred.clear()
+    _deferred_reported.clear()
+    if not errors:
+        return code
+    if not in_json:
+        command = getattr(args, "command", None)
+        for message in errors:
+            print(
+                f"fabricflow{' ' + command if command else ''}: error: {message}", file=sys.stderr
+            )
+    return 1 if code == 0 else code
+
+
+def reset_outputs() -> None:
+    """Forget deferred output errors (a new command starts)."""
+    _deferred.clear()
+    _deferred_reported.clear()
+
+
 def check_out_folder(path: str, flag: str = "--out") -> None:
     """Fail now, before a long computation, if ``path`` cannot take output files.
 
     Creates the folder (and missing parents) and a probe file, then removes what it
-    created, so that a later error or interrupt leaves no empty folder behind. Raises
+    created, so that a later error or interrupt leaves no empty folder behind (the writer,
+    :func:`fabricflow.atomic.atomic_path`, creates it again). Raises
     :class:`~fabricflow.errors.OutputError` ("--out: cannot ...") naming the reason.
     """
     import contextlib

@@ -7,7 +7,10 @@ exception unwinds through ``finally`` blocks and temporary output files are remo
 When the handler happens to run inside a callback whose exceptions Python cannot propagate
 (JAX's garbage-collection callback, a ``__del__``), the exception would be printed as
 "Exception ignored in ..." and lost: a hook for such unraisable exceptions drops ours
-silently and raises it again a millisecond later (SIGALRM), back in the interrupted code. Library code that swallows ``KeyboardInterrupt`` (a bare ``except:``)
+silently and raises it again a millisecond later (SIGALRM), back in the interrupted code.
+A signal that arrives during an import is raised once the import has finished: raised
+inside the loading of a native extension that calls back into Python, it would abort the
+process instead. Library code that swallows ``KeyboardInterrupt`` (a bare ``except:``)
 cannot lose it either: :func:`check` raises again at the commands' next safe point (an
 output finished, the report about to be printed).
 """
@@ -34,15 +37,38 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
 
 
+RETRY_S = 0.01  # how soon a deferred interrupt is raised again (SIGALRM)
+_IMPORT_FRAMES = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import. A native extension that is being loaded
+    (jaxlib's MLIR modules) calls back into Python: an exception raised there reaches C++,
+    which aborts the process (``terminate called after throwing ...``)."""
+    while frame is not None:
+        if frame.f_code.co_filename in _IMPORT_FRAMES:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _handler(signum, frame):
     _received.append(signum)
+    if _importing(frame):  # raise once the import is done (SIGALRM, see _again)
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+        return
     raise Interrupted(signum)
 
 
 def _again(signum, frame):
-    """SIGALRM after a swallowed interrupt: raise it again."""
-    if _received:
-        raise Interrupted(_received[0])
+    """SIGALRM after a swallowed or deferred interrupt: raise it again (not inside an
+    import: then a little later)."""
+    if not _received:
+        return
+    if _importing(frame):
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+        return
+    raise Interrupted(_received[0])
 
 
 def received() -> int | None:

@@ -22,11 +22,16 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..bench import sections
+    import sys
+
+    from ..bench import aliases, sections
     from ..errors import SpecError
 
     available = sections()
-    chosen = args.sections or list(available)
+    renamed = aliases()
+    for old in sorted(set(args.sections) & set(renamed)):
+        print(f"bench: section {old!r} is now {renamed[old]!r}", file=sys.stderr)
+    chosen = [renamed.get(name, name) for name in args.sections] or list(available)
     unknown = [name for name in chosen if name not in available]
     if unknown:
         raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")

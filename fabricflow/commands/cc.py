@@ -1,60 +1,75 @@
-"""``fabricflow cc``: DCQCN + PFC dynamics on a small scenario fabric.
+"""``fabricflow cc``: congestion control and PFC dynamics on a small scenario fabric.
 
 Example::
 
-    fabricflow cc --scenario incast --flows 8 --pfc on --duration 20ms --json
+    fabricflow cc --scenario incast --flows 8 --cc hpcc --pfc on --duration 20ms --json
     fabricflow cc --scenario dumbbell --flows 2 --set kmax=400KB --set pfc.xoff=50KB --out run/
 
 With ``--json`` it prints one object: ``mean_rate_Bps`` (per flow, over the second
-half), ``queue_mean_bytes``, ``queue_p50_bytes``, ``queue_p99_bytes`` (bottleneck link),
-``jain_fairness``, ``pause_fraction``, ``max_min_rate_Bps``, ``victim_flows``,
-``deadlocks``, ``fct_s`` and the settings. ``--out DIR`` writes ``dcqcn.nc`` (netCDF),
-``summary.json``, ``rates_queues.png`` and ``pause_spread.png``.
+half), ``roles`` (flow ids per role) and ``role_summary``, ``queue_mean_bytes``,
+``queue_p50_bytes``, ``queue_p99_bytes`` and ``bottleneck_utilization`` (bottleneck
+link), ``jain_fairness``, ``pause_fraction``, ``convergence_time_s``,
+``max_min_rate_Bps``, ``victim_flows``, ``deadlocks``, ``fct_s`` and the settings.
+``--out DIR`` writes ``<cc>.nc`` (netCDF), ``summary.json``, ``rates_queues.png`` and
+``pause_spread.png``.
 """
 
 from __future__ import annotations
 
 import os
 
-from ._common import (
-    add_json_flag,
-    check_out_folder,
-    mark_done,
-    output_path,
-    print_json,
-    write_json_file,
-)
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
+
+CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive")
 
 
 def register(subparsers) -> None:
-    from ..study.cc_scenarios import SCENARIOS
+    from ..study.cc_scenarios import SCENARIOS, SIZE_KNOB
 
-    parser = subparsers.add_parser("cc", help="DCQCN/PFC congestion-control dynamics")
-    parser.add_argument("--scenario", required=True, choices=SCENARIOS)
-    parser.add_argument(
-        "--flows",
-        type=int,
-        default=2,
-        help="scenario size: flows (dumbbell, incast), hosts (alltoall), "
-        "switches (ring), hops (parking_lot)",
+    parser = subparsers.add_parser(
+        "cc", help="congestion-control (DCQCN, HPCC, TIMELY, Swift, predictive) and PFC dynamics"
     )
-    parser.add_argument("--link-bandwidth", default="40Gbps", help="host link bandwidth")
-    parser.add_argument("--params", default="paper", help="DCQCN preset: paper or connectx")
+    parser.add_argument("--scenario", required=True, choices=SCENARIOS)
+    knobs = "; ".join(f"{name}: {what}" for name, what in SIZE_KNOB.items())
+    parser.add_argument(
+        "--flows", type=int, default=2, help=f"scenario size (default: %(default)s). {knobs}"
+    )
+    parser.add_argument(
+        "--cc", default="dcqcn", choices=CC_CHOICES, help="rate law (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--link-bandwidth",
+        default="40Gbps",
+        help="host link bandwidth (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--params",
+        default=None,
+        help="preset of the rate law (default: its first; DCQCN: paper or connectx, "
+        "TIMELY: paper or patched)",
+    )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a DCQCN parameter (kmax=400KB, rate_ai=10Mbps, g=1/256) "
-        "or a PFC one (pfc.xoff=50KB, pfc.hysteresis=5KB)",
+        help="override a parameter of the rate law (DCQCN: kmax=400KB, rate_ai=10Mbps, "
+        "g=1/256; HPCC: eta=0.9) or of PFC (pfc.xoff=50KB, pfc.hysteresis=5KB)",
     )
-    parser.add_argument("--delay", default="4us", help="extra CNP feedback delay")
-    parser.add_argument("--duration", default="50ms", help="simulated time")
-    parser.add_argument("--dt", default="1us", help="integration step")
-    parser.add_argument("--pfc", default="on", choices=["on", "off", "static", "dynamic"])
+    parser.add_argument(
+        "--delay", default="4us", help="extra feedback delay (default: %(default)s)"
+    )
+    parser.add_argument("--duration", default="50ms", help="simulated time (default: %(default)s)")
+    parser.add_argument("--dt", default="1us", help="integration step (default: %(default)s)")
+    parser.add_argument(
+        "--pfc",
+        default="on",
+        choices=["on", "off", "static", "dynamic"],
+        help="PFC thresholds (default: %(default)s = static)",
+    )
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for netCDF, JSON and plots"
+        "--out", default=None, type=output_folder, help="directory for netCDF, JSON and plots"
     )
     parser.add_argument(
         "--max-work",
@@ -69,14 +84,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-
+    from ..cc import simulate_cc
     from ..errors import SpecError
-    from ..solve.dcqcn.params import PFCParams, parse_overrides
-    from ..solve.dcqcn.simulate import simulate_dcqcn
+    from ..solve.cc.laws import resolve_law
     from ..solve.maxmin.incremental_filling import progressive_filling_incremental
+    from ..solve.parameters import parse_overrides
+    from ..solve.pfc.params import PFCParams
     from ..study.cc_scenarios import build_scenario
-    from ..study.congestion import summarize, to_dataset
+    from ..study.congestion import role_summary, summarize
     from ..units import parse_bandwidth, parse_size, parse_time
 
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
@@ -85,18 +100,18 @@ def run(args) -> int:
     delay = parse_time(args.delay, "--delay")
     if args.flows < 1:
         raise SpecError("--flows", f"must be >= 1, got {args.flows}")
-    dcqcn_overrides, pfc_overrides = parse_overrides(args.set)
+    law = resolve_law(args.cc)
+    law_overrides, pfc_overrides = parse_overrides(args.set)
+    params = law.preset(args.params, **law_overrides)  # names the preset or field
     pfc_params = PFCParams().replace(**pfc_overrides)
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
-    if args.out:
-        check_out_folder(args.out)
-    result = simulate_dcqcn(
+    result = simulate_cc(
         scenario.fabric,
         scenario.routes,
+        cc=law,
         size=size,
-        params=args.params,
-        overrides=dcqcn_overrides,
+        params=params,
         pfc=args.pfc,
         pfc_params=pfc_params,
         duration=duration,
@@ -111,59 +126,101 @@ def run(args) -> int:
     report = {
         "scenario": args.scenario,
         "flows": scenario.routes.num_flows,
+        "flow_roles": scenario.title,
+        "cc": law.name,
         "link_bandwidth_Bps": bandwidth,
-        "params": args.params,
-        "overrides": dcqcn_overrides,
+        "params": args.params or next(iter(law.params_class.PRESETS)),
+        "overrides": law_overrides,
+        "params_values": params.as_dict(),
         "pfc": result.pfc_mode,
         "pfc_params": pfc_params.as_dict(),
         "delay_s": delay,
         "duration_s": duration,
         "dt_s": dt,
         "roles": scenario.roles,
+        "role_summary": role_summary(summary["mean_rate_Bps"], max_min, scenario.roles),
         **summary,
     }
     if args.out:
-        from ..atomic import atomic_path, ensure_folder
-        from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
-
-        ensure_folder(args.out)
-        path = os.path.join(args.out, "dcqcn.nc")
-        with atomic_path(path) as tmp:
-            to_dataset(result).to_netcdf(tmp)
-        mark_done(args, path)
-        path = os.path.join(args.out, "rates_queues.png")
-        plot_rates_and_queues(result, path=path)
-        mark_done(args, path)
-        path = os.path.join(args.out, "pause_spread.png")
-        plot_pause_spread(result, scenario.fabric, path=path)
-        mark_done(args, path)
-        path = os.path.join(args.out, "summary.json")
-        write_json_file(path, report)
-        mark_done(args, path)
+        # an output that cannot be written is reported after the result (exit 1)
+        write_outputs(args, "--out", _write_outputs, args.out, result, scenario, report)
         report["out"] = args.out
     if args.json:
         print_json(report)
         return 0
-    rate = np.asarray(summary["mean_rate_Bps"])
-    print(
-        f"{args.scenario}: {report['flows']} flows, PFC {result.pfc_mode}, "
-        f"params {args.params}, {duration * 1e3:.3g} ms"
+    _print_text(args, law, result, scenario, summary, report)
+    return 0
+
+
+def _write_outputs(out: str, result, scenario, report: dict) -> None:
+    """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
+    from ..atomic import atomic_path
+    from ..study.congestion import to_dataset
+    from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
+
+    with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
+        to_dataset(result).to_netcdf(tmp)
+    plot_rates_and_queues(
+        result,
+        roles=scenario.roles,
+        links=_links_to_plot(result, scenario),
+        path=os.path.join(out, "rates_queues.png"),
     )
-    shown = min(rate.shape[0], 16)
-    if shown < rate.shape[0]:
-        print(f"  (first {shown} of {rate.shape[0]} flows; --json for all)")
-    for flow, (value, ideal) in enumerate(zip(rate[:shown], max_min[:shown], strict=True)):
-        print(f"  flow {flow:3d}: {value * 8 / 1e9:8.3f} Gb/s   (max-min {ideal * 8 / 1e9:.3f})")
+    plot_pause_spread(result, scenario.fabric, path=os.path.join(out, "pause_spread.png"))
+    write_json_file(os.path.join(out, "summary.json"), report)
+
+
+def _links_to_plot(result, scenario):
+    """The scenario's bottleneck first, then the links with the largest peak queues."""
+    import numpy as np
+
+    order = [int(link) for link in np.argsort(result.queue.max(axis=0))[::-1]]
+    if scenario.bottleneck is not None:
+        order = [scenario.bottleneck] + [link for link in order if link != scenario.bottleneck]
+    return order[:4]
+
+
+def _print_text(args, law, result, scenario, summary, report) -> None:
+    import numpy as np
+
+    rate = np.asarray(summary["mean_rate_Bps"])
+    ideal = np.asarray(summary["max_min_rate_Bps"])
+    victims = [int(v) for v in summary["victim_flows"]]
     print(
-        f"  bottleneck link {summary['bottleneck_link']}: queue mean {summary['queue_mean_bytes'] / 1e3:.1f} KB"
-        f", p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB"
+        f"{args.scenario} ({scenario.title}), {law.title} ({report['params']}), "
+        f"PFC {result.pfc_mode}, {args.duration}"
+    )
+    for role, entry in report["role_summary"].items():
+        if "ids" in entry:  # small roles: every flow
+            for flow in entry["ids"]:
+                mark = "  <- victim" if flow in victims else ""
+                print(
+                    f"  {role:>8} flow {flow:3d}: {_gbps(rate[flow])} Gb/s "
+                    f"(max-min {_gbps(ideal[flow])}){mark}"
+                )
+        else:
+            print(
+                f"  {role:>8} {entry['flows']} flows: mean {_gbps(entry['mean_Bps'])} Gb/s, "
+                f"min {_gbps(entry['min_Bps'])}, max {_gbps(entry['max_Bps'])} "
+                f"(max-min mean {_gbps(entry['max_min_mean_Bps'])}; --json for each)"
+            )
+    settled = summary["convergence_time_s"]
+    print(
+        f"  bottleneck link {summary['bottleneck_link']}: utilization "
+        f"{summary['bottleneck_utilization']:.3f}, queue mean "
+        f"{summary['queue_mean_bytes'] / 1e3:.1f} KB, p50 {summary['queue_p50_bytes'] / 1e3:.1f}"
+        f" KB, p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB"
     )
     print(
         f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
-        f"{summary['pause_fraction']:.4f}, victims {_short([int(v) for v in summary['victim_flows']])}, "
-        f"deadlocks {summary['deadlocks']}"
+        f"{summary['pause_fraction']:.4f}, settled "
+        f"{'never' if settled is None else f'at {settled * 1e3:.3g} ms'}, "
+        f"victims {_short(victims)}, deadlocks {summary['deadlocks']}"
     )
-    return 0
+
+
+def _gbps(value: float) -> str:
+    return f"{value * 8 / 1e9:8.3f}"
 
 
 def _progress_printer(duration: float, *, after_s: float = 3.0):

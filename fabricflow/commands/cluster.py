@@ -24,19 +24,30 @@ With ``--json`` it prints one object: ``jobs`` (per job ``id``, ``start_s``, ``e
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
 from ._common import (
     add_json_flag,
-    check_out_folder,
     mark_done,
-    output_path,
+    output_folder,
     print_json,
     write_json_file,
+    write_outputs,
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
+BACKFILL_NAMES = ("easy", "greedy", "none")
+PREDICT_KEYS = {
+    "recall": "recall",
+    "precision": "precision",
+    "lead": "lead_s",
+    "checkpoint": "checkpoint_s",
+    "drain": "drain_s",
+    "classes": "classes",
+}
+TRACE_FORMATS = ("auto", "fabricflow", "pai-2020", "pai-2023", "philly", "helios", "acme")
 JOB_COLUMNS = (
     "id",
     "gpus",
@@ -55,6 +66,10 @@ JOB_COLUMNS = (
     "lost_work_s",
     "goodput",
     "queue_wait_s",
+    "first_wait_s",
+    "requeue_wait_s",
+    "alarms",
+    "migrations",
     "mtbf_s",
     "best_checkpoint_interval_s",
 )
@@ -75,7 +90,34 @@ def register(subparsers) -> None:
         "--synthetic", type=int, metavar="N", help="a synthetic trace of N jobs (seeded)"
     )
     parser.add_argument(
+        "--trace-format",
+        default="auto",
+        choices=TRACE_FORMATS,
+        help="format of --trace: this project's YAML/CSV or a public cluster trace "
+        "(docs/cluster-traces.md); auto: by its columns (auto)",
+    )
+    parser.add_argument(
+        "--trace-gpu",
+        default="h100-sxm",
+        help="GPU type of the jobs of a public trace, which names none (h100-sxm)",
+    )
+    parser.add_argument(
+        "--fractional",
+        default="skip",
+        choices=("skip", "round-up"),
+        help="public-trace rows asking for part of a GPU: skip them (counted) or round "
+        "each instance up to whole GPUs (skip)",
+    )
+    parser.add_argument(
         "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
+    )
+    parser.add_argument(
+        "--backfill",
+        default="easy",
+        choices=BACKFILL_NAMES,
+        help="queue policy: easy = EASY backfill with a reservation for the first job that "
+        "cannot start; greedy = every job that fits starts; none = first come, first "
+        "served (easy)",
     )
     parser.add_argument(
         "--mtbf",
@@ -93,6 +135,15 @@ def register(subparsers) -> None:
         help="repair time of a component class (defaults in docs/cluster.md); repeatable",
     )
     parser.add_argument(
+        "--predict",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="failure prediction: 'default' (recall 0.6, precision 0.85, lead 3m), or "
+        "recall=R, precision=P, lead=T, checkpoint=T, drain=T, classes=gpu+node; "
+        "repeatable (needs --mtbf)",
+    )
+    parser.add_argument(
         "--checkpoint-interval", default=None, help="compute time between checkpoints (none)"
     )
     parser.add_argument("--checkpoint-time", default="0s", help="time to write one (0s)")
@@ -106,7 +157,7 @@ def register(subparsers) -> None:
         help="every job at its standalone step time (no contention model)",
     )
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for the dataset and figures"
+        "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -128,18 +179,55 @@ def failure_options(mtbf_items, mttr_items):
     return FailureModel(mtbf, mttr_s=mttr) if mttr else FailureModel(mtbf)
 
 
+def prediction_options(items):
+    """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
+    None without them."""
+    from ..cluster.prediction import Predictor
+    from ..errors import SpecError
+
+    if not items:
+        return None
+    options: dict = {}
+    for item in items:
+        if item == "default":
+            continue
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in PREDICT_KEYS:
+            raise SpecError(
+                "--predict",
+                f"expected 'default' or KEY=VALUE with KEY one of {sorted(PREDICT_KEYS)}, "
+                f"got {item!r}",
+            )
+        if key in ("recall", "precision"):
+            try:
+                options[PREDICT_KEYS[key]] = float(value)
+            except ValueError:
+                raise SpecError("--predict", f"{key} must be a number, got {value!r}") from None
+        elif key == "classes":
+            options["classes"] = tuple(part.strip() for part in value.split("+") if part.strip())
+        else:
+            options[PREDICT_KEYS[key]] = value.strip()
+    try:
+        return Predictor(**options)
+    except SpecError as error:
+        raise SpecError("--predict", str(error)) from None
+
+
 def run(args) -> int:
     began = time.perf_counter()
-    if args.out is not None:
-        check_out_folder(args.out)
     from ..cluster.failures import CheckpointPolicy
-    from ..cluster.simulate import simulate_cluster
+    from ..cluster.jobspec import LoadedTrace
+    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
-    from ._interrupt import check
+    from ..memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
+    predictor = prediction_options(args.predict)
+    if predictor is not None and failures is None:
+        raise SpecError("--predict", "needs --mtbf (there are no failures to predict)")
     if args.spares < 0:
         raise SpecError("--spares", f"must be >= 0 nodes, got {args.spares}")
     policy = CheckpointPolicy(
@@ -149,47 +237,96 @@ def run(args) -> int:
         spares=args.spares,
     )
     fabric = load_fabric(args.fabric)
+    usable = fabric.num_gpus - args.spares * max(1, int(fabric.gpus_per_node))
+    if usable <= 0:
+        raise SpecError(
+            "--spares",
+            f"{args.spares} spare nodes leave none of the {fabric.num_gpus} GPUs for jobs",
+        )
+    say = _progress_printer()
     if args.synthetic is not None:
         if args.synthetic < 1:
             raise SpecError("--synthetic", f"must be >= 1 jobs, got {args.synthetic}")
-        trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric)
+        # refused before drawing a job when the run would not fit in memory
+        check_memory(
+            estimated_run_bytes(args.synthetic),
+            f"simulating {args.synthetic:,} synthetic jobs",
+            hint="give fewer jobs",
+        )
+        trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
-        trace = load_trace(args.trace, fabric=fabric)
+        trace = load_trace(
+            args.trace,
+            fabric=fabric,
+            usable_gpus=usable,
+            format=args.trace_format,
+            gpu=args.trace_gpu,
+            fractional=args.fractional,
+            progress=lambda done, total: say(f"read {done:,} of about {total:,} trace rows"),
+        )
     loaded = time.perf_counter()
     result = simulate_cluster(
         fabric,
         trace,
         scheduler=args.scheduler,
+        backfill=args.backfill,
         failures=failures,
         checkpoint=policy,
+        prediction=predictor,
         horizon=args.horizon,
         seed=args.seed,
         interference=not args.no_interference,
-        progress=lambda *_: check(),
+        progress=lambda t, done, total: say(
+            f"simulated {t / 86400:,.2f} days, {done:,} of {total:,} jobs done"
+        ),
     )
     simulated = time.perf_counter()
     report = result.to_json()
+    if isinstance(trace, LoadedTrace):
+        report["trace"] = trace.report()
     report["seconds"] = {
         "load": loaded - began,
         "simulate": simulated - loaded,
         "total": time.perf_counter() - began,
     }
-    if args.out is not None:
-        _write_outputs(args, result, report)
+    if args.out is not None:  # one that cannot be written is reported after the result
+        write_outputs(args, "--out", _write_outputs, args, result, report)
     if args.json:
         print_json(report)
     else:
         print(
             f"# fabricflow cluster: {len(result.jobs)} jobs on {fabric.name}, scheduler "
-            f"{args.scheduler}, interference {'off' if args.no_interference else 'on'}"
+            f"{args.scheduler}, backfill {args.backfill}, interference "
+            f"{'off' if args.no_interference else 'on'}"
         )
         print(result.summary())
     return 0
 
 
+def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
+    """``say(text)``: checks for Ctrl-C, and prints ``text`` on stderr (stdout stays one
+    JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
+    import sys
+
+    from ._interrupt import check
+
+    began = time.perf_counter()
+    last = [-math.inf]
+
+    def say(text: str) -> None:
+        check()
+        now = time.perf_counter() - began
+        if now >= after_s and now - last[0] >= every_s:
+            last[0] = now
+            print(f"cluster: {text}, {now:,.0f} s elapsed", file=sys.stderr, flush=True)
+
+    return say
+
+
 def _write_outputs(args, result, report) -> None:
     from ..atomic import atomic_path, ensure_folder, write_text
     from ..study.cluster_plots import (
+        goodput_map_axes,
         plot_gantt,
         plot_goodput_map,
         plot_slowdown_cdf,
@@ -217,16 +354,16 @@ def _write_outputs(args, result, report) -> None:
     policy = result.settings["checkpoint"]
     mtbfs = [j["mtbf_s"] for j in result.jobs if j["mtbf_s"] is not None]
     if mtbfs and policy["interval_s"] is not None and policy["write_s"] > 0:
-        import numpy as np
-
-        low, high = min(mtbfs), max(mtbfs)
+        mtbf_axis, interval_axis = goodput_map_axes(
+            policy["write_s"], mtbfs, [policy["interval_s"]]
+        )
         path = os.path.join(args.out, "goodput_map.png")
         plot_goodput_map(
             path,
             write_s=policy["write_s"],
             restart_s=policy["restart_s"],
-            mtbf_s=np.geomspace(low / 4, high * 4, 40),
-            interval_s=np.geomspace(policy["write_s"], high * 2, 40),
+            mtbf_s=mtbf_axis,
+            interval_s=interval_axis,
             simulated=[
                 (j["mtbf_s"], policy["interval_s"], j["goodput"])
                 for j in result.jobs
@@ -237,7 +374,8 @@ def _write_outputs(args, result, report) -> None:
 
 
 def jobs_csv(jobs: list[dict]) -> str:
-    """The per-job rows as CSV text (empty cells for None)."""
+    """The per-job rows as CSV text (empty cells for None; floats in their shortest exact
+    form, so that the file reads back to the same numbers)."""
     lines = [",".join(JOB_COLUMNS)]
     for job in jobs:
         cells = []
@@ -246,7 +384,7 @@ def jobs_csv(jobs: list[dict]) -> str:
             if value is None:
                 cells.append("")
             elif isinstance(value, float):
-                cells.append(f"{value:.9g}")
+                cells.append(repr(value))
             else:
                 cells.append(str(value).replace(",", ";"))
         lines.append(",".join(cells))

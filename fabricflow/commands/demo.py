@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+from ._common import add_json_flag, output_folder, print_json, write_outputs
 
 DEFAULT_PRESET = "clos-100k"
 DEFAULT_GROUP_SIZE = 8
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out",
         default="fabricflow-out",
-        type=output_path,
+        type=output_folder,
         help="output folder for figures (created)",
     )
     parser.add_argument(
@@ -45,22 +45,19 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..atomic import ensure_folder
     from ..fabric.spec import load_fabric
     from ..routing.route import route
     from ..solve.maxmin.checked import max_min_solution
     from ..solve.maxmin.outputs import link_utilization, tier_summary
-    from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
     from ..traffic import alltoall_groups, ring
     from .fabric import print_summary
 
     out = Path(args.out)
     timings = {}
     start = time.perf_counter()
-    fabric = load_fabric(args.fabric)  # a bad fabric fails before --out is touched
+    fabric = load_fabric(args.fabric)
     timings["build_s"] = time.perf_counter() - start
-    args.group_size = _group_size(fabric, args.group_size)  # before --out is touched
-    check_out_folder(args.out)
+    args.group_size = _group_size(fabric, args.group_size)
     summary = fabric.summary()
     if not args.json:
         print_summary(summary)
@@ -80,36 +77,20 @@ def run(args) -> int:
     utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
     tiers = tier_summary(fabric, utilization)
 
-    ensure_folder(out)
-    figures = [str(plot_tiers(fabric, out / "fabric_tiers.png"))]
-    mark_done(args, figures[-1])
-    figures.append(
-        str(
-            plot_link_values_by_kind(
-                fabric,
-                utilization,
-                out / "alltoall_utilization.png",
-                xlabel="link utilization",
-                title=f"{fabric.name}: max-min fair all-to-all, groups of {args.group_size} "
-                f"({a2a_routes.num_flows:,} flows, {int(solution.rounds)} rounds)",
-            )
-        )
-    )
-    mark_done(args, figures[-1])
     flows_per_link = a2a_routes.link_load()
-    figures.append(
-        str(
-            plot_link_values_by_kind(
-                fabric,
-                flows_per_link,
-                out / "alltoall_flows_per_link.png",
-                xlabel="flows per link",
-                title=f"{fabric.name}: all-to-all in groups of {args.group_size}, ECMP "
-                f"({a2a_routes.num_flows:,} flows)",
-            )
-        )
+    # a figure that cannot be written is reported after the result (exit 1)
+    figures = write_outputs(
+        args,
+        "--out",
+        _write_figures,
+        fabric,
+        out,
+        utilization,
+        flows_per_link,
+        a2a_routes,
+        int(solution.rounds),
+        args.group_size,
     )
-    mark_done(args, figures[-1])
 
     result = {
         "fabric": summary["name"],
@@ -155,6 +136,30 @@ def run(args) -> int:
         print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
         print("figures: " + ", ".join(figures))
     return 0
+
+
+def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:
+    """The demo's three figures into ``out``: capacity per tier, utilization and flows per
+    link by kind."""
+    from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
+
+    plot_tiers(fabric, out / "fabric_tiers.png")
+    plot_link_values_by_kind(
+        fabric,
+        utilization,
+        out / "alltoall_utilization.png",
+        xlabel="link utilization",
+        title=f"{fabric.name}: max-min fair all-to-all, groups of {group_size} "
+        f"({routes.num_flows:,} flows, {rounds} rounds)",
+    )
+    plot_link_values_by_kind(
+        fabric,
+        flows_per_link,
+        out / "alltoall_flows_per_link.png",
+        xlabel="flows per link",
+        title=f"{fabric.name}: all-to-all in groups of {group_size}, ECMP "
+        f"({routes.num_flows:,} flows)",
+    )
 
 
 def _group_size(fabric, group_size: int | None) -> int:

@@ -26,11 +26,11 @@ import time
 
 from ._common import (
     add_json_flag,
-    check_out_folder,
     mark_done,
-    output_path,
+    output_folder,
     print_json,
     write_json_file,
+    write_outputs,
 )
 
 PATTERNS = ("permutation", "alltoall", "incast")
@@ -71,7 +71,7 @@ def register(subparsers) -> None:
     parser.add_argument("--pfc-xoff", default="100KB", help="PFC XOFF per ingress")
     parser.add_argument("--pfc-hysteresis", default="10KB", help="XON = XOFF - this")
     parser.add_argument(
-        "--out", default=None, type=output_path, help="directory for CSV, JSON and the figure"
+        "--out", default=None, type=output_folder, help="directory for CSV, JSON and the figure"
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -79,14 +79,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     began = time.perf_counter()
-    if args.out is not None:
-        check_out_folder(args.out)
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..fct import flow_completion_times
     from ..routing.route import route
-    from ..solve.dcqcn.params import PFCParams
     from ..solve.packet.overheads import PacketParams
+    from ..solve.pfc.params import PFCParams
     from ..units import parse_size
 
     size_default = parse_size(args.size, "size", allow_zero=False)
@@ -139,8 +137,10 @@ def run(args) -> int:
         "events": times.events,
         **times.settings,
     }
-    if args.out is not None:
-        _write_outputs(args, fabric, routes, size, start, times, other, summary)
+    if args.out is not None:  # one that cannot be written is reported after the result
+        write_outputs(
+            args, "--out", _write_outputs, args, fabric, routes, size, start, times, other, summary
+        )
     if args.json:
         print_json(summary)
     else:

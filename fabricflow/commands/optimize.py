@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+from ._common import add_json_flag, output_folder, print_json, write_outputs
 
 
 def register(subparsers) -> None:
@@ -52,7 +52,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--out",
-        type=output_path,
+        type=output_folder,
         default=None,
         help="folder for candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
@@ -77,7 +77,7 @@ def run(args) -> int:
     import sys
 
     from ..fabric.spec import load_fabric
-    from ..optimize.search import optimize_layout
+    from ..optimize.search import SearchInterrupted
     from ..optimize.space import parse_assignments
     from ..workload.gpu import load_gpu
     from ..workload.model import load_model
@@ -85,36 +85,18 @@ def run(args) -> int:
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
-    if args.out:
-        check_out_folder(args.out)
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
     fabric = load_fabric(args.fabric)
     quiet = args.json
-    search = optimize_layout(
-        model,
-        gpu,
-        fabric,
-        gpus=gpus,
-        global_batch=args.global_batch,
-        seq_len=args.seq,
-        precision=args.precision,
-        fixed=fixed,
-        space=space,
-        objective=args.objective,
-        top_k=args.top,
-        budget_s=args.budget,
-        seed=args.seed,
-        collectives=args.collectives,
-        progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
-    )
+    try:
+        search = _search(args, model, gpu, fabric, gpus, fixed, space, quiet)
+    except SearchInterrupted as stop:
+        return _interrupted_before_any(args, stop)
     interrupted = search.stopped == "interrupted"
     written = []
-    if args.out:
-        written = _write_out(search, args.out)
-        if not interrupted:
-            for path in written:
-                mark_done(args, path)
+    if args.out:  # a file that cannot be written is reported after the result (exit 1)
+        written = write_outputs(args, "--out", _write_out, search, args.out)
     out = search.to_dict()
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
@@ -142,6 +124,53 @@ def run(args) -> int:
         for path in written:
             print(f"  wrote {path}")
     return 0
+
+
+def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
+    """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
+    import sys
+
+    from ..optimize.search import optimize_layout
+
+    return optimize_layout(
+        model,
+        gpu,
+        fabric,
+        gpus=gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq,
+        precision=args.precision,
+        fixed=fixed,
+        space=space,
+        objective=args.objective,
+        top_k=args.top,
+        budget_s=args.budget,
+        seed=args.seed,
+        collectives=args.collectives,
+        progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
+    )
+
+
+def _interrupted_before_any(args, stop) -> int:
+    """Ctrl-C before any candidate was timed: say how far the search got; exit 130."""
+    import json
+    import sys
+
+    from ._common import to_jsonable
+    from ._interrupt import mark_reported
+
+    out = stop.to_dict()
+    if args.json:
+        sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
+        mark_reported()
+    else:
+        counts = out["counts"]
+        print(
+            f"interrupted after {out['seconds']:.1f} s, before any candidate could be timed: "
+            f"{counts['considered']:,} candidates examined, {counts['unexamined']:,} not yet"
+        )
+    print("fabricflow optimize: interrupted; no candidate was timed", file=sys.stderr)
+    return 130
 
 
 def _sweep_rows(sweep) -> list[dict]:
@@ -202,10 +231,13 @@ def print_text(search, why: str) -> None:
 
     best = search.best
     counts = search.counts
+    unexamined = f", {counts['unexamined']:,} not yet examined" if counts.get("unexamined") else ""
+    unvisited = f", {counts['unvisited']:,} left untimed" if counts.get("unvisited") else ""
     print(
         f"best of {counts['considered']:,} candidates ({counts['evaluated']:,} timed with "
         f"contention, {counts['pruned']:,} pruned by the bound, {counts['infeasible']:,} "
-        f"infeasible; {'exhaustive' if search.exhaustive else 'stopped: ' + search.stopped}, "
+        f"infeasible{unvisited}{unexamined}; "
+        f"{'exhaustive' if search.exhaustive else 'stopped: ' + search.stopped}, "
         f"{search.seconds:.1f} s)"
     )
     print(

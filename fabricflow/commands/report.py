@@ -11,7 +11,7 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
-from ._common import add_json_flag, check_out_folder, mark_done, output_path, print_json
+from ._common import add_json_flag, output_folder, print_json, write_outputs
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
 # The report command's options, in the order of --help, for the page's command line.
@@ -78,7 +78,7 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed, first failure seed")
     parser.add_argument(
         "--out",
-        type=output_path,
+        type=output_folder,
         default=".",
         help="folder for report.html (default: the current folder)",
     )
@@ -163,7 +163,7 @@ def run(args) -> int:
     import os
     import sys
 
-    from ..atomic import ensure_folder, write_text
+    from ..atomic import write_text
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..study.report import build_report
@@ -178,7 +178,6 @@ def run(args) -> int:
     if args.seq < 1:
         raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
     fractions = _fractions(args.fail_fractions)
-    check_out_folder(args.out)
     fabric = load_fabric(args.fabric)
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
@@ -228,14 +227,15 @@ def run(args) -> int:
         if error.field in flags:
             raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
         raise
-    path = os.path.join(ensure_folder(args.out), "report.html")
-    write_text(path, render_html(report, version=fabricflow_version(), command=command_line(args)))
-    mark_done(args, path)
+    path = os.path.join(args.out, "report.html")
+    html = render_html(report, version=fabricflow_version(), command=command_line(args))
+    # a report that cannot be written is said after its headline (exit 1), not lost unseen
+    written = write_outputs(args, "--out", write_text, path, html)
     head = report["headline"]
     if args.json:
         print_json(
             {
-                "report": path,
+                "report": path if written else None,
                 "title": report["title"],
                 "seconds": report["seconds"],
                 "sections": [s["id"] for s in report["sections"]],
@@ -255,5 +255,6 @@ def run(args) -> int:
                 else ""
             )
         )
-        print(f"  wrote {path} ({report['seconds']:.0f} s)")
+        if written:
+            print(f"  wrote {path} ({report['seconds']:.0f} s)")
     return 0

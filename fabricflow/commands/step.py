@@ -5,11 +5,10 @@ from __future__ import annotations
 from ._common import (
     add_fail_flag,
     add_json_flag,
-    check_out_folder,
     failed_fabric,
-    mark_done,
-    output_path,
+    output_file,
     print_json,
+    write_outputs,
 )
 
 
@@ -140,7 +139,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--plot",
         default=None,
-        type=output_path,
+        type=output_file,
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
@@ -307,20 +306,15 @@ def _backend(name: str) -> str:
     return name
 
 
-def _check_plot_path(path: str) -> None:
-    """Refuse a --plot path before the model runs, as writing the plot would refuse it after.
-
-    The format is read from the extension (none: PNG) as
-    :func:`~fabricflow.study.figures.save_figure` reads it; one matplotlib cannot write is
-    bad input (:class:`SpecError`). The folder gets the checks of ``--out``
-    (:func:`check_out_folder`; a missing one is created when the plot is written): one that
-    cannot be created or written into, or a path that is itself a folder, is an
-    :class:`OutputError`.
-    """
-    import os
+def _check_plot_format(path: str) -> None:
+    """Refuse a --plot format matplotlib cannot write before the model runs
+    (:class:`SpecError`); the format is read from the extension (none: PNG) as
+    :func:`~fabricflow.study.figures.save_figure` reads it. The destination itself is
+    checked by the CLI before the command runs (an unwritable one is reported after the
+    result)."""
     from pathlib import Path
 
-    from ..errors import OutputError, SpecError
+    from ..errors import SpecError
     from ..study.figures import image_formats
 
     extension = Path(path).suffix.lstrip(".").lower() or "png"
@@ -329,23 +323,18 @@ def _check_plot_path(path: str) -> None:
         raise SpecError(
             "--plot", f"unknown image format {extension!r} in {path!r}; use one of {formats}"
         )
-    if os.path.isdir(path):
-        raise OutputError(f"--plot: cannot write {path!r}: it is a folder")
-    check_out_folder(os.path.dirname(os.path.abspath(path)), "--plot")
 
 
 def run(args) -> int:
     import dataclasses
-    import os
 
-    from ..atomic import describe_os_error, ensure_folder
-    from ..errors import OutputError, SpecError
+    from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..workload.model import load_model
     from ..workload.step import step_time
 
     if args.plot:
-        _check_plot_path(args.plot)
+        _check_plot_format(args.plot)
     collectives = _backend(args.collectives)
     if args.job is not None and args.gpu is not None:
         raise SpecError("--job", "gives the GPUs; drop --gpu")
@@ -378,16 +367,9 @@ def run(args) -> int:
         from ..study.step_plots import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
-        try:
-            ensure_folder(os.path.dirname(os.path.abspath(args.plot)))  # as --out does
-            plot_breakdown([(label, result)], args.plot)
-        except OutputError as error:
-            raise OutputError(f"--plot: {error}") from None
-        except OSError as error:
-            raise OutputError(
-                f"--plot: cannot write {args.plot!r}: {describe_os_error(error)}"
-            ) from None
-        mark_done(args, args.plot)
+        # a plot that cannot be written is reported after the result (exit 1)
+        if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
+            args.plot = None
     if args.fail:
         result.details["failed_links"] = int(fabric.meta.get("failed_links", 0))
     if args.json:

@@ -14,7 +14,7 @@ Exit codes: 0 every point done; 1 some points failed (their errors are in the st
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_path, print_json
+from ._common import add_json_flag, output_folder, print_json
 
 
 def register(subparsers) -> None:
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out",
         required=True,
-        type=output_path,
+        type=output_folder,
         metavar="STORE",
         help="zarr store folder (created, or resumed when it holds this SPEC)",
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LayoutSearch", "capacity_sweep", "optimize_layout"]
+__all__ = ["LayoutSearch", "SearchInterrupted", "capacity_sweep", "optimize_layout"]
 
 
 def __getattr__(name: str) -> Any:
     # lazy: the package is imported by the CLI before any search is asked for
-    if name in ("LayoutSearch", "optimize_layout"):
+    if name in ("LayoutSearch", "SearchInterrupted", "optimize_layout"):
         from . import search
 
         return getattr(search, name)

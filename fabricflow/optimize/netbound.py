@@ -1,26 +1,29 @@
-"""A lower bound of collective times from the fabric's cuts around scale-up domains.
+"""A lower bound of collective times from the fabric's cuts: GPUs, leaves, scale-up
+domains and pods.
 
-Traffic between scale-up (NVLink) domains must cross the links that leave a domain (its
-GPUs' NICs, its scale-up switches' uplinks); traffic between pods must cross the pod's
-uplinks (on an oversubscribed fabric, a fraction of its NICs). The same count runs for
-both partitions, domains and the fabric's node groups (pods, racks), and the larger
-bound holds. For a group set placed on the fabric (every
-group running at once, as in a training step), count for each part ``D`` (a domain or a pod) the members
-``a`` each group has there and the bytes that must cross ``D``'s cut for each group, with
-``n`` the group size and ``S`` the nccl-tests size:
+Traffic between parts of the fabric must cross the links between them. For a *partition*
+of the nodes (each GPU alone; the GPUs under one leaf with that leaf; each scale-up domain
+with its scale-up switches; each pod, the fabric's node groups, with its switches) and a
+group set placed on the fabric (every group running at once, as in a training step),
+count for each part ``D`` the members ``a`` each group has there (``0 < a < n``, ``n`` the
+group size, ``S`` the nccl-tests size) and the bytes that must cross ``D``'s cut:
 
 * all-gather: ``D`` must import the ``(n - a) / n`` of the result held outside;
 * reduce-scatter: ``D`` must export its (at best locally reduced) contribution to the
   ``(n - a) / n`` of the shards owned outside;
-* all-reduce: every element's result needs inputs from both sides, so at least ``S``
-  crosses the cut, in one direction or the other;
-* send/recv (pipeline or ring neighbours): a group with members on both sides has at least
-  one neighbour pair across the cut, so ``S`` crosses it;
-* all-to-all: each of the ``a`` members sends ``(n - a) / n`` of its buffer out.
+* all-reduce: every element of the result depends on inputs on both sides, so ``D`` must
+  import at least ``S`` (one value per element for its members) and export at least ``S``
+  (its inputs' share of the outside results), in-network reduction included;
+* send/recv (``sendrecv``: a ring, rank ``i`` to ``i + 1``): a ring with members on both
+  sides crosses the cut at least once in each direction, ``S`` each way;
+* all-to-all: each of the ``a`` members sends ``(n - a) / n`` of its buffer out and
+  receives as much from outside.
 
 No routing, algorithm, protocol or contention can move those bytes faster than the cut's
-capacity, so ``max_D bytes(D) / capacity(D)`` is a lower bound of the slowest group's time
-(latencies and efficiencies only add). It costs a ``bincount`` per group set, no routing.
+capacity, so ``max_D bytes(D) / capacity(D)`` (per direction) is a lower bound of the
+slowest group's time (latencies and efficiencies only add). The bound of a group set is
+the largest over the partitions. It costs a ``bincount`` per group set and partition, no
+routing.
 """
 
 from __future__ import annotations
@@ -33,18 +36,34 @@ from ..workload.structure_cache import groups_digest
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "sendrecv", "all_to_all")
 
 
-class _Partition:
-    """Cut capacities (bytes/s, out of and into each part) of one partition of the nodes."""
+class Partition:
+    """Cut capacities (bytes/s, out of and into each part) of one partition of the nodes.
 
-    def __init__(self, fabric: Fabric, gpu_label: np.ndarray, node_label: np.ndarray):
+    Args:
+        fabric: the network.
+        gpu_label: int ``[G]`` part of each GPU (``>= 0``).
+        node_label: int ``[N]`` part of each node (``-1``: outside every part); the GPUs'
+            entries are overwritten by ``gpu_label``.
+        join_scale_up: scale-up switches one or two hops from a GPU join its part (for
+            parts that hold whole scale-up domains).
+    """
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        gpu_label: np.ndarray,
+        node_label: np.ndarray,
+        *,
+        join_scale_up: bool = True,
+    ):
         src, dst = np.asarray(fabric.link_src), np.asarray(fabric.link_dst)
         tier = np.asarray(fabric.node_tier)
-        label = node_label.copy()
+        label = np.asarray(node_label, dtype=np.int64).copy()
         label[np.asarray(fabric.gpu_node)] = gpu_label
-        for _ in range(2):  # scale-up switches one or two hops from a GPU join its part
+        for _ in range(2 if join_scale_up else 0):
             up = (tier[dst] < 0) & (label[dst] < 0) & (label[src] >= 0)
             label[dst[up]] = label[src[up]]
-        parts = int(max(label.max(), gpu_label.max())) + 1 if label.size else 1
+        parts = int(max(label.max(), np.max(gpu_label))) + 1 if label.size else 1
         capacity = np.asarray(fabric.capacity, dtype=np.float64)
         if fabric.link_up is not None:
             capacity = np.where(np.asarray(fabric.link_up), capacity, 0.0)
@@ -53,50 +72,86 @@ class _Partition:
         enters = (ld >= 0) & (ls != ld)
         self.cap_out = np.bincount(ls[leaves], weights=capacity[leaves], minlength=parts)
         self.cap_in = np.bincount(ld[enters], weights=capacity[enters], minlength=parts)
-        self.gpu_label = gpu_label.astype(np.int64)
+        self.gpu_label = np.asarray(gpu_label, dtype=np.int64)
         self.parts = parts
 
     def seconds_per_byte(self, groups: np.ndarray, op: str) -> float:
+        """Lower bound of the slowest group's seconds of ``op`` per byte of size ``S``."""
         num_groups, n = groups.shape
         part = self.gpu_label[groups]  # [G, n]
         pair = (np.arange(num_groups)[:, None] * self.parts + part).reshape(-1)
         pairs, a = np.unique(pair, return_counts=True)
         where = pairs % self.parts
         outside = (n - a) / n
-        split = a < n
+        split = (a < n).astype(np.float64)
+        loads: tuple[tuple[np.ndarray, np.ndarray], ...]
         if op == "all_gather":
-            load, cap = outside, self.cap_in
+            loads = ((outside, self.cap_in),)
         elif op == "reduce_scatter":
-            load, cap = outside, self.cap_out
+            loads = ((outside, self.cap_out),)
         elif op in ("all_reduce", "sendrecv"):
-            load, cap = split.astype(np.float64), self.cap_in + self.cap_out
+            loads = ((split, self.cap_in), (split, self.cap_out))
         elif op == "all_to_all":
-            load, cap = a * outside, self.cap_out
+            loads = ((a * outside, self.cap_in), (a * outside, self.cap_out))
         else:
             raise ValueError(f"unknown op {op!r}; one of {list(OPS)}")
-        per_part = np.bincount(where, weights=load, minlength=self.parts)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(per_part > 0, per_part / cap, 0.0)
-        # A part with traffic to cross and no capacity gives no finite bound (the step
-        # model refuses such a route itself); 0 keeps the bound valid.
-        ratio = np.where(np.isfinite(ratio), ratio, 0.0)
-        return float(ratio.max()) if ratio.size else 0.0
+        worst = 0.0
+        for load, cap in loads:
+            per_part = np.bincount(where, weights=load, minlength=self.parts)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(per_part > 0, per_part / cap, 0.0)
+            # A part with traffic to cross and no capacity gives no finite bound (the step
+            # model refuses such a route itself); 0 keeps the bound valid.
+            ratio = np.where(np.isfinite(ratio), ratio, 0.0)
+            worst = max(worst, float(ratio.max()) if ratio.size else 0.0)
+        return worst
+
+
+def gpu_leaf(fabric: Fabric) -> np.ndarray | None:
+    """int64 ``[G]``: the lowest-numbered tier-1 switch (leaf) each GPU's NIC links reach,
+    or ``None`` when some GPU reaches none (no leaf partition then)."""
+    src, dst = np.asarray(fabric.link_src), np.asarray(fabric.link_dst)
+    tier = np.asarray(fabric.node_tier)
+    node_to_gpu = np.full(fabric.num_nodes, -1, dtype=np.int64)
+    node_to_gpu[np.asarray(fabric.gpu_node)] = np.arange(fabric.num_gpus)
+    owner = node_to_gpu[src]
+    up = (owner >= 0) & (tier[dst] == 1)
+    if not up.any():
+        return None
+    leaf = np.full(fabric.num_gpus, np.iinfo(np.int64).max)
+    np.minimum.at(leaf, owner[up], dst[up].astype(np.int64))
+    if (leaf == np.iinfo(np.int64).max).any():
+        return None
+    return leaf
 
 
 class CutBound:
-    """Seconds per byte of each op on a group set, from the cuts around scale-up domains
-    and around the fabric's groups (pods, racks: ``Fabric.node_group``)."""
+    """Seconds per byte of each op on a group set, from the cuts around each GPU, each
+    leaf, each scale-up domain and each of the fabric's groups (pods, racks:
+    ``Fabric.node_group``); memoised per (group set, op)."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         none = np.full(fabric.num_nodes, -1, dtype=np.int64)
-        self.partitions = [_Partition(fabric, np.asarray(fabric.gpu_domain), none)]
+        gpus = np.arange(fabric.num_gpus, dtype=np.int64)
+        self.partitions = [
+            Partition(fabric, gpus, none, join_scale_up=False),
+            Partition(fabric, np.asarray(fabric.gpu_domain), none),
+        ]
+        leaf = gpu_leaf(fabric)
+        if leaf is not None:
+            leaves, gpu_label = np.unique(leaf, return_inverse=True)
+            node_label = none.copy()
+            node_label[leaves] = np.arange(len(leaves))
+            self.partitions.append(
+                Partition(fabric, gpu_label.reshape(-1), node_label, join_scale_up=False)
+            )
         group = np.asarray(fabric.node_group, dtype=np.int64)
         gpu_group = group[np.asarray(fabric.gpu_node)]
         if gpu_group.size and gpu_group.min() >= 0 and len(np.unique(gpu_group)) > 1:
             # network switches keep their group; scale-up switches follow their GPUs
             network = np.where(np.asarray(fabric.node_tier) >= 1, group, -1)
-            self.partitions.append(_Partition(fabric, gpu_group, network))
+            self.partitions.append(Partition(fabric, gpu_group, network))
         self._memo: dict = {}
 
     def seconds_per_byte(self, groups: np.ndarray, op: str) -> float:

@@ -129,7 +129,12 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
 
 
 def parse_assignments(items: list[str] | None, *, many: bool, field: str) -> dict:
-    """``["tp=8", "zero=1"]`` (``--fix``) or ``["tp=4,8"]`` (``--space``) as a dict."""
+    """``["tp=8", "zero=1"]`` (``--fix``) or ``["tp=4,8"]`` (``--space``) as a dict.
+
+    A knob given twice is refused rather than letting the last one win: ``--fix`` twice
+    with different values contradicts itself, and ``--space`` twice is ambiguous (union or
+    replacement?), so it must be given once with every value (``--space tp=4,8``).
+    """
     out: dict = {}
     for item in items or []:
         if "=" not in item:
@@ -144,9 +149,22 @@ def parse_assignments(items: list[str] | None, *, many: bool, field: str) -> dic
             words = [w for w in text.split(",") if w.strip()]
             if not words:
                 raise SpecError(f"{field}.{knob}", "needs at least one value")
-            out[knob] = [parse_value(knob, w, field) for w in words]
+            value: Any = [parse_value(knob, w, field) for w in words]
+            if knob in out:
+                joined = ",".join(str(v) for v in dict.fromkeys([*out[knob], *value]))
+                raise SpecError(
+                    f"{field}.{knob}",
+                    f"given twice ({out[knob]} and {value}); give the knob once with every "
+                    f"value to search, e.g. {field} {knob}={joined}",
+                )
         else:
-            out[knob] = parse_value(knob, text, field)
+            value = parse_value(knob, text, field)
+            if knob in out and out[knob] != value:
+                raise SpecError(
+                    f"{field}.{knob}",
+                    f"pinned twice to different values ({out[knob]!r} and {value!r}); give one",
+                )
+        out[knob] = value
     return out
 
 
@@ -225,6 +243,8 @@ def resolve_space(
     SpecError for an unknown knob, a value of the wrong type, an empty list, or a pin that
     contradicts ``space`` or ``precision``.
     """
+    if fixed is not None and not isinstance(fixed, dict):
+        raise SpecError("fixed", f"expected a dict knob -> value (e.g. {{'tp': 8}}), got {fixed!r}")
     fixed = dict(fixed or {})
     for knob in fixed:
         check_knob(knob, "fixed")
@@ -238,12 +258,24 @@ def resolve_space(
     if space is not None:
         if not isinstance(space, dict):
             raise SpecError("space", f"expected a dict knob -> list of values, got {space!r}")
+        if not space:
+            raise SpecError(
+                "space",
+                "is empty; name at least one knob and its values (e.g. {'tp': [4, 8]}), "
+                "or leave it out (None) to search the default space",
+            )
         searched = {}
         for knob, values in space.items():
             check_knob(knob, "space")
-            values = (
-                list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
-            )
+            if not isinstance(values, (list, tuple, range, np.ndarray)) or (
+                isinstance(values, np.ndarray) and values.ndim != 1
+            ):
+                raise SpecError(
+                    f"space.{knob}",
+                    f"must be a list of values, got {values!r}; write [{values!r}] to search "
+                    "one value, or pin it with fixed=",
+                )
+            values = list(values)
             if not values:
                 raise SpecError(f"space.{knob}", "is empty; give at least one value")
             parsed = list(dict.fromkeys(parse_value(knob, v, "space") for v in values))

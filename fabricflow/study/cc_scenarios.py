@@ -32,17 +32,38 @@ from ..routing.routes import Routes
 
 SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck", "parking_lot")
 
+#: What the size knob (``flows``, ``--flows``) of each scenario counts.
+SIZE_KNOB = {
+    "incast": "senders into one receiver (plus 1 victim flow)",
+    "dumbbell": "flows over the bottleneck",
+    "alltoall": "hosts (n (n-1) flows)",
+    "ring": "switches of the ring (2 flows per host)",
+    "multi_bottleneck": "ignored (always 6 flows)",
+    "parking_lot": "hops of the long flow (hops + 1 flows)",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """A fabric, routes and what to look at. ``roles`` maps a role name to flow ids;
-    ``bottleneck`` is the link whose queue to report (None: the largest queue)."""
+    """A fabric, routes and what to look at. ``roles`` maps a role name to flow ids (every
+    flow has one role); ``bottleneck`` is the link whose queue to report (None: the
+    largest queue)."""
 
     name: str
     fabric: Fabric
     routes: Routes
     bottleneck: int | None
     roles: dict
+    parts: tuple = ()
+
+    @property
+    def title(self) -> str:
+        """The flows by role, e.g. ``"16 incast + 1 victim = 17 flows"``."""
+        total = self.routes.num_flows
+        if list(self.roles) == ["flows"]:
+            return f"{total} flows"
+        parts = " + ".join(f"{len(ids)} {role}" for role, ids in self.roles.items())
+        return f"{parts} = {total} flows"
 
 
 class _Builder:
@@ -337,6 +358,80 @@ def ring(
     routes = _routes(b, np.repeat(paths, flows_per_host, axis=0), fabric)
     bottleneck = int(b.links([[switches[0], switches[1]]])[0, 0])
     return Scenario("ring", fabric, routes, bottleneck, {"flows": list(range(n * flows_per_host))})
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One scenario inside a :func:`union`: its ``flows`` (a ``slice`` of the union's flow
+    ids), ``bottleneck`` link and ``roles`` in the union's ids."""
+
+    name: str
+    flows: slice
+    bottleneck: int | None
+    roles: dict
+
+
+def union(scenarios, name: str | None = None) -> Scenario:
+    """Several scenarios as one, side by side on disjoint fabrics (block-diagonal).
+
+    One run then simulates them all: one compilation, one vmapped batch, the batches-not-
+    calls rule of the planner. Node, link, GPU and flow ids of scenario ``k`` are offset by
+    the totals of the scenarios before it; ``parts`` says where each one is, ``roles``
+    are ``"<k>:<name>:<role>"``, ``bottleneck`` is the first part's.
+    """
+    scenarios = list(scenarios)
+    if not scenarios:
+        raise SpecError("scenarios", "need at least one scenario to unite")
+    fabrics = [sc.fabric for sc in scenarios]
+    node_off = np.cumsum([0] + [f.num_nodes for f in fabrics])
+    link_off = np.cumsum([0] + [f.num_links for f in fabrics])
+    gpu_off = np.cumsum([0] + [f.num_gpus for f in fabrics])
+    flow_off = np.cumsum([0] + [sc.routes.num_flows for sc in scenarios])
+    name = name or "+".join(sc.name for sc in scenarios)
+
+    def cat(attribute, offsets=None):
+        arrays = [np.asarray(getattr(f, attribute)) for f in fabrics]
+        if offsets is not None:
+            arrays = [a + o for a, o in zip(arrays, offsets, strict=False)]
+        return np.concatenate(arrays)
+
+    fabric = Fabric(
+        name=name,
+        link_src=cat("link_src", node_off),
+        link_dst=cat("link_dst", node_off),
+        capacity=cat("capacity"),
+        latency=cat("latency"),
+        link_kind_id=cat("link_kind_id"),
+        link_kinds=fabrics[0].link_kinds,
+        node_kind_id=cat("node_kind_id"),
+        node_kinds=fabrics[0].node_kinds,
+        node_tier=cat("node_tier"),
+        node_group=cat("node_group"),
+        gpu_node=cat("gpu_node", node_off),
+        gpu_domain=cat("gpu_domain", gpu_off),
+        gpus_per_node=1,
+        meta={"scenario": name},
+    )
+    hops = max(sc.routes.links.shape[1] for sc in scenarios)
+    links = np.full((int(flow_off[-1]), hops), -1, np.int32)
+    parts, roles = [], {}
+    for k, sc in enumerate(scenarios):
+        rows = slice(int(flow_off[k]), int(flow_off[k + 1]))
+        own = sc.routes.links
+        links[rows, : own.shape[1]] = np.where(own >= 0, own + link_off[k], -1)
+        shifted = {role: [int(i + flow_off[k]) for i in ids] for role, ids in sc.roles.items()}
+        roles.update({f"{k}:{sc.name}:{role}": ids for role, ids in shifted.items()})
+        bottleneck = None if sc.bottleneck is None else int(sc.bottleneck + link_off[k])
+        parts.append(Part(sc.name, rows, bottleneck, shifted))
+    routes = Routes(
+        links=links,
+        coef=None,
+        src=np.concatenate([sc.routes.src + gpu_off[k] for k, sc in enumerate(scenarios)]),
+        dst=np.concatenate([sc.routes.dst + gpu_off[k] for k, sc in enumerate(scenarios)]),
+        num_links=fabric.num_links,
+        policy="explicit",
+    )
+    return Scenario(name, fabric, routes, parts[0].bottleneck, roles, tuple(parts))
 
 
 def build_scenario(

@@ -6,7 +6,10 @@
   utilization when the run modelled interference).
 - :func:`plot_slowdown_cdf`: CDF of per-job slowdown, one curve per scheduler.
 - :func:`plot_goodput_map`: expected goodput over MTBF x checkpoint interval, with the
-  Young/Daly optimum drawn over it (and simulated points when given).
+  Young/Daly optimum drawn over it (and simulated points when given);
+  :func:`goodput_map_axes` picks its axes around a run's jobs.
+- :func:`plot_prediction_gain`: goodput gain of failure prediction over reactive restart
+  against recall, per lead time (expectation and simulations).
 
 Each returns the saved path; figures are built with :func:`~.figures.new_figure`.
 """
@@ -123,12 +126,39 @@ def plot_slowdown_cdf(runs: dict, path):
     return save_figure(fig, path)
 
 
+def goodput_map_axes(
+    write_s: float, mtbfs_s, intervals_s=(), points: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(MTBF grid, interval grid)`` (s, log-spaced) for :func:`plot_goodput_map` around
+    the jobs' MTBFs ``mtbfs_s``: MTBF from half the smallest to twice the largest, the
+    interval from a tenth of the smallest job's Young optimum to ten times the largest's
+    (widened to hold ``intervals_s``, the intervals simulated), so that the optima cross
+    the middle of the map and its contours are readable."""
+    from ..cluster.failures import young_daly_interval
+
+    mtbfs = np.asarray([m for m in mtbfs_s if m is not None and np.isfinite(m)], dtype=float)
+    if not mtbfs.size:
+        raise ValueError("no finite MTBF to draw a goodput map for")
+    low, high = float(mtbfs.min()) / 2, float(mtbfs.max()) * 2
+    if high / low < 10:  # at least a decade of MTBF
+        middle = np.sqrt(low * high)
+        low, high = middle / np.sqrt(10), middle * np.sqrt(10)
+    young_low = young_daly_interval(write_s, low, method="young")
+    young_high = young_daly_interval(write_s, high, method="young")
+    shown = [float(t) for t in intervals_s if t is not None and np.isfinite(t)]
+    bottom = min([max(write_s / 2, young_low / 10)] + [t / 2 for t in shown])
+    top = max([young_high * 10] + [t * 2 for t in shown])
+    return np.geomspace(low, high, points), np.geomspace(bottom, top, points)
+
+
 def plot_goodput_map(path, *, write_s: float, restart_s: float, mtbf_s, interval_s, simulated=None):
-    """Expected goodput over job MTBF (x) and checkpoint interval (y), Young/Daly marked.
+    """Expected goodput over job MTBF (x, hours) and checkpoint interval (y), with the
+    Young and Daly optima drawn over it (and simulated points when given).
 
     Args:
         write_s, restart_s: checkpoint write and restart times (s).
-        mtbf_s, interval_s: the grid axes (s, log-spaced is best).
+        mtbf_s, interval_s: the grid axes (s, log-spaced; :func:`goodput_map_axes` picks
+            them around a run's jobs).
         simulated: optional list of ``(mtbf_s, interval_s, goodput)`` drawn as labelled dots.
     """
     from ..cluster.failures import expected_goodput, young_daly_interval
@@ -136,32 +166,123 @@ def plot_goodput_map(path, *, write_s: float, restart_s: float, mtbf_s, interval
     mtbf = np.asarray(mtbf_s, dtype=np.float64)
     tau = np.asarray(interval_s, dtype=np.float64)
     grid = np.array([[expected_goodput(t, write_s, restart_s, m) for m in mtbf] for t in tau])
-    fig = new_figure(figsize=(7, 5))
+    # the interval axis in minutes, or hours when it reaches past a day
+    unit, scale = ("h", 3600.0) if tau.max() > 86400 else ("min", 60.0)
+    fig = new_figure(figsize=(7.5, 5))
     ax = fig.add_subplot()
-    mesh = ax.pcolormesh(mtbf / 3600, tau / 60, grid, shading="nearest", vmin=0, vmax=1)
+    mesh = ax.pcolormesh(
+        mtbf / 3600, tau / scale, grid, shading="nearest", vmin=0, vmax=1, cmap="viridis"
+    )
     fig.colorbar(mesh, ax=ax, label="expected goodput")
     levels = ax.contour(
         mtbf / 3600,
-        tau / 60,
+        tau / scale,
         grid,
-        levels=[0.5, 0.7, 0.8, 0.9, 0.95],
+        levels=[0.5, 0.7, 0.8, 0.9, 0.95, 0.99],
         colors="white",
-        linewidths=0.7,
+        linewidths=0.6,
+        alpha=0.8,
     )
-    ax.clabel(levels, fontsize=7)
+    ax.clabel(levels, fontsize=7, fmt="%.2f")
     daly = np.array([young_daly_interval(write_s, m) for m in mtbf])
     young = np.array([young_daly_interval(write_s, m, method="young") for m in mtbf])
-    ax.plot(mtbf / 3600, daly / 60, "r-", label="Daly optimum")
-    ax.plot(mtbf / 3600, young / 60, "r--", label="Young sqrt(2 delta M)")
+    # Young and Daly nearly coincide: Daly thick and solid, Young thin, dashed, on top
+    ax.plot(mtbf / 3600, daly / scale, color="#d62728", lw=3.0, label="Daly optimum")
+    ax.plot(
+        mtbf / 3600,
+        young / scale,
+        color="#ffbf00",
+        lw=1.5,
+        ls=(0, (4, 3)),
+        label="Young sqrt(2 delta M)",
+    )
     for m, t, g in simulated or ():
-        ax.plot(m / 3600, t / 60, "ko", ms=4)
+        ax.plot(m / 3600, t / scale, "o", color="black", mec="white", ms=5)
         ax.annotate(
-            f"{g:.2f}", (m / 3600, t / 60), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            f"{g:.2f}",
+            (m / 3600, t / scale),
+            fontsize=7,
+            color="white",
+            xytext=(4, 3),
+            textcoords="offset points",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(mtbf.min() / 3600, mtbf.max() / 3600)
+    ax.set_ylim(tau.min() / scale, tau.max() / scale)
     ax.set_xlabel("job MTBF (h)")
-    ax.set_ylabel("checkpoint interval (min)")
-    ax.set_title(f"goodput: write {write_s:g} s, restart {restart_s:g} s")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylabel(f"checkpoint interval ({unit})")
+    ax.set_title(f"expected goodput: write {write_s:g} s, restart {restart_s:g} s")
+    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
+    return save_figure(fig, path)
+
+
+def plot_prediction_gain(
+    path, rows, *, interval_s: float, restart_s: float, mtbf_s: float, precision: float
+):
+    """Goodput gain of failure prediction over reactive restart (points) against recall,
+    one panel per checkpoint write time: the renewal-theory expectation as a curve per
+    lead time, the simulations as points with their seed spread.
+
+    Args:
+        rows: the study's rows (``write_s``, ``recall``, ``lead_s``, ``gain_points``,
+            ``gain_points_spread``; the reactive rows have ``recall`` None).
+        interval_s, restart_s, mtbf_s, precision: the expectation's parameters.
+    """
+    from ..cluster.prediction import expected_goodput_with_prediction
+
+    writes = sorted({row["write_s"] for row in rows})
+    leads = sorted({row["lead_s"] for row in rows if row["lead_s"] is not None})
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    styles = ["-", "--", "-.", ":"]  # curves that coincide (leads past the write) both show
+    fig = new_figure(figsize=(5 * len(writes), 4))
+    recalls = np.linspace(0.0, 1.0, 41)
+    axes: list = []
+    for column, write in enumerate(writes):
+        ax = fig.add_subplot(1, len(writes), column + 1, sharey=axes[0] if axes else None)
+        axes.append(ax)
+
+        def expected(recall, lead, write=write):
+            return expected_goodput_with_prediction(
+                interval_s,
+                write,
+                restart_s,
+                mtbf_s,
+                recall=recall,
+                precision=precision,
+                lead_s=lead,
+            )["goodput"]
+
+        base = expected(0.0, 0.0)
+        for colour, style, lead in zip(colours, styles, leads, strict=False):
+            curve = [100 * (expected(r, lead) - base) for r in recalls]
+            ax.plot(
+                recalls,
+                curve,
+                color=colour,
+                ls=style,
+                lw=1.5,
+                label=f"lead {lead / 60:g} min (expected)",
+            )
+            points = [r for r in rows if r["write_s"] == write and r["lead_s"] == lead]
+            for row in points:
+                low, high = row["gain_points_spread"]
+                ax.errorbar(
+                    row["recall"],
+                    row["gain_points"],
+                    yerr=[[row["gain_points"] - low], [high - row["gain_points"]]],
+                    fmt="o",
+                    color=colour,
+                    ms=5,
+                    capsize=3,
+                )
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_xlabel("recall (share of failures predicted)")
+        ax.set_title(f"checkpoint write {write / 60:g} min, precision {precision:g}")
+        ax.grid(alpha=0.3)
+        ax.set_xlim(0, 1)
+    axes[0].set_ylabel("goodput gain over reactive restart (points)")
+    axes[0].plot([], [], "o", color="black", label="simulated (seed spread)")
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
     return save_figure(fig, path)

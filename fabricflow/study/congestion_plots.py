@@ -1,4 +1,4 @@
-"""Plots of DCQCN/PFC runs: rates and queues over time, and where pauses spread.
+"""Plots of congestion-control/PFC runs: rates and queues over time, and where pauses spread.
 
 Matplotlib figures built without pyplot (no backend switch, no global state). Each
 function returns the figure and, given ``path``, saves it there atomically.
@@ -8,32 +8,48 @@ from __future__ import annotations
 
 import numpy as np
 
+from .congestion import select_flows
 from .figures import new_figure, save_figure
 
 
-def plot_rates_and_queues(result, *, links=None, flows=None, path=None, max_flows: int = 16):
-    """Two panels: R_C per flow (Gb/s) and egress queues (KB) over time (ms).
+def plot_rates_and_queues(
+    result, *, roles=None, links=None, flows=None, path=None, max_flows: int = 16
+):
+    """Two panels: sending rate per flow (Gb/s) and egress queues (KB) over time (ms).
 
-    ``links`` default: the 4 links with the largest peak queue; ``flows`` default: the
-    first ``max_flows`` flows.
+    ``roles`` (role -> flow ids, as a scenario's): flows are coloured by role and every
+    role is shown (:func:`~fabricflow.study.congestion.select_flows` picks at most
+    ``max_flows``, small roles whole). ``flows``: explicit flow ids instead. ``links``
+    default: the 4 links with the largest peak queue.
     """
-    flows = np.arange(min(result.num_flows, max_flows)) if flows is None else np.asarray(flows)
+    roles = roles or {"flows": list(range(result.num_flows))}
+    if flows is None:
+        flows = select_flows(roles, result.num_flows, max_flows)
+    role_of = {int(f): role for role, ids in roles.items() for f in ids}
     if links is None:
         links = np.argsort(result.queue.max(axis=0))[::-1][:4]
     fig = new_figure(figsize=(8, 6))
     (top, bottom) = fig.subplots(2, 1, sharex=True)
     time_ms = result.time * 1e3
-    # Show R_C only while a flow is active (it keeps its last value after finishing).
+    # Show the rate only while a flow is active (it keeps its last value after finishing).
     active = (result.time[:, None] >= result.start[None, :]) & (
         result.time[:, None] <= result.finish_time[None, :]
     )
     rate = np.where(active, result.rate, np.nan)
+    colours = {role: f"C{index % 10}" for index, role in enumerate(roles)}
+    labelled: set[str] = set()
     for f in flows:
-        top.plot(time_ms, rate[:, f] * 8 / 1e9, lw=1, label=f"flow {f}")
-    top.set_ylabel("rate R_C (Gb/s)")
-    top.set_title(f"DCQCN, PFC {result.pfc_mode}")
-    if len(flows) <= 8:
-        top.legend(fontsize=7, loc="upper right")
+        role = role_of.get(int(f), "flows")
+        label = None
+        if role not in labelled:
+            count = len(roles.get(role, []))
+            label = f"{role} ({count} flow{'s' if count != 1 else ''})"
+            labelled.add(role)
+        top.plot(time_ms, rate[:, f] * 8 / 1e9, lw=1, color=colours.get(role, "C0"), label=label)
+    top.set_ylabel("sending rate (Gb/s)")
+    shown = f"{len(flows)} of {result.num_flows} flows" if len(flows) < result.num_flows else ""
+    top.set_title(f"{result.cc}, PFC {result.pfc_mode}" + (f" ({shown})" if shown else ""))
+    top.legend(fontsize=7, loc="upper right")
     for link in links:
         bottom.plot(time_ms, result.queue[:, link] / 1e3, lw=1, label=f"link {link}")
     bottom.set_ylabel("egress queue (KB)")

@@ -20,7 +20,7 @@ Over the second half of the run (after the start-up transient), per parameter se
 * ``pause_fraction``: the largest fraction of the whole run that any link spent paused;
 * ``jain_fairness``: Jain's index over the incast flows' rates;
 * ``fixed_point_queue_bytes``: the fluid model's analytic steady-state queue for
-  ``senders`` flows on the bottleneck (:func:`~fabricflow.solve.dcqcn.analysis.fixed_point`,
+  ``senders`` flows on the bottleneck (:func:`~fabricflow.solve.cc.dcqcn_analysis.fixed_point`,
   NaN when it needs ``p > pmax``), the queue a stable, PFC-free run settles at.
 
 Cost: work grows with ``duration / dt x combinations``; the default map (4 x 4 x 3 = 48
@@ -36,10 +36,11 @@ import math
 import numpy as np
 import xarray as xr
 
+from ..cc import simulate_dcqcn
 from ..errors import SpecError
-from ..solve.dcqcn.analysis import fixed_point
-from ..solve.dcqcn.params import DCQCNParams, stack_params
-from ..solve.dcqcn.simulate import simulate_dcqcn
+from ..solve.cc.dcqcn import DCQCNParams
+from ..solve.cc.dcqcn_analysis import fixed_point
+from ..solve.parameters import stack_params
 from .cc_scenarios import incast
 
 #: Default axes: switch ECN thresholds (bytes) and additive-increase steps (bytes/s).

@@ -20,7 +20,7 @@ Both batch: without rerouting every scenario shares one route table and only the
 capacities vary; with rerouting each scenario is routed on the host and the routes are
 padded to one ``[B, F, H]`` array, vmapped along with the capacities.
 
-``cc``: a DCQCN/PFC fluid simulation (:func:`fabricflow.solve.dcqcn.simulate.simulate_dcqcn`);
+``cc``: a DCQCN/PFC fluid simulation (:func:`fabricflow.simulate_dcqcn`);
 the batch keys are the DCQCN parameter fields (``kmin``, ``kmax``, ``pmax``, ``rate_ai``,
 ``rate_hai``, ``g``, ...), stacked and vmapped in one run.
 """
@@ -570,7 +570,8 @@ def cc_batch(common: dict, varying: list[dict]) -> list[dict[str, float]]:
     arrays would exceed the memory budget is split in halves (estimated before any
     allocation by the simulator).
     """
-    from ..solve.dcqcn.params import DCQCNParams, stack_params
+    from ..solve.cc.dcqcn import DCQCNParams
+    from ..solve.parameters import stack_params
 
     if not varying:
         return []
@@ -673,7 +674,8 @@ def _cc_simulate(setup: dict, stacked, devices):
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from ..solve.dcqcn.simulate import prepare_dcqcn, run_dcqcn, simulate_dcqcn
+    from ..cc import prepare_fabric_run, simulate_dcqcn
+    from ..solve.cc.run import run_cc
 
     fabric, routes = setup["fabric"], setup["routes"]
     settings = {
@@ -686,18 +688,7 @@ def _cc_simulate(setup: dict, stacked, devices):
     if len(devices) == 1:
         return simulate_dcqcn(fabric, routes, params=stacked, **settings)
     # What simulate_dcqcn does, with the parameter arrays placed on the devices first.
-    node_tier = np.asarray(fabric.node_tier)
-    prepared = prepare_dcqcn(
-        routes.links,
-        fabric.capacity,
-        routes.path_latency(fabric.latency),
-        params=stacked,
-        marking=node_tier[fabric.link_src] != 0,
-        pfc_ingress=node_tier[fabric.link_dst] != 0,
-        link_dst_node=fabric.link_dst,
-        num_nodes=fabric.num_nodes,
-        **settings,
-    )
+    prepared = prepare_fabric_run(fabric, routes, cc="dcqcn", params=stacked, **settings)
     sharding = NamedSharding(Mesh(np.asarray(devices), ("batch",)), PartitionSpec("batch"))
 
     def place(arrays):
@@ -708,7 +699,7 @@ def _cc_simulate(setup: dict, stacked, devices):
         params_arrays=place(prepared.params_arrays),
         pfc_arrays=place(prepared.pfc_arrays),
     )
-    return run_dcqcn(prepared)
+    return run_cc(prepared)
 
 
 def _cc_metrics(result, setup: dict) -> dict[str, float]:

@@ -11,30 +11,50 @@ Example::
 
 from __future__ import annotations
 
+from .compute import CommTimes, ComputeTable, compose, compute_table
 from .flops import executed_flops_per_step, hardware_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec, list_gpus, load_gpu
-from .layout import Layout
-from .memory import MemoryEstimate, memory_per_gpu
+from .layout import Layout, table_problems
+from .memory import (
+    MemoryEstimate,
+    MemoryTable,
+    memory_headroom,
+    memory_per_gpu,
+    memory_table,
+    usable_hbm,
+)
 from .model import ModelSpec, list_models, load_model, model_from_config
 from .placement import Placement, place
 from .step import StepResult, step_time
+from .table import LayoutTable, layout_table
 
 __all__ = [
+    "CommTimes",
+    "ComputeTable",
     "GpuSpec",
     "Layout",
+    "LayoutTable",
     "MemoryEstimate",
+    "MemoryTable",
     "ModelSpec",
     "Placement",
     "StepResult",
+    "compose",
+    "compute_table",
     "executed_flops_per_step",
     "hardware_flops_per_step",
     "list_gpus",
+    "layout_table",
     "list_models",
     "load_gpu",
     "load_model",
+    "memory_headroom",
     "memory_per_gpu",
+    "memory_table",
     "model_flops_per_step",
     "model_from_config",
     "place",
     "step_time",
+    "table_problems",
+    "usable_hbm",
 ]

@@ -19,7 +19,8 @@ Memory-bound kernels (norms, activations, dropout, residual adds, softmax, optim
 take ``bytes / (hbm_bandwidth * memory_efficiency(bytes))`` with Calculon's step
 function (0.9 / 0.75 / 0.6 / 0.3 of HBM bandwidth from 100 MB / 10 MB / 1 MB / 0).
 
-All functions accept numpy arrays (vectorized over ops) and return seconds.
+All functions accept numpy arrays (vectorized over ops and over the rows of a layout
+table: ``precision`` may be one name or an array of names) and return seconds.
 """
 
 from __future__ import annotations
@@ -62,13 +63,27 @@ def gemm_efficiency(gpu: GpuSpec, m, n, k, batch=1) -> np.ndarray:
     return gpu.gemm_efficiency * tile_fill * wave_fill * k_fill
 
 
-def gemm_time(gpu: GpuSpec, m, n, k, batch=1, *, precision: str = "bf16") -> np.ndarray:
-    """Seconds for ``batch`` GEMMs ``[M, K] x [K, N]`` (operands in ``precision``, bf16 out)."""
+def peak_flops(gpu: GpuSpec, precision) -> np.ndarray:
+    """Dense peak FLOP/s of ``precision`` (a name or an array of names) on ``gpu``."""
+    precision = np.asarray(precision)
+    if np.any(precision == "fp8"):
+        gpu.peak("fp8")  # a chip without fp8 tensor cores: a clear error
+    return np.where(precision == "fp8", gpu.peak_fp8 or 0.0, gpu.peak_bf16)
+
+
+def operand_bytes(precision) -> np.ndarray:
+    """Bytes per GEMM operand element of ``precision`` (a name or an array of names)."""
+    return np.where(np.asarray(precision) == "fp8", BYTES_PER_ELEMENT["fp8"], 2.0)
+
+
+def gemm_time(gpu: GpuSpec, m, n, k, batch=1, *, precision="bf16") -> np.ndarray:
+    """Seconds for ``batch`` GEMMs ``[M, K] x [K, N]`` (operands in ``precision``, bf16 out);
+    every argument broadcasts (arrays over the rows of a layout table)."""
     m, n, k, batch = (np.asarray(x, dtype=np.float64) for x in (m, n, k, batch))
     flops = 2.0 * m * n * k * batch
-    width = BYTES_PER_ELEMENT[precision]
+    width = operand_bytes(precision)
     num_bytes = batch * (width * (m * k + k * n) + 2.0 * m * n)
-    compute = flops / (gpu.peak(precision) * gemm_efficiency(gpu, m, n, k, batch))
+    compute = flops / (peak_flops(gpu, precision) * gemm_efficiency(gpu, m, n, k, batch))
     memory = num_bytes / (gpu.hbm_bandwidth * memory_efficiency(num_bytes))
     return np.where(flops > 0, np.maximum(compute, memory) + LAUNCH_S, 0.0)
 

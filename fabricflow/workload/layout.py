@@ -1,22 +1,38 @@
 """Parallel layout of a training job (5-D: TP, CP, EP, DP, PP) and its validation.
 
-Conventions follow Megatron-LM: the GPU count is ``tp * cp * dp * pp``; expert parallelism
-``ep`` divides ``dp * cp`` (expert layers regroup the same GPUs as ``tp * ep * edp * pp``
-with ``edp = dp * cp / ep``); a pipeline stage holds ``num_layers / (pp * vpp)`` layers per
-virtual stage when that divides, else an uneven split (:meth:`Layout.stage_split`) or the
-layers per rank given as ``pp_split``; the global batch is
-``dp * micro_batch * num_micro_batches`` sequences.
+Conventions follow Megatron-LM: the GPU count is ``tp * cp * dp * pp``. Expert layers
+regroup the same ``tp * cp * dp`` ranks of a pipeline stage as ``expert_tp * ep * edp``
+(Megatron-Core's "MoE parallel folding": the expert-parallel group may span tensor-,
+context- and data-parallel ranks), so ``ep * expert_tp`` must divide ``tp * cp * dp``; a
+pipeline stage holds ``num_layers / (pp * vpp)`` layers per virtual stage when that
+divides, else an uneven split (:meth:`Layout.stage_split`) or the layers per rank given as
+``pp_split``; the global batch is ``dp * micro_batch * num_micro_batches`` sequences.
+
+The rules are checked for many layouts at once by :func:`table_problems` (numpy columns
+of a :class:`~fabricflow.workload.table.LayoutTable`); :meth:`Layout.validate` checks the
+types of one layout and then runs the same rules on a one-row table.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 
 import numpy as np
 
 from ..errors import SpecError
 from .model import ModelSpec
+from .table import (
+    BOOL_COLUMNS,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    NAME_COLUMNS,
+    OBJECT_COLUMNS,
+    LayoutTable,
+    first_problem,
+    layout_table,
+)
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
@@ -24,6 +40,11 @@ SCHEDULES = ("1f1b", "interleaved")
 # Values of ``Layout.pipeline_schedule``: ``auto`` derives 1F1B / interleaved from ``vpp``.
 PIPELINE_SCHEDULES = ("auto", "1f1b", "interleaved", "dualpipe")
 GRAD_DTYPES = ("fp32", "bf16")
+# Modules of selective recompute (Megatron-Core ``--recompute-modules``): the attention
+# core, the MLA up-projections, the whole MLP (dense or MoE), the MoE activation, the
+# norms, the shared experts.
+RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "mlp", "moe_act", "layernorm", "shared_experts")
+DEFAULT_RECOMPUTE_MODULES = "core_attn"
 
 # Fraction of compute-phase wall time the GPU spends inside kernels (the rest: launch gaps,
 # host synchronisation, allocator and framework overhead between kernels). The single
@@ -32,8 +53,11 @@ GRAD_DTYPES = ("fp32", "bf16")
 FRAMEWORK_EFFICIENCY = 0.81
 
 
-# Integer fields (``zero`` last: validate() checks it apart, as 0..3).
+# Integer fields that must be >= 1 (``zero`` and the 0-means-default knobs are checked apart).
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
+POSITIVE_FIELDS = INT_FIELDS[:-1]
+# Integer knobs where 0 means "the default" (see the Layout docstring).
+DEFAULTED_FIELDS = ("expert_tp", "microbatch_group", "recompute_layers")
 # Fractions of each model state held in host memory instead of HBM.
 OFFLOAD_FIELDS = ("offload_optimizer", "offload_weights", "offload_activations")
 
@@ -50,7 +74,8 @@ class Layout:
         micro_batch: sequences per micro-batch per data-parallel rank.
         global_batch: sequences per step (all data-parallel ranks).
         seq_len: tokens per sequence.
-        recompute: ``none``, ``selective`` (attention core recomputed) or ``full``.
+        recompute: ``none``, ``selective`` (the modules of ``recompute_modules``
+            recomputed) or ``full`` (whole layers; ``recompute_layers`` of them per stage).
         precision: GEMM precision ``bf16`` or ``fp8``.
         zero: ZeRO stage 0-3 over the data-parallel (x context-parallel) group; 3 = FSDP.
         dp_overlap: overlap DP gradient reduce-scatter / all-reduce (and ZeRO-3 gathers)
@@ -76,6 +101,23 @@ class Layout:
             ``interleaved`` or ``dualpipe`` (DeepSeek-V3's bidirectional schedule: each
             rank holds stages ``r`` and ``pp - 1 - r``, forward and backward chunks of two
             micro-batches overlap, hiding the MoE all-to-all).
+        expert_tp: tensor-parallel size of the expert layers (Megatron-Core
+            ``--expert-tensor-parallel-size``; tuned MoE recipes set 1); 0 = automatic:
+            Megatron-Core's default ``tp`` where ``ep`` divides ``cp x dp``, else 1 (the
+            expert-parallel group then spans tensor-parallel ranks).
+        microbatch_group: micro-batches per virtual-stage group of the interleaved
+            schedule (Megatron-Core ``--microbatch-group-size-per-virtual-pipeline-stage``,
+            the ``N`` of Llama 3's schedule): it sets how many micro-batches are in flight;
+            0 = ``pp`` (the classic interleaved schedule).
+        recompute_layers: under ``recompute="full"``, the layers of each pipeline stage
+            (virtual chunk) that are recomputed (Megatron ``--recompute-num-layers`` with
+            the ``block`` method); the others keep their activations. 0 = all of them.
+        recompute_modules: under ``recompute="selective"``, comma-separated modules
+            recomputed in backward, from ``RECOMPUTE_MODULES``; "" = ``core_attn``.
+        moe_capacity_factor: tokens an expert accepts per micro-batch, as a multiple of the
+            balanced share (GShard / Megatron ``--moe-expert-capacity-factor``): excess
+            tokens are dropped, the expert GEMMs run at most that many tokens; 0 =
+            dropless (every routed token is processed).
     """
 
     tp: int = 1
@@ -103,12 +145,17 @@ class Layout:
     offload_activations: float = 0.0
     pp_split: tuple[int, ...] | None = None
     pipeline_schedule: str = "auto"
+    expert_tp: int = 0
+    microbatch_group: int = 0
+    recompute_layers: int = 0
+    recompute_modules: str = ""
+    moe_capacity_factor: float = 0.0
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
         # Python ints so sizes multiply exactly and the layout writes to JSON. Booleans
         # (Python or numpy) stay as they are for validate() to refuse.
-        for field in INT_FIELDS:
+        for field in INT_FIELDS + DEFAULTED_FIELDS:
             value = getattr(self, field)
             if (
                 isinstance(value, numbers.Integral)
@@ -116,6 +163,11 @@ class Layout:
                 and type(value) is not int
             ):
                 object.__setattr__(self, field, int(value))
+        if isinstance(self.recompute_modules, (list, tuple)):
+            # a list of module names is kept as the canonical comma-separated text
+            object.__setattr__(
+                self, "recompute_modules", ",".join(str(m).strip() for m in self.recompute_modules)
+            )
         if isinstance(self.pp_split, (list, np.ndarray)):
             # a list (from YAML or JSON) or an array is kept as a tuple: the layout stays
             # hashable and compares equal to the same split given as a tuple
@@ -147,9 +199,18 @@ class Layout:
         return " ".join(parts)
 
     @property
+    def expert_tensor(self) -> int:
+        """Tensor-parallel size of the expert layers: ``expert_tp``, or automatically
+        Megatron-Core's default ``tp`` where it fits (``ep`` divides ``cp x dp``) and 1
+        (experts folded over the tensor-parallel ranks) where it does not."""
+        if self.expert_tp > 0:
+            return self.expert_tp
+        return self.tp if (self.cp * self.dp) % self.ep == 0 else 1
+
+    @property
     def expert_dp(self) -> int:
-        """Data-parallel size of expert weights (``dp * cp / ep``)."""
-        return self.dp * self.cp // self.ep
+        """Data-parallel size of expert weights (``tp * cp * dp / (ep * expert_tp)``)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tensor)
 
     @property
     def num_micro_batches(self) -> int:
@@ -162,6 +223,19 @@ class Layout:
         if self.pipeline_schedule == "auto":
             return "interleaved" if self.vpp > 1 else "1f1b"
         return self.pipeline_schedule
+
+    @property
+    def group_size(self) -> int:
+        """Micro-batches per virtual-stage group of the interleaved schedule."""
+        return self.microbatch_group if self.microbatch_group > 0 else self.pp
+
+    @property
+    def selective_modules(self) -> frozenset[str]:
+        """The modules recomputed under ``recompute="selective"`` (empty otherwise)."""
+        if self.recompute != "selective":
+            return frozenset()
+        text = self.recompute_modules or DEFAULT_RECOMPUTE_MODULES
+        return frozenset(m.strip() for m in text.split(",") if m.strip())
 
     def stage_split(self, model: ModelSpec) -> tuple[int, ...]:
         """Transformer layers of each of the ``pp * vpp`` (virtual) pipeline stages, in
@@ -178,28 +252,13 @@ class Layout:
         :meth:`rank_layers`).
         """
         stages = self.pp * self.vpp
-        layers = model.num_layers
-        if stages == 1:
-            return (layers,)
-        if layers % stages == 0:
-            return (layers // stages,) * stages
-        units = layers + 2
-        if units < stages:
+        if model.num_layers % stages and model.num_layers + 2 < stages:
             raise SpecError(
                 "layout.pp",
-                f"num_hidden_layers={layers} (+ embedding and loss) cannot fill "
+                f"num_hidden_layers={model.num_layers} (+ embedding and loss) cannot fill "
                 f"pp x vpp = {stages} stages",
             )
-        base, heavy = divmod(units, stages)
-        # light stages (base units) go to the ends first: 0, S-1, 1, S-2, ...
-        ends = np.empty(stages, dtype=np.int64)
-        ends[0::2] = np.arange((stages + 1) // 2)
-        ends[1::2] = stages - 1 - np.arange(stages // 2)
-        per_stage = np.full(stages, base + 1, dtype=np.int64)
-        per_stage[ends[: stages - heavy]] = base
-        per_stage[0] -= 1
-        per_stage[-1] -= 1
-        return tuple(int(n) for n in per_stage)
+        return tuple(int(n) for n in split_stages(model.num_layers, stages))
 
     def rank_layers(self, model: ModelSpec) -> tuple[int, ...]:
         """Transformer layers held by each pipeline rank, first to last (length ``pp``).
@@ -224,179 +283,438 @@ class Layout:
     def validate(self, model: ModelSpec | None = None, num_gpus: int | None = None) -> Layout:
         """Raise :class:`SpecError` naming the field if the layout is not runnable.
 
-        Checks sizes >= 1, the product against ``num_gpus``, heads / KV heads / experts /
-        layers / batch divisibility, and option names. Returns ``self``.
+        Checks the type of every field here, then the rules of :func:`table_problems`
+        (sizes >= 1, the product against ``num_gpus``, heads / KV heads / experts / layers
+        / batch divisibility, option names) on a one-row table. Returns ``self``.
         """
-        for field in INT_FIELDS[:-1]:
+        self._check_types()
+        problem = _first_problem(self, model, num_gpus)
+        if problem is not None:
+            raise SpecError(*problem)
+        return self
+
+    def _check_types(self) -> None:
+        """Each field holds a value of its kind (a bool is not an integer, a string is not
+        a switch); the rules on the values are :func:`table_problems`'."""
+        for field in INT_FIELDS + DEFAULTED_FIELDS:
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"layout.{field}", f"must be an integer >= 1, got {value!r}")
-        for field in ("sequence_parallel", "dp_overlap", "tp_overlap", "pp_overlap", "ep_overlap"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                kind = "an integer >= 0" if field in DEFAULTED_FIELDS else "an integer >= 1"
+                if field == "zero":
+                    raise SpecError(
+                        "layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {value!r}"
+                    )
+                raise SpecError(f"layout.{field}", f"must be {kind}, got {value!r}")
+        for field in BOOL_COLUMNS:
             # a string such as "no" would be truthy: only real booleans are accepted
             if not isinstance(getattr(self, field), bool):
                 raise SpecError(
                     f"layout.{field}", f"must be True or False, got {getattr(self, field)!r}"
                 )
-        for field in ("moe_imbalance", "framework_efficiency"):
+        for field in FLOAT_COLUMNS:
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                if field in OFFLOAD_FIELDS:
+                    raise SpecError(
+                        f"layout.{field}",
+                        "must be a fraction in [0, 1] (0 = all in HBM, 1 = all offloaded), "
+                        f"got {value!r}",
+                    )
                 raise SpecError(f"layout.{field}", f"must be a number, got {value!r}")
-        for field, allowed in (
-            ("recompute", RECOMPUTE),
-            ("precision", PRECISIONS),
-            ("grad_reduce_dtype", GRAD_DTYPES),
-        ):
-            if getattr(self, field) not in allowed:
-                raise SpecError(
-                    f"layout.{field}", f"unknown {getattr(self, field)!r}; one of {list(allowed)}"
-                )
-        if isinstance(self.zero, (bool, np.bool_)) or self.zero not in (0, 1, 2, 3):
-            raise SpecError("layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {self.zero!r}")
-        if not 0.0 < self.framework_efficiency <= 1.0:
-            raise SpecError(
-                "layout.framework_efficiency",
-                f"must lie in (0, 1], got {self.framework_efficiency}",
-            )
-        if not 1.0 <= self.moe_imbalance < float("inf"):
-            raise SpecError(
-                "layout.moe_imbalance",
-                f"must be finite and >= 1 (max/mean load), got {self.moe_imbalance}",
-            )
-        for field in OFFLOAD_FIELDS:
-            value = getattr(self, field)
-            if (
-                isinstance(value, (bool, np.bool_))
-                or not isinstance(value, numbers.Real)
-                or not 0.0 <= float(value) <= 1.0  # also refuses NaN
-            ):
-                raise SpecError(
-                    f"layout.{field}",
-                    f"must be a fraction in [0, 1] (0 = all in HBM, 1 = all offloaded), "
-                    f"got {value!r}",
-                )
-        if num_gpus is not None and self.num_gpus != num_gpus:
-            raise SpecError(
-                "layout",
-                f"tp x cp x dp x pp = {self.tp} x {self.cp} x {self.dp} x "
-                f"{self.pp} = {self.num_gpus} differs from the GPU count {num_gpus}",
-            )
-        if (self.dp * self.cp) % self.ep:
-            raise SpecError(
-                "layout.ep",
-                f"ep={self.ep} must divide dp x cp = {self.dp * self.cp} "
-                "(Megatron convention: expert layers reuse the DP x CP ranks)",
-            )
-        if self.tp_overlap and not self.sequence_parallel and self.tp > 1:
-            raise SpecError(
-                "layout.tp_overlap",
-                "TP communication overlap needs "
-                "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)",
-            )
-        if self.global_batch % (self.dp * self.micro_batch):
-            raise SpecError(
-                "layout.global_batch",
-                f"{self.global_batch} is not divisible by "
-                f"dp x micro_batch = {self.dp} x {self.micro_batch}",
-            )
-        if self.vpp > 1 and self.pp == 1:
-            raise SpecError("layout.vpp", "virtual pipeline stages need pp > 1")
-        self._validate_pipeline()
-        if self.vpp > 1 and self.num_micro_batches % self.pp:
-            raise SpecError(
-                "layout.vpp",
-                f"the interleaved schedule needs the number of "
-                f"micro-batches ({self.num_micro_batches}) to be a multiple of pp={self.pp}",
-            )
-        if self.seq_len % (2 * self.cp if self.cp > 1 else 1):
-            raise SpecError(
-                "layout.seq_len",
-                f"{self.seq_len} must be divisible by 2 x cp = "
-                f"{2 * self.cp} (load-balanced causal context parallelism)",
-            )
-        if model is not None:
-            self._validate_model(model)
-        return self
-
-    def _validate_pipeline(self) -> None:
-        """Schedule name and its constraints, and the shape of ``pp_split``."""
-        if self.pipeline_schedule not in PIPELINE_SCHEDULES:
-            raise SpecError(
-                "layout.pipeline_schedule",
-                f"unknown {self.pipeline_schedule!r}; one of {list(PIPELINE_SCHEDULES)}",
-            )
-        if self.pipeline_schedule == "interleaved" and self.vpp < 2:
-            raise SpecError("layout.pipeline_schedule", "interleaved needs vpp >= 2")
-        if self.pipeline_schedule in ("1f1b", "dualpipe") and self.vpp > 1:
-            raise SpecError("layout.pipeline_schedule", f"{self.pipeline_schedule} means vpp = 1")
-        if self.pipeline_schedule == "dualpipe":
-            # DeepSeek's DualPipe feeds half the micro-batches from each end and pairs rank
-            # r with rank pp-1-r: it asserts an even pp and an even m >= 2 pp
-            m = self.num_micro_batches
-            if self.pp < 2 or self.pp % 2:
-                raise SpecError(
-                    "layout.pp", f"dualpipe needs an even pp >= 2 (ranks in pairs), got {self.pp}"
-                )
-            if m % 2 or m < 2 * self.pp:
-                raise SpecError(
-                    "layout.global_batch",
-                    f"dualpipe needs an even number of micro-batches >= 2 x pp = {2 * self.pp} "
-                    f"(half fed from each end), got {m}",
-                )
-        if self.pp_split is None:
-            return
+        for field in NAME_COLUMNS:
+            if not isinstance(getattr(self, field), str):
+                raise SpecError(f"layout.{field}", f"must be a word, got {getattr(self, field)!r}")
         split = self.pp_split
-        if not isinstance(split, tuple) or not all(
-            isinstance(n, int) and not isinstance(n, bool) for n in split
+        if split is not None and (
+            not isinstance(split, tuple)
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in split)
         ):
             raise SpecError(
                 "layout.pp_split",
                 f"must be a sequence of integers (layers per rank), got {split!r}",
             )
-        if len(split) != self.pp:
-            raise SpecError(
-                "layout.pp_split", f"has {len(split)} entries; it needs one per rank, pp={self.pp}"
-            )
-        inner = split[1:-1] if self.pp > 2 else ()
-        if min(split) < 0 or (inner and min(inner) < 1):
-            raise SpecError(
-                "layout.pp_split",
-                f"{list(split)}: every rank needs >= 1 layer; only the first and the last "
-                "(which hold the embedding and the loss) may hold 0",
-            )
-        if self.pp == 1 and split[0] < 1:
-            raise SpecError("layout.pp_split", f"{list(split)}: the only rank needs >= 1 layer")
 
-    def _validate_model(self, model: ModelSpec) -> None:
-        if model.num_heads % self.tp:
-            raise SpecError(
-                "layout.tp", f"tp={self.tp} must divide num_attention_heads={model.num_heads}"
+
+@functools.lru_cache(maxsize=4096)
+def _first_problem(
+    layout: Layout, model: ModelSpec | None, num_gpus: int | None
+) -> tuple[str, str] | None:
+    """(field, message) of the first rule ``layout`` breaks, or None; memoised (layouts and
+    models are frozen), since a step validates the same layout several times."""
+    ok, field, message = table_problems(layout_table([layout]), model, num_gpus)
+    return None if ok[0] else (field[0], message[0])
+
+
+def split_stages(num_layers: int, stages: int) -> np.ndarray:
+    """int64 ``[stages]``: transformer layers of each (virtual) stage, in model order, by
+    the rule of :meth:`Layout.stage_split` (even when ``stages`` divides the layers; else
+    the embedding and the loss count as one layer each and the lighter stages go to the
+    ends). Assumes ``num_layers + 2 >= stages`` when uneven."""
+    if stages == 1:
+        return np.array([num_layers], dtype=np.int64)
+    if num_layers % stages == 0:
+        return np.full(stages, num_layers // stages, dtype=np.int64)
+    base, heavy = divmod(num_layers + 2, stages)
+    # light stages (base units) go to the ends first: 0, S-1, 1, S-2, ...
+    ends = np.empty(stages, dtype=np.int64)
+    ends[0::2] = np.arange((stages + 1) // 2)
+    ends[1::2] = stages - 1 - np.arange(stages // 2)
+    per_stage = np.full(stages, base + 1, dtype=np.int64)
+    per_stage[ends[: stages - heavy]] = base
+    per_stage[0] -= 1
+    per_stage[-1] -= 1
+    return per_stage
+
+
+def _member(values: np.ndarray, allowed) -> np.ndarray:
+    """``values`` in ``allowed`` (a few words or numbers), elementwise (faster than isin on
+    short tables)."""
+    out = np.zeros(len(values), dtype=bool)
+    for item in allowed:
+        out |= values == item
+    return out
+
+
+def _choice(table: LayoutTable, field: str, allowed) -> tuple:
+    values = getattr(table, field)
+    bad = ~_member(values, allowed)
+    return (
+        f"layout.{field}",
+        bad,
+        lambda rows: [f"unknown {str(values[i])!r}; one of {list(allowed)}" for i in rows],
+    )
+
+
+def _modules_problem(table: LayoutTable) -> tuple:
+    texts = table.recompute_modules
+    unknown = {}
+    for text in np.unique(texts):  # distinct texts: a handful, not one per row
+        names = [m.strip() for m in str(text).split(",") if m.strip()]
+        wrong = [m for m in names if m not in RECOMPUTE_MODULES]
+        if wrong:
+            unknown[str(text)] = wrong[0]
+    bad = _member(texts, list(unknown))
+    return (
+        "layout.recompute_modules",
+        bad,
+        lambda rows: [
+            f"unknown module {unknown[str(texts[i])]!r}; one of {list(RECOMPUTE_MODULES)} "
+            "(comma-separated)"
+            for i in rows
+        ],
+    )
+
+
+def table_problems(
+    table: LayoutTable, model: ModelSpec | None = None, num_gpus: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The layout rules, checked for every row of ``table`` at once.
+
+    Returns ``(ok [N] bool, field [N], message [N])``: for each row that breaks a rule, the
+    ``SpecError`` field and message of the first rule it breaks (in the order
+    :meth:`Layout.validate` reports them), ``None`` where ``ok``. With ``model`` the
+    model-dependent rules (heads, KV heads, experts, layers) are checked too; with
+    ``num_gpus`` the GPU count.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows with a 0 size fail first
+        return _problems(table, model, num_gpus)
+
+
+def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> tuple:
+    checks: list[tuple] = []
+    for field in POSITIVE_FIELDS:
+        values = getattr(t, field)
+        checks.append(
+            (
+                f"layout.{field}",
+                values < 1,
+                lambda rows, values=values: [
+                    f"must be an integer >= 1, got {int(values[i])!r}" for i in rows
+                ],
             )
-        if not model.is_mla and model.num_kv_heads % self.tp:
-            raise SpecError(
-                "layout.tp",
-                f"tp={self.tp} must divide num_key_value_heads="
-                f"{model.num_kv_heads} (replicating KV heads is not modelled)",
+        )
+    for field in DEFAULTED_FIELDS:
+        values = getattr(t, field)
+        checks.append(
+            (
+                f"layout.{field}",
+                values < 0,
+                lambda rows, values=values: [
+                    f"must be an integer >= 0 (0 = default), got {int(values[i])!r}" for i in rows
+                ],
             )
-        if self.pp_split is None:
-            self.stage_split(model)  # refuses too few layers for the stages
-        elif sum(self.pp_split) != model.num_layers:
-            raise SpecError(
-                "layout.pp_split",
-                f"{list(self.pp_split)} sums to {sum(self.pp_split)} layers but "
-                f"{model.name} has num_hidden_layers={model.num_layers}",
+        )
+    checks += [
+        _choice(t, "recompute", RECOMPUTE),
+        _choice(t, "precision", PRECISIONS),
+        _choice(t, "grad_reduce_dtype", GRAD_DTYPES),
+        (
+            "layout.zero",
+            ~_member(t.zero, (0, 1, 2, 3)),
+            lambda rows: [f"must be 0, 1, 2 or 3 (3 = FSDP), got {int(t.zero[i])!r}" for i in rows],
+        ),
+        (
+            "layout.framework_efficiency",
+            ~((t.framework_efficiency > 0.0) & (t.framework_efficiency <= 1.0)),
+            lambda rows: [f"must lie in (0, 1], got {t.framework_efficiency[i]}" for i in rows],
+        ),
+        (
+            "layout.moe_imbalance",
+            ~((t.moe_imbalance >= 1.0) & (t.moe_imbalance < np.inf)),
+            lambda rows: [
+                f"must be finite and >= 1 (max/mean load), got {t.moe_imbalance[i]}" for i in rows
+            ],
+        ),
+        (
+            "layout.moe_capacity_factor",
+            ~(
+                (t.moe_capacity_factor == 0.0)
+                | ((t.moe_capacity_factor >= 1.0) & (t.moe_capacity_factor < np.inf))
+            ),
+            lambda rows: [
+                f"must be 0 (dropless) or a finite number >= 1, got {t.moe_capacity_factor[i]}"
+                for i in rows
+            ],
+        ),
+    ]
+    for field in OFFLOAD_FIELDS:
+        values = getattr(t, field)
+        checks.append(
+            (
+                f"layout.{field}",
+                ~((values >= 0.0) & (values <= 1.0)),  # also refuses NaN
+                lambda rows, values=values: [
+                    "must be a fraction in [0, 1] (0 = all in HBM, 1 = all offloaded), "
+                    f"got {values[i]!r}"
+                    for i in rows
+                ],
             )
-        if model.is_moe and model.num_experts % self.ep:
-            raise SpecError(
-                "layout.ep", f"ep={self.ep} must divide the {model.num_experts} experts"
+        )
+    checks.append(_modules_problem(t))
+    checks += _size_problems(t, num_gpus)
+    checks += _pipeline_problems(t)
+    if model is not None:
+        checks += _model_problems(t, model)
+    return first_problem(checks, len(t))
+
+
+def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
+    out: list[tuple] = []
+    if num_gpus is not None:
+        out.append(
+            (
+                "layout",
+                t.num_gpus != num_gpus,
+                lambda rows: [
+                    f"tp x cp x dp x pp = {t.tp[i]} x {t.cp[i]} x {t.dp[i]} x {t.pp[i]} = "
+                    f"{t.num_gpus[i]} differs from the GPU count {num_gpus}"
+                    for i in rows
+                ],
             )
-        if not model.is_moe and self.ep > 1:
-            raise SpecError("layout.ep", f"ep={self.ep} > 1 but {model.name} has no experts")
-        if (
-            (self.seq_len // self.cp)
-            * self.micro_batch
-            % (self.tp if self.sequence_parallel else 1)
-        ):
-            raise SpecError(
-                "layout.sequence_parallel",
-                f"tokens per micro-batch per CP rank must be divisible by tp={self.tp}",
+        )
+    folded = t.tp * t.cp * t.dp
+    expert = t.ep * t.expert_tensor
+    out += [
+        (
+            "layout.ep",
+            (folded % np.maximum(expert, 1)) != 0,
+            lambda rows: [
+                f"ep x expert_tp = {t.ep[i]} x {t.expert_tensor[i]} must divide tp x cp x dp "
+                f"= {folded[i]} (expert layers regroup the tensor-, context- and "
+                "data-parallel ranks of a stage)"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.tp_overlap",
+            t.tp_overlap & ~t.sequence_parallel & (t.tp > 1),
+            "TP communication overlap needs "
+            "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)",
+        ),
+        (
+            "layout.global_batch",
+            (t.global_batch % np.maximum(t.dp * t.micro_batch, 1)) != 0,
+            lambda rows: [
+                f"{t.global_batch[i]} is not divisible by "
+                f"dp x micro_batch = {t.dp[i]} x {t.micro_batch[i]}"
+                for i in rows
+            ],
+        ),
+        ("layout.vpp", (t.vpp > 1) & (t.pp == 1), "virtual pipeline stages need pp > 1"),
+    ]
+    return out
+
+
+def _pipeline_problems(t: LayoutTable) -> list[tuple]:
+    schedule = t.pipeline_schedule
+    m = t.num_micro_batches
+    dual = schedule == "dualpipe"
+    has_split = np.array([s is not None for s in t.pp_split], dtype=bool)
+    out: list[tuple] = [
+        _choice(t, "pipeline_schedule", PIPELINE_SCHEDULES),
+        (
+            "layout.pipeline_schedule",
+            (schedule == "interleaved") & (t.vpp < 2),
+            "interleaved needs vpp >= 2",
+        ),
+        (
+            "layout.pipeline_schedule",
+            _member(schedule, ("1f1b", "dualpipe")) & (t.vpp > 1),
+            lambda rows: [f"{schedule[i]} means vpp = 1" for i in rows],
+        ),
+        (
+            # DeepSeek's DualPipe feeds half the micro-batches from each end and pairs rank
+            # r with rank pp-1-r: it asserts an even pp and an even m >= 2 pp
+            "layout.pp",
+            dual & ((t.pp < 2) | (t.pp % 2 != 0)),
+            lambda rows: [
+                f"dualpipe needs an even pp >= 2 (ranks in pairs), got {t.pp[i]}" for i in rows
+            ],
+        ),
+        (
+            "layout.global_batch",
+            dual & ((m % 2 != 0) | (m < 2 * t.pp)),
+            lambda rows: [
+                f"dualpipe needs an even number of micro-batches >= 2 x pp = {2 * t.pp[i]} "
+                f"(half fed from each end), got {m[i]}"
+                for i in rows
+            ],
+        ),
+    ]
+    lengths = np.array([len(s) if s is not None else -1 for s in t.pp_split])
+    out.append(
+        (
+            "layout.pp_split",
+            has_split & (lengths != t.pp),
+            lambda rows: [
+                f"has {lengths[i]} entries; it needs one per rank, pp={t.pp[i]}" for i in rows
+            ],
+        )
+    )
+    bad_values = np.array(
+        [
+            s is not None
+            and len(s) == p
+            and (min(s) < 0 or (p > 2 and min(s[1:-1]) < 1) or (p == 1 and s[0] < 1))
+            for s, p in zip(t.pp_split, t.pp, strict=True)
+        ],
+        dtype=bool,
+    )
+    out.append(
+        (
+            "layout.pp_split",
+            bad_values,
+            lambda rows: [
+                f"{list(t.pp_split[i])}: the only rank needs >= 1 layer"
+                if t.pp[i] == 1
+                else f"{list(t.pp_split[i])}: every rank needs >= 1 layer; only the first and "
+                "the last (which hold the embedding and the loss) may hold 0"
+                for i in rows
+            ],
+        )
+    )
+    out += [
+        (
+            "layout.vpp",
+            (t.vpp > 1) & (t.num_micro_batches % np.maximum(t.group_size, 1) != 0),
+            lambda rows: [
+                f"the interleaved schedule needs the number of micro-batches "
+                f"({m[i]}) to be a multiple of "
+                + (
+                    f"pp={t.pp[i]}"
+                    if t.microbatch_group[i] == 0
+                    else f"microbatch_group={t.microbatch_group[i]}"
+                )
+                for i in rows
+            ],
+        ),
+        (
+            "layout.seq_len",
+            t.seq_len % np.where(t.cp > 1, 2 * t.cp, 1) != 0,
+            lambda rows: [
+                f"{t.seq_len[i]} must be divisible by 2 x cp = "
+                f"{2 * t.cp[i]} (load-balanced causal context parallelism)"
+                for i in rows
+            ],
+        ),
+    ]
+    return out
+
+
+def _model_problems(t: LayoutTable, model: ModelSpec) -> list[tuple]:
+    stages = t.pp * t.vpp
+    layers = model.num_layers
+    has_split = np.array([s is not None for s in t.pp_split], dtype=bool)
+    split_sum = np.array([sum(s) if s is not None else -1 for s in t.pp_split])
+    tokens = (t.seq_len // t.cp) * t.micro_batch
+    out: list[tuple] = [
+        (
+            "layout.tp",
+            model.num_heads % t.tp != 0,
+            lambda rows: [
+                f"tp={t.tp[i]} must divide num_attention_heads={model.num_heads}" for i in rows
+            ],
+        ),
+        (
+            "layout.tp",
+            (model.num_kv_heads % t.tp != 0) & (not model.is_mla),
+            lambda rows: [
+                f"tp={t.tp[i]} must divide num_key_value_heads="
+                f"{model.num_kv_heads} (replicating KV heads is not modelled)"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.pp",
+            ~has_split & (layers % stages != 0) & (layers + 2 < stages),
+            lambda rows: [
+                f"num_hidden_layers={layers} (+ embedding and loss) cannot fill "
+                f"pp x vpp = {stages[i]} stages"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.pp_split",
+            has_split & (split_sum != layers),
+            lambda rows: [
+                f"{list(t.pp_split[i])} sums to {split_sum[i]} layers but "
+                f"{model.name} has num_hidden_layers={layers}"
+                for i in rows
+            ],
+        ),
+    ]
+    if model.is_moe:
+        out.append(
+            (
+                "layout.ep",
+                model.num_experts % t.ep != 0,
+                lambda rows: [
+                    f"ep={t.ep[i]} must divide the {model.num_experts} experts" for i in rows
+                ],
             )
+        )
+    else:
+        out.append(
+            (
+                "layout.ep",
+                t.ep > 1,
+                lambda rows: [f"ep={t.ep[i]} > 1 but {model.name} has no experts" for i in rows],
+            )
+        )
+    out.append(
+        (
+            "layout.sequence_parallel",
+            (tokens % np.where(t.sequence_parallel, t.tp, 1)) != 0,
+            lambda rows: [
+                f"tokens per micro-batch per CP rank must be divisible by tp={t.tp[i]}"
+                for i in rows
+            ],
+        )
+    )
+    return out
+
+
+# Every Layout field has one column kind in the table.
+assert {f.name for f in dataclasses.fields(Layout)} == set(
+    INT_COLUMNS + BOOL_COLUMNS + FLOAT_COLUMNS + NAME_COLUMNS + OBJECT_COLUMNS
+)

@@ -4,8 +4,8 @@ Model states (Megatron mixed precision): bf16 weights 2 B, fp32 main gradients 4
 (2 B with ``grad_reduce_dtype='bf16'``), fp32 master weights + two Adam moments 12 B per
 parameter: 18 B per parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
 shards the 12 B over the data-parallel x context-parallel ranks (``6 + 12/d``), ZeRO-2 the
-gradients too, ZeRO-3 everything. Expert weights are sharded over ``tp x ep`` and their
-optimizer over the expert data-parallel ranks.
+gradients too, ZeRO-3 everything. Expert weights are sharded over ``expert_tp x ep`` and
+their optimizer over the expert data-parallel ranks.
 
 Activations per layer and micro-batch, generalising Korthikanti et al. (``s b h (34 + 5 a
 s / h)`` for GPT with dropout) to GQA/MLA, gated FFNs and MoE from the saved tensors:
@@ -13,9 +13,8 @@ norm inputs and outputs and dropout masks (replicated over TP without sequence
 parallelism), Q/K/V, attention output and FFN intermediates (sharded by TP), and the
 ``s x s`` softmax / dropout tensors of eager attention (dropped by Flash attention and by
 selective recompute). Full recompute keeps only each layer's input. Pipeline rank ``r``
-holds ``min(m, p - r)`` micro-batches in flight under 1F1B; with ``v`` interleaved stages
-the first rank holds ``L (1 + (p-1)/(p v))`` layers' worth (Korthikanti et al.), see
-:func:`in_flight_chunks`.
+holds the activations of :func:`fabricflow.workload.stages.in_flight_chunks` micro-batch
+chunks at its peak.
 
 Offload (``Layout.offload_weights`` / ``offload_optimizer`` / ``offload_activations``, a
 fraction ``f`` of each): the offloaded part lives in host (or pooled) memory and is streamed
@@ -25,17 +24,33 @@ activations: one layer of one micro-batch, as saved for backward). Offloading th
 never raises the estimate, and ``f = 0`` leaves it exactly as without offload. The recompute
 working set (one full layer under full recompute) and the logits stay in HBM. See
 docs/memory-offload.md; the transfer time is in :func:`fabricflow.step_time`.
+
+Table interface: :func:`memory_table` sizes every row of a
+:class:`~fabricflow.workload.table.LayoutTable` at once (arrays of bytes ``[N]``, the most
+loaded pipeline rank of each row); :func:`rank_memory` and :func:`memory_per_gpu` run it on
+one layout.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..errors import SpecError
 from .layout import Layout
 from .model import ModelSpec
+from .stages import StageGroup, rank_names, rank_structure, stage_groups
+from .stages import in_flight_chunks as chunks_in_flight
+from .table import LayoutTable, layout_table
 
 GIB = 2.0**30
+# HBM a training process cannot give to tensors (docs/memory-offload.md, "Headroom"): the
+# CUDA context with library workspaces, NCCL's communicator buffers, and what the caching
+# allocator reserves beyond the live tensors (fragmentation), as a fixed part plus a
+# fraction of the device.
+HEADROOM_FIXED_BYTES = 2.0 * GIB
+HEADROOM_FRACTION = 0.03
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +83,29 @@ class MemoryEstimate:
 
 
 @dataclasses.dataclass(frozen=True)
+class MemoryTable:
+    """HBM bytes per GPU of the most loaded pipeline rank of every row (arrays ``[N]``).
+
+    Attributes:
+        weights, gradients, optimizer, activations: bytes in HBM (offload applied).
+        offloaded: bytes kept in host (or pooled) memory instead, not in ``total``.
+        rank: int ``[N]`` index of that pipeline rank (0 = first).
+    """
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    offloaded: np.ndarray
+    rank: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        """HBM bytes ``[N]`` (the offloaded part excluded)."""
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+@dataclasses.dataclass(frozen=True)
 class OffloadTraffic:
     """Bytes one GPU of pipeline rank ``rank`` moves over its host link (see step_time).
 
@@ -89,10 +127,25 @@ class OffloadTraffic:
     activations: float
 
 
-def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
-    """Bytes saved for backward by one layer and one micro-batch on one GPU (no recompute)."""
-    tp = layout.tp
-    tokens = layout.micro_batch * layout.seq_len / layout.cp
+def memory_headroom(gpu) -> float:
+    """Bytes of ``gpu``'s HBM kept free of the estimated tensors: ``HEADROOM_FIXED_BYTES``
+    (CUDA context and workspaces, NCCL buffers) + ``HEADROOM_FRACTION`` of the device
+    (allocator fragmentation). The layout optimizer only accepts layouts whose estimate fits
+    in :func:`usable_hbm`; :func:`fabricflow.step_time` refuses only estimates above the
+    whole device and reports the margin."""
+    return HEADROOM_FIXED_BYTES + HEADROOM_FRACTION * gpu.hbm
+
+
+def usable_hbm(gpu) -> float:
+    """Bytes of HBM the estimated tensors may use: ``gpu.hbm - memory_headroom(gpu)``."""
+    return gpu.hbm - memory_headroom(gpu)
+
+
+def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -> np.ndarray:
+    """Bytes ``[N]`` saved for backward by one layer and one micro-batch on one GPU (no
+    recompute), for every row of ``table``."""
+    tp = table.tp.astype(np.float64)
+    tokens = table.micro_batch * table.seq_len / table.cp
     h = model.hidden_size
     masks = 2.0 * h if model.hidden_dropout > 0 else 0.0
     replicated = 8.0 * h + masks  # 2 norm inputs + 2 norm outputs
@@ -103,20 +156,203 @@ def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> fl
         )
     ffn_factor = 6.0 if model.gated_ffn else 4.0
     if moe:
-        routed = model.experts_per_token * layout.moe_imbalance
+        routed = model.experts_per_token * table.moe_imbalance
         ffn = routed * (2.0 * h + ffn_factor * model.moe_intermediate_size)
-        ffn += ffn_factor * model.num_shared_experts * model.moe_intermediate_size
+        ffn = ffn + ffn_factor * model.num_shared_experts * model.moe_intermediate_size
     else:
-        ffn = ffn_factor * model.intermediate_size
+        ffn = ffn_factor * model.intermediate_size + 0.0 * tp
     sharded = attention + ffn
-    if model.attention == "eager" and layout.recompute == "none":
-        sharded += (
-            model.num_heads * layout.seq_len * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
+    if model.attention == "eager":
+        scores = (
+            model.num_heads * table.seq_len * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
         )
-    per_token = (
-        (replicated + sharded) / tp if layout.sequence_parallel else replicated + sharded / tp
+        sharded = sharded + np.where(table.recompute == "none", scores, 0.0)
+    per_token = np.where(
+        table.sequence_parallel, (replicated + sharded) / tp, replicated + sharded / tp
     )
     return tokens * per_token
+
+
+def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
+    """Bytes saved for backward by one layer and one micro-batch on one GPU (no recompute)."""
+    return float(layer_activation_table(model, layout_table([layout]), moe=moe)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class RankStates:
+    """Bytes per GPU of every rank of a stage group (arrays ``[n, P]``), before offload."""
+
+    kept: np.ndarray  # [P] layers whose weights each rank keeps
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    stored_activations: np.ndarray  # saved for backward over all in-flight micro-batches
+    working_activations: np.ndarray  # the layer recomputed under full recompute: kept in HBM
+    logits: np.ndarray  # fp32 logits and their gradient on the last rank: kept in HBM
+    layer_activations: np.ndarray  # saved by one layer for one micro-batch
+
+
+def _check_inputs(model, layout_or_table) -> None:
+    if not isinstance(model, ModelSpec):
+        raise SpecError(
+            "model", f"expected a ModelSpec (fabricflow.load_model), got {type(model).__name__}"
+        )
+    if not isinstance(layout_or_table, (Layout, LayoutTable)):
+        raise SpecError("layout", f"expected a Layout, got {type(layout_or_table).__name__}")
+
+
+def rank_parameter_arrays(
+    model: ModelSpec, table: LayoutTable, group: StageGroup
+) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) parameters per GPU ``[n, P]`` of every rank of ``group``.
+
+    Non-expert parameters are split over TP (and reduced over the data x context-parallel
+    ranks), expert ones over ``expert_tp x ep`` (reduced over the expert data-parallel ranks).
+    """
+    t = table.take(group.rows)
+    tp = t.tp.astype(np.float64)[:, None]
+    moe_fraction = model.num_moe_layers / model.num_layers
+    dense_layer = sum(model.layer_parameters(False).values())
+    embedding = model.vocab_size * model.hidden_size / tp
+    tied_single = group.pp == 1 and model.tie_word_embeddings
+    kept = group.kept[None, :]
+    n_moe = kept * moe_fraction
+    dense = (kept - n_moe) * dense_layer / tp
+    dense = dense + embedding * group.embedding[None, :]
+    dense = dense + (0.0 if tied_single else 1.0) * embedding * group.head[None, :]
+    expert = np.zeros_like(dense)
+    if model.is_moe:
+        moe_layer = model.layer_parameters(True)
+        dense = (
+            dense + n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / tp
+        )
+        expert = n_moe * moe_layer["experts"] / (t.expert_tensor * t.ep).astype(np.float64)[:, None]
+    return dense, expert
+
+
+def _states(table: LayoutTable, params: np.ndarray, shards: np.ndarray) -> tuple:
+    """(weights, gradients, optimizer) bytes ``[n, P]`` of ``params`` sharded by ZeRO over
+    ``shards`` ``[n]`` ranks."""
+    grad_bytes = np.where(table.grad_reduce_dtype == "fp32", 4.0, 2.0)[:, None]
+    zero = table.zero[:, None]
+    shards = shards.astype(np.float64)[:, None]
+    weights = np.where(zero >= 3, 2.0 * params / shards, 2.0 * params)
+    grads = np.where(zero >= 2, grad_bytes * params / shards, grad_bytes * params)
+    optimizer = np.where(zero >= 1, 12.0 * params / shards, 12.0 * params)
+    return weights, grads, optimizer
+
+
+def rank_states(model: ModelSpec, table: LayoutTable, group: StageGroup) -> RankStates:
+    """Bytes per GPU ``[n, P]`` of every rank of a stage group (``group.rows`` index
+    ``table``), before offload."""
+    t = table.take(group.rows)
+    dense, expert = rank_parameter_arrays(model, table, group)
+    wd, gd, od = _states(t, dense, t.dp * t.cp)
+    we, ge, oe = _states(t, expert, t.expert_dp)
+    moe_fraction = model.num_moe_layers / model.num_layers
+    full_layer = (1.0 - moe_fraction) * layer_activation_table(model, t, moe=False)
+    if model.is_moe:
+        full_layer = full_layer + moe_fraction * layer_activation_table(model, t, moe=True)
+    full_layer = full_layer[:, None]
+    tokens = (t.micro_batch * t.seq_len / t.cp).astype(np.float64)
+    shard = np.where(t.sequence_parallel, t.tp, 1).astype(np.float64)
+    checkpoint = (2.0 * tokens * model.hidden_size / shard)[:, None]
+    chunks = chunks_in_flight(t, group.pp)
+    layers_per_chunk = group.passed[None, :] / t.vpp[:, None]
+    full = (t.recompute == "full")[:, None]
+    per_layer = np.where(full, checkpoint, full_layer)
+    stored = chunks * layers_per_chunk * per_layer
+    working = np.where(full, full_layer, 0.0) + 0.0 * stored
+    logits = (2 * 4.0 * tokens * model.vocab_size / t.tp)[:, None] * group.head[None, :]
+    return RankStates(
+        kept=group.kept,
+        weights=wd + we,
+        gradients=gd + ge,
+        optimizer=od + oe,
+        stored_activations=stored,
+        working_activations=working,
+        logits=logits,
+        layer_activations=per_layer + 0.0 * stored,
+    )
+
+
+def _with_offload(table: LayoutTable, ranks: RankStates) -> dict:
+    """HBM bytes ``[n, P]`` of every rank once the offloaded fractions move to the host."""
+    f_w = table.offload_weights[:, None]
+    f_o = table.offload_optimizer[:, None]
+    f_a = table.offload_activations[:, None]
+    # layer by layer, double-buffered: two layers' share of the offloaded part stays in HBM
+    buffer = np.minimum(1.0, 2.0 / np.maximum(ranks.kept, 1.0))[None, :]
+    moved_w = f_w * ranks.weights
+    moved_o = f_o * ranks.optimizer
+    moved_a = f_a * ranks.stored_activations
+    staged = f_a * np.minimum(ranks.stored_activations, 2.0 * ranks.layer_activations)
+    activations = ranks.stored_activations - moved_a + staged
+    activations = activations + ranks.working_activations + ranks.logits
+    return {
+        "weights": ranks.weights - moved_w * (1.0 - buffer),
+        "gradients": ranks.gradients,
+        "optimizer": ranks.optimizer - moved_o * (1.0 - buffer),
+        "activations": activations,
+        "offloaded": moved_w + moved_o + moved_a,
+    }
+
+
+def memory_table(model: ModelSpec, table: LayoutTable) -> MemoryTable:
+    """HBM bytes per GPU of the most loaded pipeline rank of every row of ``table``.
+
+    Vectorized over rows (see :mod:`fabricflow.workload.stages` for the grouping by pipeline
+    structure); rows are not validated here (use
+    :func:`~fabricflow.workload.layout.table_problems`). Offload is applied as the module
+    docstring says.
+    """
+    n = len(table)
+    out = {
+        key: np.zeros(n)
+        for key in ("weights", "gradients", "optimizer", "activations", "offloaded")
+    }
+    rank = np.zeros(n, dtype=np.int64)
+    for group in stage_groups(model, table):
+        parts = rank_memory_arrays(model, table, group)
+        total = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts["activations"]
+        worst = np.argmax(total, axis=1)
+        pick = np.arange(len(group.rows))
+        for key in out:
+            out[key][group.rows] = parts[key][pick, worst]
+        rank[group.rows] = worst
+    return MemoryTable(rank=rank, **out)
+
+
+def rank_memory_arrays(model: ModelSpec, table: LayoutTable, group: StageGroup) -> dict:
+    """HBM bytes ``[n, P]`` (``weights``, ``gradients``, ``optimizer``, ``activations``,
+    ``offloaded``) of every rank of a stage group, offload applied."""
+    return _with_offload(table.take(group.rows), rank_states(model, table, group))
+
+
+def _one(model: ModelSpec, layout: Layout) -> tuple[LayoutTable, StageGroup]:
+    _check_inputs(model, layout)
+    layout.validate(model)
+    table = layout_table([layout])
+    return table, stage_groups(model, table)[0]
+
+
+def rank_memory(model: ModelSpec, layout: Layout) -> tuple[MemoryEstimate, ...]:
+    """HBM per GPU of every pipeline rank, first to last (length ``pp``), offload applied;
+    see the module doc. ``layout`` is validated against ``model`` first."""
+    table, group = _one(model, layout)
+    parts = rank_memory_arrays(model, table, group)
+    names = rank_names(layout.pp)
+    return tuple(
+        MemoryEstimate(
+            weights=float(parts["weights"][0, r]),
+            gradients=float(parts["gradients"][0, r]),
+            optimizer=float(parts["optimizer"][0, r]),
+            activations=float(parts["activations"][0, r]),
+            rank=names[r],
+            offloaded=float(parts["offloaded"][0, r]),
+        )
+        for r in range(layout.pp)
+    )
 
 
 def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
@@ -129,205 +365,48 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
     return max(rank_memory(model, layout), key=lambda estimate: estimate.total)
 
 
-def rank_memory(model: ModelSpec, layout: Layout) -> tuple[MemoryEstimate, ...]:
-    """HBM per GPU of every pipeline rank, first to last (length ``pp``), offload applied;
-    see the module doc. ``layout`` is validated against ``model`` first."""
-    return tuple(_with_offload(rank, layout) for rank in _rank_states(model, layout))
-
-
 def offload_traffic(model: ModelSpec, layout: Layout) -> list[OffloadTraffic]:
     """Host-link bytes of every pipeline rank, first to last (all zeros when nothing is
     offloaded)."""
-    out = []
-    for rank in _rank_states(model, layout):
-        out.append(
-            OffloadTraffic(
-                rank=rank.name,
-                layers=rank.layers,
-                weights=layout.offload_weights * rank.weights,
-                optimizer=layout.offload_optimizer * rank.optimizer,
-                activations=layout.offload_activations * rank.layers * rank.layer_activations,
-            )
+    table, group = _one(model, layout)
+    ranks = rank_states(model, table, group)
+    names = rank_names(layout.pp)
+    return [
+        OffloadTraffic(
+            rank=names[r],
+            layers=int(group.kept[r]),
+            weights=layout.offload_weights * float(ranks.weights[0, r]),
+            optimizer=layout.offload_optimizer * float(ranks.optimizer[0, r]),
+            activations=layout.offload_activations
+            * float(group.kept[r])
+            * float(ranks.layer_activations[0, r]),
         )
-    return out
+        for r in range(layout.pp)
+    ]
 
 
 def rank_name(layout: Layout, index: int) -> str:
     """``only`` (pp = 1), ``first``, ``last`` or ``rank <index>`` (0-based)."""
-    if layout.pp == 1:
-        return "only"
-    if index == 0:
-        return "first"
-    if index == layout.pp - 1:
-        return "last"
-    return f"rank {index}"
+    return rank_names(layout.pp)[index]
 
 
 def rank_holdings(model: ModelSpec, layout: Layout) -> list[tuple[int, float, bool, bool]]:
     """Per pipeline rank: (layers whose weights it keeps, layers a micro-batch passes on it,
-    holds the embedding, holds the output head and loss).
-
-    1F1B / interleaved: rank ``r`` keeps and runs its ``rank_layers`` entry. DualPipe: rank
-    ``r`` keeps stages ``r`` and ``pp - 1 - r`` (two copies of the weights in all) and
-    each micro-batch passes one of them, half of them each way: ``(n_r + n_{p-1-r}) / 2``
-    layers on average; ranks 0 and ``pp - 1`` hold both the embedding and the head.
-    """
-    ranks = layout.rank_layers(model)
-    p = layout.pp
-    if layout.schedule == "dualpipe":
-        pairs = [ranks[r] + ranks[p - 1 - r] for r in range(p)]
-        return [(n, n / 2, r in (0, p - 1), r in (0, p - 1)) for r, n in enumerate(pairs)]
-    return [(n, float(n), r == 0, r == p - 1) for r, n in enumerate(ranks)]
-
-
-@dataclasses.dataclass(frozen=True)
-class _RankStates:
-    """Bytes one GPU of a pipeline rank holds before any offload."""
-
-    name: str
-    layers: int  # layers whose weights it keeps
-    weights: float
-    gradients: float
-    optimizer: float
-    stored_activations: float  # saved for backward over all in-flight micro-batches
-    working_activations: float  # the layer recomputed under full recompute: never offloaded
-    logits: float  # fp32 logits and their gradient on the last rank: never offloaded
-    layer_activations: float  # saved by one layer for one micro-batch
-
-
-def _rank_states(model: ModelSpec, layout: Layout) -> list[_RankStates]:
-    if not isinstance(model, ModelSpec):
-        raise SpecError(
-            "model", f"expected a ModelSpec (fabricflow.load_model), got {type(model).__name__}"
-        )
-    if not isinstance(layout, Layout):
-        raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
-    layout.validate(model)
-    moe_fraction = model.num_moe_layers / model.num_layers
-    dense_layer = sum(model.layer_parameters(False).values())
-    moe_layer = model.layer_parameters(True) if model.is_moe else None
-    embedding = model.vocab_size * model.hidden_size / layout.tp
-    shard_dense = layout.dp * layout.cp
-    shard_expert = layout.expert_dp
-
-    tokens = layout.micro_batch * layout.seq_len / layout.cp
-    logits = 2 * 4.0 * tokens * model.vocab_size / layout.tp  # fp32 logits and their gradient
-    tied_single = layout.pp == 1 and model.tie_word_embeddings
-    out = []
-    for index, (kept, passed, has_embedding, has_head) in enumerate(rank_holdings(model, layout)):
-        # a rank with the head keeps its own output projection, even when tied, unless
-        # it is the only rank (then the tied matrix is the embedding itself)
-        extra_params = embedding * has_embedding + (0.0 if tied_single else embedding) * has_head
-        n_moe = kept * moe_fraction
-        n_dense = kept - n_moe
-        dense_params = n_dense * dense_layer / layout.tp + extra_params
-        expert_params = 0.0
-        if moe_layer is not None:
-            dense_params += (
-                n_moe
-                * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"])
-                / layout.tp
-            )
-            expert_params = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
-        wd, gd, od = _states(layout, dense_params, shard_dense)
-        we, ge, oe = _states(layout, expert_params, shard_expert)
-        stored, working, per_layer = _stage_activation_parts(
-            model, layout, passed, passed * moe_fraction, index
-        )
-        out.append(
-            _RankStates(
-                name=rank_name(layout, index),
-                layers=kept,
-                weights=wd + we,
-                gradients=gd + ge,
-                optimizer=od + oe,
-                stored_activations=stored,
-                working_activations=working,
-                logits=logits if has_head else 0.0,
-                layer_activations=per_layer,
-            )
-        )
-    return out
-
-
-def _with_offload(rank: _RankStates, layout: Layout) -> MemoryEstimate:
-    """HBM bytes of ``rank`` once the layout's offloaded fractions are moved to the host."""
-    # summed in the order the estimate always used (bit-identical at f = 0)
-    activations = rank.stored_activations + rank.working_activations + rank.logits
-    weights, optimizer, offloaded = rank.weights, rank.optimizer, 0.0
-    # layer by layer, double-buffered: two layers' share of the offloaded part stays in HBM
-    buffer = min(1.0, 2.0 / max(rank.layers, 1))
-    if layout.offload_weights > 0:
-        moved = layout.offload_weights * rank.weights
-        weights = rank.weights - moved * (1.0 - buffer)
-        offloaded += moved
-    if layout.offload_optimizer > 0:
-        moved = layout.offload_optimizer * rank.optimizer
-        optimizer = rank.optimizer - moved * (1.0 - buffer)
-        offloaded += moved
-    if layout.offload_activations > 0:
-        moved = layout.offload_activations * rank.stored_activations
-        staged = layout.offload_activations * min(
-            rank.stored_activations, 2.0 * rank.layer_activations
-        )
-        activations = (
-            rank.stored_activations - moved + staged + rank.working_activations + rank.logits
-        )
-        offloaded += moved
-    return MemoryEstimate(
-        weights=weights,
-        gradients=rank.gradients,
-        optimizer=optimizer,
-        activations=activations,
-        rank=rank.name,
-        offloaded=offloaded,
+    holds the embedding, holds the output head and loss); see
+    :mod:`fabricflow.workload.stages`."""
+    kept, passed, embedding, head = rank_structure(
+        model.num_layers, layout.pp, layout.vpp, layout.schedule == "dualpipe", layout.pp_split
     )
-
-
-def _states(layout: Layout, params: float, shards: int) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` by ZeRO."""
-    grad_bytes = 4.0 if layout.grad_reduce_dtype == "fp32" else 2.0
-    weights, grads, optimizer = 2.0 * params, grad_bytes * params, 12.0 * params
-    if layout.zero >= 1:
-        optimizer /= shards
-    if layout.zero >= 2:
-        grads /= shards
-    if layout.zero >= 3:
-        weights /= shards
-    return weights, grads, optimizer
+    return [
+        (int(k), float(p), bool(e), bool(h))
+        for k, p, e, h in zip(kept, passed, embedding, head, strict=True)
+    ]
 
 
 def in_flight_chunks(layout: Layout, rank: int) -> int:
     """Micro-batch chunks (of ``layers_per_rank / vpp`` layers) whose activations pipeline
-    rank ``rank`` holds at its peak: ``min(m, p - rank)`` under 1F1B, and Megatron's
-    interleaved warm-up ``2 (p - rank - 1) + (v - 1) p + 1`` (capped at ``m v``); ``p + 1``
-    stage chunks on every rank under DualPipe."""
-    p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
-    if layout.schedule == "dualpipe":
-        return min(m, p + 1)  # DeepSeek-V3 report, Table 2: PP + 1 on every rank
-    if v == 1:
-        return min(m, p - rank)
-    return min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
-
-
-def _stage_activation_parts(
-    model: ModelSpec, layout: Layout, layers: float, n_moe: float, rank: int
-) -> tuple[float, float, float]:
-    """(saved for backward over the in-flight micro-batches, recompute working set, saved
-    by one layer for one micro-batch) in bytes."""
-    chunks = in_flight_chunks(layout, rank)
-    layers_per_chunk = layers / layout.vpp
-    n_dense = layers - n_moe
-    full_layer = (
-        n_dense * layer_activation_bytes(model, layout, moe=False)
-        + (n_moe * layer_activation_bytes(model, layout, moe=True) if n_moe else 0.0)
-    ) / max(layers, 1)
-    if layout.recompute == "full":
-        tokens = layout.micro_batch * layout.seq_len / layout.cp
-        shard = layout.tp if layout.sequence_parallel else 1
-        checkpoint = 2.0 * tokens * model.hidden_size / shard
-        return chunks * layers_per_chunk * checkpoint, full_layer, checkpoint
-    return chunks * layers_per_chunk * full_layer, 0.0, full_layer
+    rank ``rank`` holds at its peak (:func:`fabricflow.workload.stages.in_flight_chunks`)."""
+    return int(chunks_in_flight(layout_table([layout]), layout.pp)[0, rank])
 
 
 def rank_parameters(model: ModelSpec, layout: Layout) -> list[tuple[float, float]]:
@@ -336,26 +415,10 @@ def rank_parameters(model: ModelSpec, layout: Layout) -> list[tuple[float, float
     Non-expert parameters are reduced over data x context parallel ranks, expert ones over
     the expert data-parallel ranks.
     """
-    moe_fraction = model.num_moe_layers / model.num_layers
-    dense_layer = sum(model.layer_parameters(False).values())
-    embedding = model.vocab_size * model.hidden_size / layout.tp
-    tied_single = layout.pp == 1 and model.tie_word_embeddings
-    out = []
-    for kept, _, has_embedding, has_head in rank_holdings(model, layout):
-        n_moe = kept * moe_fraction
-        dense = (kept - n_moe) * dense_layer / layout.tp
-        dense += embedding * has_embedding + (0.0 if tied_single else embedding) * has_head
-        expert = 0.0
-        if model.is_moe:
-            moe_layer = model.layer_parameters(True)
-            dense += (
-                n_moe
-                * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"])
-                / layout.tp
-            )
-            expert = n_moe * moe_layer["experts"] / (layout.tp * layout.ep)
-        out.append((dense, expert))
-    return out
+    table = layout_table([layout])
+    group = stage_groups(model, table)[0]
+    dense, expert = rank_parameter_arrays(model, table, group)
+    return [(float(d), float(e)) for d, e in zip(dense[0], expert[0], strict=True)]
 
 
 def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:

@@ -50,7 +50,6 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -58,28 +57,33 @@ from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..solve.maxmin.inputs import check_flag
 from .comm import CollectiveCache
+from .compute import (
+    ADAM_BYTES_PER_PARAM,
+    BREAKDOWN_KEYS,
+    COLLECTIVES,
+    CommTimes,
+    collective_sizes,
+    compose,
+)
 from .coupling import plan_windows
-from .efficiency import memory_time
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
 from .hetero import is_mixed, job_gpus, split_for_gpus
-from .layer_cost import embedding_cost, head_cost, layer_cost
 from .layout import OFFLOAD_FIELDS, Layout
-from .memory import (
-    GIB,
-    MemoryEstimate,
-    offload_traffic,
-    rank_holdings,
-    rank_memory,
-    rank_name,
-    rank_parameters,
-    stage_parameters,
-)
+from .memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from .model import ModelSpec, load_model
 from .placement import Placement, parse_order, place
+from .stages import rank_names
+from .table import LayoutTable, layout_table
 
-ADAM_BYTES_PER_PARAM = 34.0
-BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload")
+__all__ = [
+    "ADAM_BYTES_PER_PARAM",
+    "BREAKDOWN_KEYS",
+    "DEFAULT_ORDER",
+    "StepResult",
+    "compute_only",
+    "step_time",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,6 +233,12 @@ def step_time(
             f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
             "of HBM; raise tp/pp, use recompute, ZeRO, offload or a smaller micro-batch",
         )
+    # the margin below the usable HBM (the headroom kept for context, NCCL, fragmentation)
+    margin = min(usable_hbm(g) - m.total for m, g in zip(memories, rank_gpus, strict=True))
+    memory_margin = {
+        "usable_gib": min(usable_hbm(g) for g in rank_gpus) / GIB,
+        "margin_gib": margin / GIB,
+    }
     memory = max(memories, key=lambda estimate: estimate.total)  # the most loaded rank
     if isinstance(placement, Placement):
         # a placement of another layout (or rank order) would time other groups: refused
@@ -326,6 +336,7 @@ def step_time(
         "rank_layers": list(layout.rank_layers(model)),
         "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
         "coupling": coupled,
+        "memory": memory_margin,
     }
     if variability is not None:
         details["variability"] = variability
@@ -341,16 +352,6 @@ def step_time(
     )
 
 
-class _NoCommunication:
-    """Every collective free (0 s): the step with compute, bubbles, optimizer and offload
-    only."""
-
-    backend = "none"
-
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
-        return 0.0
-
-
 def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
     """Breakdown (seconds, :data:`BREAKDOWN_KEYS`) of a step of ``layout`` with every
     collective taking no time: compute, pipeline bubble, optimizer and offload only.
@@ -359,41 +360,68 @@ def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
     fabric, rank order and placement: every part of the composition is non-decreasing in
     each collective's time (sums, ``max(0, comm - compute)`` exposures, and the bubble's
     sum-minus-maximum of the ranks' times), so communication only adds. The layout
-    optimizer prunes with it. ``layout`` is validated against ``model`` first.
+    optimizer prunes with it. ``layout`` is validated against ``model`` first; the table
+    form is :func:`fabricflow.workload.compute.compute_table`.
     """
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
-    return _compose(model, rank_gpus, layout, _NoCommunication())[2]
+    parts = compose(model, rank_gpus, layout_table([layout]), CommTimes.free())
+    return {key: float(value[0]) for key, value in parts.breakdown.items()}
+
+
+def _needed_collectives(model: ModelSpec, layout: Layout, sizes: dict) -> list[str]:
+    """The keys of :data:`~fabricflow.workload.compute.COLLECTIVES` this layout issues."""
+    keys: list[str] = []
+    if layout.tp > 1:
+        keys += (
+            ["tp_all_gather", "tp_reduce_scatter"]
+            if layout.sequence_parallel
+            else ["tp_all_reduce"]
+        )
+    if layout.cp > 1:
+        keys += ["cp_forward", "cp_backward"]
+    if model.is_moe and layout.ep > 1:
+        keys += ["ep_dispatch", "ep_combine"]
+    if layout.pp > 1:
+        keys.append("pp_hop")
+    sets = [("dp", layout.dp * layout.cp)] + ([("edp", layout.expert_dp)] if model.is_moe else [])
+    for name, size in sets:
+        if size == 1 or sizes[f"{name}_all_gather"][0] == 0:
+            continue
+        if layout.zero == 0:
+            keys.append(f"{name}_all_reduce")
+        else:
+            keys += [f"{name}_reduce_scatter", f"{name}_all_gather"]
+    return keys
+
+
+def collective_times(model: ModelSpec, table: LayoutTable, comm) -> CommTimes:
+    """:class:`CommTimes` of a one-row table, each collective timed by ``comm.slowest``
+    (a :class:`CollectiveCache` or its coupled view)."""
+    layout = table.layout(0)
+    sizes = collective_sizes(model, table)
+    seconds = {}
+    for key in _needed_collectives(model, layout, sizes):
+        name, op = COLLECTIVES[key]
+        seconds[key] = comm.slowest(name, op, float(sizes[key][0]))
+    return CommTimes(seconds)
 
 
 def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
     collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
-    ``rank_gpus``: the GPU of each pipeline rank."""
-    times = _micro_batch_times(model, rank_gpus, layout, comm)
-    slow = max(times.values(), key=lambda t: t["total"])
-    m = layout.num_micro_batches
-    breakdown = {key: 0.0 for key in BREAKDOWN_KEYS}
-    for key in ("compute", "tp", "cp", "ep"):
-        breakdown[key] = m * slow[key]
-    breakdown["bubble"] = _bubble(layout, times, slow)
-    breakdown["pp"] = _pipeline_exposed(model, layout, comm)
-    breakdown["dp"] = _data_parallel_exposed(model, layout, comm, slow)
-    # every rank steps its own (sharded) parameters on its own GPU; the slowest one counts
-    optimizer = 0.0
-    for (dense_params, expert_params), rank_gpu in zip(
-        rank_parameters(model, layout), rank_gpus, strict=True
-    ):
-        local = dense_params + expert_params
-        if layout.zero >= 1:
-            local = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
-        optimizer = max(optimizer, float(memory_time(rank_gpu, ADAM_BYTES_PER_PARAM * local)))
-    breakdown["optimizer"] = optimizer / layout.framework_efficiency
-    if any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS):
-        breakdown["offload"] = _offload_exposed(
-            model, rank_gpus, layout, times, breakdown["optimizer"]
-        )
+    ``rank_gpus``: the GPU of each pipeline rank. One row of
+    :func:`fabricflow.workload.compute.compose`."""
+    table = layout_table([layout])
+    parts = compose(model, rank_gpus, table, collective_times(model, table, comm), per_rank=True)
+    names = rank_names(layout.pp)
+    assert parts.ranks is not None
+    times = {
+        name: {**values, "rank": name} for name, values in zip(names, parts.ranks[0], strict=True)
+    }
+    slow = times[names[int(parts.slow["rank"][0])]]
+    breakdown = {key: float(value[0]) for key, value in parts.breakdown.items()}
     return times, slow, breakdown
 
 
@@ -472,136 +500,6 @@ def _register_groups(
     return comm
 
 
-def _layer_comm(
-    model: ModelSpec, layout: Layout, comm: CollectiveCache, cost, *, moe: bool
-) -> dict:
-    """Exposed TP / CP / EP seconds of one layer for one micro-batch (all passes)."""
-    tokens = layout.micro_batch * layout.seq_len / layout.cp
-    passes_fwd = 2 if layout.recompute == "full" else 1
-    out = {"tp": 0.0, "cp": 0.0, "ep": 0.0}
-    if layout.tp > 1:
-        size = 2.0 * tokens * model.hidden_size
-        if layout.sequence_parallel:
-            per_pass = 2 * (
-                comm.slowest("tp", "all_gather", size) + comm.slowest("tp", "reduce_scatter", size)
-            )
-        else:
-            per_pass = 2 * comm.slowest("tp", "all_reduce", size)
-        if layout.tp_overlap:
-            out["tp"] = passes_fwd * max(0.0, per_pass - cost.forward_gemm_s) + max(
-                0.0, per_pass - cost.backward_gemm_s
-            )
-        else:
-            out["tp"] = (passes_fwd + 1) * per_pass
-    if layout.cp > 1:
-        chunk = 2.0 * tokens * model.kv_width / layout.tp
-        steps = layout.cp - 1
-        ring_f = steps * comm.slowest("cp", "sendrecv", chunk)
-        ring_b = steps * comm.slowest("cp", "sendrecv", 2 * chunk)
-        redo = 1 if layout.recompute in ("full", "selective") else 0
-        out["cp"] = (1 + redo) * max(0.0, ring_f - cost.forward_attention_s) + max(
-            0.0, ring_b - cost.backward_attention_s
-        )
-    if moe and layout.ep > 1:
-        # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
-        # does), combine returns them in bf16; the most loaded rank sets the pace.
-        copies = tokens / layout.tp * model.experts_per_token * model.hidden_size
-        copies *= layout.moe_imbalance
-        dispatch_bytes = 1.0 if layout.precision == "fp8" else 2.0
-        bf16 = comm.slowest("ep", "all_to_all", 2.0 * copies)
-        forward = comm.slowest("ep", "all_to_all", dispatch_bytes * copies) + bf16
-        backward = 2 * bf16  # gradients of combine and of dispatch, bf16
-        if layout.schedule == "dualpipe":
-            # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
-            # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
-            compute = passes_fwd * cost.forward_s + cost.backward_s
-            out["ep"] = max(0.0, passes_fwd * forward + backward - compute)
-        elif layout.ep_overlap:
-            out["ep"] = passes_fwd * max(0.0, forward - cost.forward_s) + max(
-                0.0, backward - cost.backward_s
-            )
-        else:
-            out["ep"] = passes_fwd * forward + backward
-    return out
-
-
-def _micro_batch_times(
-    model: ModelSpec,
-    gpu: GpuSpec | Sequence[GpuSpec],
-    layout: Layout,
-    comm: CollectiveCache,
-) -> dict:
-    """Per pipeline rank (named by :func:`memory.rank_name`): seconds of one micro-batch,
-    split by kind, from the rank's own layer count on its own GPU (``gpu``: one for all
-    ranks or one per rank). ``backward_s`` and ``weight_grad_s`` (the weight-gradient
-    GEMMs, half the backward GEMM time: ``dW`` and ``dX`` have equal FLOPs) feed the
-    DualPipe bubble."""
-    rank_gpus = (gpu,) * layout.pp if isinstance(gpu, GpuSpec) else tuple(gpu)
-    kinds = [(False, model.num_dense_layers / model.num_layers)]
-    if model.is_moe:
-        kinds.append((True, model.num_moe_layers / model.num_layers))
-    per_gpu: dict = {}
-    for each in rank_gpus:
-        if each in per_gpu:
-            continue
-        per_layer = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
-        costs = {
-            moe: layer_cost(model, each, layout, moe=moe).scaled(1.0 / layout.framework_efficiency)
-            for moe, _ in kinds
-        }
-        for moe, share in kinds:
-            cost = costs[moe]
-            exposed = _layer_comm(model, layout, comm, cost, moe=moe)
-            per_layer["compute"] += share * cost.total_s
-            for key, value in exposed.items():
-                per_layer[key] += share * value
-        emb_f, emb_b = embedding_cost(model, each, layout)
-        head_f, head_b = head_cost(model, each, layout)
-        per_gpu[each] = (
-            per_layer,
-            sum(share * costs[moe].backward_s for moe, share in kinds),
-            sum(share * costs[moe].backward_gemm_s / 2 for moe, share in kinds),
-            emb_f + emb_b,
-            head_f + head_b,
-            sum(share * costs[moe].forward_s for moe, share in kinds),
-        )
-    # DualPipe: ranks 0 and p-1 hold both ends; each micro-batch passes one of them
-    end_share = 0.5 if layout.schedule == "dualpipe" else 1.0
-    out = {}
-    for index, ((_, layers, has_embedding, has_head), each) in enumerate(
-        zip(rank_holdings(model, layout), rank_gpus, strict=True)
-    ):
-        per_layer, backward, weight_grad, embedding, head, forward = per_gpu[each]
-        extra = end_share * (embedding * has_embedding + head * has_head)
-        t: dict[str, Any] = {key: layers * value for key, value in per_layer.items()}
-        t["compute"] += extra / layout.framework_efficiency
-        t["total"] = sum(t.values())
-        t["rank"] = rank_name(layout, index)
-        t["backward_s"] = layers * backward
-        t["forward_s"] = layers * forward
-        t["weight_grad_s"] = layers * weight_grad
-        t["layers"] = layers  # layers a micro-batch passes on this rank
-        out[t["rank"]] = t
-    return out
-
-
-def _bubble(layout: Layout, times: dict, slow: dict) -> float:
-    """Pipeline fill and drain seconds.
-
-    1F1B / interleaved: the first micro-batch's forward and the last one's backward pass
-    through every rank once, so all ranks but the slowest add their micro-batch time once,
-    divided by ``v`` interleaved chunks (Narayanan et al. SC21; ``(p - 1) / v`` micro-batch
-    times for equal ranks). DualPipe (DeepSeek-V3 report, Table 2): ``(p/2 - 1)(F&B + B -
-    3W)`` with ``F&B`` the overlapped forward + backward chunk pair (the slowest rank's
-    micro-batch time: its compute and the comm left exposed), ``B`` its backward and ``W``
-    its weight-gradient part.
-    """
-    if layout.schedule == "dualpipe":
-        pair = slow["total"] + slow["backward_s"] - 3 * slow["weight_grad_s"]
-        return (layout.pp / 2 - 1) * pair
-    return (sum(t["total"] for t in times.values()) - slow["total"]) / layout.vpp
-
-
 def _gpu_label(rank_gpus: Sequence[GpuSpec], per_stage: int) -> str:
     """``h100-sxm``, or ``h100-sxm:1024,h20:1024`` for a job over several types."""
     if not is_mixed(rank_gpus) and len({g.name for g in rank_gpus}) == 1:
@@ -613,82 +511,3 @@ def _gpu_label(rank_gpus: Sequence[GpuSpec], per_stage: int) -> str:
         else:
             runs.append([each.name, per_stage])
     return ",".join(f"{name}:{count}" for name, count in runs)
-
-
-def _pipeline_exposed(model: ModelSpec, layout: Layout, comm: CollectiveCache) -> float:
-    if layout.pp == 1:
-        return 0.0
-    size = 2.0 * layout.micro_batch * layout.seq_len / layout.cp * model.hidden_size / layout.tp
-    hop = comm.slowest("pp", "sendrecv", size)
-    chain = 2 * (layout.pp * layout.vpp - 1) * hop
-    if layout.pp_overlap:
-        return chain
-    return chain + 2 * layout.num_micro_batches * layout.vpp * hop
-
-
-def _data_parallel_exposed(
-    model: ModelSpec, layout: Layout, comm: CollectiveCache, slow: dict
-) -> float:
-    dense, expert = stage_parameters(model, layout)
-    grad_bytes = 4.0 if layout.grad_reduce_dtype == "fp32" else 2.0
-    sets = [("dp", dense, layout.dp * layout.cp)]
-    if model.is_moe:
-        sets.append(("edp", expert, layout.expert_dp))
-    first, _, last = layout.stage_layers(model)
-    buckets = max(first, last, 1)
-    total = 0.0
-    for name, params, size in sets:
-        if size == 1 or params == 0:
-            continue
-        if layout.zero == 3:
-            gather = comm.slowest(name, "all_gather", 2.0 * params)
-            scatter = comm.slowest(name, "reduce_scatter", grad_bytes * params)
-            per_mb = 2 * gather + scatter
-            if layout.dp_overlap:
-                per_mb = max(per_mb - slow["total"], per_mb / buckets)
-            total += layout.num_micro_batches * per_mb
-            continue
-        if layout.zero == 0:
-            reduce = comm.slowest(name, "all_reduce", grad_bytes * params)
-            gather = 0.0
-        else:
-            reduce = comm.slowest(name, "reduce_scatter", grad_bytes * params)
-            gather = comm.slowest(name, "all_gather", 2.0 * params)
-        if layout.dp_overlap:
-            reduce = max(reduce - slow["backward_s"], reduce / buckets)
-            gather = (
-                max(gather - (slow["total"] - slow["backward_s"]), gather / buckets)
-                if gather
-                else 0.0
-            )
-        total += reduce + gather
-    return total
-
-
-def _offload_exposed(
-    model: ModelSpec, rank_gpus, layout: Layout, times: dict, optimizer_s: float
-) -> float:
-    """Seconds per step of host-link transfers not hidden behind compute (the worst
-    pipeline rank, each over its own GPU's host link; see the module docstring)."""
-    # weights are needed by the forward, the backward and (full recompute) the forward redone
-    fetches_in_backward = 2 if layout.recompute == "full" else 1
-    micro_batches = layout.num_micro_batches + (layout.pp - 1) / layout.vpp
-    worst = 0.0
-    for traffic, rank_gpu in zip(offload_traffic(model, layout), rank_gpus, strict=True):
-        t = times[traffic.rank]
-        bandwidth = rank_gpu.host_link_bandwidth
-        assert bandwidth is not None  # step_time refuses offload without it
-        # full duplex: each direction has the whole bandwidth; the busier one sets the time
-        forward = max(traffic.weights, traffic.activations) / bandwidth
-        backward = (fetches_in_backward * traffic.weights + traffic.activations) / bandwidth
-        # prefetched layer by layer beside the pass's kernels: exposed beyond the pass
-        per_micro_batch = max(0.0, forward - t["forward_s"]) + max(
-            0.0, backward - (t["compute"] - t["forward_s"])
-        )
-        # the first layer's weights must arrive before the step's first forward can start
-        first_fetch = traffic.weights / max(traffic.layers, 1) / bandwidth
-        # optimizer step: state in and out, plus the updated offloaded weights out
-        step = (traffic.optimizer + traffic.weights) / bandwidth
-        total = micro_batches * per_micro_batch + first_fetch + max(0.0, step - optimizer_s)
-        worst = max(worst, total)
-    return worst

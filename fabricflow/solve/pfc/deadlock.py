@@ -1,24 +1,16 @@
-"""PFC post-analysis: pause fractions, victim flows and deadlock cycles (host side, numpy).
+"""PFC deadlocks: cycles of mutually paused queues (host side, numpy, scipy lazily).
 
-The dynamics (ingress queues, XOFF/XON, pausing the upstream egress) run inside the
-DCQCN kernel (:mod:`.kernel`); this module reads a :class:`DCQCNResult`.
-
-* **Buffer dependency graph**: an edge ``k -> l`` when some flow arrives over link ``k``
-  and leaves over link ``l`` (its bytes in the ingress buffer of ``k`` wait for the egress
-  of ``l``). A set of links that are all paused and form a cycle in this graph can never
-  drain: a PFC deadlock (Hu et al., HotNets'16). :func:`deadlock_cycles` returns the
-  strongly connected components of the paused subgraph that contain a cycle.
-* **Victim flows**: flows slowed by pauses rather than by a saturated link on their own
-  path: their throughput is below ``(1 - rtol)`` x their max-min rate, some link on their
-  path was paused, and no link on their path ran at ``>= 1 - rtol`` utilisation. Only
-  flows sending through the whole averaging window are candidates.
+**Buffer dependency graph**: an edge ``k -> l`` when some flow arrives over link ``k`` and
+leaves over link ``l`` (its bytes in the ingress buffer of ``k`` wait for the egress of
+``l``). A set of links that are all paused and form a cycle in this graph can never
+drain: a PFC deadlock (Hu et al., HotNets'16). :func:`deadlock_cycles` returns the
+strongly connected components of the paused subgraph that contain a cycle;
+:func:`deadlocks_over_time` scans the recorded pause states of a run.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from ..maxmin.outputs import link_utilization
 
 
 def dependency_edges(links: np.ndarray, prev_links: np.ndarray) -> np.ndarray:
@@ -50,6 +42,7 @@ def deadlock_cycles(
     Complexity: one strongly-connected-components pass over the paused edges, then
     vectorized grouping (no Python loop over links or components).
     """
+    # scipy lazily: importing the solvers must not pull it in
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -77,7 +70,10 @@ def deadlock_cycles(
 
 
 def deadlocks_over_time(result) -> list[dict]:
-    """Deadlocked link sets found at any recorded instant of a (non-batched) result.
+    """Deadlocked link sets found at any recorded instant of a (non-batched) run.
+
+    ``result``: anything with ``links``, ``prev_links`` ``[F, H]``, ``paused`` ``[R, L]``
+    and ``time`` ``[R]`` (a :class:`~fabricflow.solve.cc.result.CCResult`).
 
     Returns a list of ``{"links": [...], "first_seen_s": t, "last_seen_s": t}`` in the
     order the sets first appear. Consecutive records with the same pause pattern form one
@@ -112,24 +108,4 @@ def deadlocks_over_time(result) -> list[dict]:
     return list(found.values())
 
 
-def victim_flows(
-    result, max_min_rate: np.ndarray, *, since: float | None = None, rtol: float = 0.05
-) -> np.ndarray:
-    """Boolean ``[F]``: flows slowed by PFC pauses rather than by their own bottleneck.
-
-    Args:
-        result: a non-batched :class:`~fabricflow.solve.dcqcn.result.DCQCNResult`.
-        max_min_rate: ``[F]`` bytes/s, the ideal rates (e.g. from
-            :func:`fabricflow.max_min_rates`).
-        since: start of the averaging window, s (default: half the duration).
-        rtol: relative tolerance for "below max-min" and for "saturated".
-    """
-    rate = result.mean_rate(since)
-    utilisation = link_utilization(result.links, result.capacity, rate)
-    safe = np.where(result.links >= 0, result.links, 0)
-    saturated = np.any((utilisation[safe] >= 1 - rtol) & (result.links >= 0), axis=1)
-    slowed = rate < (1 - rtol) * np.asarray(max_min_rate, np.float64)
-    # Only flows that were sending through the whole window can be compared with max-min.
-    since = result.duration / 2 if since is None else since
-    active = (result.start <= since) & ~(result.finish_time < result.duration)
-    return slowed & active & (result.flow_pause_time > 0) & ~saturated
+__all__ = ["deadlock_cycles", "deadlocks_over_time", "dependency_edges"]

@@ -1,4 +1,4 @@
-"""``DCQCNResult``: the outcome of a DCQCN/PFC run (numpy arrays, host side)."""
+"""``CCResult``: the outcome of a congestion-control run (numpy arrays, host side)."""
 
 from __future__ import annotations
 
@@ -7,33 +7,47 @@ import dataclasses
 import numpy as np
 
 from ...errors import SpecError
+from ..parameters import Parameters
+from ..pfc.params import PFCParams
 from ..status import Status
-from .params import DCQCNParams, PFCParams
+
+_PER_ITEM = (
+    "rate",
+    "delivered",
+    "queue",
+    "paused",
+    "pause_time",
+    "flow_pause_time",
+    "finish_time",
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DCQCNResult:
-    """Outcome of a DCQCN run. Arrays are numpy; a parameter batch adds a leading axis.
+class CCResult:
+    """Outcome of a run. Arrays are numpy; a batch adds a leading ``[batch]`` axis.
 
     Attributes:
+        cc: name of the rate law (``dcqcn``, ``hpcc``, ...).
         time: ``[R]`` s, time of each record.
-        rate: ``[R, F]`` DCQCN current rate R_C, bytes/s.
+        rate: ``[R, F]`` sending rate of each flow, bytes/s (DCQCN: R_C).
         delivered: ``[R, F]`` cumulative delivered bytes.
         queue: ``[R, L]`` egress queue per link, bytes.
         paused: ``[R, L]`` bool, PFC pause state of each link (its egress stopped).
         pause_time: ``[L]`` s each link spent paused (exact, every step).
         flow_pause_time: ``[F]`` s each flow spent with a paused link on its path.
         finish_time: ``[F]`` s completion time (``inf``: not finished).
-        alpha, target_rate: ``[F]`` final alpha and R_T.
+        law_state: name -> ``[F]`` final state of the law (DCQCN: ``rate``,
+            ``target_rate``, ``alpha``).
         status: :class:`~fabricflow.solve.status.Status` (``CONVERGED``: the run reached
             ``duration`` with finite values; ``NONFINITE``: a NaN or inf appeared); int32
-            ``[batch]`` codes for a parameter batch.
+            ``[batch]`` codes for a batch.
         links, capacity, size, start, delay: the problem (``[F, H]`` -1 padded, ``[L]``
-            bytes/s, ``[F]`` bytes, ``[F]`` s, ``[F]`` s feedback delay).
+            (or ``[batch, L]``) bytes/s, ``[F]`` bytes, ``[F]`` s, ``[F]`` s feedback delay).
         prev_links: ``[F, H]`` ingress link of each hop (-1 for hop 0).
         dt, duration: s. params, pfc_params, pfc_mode: what ran.
     """
 
+    cc: str
     time: np.ndarray
     rate: np.ndarray
     delivered: np.ndarray
@@ -42,8 +56,7 @@ class DCQCNResult:
     pause_time: np.ndarray
     flow_pause_time: np.ndarray
     finish_time: np.ndarray
-    alpha: np.ndarray
-    target_rate: np.ndarray
+    law_state: dict
     status: Status | np.ndarray
     links: np.ndarray
     prev_links: np.ndarray
@@ -53,7 +66,7 @@ class DCQCNResult:
     delay: np.ndarray
     dt: float
     duration: float
-    params: DCQCNParams
+    params: Parameters
     pfc_params: PFCParams
     pfc_mode: str
 
@@ -63,7 +76,24 @@ class DCQCNResult:
 
     @property
     def num_links(self) -> int:
-        return int(self.capacity.shape[0])
+        return int(self.capacity.shape[-1])
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """DCQCN's final ``alpha`` ``[F]`` (AttributeError for another law)."""
+        return self._state("alpha")
+
+    @property
+    def target_rate(self) -> np.ndarray:
+        """DCQCN's final target rate R_T ``[F]``, bytes/s (AttributeError for another law)."""
+        return self._state("target_rate")
+
+    def _state(self, name: str) -> np.ndarray:
+        if name not in self.law_state:
+            raise AttributeError(
+                f"{self.cc} has no {name!r} state; it has {sorted(self.law_state)}"
+            )
+        return self.law_state[name]
 
     def mean_rate(self, since: float | None = None) -> np.ndarray:
         """Time-averaged delivered throughput per flow (bytes/s) from ``since`` (default:
@@ -79,46 +109,28 @@ class DCQCNResult:
 
     @property
     def batched(self) -> bool:
-        """True when the result holds a parameter batch (leading ``[batch]`` axis)."""
+        """True when the result holds a batch (leading ``[batch]`` axis)."""
         return self.rate.ndim == 3
 
-    def batch_item(self, index: int) -> DCQCNResult:
-        """Run ``index`` of a parameter batch, as a non-batched result."""
+    def batch_item(self, index: int) -> CCResult:
+        """Run ``index`` of a batch, as a non-batched result."""
         if not self.batched:
             raise SpecError("index", "batch_item needs a batched result (a parameter sweep)")
         size = self.rate.shape[0]
         if not -size <= index < size:
             raise SpecError("index", f"must lie in 0..{size - 1}, got {index}")
-        pick = {
-            name: getattr(self, name)[index]
-            for name in (
-                "rate",
-                "delivered",
-                "queue",
-                "paused",
-                "pause_time",
-                "flow_pause_time",
-                "finish_time",
-                "alpha",
-                "target_rate",
-            )
-        }
-        params = DCQCNParams(
-            **{
-                k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                for k, v in self.params.as_dict().items()
-            }
-        )
-        pfc_params = PFCParams(
-            **{
-                k: float(np.asarray(v)[index]) if np.ndim(v) else v
-                for k, v in self.pfc_params.as_dict().items()
-            }
-        )
+        pick = {name: getattr(self, name)[index] for name in _PER_ITEM}
         return dataclasses.replace(
             self,
             status=Status(int(np.asarray(self.status)[index])),
-            params=params,
-            pfc_params=pfc_params,
+            law_state={name: value[index] for name, value in self.law_state.items()},
+            capacity=self.capacity[index] if self.capacity.ndim == 2 else self.capacity,
+            params=self.params.item(index) if self.params.batch_size() else self.params,
+            pfc_params=self.pfc_params.item(index)
+            if self.pfc_params.batch_size()
+            else self.pfc_params,
             **pick,
         )
+
+
+__all__ = ["CCResult"]

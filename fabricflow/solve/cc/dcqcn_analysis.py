@@ -1,7 +1,7 @@
 """DCQCN fixed point and linear stability at one bottleneck, from the model itself.
 
-Both use :func:`~fabricflow.solve.dcqcn.model.dcqcn_derivatives` (the function the
-simulator integrates), evaluated in float64 inside a scoped ``jax.enable_x64`` so the
+Both use :func:`~fabricflow.solve.cc.dcqcn.dcqcn_derivatives` (the function the
+integrator steps), evaluated in float64 inside a scoped ``jax.enable_x64`` so the
 global JAX configuration is left untouched.
 
 * :func:`fixed_point`: N identical flows on a link of capacity C. At rest R_C = C/N and
@@ -17,7 +17,7 @@ global JAX configuration is left untouched.
   cycle bounded by the queue hitting 0 and the rate limits) or decay (< 1). The CoNEXT'16
   phase-margin analysis reaches the same kind of verdict from the continuous model.
 
-Documented case (tests/test_dcqcn_stability.py): 40 Gb/s, paper defaults, N = 2: stable
+Documented case (the stability tests): 40 Gb/s, paper defaults, N = 2: stable
 at 4 us feedback delay, unstable at 200 us; the simulator's queue settles in the first
 case and swings over tens of KB, down to empty, in the second.
 """
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...errors import SpecError
-from .model import dcqcn_derivatives, marking_probability
-from .params import DCQCNParams
+from .dcqcn import DCQCNParams, dcqcn_derivatives
+from .ecn import marking_probability
 
 
 def _params64(params: DCQCNParams) -> DCQCNParams:
@@ -162,6 +162,8 @@ def linear_stability(
     }
 
 
-# Public aliases (exported from the package as ff.dcqcn_fixed_point / ff.dcqcn_linear_stability).
+# The names exported as ff.dcqcn_fixed_point / ff.dcqcn_linear_stability.
 dcqcn_fixed_point = fixed_point
 dcqcn_linear_stability = linear_stability
+
+__all__ = ["dcqcn_fixed_point", "dcqcn_linear_stability", "fixed_point", "linear_stability"]

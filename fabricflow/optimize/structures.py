@@ -1,0 +1,212 @@
+"""Group structures of a search's candidates and lower bounds of their collectives.
+
+A candidate's *structure* is everything its network traffic depends on: the sizes (tp,
+cp, pp, dp, ep), the rank order (for ``topology-aware`` placement: the order it picks),
+the placement, the routing and the collective algorithms. Candidates of one structure
+differ only in message sizes and in how the step hides communication, so the expensive
+part (routing and max-min rates of each group set) is shared.
+
+:class:`Structures` gives, for arrays of candidates, the structure ids and two lower bounds
+of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
+
+* ``cut``: seconds per byte from the fabric's cuts (:mod:`.netbound`) times the bytes; no
+  routing, cheap;
+* ``isolated``: the step model's own collective time alone on the fabric
+  (:func:`fabricflow.workload.comm.prepare`: the same call, cache and seed ``step_time``
+  uses, so the solve is shared with the later full evaluation); a lower bound of the
+  coupled time (coupling never shortens a collective). It needs the structure *opened*:
+  its group sets routed and solved (:meth:`Structures.open`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from ..errors import RoutingError, SpecError
+from ..fabric.fabric import Fabric
+from ..workload import structure_cache
+from ..workload.comm import prepare
+from ..workload.compute import COLLECTIVES
+from ..workload.model import ModelSpec
+from ..workload.placement import DEFAULT_ORDER, place, topology_aware_order
+from .netbound import CutBound
+from .table import CandidateTable
+
+_DIMENSION_OF = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "edp": "dp"}
+# Structures whose group arrays are kept (a 16k-GPU structure's sets weigh ~0.8 MB).
+GROUP_MEMO = 64
+STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
+                   "algo_pp", "algo_dp")  # fmt: skip
+
+
+class Structures:
+    """Structure ids, placements and collective lower bounds of a table's candidates.
+
+    Args:
+        model, fabric, table: the search's.
+        seed: seed of the ``scattered`` placement.
+        collectives: ``fabric`` (bounds from cuts and isolated solves) or ``alpha-beta``
+            (isolated = the analytic estimate; no cut bound).
+    """
+
+    def __init__(
+        self, model: ModelSpec, fabric: Fabric, table: CandidateTable, *, seed: int,
+        collectives: str,
+    ):  # fmt: skip
+        self.model, self.fabric, self.table = model, fabric, table
+        self.seed, self.collectives = seed, collectives
+        self.cut = CutBound(fabric) if collectives == "fabric" else None
+        self.fingerprint = (
+            structure_cache.fabric_fingerprint(fabric) if collectives == "fabric" else None
+        )
+        self.structures: list[tuple] = []  # id -> structure tuple
+        self._ids: dict[tuple, int] = {}
+        self._aware: dict[int, int] = {}  # key -> code of the order topology-aware picks
+        self._orders: list[str] = self._values("order")
+        self.representative: list[tuple[int, int]] = []  # id -> a (key, combo) of it
+        self._groups: OrderedDict[int, dict | None] = OrderedDict()  # LRU, GROUP_MEMO
+        self._seconds: dict[tuple, float] = {}
+
+    # ------------------------------------------------------------------ identification
+
+    def ids(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
+        """int64 ``[n]``: the structure id of each candidate ``(keys[i], combos[i])``."""
+        table = self.table
+        if not len(keys):
+            return np.zeros(0, dtype=np.int64)
+        cols = [table.sizes[d][keys] for d in ("tp", "cp", "pp", "dp", "ep")]
+        order = table.network_column("order", combos).astype(np.int64)
+        placement = table.network_column("placement", combos)
+        aware = self._aware_mask(placement)
+        if aware.any():
+            order = order.copy()
+            order[aware] = [self._aware_order(int(k)) for k in keys[aware]]
+        cols += [order, placement]
+        cols += [table.network_column(knob, combos) for knob in STRUCTURE_KNOBS[2:]]
+        rows, first, inverse = np.unique(
+            np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True
+        )
+        local = np.empty(len(rows), dtype=np.int64)
+        for i, row in enumerate(map(tuple, rows.tolist())):
+            if row not in self._ids:
+                self._ids[row] = len(self.structures)
+                self.structures.append(row)
+                self.representative.append((int(keys[first[i]]), int(combos[first[i]])))
+            local[i] = self._ids[row]
+        return local[inverse.reshape(-1)]
+
+    def _aware_mask(self, placement_codes: np.ndarray) -> np.ndarray:
+        aware = [i for i, v in enumerate(self._values("placement")) if v == "topology-aware"]
+        return np.isin(placement_codes, aware)
+
+    def _values(self, knob: str) -> list:
+        table = self.table
+        return list(table.searched[knob]) if knob in table.network_knobs else [table.single[knob]]
+
+    def _aware_order(self, key: int) -> int:
+        """Order code (index into the orders, extended) that topology-aware picks for key."""
+        if key not in self._aware:
+            order = "-".join(topology_aware_order(self.table.layout(key), self.model))
+            if order not in self._orders:
+                self._orders.append(order)
+            self._aware[key] = self._orders.index(order)
+        return self._aware[key]
+
+    def value(self, sid: int, knob: str):
+        """The value of structure knob ``knob`` (:data:`STRUCTURE_KNOBS`) of ``sid``."""
+        code = self.structures[sid][5 + STRUCTURE_KNOBS.index(knob)]
+        return self._orders[code] if knob == "order" else self._values(knob)[code]
+
+    def groups(self, sid: int) -> dict[str, np.ndarray] | None:
+        """Group sets ``[num_groups, group_size]`` of structure ``sid`` by name (``tp``,
+        ``cp``, ``pp``, ``dp`` = data x context, and ``ep``, ``edp`` for MoE), placed
+        exactly as ``step_time`` places them; ``None`` if the placement is refused."""
+        if sid in self._groups:
+            self._groups.move_to_end(sid)
+        else:
+            key, _ = self.representative[sid]
+            placement = self.value(sid, "placement")
+            order = DEFAULT_ORDER if placement == "topology-aware" else self.value(sid, "order")
+            try:
+                where = place(
+                    self.table.layout(key), self.fabric.num_gpus, order=order,
+                    placement=placement, seed=self.seed, gpus_per_node=self.fabric.gpus_per_node,
+                    fabric=self.fabric, model=self.model,
+                )  # fmt: skip
+            except SpecError:
+                self._groups[sid] = None
+                return None
+            sets = {
+                "tp": where.groups("tp"), "cp": where.groups("cp"), "pp": where.groups("pp"),
+                "dp": where.groups(("dp", "cp")),
+            }  # fmt: skip
+            if self.model.is_moe:
+                sets["ep"] = where.groups("ep", expert=True)
+                sets["edp"] = where.groups("dp", expert=True)
+            self._groups[sid] = sets
+            while len(self._groups) > GROUP_MEMO:
+                self._groups.popitem(last=False)
+        return self._groups[sid]
+
+    # ------------------------------------------------------------------ collective bounds
+
+    def comm(self, needs: dict, sids: np.ndarray, *, isolated: bool) -> dict:
+        """Collective key -> float64 ``[n]``: lower bounds of each candidate's collective
+        seconds (slowest group), from the cuts, or (``isolated``) the step model's
+        collective alone on the fabric (solving what is not solved yet). ``needs``:
+        :func:`.analytic.collective_needs` of the candidates' rows."""
+        out = {}
+        for key, (size, issued) in needs.items():
+            name, op = COLLECTIVES[key]
+            out[key] = self._seconds_of(sids, name, op, size, isolated, issued)
+        return out
+
+    def _seconds_of(self, sids, name, op, size, isolated, wanted) -> np.ndarray:
+        """Seconds ``[n]`` of ``op`` on group set ``name`` at ``size`` for each structure
+        (0 where ``wanted`` is False or the size is 0)."""
+        out = np.zeros(len(sids))
+        use = (size > 0) & wanted
+        if not use.any():
+            return out
+        idx = np.flatnonzero(use)
+        pairs, inverse = np.unique(
+            np.stack([sids[idx].astype(np.float64), size[idx]], axis=1),
+            axis=0, return_inverse=True,
+        )  # fmt: skip
+        values = np.empty(len(pairs))
+        for i, (sid, nbytes) in enumerate(pairs.tolist()):
+            values[i] = self._one(int(sid), name, op, nbytes, isolated)
+        out[idx] = values[inverse.reshape(-1)]
+        return out
+
+    def _one(self, sid: int, name: str, op: str, nbytes: float, isolated: bool) -> float:
+        groups = self.groups(sid)
+        if groups is None or name not in groups or groups[name].shape[1] < 2:
+            return 0.0
+        cut = 0.0
+        if self.cut is not None:
+            cut = self.cut.seconds_per_byte(groups[name], op) * nbytes
+        if not isolated:
+            return cut
+        memo = (sid, name, op, nbytes)
+        if memo not in self._seconds:
+            try:
+                timer = self._timer(sid, name, op)
+                self._seconds[memo] = max(cut, float(np.max(timer(nbytes))))
+            except (SpecError, RoutingError):
+                # the full evaluation refuses it the same way; the cut bound stays valid
+                self._seconds[memo] = cut
+        return self._seconds[memo]
+
+    def _timer(self, sid: int, name: str, op: str):
+        """The step model's ``size -> seconds [G]`` of ``op`` on group set ``name`` (its
+        solve lives in the bounded process-wide cache, never held here)."""
+        groups = self.groups(sid)
+        assert groups is not None
+        algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
+        return prepare(
+            self.fabric, op, groups[name], backend=self.collectives, seed=0, algo=algo,
+            fingerprint=self.fingerprint, routing=self.value(sid, "routing"),
+        )  # fmt: skip

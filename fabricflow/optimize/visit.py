@@ -1,0 +1,373 @@
+"""The visit of a layout search: best-first over lower bounds, timing what can still win.
+
+Keys (analytic assignments) are expanded in increasing compute bound ``B1`` while ``B1``
+is below the ``top_k``-th best answer found; each expanded candidate gets the cut bound
+``B2`` (:mod:`.netbound`, no routing) and waits in a priority queue. The candidate with the
+lowest bound is taken next:
+
+* if its structure (:mod:`.structures`) is not *open* yet, the structure is opened (its
+  group sets routed and solved alone on the fabric, exactly as ``step_time`` will) and
+  every waiting candidate of it gets the *isolated* bound ``B3`` (the step bound with each
+  collective at its time alone, :func:`.analytic.step_bound`), computed as arrays;
+* otherwise it is timed with the full model (:func:`fabricflow.step_time`, contention and
+  coupling included).
+
+Until ``top_k`` answers are known nothing can be pruned, so a candidate is then timed at
+once (and its structure, solved by that, opened): the search has an answer early.
+
+The visit stops when the lowest bound left is no better than the ``top_k``-th best answer
+(:mod:`.topk`): every candidate left could at best tie, so the result is exact. A
+candidate whose bound is already no better when it is bounded is counted as pruned at
+once. Overlap switches that never lengthen a step (TP, PP, EP overlap) make the candidate
+with them on a lower bound of its siblings with them off: those wait for its time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import MemoryBudgetError, RoutingError, SpecError
+from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
+from . import space as _space
+from .analytic import candidate_table, collective_needs, step_bound
+from .structures import Structures
+from .table import CandidateTable
+from .topk import TopK
+
+# Overlap switches that never lengthen a step when turned on (see Visit.dominators).
+DOMINATING_OVERLAPS = ("tp_overlap", "pp_overlap", "ep_overlap")
+NOTE_EVERY_S = 10.0
+FIRST_CHUNK, LAST_CHUNK = 64, 4096
+
+
+@dataclasses.dataclass
+class Counts:
+    """What the visit did with the feasible candidates (see ``LayoutSearch.counts``)."""
+
+    evaluated: int = 0
+    failed: int = 0  # refused on the fabric (SpecError, RoutingError): infeasible
+    over_budget: int = 0  # refused by the memory budget: not ruled out
+    bounded: int = 0  # got the cut bound
+    isolated: int = 0  # got the isolated bound (structure solved)
+    pruned: int = 0
+    unvisited: int = 0
+    structures_opened: int = 0
+
+
+class Visit:
+    """Best-first visit of a :class:`CandidateTable` (see the module doc)."""
+
+    def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
+                 collectives: str, gpus: int, say: Callable[[str], None]):  # fmt: skip
+        self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
+        self.top_k, self.seed, self.collectives, self.gpus = top_k, seed, collectives, gpus
+        self.say = say
+        self.structures = Structures(model, fabric, table, seed=seed, collectives=collectives)
+        self.top = TopK(top_k)
+        self.counts = Counts()
+        self.rows: list[dict] = []
+        self.errors: list[str] = []
+        self.stopped = "exhausted"
+        self.done: set = set()
+        self._heap: list = []  # (bound, level, sequence, key, combo, structure)
+        self._sequence = 0
+        self._pending: dict[int, list] = {}  # unopened structure -> [(key, combo, bound)]
+        self._opened: set[int] = set()
+        self._deferred: dict[tuple, list] = {}  # (key, dominator) -> [(combo, bound)]
+        self._dominators: list | None = None
+        self._last_note = time.monotonic()
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self, deadline: float | None) -> None:
+        """Visit until the bound stops it, everything is timed, ``deadline`` passes (once a
+        candidate is timed) or Ctrl-C; ``stopped`` says which."""
+        table = self.table
+        keys = np.flatnonzero(table.feasible & table.runnable.any(axis=1))
+        order = keys[np.lexsort((table.memory_bytes[keys], table.bound_s[keys]))]
+        pointer, chunk = 0, FIRST_CHUNK
+        try:
+            while True:
+                next_b1 = table.bound_s[order[pointer]] if pointer < len(order) else math.inf
+                if not self._heap or self._heap[0][0] >= next_b1:
+                    if pointer >= len(order):
+                        self.stopped = "exhausted"
+                        break
+                    if next_b1 >= self.top.threshold():
+                        self.stopped = "bound"
+                        break
+                    self._expand(order[pointer : pointer + chunk])
+                    pointer += len(order[pointer : pointer + chunk])
+                    chunk = min(2 * chunk, LAST_CHUNK)
+                    continue
+                if self._step(deadline):
+                    break
+        except KeyboardInterrupt:
+            self.stopped = "interrupted"
+        self._account(order[pointer:])
+        c = self.counts
+        self.say(
+            f"timed {c.evaluated:,} candidates with contention ({c.structures_opened:,} group "
+            f"structures solved), {c.bounded:,} got a network bound; stopped: {self.stopped}"
+        )
+
+    def _step(self, deadline: float | None) -> bool:
+        """Take the best waiting candidate; True when the visit must stop."""
+        bound, level, _, key, combo, sid = self._heap[0]
+        if bound >= self.top.threshold():
+            self.stopped = "bound"
+            return True
+        heapq.heappop(self._heap)
+        if (key, combo) in self.done or (level == 2 and sid in self._opened):
+            return False  # timed already, or stale (re-queued with its isolated bound)
+        late = self._late(deadline)
+        if late and self.counts.evaluated:
+            heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
+            self.stopped = "budget"
+            return True
+        self._note(bound)
+        if level == 2 and not late and len(self.top) >= self.top_k:
+            self._open(sid)
+            return False
+        # timed at once while the top K is not full (an answer soon; the structure is
+        # then solved and opening it costs nothing more) or when already late
+        time_s = self._evaluate(key, combo)
+        if level == 2:
+            self._open(sid)
+        released = self._deferred.pop((key, combo), [])
+        if released:
+            others = np.asarray([c for c, _ in released], dtype=np.int64)
+            bounds = np.maximum(np.asarray([b for _, b in released]), time_s)
+            keys = np.full(len(others), key, dtype=np.int64)
+            self._push(keys, others, bounds, self.structures.ids(keys, others))
+        return False
+
+    def _late(self, deadline: float | None) -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
+    def _note(self, bound: float) -> None:
+        if time.monotonic() - self._last_note > NOTE_EVERY_S:
+            self._last_note = time.monotonic()
+            c = self.counts
+            self.say(
+                f"  {c.evaluated:,} timed, {c.bounded:,} network-bounded, "
+                f"{c.structures_opened:,} structures solved; best "
+                f"{self.top.threshold():.4g} s (top {self.top_k}), next bound {bound:.4g} s"
+            )
+
+    # ------------------------------------------------------------------ bounds
+
+    def _expand(self, keys: np.ndarray) -> None:
+        """Give the runnable candidates of ``keys`` their cut bound and queue them (or
+        defer them behind their dominator, or prune them at once)."""
+        table = self.table
+        k_idx, combos = np.nonzero(table.runnable[keys])
+        cand_keys = keys[k_idx]
+        sids = self.structures.ids(cand_keys, combos)
+        bounds = self.bound(cand_keys, combos, sids, isolated=False)
+        self.counts.bounded += len(bounds)
+        dominators = self.dominators(cand_keys, combos)
+        deferred = np.zeros(len(combos), dtype=bool)
+        for i in np.flatnonzero(dominators != combos).tolist():
+            key, dom = int(cand_keys[i]), int(dominators[i])
+            if (key, dom) not in self.done:
+                # waits for its dominator's time, a lower bound of its own
+                self._deferred.setdefault((key, dom), []).append((int(combos[i]), bounds[i]))
+                deferred[i] = True
+        keep = ~deferred
+        self._push(cand_keys[keep], combos[keep], bounds[keep], sids[keep])
+
+    def _push(self, keys, combos, bounds, sids) -> None:
+        """Queue candidates: with their isolated bound where their structure is open,
+        else waiting for it; those already no better than the K-th answer are pruned."""
+        threshold = self.top.threshold()
+        opened = np.isin(sids, list(self._opened)) if self._opened else np.zeros(len(sids), bool)
+        if opened.any():
+            idx = np.flatnonzero(opened & (bounds < threshold))
+            if len(idx):
+                bounds = bounds.copy()
+                isolated = self.bound(keys[idx], combos[idx], sids[idx], isolated=True)
+                self.counts.isolated += len(idx)
+                bounds[idx] = np.maximum(bounds[idx], isolated)
+        alive = bounds < threshold
+        self.counts.pruned += int((~alive).sum())
+        for b, key, combo, sid, is_open in zip(
+            bounds[alive].tolist(), keys[alive].tolist(), combos[alive].tolist(),
+            sids[alive].tolist(), opened[alive].tolist(), strict=True,
+        ):  # fmt: skip
+            level = 3 if is_open else 2
+            heapq.heappush(self._heap, (b, level, self._sequence, key, combo, sid))
+            self._sequence += 1
+            if not is_open:
+                self._pending.setdefault(sid, []).append((key, combo, b))
+
+    def _open(self, sid: int) -> None:
+        """Solve structure ``sid`` alone on the fabric and re-queue its waiting candidates
+        with their isolated bound."""
+        self._opened.add(sid)
+        self.counts.structures_opened += 1
+        waiting = [(k, c, b) for k, c, b in self._pending.pop(sid, []) if (k, c) not in self.done]
+        if not waiting:
+            return
+        keys = np.asarray([w[0] for w in waiting], dtype=np.int64)
+        combos = np.asarray([w[1] for w in waiting], dtype=np.int64)
+        bounds = np.asarray([w[2] for w in waiting])
+        self._push(keys, combos, bounds, np.full(len(keys), sid, dtype=np.int64))
+
+    def bound(self, keys, combos, sids, *, isolated: bool) -> np.ndarray:
+        """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
+        model's composition (:func:`.analytic.step_bound`) with each collective at its cut
+        bound, or (``isolated``) at its time alone on the fabric; never below the compute
+        bound."""
+        table = self.table
+        b1 = table.bound_s[keys]
+        if not len(keys):
+            return b1.astype(np.float64)
+        rows = table.rows(keys)
+        for knob in table.network_knobs:
+            if knob in rows:  # a Layout field searched among the network knobs
+                values = np.asarray(table.searched[knob])
+                rows[knob] = values[table.network_column(knob, combos)]
+        candidates = candidate_table(rows)
+        needs = collective_needs(self.model, candidates)
+        seconds = self.structures.comm(needs, sids, isolated=isolated)
+        bound = step_bound(self.model, self.gpu, candidates, seconds)
+        return np.maximum(bound, b1)
+
+    def dominators(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
+        """For each candidate, the candidate of the same key and structure with every
+        dominating overlap switch on (or itself). Turning TP, PP or EP overlap on never
+        lengthens the step: each exposed part becomes ``max(0, c - hidden)`` instead of
+        ``c`` with the same collective time ``c``, and the step is non-decreasing in each
+        part (see docs/optimize.md), so the dominator's step time bounds the others from
+        below. DP overlap is not such a switch: overlapped, the gradient reduction shares
+        the fabric with the pipeline and expert traffic of the last backward passes
+        (:mod:`fabricflow.workload.coupling`), so on a congested fabric it can take longer
+        than running alone after the backward pass; both settings are timed."""
+        table = self.table
+        if self._dominators is None:
+            network = table.network_knobs
+            lengths = [len(table.searched[k]) for k in network]
+            strides = np.cumprod([1, *lengths[::-1]])[:-1][::-1]
+            switches = [
+                k
+                for k in DOMINATING_OVERLAPS
+                if k in network and set(table.searched[k]) == {True, False}
+            ]
+            variants = []
+            for group in (switches, [k for k in switches if k != "tp_overlap"]):
+                codes = table.net_codes.copy()
+                for knob in group:
+                    codes[:, network.index(knob)] = table.searched[knob].index(True)
+                variants.append((codes * strides).sum(axis=1) if network else np.zeros(1, int))
+            self._dominators = variants
+        out = combos.copy()
+        for variant in self._dominators[::-1]:  # the fuller variant wins where runnable
+            candidate = variant[combos]
+            ok = table.runnable[keys, candidate]
+            out = np.where(ok, candidate, out)
+        return out
+
+    # ------------------------------------------------------------------ full evaluation
+
+    def kwargs(self, key: int, combo: int) -> dict:
+        """``step_time`` keyword arguments of candidate ``(key, combo)``."""
+        table = self.table
+        changes = {
+            knob: table.value(knob, key, combo)
+            for knob in table.network_knobs
+            if knob in _space.layout_fields()
+        }
+        layout = table.layout(key)
+        if changes:
+            layout = dataclasses.replace(layout, **changes)
+        order = table.value("order", key, combo)
+        placement = table.value("placement", key, combo)
+        if placement == "topology-aware":
+            order = DEFAULT_ORDER  # the placement picks the rank order itself
+        out: dict = {"layout": layout, "order": order, "placement": placement}
+        if placement == "scattered":
+            out["seed"] = self.seed
+        routing = table.value("routing", key, combo)
+        if routing != "auto":
+            out["routing"] = routing
+        algorithms = {}
+        for dim in ("tp", "cp", "ep", "pp", "dp"):
+            algo = table.value(f"algo_{dim}", key, combo)
+            if algo != "auto":
+                algorithms[dim] = algo
+        if algorithms:
+            out["algorithms"] = algorithms
+        if self.collectives != "fabric":
+            out["collectives"] = self.collectives
+        return out
+
+    def _evaluate(self, key: int, combo: int) -> float:
+        """Time one candidate with the full model; returns its step time (0 if refused)."""
+        self.done.add((key, combo))
+        kwargs = self.kwargs(key, combo)
+        try:
+            result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
+        except (SpecError, RoutingError) as error:
+            self.counts.failed += 1
+            self.errors.append(str(error))
+            return 0.0
+        except MemoryBudgetError as error:
+            # a candidate this machine cannot time is not ruled out: the search is then
+            # not exhaustive (counted as failed, its reason kept in ``errors``)
+            self.counts.failed += 1
+            self.counts.over_budget += 1
+            self.errors.append(str(error))
+            return 0.0
+        self.counts.evaluated += 1
+        t = result.step_time_s
+        answer = self.top.add(t, kwargs["layout"], (kwargs, result))
+        self.rows.append(self._row(key, combo, result, answer))
+        return t
+
+    def _row(self, key: int, combo: int, result: StepResult, answer: int) -> dict:
+        table = self.table
+        row: dict = {}
+        for knob in _space.known_knobs():
+            row[knob] = int(table.sizes["dp"][key]) if knob == "dp" else table.value(
+                knob, key, combo
+            )  # fmt: skip
+        if row.get("placement") == "topology-aware":
+            row["order"] = result.details["order"]  # the order the placement picked
+        row["step_time_s"] = result.step_time_s
+        row["lower_bound_s"] = float(table.bound_s[key])
+        row["mfu"] = result.mfu
+        row["tokens_per_gpu_s"] = result.tokens_per_s / self.gpus
+        row["memory_gib_per_gpu"] = result.memory_gib_per_gpu
+        row["answer"] = answer
+        for part in BREAKDOWN_KEYS:
+            row[f"{part}_s"] = float(result.breakdown.get(part, 0.0))
+        return row
+
+    # ------------------------------------------------------------------ accounting
+
+    def _account(self, unexpanded: np.ndarray) -> None:
+        """Feasible candidates neither timed nor pruned yet: pruned when the bound stopped
+        the visit, unvisited when the budget or Ctrl-C did."""
+        table = self.table
+        left = int(table.runnable[unexpanded].sum()) if len(unexpanded) else 0
+        if len(unexpanded) and self.done:
+            # candidates of unexpanded keys timed early are not left over
+            done_keys = np.fromiter((k for k, _ in self.done), dtype=np.int64)
+            left -= int(np.isin(done_keys, unexpanded).sum())
+        # a level-2 entry of an opened structure is stale: re-queued (or pruned) since
+        waiting = {(e[3], e[4]) for e in self._heap if e[1] == 3 or e[5] not in self._opened}
+        waiting.update(
+            (key, combo) for (key, _), others in self._deferred.items() for combo, _ in others
+        )
+        left += len(waiting - self.done)
+        if self.stopped in ("bound", "exhausted"):
+            self.counts.pruned += left
+        else:
+            self.counts.unvisited += left

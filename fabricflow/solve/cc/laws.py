@@ -1,0 +1,32 @@
+"""The registry of rate laws: a plain dict, built here explicitly (importing registers
+nothing), and :func:`resolve_law`, which turns a name into a law with a clear error."""
+
+from __future__ import annotations
+
+from ...errors import SpecError
+from .dcqcn import DCQCN
+from .hpcc import HPCC
+from .law import RateLaw
+from .predictive import Predictive
+from .swift import Swift
+from .timely import Timely
+
+#: name -> law instance, in the order the CLI and the studies list them.
+LAWS: dict[str, RateLaw] = {
+    law.name: law for law in (DCQCN(), HPCC(), Timely(), Swift(), Predictive())
+}
+
+#: The names of :data:`LAWS`.
+CC_NAMES = tuple(LAWS)
+
+
+def resolve_law(cc) -> RateLaw:
+    """The law named ``cc`` (one of :data:`CC_NAMES`), or ``cc`` itself if it is a law."""
+    if isinstance(cc, RateLaw):
+        return cc
+    if isinstance(cc, str) and cc.lower() in LAWS:
+        return LAWS[cc.lower()]
+    raise SpecError("cc", f"unknown congestion control {cc!r}; choose one of {list(LAWS)}")
+
+
+__all__ = ["CC_NAMES", "LAWS", "resolve_law"]

@@ -1,1 +1,0 @@
-"""DCQCN + PFC fluid model: parameters, kernel, simulation, results, PFC analysis."""

@@ -1,0 +1,504 @@
+"""The step model's composition, vectorized over the rows of a layout table.
+
+One implementation serves two callers:
+
+* :func:`compute_table` (the table interface the layout optimizer uses): the step of every
+  row with every collective free, i.e. compute, pipeline bubble, optimizer and offload in
+  seconds ``[N]``, and the compute-side numbers a network bound combines with collective
+  bounds. Its sum ``bound_s`` is a lower bound of :func:`fabricflow.step_time` for that row
+  on any fabric, rank order and placement: every part below is non-decreasing in every
+  collective time.
+* :func:`compose` with :class:`CommTimes` from the fabric (what
+  :func:`fabricflow.step_time` does for one row).
+
+Composition (all times seconds, per micro-batch unless said):
+
+* per layer: compute from :func:`~fabricflow.workload.layer_cost.layer_cost_table`
+  (forward, backward, recompute) over ``framework_efficiency``, plus the exposed part of
+  its collectives: TP (2 all-reduces, or 2 all-gathers + 2 reduce-scatters, per pass;
+  hidden behind the pass's GEMMs under ``tp_overlap``), CP (ring exchanges hidden behind the
+  attention core), EP (dispatch + combine per pass; exposed, hidden behind the pass under
+  ``ep_overlap``, or behind the forward/backward pair under DualPipe);
+* per pipeline rank: its layers (dense/MoE mix) plus the embedding (first) or the head
+  (last) on its own GPU; the slowest rank sets the pace for ``m`` micro-batches; fill and
+  drain add ``(sum_r t_r - max_r t_r) / v`` (1F1B / interleaved) or DualPipe's
+  ``(p/2 - 1)(F&B + B - 3W)``;
+* PP send/recv exposed on ``2 (p v - 1)`` hops (``pp_overlap``) or every hop; DP: all-reduce
+  (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1/2), hidden behind the last backward /
+  first forward per bucket (``dp_overlap``), ZeRO-3 per micro-batch;
+* optimizer: a memory-bound Adam pass over the local parameters (~34 B each); offload:
+  host-link transfers beyond the compute they overlap (docs/memory-offload.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from .efficiency import memory_time
+from .gpu import GpuSpec
+from .layer_cost import LayerCost, embedding_cost_table, head_cost_table, layer_cost_table
+from .memory import rank_parameter_arrays, rank_states
+from .model import ModelSpec
+from .stages import StageGroup, stage_groups
+from .table import LayoutTable
+
+ADAM_BYTES_PER_PARAM = 34.0
+BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload")
+# Collectives of one step: key -> (group set, operation); sizes in collective_sizes().
+COLLECTIVES = {
+    "tp_all_reduce": ("tp", "all_reduce"),
+    "tp_all_gather": ("tp", "all_gather"),
+    "tp_reduce_scatter": ("tp", "reduce_scatter"),
+    "cp_forward": ("cp", "sendrecv"),
+    "cp_backward": ("cp", "sendrecv"),
+    "ep_dispatch": ("ep", "all_to_all"),
+    "ep_combine": ("ep", "all_to_all"),
+    "pp_hop": ("pp", "sendrecv"),
+    "dp_all_reduce": ("dp", "all_reduce"),
+    "dp_reduce_scatter": ("dp", "reduce_scatter"),
+    "dp_all_gather": ("dp", "all_gather"),
+    "edp_all_reduce": ("edp", "all_reduce"),
+    "edp_reduce_scatter": ("edp", "reduce_scatter"),
+    "edp_all_gather": ("edp", "all_gather"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CommTimes:
+    """Seconds of each collective of :data:`COLLECTIVES` (arrays ``[N]``, one per row), as
+    the slowest group of its set takes it. Missing keys are 0 (a dimension of size 1)."""
+
+    seconds: dict
+
+    def get(self, key: str, n: int) -> np.ndarray:
+        value = self.seconds.get(key, 0.0)
+        return np.broadcast_to(np.asarray(value, dtype=np.float64), (n,))
+
+    @classmethod
+    def free(cls) -> CommTimes:
+        """Every collective takes no time (the compute-only bound)."""
+        return cls({})
+
+
+def collective_sizes(model: ModelSpec, table: LayoutTable) -> dict[str, np.ndarray]:
+    """Bytes ``[N]`` of each collective of :data:`COLLECTIVES` per row (0 where the
+    dimension has size 1 or the model has no experts). DP sizes are the parameters of the
+    pipeline rank holding the most (dense over ``dp x cp``, expert over expert data
+    parallel)."""
+    tokens = (table.micro_batch * table.seq_len / table.cp).astype(np.float64)
+    h = float(model.hidden_size)
+    tp = table.tp.astype(np.float64)
+    on = lambda mask: np.where(mask, 1.0, 0.0)  # noqa: E731
+    activations = 2.0 * tokens * h * on(table.tp > 1)
+    chunk = 2.0 * tokens * model.kv_width / tp * on(table.cp > 1)
+    copies = tokens / tp * model.experts_per_token * h * table.moe_imbalance
+    copies = copies * on((table.ep > 1) & model.is_moe)
+    dispatch = np.where(table.precision == "fp8", 1.0, 2.0) * copies
+    dense, expert = _stage_parameters(model, table)
+    grad = np.where(table.grad_reduce_dtype == "fp32", 4.0, 2.0)
+    dense = dense * on(table.dp * table.cp > 1)
+    expert = expert * on(table.expert_dp > 1)
+    hop = 2.0 * tokens * h / tp * on(table.pp > 1)
+    return {
+        "tp_all_reduce": activations,
+        "tp_all_gather": activations,
+        "tp_reduce_scatter": activations,
+        "cp_forward": chunk,
+        "cp_backward": 2.0 * chunk,
+        "ep_dispatch": dispatch,
+        "ep_combine": 2.0 * copies,
+        "pp_hop": hop,
+        "dp_all_reduce": grad * dense,
+        "dp_reduce_scatter": grad * dense,
+        "dp_all_gather": 2.0 * dense,
+        "edp_all_reduce": grad * expert,
+        "edp_reduce_scatter": grad * expert,
+        "edp_all_gather": 2.0 * expert,
+    }
+
+
+def _stage_parameters(model: ModelSpec, table: LayoutTable) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) parameters ``[N]`` of the pipeline rank holding the most."""
+    n = len(table)
+    dense_out, expert_out = np.zeros(n), np.zeros(n)
+    for group in stage_groups(model, table):
+        dense, expert = rank_parameter_arrays(model, table, group)
+        worst = np.argmax(dense + expert, axis=1)
+        pick = np.arange(len(group.rows))
+        dense_out[group.rows] = dense[pick, worst]
+        expert_out[group.rows] = expert[pick, worst]
+    return dense_out, expert_out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kernels:
+    """Per-layer and per-end costs of every row on one GPU type (arrays ``[N]``)."""
+
+    dense: LayerCost
+    moe: LayerCost | None
+    embedding: np.ndarray  # forward + backward of the embedding per micro-batch
+    head: np.ndarray  # forward + backward of the output layer and loss per micro-batch
+
+
+def layer_kernels(model: ModelSpec, gpu, table: LayoutTable) -> dict:
+    """GpuSpec -> the per-layer and per-end costs of every row on it (over
+    ``framework_efficiency``), for each GPU type of ``gpu`` (one spec or one per rank)."""
+    types = list(dict.fromkeys(_rank_gpus(gpu, int(table.pp.max()) if len(table) else 1)))
+    return {each: _kernels(model, each, table) for each in types}
+
+
+def _kernels(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> _Kernels:
+    scale = 1.0 / table.framework_efficiency
+    dense = layer_cost_table(model, gpu, table, moe=False).scaled(scale)
+    moe = layer_cost_table(model, gpu, table, moe=True).scaled(scale) if model.is_moe else None
+    emb_f, emb_b = embedding_cost_table(model, gpu, table)
+    head_f, head_b = head_cost_table(model, gpu, table)
+    return _Kernels(dense, moe, emb_f + emb_b, head_f + head_b)
+
+
+def _layer_exposed(
+    model: ModelSpec, table: LayoutTable, comm: CommTimes, cost: LayerCost, *, moe: bool
+) -> dict[str, np.ndarray]:
+    """Exposed TP / CP / EP seconds ``[N]`` of one layer for one micro-batch (all passes)."""
+    n = len(table)
+    passes_fwd = np.where(table.recompute == "full", 2.0, 1.0)
+    sp = table.sequence_parallel
+    per_pass = np.where(
+        sp,
+        2.0 * (comm.get("tp_all_gather", n) + comm.get("tp_reduce_scatter", n)),
+        2.0 * comm.get("tp_all_reduce", n),
+    )
+    tp_hidden = passes_fwd * np.maximum(0.0, per_pass - cost.forward_gemm_s) + np.maximum(
+        0.0, per_pass - cost.backward_gemm_s
+    )
+    tp = np.where(
+        table.tp > 1, np.where(table.tp_overlap, tp_hidden, (passes_fwd + 1) * per_pass), 0.0
+    )
+    steps = (table.cp - 1).astype(np.float64)
+    ring_f = steps * comm.get("cp_forward", n)
+    ring_b = steps * comm.get("cp_backward", n)
+    redo = np.where(np.isin(table.recompute, ["full", "selective"]), 1.0, 0.0)
+    cp = (1.0 + redo) * np.maximum(0.0, ring_f - cost.forward_attention_s) + np.maximum(
+        0.0, ring_b - cost.backward_attention_s
+    )
+    cp = np.where(table.cp > 1, cp, 0.0)
+    ep = np.zeros(n)
+    if moe:
+        # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
+        # does), combine returns them in bf16; the most loaded rank sets the pace.
+        bf16 = comm.get("ep_combine", n)
+        forward = comm.get("ep_dispatch", n) + bf16
+        backward = 2.0 * bf16  # gradients of combine and of dispatch, bf16
+        # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
+        # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
+        pair = passes_fwd * cost.forward_s + cost.backward_s
+        dual = np.maximum(0.0, passes_fwd * forward + backward - pair)
+        overlapped = passes_fwd * np.maximum(0.0, forward - cost.forward_s) + np.maximum(
+            0.0, backward - cost.backward_s
+        )
+        exposed = passes_fwd * forward + backward
+        ep = np.where(
+            table.schedule == "dualpipe", dual, np.where(table.ep_overlap, overlapped, exposed)
+        )
+        ep = np.where(table.ep > 1, ep, 0.0)
+    return {"tp": tp, "cp": cp, "ep": ep}
+
+
+@dataclasses.dataclass(frozen=True)
+class Composition:
+    """What :func:`compose` returns (arrays ``[N]`` unless said).
+
+    Attributes:
+        breakdown: :data:`BREAKDOWN_KEYS` -> seconds per step.
+        slow: the slowest pipeline rank's per-micro-batch ``compute``, ``tp``, ``cp``,
+            ``ep``, ``total``, ``backward_s``, ``forward_s``, ``weight_grad_s`` and ``layers``,
+            and its index ``rank``.
+        ranks: per row, a list of per-rank dicts (the keys of ``slow``), only when
+            ``per_rank=True`` (one-row use).
+    """
+
+    breakdown: dict
+    slow: dict
+    ranks: list | None = None
+
+
+def _rank_gpus(gpu, pp: int) -> tuple[GpuSpec, ...]:
+    return (gpu,) * pp if isinstance(gpu, GpuSpec) else tuple(gpu)
+
+
+def compose(
+    model: ModelSpec,
+    gpu: GpuSpec | Sequence[GpuSpec],
+    table: LayoutTable,
+    comm: CommTimes,
+    *,
+    per_rank: bool = False,
+    kernels: dict | None = None,
+) -> Composition:
+    """Breakdown of the step of every row of ``table`` with collective times ``comm``.
+
+    ``gpu``: one :class:`GpuSpec` for every rank, or one per pipeline rank (then every row
+    has that many ranks). Rows are assumed valid (see
+    :func:`~fabricflow.workload.layout.table_problems`).
+    """
+    n = len(table)
+    if kernels is None:
+        kernels = layer_kernels(model, gpu, table)
+    exposed = {}
+    for each, k in kernels.items():
+        exposed[each] = {False: _layer_exposed(model, table, comm, k.dense, moe=False)}
+        if k.moe is not None:
+            exposed[each][True] = _layer_exposed(model, table, comm, k.moe, moe=True)
+    keys = (
+        "compute",
+        "tp",
+        "cp",
+        "ep",
+        "total",
+        "backward_s",
+        "forward_s",
+        "weight_grad_s",
+        "layers",
+    )
+    slow = {key: np.zeros(n) for key in keys} | {"rank": np.zeros(n, dtype=np.int64)}
+    breakdown = {key: np.zeros(n) for key in BREAKDOWN_KEYS}
+    ranks_out: list | None = [None] * n if per_rank else None
+    for group in stage_groups(model, table):
+        t = table.take(group.rows)
+        gpus = _rank_gpus(gpu, group.pp)
+        per = _rank_times(model, t, group, gpus, kernels, exposed)
+        worst = np.argmax(per["total"], axis=1)
+        pick = np.arange(len(group.rows))
+        for key in keys:
+            slow[key][group.rows] = per[key][pick, worst]
+        slow["rank"][group.rows] = worst
+        if ranks_out is not None:
+            for i, row in enumerate(group.rows):
+                ranks_out[row] = [
+                    {key: float(per[key][i, r]) for key in keys} for r in range(group.pp)
+                ]
+        mine = {key: value[group.rows] for key, value in slow.items()}
+        parts = _step_parts(model, table, group, gpus, comm, per, mine)
+        for key, value in parts.items():
+            breakdown[key][group.rows] = value
+    return Composition(breakdown=breakdown, slow=slow, ranks=ranks_out)
+
+
+def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, exposed) -> dict:
+    """Per rank ``[n, P]``: seconds of one micro-batch split by kind, and the layers."""
+    rows = group.rows
+    kinds = [(False, model.num_dense_layers / model.num_layers)]
+    if model.is_moe:
+        kinds.append((True, model.num_moe_layers / model.num_layers))
+    # DualPipe: ranks 0 and p-1 hold both ends; each micro-batch passes one of them
+    end_share = 0.5 if group.dualpipe else 1.0
+    passed = group.passed[None, :]
+    out = {
+        key: np.zeros((len(rows), group.pp))
+        for key in ("compute", "tp", "cp", "ep", "backward_s", "forward_s", "weight_grad_s")
+    }
+    for r, each in enumerate(gpus):
+        k = kernels[each]
+        for moe, share in kinds:
+            cost = k.moe if moe else k.dense
+            assert cost is not None
+            out["compute"][:, r] += share * cost.total_s[rows]
+            out["backward_s"][:, r] += share * cost.backward_s[rows]
+            out["forward_s"][:, r] += share * cost.forward_s[rows]
+            out["weight_grad_s"][:, r] += share * cost.backward_gemm_s[rows] / 2.0
+            for key in ("tp", "cp", "ep"):
+                out[key][:, r] += share * exposed[each][moe][key][rows]
+        extra = end_share * (k.embedding[rows] * group.embedding[r] + k.head[rows] * group.head[r])
+        out["compute"][:, r] = passed[:, r] * out["compute"][:, r] + extra / t.framework_efficiency
+    for key in ("tp", "cp", "ep", "backward_s", "forward_s", "weight_grad_s"):
+        out[key] = passed * out[key]
+    out["total"] = out["compute"] + out["tp"] + out["cp"] + out["ep"]
+    out["layers"] = np.broadcast_to(passed, out["total"].shape).astype(np.float64)
+    return out
+
+
+def _step_parts(
+    model, table: LayoutTable, group: StageGroup, gpus, comm: CommTimes, per: dict, slow: dict
+) -> dict:
+    """Breakdown ``[n]`` of a stage group's rows (see the module doc)."""
+    t = table.take(group.rows)
+    m = t.num_micro_batches.astype(np.float64)
+    parts = {key: m * slow[key] for key in ("compute", "tp", "cp", "ep")}
+    if group.dualpipe:
+        pair = slow["total"] + slow["backward_s"] - 3.0 * slow["weight_grad_s"]
+        parts["bubble"] = (group.pp / 2 - 1) * pair
+    else:
+        parts["bubble"] = (per["total"].sum(axis=1) - slow["total"]) / t.vpp
+    parts["pp"] = _pipeline_exposed(t, comm)
+    parts["dp"] = _data_parallel_exposed(model, t, group, comm, slow)
+    parts["optimizer"] = _optimizer(model, table, group, gpus) / t.framework_efficiency
+    parts["offload"] = _offload_exposed(model, table, group, gpus, per, parts["optimizer"])
+    return parts
+
+
+def _pipeline_exposed(t: LayoutTable, comm: CommTimes) -> np.ndarray:
+    n = len(t)
+    hop = comm.get("pp_hop", n)
+    chain = 2.0 * (t.pp * t.vpp - 1) * hop
+    every = chain + 2.0 * t.num_micro_batches * t.vpp * hop
+    return np.where(t.pp > 1, np.where(t.pp_overlap, chain, every), 0.0)
+
+
+def _data_parallel_exposed(
+    model, t: LayoutTable, group: StageGroup, comm: CommTimes, slow: dict
+) -> np.ndarray:
+    n = len(t)
+    first, last = group.layers[0], group.layers[-1]
+    buckets = max(first, last, 1.0)
+    m = t.num_micro_batches.astype(np.float64)
+    total = np.zeros(n)
+    sets = [("dp", t.dp * t.cp)]
+    if model.is_moe:
+        sets.append(("edp", t.expert_dp))
+    for name, size in sets:
+        reduce0 = comm.get(f"{name}_all_reduce", n)
+        scatter = comm.get(f"{name}_reduce_scatter", n)
+        gather = comm.get(f"{name}_all_gather", n)
+        # ZeRO-3: two parameter gathers and a gradient scatter per micro-batch
+        per_mb = 2.0 * gather + scatter
+        per_mb = np.where(
+            t.dp_overlap, np.maximum(per_mb - slow["total"], per_mb / buckets), per_mb
+        )
+        zero3 = m * per_mb
+        reduce = np.where(t.zero == 0, reduce0, scatter)
+        gather12 = np.where(t.zero == 0, 0.0, gather)
+        reduce = np.where(
+            t.dp_overlap, np.maximum(reduce - slow["backward_s"], reduce / buckets), reduce
+        )
+        hidden_gather = np.maximum(
+            gather12 - (slow["total"] - slow["backward_s"]), gather12 / buckets
+        )
+        gather12 = np.where(t.dp_overlap, hidden_gather, gather12)
+        total = total + np.where(size > 1, np.where(t.zero == 3, zero3, reduce + gather12), 0.0)
+    return total
+
+
+def _optimizer(model, table: LayoutTable, group: StageGroup, gpus) -> np.ndarray:
+    """Seconds ``[n]`` of the slowest rank's Adam pass over its (sharded) parameters."""
+    t = table.take(group.rows)
+    dense, expert = rank_parameter_arrays(model, table, group)
+    sharded = dense / (t.dp * t.cp)[:, None] + expert / t.expert_dp[:, None]
+    local = np.where((t.zero >= 1)[:, None], sharded, dense + expert)
+    seconds = np.zeros_like(local)
+    for r, each in enumerate(gpus):
+        seconds[:, r] = memory_time(each, ADAM_BYTES_PER_PARAM * local[:, r])
+    return seconds.max(axis=1)
+
+
+def _offload_exposed(
+    model, table: LayoutTable, group: StageGroup, gpus, per: dict, optimizer_s: np.ndarray
+) -> np.ndarray:
+    """Seconds ``[n]`` per step of host-link transfers not hidden behind compute (the worst
+    pipeline rank, each over its own GPU's host link; see docs/memory-offload.md). NaN for a
+    row that offloads on a GPU without a host link bandwidth."""
+    t = table.take(group.rows)
+    n = len(t)
+    offloading = (t.offload_weights > 0) | (t.offload_optimizer > 0) | (t.offload_activations > 0)
+    if not offloading.any():
+        return np.zeros(n)
+    ranks = rank_states(model, table, group)
+    weights = t.offload_weights[:, None] * ranks.weights
+    optimizer = t.offload_optimizer[:, None] * ranks.optimizer
+    activations = t.offload_activations[:, None] * group.kept[None, :] * ranks.layer_activations
+    bandwidth = np.array([g.host_link_bandwidth or np.nan for g in gpus])[None, :]
+    fetches_in_backward = np.where(t.recompute == "full", 2.0, 1.0)[:, None]
+    micro_batches = (t.num_micro_batches + (t.pp - 1) / t.vpp)[:, None]
+    forward = np.maximum(weights, activations) / bandwidth
+    backward = (fetches_in_backward * weights + activations) / bandwidth
+    per_micro_batch = np.maximum(0.0, forward - per["forward_s"]) + np.maximum(
+        0.0, backward - (per["compute"] - per["forward_s"])
+    )
+    first_fetch = weights / np.maximum(group.kept[None, :], 1.0) / bandwidth
+    step = (optimizer + weights) / bandwidth
+    total = (
+        micro_batches * per_micro_batch + first_fetch + np.maximum(0.0, step - optimizer_s[:, None])
+    )
+    return np.where(offloading, total.max(axis=1), 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeTable:
+    """The compute side of every row's step (arrays ``[N]``, seconds unless said).
+
+    Attributes:
+        compute_s, bubble_s, optimizer_s, offload_s: those parts of the step with every
+            collective free.
+        bound_s: their sum, a lower bound of :func:`fabricflow.step_time` for the row.
+        micro_batch_s: the slowest pipeline rank's micro-batch (compute only).
+        backward_s, forward_s: that rank's backward / forward compute per micro-batch.
+        forward_gemm_s, backward_gemm_s: weight-GEMM seconds of one average layer (dense/MoE
+            mix) and micro-batch, forward and backward: what TP communication can hide
+            behind.
+        layers: layers a micro-batch passes on the slowest rank.
+        num_micro_batches: micro-batches per step (float).
+    """
+
+    compute_s: np.ndarray
+    bubble_s: np.ndarray
+    optimizer_s: np.ndarray
+    offload_s: np.ndarray
+    micro_batch_s: np.ndarray
+    backward_s: np.ndarray
+    forward_s: np.ndarray
+    forward_gemm_s: np.ndarray
+    backward_gemm_s: np.ndarray
+    layers: np.ndarray
+    num_micro_batches: np.ndarray
+
+    @property
+    def bound_s(self) -> np.ndarray:
+        return self.compute_s + self.bubble_s + self.optimizer_s + self.offload_s
+
+
+def compute_table(
+    model: ModelSpec, gpu: GpuSpec | Sequence[GpuSpec], table: LayoutTable
+) -> ComputeTable:
+    """The step of every row of ``table`` with every collective taking no time.
+
+    Rows are assumed valid (check them with
+    :func:`~fabricflow.workload.layout.table_problems`). ``gpu``: one spec, or one per
+    pipeline rank (every row then has that many ranks; layers per rank from ``pp_split``).
+    """
+    kernels = layer_kernels(model, gpu, table)
+    parts = compose(model, gpu, table, CommTimes.free(), kernels=kernels)
+    k = next(iter(kernels.values()))
+    shares = [(k.dense, model.num_dense_layers / model.num_layers)]
+    if k.moe is not None:
+        shares.append((k.moe, model.num_moe_layers / model.num_layers))
+    forward_gemm = sum(share * c.forward_gemm_s for c, share in shares)
+    backward_gemm = sum(share * c.backward_gemm_s for c, share in shares)
+    b = parts.breakdown
+    return ComputeTable(
+        compute_s=b["compute"],
+        bubble_s=b["bubble"],
+        optimizer_s=b["optimizer"],
+        offload_s=b["offload"],
+        micro_batch_s=parts.slow["total"],
+        backward_s=parts.slow["backward_s"],
+        forward_s=parts.slow["forward_s"],
+        forward_gemm_s=np.asarray(forward_gemm, dtype=np.float64),
+        backward_gemm_s=np.asarray(backward_gemm, dtype=np.float64),
+        layers=parts.slow["layers"],
+        num_micro_batches=table.num_micro_batches.astype(np.float64),
+    )
+
+
+__all__ = [
+    "ADAM_BYTES_PER_PARAM",
+    "BREAKDOWN_KEYS",
+    "COLLECTIVES",
+    "CommTimes",
+    "ComputeTable",
+    "Composition",
+    "collective_sizes",
+    "compose",
+    "compute_table",
+]
