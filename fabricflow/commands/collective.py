@@ -13,10 +13,10 @@ from ._common import (
     add_fail_flag,
     add_json_flag,
     failed_fabric,
-    mark_done,
-    output_path,
+    output_file,
     print_json,
     print_table,
+    write_outputs,
 )
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
@@ -82,7 +82,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--plot",
         default=None,
-        type=output_path,
+        type=output_file,
         help="write bus bandwidth and time against the message size, one line per "
         "algorithm (the chosen one bold); format from the extension (png, pdf, svg, ...)",
     )
@@ -101,10 +101,10 @@ def run(args) -> int:
     from ..fabric.spec import load_fabric
     from ..fabric.transport import routing_for
     from ..units import format_size
-    from .step import _check_plot_path
+    from .step import _check_plot_format
 
     if args.plot is not None:
-        _check_plot_path(args.plot)  # before the sweep, not after it
+        _check_plot_format(args.plot)  # before the sweep, not after it
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
         # checked here too so the error names the flag; the model checks the same range
         raise SpecError(
@@ -164,8 +164,9 @@ def run(args) -> int:
             f"{header['op']} on {fabric.name}: {header['num_groups']} group(s) of {group_size} "
             f"({args.layout}), routing {routing}"
         )
-        header["plot"] = str(plot_collective(results, args.plot, title=title))
-        mark_done(args, header["plot"])
+        # a plot that cannot be written is reported after the result (exit 1)
+        if write_outputs(args, "--plot", plot_collective, results, args.plot, title=title):
+            header["plot"] = args.plot
     if args.json:
         print_json({**header, "rows": rows})
         return 0
@@ -188,7 +189,7 @@ def run(args) -> int:
             ("bottleneck", "bottleneck"),
         ],
     )
-    if args.plot is not None:
+    if "plot" in header:
         print(f"# plot written to {header['plot']}")
     return 0
 

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._common import (
-    add_json_flag,
-    check_out_folder,
-    mark_done,
-    output_path,
-    print_json,
-    write_json_file,
-)
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
 
 def register(subparsers) -> None:
@@ -28,7 +21,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        type=output_path,
+        type=output_folder,
         help="folder for summary.json, fabric_tiers.png and topology.png (created)",
     )
     add_json_flag(parser)
@@ -38,12 +31,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..fabric.spec import load_fabric
 
-    fabric = load_fabric(args.fabric)  # a bad fabric fails before --out is touched
-    if args.out is not None:
-        check_out_folder(args.out)
+    fabric = load_fabric(args.fabric)
     summary = {**fabric.summary(), "transport": fabric.transport.to_dict()}
     if args.out is not None:
-        summary["files"] = write_outputs(args, fabric, summary)
+        # a file that cannot be written is reported after the result (exit 1)
+        summary["files"] = write_outputs(args, "--out", _write_files, fabric, summary, args.out)
     if args.json:
         print_json(summary)
     else:
@@ -53,20 +45,14 @@ def run(args) -> int:
     return 0
 
 
-def write_outputs(args, fabric, summary: dict) -> list[str]:
-    """summary.json and the two figures into ``args.out``; returns their paths."""
-    from ..atomic import ensure_folder
+def _write_files(fabric, summary: dict, folder: str) -> None:
+    """summary.json and the two figures into ``folder`` (each file whole or absent)."""
     from ..study.fabric_plots import plot_tiers, plot_topology_sketch
 
-    out = Path(args.out)
-    ensure_folder(out)
-    files = [str(out / "summary.json")]
-    write_json_file(files[0], summary)
-    mark_done(args, files[0])
-    for name, plot in (("fabric_tiers.png", plot_tiers), ("topology.png", plot_topology_sketch)):
-        files.append(str(plot(fabric, out / name)))
-        mark_done(args, files[-1])
-    return files
+    out = Path(folder)
+    write_json_file(str(out / "summary.json"), summary)
+    plot_tiers(fabric, out / "fabric_tiers.png")
+    plot_topology_sketch(fabric, out / "topology.png")
 
 
 def print_summary(summary: dict) -> None:
