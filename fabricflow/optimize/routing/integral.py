@@ -15,13 +15,16 @@ paths (NP-hard); the method is the textbook one, in three stages:
    search: up to :data:`KICKS` times (fewer once :data:`KICK_PATIENCE` kicks in a row
    found nothing), half the flows on the busiest links are moved to a random other
    candidate and the descent repairs the result; a better assignment replaces the best
-   one. Every stage keeps the best assignment seen.
+   one. The search stops early within :data:`FRACTIONAL_RTOL` of the fractional split's
+   makespan (near the linear program's optimum, which one path per flow cannot beat). Every stage keeps the best assignment seen.
 3. **Exact program** for small instances (at most
    :data:`~.integral_milp.MAX_VARIABLES` flow-path variables): the mixed-integer program
    of :mod:`.integral_milp` (HiGHS), bounded above by stage 2's makespan, which proves the
    result within 1 % of the integral optimum unless the time limit ends it first.
 
-The loops are over rounds, kicks and rounding batches, never over flows.
+The loops are over rounds, kicks and rounding batches, never over flows. All descents of
+one call share a budget of :data:`MAX_WORK` priced comparisons (deterministic, unlike a
+time limit), which bounds the search on huge instances.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ from .integral_milp import MAX_VARIABLES, solve_milp
 from .potential_descent import batch_makespans, descend, link_loads
 
 ROUNDINGS = 32
+# ... fewer on huge instances, so that the R x F x K draw stays this many entries at most.
+ROUNDING_ENTRIES = 4e7
+# Comparisons (C K H H per round) all descents of one call may price together: about a
+# minute of numpy on a core; the search keeps its best assignment when it runs out.
+MAX_WORK = 2e10
 BETAS = (4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 KICKS = 30
 # ... stopping after this many kicks in a row that found nothing better.
@@ -44,6 +52,9 @@ DEFAULT_MAX_ROUNDS = 500
 DEFAULT_MILP_TIME_LIMIT_S = 10.0
 # Relative tolerance of "at the makespan" and of "meets the lower bound".
 TIE_RTOL = 1e-9
+# The local search stops once within this of the fractional split's makespan: that split
+# is near the linear program's optimum, which no one-path routing beats.
+FRACTIONAL_RTOL = 1e-3
 
 
 class IntegralResult(NamedTuple):
@@ -66,6 +77,7 @@ def integral_choice(
     capacity: np.ndarray,
     *,
     lower_bound_s: float = 0.0,
+    fractional_s: float = 0.0,
     seed: int = 0,
     milp_time_limit_s: float = DEFAULT_MILP_TIME_LIMIT_S,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
@@ -78,6 +90,9 @@ def integral_choice(
         size: ``[F]`` bytes; ``capacity`` ``[L]`` bytes/s (> 0 on every candidate link).
         lower_bound_s: a known lower bound on any split's makespan (the search stops
             when it meets it).
+        fractional_s: the makespan of ``split`` (the local search stops within
+            :data:`FRACTIONAL_RTOL` of it; the exact program still runs on small instances
+            unless the bound is met).
         seed: seed of the randomized roundings and of the kicks.
         milp_time_limit_s: seconds the exact program may take (0: skip it).
         max_rounds: bound on the rounds of each descent.
@@ -102,23 +117,34 @@ def integral_choice(
     start = (list(starts) + ["rounding"] * roundings.shape[0])[first]
     ecmp_span = float(spans[0])
     rounds = kicks = idle = 0
+    work_left = MAX_WORK
 
     def done() -> bool:
         return best_span <= lower * (1 + TIE_RTOL)
 
-    if k > 1 and not done():
+    def close_enough() -> bool:
+        return done() or best_span <= fractional_s * (1 + FRACTIONAL_RTOL)
+
+    if k > 1 and not close_enough():
         scale = best_span
         choice = best
         for beta in BETAS:  # rising sharpness: spread the load first, then the maximum
-            choice, used = descend(
-                paths, size, inv_cap, choice, beta=beta, scale=scale, max_rounds=max_rounds
+            choice, used, spent = descend(
+                paths,
+                size,
+                inv_cap,
+                choice,
+                beta=beta,
+                scale=scale,
+                max_rounds=max_rounds,
+                max_work=work_left,
             )
-            rounds += used
+            rounds, work_left = rounds + used, work_left - spent
             span = _makespan(paths, choice, size, inv_cap, num_links)
             if span < best_span:
                 best, best_span = choice, span
         for kicks in range(1, KICKS + 1):  # noqa: B007 (kicks is reported)
-            if done() or idle >= KICK_PATIENCE:
+            if close_enough() or idle >= KICK_PATIENCE or work_left <= 0:
                 break
             load = link_loads(paths[rows, best], size, num_links)
             hot = load * inv_cap >= best_span * (1 - TIE_RTOL)
@@ -134,10 +160,17 @@ def integral_choice(
             choice = best.copy()
             choice[moved] = (choice[moved] + rng.integers(1, count[moved])) % count[moved]
             for beta in BETAS[-3:]:
-                choice, used = descend(
-                    paths, size, inv_cap, choice, beta=beta, scale=best_span, max_rounds=max_rounds
+                choice, used, spent = descend(
+                    paths,
+                    size,
+                    inv_cap,
+                    choice,
+                    beta=beta,
+                    scale=best_span,
+                    max_rounds=max_rounds,
+                    max_work=work_left,
                 )
-                rounds += used
+                rounds, work_left = rounds + used, work_left - spent
             span = _makespan(paths, choice, size, inv_cap, num_links)
             idle += 1
             if span < best_span * (1 - TIE_RTOL):
@@ -174,9 +207,11 @@ def _makespan(paths, choice, size, inv_cap, num_links) -> float:
 
 
 def _sample(split, valid, count, rng) -> np.ndarray:
-    """int64 ``[ROUNDINGS, F]``: path indices drawn with probabilities ``split``."""
+    """int64 ``[R, F]``: path indices drawn with probabilities ``split``, ``R`` =
+    :data:`ROUNDINGS` (fewer past :data:`ROUNDING_ENTRIES` draws in all)."""
+    samples = int(min(ROUNDINGS, max(2, ROUNDING_ENTRIES // max(split.size, 1))))
     cumulative = np.cumsum(np.where(valid, split, 0.0), axis=1)
-    draw = rng.random((ROUNDINGS, split.shape[0])) * cumulative[:, -1]
+    draw = rng.random((samples, split.shape[0])) * cumulative[:, -1]
     picked = (cumulative[None, :, :] <= draw[:, :, None]).sum(axis=2)
     return np.minimum(picked, count - 1).astype(np.int64)
 

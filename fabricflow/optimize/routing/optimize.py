@@ -168,6 +168,7 @@ def optimize_routing(
             size_arr,
             capacity,
             lower_bound_s=solved.lower_bound_s,
+            fractional_s=fractional_makespan,
             seed=int(seed),
             milp_time_limit_s=float(milp_time_limit_s),
         )

@@ -15,10 +15,14 @@ deterministic algorithms", JCSS 1988) and the best-response dynamics of congesti
 terminates.
 
 One round prices, for every flow on a link within ``4 scale / beta`` of the busiest, the
-change of ``Phi`` of moving it to each of its other candidates (``[C, K, H]`` arrays), keeps
-each flow's best improving move, and applies at once a set of moves that touch pairwise
-disjoint links (each link keeps the best move that touches it): the change of ``Phi`` is
-then exactly the sum of theirs, negative. The loop is over rounds, never over flows.
+change of ``Phi`` of moving it to each of its other candidates (``[C, K, H]`` arrays) and
+keeps each flow's best improving move. It applies at once the best moves, at most ``m``
+of them touching any one link (through its old or its new path), when that lowers
+``Phi`` (evaluated exactly); otherwise ``m`` halves and the round tries again. At ``m = 1``
+the moves touch pairwise disjoint links, so the change of ``Phi`` is exactly the sum of
+theirs, negative: every round makes progress, and ``m`` doubles again after a success
+(an all-to-all has hundreds of flows on each link: one move per link per round would take
+thousands of rounds). The loop is over rounds, never over flows.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ HOT_SPAN = 4.0
 MAX_EXPONENT = 700.0
 # A move must lower Phi (in units of the busiest link's term) by more than this.
 MIN_GAIN = 1e-9
+# A descent stops after a round that lowers Phi by less than this fraction of it.
+MIN_ROUND_GAIN = 1e-6
+# Moves per link per round: the start and the ceiling of the adaptive cap m.
+CAP_START = 16
+CAP_MAX = 1024
 
 
 def link_loads(links: np.ndarray, size: np.ndarray, num_links: int) -> np.ndarray:
@@ -74,7 +83,8 @@ def descend(
     beta: float,
     scale: float,
     max_rounds: int,
-) -> tuple[np.ndarray, int]:
+    max_work: float = float("inf"),
+) -> tuple[np.ndarray, int, float]:
     """Lower ``Phi`` (module docstring) by moving flows between their candidates.
 
     Args:
@@ -84,9 +94,12 @@ def descend(
         choice: int ``[F]`` the starting path index of each flow (a valid row).
         beta, scale: the potential's sharpness and reference makespan (s).
         max_rounds: bound on the rounds.
+        max_work: bound on the priced comparisons (``C K H H`` per round, summed): the
+            descent stops once a round would pass it (deterministic, unlike a time limit).
 
     Returns:
-        ``(choice, rounds)``: the new int64 ``[F]`` path indices and the rounds run.
+        ``(choice, rounds, work)``: the new int64 ``[F]`` path indices, the rounds run and
+        the comparisons they priced.
     """
     num_flows, k, hops = paths.shape
     num_links = inv_cap.shape[0]
@@ -98,7 +111,7 @@ def descend(
         num_flows * k * hops * (hops * 2 + 64),
         f"integral routing descent over {num_flows:,} flows",
     )
-    rounds = 0
+    rounds, work, cap = 0, 0.0, CAP_START
     for rounds in range(1, max_rounds + 1):  # noqa: B007 (rounds is reported)
         norm = beta / scale
         x = load * inv_cap * norm  # beta * t / scale per link
@@ -110,21 +123,33 @@ def descend(
             & (size > 0)
             & (valid.sum(axis=1) > 1)
         )
-        if movers.size == 0:
+        cost = float(movers.size) * k * hops * hops
+        if movers.size == 0 or work + cost > max_work:
             break
+        work += cost
         gain, best = _best_moves(paths, size, inv_cap, choice, movers, x, norm, top)
         improving = np.flatnonzero(gain < -MIN_GAIN)
         if improving.size == 0:
             break
-        flows, targets = _independent(
-            paths, choice, movers[improving], best[improving], gain[improving], num_links
-        )
-        old = link_loads(paths[flows, choice[flows]], size[flows], num_links)
+        phi = np.exp(np.minimum(x - top, MAX_EXPONENT)).sum()
+        while True:
+            flows, targets = _capped(
+                paths, choice, movers[improving], best[improving], gain[improving], num_links, cap
+            )
+            old = link_loads(paths[flows, choice[flows]], size[flows], num_links)
+            trial = load + link_loads(paths[flows, targets], size[flows], num_links) - old
+            trial_phi = np.exp(np.minimum(trial * inv_cap * norm - top, MAX_EXPONENT)).sum()
+            if trial_phi < phi or cap == 1:
+                break
+            cap = max(cap // 2, 1)
         choice[flows] = targets
-        load += link_loads(paths[flows, targets], size[flows], num_links) - old
+        load = trial
+        cap = min(cap * 2, CAP_MAX)
+        if phi - trial_phi < MIN_ROUND_GAIN * phi:
+            break  # converged: what is left would move Phi by nothing that matters
         if rounds % 64 == 0:  # recompute from scratch now and then: no drift
             load = link_loads(paths[rows, choice], size, num_links)
-    return choice, rounds
+    return choice, rounds, work
 
 
 def _best_moves(paths, size, inv_cap, choice, movers, x, norm, top):
@@ -132,15 +157,19 @@ def _best_moves(paths, size, inv_cap, choice, movers, x, norm, top):
     and that move's path index (int64 ``[C]``)."""
     cur = paths[movers, choice[movers]]  # [C, H]
     alt = paths[movers]  # [C, K, H]
-    alt_in_cur = np.any(alt[:, :, :, None] == cur[:, None, None, :], axis=3)  # [C, K, H]
-    cur_in_alt = np.any(cur[:, None, :, None] == alt[:, :, None, :], axis=3)  # [C, K, H]
-    step = size[movers] * norm  # beta * size / scale, per flow
-    link_a, link_c = np.maximum(alt, 0), np.maximum(cur, 0)
-    base_a = x[link_a] - top
-    grow = np.minimum(base_a + step[:, None, None] * inv_cap[link_a], MAX_EXPONENT)
-    added = np.where((alt >= 0) & ~alt_in_cur, np.exp(grow) - np.exp(base_a), 0.0)
-    base_c = x[link_c] - top
-    freed = np.exp(base_c - step[:, None] * inv_cap[link_c]) - np.exp(base_c)  # [C, H] <= 0
+    # membership of each link in the other path, OR-ed over the (few) hop positions:
+    # contiguous [C, K, H] comparisons instead of a reduction over a [C, K, H, H] array
+    alt_in_cur = np.zeros(alt.shape, bool)
+    cur_in_alt = np.zeros(alt.shape, bool)
+    for h in range(alt.shape[2]):  # loop over hop positions, not flows
+        alt_in_cur |= alt == cur[:, None, h : h + 1]
+        cur_in_alt |= cur[:, None, :] == alt[:, :, h : h + 1]
+    weight = np.exp(np.minimum(x - top, MAX_EXPONENT))  # [L] each link's term of Phi
+    grow = (size[movers] * norm)[:, None, None] * inv_cap[np.maximum(alt, 0)]  # [C, K, H]
+    added = weight[np.maximum(alt, 0)] * np.expm1(np.minimum(grow, MAX_EXPONENT))
+    added = np.where((alt >= 0) & ~alt_in_cur, added, 0.0)
+    shrink = (size[movers] * norm)[:, None] * inv_cap[np.maximum(cur, 0)]  # [C, H]
+    freed = weight[np.maximum(cur, 0)] * np.expm1(-shrink)  # <= 0
     removed = np.where((cur[:, None, :] >= 0) & ~cur_in_alt, freed[:, None, :], 0.0)
     delta = added.sum(axis=2) + removed.sum(axis=2)
     delta[~np.any(alt >= 0, axis=2)] = np.inf
@@ -149,16 +178,24 @@ def _best_moves(paths, size, inv_cap, choice, movers, x, norm, top):
     return delta[np.arange(movers.size), best], best
 
 
-def _independent(paths, choice, flows, targets, gain, num_links):
-    """The moves among ``flows -> targets`` kept when every link keeps only the best
-    (most negative ``gain``) move touching it, via its old or its new path."""
+def _capped(paths, choice, flows, targets, gain, num_links, cap: int):
+    """The moves among ``flows -> targets`` kept, best (most negative ``gain``) first, while
+    no link is touched (by an old or a new path) by more than ``cap`` kept moves; at
+    ``cap = 1`` the kept moves touch pairwise disjoint links."""
     order = np.argsort(gain, kind="stable")
     flows, targets = flows[order], targets[order]
-    touched = np.concatenate([paths[flows, choice[flows]], paths[flows, targets]], axis=1)
+    old, new = paths[flows, choice[flows]], paths[flows, targets]
+    shared = np.any(new[:, :, None] == old[:, None, :], axis=2)  # a link of both: once
+    touched = np.concatenate([old, np.where(shared, -1, new)], axis=1)
     rank = np.broadcast_to(np.arange(flows.size)[:, None], touched.shape)
     used = touched >= 0
-    owner = np.full(num_links, flows.size, np.int64)
-    link_ids, first = np.unique(touched[used], return_index=True)  # rank-major order
-    owner[link_ids] = rank[used][first]
-    keep = np.all(~used | (owner[np.maximum(touched, 0)] == rank), axis=1)
-    return flows[keep], targets[keep]
+    links, ranks = touched[used], rank[used]  # row-major: ranks ascending
+    by_link = np.argsort(links, kind="stable")  # within a link, ranks stay ascending
+    sorted_links = links[by_link]
+    start = np.searchsorted(sorted_links, sorted_links, side="left")
+    position = np.arange(links.size) - start  # earlier moves touching the same link
+    over = np.zeros(flows.size, bool)
+    # a move past the cap on one of its links is dropped (counting dropped moves too, so
+    # the kept ones never exceed the cap)
+    over[ranks[by_link][position >= cap]] = True
+    return flows[~over], targets[~over]
