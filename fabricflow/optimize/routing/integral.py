@@ -97,113 +97,138 @@ def integral_choice(
         milp_time_limit_s: seconds the exact program may take (0: skip it).
         max_rounds: bound on the rounds of each descent.
     """
-    num_flows, k, _ = paths.shape
-    num_links = capacity.shape[0]
-    inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), 0.0)
-    valid = np.any(paths >= 0, axis=2)
-    count = valid.sum(axis=1)
-    rows = np.arange(num_flows)
-    lower = max(float(lower_bound_s), _single_flow_bound(paths, size, inv_cap))
-    starts = {
-        "ecmp": np.zeros(num_flows, np.int64),
-        "largest share": np.argmax(np.where(valid, split, -1.0), axis=1),
-    }
-    rng = np.random.default_rng(seed)
-    roundings = _sample(split, valid, count, rng) if k > 1 else np.zeros((0, num_flows), int)
-    choices = np.concatenate([np.stack(list(starts.values())), roundings])
-    spans = batch_makespans(paths, choices, size, inv_cap)
-    first = int(np.argmin(spans))
-    best, best_span = choices[first], float(spans[first])
-    start = (list(starts) + ["rounding"] * roundings.shape[0])[first]
-    ecmp_span = float(spans[0])
-    rounds = kicks = idle = 0
-    work_left = MAX_WORK
-
-    def done() -> bool:
-        return best_span <= lower * (1 + TIE_RTOL)
-
-    def close_enough() -> bool:
-        return done() or best_span <= fractional_s * (1 + FRACTIONAL_RTOL)
-
-    if k > 1 and not close_enough():
-        scale = best_span
-        choice = best
-        for beta in BETAS:  # rising sharpness: spread the load first, then the maximum
-            choice, used, spent = descend(
-                paths,
-                size,
-                inv_cap,
-                choice,
-                beta=beta,
-                scale=scale,
-                max_rounds=max_rounds,
-                max_work=work_left,
-            )
-            rounds, work_left = rounds + used, work_left - spent
-            span = _makespan(paths, choice, size, inv_cap, num_links)
-            if span < best_span:
-                best, best_span = choice, span
-        for kicks in range(1, KICKS + 1):  # noqa: B007 (kicks is reported)
-            if close_enough() or idle >= KICK_PATIENCE or work_left <= 0:
+    search = _Search(paths, size, capacity, seed, max_rounds)
+    search.lower = max(float(lower_bound_s), _single_flow_bound(paths, size, search.inv_cap))
+    start, ecmp_span = search.start(split)
+    if paths.shape[1] > 1 and not search.close_enough(fractional_s):
+        search.improve(search.best.copy(), BETAS, search.best_span)
+        idle = 0
+        while search.kicks < KICKS and idle < KICK_PATIENCE and search.work_left > 0:
+            if search.close_enough(fractional_s) or not search.kick():
                 break
-            load = link_loads(paths[rows, best], size, num_links)
-            hot = load * inv_cap >= best_span * (1 - TIE_RTOL)
-            current = paths[rows, best]
-            on_hot = np.flatnonzero(
-                np.any((current >= 0) & hot[np.maximum(current, 0)], axis=1) & (count > 1)
-            )
-            if on_hot.size == 0:
-                break
-            moved = on_hot[rng.random(on_hot.size) < KICK_FRACTION]
-            if moved.size == 0:
-                moved = on_hot[rng.integers(on_hot.size, size=1)]
-            choice = best.copy()
-            choice[moved] = (choice[moved] + rng.integers(1, count[moved])) % count[moved]
-            for beta in BETAS[-3:]:
-                choice, used, spent = descend(
-                    paths,
-                    size,
-                    inv_cap,
-                    choice,
-                    beta=beta,
-                    scale=best_span,
-                    max_rounds=max_rounds,
-                    max_work=work_left,
-                )
-                rounds, work_left = rounds + used, work_left - spent
-            span = _makespan(paths, choice, size, inv_cap, num_links)
-            idle += 1
-            if span < best_span * (1 - TIE_RTOL):
-                best, best_span, idle = choice, span, 0
+            idle = 0 if search.improved else idle + 1
     method = "local search"
+    movable = search.count > 1
     if (
-        k > 1
+        paths.shape[1] > 1
         and milp_time_limit_s > 0
-        and not done()
-        and int(np.count_nonzero(valid[count > 1])) <= MAX_VARIABLES
+        and not search.done()
+        and int(np.count_nonzero(search.valid[movable])) <= MAX_VARIABLES
     ):
         exact = solve_milp(
             paths,
             size,
             capacity,
-            incumbent_s=best_span,
-            lower_s=lower,
+            incumbent_s=search.best_span,
+            lower_s=search.lower,
             time_limit_s=milp_time_limit_s,
         )
-        lower = max(lower, exact.lower_bound_s)
+        search.lower = max(search.lower, exact.lower_bound_s)
         if exact.choice is not None:
-            span = _makespan(paths, exact.choice, size, inv_cap, num_links)
-            if span < best_span:
-                best, best_span = exact.choice, span
+            search.offer(exact.choice)
         method = "milp optimal" if exact.optimal else "milp time limit"
     return IntegralResult(
-        best, best_span, start, ecmp_span, rounds, kicks, method, min(lower, best_span)
+        search.best,
+        search.best_span,
+        start,
+        ecmp_span,
+        search.rounds,
+        search.kicks,
+        method,
+        min(search.lower, search.best_span),
     )
 
 
-def _makespan(paths, choice, size, inv_cap, num_links) -> float:
-    load = link_loads(paths[np.arange(paths.shape[0]), choice], size, num_links)
-    return float((load * inv_cap).max(initial=0.0))
+class _Search:
+    """The state of one integral search: the problem, the best assignment so far, the
+    counters and the work left (every stage only ever replaces ``best`` by a better one)."""
+
+    def __init__(self, paths, size, capacity, seed: int, max_rounds: int):
+        self.paths, self.size, self.max_rounds = paths, size, max_rounds
+        self.num_links = capacity.shape[0]
+        self.inv_cap = np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), 0.0)
+        self.valid = np.any(paths >= 0, axis=2)
+        self.count = self.valid.sum(axis=1)
+        self.rng = np.random.default_rng(seed)
+        self.rounds = self.kicks = 0
+        self.work_left = MAX_WORK
+        self.lower = 0.0
+        self.improved = False
+
+    def start(self, split) -> tuple[str, float]:
+        """Evaluate the starts at once and keep the best; returns its name and ECMP's
+        makespan."""
+        num_flows, k = split.shape
+        starts = {
+            "ecmp": np.zeros(num_flows, np.int64),
+            "largest share": np.argmax(np.where(self.valid, split, -1.0), axis=1),
+        }
+        roundings = (
+            _sample(split, self.valid, self.count, self.rng)
+            if k > 1
+            else np.zeros((0, num_flows), np.int64)
+        )
+        choices = np.concatenate([np.stack(list(starts.values())), roundings])
+        spans = batch_makespans(self.paths, choices, self.size, self.inv_cap)
+        first = int(np.argmin(spans))
+        self.best, self.best_span = choices[first], float(spans[first])
+        return (list(starts) + ["rounding"] * roundings.shape[0])[first], float(spans[0])
+
+    def done(self) -> bool:
+        """The best assignment meets the lower bound: it is optimal."""
+        return self.best_span <= self.lower * (1 + TIE_RTOL)
+
+    def close_enough(self, fractional_s: float) -> bool:
+        return self.done() or self.best_span <= fractional_s * (1 + FRACTIONAL_RTOL)
+
+    def offer(self, choice) -> None:
+        """Keep ``choice`` if it beats the best; ``improved`` says whether it did."""
+        load = link_loads(self.paths[np.arange(choice.size), choice], self.size, self.num_links)
+        span = float((load * self.inv_cap).max(initial=0.0))
+        self.improved = span < self.best_span * (1 - TIE_RTOL)
+        if self.improved:
+            self.best, self.best_span = choice, span
+
+    def improve(self, choice, betas, scale: float) -> None:
+        """Descend from ``choice`` at each sharpness in turn, offering every result."""
+        improved = False
+        for beta in betas:
+            choice, used, spent = descend(
+                self.paths,
+                self.size,
+                self.inv_cap,
+                choice,
+                beta=beta,
+                scale=scale,
+                max_rounds=self.max_rounds,
+                max_work=self.work_left,
+            )
+            self.rounds, self.work_left = self.rounds + used, self.work_left - spent
+            self.offer(choice.copy())
+            improved |= self.improved
+        self.improved = improved
+
+    def kick(self) -> bool:
+        """Move about half the flows on the busiest links to another candidate at random,
+        descend again; False when no flow on them can move."""
+        rows = np.arange(self.best.size)
+        current = self.paths[rows, self.best]
+        load = link_loads(current, self.size, self.num_links)
+        hot = load * self.inv_cap >= self.best_span * (1 - TIE_RTOL)
+        on_hot = np.flatnonzero(
+            np.any((current >= 0) & hot[np.maximum(current, 0)], axis=1) & (self.count > 1)
+        )
+        if on_hot.size == 0:
+            return False
+        self.kicks += 1
+        moved = on_hot[self.rng.random(on_hot.size) < KICK_FRACTION]
+        if moved.size == 0:
+            moved = on_hot[self.rng.integers(on_hot.size, size=1)]
+        choice = self.best.copy()
+        count = self.count[moved]
+        choice[moved] = (choice[moved] + self.rng.integers(1, count)) % count
+        self.improve(choice, BETAS[-3:], self.best_span)
+        return True
 
 
 def _sample(split, valid, count, rng) -> np.ndarray:
