@@ -1,13 +1,15 @@
-"""Accuracy: Megatron-LM SC21 Table 1 (docs/references.md §5) on dgx-a100-superpod, each within 10%."""
+"""Accuracy: Megatron-LM SC21 Table 1 (docs/references.md §5) on dgx-a100-superpod.
+
+Nothing is fitted to these rows. The model reproduces the 2022 per-layer times of the same
+shapes (Korthikanti et al. Table 4, tests/test_step_components.py) within a few percent;
+the 2021 runs of Table 1 are slower than that at equal shapes (docs/step-validation.md), so
+every row is predicted faster than published: 7-15% more TFLOP/s per GPU.
+"""
 
 import pytest
 
 import fabricflow as ff
-from fabricflow.study.step_calibration import (
-    MEGATRON_SC21_TABLE1,
-    calibration_table,
-    fit_framework_efficiency,
-)
+from fabricflow.study.step_calibration import MEGATRON_SC21_TABLE1, calibration_table
 from fabricflow.workload.layout import FRAMEWORK_EFFICIENCY
 
 
@@ -28,10 +30,11 @@ def table(selene):
     return rows
 
 
-def test_every_table1_row_within_10_percent(table):
+def test_every_table1_row_within_16_percent_without_a_fitted_factor(table):
+    assert FRAMEWORK_EFFICIENCY == 1.0
     assert len(table) == len(MEGATRON_SC21_TABLE1) == 6
     for row in table:
-        assert abs(row["error"]) < 0.10, row
+        assert 0.0 < row["error"] < 0.16, row
 
 
 def test_collectives_come_from_the_fabric_model(selene):
@@ -43,10 +46,6 @@ def test_collectives_come_from_the_fabric_model(selene):
     )
     assert result.details["collective_backend"] == "fabric"
     assert result.breakdown["tp"] > 0.05 * result.step_time_s  # TP all-reduce is not overlapped
-
-
-def test_shipped_constant_is_the_fit(selene):
-    assert fit_framework_efficiency(selene) == pytest.approx(FRAMEWORK_EFFICIENCY, abs=0.02)
 
 
 def test_trend_across_rows_is_physical(table):

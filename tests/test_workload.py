@@ -40,7 +40,7 @@ def test_gpu_presets_and_overrides():
 
 def test_gemm_efficiency_bounds_and_shape_effects():
     big = gemm_efficiency(A100, 16384, 12288, 12288)
-    assert 0.8 < big <= A100.gemm_efficiency
+    assert 0.7 < big <= A100.gemm_efficiency
     # A smaller inner dimension (higher TP on a row-parallel GEMM) costs efficiency.
     assert gemm_efficiency(A100, 16384, 12288, 1536) < big
     # Dimensions that are not multiples of 64 cost (tile/K padding).

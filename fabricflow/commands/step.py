@@ -108,9 +108,51 @@ def register(subparsers) -> None:
         metavar="FIELD=VALUE",
         help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
     )
+    parser.add_argument(
+        "--expert-tp",
+        type=int,
+        default=0,
+        help="tensor-parallel size of the expert layers (0: Megatron's default, tp where "
+        "ep divides cp x dp, else 1)",
+    )
+    parser.add_argument(
+        "--moe-capacity-factor",
+        type=float,
+        default=0.0,
+        help="tokens an expert takes, as a multiple of its balanced share; excess dropped "
+        "(0: dropless)",
+    )
+    parser.add_argument(
+        "--microbatch-group",
+        type=int,
+        default=0,
+        help="micro-batches per virtual-stage group of the interleaved schedule: sets how "
+        "many are in flight (0: pp)",
+    )
+    parser.add_argument(
+        "--recompute-layers",
+        type=int,
+        default=0,
+        help="with --recompute full: layers of each stage chunk recomputed (0: all)",
+    )
+    parser.add_argument(
+        "--recompute-modules",
+        default="",
+        help="with --recompute selective: comma-separated modules recomputed, of "
+        "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts ('': core_attn)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="kernels replayed from CUDA graphs (no per-kernel host launches)",
+    )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
-        "--placement", default="contiguous", choices=["contiguous", "scattered", "topology-aware"]
+        "--placement",
+        default="contiguous",
+        choices=["contiguous", "scattered", "topology-aware", "domain-aligned"],
+        help="rank placement; domain-aligned: 64 ranks per scale-up domain of 64 or more "
+        "GPUs (an NVL72 rack keeps 8 spares)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -195,6 +237,12 @@ def layout_from_args(args):
         offload_activations=args.offload_activations,
         pp_split=pp_split,
         pipeline_schedule=args.schedule or "auto",
+        expert_tp=getattr(args, "expert_tp", 0),
+        moe_capacity_factor=getattr(args, "moe_capacity_factor", 0.0),
+        microbatch_group=getattr(args, "microbatch_group", 0),
+        recompute_layers=getattr(args, "recompute_layers", 0),
+        recompute_modules=getattr(args, "recompute_modules", ""),
+        cuda_graphs=getattr(args, "cuda_graphs", False),
     )
 
 

@@ -40,8 +40,9 @@ import numpy as np
 from .efficiency import memory_time
 from .gpu import GpuSpec
 from .layer_cost import LayerCost, embedding_cost_table, head_cost_table, layer_cost_table
-from .memory import rank_parameter_arrays, rank_states
+from .memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
 from .model import ModelSpec
+from .overlap import exposed, slowdown
 from .stages import StageGroup, stage_groups
 from .table import LayoutTable
 
@@ -56,6 +57,10 @@ COLLECTIVES = {
     "cp_backward": ("cp", "sendrecv"),
     "ep_dispatch": ("ep", "all_to_all"),
     "ep_combine": ("ep", "all_to_all"),
+    # expert tensor parallelism: the expert grid's tensor groups are the dense TP groups
+    # when expert_tp == tp (both grids put TP fastest); timed on those groups
+    "etp_all_gather": ("tp", "all_gather"),
+    "etp_reduce_scatter": ("tp", "reduce_scatter"),
     "pp_hop": ("pp", "sendrecv"),
     "dp_all_reduce": ("dp", "all_reduce"),
     "dp_reduce_scatter": ("dp", "reduce_scatter"),
@@ -83,11 +88,43 @@ class CommTimes:
         return cls({})
 
 
-def collective_sizes(model: ModelSpec, table: LayoutTable) -> dict[str, np.ndarray]:
+def node_limited_factor(model: ModelSpec, ep, ep_nodes) -> np.ndarray:
+    """Share ``[N]`` of a plain all-to-all's inter-node bytes that node-limited dispatch
+    sends: DeepSeek-style group-limited routing (``routing_groups`` groups, a token's experts
+    in ``routing_group_topk`` of them) with the groups mapped onto the ``ep_nodes`` nodes an
+    expert-parallel group spans, and one copy per destination node over the network,
+    forwarded inside the node (DeepSeek-V3 report, section 3.2.2; DeepEP). 1 for a model
+    without group-limited routing or an EP group inside one node.
+
+    Expected remote nodes per token: ``k (1 - C(G - G/k, M) / C(G, M)) (k - 1) / k`` for
+    ``G >= k`` groups over ``k`` nodes (``M`` groups per token); a plain all-to-all sends
+    ``top_k (k - 1) / k`` copies across nodes."""
+    k = np.maximum(np.asarray(ep_nodes, dtype=np.float64), 1.0)
+    ep = np.asarray(ep, dtype=np.float64)
+    groups, chosen = model.routing_groups, model.routing_group_topk
+    if not groups or not model.is_moe:
+        return np.ones(np.broadcast(k, ep).shape)
+    per_node = np.maximum(groups / k, 1.0)
+    # probability a given node is missed by M of G groups (hypergeometric), groups >= nodes:
+    # C(G - g, M) / C(G, M) = prod_i (G - g - i) / (G - i), g groups per node
+    missed = np.ones_like(per_node)
+    for i in range(chosen):
+        missed = missed * np.maximum(groups - per_node - i, 0.0) / (groups - i)
+    nodes = k * (1.0 - missed)
+    limited = nodes * (k - 1.0) / k
+    plain = model.experts_per_token * (k - 1.0) / k
+    factor = np.where(
+        (k > 1) & (groups >= k), np.minimum(1.0, limited / np.maximum(plain, 1e-12)), 1.0
+    )
+    return factor + 0.0 * ep
+
+
+def collective_sizes(model: ModelSpec, table: LayoutTable, ep_nodes=1) -> dict[str, np.ndarray]:
     """Bytes ``[N]`` of each collective of :data:`COLLECTIVES` per row (0 where the
     dimension has size 1 or the model has no experts). DP sizes are the parameters of the
     pipeline rank holding the most (dense over ``dp x cp``, expert over expert data
-    parallel)."""
+    parallel). ``ep_nodes``: scale-up domains an expert-parallel group spans (node-limited
+    dispatch, :func:`node_limited_factor`; 1 = within one domain)."""
     tokens = (table.micro_batch * table.seq_len / table.cp).astype(np.float64)
     h = float(model.hidden_size)
     tp = table.tp.astype(np.float64)
@@ -96,7 +133,13 @@ def collective_sizes(model: ModelSpec, table: LayoutTable) -> dict[str, np.ndarr
     chunk = 2.0 * tokens * model.kv_width / tp * on(table.cp > 1)
     copies = tokens / tp * model.experts_per_token * h * table.moe_imbalance
     copies = copies * on((table.ep > 1) & model.is_moe)
+    copies = copies * node_limited_factor(model, table.ep, ep_nodes)
     dispatch = np.where(table.precision == "fp8", 1.0, 2.0) * copies
+    # expert tensor parallelism under EP: routed copies all-gathered before the experts and
+    # reduce-scattered after (Megatron-Core's all-to-all dispatcher), bf16
+    etp = table.expert_tensor.astype(np.float64)
+    pairs = tokens * etp / tp * model.experts_per_token * table.moe_imbalance
+    routed = 2.0 * h * pairs * on((etp > 1) & (table.ep > 1) & model.is_moe)
     dense, expert = _stage_parameters(model, table)
     grad = np.where(table.grad_reduce_dtype == "fp32", 4.0, 2.0)
     dense = dense * on(table.dp * table.cp > 1)
@@ -110,6 +153,8 @@ def collective_sizes(model: ModelSpec, table: LayoutTable) -> dict[str, np.ndarr
         "cp_backward": 2.0 * chunk,
         "ep_dispatch": dispatch,
         "ep_combine": 2.0 * copies,
+        "etp_all_gather": routed,
+        "etp_reduce_scatter": routed,
         "pp_hop": hop,
         "dp_all_reduce": grad * dense,
         "dp_reduce_scatter": grad * dense,
@@ -159,52 +204,121 @@ def _kernels(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> _Kernels:
     return _Kernels(dense, moe, emb_f + emb_b, head_f + head_b)
 
 
+def _overlapped(
+    gpu, dim: str, comm_s, compute_s, wire_bytes, memory_share
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exposed, hidden, cost) seconds ``[N]`` of ``comm_s`` overlapped with ``compute_s``
+    (see :mod:`fabricflow.workload.overlap`)."""
+    f = slowdown(gpu, dim, wire_bytes, comm_s, memory_share)
+    out = exposed(comm_s, compute_s, f)
+    hidden = np.minimum(comm_s, compute_s)
+    return out, hidden, out - np.maximum(0.0, comm_s - compute_s)
+
+
 def _layer_exposed(
-    model: ModelSpec, table: LayoutTable, comm: CommTimes, cost: LayerCost, *, moe: bool
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: LayoutTable,
+    comm: CommTimes,
+    sizes: dict,
+    cost: LayerCost,
+    *,
+    moe: bool,
 ) -> dict[str, np.ndarray]:
-    """Exposed TP / CP / EP seconds ``[N]`` of one layer for one micro-batch (all passes)."""
+    """Exposed TP / CP / EP seconds ``[N]`` of one layer for one micro-batch (all passes),
+    and for each dimension what overlap hid (``<dim>_hidden``) and cost (``<dim>_cost``)."""
     n = len(table)
-    passes_fwd = np.where(table.recompute == "full", 2.0, 1.0)
+    zero = np.zeros(n)
+    passes_fwd = 1.0 + recomputed_fraction(model, table)
     sp = table.sequence_parallel
     per_pass = np.where(
         sp,
         2.0 * (comm.get("tp_all_gather", n) + comm.get("tp_reduce_scatter", n)),
         2.0 * comm.get("tp_all_reduce", n),
     )
-    tp_hidden = passes_fwd * np.maximum(0.0, per_pass - cost.forward_gemm_s) + np.maximum(
-        0.0, per_pass - cost.backward_gemm_s
+    wire = np.where(
+        sp,
+        2.0 * (sizes["tp_all_gather"] + sizes["tp_reduce_scatter"]),
+        4.0 * sizes["tp_all_reduce"],
     )
-    tp = np.where(
-        table.tp > 1, np.where(table.tp_overlap, tp_hidden, (passes_fwd + 1) * per_pass), 0.0
-    )
+    on_tp = (table.tp > 1) & table.tp_overlap
+    # TP overlap hides behind the pass's GEMMs (compute-bound: no memory share)
+    fwd = _overlapped(gpu, "tp", per_pass, cost.forward_gemm_s, wire, 0.0)
+    bwd = _overlapped(gpu, "tp", per_pass, cost.backward_gemm_s, wire, 0.0)
+    tp_parts = [passes_fwd * a + b for a, b in zip(fwd, bwd, strict=True)]
+    out = {
+        "tp": np.where(
+            table.tp > 1, np.where(table.tp_overlap, tp_parts[0], (passes_fwd + 1) * per_pass), 0.0
+        ),
+        "tp_hidden": np.where(on_tp, tp_parts[1], zero),
+        "tp_cost": np.where(on_tp, tp_parts[2], zero),
+    }
     steps = (table.cp - 1).astype(np.float64)
     ring_f = steps * comm.get("cp_forward", n)
     ring_b = steps * comm.get("cp_backward", n)
     redo = np.where(np.isin(table.recompute, ["full", "selective"]), 1.0, 0.0)
-    cp = (1.0 + redo) * np.maximum(0.0, ring_f - cost.forward_attention_s) + np.maximum(
-        0.0, ring_b - cost.backward_attention_s
+    cf = _overlapped(gpu, "cp", ring_f, cost.forward_attention_s, steps * sizes["cp_forward"], 0.0)
+    cb = _overlapped(
+        gpu, "cp", ring_b, cost.backward_attention_s, steps * sizes["cp_backward"], 0.0
     )
-    cp = np.where(table.cp > 1, cp, 0.0)
-    ep = np.zeros(n)
+    on_cp = table.cp > 1
+    for key, a, b in zip(("cp", "cp_hidden", "cp_cost"), cf, cb, strict=True):
+        out[key] = np.where(on_cp, (1.0 + redo) * a + b, zero)
+    out |= {"ep": zero, "ep_hidden": zero, "ep_cost": zero}
     if moe:
         # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
         # does), combine returns them in bf16; the most loaded rank sets the pace.
         bf16 = comm.get("ep_combine", n)
         forward = comm.get("ep_dispatch", n) + bf16
         backward = 2.0 * bf16  # gradients of combine and of dispatch, bf16
+        wire_f = sizes["ep_dispatch"] + sizes["ep_combine"]
+        wire_b = 2.0 * sizes["ep_combine"]
+        share = cost.memory_s / np.maximum(cost.forward_s + cost.backward_s, 1e-30)
         # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
         # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
         pair = passes_fwd * cost.forward_s + cost.backward_s
-        dual = np.maximum(0.0, passes_fwd * forward + backward - pair)
-        overlapped = passes_fwd * np.maximum(0.0, forward - cost.forward_s) + np.maximum(
-            0.0, backward - cost.backward_s
+        dual = _overlapped(
+            gpu, "ep", passes_fwd * forward + backward, pair, passes_fwd * wire_f + wire_b, share
         )
-        exposed = passes_fwd * forward + backward
-        ep = np.where(
-            table.schedule == "dualpipe", dual, np.where(table.ep_overlap, overlapped, exposed)
-        )
-        ep = np.where(table.ep > 1, ep, 0.0)
-    return {"tp": tp, "cp": cp, "ep": ep}
+        ef = _overlapped(gpu, "ep", forward, cost.forward_s, wire_f, share)
+        eb = _overlapped(gpu, "ep", backward, cost.backward_s, wire_b, share)
+        overlapped = [passes_fwd * a + b for a, b in zip(ef, eb, strict=True)]
+        plain = [passes_fwd * forward + backward, zero, zero]
+        is_dual = table.schedule == "dualpipe"
+        on_ep = table.ep > 1
+        for i, key in enumerate(("ep", "ep_hidden", "ep_cost")):
+            value = np.where(is_dual, dual[i], np.where(table.ep_overlap, overlapped[i], plain[i]))
+            out[key] = np.where(on_ep, value, zero)
+        etp = comm.get("etp_all_gather", n) + comm.get("etp_reduce_scatter", n)
+        out["ep"] = out["ep"] + (passes_fwd + 1.0) * etp
+    return out
+
+
+def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
+    """Fraction ``[N]`` of the layers whose forward runs twice under full recompute (1 for
+    every layer; ``recompute_layers`` of an average virtual chunk; 0 without full
+    recompute): how often a layer's forward collectives run again."""
+    chunk = model.num_layers / (table.pp * table.vpp).astype(np.float64)
+    limit = table.recompute_layers.astype(np.float64)
+    share = np.where(limit > 0, np.minimum(1.0, limit / chunk), 1.0)
+    return np.where(table.recompute == "full", share, 0.0)
+
+
+# Per-rank values of one micro-batch kept for the slowest rank (seconds; layers).
+RANK_KEYS = (
+    "compute",
+    "tp",
+    "cp",
+    "ep",
+    "total",
+    "backward_s",
+    "forward_s",
+    "weight_grad_s",
+    "layers",
+)
+# Dimensions whose overlap is accounted (hidden seconds and interference cost).
+OVERLAP_DIMS = ("tp", "cp", "ep", "dp")
+OVERLAP_KEYS = ("tp_hidden", "tp_cost", "cp_hidden", "cp_cost", "ep_hidden", "ep_cost")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,11 +332,16 @@ class Composition:
             and its index ``rank``.
         ranks: per row, a list of per-rank dicts (the keys of ``slow``), only when
             ``per_rank=True`` (one-row use).
+        overlap: dimension (``tp``, ``cp``, ``ep``, ``dp``) -> ``hidden_s`` (communication
+            seconds per step that overlap hid) and ``cost_s`` (what hiding it cost: compute
+            slowed by the collective's SMs and HBM traffic), both included in that
+            dimension's breakdown part as far as they are exposed.
     """
 
     breakdown: dict
     slow: dict
     ranks: list | None = None
+    overlap: dict | None = None
 
 
 def _rank_gpus(gpu, pp: int) -> tuple[GpuSpec, ...]:
@@ -247,29 +366,25 @@ def compose(
     n = len(table)
     if kernels is None:
         kernels = layer_kernels(model, gpu, table)
-    exposed = {}
+    sizes = collective_sizes(model, table)
+    layer_comm = {}
     for each, k in kernels.items():
-        exposed[each] = {False: _layer_exposed(model, table, comm, k.dense, moe=False)}
+        layer_comm[each] = {
+            False: _layer_exposed(model, each, table, comm, sizes, k.dense, moe=False)
+        }
         if k.moe is not None:
-            exposed[each][True] = _layer_exposed(model, table, comm, k.moe, moe=True)
-    keys = (
-        "compute",
-        "tp",
-        "cp",
-        "ep",
-        "total",
-        "backward_s",
-        "forward_s",
-        "weight_grad_s",
-        "layers",
-    )
+            layer_comm[each][True] = _layer_exposed(
+                model, each, table, comm, sizes, k.moe, moe=True
+            )
+    keys = RANK_KEYS + OVERLAP_KEYS
     slow = {key: np.zeros(n) for key in keys} | {"rank": np.zeros(n, dtype=np.int64)}
     breakdown = {key: np.zeros(n) for key in BREAKDOWN_KEYS}
+    overlap = {dim: {"hidden_s": np.zeros(n), "cost_s": np.zeros(n)} for dim in OVERLAP_DIMS}
     ranks_out: list | None = [None] * n if per_rank else None
     for group in stage_groups(model, table):
         t = table.take(group.rows)
         gpus = _rank_gpus(gpu, group.pp)
-        per = _rank_times(model, t, group, gpus, kernels, exposed)
+        per = _rank_times(model, t, group, gpus, kernels, layer_comm)
         worst = np.argmax(per["total"], axis=1)
         pick = np.arange(len(group.rows))
         for key in keys:
@@ -281,13 +396,16 @@ def compose(
                     {key: float(per[key][i, r]) for key in keys} for r in range(group.pp)
                 ]
         mine = {key: value[group.rows] for key, value in slow.items()}
-        parts = _step_parts(model, table, group, gpus, comm, per, mine)
+        parts, hidden = _step_parts(model, table, group, gpus, comm, sizes, per, mine)
         for key, value in parts.items():
             breakdown[key][group.rows] = value
-    return Composition(breakdown=breakdown, slow=slow, ranks=ranks_out)
+        for dim, values in hidden.items():
+            for key, value in values.items():
+                overlap[dim][key][group.rows] = value
+    return Composition(breakdown=breakdown, slow=slow, ranks=ranks_out, overlap=overlap)
 
 
-def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, exposed) -> dict:
+def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, layer_comm) -> dict:
     """Per rank ``[n, P]``: seconds of one micro-batch split by kind, and the layers."""
     rows = group.rows
     kinds = [(False, model.num_dense_layers / model.num_layers)]
@@ -296,24 +414,45 @@ def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, exposed
     # DualPipe: ranks 0 and p-1 hold both ends; each micro-batch passes one of them
     end_share = 0.5 if group.dualpipe else 1.0
     passed = group.passed[None, :]
-    out = {
-        key: np.zeros((len(rows), group.pp))
-        for key in ("compute", "tp", "cp", "ep", "backward_s", "forward_s", "weight_grad_s")
-    }
+    # layers whose recompute cost is paid: every layer (selective; full with all layers),
+    # or recompute_layers of each virtual chunk (full with a limit)
+    per_chunk = passed / t.vpp[:, None]
+    full_limited = recomputed_per_chunk(t, per_chunk) * t.vpp[:, None]
+    redone = np.where((t.recompute == "full")[:, None], full_limited, passed)
+    exposure_keys = ("tp", "cp", "ep") + OVERLAP_KEYS
+    names = ("compute", "redo", "backward_s", "forward_s", "weight_grad_s") + exposure_keys
+    out = {key: np.zeros((len(rows), group.pp)) for key in names}
     for r, each in enumerate(gpus):
         k = kernels[each]
         for moe, share in kinds:
             cost = k.moe if moe else k.dense
             assert cost is not None
-            out["compute"][:, r] += share * cost.total_s[rows]
+            kernels_s = cost.forward_s[rows] + cost.backward_s[rows]
+            # a layer whose kernels finish before the host has launched them runs at the
+            # host's pace (eager mode); the excess is charged with the passes
+            host_excess = np.maximum(0.0, cost.host_s[rows] - kernels_s - cost.recompute_s[rows])
+            out["compute"][:, r] += share * (kernels_s + host_excess)
+            out["redo"][:, r] += share * cost.recompute_s[rows]
             out["backward_s"][:, r] += share * cost.backward_s[rows]
             out["forward_s"][:, r] += share * cost.forward_s[rows]
             out["weight_grad_s"][:, r] += share * cost.backward_gemm_s[rows] / 2.0
-            for key in ("tp", "cp", "ep"):
-                out[key][:, r] += share * exposed[each][moe][key][rows]
-        extra = end_share * (k.embedding[rows] * group.embedding[r] + k.head[rows] * group.head[r])
-        out["compute"][:, r] = passed[:, r] * out["compute"][:, r] + extra / t.framework_efficiency
-    for key in ("tp", "cp", "ep", "backward_s", "forward_s", "weight_grad_s"):
+            for key in exposure_keys:
+                out[key][:, r] += share * layer_comm[each][moe][key][rows]
+        # the head rank also runs the multi-token-prediction modules: one layer and one
+        # more output head each (DeepSeek-V3 report, section 2.2)
+        mtp = model.mtp_layers
+        mtp_cost = 0.0
+        if mtp:
+            layer = k.moe if k.moe is not None else k.dense
+            mtp_cost = mtp * (layer.total_s[rows] + k.head[rows])
+        ends = k.embedding[rows] * group.embedding[r] + (k.head[rows] + mtp_cost) * group.head[r]
+        extra = end_share * ends
+        out["compute"][:, r] = (
+            passed[:, r] * out["compute"][:, r]
+            + redone[:, r] * out["redo"][:, r]
+            + extra / t.framework_efficiency
+        )
+    for key in exposure_keys + ("backward_s", "forward_s", "weight_grad_s"):
         out[key] = passed * out[key]
     out["total"] = out["compute"] + out["tp"] + out["cp"] + out["ep"]
     out["layers"] = np.broadcast_to(passed, out["total"].shape).astype(np.float64)
@@ -321,22 +460,38 @@ def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, exposed
 
 
 def _step_parts(
-    model, table: LayoutTable, group: StageGroup, gpus, comm: CommTimes, per: dict, slow: dict
-) -> dict:
-    """Breakdown ``[n]`` of a stage group's rows (see the module doc)."""
+    model,
+    table: LayoutTable,
+    group: StageGroup,
+    gpus,
+    comm: CommTimes,
+    sizes: dict,
+    per: dict,
+    slow: dict,
+) -> tuple[dict, dict]:
+    """Breakdown ``[n]`` of a stage group's rows (see the module doc), and per dimension
+    what overlap hid and cost over the step."""
     t = table.take(group.rows)
     m = t.num_micro_batches.astype(np.float64)
     parts = {key: m * slow[key] for key in ("compute", "tp", "cp", "ep")}
+    hidden = {
+        dim: {"hidden_s": m * slow[f"{dim}_hidden"], "cost_s": m * slow[f"{dim}_cost"]}
+        for dim in ("tp", "cp", "ep")
+    }
     if group.dualpipe:
         pair = slow["total"] + slow["backward_s"] - 3.0 * slow["weight_grad_s"]
         parts["bubble"] = (group.pp / 2 - 1) * pair
     else:
         parts["bubble"] = (per["total"].sum(axis=1) - slow["total"]) / t.vpp
     parts["pp"] = _pipeline_exposed(t, comm)
-    parts["dp"] = _data_parallel_exposed(model, t, group, comm, slow)
+    rows = {key: value[group.rows] for key, value in sizes.items()}
+    parts["dp"], dp_hidden, dp_cost = _data_parallel_exposed(
+        model, t, group, gpus[0], comm, rows, slow
+    )
+    hidden["dp"] = {"hidden_s": dp_hidden, "cost_s": dp_cost}
     parts["optimizer"] = _optimizer(model, table, group, gpus) / t.framework_efficiency
     parts["offload"] = _offload_exposed(model, table, group, gpus, per, parts["optimizer"])
-    return parts
+    return parts, hidden
 
 
 def _pipeline_exposed(t: LayoutTable, comm: CommTimes) -> np.ndarray:
@@ -348,37 +503,58 @@ def _pipeline_exposed(t: LayoutTable, comm: CommTimes) -> np.ndarray:
 
 
 def _data_parallel_exposed(
-    model, t: LayoutTable, group: StageGroup, comm: CommTimes, slow: dict
-) -> np.ndarray:
+    model, t: LayoutTable, group: StageGroup, gpu, comm: CommTimes, sizes: dict, slow: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exposed, hidden, cost) seconds ``[n]`` per step of the gradient reduction and
+    parameter gathers. Under ``dp_overlap`` each is issued per bucket (one per layer of the
+    end ranks) beside the backward (gradients) or forward (parameters) compute: the first
+    bucket is exposed, the rest overlapped at the interference cost of
+    :mod:`~fabricflow.workload.overlap`; ZeRO-3 gathers and scatters per micro-batch."""
     n = len(t)
     first, last = group.layers[0], group.layers[-1]
     buckets = max(first, last, 1.0)
     m = t.num_micro_batches.astype(np.float64)
-    total = np.zeros(n)
+    total, hidden, cost = np.zeros(n), np.zeros(n), np.zeros(n)
+    share = np.zeros(n)  # memory-bound share of the hidden compute: elementwise kernels
     sets = [("dp", t.dp * t.cp)]
     if model.is_moe:
         sets.append(("edp", t.expert_dp))
+
+    def overlapped(comm_s, compute_s, wire):
+        # the last bucket waits for the last layer's gradients: exposed; the rest overlaps
+        tail = comm_s * (1.0 - 1.0 / buckets)
+        out, hid, extra = _overlapped(
+            gpu, "dp", tail, compute_s, wire * (1.0 - 1.0 / buckets), share
+        )
+        return comm_s / buckets + out, hid, extra
+
     for name, size in sets:
+        on = size > 1
         reduce0 = comm.get(f"{name}_all_reduce", n)
         scatter = comm.get(f"{name}_reduce_scatter", n)
         gather = comm.get(f"{name}_all_gather", n)
+        wire_r = np.where(
+            t.zero == 0, 2.0 * sizes[f"{name}_all_reduce"], sizes[f"{name}_reduce_scatter"]
+        )
+        wire_g = sizes[f"{name}_all_gather"]
         # ZeRO-3: two parameter gathers and a gradient scatter per micro-batch
         per_mb = 2.0 * gather + scatter
-        per_mb = np.where(
-            t.dp_overlap, np.maximum(per_mb - slow["total"], per_mb / buckets), per_mb
-        )
-        zero3 = m * per_mb
+        z3, z3_hidden, z3_cost = overlapped(per_mb, slow["total"], 2.0 * wire_g + wire_r)
+        z3 = np.where(t.dp_overlap, z3, per_mb)
         reduce = np.where(t.zero == 0, reduce0, scatter)
         gather12 = np.where(t.zero == 0, 0.0, gather)
-        reduce = np.where(
-            t.dp_overlap, np.maximum(reduce - slow["backward_s"], reduce / buckets), reduce
+        r_exp, r_hidden, r_cost = overlapped(reduce, slow["backward_s"], wire_r)
+        g_exp, g_hidden, g_cost = overlapped(gather12, slow["total"] - slow["backward_s"], wire_g)
+        plain = reduce + gather12
+        both = np.where(t.dp_overlap, r_exp + g_exp, plain)
+        is_z3 = t.zero == 3
+        total = total + np.where(on, np.where(is_z3, m * z3, both), 0.0)
+        on_hidden = on & t.dp_overlap
+        hidden = hidden + np.where(
+            on_hidden, np.where(is_z3, m * z3_hidden, r_hidden + g_hidden), 0.0
         )
-        hidden_gather = np.maximum(
-            gather12 - (slow["total"] - slow["backward_s"]), gather12 / buckets
-        )
-        gather12 = np.where(t.dp_overlap, hidden_gather, gather12)
-        total = total + np.where(size > 1, np.where(t.zero == 3, zero3, reduce + gather12), 0.0)
-    return total
+        cost = cost + np.where(on_hidden, np.where(is_z3, m * z3_cost, r_cost + g_cost), 0.0)
+    return total, hidden, cost
 
 
 def _optimizer(model, table: LayoutTable, group: StageGroup, gpus) -> np.ndarray:

@@ -47,8 +47,16 @@ class GpuSpec:
         hbm: HBM capacity, bytes.
         hbm_bandwidth: HBM bandwidth, bytes/s.
         compute_units: SMs / CUs / MXUs that GEMM tiles are spread over (wave quantization).
-        gemm_efficiency: fraction of peak a large, well-shaped GEMM reaches.
-        attention_efficiency: fraction of peak a fused (Flash) attention kernel reaches.
+        gemm_efficiency: fraction of the bf16 peak a large, well-shaped GEMM reaches (the
+            measured maximum achievable matmul FLOP/s over the peak; docs/references.md §14).
+        attention_efficiency: fraction of the bf16 peak the fused attention kernel's forward
+            pass reaches at long sequences (head dimension 128).
+        gemm_efficiency_fp8: the same as ``gemm_efficiency`` for fp8 GEMMs, of the fp8 peak
+            (None: as ``gemm_efficiency``).
+        attention_backward_efficiency: fraction of the bf16 peak the fused attention
+            kernel's backward pass reaches at long sequences (None: 0.85 x the forward's).
+        memory_efficiency: fraction of ``hbm_bandwidth`` a large streaming kernel reaches
+            (measured copy bandwidth over the datasheet figure).
         host_link: kind of link to host or pooled memory (one of ``HOST_LINKS``), or None
             where the preset does not know it.
         host_link_bandwidth: bytes/s per direction over ``host_link`` (full duplex), or
@@ -65,15 +73,26 @@ class GpuSpec:
     attention_efficiency: float
     host_link: str | None = None
     host_link_bandwidth: float | None = None
+    gemm_efficiency_fp8: float | None = None
+    attention_backward_efficiency: float | None = None
+    memory_efficiency: float = 0.9
 
     def __post_init__(self) -> None:
         for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
             value = getattr(self, field)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise SpecError(f"gpu.{field}", f"must be a finite number > 0, got {value!r}")
-        for field in ("gemm_efficiency", "attention_efficiency"):
+        for field in (
+            "gemm_efficiency",
+            "attention_efficiency",
+            "gemm_efficiency_fp8",
+            "attention_backward_efficiency",
+            "memory_efficiency",
+        ):
             value = getattr(self, field)
-            if not 0.0 < value <= 1.0:
+            if value is None and field in ("gemm_efficiency_fp8", "attention_backward_efficiency"):
+                continue
+            if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
         if int(self.compute_units) <= 0:
             raise SpecError(
@@ -93,6 +112,19 @@ class GpuSpec:
             raise SpecError(
                 "gpu.host_link_bandwidth", f"must be a finite number > 0 B/s, got {bandwidth!r}"
             )
+
+    def gemm_fraction(self, precision: str) -> float:
+        """Fraction of ``peak(precision)`` a large, well-shaped GEMM reaches."""
+        if precision == "fp8" and self.gemm_efficiency_fp8 is not None:
+            return self.gemm_efficiency_fp8
+        return self.gemm_efficiency
+
+    @property
+    def attention_backward(self) -> float:
+        """Fraction of the bf16 peak of the fused attention backward at long sequences."""
+        if self.attention_backward_efficiency is not None:
+            return self.attention_backward_efficiency
+        return 0.85 * self.attention_efficiency
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s of the GEMM tensor cores for ``bf16`` or ``fp8``."""
@@ -197,6 +229,13 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         host_link_bandwidth=None
         if raw.get("host_link_bandwidth") is None
         else parse_bandwidth(raw["host_link_bandwidth"], "gpu.host_link_bandwidth"),
+        gemm_efficiency_fp8=None
+        if raw.get("gemm_efficiency_fp8") is None
+        else _fraction(raw["gemm_efficiency_fp8"], "gpu.gemm_efficiency_fp8"),
+        attention_backward_efficiency=None
+        if raw.get("attention_backward_efficiency") is None
+        else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),
+        memory_efficiency=_fraction(raw.get("memory_efficiency", 0.9), "gpu.memory_efficiency"),
     )
 
 

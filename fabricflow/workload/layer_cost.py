@@ -1,17 +1,23 @@
 """Compute time of one transformer layer for one micro-batch on one GPU, from its kernels.
 
-The layer is written out as the kernels a Megatron-style implementation runs, with the
-shapes each GPU sees under TP (column-parallel QKV/FC1, row-parallel output/FC2), CP
-(``s / cp`` query tokens against ``s`` keys), SP (norms, residuals and dropouts on
-``tokens / tp``) and EP (``top_k`` routed tokens over ``num_experts / ep`` local experts,
-scaled by the routing imbalance; expert weights split over the expert tensor-parallel
-size). Weight GEMMs run in the layout's precision (fp8: Transformer Engine linear layers),
-attention in bf16. GEMMs are timed by :func:`efficiency.gemm_time` (backward =
-data-gradient ``(M, K, N)`` + weight-gradient ``(K, N, M)`` GEMMs), attention by
-:func:`efficiency.attention_time` (Flash: causal tiles skipped, backward 2.5 x forward) or
-as materialised ``s x s`` GEMMs + softmax/dropout kernels (eager), and element-wise
-kernels by the bytes they move. Element-wise backward kernels read the saved input and the
-incoming gradient and write one gradient: 1.5 x the forward bytes.
+The layer is written out as the kernels a Megatron-Core / Transformer Engine implementation
+runs, with the shapes each GPU sees under TP (column-parallel QKV/FC1, row-parallel
+output/FC2), CP (``s / cp`` query tokens against ``s`` keys), SP (norms, residuals and
+dropouts on ``tokens / tp``) and EP (routed token copies over ``num_experts / ep`` local
+experts, expert weights split over the expert tensor-parallel size). Per layer and pass:
+
+* weight GEMMs in the layout's precision, timed by :func:`efficiency.gemm_time`; backward
+  is a data-gradient ``(M, K, N)`` and a weight-gradient ``(K, N, M)`` GEMM, the latter
+  accumulating into the fp32 main gradient (Megatron's gradient-accumulation fusion);
+* the attention core: fused (Flash / cuDNN) at the GPU's measured forward / backward
+  efficiency with the key-length ramp of :func:`efficiency.attention_time` (causal: half the
+  ``s x s`` product; a sliding-window layer sees ``window`` keys), or materialised ``s x s``
+  GEMMs with softmax / dropout kernels (eager);
+* memory-bound kernels by the bytes they move (:data:`ELEMENTWISE` documents each): norms,
+  residual adds and dropout masks, the FFN activation, rotary embeddings, Q/K norms, and
+  under fp8 the casts of every GEMM input (forward) and output gradient (backward) to fp8
+  with both row- and column-wise copies and a current-scaling amax pass; MoE adds the
+  router and its top-k, token permutation and un-permutation.
 
 :func:`layer_cost_table` times every row of a :class:`~fabricflow.workload.table.LayoutTable`
 at once (arrays ``[N]``); :func:`layer_cost` is the same for one :class:`Layout`.
@@ -26,12 +32,57 @@ import numpy as np
 
 from .efficiency import attention_time, gemm_time, memory_time
 from .gpu import GpuSpec
-from .layout import Layout
+from .layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
 from .model import ModelSpec
 from .table import LayoutTable, layout_table
 
-BACKWARD_ELEMENTWISE = 1.5
+# Attention backward FLOPs per forward FLOP of a fused kernel (it recomputes the scores:
+# 5 matmuls instead of 2; FlashAttention-2 paper, section 3.1).
 FLASH_BACKWARD = 2.5
+# Bytes per element of an fp8 cast of a bf16 tensor under per-tensor current scaling
+# (Transformer Engine's FP8 recipe of the NeMo / Megatron-Bridge 2025 benchmarks): read it
+# once for the amax, once to cast, write the row-wise and the column-wise (transposed) fp8
+# copies the forward and backward GEMMs take.
+FP8_CAST_BYTES = 2.0 + 2.0 + 1.0 + 1.0
+# Streams Transformer Engine's grouped GEMM (GroupedLinear) spreads the local experts'
+# GEMMs over (``num_compute_streams`` in its common/util/multi_stream.h).
+GROUPED_GEMM_STREAMS = 4
+# Bytes per element of fp32 router scores kept through softmax/sigmoid and top-k: read
+# the logits, write probabilities, read them for top-k and write the gates (forward).
+ROUTER_BYTES = 4.0 * 4
+# Host time to launch one kernel from an eager PyTorch program: the CUDA driver's launch
+# path (4-6 us measured per launch) plus the framework's dispatch of the op, of the same
+# order (docs/references.md §14; an assumption at 10 us).
+HOST_LAUNCH_S = 10e-6
+# A dropless MoE layer copies its per-expert token counts to the host before the expert
+# GEMMs (buffers are sized on the host): the stream drains and restarts (an assumption).
+HOST_SYNC_S = 20e-6
+# Kernels launched per layer (forward, backward), by block: the attention block (norm,
+# QKV GEMM, rotary, attention, projection, residual, and their gradients, weight and data),
+# the dense MLP, the MoE block without its experts (norm, router GEMM and top-k, token
+# counts, permute, the all-to-alls, un-permute, residual) and per local expert (up GEMM,
+# activation, down GEMM); fp8 adds the casts of each GEMM input and output gradient.
+KERNELS = {
+    "attention": (6, 11),
+    "attention_fp8": (2, 3),
+    "mlp": (5, 8),
+    "mlp_fp8": (2, 3),
+    "moe": (14, 20),
+    "expert": (3, 5),
+    "expert_fp8": (2, 3),
+}
+# Documentation of the element-wise kernels charged per layer (bytes per element, fwd/bwd).
+ELEMENTWISE = {
+    "norm": "read 2, write 2 (bf16); backward reads input and gradient, writes 2: 6",
+    "residual": "read 2 x 2, write 2 (+1 dropout mask); backward 6",
+    "activation": "SwiGLU reads gate and up (4), writes 2; backward reads 2 + 4, writes 4",
+    "rope": "read and write Q and K (4 per element); same backward",
+    "qk_norm": "per-head RMSNorm on Q and K: 4 forward, 6 backward",
+    "fp8_cast": "6 per element (amax read, cast read, row- and column-wise fp8 writes)",
+    "router": "fp32 scores: 16 per expert score forward, as much backward",
+    "permute": "gather token copies into expert order: read 2 + write 2 per element",
+    "unpermute": "weighted sum of the copies back into token order",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +91,11 @@ class LayerCost:
 
     ``forward_s``/``backward_s`` are totals; ``*_gemm_s`` is the part spent in weight
     GEMMs (what TP overlap can hide communication behind), ``*_attention_s`` the attention
-    core (what hides CP ring exchanges), ``recompute_s`` the forward work redone in backward.
+    core (what hides CP ring exchanges), ``recompute_s`` the forward work redone in backward
+    (selective recompute: the modules' forward; full recompute: the whole forward).
+    ``memory_s`` is the part of ``forward_s + backward_s`` spent in memory-bound kernels;
+    ``host_s`` the host (CPU) time to launch the layer's kernels in all passes, which sets
+    the pace when it exceeds the kernels' time (0 under CUDA graphs).
     Fields are floats (:func:`layer_cost`) or arrays ``[N]`` over the rows of a layout table
     (:func:`layer_cost_table`).
     """
@@ -53,6 +108,8 @@ class LayerCost:
     forward_attention_s: Any
     backward_attention_s: Any
     recompute_s: Any
+    memory_s: Any = 0.0
+    host_s: Any = 0.0
 
     @property
     def total_s(self):
@@ -68,137 +125,361 @@ class LayerCost:
         """Row ``index`` of a table's costs, as floats."""
         return LayerCost(
             **{
-                f.name: float(np.asarray(getattr(self, f.name))[index])
+                f.name: float(np.broadcast_to(getattr(self, f.name), (index + 1,))[index])
                 for f in dataclasses.fields(self)
             }
         )
 
 
-def _gemms_fwd_bwd(gpu: GpuSpec, shapes: list, precision) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward seconds ``[N]`` of GEMMs given as ``(M, N, K, batch)`` tuples of
-    arrays ``[N]`` (or scalars)."""
+def _gemms(gpu: GpuSpec, shapes: list, precision) -> tuple[Any, Any]:
+    """Forward and backward seconds ``[N]`` of weight GEMMs given as ``(M, N, K, batch)``
+    or ``(M, N, K, batch, concurrent)`` tuples (arrays ``[N]`` or scalars); the weight
+    gradient accumulates into fp32."""
     forward: Any = 0.0
     backward: Any = 0.0
-    for m, n, k, b in shapes:
-        forward = forward + gemm_time(gpu, m, n, k, b, precision=precision)
+    for m, n, k, b, *rest in shapes:
+        at_once = rest[0] if rest else np.inf
+        kw = dict(precision=precision, concurrent=at_once)
+        forward = forward + gemm_time(gpu, m, n, k, b, **kw)
         backward = (
             backward
-            + gemm_time(gpu, m, k, n, b, precision=precision)
-            + gemm_time(gpu, k, n, m, b, precision=precision)
+            + gemm_time(gpu, m, k, n, b, **kw)
+            + gemm_time(gpu, k, n, m, b, accumulate_fp32=True, **kw)
         )
-    return np.asarray(forward, dtype=np.float64), np.asarray(backward, dtype=np.float64)
+    return forward, backward
 
 
-def _memory_sum(gpu: GpuSpec, parts: list) -> np.ndarray:
+def _memory(gpu: GpuSpec, parts: list) -> Any:
     """Seconds of memory-bound kernels, one per entry of ``parts`` (bytes, arrays ``[N]``)."""
     total: Any = 0.0
     for num_bytes in parts:
         total = total + memory_time(gpu, num_bytes)
-    return np.asarray(total, dtype=np.float64)
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerShapes:
+    """Per-row sizes one GPU sees in a layer (arrays ``[N]``)."""
+
+    tokens: np.ndarray  # rows of the GEMMs (b s / cp)
+    sharded: np.ndarray  # tokens of the norm / residual kernels (/ tp under SP)
+    tp: np.ndarray
+    fp8: np.ndarray  # bool: linear layers in fp8
+    q: np.ndarray  # query width per rank (heads x qk head dim / tp)
+    k: np.ndarray  # key width per rank
+    v: np.ndarray  # value width per rank
+    o: np.ndarray  # attention output width per rank
+    rope: np.ndarray  # width of Q and K that takes rotary embeddings, per rank
+
+
+def layer_shapes(model: ModelSpec, t: LayoutTable) -> LayerShapes:
+    """Per-row sizes one GPU sees in a layer of ``model`` for the rows of ``t``."""
+    tp = t.tp.astype(np.float64)
+    tokens = (t.micro_batch * t.seq_len / t.cp).astype(np.float64)
+    heads = model.num_heads / tp
+    if model.is_mla:
+        q = heads * model.qk_head_dim
+        k = heads * model.qk_head_dim
+        v = heads * model.v_head_dim
+        rope = heads * model.qk_rope_head_dim + model.qk_rope_head_dim  # q rope + shared k rope
+    else:
+        kv_heads = model.num_kv_heads / tp
+        q = heads * model.head_dim
+        k = kv_heads * model.head_dim
+        v = kv_heads * model.head_dim
+        rope = q + k
+    return LayerShapes(
+        tokens=tokens,
+        sharded=np.where(t.sequence_parallel, tokens / tp, tokens),
+        tp=tp,
+        fp8=t.precision == "fp8",
+        q=q,
+        k=k,
+        v=v,
+        o=heads * model.value_head_dim,
+        rope=rope * (1.0 if model.rope else 0.0),
+    )
+
+
+def _cast(z: LayerShapes, elements) -> Any:
+    """Bytes of fp8 casts of ``elements`` (0 on bf16 rows)."""
+    return np.where(z.fp8, FP8_CAST_BYTES * elements, 0.0)
+
+
+def _attention_block(model: ModelSpec, z: LayerShapes) -> tuple[list, list, list]:
+    """(weight GEMMs, forward bytes, backward bytes) of the attention block: norm, QKV (or
+    MLA down/up projections), rotary / Q-K norm, output projection, residual."""
+    h = float(model.hidden_size)
+    mask = 1.0 if model.hidden_dropout > 0 else 0.0
+    gemms: list = []
+    shapes = model.attention_weight_shapes()
+    # column-parallel projections, except MLA's down-projections to the compressed latents
+    # (replicated over TP, as Megatron-Core builds them): the first and third of MLA's five
+    down = {0, 2} if model.is_mla and model.q_lora_rank else ({1} if model.is_mla else set())
+    for index, (fan_in, fan_out) in enumerate(shapes[:-1]):
+        split = 1.0 if index in down else z.tp
+        gemms.append((z.tokens, fan_out / split, float(fan_in), 1.0))
+    fan_in, fan_out = shapes[-1]
+    gemms.append((z.tokens, float(fan_out), fan_in / z.tp, 1.0))
+    forward = [4.0 * h * z.sharded, (6.0 + mask) * h * z.sharded, 4.0 * z.rope * z.tokens]
+    backward = [6.0 * h * z.sharded, 6.0 * h * z.sharded, 4.0 * z.rope * z.tokens]
+    if model.qk_norm:
+        forward.append(4.0 * (z.q + z.k) * z.tokens)
+        backward.append(6.0 * (z.q + z.k) * z.tokens)
+    if model.is_mla:
+        latent = float(model.q_lora_rank + model.kv_lora_rank)
+        forward.append(4.0 * latent * z.tokens)  # RMSNorms of the compressed latents
+        backward.append(6.0 * latent * z.tokens)
+    # fp8: the QKV input (norm output, before the SP all-gather) and the projection input;
+    # backward, the gradients of the QKV and projection outputs
+    forward += [_cast(z, h * z.sharded), _cast(z, z.o * z.tokens)]
+    backward += [_cast(z, (z.q + z.k + z.v) * z.tokens), _cast(z, h * z.tokens)]
+    return gemms, forward, backward
+
+
+def _ffn(model: ModelSpec, z: LayerShapes, rows, width, fp8_in_rows) -> tuple[list, list, list]:
+    """(GEMMs, forward bytes, backward bytes) of FFNs of ``width`` per rank over ``rows``
+    token rows (arrays or scalars), without their input norm."""
+    h = float(model.hidden_size)
+    up = (2.0 if model.gated_ffn else 1.0) * width  # gate and up projections when gated
+    gemms = [(rows, up, h, 1.0), (rows, h, width, 1.0)]
+    act_f = (6.0 if model.gated_ffn else 4.0) * width * rows
+    act_b = (10.0 if model.gated_ffn else 6.0) * width * rows
+    forward = [act_f, _cast(z, h * fp8_in_rows), _cast(z, width * rows)]
+    backward = [act_b, _cast(z, up * rows), _cast(z, h * rows)]
+    return gemms, forward, backward
 
 
 def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU for every row of
     ``table`` (arrays ``[N]``); see the module doc. Rows are not validated here."""
-    tp = table.tp.astype(np.float64)
-    cp = table.cp.astype(np.float64)
+    z = layer_shapes(model, table)
+    h = float(model.hidden_size)
+    mask = 1.0 if model.hidden_dropout > 0 else 0.0
+    attn_gemms, attn_f_bytes, attn_b_bytes = _attention_block(model, z)
+    mlp_f: list = [4.0 * h * z.sharded, (6.0 + mask) * h * z.sharded]  # norm, residual
+    mlp_b: list = [6.0 * h * z.sharded, 6.0 * h * z.sharded]
+    if moe:
+        mlp_gemms, moe_f, moe_b = _moe(model, table, z)
+    else:
+        mlp_gemms, moe_f, moe_b = _ffn(
+            model, z, z.tokens, model.intermediate_size / z.tp, z.sharded
+        )
+    mlp_f += moe_f
+    mlp_b += moe_b
+    expert = _expert_gemms(model, table, z) if moe else []
+    gemm_f, gemm_b = _gemms(gpu, attn_gemms + mlp_gemms, table.precision)
+    if expert:
+        ef, eb = _gemms(gpu, expert, table.precision)
+        gemm_f, gemm_b = gemm_f + ef, gemm_b + eb
+    attn_mem_f, attn_mem_b = _memory(gpu, attn_f_bytes), _memory(gpu, attn_b_bytes)
+    mlp_mem_f, mlp_mem_b = _memory(gpu, mlp_f), _memory(gpu, mlp_b)
+    core_f, core_b = _attention(model, gpu, table)
+    forward = gemm_f + attn_mem_f + mlp_mem_f + core_f
+    backward = gemm_b + attn_mem_b + mlp_mem_b + core_b
+    recompute = _recomputed(model, gpu, table, z, forward, core_f, moe)
+    host = host_seconds(model, table, moe=moe)
+    return LayerCost(
+        forward_s=np.asarray(forward, dtype=np.float64),
+        backward_s=np.asarray(backward, dtype=np.float64),
+        forward_gemm_s=np.asarray(gemm_f, dtype=np.float64),
+        backward_gemm_s=np.asarray(gemm_b, dtype=np.float64),
+        forward_attention_s=np.asarray(core_f, dtype=np.float64),
+        backward_attention_s=np.asarray(core_b, dtype=np.float64),
+        recompute_s=np.asarray(recompute, dtype=np.float64),
+        memory_s=np.asarray(attn_mem_f + attn_mem_b + mlp_mem_f + mlp_mem_b, dtype=np.float64),
+        host_s=host,
+    )
+
+
+def host_seconds(model: ModelSpec, table: LayoutTable, *, moe: bool) -> np.ndarray:
+    """Host seconds ``[N]`` to launch one layer's kernels for one micro-batch, all passes
+    (forward, backward and the forward redone under full recompute), in eager mode
+    (``cuda_graphs`` off; 0 on): :data:`HOST_LAUNCH_S` per kernel of :data:`KERNELS` plus
+    :data:`HOST_SYNC_S` per MoE layer and forward pass for the dropless token-count copy
+    to the host. Per-expert kernels (fp8 casts of each expert's inputs, and each expert's
+    GEMMs and activation when it runs alone) count once per local expert."""
+    fp8 = table.precision == "fp8"
+    forward = KERNELS["attention"][0] + np.where(fp8, KERNELS["attention_fp8"][0], 0)
+    backward = KERNELS["attention"][1] + np.where(fp8, KERNELS["attention_fp8"][1], 0)
+    syncs = 0.0
+    if moe:
+        local = model.num_experts / table.ep.astype(np.float64)
+        per_expert_f = KERNELS["expert"][0] + np.where(fp8, KERNELS["expert_fp8"][0], 0)
+        per_expert_b = KERNELS["expert"][1] + np.where(fp8, KERNELS["expert_fp8"][1], 0)
+        forward = forward + KERNELS["moe"][0] + local * per_expert_f
+        backward = backward + KERNELS["moe"][1] + local * per_expert_b
+        if model.num_shared_experts:
+            forward = forward + KERNELS["mlp"][0]
+            backward = backward + KERNELS["mlp"][1]
+        syncs = 1.0
+    else:
+        forward = forward + KERNELS["mlp"][0] + np.where(fp8, KERNELS["mlp_fp8"][0], 0)
+        backward = backward + KERNELS["mlp"][1] + np.where(fp8, KERNELS["mlp_fp8"][1], 0)
+    passes = 1.0 + np.where(table.recompute == "full", 1.0, 0.0)
+    host = HOST_LAUNCH_S * (passes * forward + backward) + HOST_SYNC_S * syncs * passes
+    return np.where(table.cuda_graphs, 0.0, host).astype(np.float64)
+
+
+def routed_tokens(model: ModelSpec, table: LayoutTable) -> tuple[np.ndarray, np.ndarray]:
+    """(token-expert pairs this rank's experts process, tokens per local expert) per micro-
+    batch, arrays ``[N]``: ``shard x top_k x load`` with ``shard = b s / cp x expert_tp /
+    tp`` the tokens of this rank's position in the expert grid and ``load`` the routing
+    imbalance (max/mean), capped at the capacity factor when tokens are dropped."""
+    tokens = table.micro_batch * table.seq_len / table.cp
+    shard = tokens * table.expert_tensor / table.tp
+    load = np.where(
+        table.moe_capacity_factor > 0,
+        np.minimum(table.moe_imbalance, np.maximum(table.moe_capacity_factor, 1.0)),
+        table.moe_imbalance,
+    )
+    pairs = shard * model.experts_per_token * load
+    return pairs, pairs * table.ep / model.num_experts
+
+
+def _expert_gemms(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> list:
+    """Grouped expert GEMMs ``(M, N, K, local experts, concurrent)`` per row: Transformer
+    Engine's grouped linear runs the local experts' GEMMs on :data:`GROUPED_GEMM_STREAMS`
+    streams, so that many share the SMs at a time."""
+    etp = table.expert_tensor.astype(np.float64)
+    _, per_expert = routed_tokens(model, table)
+    local = model.num_experts / table.ep
+    (i1, o1), (i2, o2) = model.ffn_weight_shapes(model.moe_intermediate_size)
+    streams = GROUPED_GEMM_STREAMS
+    return [
+        (per_expert, o1 / etp, float(i1), local, streams),
+        (per_expert, float(o2), i2 / etp, local, streams),
+    ]
+
+
+def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, list, list]:
+    """(dense GEMMs: router and shared experts, forward bytes, backward bytes) of a MoE
+    block without its grouped expert GEMMs (:func:`_expert_gemms`)."""
+    h = float(model.hidden_size)
+    pairs, _ = routed_tokens(model, table)
+    etp = table.expert_tensor.astype(np.float64)
+    width = model.moe_intermediate_size / etp
+    router = ROUTER_BYTES * model.num_experts * z.sharded
+    copies = z.sharded * model.experts_per_token  # this rank's token copies it dispatches
+    gemms: list = [(z.sharded, float(model.num_experts), h, 1.0)]
+    forward = [router, 4.0 * h * copies, (2.0 * copies + 2.0 * z.sharded) * h]
+    backward = [router, 4.0 * h * copies, (2.0 * copies + 2.0 * z.sharded) * h]
+    # routed experts: activation and fp8 casts on the pairs this rank processes
+    act_f = (6.0 if model.gated_ffn else 4.0) * width * pairs
+    act_b = (10.0 if model.gated_ffn else 6.0) * width * pairs
+    up = (2.0 if model.gated_ffn else 1.0) * width
+    forward += [act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
+    backward += [act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
+    if model.num_shared_experts:
+        shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
+        g, f, b = _ffn(model, z, z.tokens, shared, z.sharded)
+        gemms += g
+        forward += f
+        backward += b
+    return gemms, forward, backward
+
+
+def _attention(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> tuple[Any, Any]:
+    """(forward, backward) seconds ``[N]`` of the attention core of one (average) layer."""
     b = table.micro_batch.astype(np.float64)
     s = table.seq_len.astype(np.float64)
-    h = float(model.hidden_size)
-    tokens = b * s / cp  # rows of every GEMM on this GPU
-    tokens_elementwise = np.where(table.sequence_parallel, tokens / tp, tokens)
-    heads = model.num_heads / tp
-    precision = table.precision
-
-    # Weight GEMMs: column-parallel inputs, row-parallel outputs (rows = tokens).
-    weights: list[tuple] = []
-    attn_shapes = model.attention_weight_shapes()
-    for fan_in, fan_out in attn_shapes[:-1]:
-        weights.append((tokens, fan_out / tp, fan_in, 1.0))
-    fan_in, fan_out = attn_shapes[-1]
-    weights.append((tokens, fan_out, fan_in / tp, 1.0))
-    elementwise_fwd: list = []
-    if moe:
-        etp = table.expert_tensor.astype(np.float64)
-        ep = table.ep.astype(np.float64)
-        shard = tokens * etp / tp  # tokens this rank's expert group position processes
-        routed = shard * model.experts_per_token * table.moe_imbalance  # token-expert pairs
-        local_experts = model.num_experts / ep
-        per_expert = routed * ep / model.num_experts
-        (i1, o1), (i2, o2) = model.ffn_weight_shapes(model.moe_intermediate_size)
-        router_rows = tokens_elementwise
-        weights += [
-            (router_rows, float(model.num_experts), h, 1.0),
-            (per_expert, o1 / etp, float(i1), local_experts),
-            (per_expert, float(o2), i2 / etp, local_experts),
-        ]
-        if model.num_shared_experts:
-            n_shared = model.num_shared_experts
-            weights += [
-                (tokens, n_shared * o1 / tp, i1, 1.0),
-                (tokens, o2, n_shared * i2 / tp, 1.0),
-            ]
-            elementwise_fwd.append(
-                _activation_bytes(model, tokens, n_shared * model.moe_intermediate_size / tp)
-            )
-        elementwise_fwd.append(_activation_bytes(model, routed, model.moe_intermediate_size / etp))
-        # permute + unpermute of routed tokens (read + write, bf16), on SP-sharded tokens
-        elementwise_fwd.append(2 * 2 * 2.0 * h * routed * tokens_elementwise / tokens)
-    else:
-        (i1, o1), (i2, o2) = model.ffn_weight_shapes(model.intermediate_size)
-        weights += [(tokens, o1 / tp, i1, 1.0), (tokens, o2, i2 / tp, 1.0)]
-        elementwise_fwd.append(_activation_bytes(model, tokens, model.intermediate_size / tp))
-    gemm_fwd, gemm_bwd = _gemms_fwd_bwd(gpu, weights, precision)
-
-    # Norms (read + write), residual adds (read 2, write 1) with dropout masks (1 byte).
-    residual = 6.0 + (1.0 if model.hidden_dropout > 0 else 0.0)
-    elementwise_fwd += [4.0 * tokens_elementwise * h] * 2 + [residual * tokens_elementwise * h] * 2
-    elementwise_f = _memory_sum(gpu, elementwise_fwd)
-    elementwise_b = _memory_sum(gpu, [BACKWARD_ELEMENTWISE * x for x in elementwise_fwd])
-
-    attn_f, attn_b = _attention(model, gpu, b, s, cp, heads)
-
-    forward = gemm_fwd + elementwise_f + attn_f
-    backward = gemm_bwd + elementwise_b + attn_b
-    recompute = np.where(
-        table.recompute == "full", forward, np.where(table.recompute == "selective", attn_f, 0.0)
-    )
-    return LayerCost(
-        forward_s=forward,
-        backward_s=backward,
-        forward_gemm_s=gemm_fwd,
-        backward_gemm_s=gemm_bwd,
-        forward_attention_s=attn_f,
-        backward_attention_s=attn_b,
-        recompute_s=recompute,
-    )
-
-
-def _attention(model: ModelSpec, gpu: GpuSpec, b, s, cp, heads) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) seconds ``[N]`` of the attention core of one layer."""
-    q_len, kv_len = s / cp, s
+    cp = table.cp.astype(np.float64)
+    heads = model.num_heads / table.tp
+    q_len = s / cp
+    width = model.qk_head_dim + model.value_head_dim
     if model.attention == "flash":
-        flops = 2.0 * b * heads * q_len * kv_len * (model.qk_head_dim + model.value_head_dim)
-        flops = flops * 0.5  # causal: tiles above the diagonal are skipped
-        return attention_time(gpu, flops), attention_time(gpu, FLASH_BACKWARD * flops)
+        sliding = model.sliding_layers / model.num_layers if model.sliding_window else 0.0
+        window = float(model.sliding_window or 1)
+        # causal: half the s x s product; CP ring chunks of s / cp keys
+        full_keys = 0.5 * s
+        slid_keys = np.minimum(window, s)
+        forward: Any = 0.0
+        backward: Any = 0.0
+        # the key length a query block sees: half the sequence on average (causal), a ring
+        # chunk of s / cp keys under CP, the window for a sliding layer
+        full_block = np.where(cp > 1, s / cp, 0.5 * s)
+        kinds = ((1.0 - sliding, full_keys, full_block), (sliding, slid_keys, slid_keys))
+        for share, keys, block in kinds:
+            if share == 0.0:
+                continue
+            flops = 2.0 * b * heads * q_len * keys * width
+            forward = forward + share * attention_time(gpu, flops, block, "forward")
+            backward = backward + share * attention_time(
+                gpu, FLASH_BACKWARD * flops, block, "backward"
+            )
+        return forward, backward
     batch = b * heads
     core = [
-        (q_len, kv_len, float(model.qk_head_dim), batch),
-        (q_len, float(model.value_head_dim), kv_len, batch),
+        (q_len, s, float(model.qk_head_dim), batch),
+        (q_len, float(model.value_head_dim), s, batch),
     ]
-    attn_f, attn_b = _gemms_fwd_bwd(gpu, core, "bf16")
-    scores = b * heads * q_len * kv_len
+    attn_f: Any = 0.0
+    attn_b: Any = 0.0
+    for m, n, k, bb in core:
+        attn_f = attn_f + gemm_time(gpu, m, n, k, bb)
+        attn_b = attn_b + gemm_time(gpu, m, k, n, bb) + gemm_time(gpu, k, n, m, bb)
+    scores = b * heads * q_len * s
     dropout = 5.0 if model.attention_dropout > 0 else 0.0
     # softmax: read 2 + write 2 (fwd), read 4 + write 2 (bwd); dropout adds a 1-byte mask
-    attn_f = attn_f + _memory_sum(gpu, [4.0 * scores, dropout * scores])
-    attn_b = attn_b + _memory_sum(gpu, [6.0 * scores, dropout * scores])
+    attn_f = attn_f + _memory(gpu, [4.0 * scores, dropout * scores])
+    attn_b = attn_b + _memory(gpu, [6.0 * scores, dropout * scores])
     return attn_f, attn_b
 
 
-def _activation_bytes(model: ModelSpec, rows, width):
-    """Forward bytes of the FFN activation: GELU reads 1 and writes 1 tensor of ``width``,
-    SwiGLU reads 2 (gate, up) and writes 1."""
-    return (6.0 if model.gated_ffn else 4.0) * rows * width
+def _recomputed(model, gpu, table: LayoutTable, z: LayerShapes, forward, core_f, moe: bool) -> Any:
+    """Seconds of forward work one layer redoes in its backward pass: the whole forward
+    (full recompute; the rank composition applies ``recompute_layers``), or under selective
+    recompute the forward of each module named in ``recompute_modules``."""
+    h = float(model.hidden_size)
+    full = table.recompute == "full"
+    selective = table.recompute == "selective"
+    modules = module_masks(table)
+    redo: Any = np.where(modules["core_attn"], core_f, 0.0)
+    redo = redo + np.where(modules["layernorm"], _memory(gpu, [4.0 * h * z.sharded] * 2), 0.0)
+    if model.is_mla:
+        kv_up = model.num_heads * (model.qk_nope_head_dim + model.v_head_dim) / z.tp
+        up = [(z.tokens, z.q, float(model.q_lora_rank or h), 1.0)]
+        up.append((z.tokens, kv_up, float(model.kv_lora_rank), 1.0))
+        up_f, _ = _gemms(gpu, up, table.precision)
+        redo = redo + np.where(modules["mla_up_proj"], up_f, 0.0)
+    if moe:
+        pairs, _ = routed_tokens(model, table)
+        width = model.moe_intermediate_size / table.expert_tensor
+        act = (6.0 if model.gated_ffn else 4.0) * width * pairs
+        redo = redo + np.where(modules["moe_act"], _memory(gpu, [act]), 0.0)
+        mlp_gemms, mlp_f, _ = _moe(model, table, z)
+        mlp_time = _gemms(gpu, mlp_gemms + _expert_gemms(model, table, z), table.precision)[0]
+        redo = redo + np.where(modules["mlp"], mlp_time + _memory(gpu, mlp_f), 0.0)
+        if model.num_shared_experts:
+            shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
+            g, f, _ = _ffn(model, z, z.tokens, shared, z.sharded)
+            redo = redo + np.where(
+                modules["shared_experts"],
+                _gemms(gpu, g, table.precision)[0] + _memory(gpu, f),
+                0.0,
+            )
+    else:
+        g, f, _ = _ffn(model, z, z.tokens, model.intermediate_size / z.tp, z.sharded)
+        redo = redo + np.where(
+            modules["mlp"], _gemms(gpu, g, table.precision)[0] + _memory(gpu, f), 0.0
+        )
+    return np.where(full, forward, np.where(selective, redo, 0.0))
+
+
+def module_masks(table: LayoutTable) -> dict[str, np.ndarray]:
+    """Module name -> bool ``[N]``: recomputed under selective recompute."""
+    out = {name: np.zeros(len(table), dtype=bool) for name in RECOMPUTE_MODULES}
+    texts = np.where(
+        table.recompute_modules == "", DEFAULT_RECOMPUTE_MODULES, table.recompute_modules
+    )
+    selective = table.recompute == "selective"
+    for text in np.unique(texts):
+        rows = (texts == text) & selective
+        for name in str(text).split(","):
+            name = name.strip()
+            if name in out:
+                out[name] |= rows
+    return out
 
 
 def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> LayerCost:
@@ -208,17 +489,16 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
 
 def head_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> tuple:
     """(forward, backward) seconds ``[N]`` per micro-batch of the output layer on the last
-    stage: final norm, logits GEMM ``[tokens, h] x [h, V / tp]`` and the fp32 cross-entropy
-    (fwd: read bf16 logits, write fp32, two fp32 reductions ~ 14 B per logit; bwd ~ 10 B)."""
+    stage: final norm, logits GEMM ``[tokens, h] x [h, V / tp]`` (bf16, as Megatron keeps
+    the output layer) and the fp32 cross-entropy (fwd: read bf16 logits, write fp32, two
+    fp32 reductions ~ 14 B per logit; bwd ~ 10 B)."""
     tokens = table.micro_batch * table.seq_len / table.cp
     vocab = model.vocab_size / table.tp
-    fwd, bwd = _gemms_fwd_bwd(
-        gpu, [(tokens, vocab, float(model.hidden_size), 1.0)], table.precision
-    )
+    fwd, bwd = _gemms(gpu, [(tokens, vocab, float(model.hidden_size), 1.0)], "bf16")
     logits = tokens * vocab
     norm = 4.0 * tokens * model.hidden_size
-    fwd = fwd + _memory_sum(gpu, [14.0 * logits, norm])
-    bwd = bwd + _memory_sum(gpu, [10.0 * logits, BACKWARD_ELEMENTWISE * norm])
+    fwd = fwd + _memory(gpu, [14.0 * logits, norm])
+    bwd = bwd + _memory(gpu, [10.0 * logits, 1.5 * norm])
     return fwd, bwd
 
 

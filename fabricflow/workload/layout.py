@@ -46,11 +46,11 @@ GRAD_DTYPES = ("fp32", "bf16")
 RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "mlp", "moe_act", "layernorm", "shared_experts")
 DEFAULT_RECOMPUTE_MODULES = "core_attn"
 
-# Fraction of compute-phase wall time the GPU spends inside kernels (the rest: launch gaps,
-# host synchronisation, allocator and framework overhead between kernels). The single
-# fitted constant of the step model: least squares in log space over the six Megatron
-# SC21 Table 1 rows of docs/references.md §5 (tests/test_step_calibration.py recomputes it).
-FRAMEWORK_EFFICIENCY = 0.81
+# Fraction of compute-phase wall time the GPU spends inside the modelled kernels. 1: every
+# kernel of a step is written out and timed from measurements (docs/references.md §14);
+# no factor is fitted to end-to-end step times. A user with a measured kernel-busy
+# fraction of their own stack (a profile) can give it; compute times are divided by it.
+FRAMEWORK_EFFICIENCY = 1.0
 
 
 # Integer fields that must be >= 1 (``zero`` and the 0-means-default knobs are checked apart).
@@ -88,8 +88,9 @@ class Layout:
             for bf16 training, or ``bf16``).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
             the slowest rank sets the all-to-all and expert-GEMM time.
-        framework_efficiency: fraction of compute-phase time spent inside kernels
-            (see ``FRAMEWORK_EFFICIENCY``); compute times are divided by it.
+        framework_efficiency: fraction of compute-phase time spent inside the modelled
+            kernels (default 1; see ``FRAMEWORK_EFFICIENCY``); compute times are divided by
+            it.
         offload_optimizer, offload_weights, offload_activations: fractions in [0, 1] of
             the optimizer state (fp32 master weights and Adam moments), the bf16 weights and
             the activations saved for backward held in host (or pooled) memory across the
@@ -118,6 +119,10 @@ class Layout:
             balanced share (GShard / Megatron ``--moe-expert-capacity-factor``): excess
             tokens are dropped, the expert GEMMs run at most that many tokens; 0 =
             dropless (every routed token is processed).
+        cuda_graphs: the step's kernels are replayed from CUDA graphs, so the host launches
+            none of them one by one; off (eager), a layer whose kernels are shorter than
+            their launches waits for the host (see
+            :func:`~fabricflow.workload.layer_cost.host_seconds`).
     """
 
     tp: int = 1
@@ -150,6 +155,7 @@ class Layout:
     recompute_layers: int = 0
     recompute_modules: str = ""
     moe_capacity_factor: float = 0.0
+    cuda_graphs: bool = False
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as

@@ -38,6 +38,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import SpecError
+from .layer_cost import layer_shapes, module_masks, routed_tokens
 from .layout import Layout
 from .model import ModelSpec
 from .stages import StageGroup, rank_names, rank_structure, stage_groups
@@ -142,35 +143,86 @@ def usable_hbm(gpu) -> float:
 
 
 def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -> np.ndarray:
-    """Bytes ``[N]`` saved for backward by one layer and one micro-batch on one GPU (no
-    recompute), for every row of ``table``."""
-    tp = table.tp.astype(np.float64)
-    tokens = table.micro_batch * table.seq_len / table.cp
-    h = model.hidden_size
-    masks = 2.0 * h if model.hidden_dropout > 0 else 0.0
-    replicated = 8.0 * h + masks  # 2 norm inputs + 2 norm outputs
-    attention = 2.0 * 2 * model.num_heads * (model.qk_head_dim + model.value_head_dim)
-    if not model.is_mla:
-        attention = 2.0 * (
-            2 * model.num_heads * model.head_dim + 2 * model.num_kv_heads * model.head_dim
-        )
-    ffn_factor = 6.0 if model.gated_ffn else 4.0
-    if moe:
-        routed = model.experts_per_token * table.moe_imbalance
-        ffn = routed * (2.0 * h + ffn_factor * model.moe_intermediate_size)
-        ffn = ffn + ffn_factor * model.num_shared_experts * model.moe_intermediate_size
-    else:
-        ffn = ffn_factor * model.intermediate_size + 0.0 * tp
-    sharded = attention + ffn
+    """Bytes ``[N]`` one layer saves for backward for one micro-batch on one GPU, for every
+    row of ``table``, with the modules of selective recompute not saved (full recompute is
+    the rank composition's business: it keeps :func:`checkpoint_table` instead).
+
+    Saved tensors (bf16, 2 B per element, unless said): the two norm inputs and outputs
+    (the norm outputs are the QKV / FC1 inputs: 1 B under fp8, which Transformer Engine
+    keeps as the fp8 copy its weight-gradient GEMM reads), Q, K, V and the attention output
+    (the fused kernel's backward reads them; under fp8 the projection also keeps its 1-B
+    input) and the softmax statistics (4 B per head), the FFN's up-projection output and
+    activation output (1 B under fp8); MLA adds the compressed Q and KV latents and their
+    norm inputs; a MoE layer keeps fp32 router scores, and per routed token copy the expert
+    input, up-projection output, activation output and expert output; eager attention the
+    ``s x s`` scores and softmax (and dropout mask and output); dropout masks 1 B. Norm
+    tensors are per token of the SP shard, the rest per token of the TP-sharded widths.
+    Selective recompute drops: ``core_attn`` the ``s x s`` tensors (a fused kernel keeps
+    none), ``layernorm`` the norm outputs, ``mla_up_proj`` Q, K, V (the latents stay),
+    ``mlp`` the FFN / MoE internals (its input stays), ``moe_act`` the expert activation
+    outputs, ``shared_experts`` the shared experts' internals.
+    """
+    z = layer_shapes(model, table)
+    modules = module_masks(table)
+    h = float(model.hidden_size)
+    fp8_width = np.where(z.fp8, 1.0, 2.0)
+    keep = lambda name: np.where(modules[name], 0.0, 1.0)  # noqa: E731
+    mask = 1.0 if model.hidden_dropout > 0 else 0.0
+    norms = (2.0 * 2.0 + 2.0 * mask) * h + keep("layernorm") * 2.0 * fp8_width * h
+    saved = norms * z.sharded
+    qkv = 2.0 * (z.q + z.k + z.v) * (keep("mla_up_proj") if model.is_mla else 1.0)
+    attention = qkv + 2.0 * z.o + np.where(z.fp8, z.o, 0.0)
+    if model.attention != "eager":  # a fused kernel's fp32 log-sum-exp per query and head
+        attention = attention + 4.0 * model.num_heads / z.tp
+    if model.is_mla:
+        latents = float(model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+        attention = attention + 2.0 * 2.0 * latents
+    saved = saved + attention * z.tokens
     if model.attention == "eager":
         scores = (
-            model.num_heads * table.seq_len * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
+            model.num_heads
+            / z.tp
+            * table.seq_len
+            * (2.0 + (3.0 if model.attention_dropout > 0 else 0.0))
         )
-        sharded = sharded + np.where(table.recompute == "none", scores, 0.0)
-    per_token = np.where(
-        table.sequence_parallel, (replicated + sharded) / tp, replicated + sharded / tp
-    )
-    return tokens * per_token
+        saved = (
+            saved
+            + np.where(modules["core_attn"] | (table.recompute == "full"), 0.0, scores) * z.tokens
+        )
+    up_factor = 2.0 if model.gated_ffn else 1.0
+    if moe:
+        pairs, _ = routed_tokens(model, table)
+        width = model.moe_intermediate_size / table.expert_tensor
+        per_copy = fp8_width * h + 2.0 * up_factor * width + 2.0 * h
+        per_copy = per_copy + keep("moe_act") * fp8_width * width
+        experts = per_copy * pairs * keep("mlp") + 4.0 * model.num_experts * z.sharded
+        saved = saved + experts
+        if model.num_shared_experts:
+            shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
+            inner = (2.0 * up_factor + fp8_width) * shared * z.tokens
+            saved = saved + inner * keep("mlp") * keep("shared_experts")
+    else:
+        width = model.intermediate_size / z.tp
+        saved = saved + (2.0 * up_factor + fp8_width) * width * z.tokens * keep("mlp")
+    return np.asarray(saved, dtype=np.float64)
+
+
+def recomputed_per_chunk(table: LayoutTable, layers_per_chunk: np.ndarray) -> np.ndarray:
+    """Layers ``[n, P]`` of each rank's virtual chunk that full recompute recomputes
+    (``recompute_layers``, or all of them when 0; none without full recompute); ``table``
+    has the ``n`` rows and ``layers_per_chunk`` is ``[n, P]``."""
+    limit = table.recompute_layers.astype(np.float64)[:, None]
+    full = (table.recompute == "full")[:, None]
+    capped = np.where(limit > 0, np.minimum(limit, layers_per_chunk), layers_per_chunk)
+    return np.where(full, capped, 0.0)
+
+
+def checkpoint_table(model: ModelSpec, table: LayoutTable) -> np.ndarray:
+    """Bytes ``[N]`` a fully recomputed layer keeps per micro-batch: its bf16 input, on the
+    SP shard."""
+    tokens = table.micro_batch * table.seq_len / table.cp
+    shard = np.where(table.sequence_parallel, table.tp, 1)
+    return 2.0 * tokens * model.hidden_size / shard
 
 
 def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
@@ -221,12 +273,19 @@ def rank_parameter_arrays(
     dense = dense + embedding * group.embedding[None, :]
     dense = dense + (0.0 if tied_single else 1.0) * embedding * group.head[None, :]
     expert = np.zeros_like(dense)
+    # multi-token-prediction modules on the head rank: one layer and a 2h x h projection each
+    n_mtp = model.mtp_layers * group.head[None, :]
+    h = float(model.hidden_size)
     if model.is_moe:
         moe_layer = model.layer_parameters(True)
+        n_moe = n_moe + n_mtp
         dense = (
             dense + n_moe * (moe_layer["attention"] + moe_layer["norm"] + moe_layer["shared"]) / tp
         )
         expert = n_moe * moe_layer["experts"] / (t.expert_tensor * t.ep).astype(np.float64)[:, None]
+    else:
+        dense = dense + n_mtp * dense_layer / tp
+    dense = dense + n_mtp * 2.0 * h * h / tp
     return dense, expert
 
 
@@ -255,15 +314,22 @@ def rank_states(model: ModelSpec, table: LayoutTable, group: StageGroup) -> Rank
         full_layer = full_layer + moe_fraction * layer_activation_table(model, t, moe=True)
     full_layer = full_layer[:, None]
     tokens = (t.micro_batch * t.seq_len / t.cp).astype(np.float64)
-    shard = np.where(t.sequence_parallel, t.tp, 1).astype(np.float64)
-    checkpoint = (2.0 * tokens * model.hidden_size / shard)[:, None]
+    checkpoint = checkpoint_table(model, t)[:, None]
     chunks = chunks_in_flight(t, group.pp)
     layers_per_chunk = group.passed[None, :] / t.vpp[:, None]
+    recomputed = recomputed_per_chunk(t, layers_per_chunk)
     full = (t.recompute == "full")[:, None]
-    per_layer = np.where(full, checkpoint, full_layer)
-    stored = chunks * layers_per_chunk * per_layer
+    per_chunk = recomputed * checkpoint + (layers_per_chunk - recomputed) * full_layer
+    stored = chunks * per_chunk
+    # multi-token-prediction modules: one layer more (MoE if the model has experts) and
+    # another fp32 logits tensor on the head rank
+    if model.mtp_layers:
+        mtp_layer = layer_activation_table(model, t, moe=model.is_moe)[:, None]
+        stored = stored + model.mtp_layers * group.head[None, :] * chunks * mtp_layer
+    per_layer = per_chunk / np.maximum(layers_per_chunk, 1e-12)
     working = np.where(full, full_layer, 0.0) + 0.0 * stored
     logits = (2 * 4.0 * tokens * model.vocab_size / t.tp)[:, None] * group.head[None, :]
+    logits = logits * (1.0 + model.mtp_layers)
     return RankStates(
         kept=group.kept,
         weights=wd + we,

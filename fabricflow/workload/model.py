@@ -54,6 +54,7 @@ GATED_MODEL_TYPES = frozenset(
         "internlm2",
         "yi",
         "baichuan",
+        "gpt_oss",
     }
 )
 PLAIN_MODEL_TYPES = frozenset(
@@ -99,6 +100,41 @@ PLAIN_ACTIVATIONS = frozenset(
     }
 )
 ATTENTION_IMPLEMENTATIONS = ("flash", "eager")
+# model_type values whose attention applies rotary position embeddings to Q and K (the
+# Hugging Face modeling files); GPT-2-style models use learned absolute positions.
+ROPE_MODEL_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "deepseek_v2",
+        "deepseek_v3",
+        "olmo",
+        "olmo2",
+        "olmoe",
+        "phi3",
+        "granite",
+        "granitemoe",
+        "dbrx",
+        "cohere",
+        "internlm2",
+        "yi",
+        "baichuan",
+        "gpt_neox",
+        "gptj",
+        "gpt_oss",
+        "falcon",
+    }
+)
+# model_type values with a per-head RMSNorm on queries and keys (Qwen3, OLMo2, Gemma3).
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "olmo2", "gemma3"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +158,16 @@ class ModelSpec:
             (materialised scores, softmax and dropout over s^2, as Megatron-LM did in 2021).
         hidden_dropout, attention_dropout: dropout probabilities (a dropout costs a mask
             write/read in memory-bound kernels; Hugging Face GPT-2 defaults to 0.1).
+        rope: rotary position embeddings on Q and K (a memory-bound kernel per pass).
+        qk_norm: per-head RMSNorm on Q and K (Qwen3).
+        sliding_window: keys a query of a sliding-window layer attends to (0: none).
+        sliding_layers: number of layers that use the sliding window (GPT-OSS alternates).
+        mtp_layers: multi-token-prediction modules (DeepSeek-V3 ``num_nextn_predict_layers``):
+            each adds one transformer layer and one output head on the last pipeline stage.
+        routing_groups, routing_group_topk: group-limited routing (DeepSeek ``n_group``,
+            ``topk_group``): experts form ``routing_groups`` groups and a token's experts come
+            from at most ``routing_group_topk`` of them; deployed with one group per node,
+            a token reaches at most that many nodes (DeepSeek-V3: 8 groups, 4 per token).
     """
 
     name: str
@@ -148,6 +194,13 @@ class ModelSpec:
     attention: str = "flash"
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
+    rope: bool = False
+    qk_norm: bool = False
+    sliding_window: int = 0
+    sliding_layers: int = 0
+    mtp_layers: int = 0
+    routing_groups: int = 0
+    routing_group_topk: int = 0
 
     def __post_init__(self) -> None:
         for field in (
@@ -177,6 +230,28 @@ class ModelSpec:
                 raise SpecError("model.moe_intermediate_size", "must be > 0 for a MoE model")
             if not 0 <= self.first_dense_layers <= self.num_layers:
                 raise SpecError("model.first_k_dense_replace", f"must lie in 0..{self.num_layers}")
+        for field in (
+            "sliding_window",
+            "sliding_layers",
+            "mtp_layers",
+            "routing_groups",
+            "routing_group_topk",
+        ):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(f"model.{field}", f"must be an integer >= 0, got {value!r}")
+        if self.sliding_layers > self.num_layers:
+            raise SpecError("model.sliding_layers", f"must lie in 0..{self.num_layers}")
+        if self.routing_groups and (
+            self.num_experts % self.routing_groups
+            or not 0 < self.routing_group_topk <= self.routing_groups
+        ):
+            raise SpecError(
+                "model.n_group",
+                f"{self.routing_groups} groups must divide the {self.num_experts} experts, "
+                f"with 1..{self.routing_groups} groups per token (topk_group), "
+                f"got {self.routing_group_topk}",
+            )
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
             raise SpecError(
                 "model.attention",
@@ -309,6 +384,12 @@ CONFIG_FIELDS = (
     ("attn_implementation", "_attn_implementation"),
     ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob"),
     ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"),
+    ("rope_theta", "rotary_emb_base"),
+    ("sliding_window",),
+    ("layer_types",),
+    ("num_nextn_predict_layers",),
+    ("n_group",),
+    ("topk_group",),
 )
 
 
@@ -368,6 +449,23 @@ def _activation(config: dict) -> str:
             f"or {sorted(PLAIN_ACTIVATIONS)} (plain FFN)",
         )
     return act.lower()
+
+
+def _sliding(config: dict, layers: int) -> tuple[int, int]:
+    """(sliding window, layers that use it) from ``sliding_window`` and ``layer_types``
+    (Hugging Face: a list of ``sliding_attention`` / ``full_attention`` per layer); a window
+    without ``layer_types`` applies to every layer, ``use_sliding_window: false`` to none."""
+    window = _get(config, "sliding_window", default=0) or 0
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise SpecError("model.sliding_window", f"must be an integer >= 0, got {window!r}")
+    if not window or config.get("use_sliding_window") is False:
+        return 0, 0
+    types = config.get("layer_types")
+    if types is None:
+        return window, layers
+    if not isinstance(types, list) or len(types) != layers:
+        raise SpecError("model.layer_types", f"must be a list of {layers} layer types")
+    return window, sum(1 for kind in types if kind == "sliding_attention")
 
 
 def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
@@ -443,6 +541,7 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
     if not isinstance(tied, bool):
         raise SpecError("model.tie_word_embeddings", f"must be true or false, got {tied!r}")
     attn = str(_get(config, "attn_implementation", "_attn_implementation", default="flash"))
+    window, sliding = _sliding(config, layers)
     kwargs: dict[str, Any] = dict(
         name=name,
         model_type=model_type,
@@ -472,6 +571,12 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
             "attention_probs_dropout_prob",
             default=0.1 if model_type == "gpt2" else 0.0,
         ),
+        rope=model_type in ROPE_MODEL_TYPES
+        or _get(config, "rope_theta", "rotary_emb_base") is not None,
+        qk_norm=model_type in QK_NORM_MODEL_TYPES,
+        sliding_window=window,
+        sliding_layers=sliding,
+        mtp_layers=_int(config, "num_nextn_predict_layers", "num_nextn_predict_layers", default=0),
     )
     if experts:
         kwargs.update(
@@ -486,6 +591,8 @@ def model_from_config(config: dict, name: str = "custom") -> ModelSpec:
             first_dense_layers=_int(
                 config, "first_k_dense_replace", "first_k_dense_replace", default=0
             ),
+            routing_groups=_int(config, "n_group", "n_group", default=0),
+            routing_group_topk=_int(config, "topk_group", "topk_group", default=0),
         )
     if kv_lora_rank:
         kwargs.update(
@@ -562,7 +669,15 @@ def _spec_to_config(spec: ModelSpec) -> dict:
         "attn_implementation": spec.attention,
         "hidden_dropout": spec.hidden_dropout,
         "attention_dropout": spec.attention_dropout,
+        "num_nextn_predict_layers": spec.mtp_layers,
     }
+    if spec.rope and spec.model_type not in ROPE_MODEL_TYPES:
+        config["rope_theta"] = 10000.0
+    if spec.sliding_window:
+        config["sliding_window"] = spec.sliding_window
+        config["layer_types"] = ["sliding_attention"] * spec.sliding_layers + ["full_attention"] * (
+            spec.num_layers - spec.sliding_layers
+        )
     if spec.is_moe:
         config.update(
             num_local_experts=spec.num_experts,
@@ -570,6 +685,8 @@ def _spec_to_config(spec: ModelSpec) -> dict:
             moe_intermediate_size=spec.moe_intermediate_size,
             n_shared_experts=spec.num_shared_experts,
             first_k_dense_replace=spec.first_dense_layers,
+            n_group=spec.routing_groups,
+            topk_group=spec.routing_group_topk,
         )
     if spec.is_mla:
         config.update(

@@ -3,8 +3,10 @@
 A rank's coordinates come from a Megatron-style order string such as ``tp-cp-ep-dp-pp``:
 the first dimension varies fastest, so with that order the TP group is ``tp`` consecutive
 ranks. Dense layers use the order without ``ep`` (sizes tp, cp, dp, pp); expert layers use
-it without ``cp`` with ``dp`` standing for the expert data-parallel size ``dp * cp / ep``
-(Megatron's expert rank generator). Ranks then map to fabric GPUs: ``contiguous`` (rank r
+it without ``cp``, with ``tp`` standing for the expert tensor-parallel size and ``dp`` for
+the expert data-parallel size ``tp * cp * dp / (ep * expert_tp)`` (Megatron-Core's expert
+rank generator: the expert-parallel group may span tensor-, context- and data-parallel
+ranks). Ranks then map to fabric GPUs: ``contiguous`` (rank r
 on GPU r), ``scattered`` (whole servers in a seeded random order, as a busy scheduler
 hands them out) or ``topology-aware`` (the order itself is chosen: the dimension that moves
 the most bytes per step varies fastest, and ranks fill GPUs in the fabric's locality
@@ -30,7 +32,10 @@ from .layout import Layout
 from .model import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
-PLACEMENTS = ("contiguous", "scattered", "topology-aware")
+PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned")
+# domain-aligned placement uses a multiple of this many GPUs of each scale-up domain of at
+# least this size: 64 of every 72-GPU NVL72 rack, 8 left as spares (docs/references.md §6)
+DOMAIN_ALIGN = 64
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 
 
@@ -63,7 +68,9 @@ class Placement:
     def _grid(self, expert: bool) -> tuple[list[str], list[int]]:
         lay = self.layout
         if expert:
-            sizes = {"tp": lay.tp, "ep": lay.ep, "dp": lay.expert_dp, "pp": lay.pp}
+            # Megatron-Core's expert rank generator: the stage's tp x cp x dp ranks regrouped
+            # as expert_tp x ep x expert_dp ("MoE parallel folding")
+            sizes = {"tp": lay.expert_tensor, "ep": lay.ep, "dp": lay.expert_dp, "pp": lay.pp}
             dims = [d for d in self.order if d != "cp"]
         else:
             sizes = {"tp": lay.tp, "cp": lay.cp, "dp": lay.dp, "pp": lay.pp}
@@ -119,6 +126,10 @@ def place(
             ``topology-aware``: see :func:`topology_aware_order` and
             :func:`locality_order`; it picks the order itself, so ``order`` must stay at
             its default.
+            ``domain-aligned``: rank r on the r-th of the GPUs :func:`aligned_gpus` keeps
+            (the first ``D - D mod 64`` of every scale-up domain of ``D >= 64`` GPUs: an
+            NVL72 rack runs 64 ranks and keeps 8 GPUs as spares), so groups of up to 64
+            consecutive ranks stay inside one NVLink domain; needs ``fabric``.
         seed: random seed of ``scattered``.
         gpus_per_node: GPUs per server (the unit a scheduler allocates).
         fabric: the fabric, for ``topology-aware`` (``None``: GPU index order stands for
@@ -140,6 +151,18 @@ def place(
         )
     if placement == "contiguous":
         gpu_of_rank = np.arange(num_ranks, dtype=np.int64)
+    elif placement == "domain-aligned":
+        if fabric is None:
+            raise SpecError("fabric", "domain-aligned placement needs the fabric (its domains)")
+        usable = aligned_gpus(fabric)
+        if usable.size < num_ranks:
+            raise SpecError(
+                "gpus",
+                f"the layout needs {num_ranks} GPUs but domain-aligned placement keeps "
+                f"{usable.size} of the fabric's {fabric.num_gpus} (a multiple of "
+                f"{DOMAIN_ALIGN} per scale-up domain)",
+            )
+        gpu_of_rank = usable[:num_ranks]
     elif placement == "topology-aware":
         if dims != parse_order(DEFAULT_ORDER):
             raise SpecError(
@@ -169,6 +192,24 @@ def place(
     else:
         raise SpecError("placement", f"unknown placement {placement!r}; one of {list(PLACEMENTS)}")
     return Placement(layout=layout, order=dims, gpu_of_rank=gpu_of_rank.astype(np.int64))
+
+
+def aligned_gpus(fabric: Fabric) -> np.ndarray:
+    """int64 GPU indices that ``domain-aligned`` placement uses, in index order: the first
+    ``D - D mod DOMAIN_ALIGN`` GPUs of every scale-up domain of ``D >= DOMAIN_ALIGN`` GPUs
+    (every GPU of smaller domains)."""
+    domain = fabric.gpu_domain.astype(np.int64)
+    gpu = np.arange(fabric.num_gpus, dtype=np.int64)
+    first = np.full(fabric.num_domains, fabric.num_gpus, dtype=np.int64)
+    np.minimum.at(first, domain, gpu)
+    size = np.bincount(domain, minlength=fabric.num_domains)
+    keep = np.where(size >= DOMAIN_ALIGN, size - size % DOMAIN_ALIGN, size)
+    # position of each GPU among its domain's GPUs (domains need not be index-contiguous)
+    order = np.lexsort((gpu, domain))
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    local = np.empty_like(gpu)
+    local[order] = np.arange(gpu.size) - start[domain[order]]
+    return np.flatnonzero(local < keep[domain]).astype(np.int64)
 
 
 def topology_aware_order(layout: Layout, model: ModelSpec | None = None) -> tuple[str, ...]:

@@ -270,7 +270,10 @@ def step_time(
         model,
         layout,
     )
-    times, slow, breakdown, coupled = _coupled_step(model, rank_gpus, layout, comm, coupling)
+    ep_nodes = _ep_domains(where, fabric, model)
+    times, slow, breakdown, coupled = _coupled_step(
+        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes
+    )
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -302,6 +305,7 @@ def step_time(
                         layout,
                         _register_groups(cache, where, model, layout),
                         coupling,
+                        ep_nodes=ep_nodes,
                     )[2].values()
                 )
             )
@@ -337,6 +341,7 @@ def step_time(
         "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
         "coupling": coupled,
         "memory": memory_margin,
+        "overlap": slow["overlap"],
     }
     if variability is not None:
         details["variability"] = variability
@@ -383,6 +388,8 @@ def _needed_collectives(model: ModelSpec, layout: Layout, sizes: dict) -> list[s
         keys += ["cp_forward", "cp_backward"]
     if model.is_moe and layout.ep > 1:
         keys += ["ep_dispatch", "ep_combine"]
+        if sizes["etp_all_gather"][0] > 0:
+            keys += ["etp_all_gather", "etp_reduce_scatter"]
     if layout.pp > 1:
         keys.append("pp_hop")
     sets = [("dp", layout.dp * layout.cp)] + ([("edp", layout.expert_dp)] if model.is_moe else [])
@@ -396,11 +403,12 @@ def _needed_collectives(model: ModelSpec, layout: Layout, sizes: dict) -> list[s
     return keys
 
 
-def collective_times(model: ModelSpec, table: LayoutTable, comm) -> CommTimes:
+def collective_times(model: ModelSpec, table: LayoutTable, comm, ep_nodes: int = 1) -> CommTimes:
     """:class:`CommTimes` of a one-row table, each collective timed by ``comm.slowest``
-    (a :class:`CollectiveCache` or its coupled view)."""
+    (a :class:`CollectiveCache` or its coupled view); ``ep_nodes``: scale-up domains an
+    expert-parallel group spans (for node-limited dispatch)."""
     layout = table.layout(0)
-    sizes = collective_sizes(model, table)
+    sizes = collective_sizes(model, table, ep_nodes)
     seconds = {}
     for key in _needed_collectives(model, layout, sizes):
         name, op = COLLECTIVES[key]
@@ -408,30 +416,44 @@ def collective_times(model: ModelSpec, table: LayoutTable, comm) -> CommTimes:
     return CommTimes(seconds)
 
 
-def _compose(model: ModelSpec, rank_gpus: tuple, layout: Layout, comm) -> tuple[dict, dict, dict]:
+def _compose(
+    model: ModelSpec, rank_gpus: tuple, layout: Layout, comm, ep_nodes: int = 1
+) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
     collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
     ``rank_gpus``: the GPU of each pipeline rank. One row of
     :func:`fabricflow.workload.compute.compose`."""
     table = layout_table([layout])
-    parts = compose(model, rank_gpus, table, collective_times(model, table, comm), per_rank=True)
+    times_ = collective_times(model, table, comm, ep_nodes)
+    parts = compose(model, rank_gpus, table, times_, per_rank=True)
     names = rank_names(layout.pp)
     assert parts.ranks is not None
     times = {
         name: {**values, "rank": name} for name, values in zip(names, parts.ranks[0], strict=True)
     }
-    slow = times[names[int(parts.slow["rank"][0])]]
+    slow = dict(times[names[int(parts.slow["rank"][0])]])
+    assert parts.overlap is not None
+    # what overlap hid and cost over the step, per dimension (also in step_time's details)
+    slow["overlap"] = {
+        dim: {key: float(value[0]) for key, value in values.items()}
+        for dim, values in parts.overlap.items()
+    }
     breakdown = {key: float(value[0]) for key, value in parts.breakdown.items()}
     return times, slow, breakdown
 
 
 def _coupled_step(
-    model: ModelSpec, rank_gpus: tuple, layout: Layout, comm: CollectiveCache, on: bool = True
+    model: ModelSpec,
+    rank_gpus: tuple,
+    layout: Layout,
+    comm: CollectiveCache,
+    on: bool = True,
+    ep_nodes: int = 1,
 ) -> tuple[dict, dict, dict, dict]:
     """:func:`_compose` with each dimension alone, then (``on``) again with the traffic of
     each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    times, slow, alone = _compose(model, rank_gpus, layout, comm)
+    times, slow, alone = _compose(model, rank_gpus, layout, comm, ep_nodes)
     isolated_s = sum(alone.values())
     if not on or comm.backend == "alpha-beta":
         why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
@@ -445,7 +467,7 @@ def _coupled_step(
         }
         return times, slow, alone, coupling
     view = plan_windows(comm, layout, _issue_rates(model, layout, slow))
-    times, slow, breakdown = _compose(model, rank_gpus, layout, view)
+    times, slow, breakdown = _compose(model, rank_gpus, layout, view, ep_nodes)
     coupled_s = sum(breakdown.values())
     coupling = {
         "model": "joint max-min per overlap window (flow completion where it matters)",
@@ -475,6 +497,15 @@ def _issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, floa
         "edp": 3.0,
     }
     return {name: count / slow["total"] for name, count in per_micro_batch.items()}
+
+
+def _ep_domains(where: Placement, fabric: Fabric, model: ModelSpec) -> int:
+    """Scale-up domains the widest expert-parallel group spans (1 without experts)."""
+    if not model.is_moe or where.layout.ep == 1:
+        return 1
+    domains = fabric.gpu_domain[where.groups("ep", expert=True)]
+    counts = [len(np.unique(row)) for row in domains[: min(len(domains), 64)]]
+    return int(max(counts))
 
 
 def _check_seeds(seeds) -> int:

@@ -41,7 +41,14 @@ INT_COLUMNS = (
     "microbatch_group",
     "recompute_layers",
 )
-BOOL_COLUMNS = ("sequence_parallel", "dp_overlap", "tp_overlap", "pp_overlap", "ep_overlap")
+BOOL_COLUMNS = (
+    "sequence_parallel",
+    "dp_overlap",
+    "tp_overlap",
+    "pp_overlap",
+    "ep_overlap",
+    "cuda_graphs",
+)
 FLOAT_COLUMNS = (
     "moe_imbalance",
     "framework_efficiency",

@@ -1,0 +1,51 @@
+"""Study: the step model against published end-to-end training runs (A100 era and modern).
+
+    python studies/step_validation.py OUT [--fast] [--thumbnail PNG]
+
+Writes into OUT:
+  step_validation.nc            the dataset (dims run, part): measured, predicted, error,
+                                refused, breakdown
+  step_validation_errors.png    predicted vs published step time, and the error of each run
+and prints the MAPE and refused share by era, system and dense/MoE as one JSON object.
+The runs and the prediction are fabricflow.study.step_validation (nothing is fitted to
+them). Full run: 39 step evaluations, about 1 min on 2 cores; --fast: 6 runs (the tests).
+"""
+
+from __future__ import annotations
+
+import time
+
+from fabricflow.atomic import ensure_folder
+from fabricflow.study.step_validation import (
+    PUBLISHED_RUNS,
+    summary,
+    validation_dataset,
+    validation_table,
+)
+from fabricflow.study.step_validation_plots import plot_validation
+from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
+
+FAST = (
+    "sc21 1.7b",
+    "sc21 18.4b",
+    "korthikanti 22b full",
+    "llama3-70b h100 fp8",
+    "llama3-8b b200 fp8",
+    "qwen3-30b gb200 fp8",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_study_args(__doc__, argv, thumbnail_help="also write a small PNG here")
+    ensure_folder(args.out)
+    runs = [r for r in PUBLISHED_RUNS if r.name in FAST] if args.fast else list(PUBLISHED_RUNS)
+    start = time.perf_counter()
+    rows = validation_table(runs)
+    data = validation_dataset(rows)
+    data.attrs["seconds"] = time.perf_counter() - start
+    write_plotted_study(args, "step_validation", data, {"errors": plot_validation}, summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
