@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import types
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.cluster.interference import Interference, job_traffic_shape
+from fabricflow.cluster.interference import (
+    Interference,
+    job_traffic_shape,
+    joined_rows,
+    row_components,
+)
 from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin.incremental_filling import entry_filling, local_bottleneck_filling
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.model import load_model
@@ -133,8 +138,9 @@ def test_joint_rates_equal_a_brute_force_union_solve():
     loads of one max-min over every flow of both jobs, unmerged, solved by the textbook
     progressive-filling loop (float64; the reference ff.max_min_rates is tested against;
     the jitted solver itself compiles for tens of seconds at this row width)."""
+    from reference_solvers import progressive_filling
+
     from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
     fabric, spec, alone, inter = interleaved_pair()
     got = inter.link_load()
@@ -175,20 +181,6 @@ def test_failed_uplink_reroutes_and_slows_the_job():
     after = inter.step_times()[0]
     assert after > 1.2 * before
     assert inter.stats["prepared"] == 2  # re-routed once
-
-
-def test_entry_filling_equals_the_padded_solver():
-    rng = np.random.default_rng(3)
-    for _ in range(20):
-        flows, width, num_links = rng.integers(1, 40), rng.integers(1, 6), rng.integers(2, 12)
-        links = rng.integers(-1, num_links, size=(flows, width))
-        links[:, 0] = rng.integers(0, num_links, size=flows)
-        coef = np.where(links >= 0, rng.uniform(0.5, 2.0, size=links.shape), 0.0)
-        capacity = rng.uniform(1.0, 10.0, size=num_links)
-        used = links >= 0
-        got = entry_filling(used.sum(axis=1), links[used], coef[used], capacity)
-        want = local_bottleneck_filling(links, capacity, coef)
-        np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
 def test_traffic_shape_counts_only_traffic_leaving_a_server():
@@ -240,8 +232,6 @@ def test_joined_rows_are_the_components_that_hold_a_shared_link():
     against networkx components of the row-link graph on random instances."""
     import networkx as nx
 
-    from fabricflow.cluster.interference import _joined_rows
-
     rng = np.random.default_rng(0)
     for _ in range(100):
         rows, num_links = int(rng.integers(1, 40)), int(rng.integers(1, 60))
@@ -260,7 +250,33 @@ def test_joined_rows_are_the_components_that_hold_a_shared_link():
         for component in nx.connected_components(graph):
             if component & shared:
                 expected[[n for n in component if n < rows]] = True
-        assert np.array_equal(_joined_rows(row_entries, entry_link, row_job, num_links), expected)
+        assert np.array_equal(joined_of(row_entries, entry_link, row_job, num_links), expected)
+
+
+class Rows(NamedTuple):
+    """The row fields of a placed job that :func:`joined_rows` reads."""
+
+    row_entries: np.ndarray
+    entry_link: np.ndarray
+    link_ids: np.ndarray
+    row_component: np.ndarray
+
+
+def joined_of(row_entries, entry_link, row_job, num_links):
+    """:func:`joined_rows` of rows given as flat arrays (``row_job``: each row's job), in
+    the rows' order: each job's rows gathered and labelled as a placement labels them."""
+    entry_row = np.repeat(np.arange(row_entries.size), row_entries)
+    jobs, order = [], []
+    for job in range(int(row_job.max(initial=-1)) + 1):
+        rows = np.flatnonzero(row_job == job)
+        entries = entry_link[np.isin(entry_row, rows)]
+        counts = row_entries[rows]
+        jobs.append(Rows(counts, entries, np.unique(entries), row_components(counts, entries)))
+        order.append(rows)
+    joined = joined_rows(jobs, np.full(num_links, -1, dtype=np.int64))
+    out = np.zeros(row_entries.size, dtype=bool)
+    out[np.concatenate(order)] = joined
+    return out
 
 
 def test_merged_rows_rebuild_every_flow_and_survive_hash_collisions(monkeypatch):
