@@ -7,8 +7,8 @@ crash, Ctrl-C or full disk leaves no truncated file behind, and a failure to wri
 an :class:`OutputError` that names the path and the reason instead of a raw ``OSError``.
 
 Inside :func:`recording`, every file renamed into place is appended to a list at once
-(with SIGINT and SIGTERM held back for the rename and the append), so that an interrupted
-command can say exactly which of its files are whole on disk.
+(an interrupt waits for the rename and the append: :func:`renaming`), so that an
+interrupted command can say exactly which of its files are whole on disk.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import errno
 import os
-import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -38,7 +37,6 @@ _REASONS = {
 _WRITTEN: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "fabricflow_written", default=None
 )
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def describe_os_error(error: OSError) -> str:
@@ -92,18 +90,24 @@ def recording(into: list) -> Iterator[list]:
         _WRITTEN.reset(token)
 
 
+_renaming = [0]  # > 0 while a file is renamed into place and recorded (see renaming())
+
+
+def renaming() -> bool:
+    """Whether a file is being renamed into place and recorded right now. The commands'
+    signal handler waits for the end of it before it raises, so that a file whole on disk
+    is always in the record of :func:`recording`."""
+    return _renaming[0] > 0
+
+
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait (they arrive right after the block): a rename and its record
-    are never separated by an interrupt."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover  (not POSIX)
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+def _renaming_into_place(path: str) -> Iterator[None]:
+    """The rename of the finished ``path`` and its record (see :func:`renaming`)."""
+    _renaming[0] += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _renaming[0] -= 1
 
 
 @contextlib.contextmanager
@@ -141,7 +145,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise OutputError(f"cannot write {path!r}: {describe_os_error(error)}") from None
     try:
         yield tmp
-        with _signals_held():
+        with _renaming_into_place(path):
             os.replace(tmp, path)
             written = _WRITTEN.get()
             if written is not None and path not in written:

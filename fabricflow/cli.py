@@ -61,7 +61,18 @@ def _interrupted_at_start(signum, frame) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) in ("fabricflow", "fabricflow.exe"):
+_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) in (
+    "fabricflow",
+    "fabricflow.exe",
+)
+if _AS_COMMAND and "__mp_main__" in sys.modules:
+    # A worker process that multiprocessing's spawn starts for the command: it imports the
+    # parent's main module (as __mp_main__, with the parent's sys.argv). Ctrl-C reaches the
+    # whole process group and the parent stops its workers and reports for them: ignore
+    # SIGINT from the first moment (a KeyboardInterrupt traceback while it imports), and
+    # install no handler that would print a report of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+elif _AS_COMMAND:
     # run as the command (not imported by a program): cover the imports before main()
     for _signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(_signum, _interrupted_at_start)
@@ -277,15 +288,30 @@ def _main(argv: list[str]) -> int:
     return code
 
 
+def whole_outputs(args) -> list:
+    """What the command finished (``mark_done``) and the files it wrote that are on disk
+    now: each was recorded as it was renamed into place, whole (a temporary file the
+    command removed again, such as a figure embedded in a report, is no longer there)."""
+    completed = list(getattr(args, "completed", []) or [])
+    for path in getattr(args, "written", []) or []:
+        if path not in completed and os.path.isfile(path):
+            completed.append(path)
+    return completed
+
+
 def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     """Report an interrupt (one JSON object under --json) and leave with 130."""
     _interrupt.ignore()
-    completed = list(getattr(args, "completed", []) or [])
+    completed = whole_outputs(args)
     partial = dict(getattr(args, "partial", {}) or {})
+    # a command may say what it holds so far: a message and counts (sweep: points stored)
+    summary = dict(getattr(args, "summary", {}) or {})
+    said = summary.pop("message", None)
     message = f"interrupted by {name}; " + (
-        f"completed: {', '.join(map(str, completed))}" if completed else "nothing completed"
+        said
+        or (f"completed: {', '.join(map(str, completed))}" if completed else "nothing completed")
     )
-    extra: dict = {"completed": completed}
+    extra: dict = {"completed": completed, **summary}
     if partial:
         extra["partial"] = partial
     try:
@@ -321,6 +347,7 @@ def _run(argv: list[str]) -> int:
     # Commands record what they finished here (and every file written whole is recorded
     # as it is renamed into place), so that an interrupt can report exactly that.
     args.completed = []
+    args.written = []  # every file renamed into place (temporary ones of a command too)
     args.partial = {}
     # _common imports numpy: not at module level, where it would delay the start-up
     # signal handlers below the imports
@@ -328,7 +355,7 @@ def _run(argv: list[str]) -> int:
 
     reset_outputs()
     try:
-        with recording(args.completed):
+        with recording(args.written):
             check_destinations(args, _subparsers(parser)[args.command])
             code = int(args.func(args) or 0)
         return finish_outputs(args, code)

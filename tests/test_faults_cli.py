@@ -481,19 +481,21 @@ def test_signal_landing_in_a_gc_callback_is_not_lost_or_printed(monkeypatch, cap
             os.kill(os.getpid(), signal.SIGINT)
             sum(range(1000))  # the handler runs here, inside the callback
 
+    slept = []
+
     def collect_then_work():
         gc.callbacks.append(callback)
         try:
             gc.collect()
         finally:
             gc.callbacks.remove(callback)
-        time.sleep(5)  # reached only if the interrupt was lost
+        time.sleep(5)  # cut short by the interrupt, unless it was lost
+        slept.append(True)
         return {"value": 2}
 
     _fake_bench(monkeypatch, collect_then_work)
-    start = time.monotonic()
     assert main(["bench", "--json"]) == 130
-    assert time.monotonic() - start < 4
+    assert not slept  # (a time bound on main() failed on a loaded machine: its start-up)
     captured = capsys.readouterr()
     assert _one_json(captured.out)["completed"] == ["first"]
     assert "Exception ignored" not in captured.err and "Traceback" not in captured.err

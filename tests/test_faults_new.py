@@ -204,7 +204,7 @@ def test_damaged_sweep_store_is_an_output_error_and_overwrite_repairs_it(tmp_pat
     args = ("collective", {"size": [1 << 20, 1 << 21]})
     ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
     (store / "status" / "c" / "0").write_bytes(b"garbage")
-    with pytest.raises(OutputError, match="is damaged .*variable 'status'.*--overwrite"):
+    with pytest.raises(OutputError, match="is damaged: variable 'status'.*--repair.*--overwrite"):
         ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0)
     shutil.rmtree(store / "time_s")
     ds = ff.sweep(*args, fixed=_COLLECTIVE, store=store, workers=0, overwrite=True)

@@ -100,7 +100,7 @@ def mark_done(args, item) -> None:
     """Record a finished output (a file path, a section name) for the interrupt report.
 
     Files written through :func:`fabricflow.atomic.atomic_path` are recorded already
-    (the CLI records them as they are renamed into place); recording one again is a no-op.
+    (the CLI records them as they are renamed into place, in ``args.written``).
     """
     from ._interrupt import check
 
@@ -148,6 +148,13 @@ def output_folder(text: str) -> str:
 def output_file(text: str) -> str:
     """argparse ``type`` of an output file flag (``--plot FILE``): refuses an empty path.
     The CLI checks the file's folder before the command runs (:func:`check_destinations`)."""
+    return _non_empty(text)
+
+
+def output_store(text: str) -> str:
+    """argparse ``type`` of a store flag (``sweep --out STORE``): refuses an empty path. The
+    store checks itself when it is opened, before any point runs (a read-only store that
+    has nothing left to compute is only read)."""
     return _non_empty(text)
 
 
@@ -203,16 +210,18 @@ def write_outputs(args, flag: str, write, *arguments, **keywords) -> list[str]:
     """Call ``write(*arguments, **keywords)``; an :class:`~fabricflow.errors.OutputError`
     stops it and is reported after the command's result (exit 1), so that a full disk does
     not lose the finished work. Returns the files it completed (whole on disk)."""
+    import os
+
     from ..errors import OutputError
 
-    completed = args.__dict__.setdefault("completed", [])
-    before = len(completed)
+    written = args.__dict__.setdefault("written", [])
+    before = len(written)
     try:
         write(*arguments, **keywords)
     except OutputError as error:
         message = str(error)
         defer_output_error(message if message.startswith(flag) else f"{flag}: {message}")
-    return [str(item) for item in completed[before:]]
+    return [str(path) for path in written[before:] if os.path.isfile(path)]
 
 
 def finish_outputs(args, code: int) -> int:

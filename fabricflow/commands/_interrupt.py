@@ -22,6 +22,8 @@ import signal
 import sys
 import threading
 
+from ..atomic import renaming
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _received: list[int] = []  # signal numbers seen since handling() began; [] = none
@@ -52,9 +54,15 @@ def _importing(frame) -> bool:
     return False
 
 
+def _deferred(frame) -> bool:
+    """Whether to raise a little later: inside an import, or while a finished file is
+    renamed into place and recorded (its record must not miss it)."""
+    return renaming() or _importing(frame)
+
+
 def _handler(signum, frame):
     _received.append(signum)
-    if _importing(frame):  # raise once the import is done (SIGALRM, see _again)
+    if _deferred(frame):  # raise once that is done (SIGALRM, see _again)
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         return
     raise Interrupted(signum)
@@ -65,7 +73,7 @@ def _again(signum, frame):
     import: then a little later)."""
     if not _received:
         return
-    if _importing(frame):
+    if _deferred(frame):
         signal.setitimer(signal.ITIMER_REAL, RETRY_S)
         return
     raise Interrupted(_received[0])

@@ -8,13 +8,17 @@ Examples::
 
 Rerunning the same command computes only the points not done (failed ones again).
 Exit codes: 0 every point done; 1 some points failed (their errors are in the store's
-``error`` variable; rerun to retry them); 2 bad input (SPEC, a store of another SPEC);
-130 interrupted (finished points stay in the store).
+``error`` variable; rerun to retry them), or the store is damaged, read-only or its disk
+full; 2 bad input (SPEC, a store of another SPEC or in use by another run); 130
+interrupted (finished points stay in the store). Under ``--json`` every outcome is one
+object, and an interrupt or a full disk says how many points the store holds.
 """
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_folder, print_json
+import sys
+
+from ._common import add_json_flag, output_store, print_json
 
 
 def register(subparsers) -> None:
@@ -29,7 +33,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out",
         required=True,
-        type=output_folder,
+        type=output_store,
         metavar="STORE",
         help="zarr store folder (created, or resumed when it holds this SPEC)",
     )
@@ -50,6 +54,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a store written by another SPEC"
     )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild the damaged parts of a store (from the SPEC) and compute their points "
+        "again, keeping every intact point",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -57,18 +67,40 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import warnings
 
+    from ..errors import OutputError
     from ..study.sweep.run import failed_points, run_sweep
+    from ._interrupt import Interrupted
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        result = run_sweep(
-            args.spec,
-            args.out,
-            workers=args.workers,
-            scheduler=args.scheduler,
-            overwrite=args.overwrite,
-            progress=False if args.json else None,
-        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            result = run_sweep(
+                args.spec,
+                args.out,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                overwrite=args.overwrite,
+                repair=args.repair,
+                progress=False if args.json else None,
+            )
+    except Interrupted:
+        # the interrupt's one object says how many points the store holds now
+        stored = _stored(args.out)
+        if stored is not None:
+            args.summary = {
+                "message": f"{stored['done']:,} of {stored['points']:,} points are stored in "
+                f"{args.out} ({stored['failed']:,} failed); the same command computes the "
+                f"other {stored['points'] - stored['done']:,}",
+                **stored,
+            }
+        raise
+    except OutputError as error:  # damaged, read-only, full disk: with the points stored
+        stored = _stored(args.out)
+        if args.json:
+            print_json({"error": "OutputError", "message": str(error), **(stored or {})})
+        else:
+            print(f"fabricflow sweep: error: {error}", file=sys.stderr)
+        return 1
     summary = result.summary()
     if args.json:
         print_json(summary)
@@ -79,10 +111,30 @@ def run(args) -> int:
             f"{summary['seconds']:.1f} s ({summary['backend']}, {summary['workers']} workers)"
         )
         print(f"  store: {summary['store']}")
+        if summary["missing_metrics"]:
+            print(
+                f"  {summary['missing_metrics']} points marked done had metrics missing from "
+                "the store (deleted chunks): computed again"
+            )
+        for line in summary["repaired"]:
+            print(f"  repaired: {line}")
+        if summary["worker_restarts"]:
+            print(f"  {summary['worker_restarts']} worker processes died and were replaced")
         failed = failed_points(result.dataset)
         for point in failed[:10]:
-            error = point.pop("error")
-            print(f"  failed {point}: {error}")
+            reason = point.pop("error")
+            print(f"  failed {point}: {reason}")
         if len(failed) > 10:
             print(f"  ... {len(failed) - 10} more failed points (variable 'error' of the store)")
-    return 0 if (result.dataset["status"].values == 1).all() else 1
+    return 0 if summary["reused"] + summary["computed"] == summary["points"] else 1
+
+
+def _stored(store: str) -> dict | None:
+    """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
+    now (read from disk), or None when it has no status yet."""
+    from ..study.sweep.store import stored_counts
+
+    try:
+        return {**stored_counts(store), "store": store}
+    except OSError:
+        return None

@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..fabric.fabric import Fabric
-from ..workload.structure_cache import groups_digest
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "sendrecv", "all_to_all")
 
@@ -75,8 +74,9 @@ class Partition:
         self.gpu_label = np.asarray(gpu_label, dtype=np.int64)
         self.parts = parts
 
-    def seconds_per_byte(self, groups: np.ndarray, op: str) -> float:
-        """Lower bound of the slowest group's seconds of ``op`` per byte of size ``S``."""
+    def seconds_per_byte(self, groups: np.ndarray) -> dict[str, float]:
+        """Lower bound of the slowest group's seconds per byte of size ``S``, for each op
+        of :data:`OPS` (one count of the members each group has in each part serves all)."""
         num_groups, n = groups.shape
         part = self.gpu_label[groups]  # [G, n]
         pair = (np.arange(num_groups)[:, None] * self.parts + part).reshape(-1)
@@ -84,27 +84,53 @@ class Partition:
         where = pairs % self.parts
         outside = (n - a) / n
         split = (a < n).astype(np.float64)
-        loads: tuple[tuple[np.ndarray, np.ndarray], ...]
-        if op == "all_gather":
-            loads = ((outside, self.cap_in),)
-        elif op == "reduce_scatter":
-            loads = ((outside, self.cap_out),)
-        elif op in ("all_reduce", "sendrecv"):
-            loads = ((split, self.cap_in), (split, self.cap_out))
-        elif op == "all_to_all":
-            loads = ((a * outside, self.cap_in), (a * outside, self.cap_out))
-        else:
-            raise ValueError(f"unknown op {op!r}; one of {list(OPS)}")
-        worst = 0.0
-        for load, cap in loads:
+
+        def worst(load: np.ndarray, cap: np.ndarray) -> float:
             per_part = np.bincount(where, weights=load, minlength=self.parts)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(per_part > 0, per_part / cap, 0.0)
             # A part with traffic to cross and no capacity gives no finite bound (the step
             # model refuses such a route itself); 0 keeps the bound valid.
             ratio = np.where(np.isfinite(ratio), ratio, 0.0)
-            worst = max(worst, float(ratio.max()) if ratio.size else 0.0)
-        return worst
+            return float(ratio.max()) if ratio.size else 0.0
+
+        both = max(worst(split, self.cap_in), worst(split, self.cap_out))
+        return {
+            "all_gather": worst(outside, self.cap_in),
+            "reduce_scatter": worst(outside, self.cap_out),
+            "all_reduce": both,
+            "sendrecv": both,
+            "all_to_all": max(worst(a * outside, self.cap_in), worst(a * outside, self.cap_out)),
+        }
+
+
+class GpuPartition:
+    """The partition of each GPU alone (its own NVLink and NIC links): every member of a
+    group is alone in its part, so the counts need no sort."""
+
+    def __init__(self, fabric: Fabric):
+        gpus = np.arange(fabric.num_gpus, dtype=np.int64)
+        none = np.full(fabric.num_nodes, -1, dtype=np.int64)
+        cuts = Partition(fabric, gpus, none, join_scale_up=False)
+        self.cap_in, self.cap_out = cuts.cap_in, cuts.cap_out
+
+    def seconds_per_byte(self, groups: np.ndarray) -> dict[str, float]:
+        n = groups.shape[1]
+        cap_in = float(self.cap_in[groups].min())
+        cap_out = float(self.cap_out[groups].min())
+        outside = (n - 1) / n
+
+        def ratio(load: float, cap: float) -> float:
+            return load / cap if cap > 0 else 0.0
+
+        both = max(ratio(1.0, cap_in), ratio(1.0, cap_out))
+        return {
+            "all_gather": ratio(outside, cap_in),
+            "reduce_scatter": ratio(outside, cap_out),
+            "all_reduce": both,
+            "sendrecv": both,
+            "all_to_all": max(ratio(outside, cap_in), ratio(outside, cap_out)),
+        }
 
 
 def gpu_leaf(fabric: Fabric) -> np.ndarray | None:
@@ -128,14 +154,13 @@ def gpu_leaf(fabric: Fabric) -> np.ndarray | None:
 class CutBound:
     """Seconds per byte of each op on a group set, from the cuts around each GPU, each
     leaf, each scale-up domain and each of the fabric's groups (pods, racks:
-    ``Fabric.node_group``); memoised per (group set, op)."""
+    ``Fabric.node_group``)."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         none = np.full(fabric.num_nodes, -1, dtype=np.int64)
-        gpus = np.arange(fabric.num_gpus, dtype=np.int64)
-        self.partitions = [
-            Partition(fabric, gpus, none, join_scale_up=False),
+        self.partitions: list = [
+            GpuPartition(fabric),
             Partition(fabric, np.asarray(fabric.gpu_domain), none),
         ]
         leaf = gpu_leaf(fabric)
@@ -152,14 +177,12 @@ class CutBound:
             # network switches keep their group; scale-up switches follow their GPUs
             network = np.where(np.asarray(fabric.node_tier) >= 1, group, -1)
             self.partitions.append(Partition(fabric, gpu_group, network))
-        self._memo: dict = {}
 
-    def seconds_per_byte(self, groups: np.ndarray, op: str) -> float:
-        """Lower bound of the slowest group's time of ``op`` per byte of nccl-tests size."""
+    def seconds_per_byte(self, groups: np.ndarray) -> dict[str, float]:
+        """Lower bound of the slowest group's time per byte of nccl-tests size, for each
+        op of :data:`OPS` (0 for groups of one rank)."""
         groups = np.asarray(groups, dtype=np.int64)
         if groups.ndim != 2 or groups.shape[1] < 2:
-            return 0.0
-        key = (groups_digest(groups), op)
-        if key not in self._memo:
-            self._memo[key] = max(p.seconds_per_byte(groups, op) for p in self.partitions)
-        return self._memo[key]
+            return dict.fromkeys(OPS, 0.0)
+        rates = [p.seconds_per_byte(groups) for p in self.partitions]
+        return {op: max(r[op] for r in rates) for op in OPS}

@@ -45,6 +45,11 @@ DEFAULT_ORDERS = (
     "cp-tp-ep-dp-pp",
     "tp-ep-cp-dp-pp",
 )
+# Placements a job gets rather than chooses: ``scattered`` is the servers a busy scheduler
+# hands out (seeded at random). Searching it by default would recommend a random draw and
+# solve a group structure that no other candidate shares; ask for it with
+# ``space={"placement": ["contiguous", "scattered"]}`` to see what fragmentation costs.
+NOT_CHOSEN_PLACEMENTS = ("scattered",)
 TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
 
@@ -218,7 +223,7 @@ def default_space(
         "tp_overlap": [True, False],
         "dp_overlap": [True, False],
         "order": list(DEFAULT_ORDERS),
-        "placement": [p for p in placements()],
+        "placement": [p for p in placements() if p not in NOT_CHOSEN_PLACEMENTS],
     }
     if model.is_moe:
         space["ep_overlap"] = [True, False]

@@ -30,11 +30,14 @@ from ..workload import structure_cache
 from ..workload.comm import prepare
 from ..workload.compute import COLLECTIVES
 from ..workload.model import ModelSpec
-from ..workload.placement import DEFAULT_ORDER, place, topology_aware_order
-from .netbound import CutBound
+from ..workload.placement import DEFAULT_ORDER, parse_order, place, topology_aware_order
+from .netbound import OPS, CutBound
 from .table import CandidateTable
 
 _DIMENSION_OF = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "edp": "dp"}
+# The dimensions of each group set (``dp`` is the data x context gradient group).
+_SET_DIMS = {"tp": ("tp",), "cp": ("cp",), "pp": ("pp",), "dp": ("dp", "cp"), "ep": ("ep",),
+             "edp": ("dp",)}  # fmt: skip
 # Structures whose group arrays are kept (a 16k-GPU structure's sets weigh ~0.8 MB).
 GROUP_MEMO = 64
 STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
@@ -68,6 +71,7 @@ class Structures:
         self.representative: list[tuple[int, int]] = []  # id -> a (key, combo) of it
         self._groups: OrderedDict[int, dict | None] = OrderedDict()  # LRU, GROUP_MEMO
         self._seconds: dict[tuple, float] = {}
+        self._rates: dict[tuple, dict[str, float]] = {}
 
     # ------------------------------------------------------------------ identification
 
@@ -171,33 +175,69 @@ class Structures:
         if not use.any():
             return out
         idx = np.flatnonzero(use)
+        unique_sids, which = np.unique(sids[idx], return_inverse=True)
+        rates = np.asarray([self._cut_rate(int(sid), name, op) for sid in unique_sids.tolist()])
+        out[idx] = rates[which.reshape(-1)] * size[idx]
+        if not isolated:
+            return out
         pairs, inverse = np.unique(
             np.stack([sids[idx].astype(np.float64), size[idx]], axis=1),
             axis=0, return_inverse=True,
         )  # fmt: skip
         values = np.empty(len(pairs))
         for i, (sid, nbytes) in enumerate(pairs.tolist()):
-            values[i] = self._one(int(sid), name, op, nbytes, isolated)
-        out[idx] = values[inverse.reshape(-1)]
+            values[i] = self._isolated(int(sid), name, op, nbytes)
+        out[idx] = np.maximum(out[idx], values[inverse.reshape(-1)])
         return out
 
-    def _one(self, sid: int, name: str, op: str, nbytes: float, isolated: bool) -> float:
-        groups = self.groups(sid)
-        if groups is None or name not in groups or groups[name].shape[1] < 2:
+    def _cut_rate(self, sid: int, name: str, op: str) -> float:
+        """Cut-bound seconds per byte of ``op`` on group set ``name`` of ``sid``, memoised
+        by what fixes the set (:meth:`set_key`), so structures sharing a set share it."""
+        if self.cut is None:
             return 0.0
-        cut = 0.0
-        if self.cut is not None:
-            cut = self.cut.seconds_per_byte(groups[name], op) * nbytes
-        if not isolated:
-            return cut
+        memo = self.set_key(sid, name)
+        if memo not in self._rates:
+            groups = self.groups(sid)
+            rates = dict.fromkeys(OPS, 0.0)
+            if groups is not None and name in groups:
+                rates = self.cut.seconds_per_byte(groups[name])
+            self._rates[memo] = rates
+        return self._rates[memo][op]
+
+    def set_key(self, sid: int, name: str) -> tuple:
+        """What fixes group set ``name`` of structure ``sid``: the placement (which GPU each
+        rank gets) and, along the rank order, the stride and size of each dimension of the
+        set (size-1 dimensions dropped). Two structures with the same key have the same
+        groups (possibly listed in another order)."""
+        tp, cp, pp, dp, ep = self.structures[sid][:5]
+        dims = parse_order(self.value(sid, "order"))
+        if name in ("ep", "edp"):
+            sizes = {"tp": tp, "ep": ep, "dp": dp * cp // max(ep, 1), "pp": pp}
+            dims = tuple(d for d in dims if d != "cp")
+        else:
+            sizes = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+            dims = tuple(d for d in dims if d != "ep")
+        wanted = _SET_DIMS[name]
+        stride, pattern = 1, []
+        for dim in dims:
+            if dim in wanted and sizes[dim] > 1:
+                pattern.append((stride, sizes[dim]))
+            stride *= sizes[dim]
+        return (self.value(sid, "placement"), tuple(pattern))
+
+    def _isolated(self, sid: int, name: str, op: str, nbytes: float) -> float:
+        """The step model's seconds of ``op`` at ``nbytes`` on set ``name`` of ``sid``
+        alone on the fabric (0 where it is refused: the full evaluation refuses it too)."""
         memo = (sid, name, op, nbytes)
         if memo not in self._seconds:
+            groups = self.groups(sid)
+            if groups is None or name not in groups or groups[name].shape[1] < 2:
+                self._seconds[memo] = 0.0
+                return 0.0
             try:
-                timer = self._timer(sid, name, op)
-                self._seconds[memo] = max(cut, float(np.max(timer(nbytes))))
+                self._seconds[memo] = float(np.max(self._timer(sid, name, op)(nbytes)))
             except (SpecError, RoutingError):
-                # the full evaluation refuses it the same way; the cut bound stays valid
-                self._seconds[memo] = cut
+                self._seconds[memo] = 0.0
         return self._seconds[memo]
 
     def _timer(self, sid: int, name: str, op: str):

@@ -12,8 +12,11 @@ lowest bound is taken next:
 * otherwise it is timed with the full model (:func:`fabricflow.step_time`, contention and
   coupling included).
 
-Until ``top_k`` answers are known nothing can be pruned, so a candidate is then timed at
-once (and its structure, solved by that, opened): the search has an answer early.
+Opening a structure costs its isolated solves, which the full evaluation needs anyway, and
+every structure whose cut bound is below the final ``top_k``-th answer must be opened for
+the result to be exact, so opening before timing adds no work; the isolated bound, within
+a few percent of the full model, then decides which candidates are worth timing. When the
+budget has run out before anything is timed, the next candidate is timed at once.
 
 The visit stops when the lowest bound left is no better than the ``top_k``-th best answer
 (:mod:`.topk`): every candidate left could at best tie, so the result is exact. A
@@ -132,13 +135,25 @@ class Visit:
             self.stopped = "budget"
             return True
         self._note(bound)
-        if level == 2 and not late and len(self.top) >= self.top_k:
+        if level == 2 and not late:
             self._open(sid)
             return False
-        # timed at once while the top K is not full (an answer soon; the structure is
-        # then solved and opening it costs nothing more) or when already late
-        time_s = self._evaluate(key, combo)
         if level == 2:
+            # late with nothing timed: the search must return an answer, and the best
+            # candidate of a solved structure (its bound within a few percent of its
+            # time) is a better one than an unsolved structure's
+            ready = [e for e in self._heap if e[1] == 3 and (e[3], e[4]) not in self.done]
+            if ready:
+                heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
+                _, _, _, key, combo, sid = min(ready)
+        self._time(key, combo, sid)
+        return False
+
+    def _time(self, key: int, combo: int, sid: int) -> None:
+        """Time one candidate, open its structure (solved by now) and release the
+        candidates that waited for it (their bound: at least its time)."""
+        time_s = self._evaluate(key, combo)
+        if sid not in self._opened:
             self._open(sid)
         released = self._deferred.pop((key, combo), [])
         if released:
@@ -146,7 +161,6 @@ class Visit:
             bounds = np.maximum(np.asarray([b for _, b in released]), time_s)
             keys = np.full(len(others), key, dtype=np.int64)
             self._push(keys, others, bounds, self.structures.ids(keys, others))
-        return False
 
     def _late(self, deadline: float | None) -> bool:
         return deadline is not None and time.monotonic() > deadline

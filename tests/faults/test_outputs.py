@@ -10,7 +10,7 @@ Files are whole or absent, never partial.
 from __future__ import annotations
 
 import pytest
-from conftest import leftovers, run_main
+from fault_helpers import leftovers, run_main
 
 # command -> (argv without the output flag, the output flag, files it writes, a result key)
 COMMANDS = {

@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...errors import SpecError
-from .backends import Unit, run_dask, run_inline, run_processes
+from ...errors import OutputError, SpecError
+from .backends import check_scheduler, dask_connect_timeout_s, run_dask, run_inline, run_processes
+from .layout import FAILED
 from .overrides import check_paths
+from .plan import chunk_size, iter_units
 from .spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
-from .store import DONE, FAILED, SweepStore
+from .store import SweepStore
 from .tasks import SweepTask, check_arguments, get_task
+from .work import Unit
 
-MAX_BATCH = 4096  # points per run_batch call: bounds the vmapped batch's memory
-MAX_CHUNK = 8  # points per unit of a task without batching (lost at most per worker on kill)
 DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
+DASK_IN_FLIGHT = 4 * DASK_WORKERS  # units submitted to Dask at a time
+BYTES_PER_POINT = 24  # status, its reordered copy, masks and one metric read while checking
+LAZY_FRACTION = 0.25  # a dataset over this share of the memory budget is returned lazily
 
 
 @dataclass
@@ -48,6 +51,9 @@ class SweepRun:
     backend: str = "inline"
     seconds: float = 0.0
     errors: dict = field(default_factory=dict)
+    missing_metrics: int = 0
+    repaired: list = field(default_factory=list)
+    worker_restarts: int = 0
 
     def summary(self) -> dict:
         """JSON-able counts (what ``fabricflow sweep --json`` prints)."""
@@ -65,6 +71,9 @@ class SweepRun:
             "seconds": self.seconds,
             "store": self.store,
             "errors": self.errors,
+            "missing_metrics": self.missing_metrics,
+            "repaired": self.repaired,
+            "worker_restarts": self.worker_restarts,
         }
 
 
@@ -77,6 +86,7 @@ def sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,
+    repair: bool = False,
     metrics=None,
     progress: bool | None = None,
 ):
@@ -96,6 +106,9 @@ def sweep(
             this process).
         scheduler: ``tcp://HOST:PORT`` of a Dask scheduler: run there instead.
         overwrite: replace a store of another SPEC (or start this one again).
+        repair: rebuild the damaged parts of a store (metadata written again from the
+            SPEC, undecodable chunks removed) and compute their points again, keeping
+            every intact point; without it a damaged store is refused, naming the damage.
         metrics: metric names to record (default: the task's).
         progress: a tqdm bar with ETA on stderr (default: when stderr is a terminal).
 
@@ -104,7 +117,14 @@ def sweep(
         one float variable per metric (NaN where a point failed or is pending),
         ``status`` (0 pending, 1 done, 2 failed), ``error`` (text); attributes: the SPEC
         (canonical JSON), its SHA-256, the fabricflow version, the creation time.
-        ``attrs["last_run"]`` holds this run's counts as JSON.
+        ``attrs["last_run"]`` holds this run's counts as JSON. A store too large for
+        memory is returned read on demand (Dask arrays).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C; every point computed so far is in the store (a note
+            says how many) and a rerun computes the others.
+        OutputError: the store is damaged (named, with the remedies), cannot be written,
+            or the disk filled up (the points stored so far stay; the message counts them).
 
     Example::
 
@@ -118,7 +138,13 @@ def sweep(
     """
     spec = make_spec(task, grid, fixed=fixed, metrics=metrics)
     run = run_sweep(
-        spec, store, workers=workers, scheduler=scheduler, overwrite=overwrite, progress=progress
+        spec,
+        store,
+        workers=workers,
+        scheduler=scheduler,
+        overwrite=overwrite,
+        repair=repair,
+        progress=progress,
     )
     dataset = run.dataset
     dataset.attrs["last_run"] = json.dumps(run.summary())
@@ -154,70 +180,6 @@ def prepare(spec: SweepSpec) -> tuple[SweepTask, tuple[str, ...]]:
     return task, tuple(metrics)
 
 
-def chunk_size(points: int, workers: int) -> int:
-    """Points per unit for ``workers`` processes: up to :data:`MAX_CHUNK` (fewer when there
-    are under 4 units per worker); 1 in this process, where the fabric cache is shared
-    anyway and a kill then loses no finished point."""
-    if workers <= 1:
-        return 1
-    return max(1, min(MAX_CHUNK, math.ceil(points / (4 * workers))))
-
-
-def plan_units(
-    spec: SweepSpec, task: SweepTask, metrics, pending: list[tuple[int, ...]], chunk: int
-) -> list[Unit]:
-    """Units of work for the ``pending`` points (grid indices).
-
-    Points are ordered by their fabric (``fabric`` and ``fabric.*`` values) so that a
-    worker's fabric cache serves them. With batching, points that differ only in
-    ``task.batch_keys`` form one unit (at most :data:`MAX_BATCH` points); otherwise
-    consecutive points of one fabric go in units of ``chunk`` points (results are written
-    when a unit is done: a killed run loses at most the units in flight).
-    """
-    dims = spec.dims
-    fabric_dims = [
-        i for i, key in enumerate(dims) if key == "fabric" or key.startswith(FABRIC_PREFIX)
-    ]
-    batch_dims = [i for i, key in enumerate(dims) if key in task.batch_keys]
-    batching = task.run_batch is not None and bool(batch_dims)
-    shared_dims = [i for i in range(len(dims)) if not batching or i not in batch_dims]
-
-    def fabric_key(index):
-        return tuple(index[i] for i in fabric_dims)
-
-    def group_key(index):
-        return tuple(index[i] for i in shared_dims)
-
-    ordered = sorted(pending, key=lambda index: (fabric_key(index), index))
-    units: list[Unit] = []
-    if batching:
-        groups: dict = {}
-        for index in ordered:
-            groups.setdefault(group_key(index), []).append(index)
-        for members in groups.values():
-            first = spec.point(members[0])
-            common = {**spec.fixed, **{dims[i]: first[dims[i]] for i in shared_dims}}
-            for start in range(0, len(members), MAX_BATCH):
-                points = [
-                    (index, {dims[i]: spec.point(index)[dims[i]] for i in batch_dims})
-                    for index in members[start : start + MAX_BATCH]
-                ]
-                units.append(Unit(spec.task, metrics, common, points, batch=True))
-        return units
-    for _, members in itertools.groupby(ordered, key=fabric_key):
-        members = list(members)
-        for start in range(0, len(members), chunk):
-            units.append(
-                Unit(
-                    spec.task,
-                    metrics,
-                    dict(spec.fixed),
-                    [(i, spec.point(i)) for i in members[start : start + chunk]],
-                )
-            )
-    return units
-
-
 def run_sweep(
     spec: SweepSpec | str | Path | dict,
     store,
@@ -225,12 +187,29 @@ def run_sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     overwrite: bool = False,
+    repair: bool = False,
     progress: bool | None = None,
 ) -> SweepRun:
     """Run (or resume) ``spec`` into ``store``; the counts and the dataset (see :func:`sweep`)."""
     start = time.perf_counter()
     if not isinstance(spec, SweepSpec):
         spec = read_sweep_spec(spec)
+    _check_options(workers, scheduler, store, overwrite, repair)
+    task, metrics = prepare(spec)
+    check_size(spec, metrics, Path(store))
+    if scheduler is not None:  # an address that does not answer fails before the store
+        check_scheduler(scheduler, dask_connect_timeout_s())
+    opened = SweepStore.open(store, spec, metrics, overwrite=overwrite, repair=repair)
+    try:
+        run = _run(spec, task, metrics, opened, workers, scheduler, progress)
+        run.dataset = opened.load(lazy=_too_large(spec, metrics))
+    finally:
+        opened.close()
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def _check_options(workers, scheduler, store, overwrite, repair) -> None:
     if workers is not None and (
         isinstance(workers, bool) or not isinstance(workers, int) or workers < 0
     ):
@@ -243,35 +222,81 @@ def run_sweep(
         )
     if isinstance(store, bytes) or not isinstance(store, (str, os.PathLike)) or not str(store):
         raise SpecError("store", f"expected a folder path, got {store!r}")
-    if not isinstance(overwrite, bool):  # "no" is truthy: it would replace the store
-        raise SpecError("overwrite", f"expected True or False, got {overwrite!r}")
-    task, metrics = prepare(spec)
-    opened = SweepStore.open(store, spec, metrics, overwrite=overwrite)
+    for name, value in (("overwrite", overwrite), ("repair", repair)):
+        if not isinstance(value, bool):  # "no" is truthy: it would replace the store
+            raise SpecError(name, f"expected True or False, got {value!r}")
+    if overwrite and repair:
+        raise SpecError("repair", "give repair (keep the intact points) or overwrite, not both")
+
+
+def check_size(spec: SweepSpec, metrics, store: Path) -> None:
+    """Refuse, before the store is touched, a grid whose run would not fit: the memory of
+    its bookkeeping (a few bytes per point), or the disk its store needs at most.
+
+    Raises:
+        MemoryBudgetError: the bookkeeping needs more than the memory budget.
+        OutputError: the store may need more than the free disk space.
+    """
+    from ...memory import check_memory
+    from ...units import format_size
+
+    points = spec.size
+    check_memory(
+        points * BYTES_PER_POINT,
+        f"a sweep of {points:,} grid points",
+        hint="split the grid into several sweeps (several stores)",
+    )
+    need = points * (8 * len(metrics) + 2)  # float64 per metric, the status, an empty error
+    free = disk_free_bytes(store)
+    if free is not None and need > free and not (store / "zarr.json").exists():
+        raise OutputError(
+            f"store {str(store)!r}: a grid of {points:,} points with {len(metrics)} metrics "
+            f"needs up to {format_size(need)} on disk, and {format_size(free)} are free "
+            "there; free space, write elsewhere, or split the grid"
+        )
+
+
+def _too_large(spec: SweepSpec, metrics) -> bool:
+    """Whether the whole dataset would take over :data:`LAZY_FRACTION` of the budget."""
+    from ...memory import memory_budget
+
+    limit, _ = memory_budget()
+    return spec.size * (8 * len(metrics) + 64) > LAZY_FRACTION * limit
+
+
+def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) -> SweepRun:
+    """Compute the store's pending points; write them as they come (see the store)."""
     status = opened.status()
-    pending = [tuple(int(i) for i in index) for index in np.argwhere(status != DONE)]
-    run = SweepRun(None, str(store), spec.size, int((status == DONE).sum()))
+    counts = opened.counts()
+    pending = counts["pending"] + counts["failed"]
+    run = SweepRun(None, str(opened.path), spec.size, counts["done"])
+    run.missing_metrics, run.repaired = opened.missing, list(opened.repaired)
     if scheduler is not None:
         count = 0
-        units = plan_units(spec, task, metrics, pending, chunk_size(len(pending), DASK_WORKERS))
+        chunk = chunk_size(pending, DASK_WORKERS)
     else:
-        count = min(len(pending), os.cpu_count() or 1) if workers is None else workers
-        units = plan_units(spec, task, metrics, pending, chunk_size(len(pending), count))
-    run.units = len(units)
-    run.batches = sum(unit.batch for unit in units)
+        count = min(pending, os.cpu_count() or 1) if workers is None else workers
+        chunk = chunk_size(pending, count)
+    units = _counted(iter_units(spec, task, metrics, status, chunk), run)
+    stats: dict = {}
     if scheduler is not None:
-        run.backend, stream = "dask", run_dask(units, scheduler)
-    elif count <= 1 or len(units) <= 1:
+        run.backend, stream = "dask", run_dask(units, scheduler, DASK_IN_FLIGHT)
+    elif count <= 1 or pending <= 1:
         run.backend, stream = "inline", run_inline(units)
         count = min(count, 1)
     else:
-        count = min(count, len(units))
-        run.backend, stream = "processes", run_processes(units, count)
+        count = min(count, -(-pending // chunk))  # no more workers than units
+        run.backend, stream = "processes", run_processes(units, count, stats)
     run.workers = count
-    bar = _bar(len(pending), progress)
+    bar = _bar(pending, progress)
+    seen = np.zeros(spec.shape, bool)  # points this run has a result for (counted once)
     try:
-        for _unit, result in stream:
+        for result in stream:
             for index, values, error in result.results:
-                opened.write(index, values, error)
+                if seen[index]:
+                    continue
+                seen[index] = True
+                opened.record(index, values, error)
                 if error is None:
                     run.computed += 1
                 else:
@@ -279,19 +304,65 @@ def run_sweep(
                     if len(run.errors) < 10:
                         run.errors[json.dumps(spec.point(index))] = error
             run.fabrics_built += result.fabrics_built
-            if bar is not None:
+            if opened.due():
+                opened.flush()
+            if bar is not None and result.results:
                 bar.update(len(result.results))
                 if run.failed:
                     bar.set_postfix(failed=run.failed, refresh=False)
+        opened.flush()
+    except KeyboardInterrupt as interrupt:
+        _keep(opened)  # the points computed so far are worth a write before leaving
+        stored = opened.counts()
+        interrupt.add_note(
+            f"sweep interrupted: {stored['done']:,} of {spec.size:,} points are stored in "
+            f"{str(opened.path)!r}; the same call computes the other {stored['pending']:,}"
+        )
+        raise
+    except OutputError as error:  # the disk filled up, or the store went read-only
+        stored = opened.counts()
+        raise OutputError(
+            f"{error}; the run stopped: {stored['done']:,} of {spec.size:,} points are stored "
+            f"(whole; {run.computed:,} computed by this run), {stored['pending']:,} are not: "
+            "free space and rerun to compute them"
+        ) from None
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
             close()  # stops the workers when we are leaving early (an interrupt)
         if bar is not None:
             bar.close()
-    run.dataset = opened.load()
-    run.seconds = time.perf_counter() - start
+        run.worker_restarts = stats.get("restarts", 0)
     return run
+
+
+def disk_free_bytes(path: Path) -> int | None:
+    """Bytes free for unprivileged writes where ``path`` (or its nearest existing parent)
+    lives; None when the system does not say."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _keep(opened: SweepStore) -> None:
+    """Write what is buffered, unless that fails too (a full disk): the store stays whole."""
+    try:
+        opened.flush()
+    except OutputError:
+        pass
+
+
+def _counted(units: Iterator[Unit], run: SweepRun) -> Iterator[Unit]:
+    """``units``, counting them (and the batches) in ``run`` as the backend takes them."""
+    for unit in units:
+        run.units += 1
+        run.batches += unit.batch
+        yield unit
 
 
 def _bar(total: int, progress: bool | None):

@@ -137,10 +137,7 @@ def make_spec(task, grid, *, fixed=None, metrics=None, description: str = "") ->
         if not values:
             raise SpecError(field, "expected a non-empty list of values, got []")
         values = tuple(_plain(value, field) for value in values)
-        labels = [json.dumps(value, sort_keys=True) for value in values]
-        duplicates = sorted({label for label in labels if labels.count(label) > 1})
-        if duplicates:
-            raise SpecError(field, f"values must be distinct; repeated: {', '.join(duplicates)}")
+        _check_distinct(values, field)
         pairs.append((key, values))
     fixed = {} if fixed is None else fixed
     if not isinstance(fixed, Mapping):
@@ -166,6 +163,41 @@ def make_spec(task, grid, *, fixed=None, metrics=None, description: str = "") ->
             raise SpecError("metrics", f"{reserved} name a store variable or dimension already")
         metrics = tuple(metrics)
     return SweepSpec(task, fixed_plain, tuple(pairs), metrics, description)
+
+
+def _identity(value):
+    """``value`` as the task sees it: Python's equal numbers are one point (``1``, ``1.0``
+    and ``true``), recursively."""
+    if isinstance(value, bool) or (isinstance(value, float) and value.is_integer()):
+        return int(value)
+    if isinstance(value, list):
+        return [_identity(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _identity(v) for k, v in value.items()}
+    return value
+
+
+def _check_distinct(values: tuple, field: str) -> None:
+    """Refuse a grid dimension that names one point twice (``1`` and ``1.0``, or a
+    repeated value): it would compute the same point twice under two labels."""
+    seen: dict[object, object] = {}
+    for value in values:
+        if isinstance(value, (bool, int, float)):
+            label: object = ("number", _identity(value))  # hashable: no JSON text needed
+        elif isinstance(value, str) or value is None:
+            label = ("text", value)
+        else:
+            label = json.dumps(_identity(value), sort_keys=True)
+        if label in seen:
+            first = seen[label]
+            written = json.dumps(first, sort_keys=True) == json.dumps(value, sort_keys=True)
+            same = "repeated" if written else "equal values"
+            raise SpecError(
+                field,
+                f"values must be distinct; {json.dumps(first)} and {json.dumps(value)} are "
+                f"{same} (one point computed twice): give each value once",
+            )
+        seen[label] = value
 
 
 def _task_name(task) -> str:
