@@ -29,7 +29,7 @@ HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
 # Host seconds per eager PyTorch op and per Transformer Engine module call on an x86 DGX
 # host (Intel Xeon): a ``torch.nn.Linear`` forward takes 13.48 us of CPU time on a DGX H100
 # (Xeon Platinum 8480C); a Megatron-Core Transformer Engine linear layer 115 us
-# (docs/references.md §16). Grace-based systems set their own (gpus.json).
+# (docs/references.md §17). Grace-based systems set their own (gpus.json).
 HOST_OP_S = 13.5e-6
 HOST_MODULE_S = 115e-6
 

@@ -22,7 +22,7 @@ padded to capacity) never synchronize: ``max(c, g)``.
 Host work is counted per layer pass as Transformer Engine module calls and other eager
 ops (:data:`FORWARD` and :data:`BACKWARD`, counted from Megatron-Core 0.15's
 TransformerLayer, TopKRouter, MoEAlltoAllTokenDispatcher and TEGroupedMLP and Transformer
-Engine 2.9's GroupedLinear; docs/references.md §16), each charged the GPU system's
+Engine 2.9's GroupedLinear; docs/references.md §17), each charged the GPU system's
 measured host cost (``GpuSpec.host_op_s``, ``host_module_s``). CUDA graphs replay captured work with one launch: ``cuda_graphs`` (the whole
 step) removes all host work, ``cuda_graph_scope`` the scopes it names (Megatron's
 ``attn``, ``mlp``, ``moe``, ``moe_router``, ``moe_preprocess``).
@@ -95,7 +95,7 @@ BACKWARD = {
     "expert_fp8": (0, 1),
 }
 # Host time of a Transformer Engine module under fp8 relative to bf16. Transformer Engine
-# 1.x measured more than 2x (docs/references.md §16); 2.x quantizes inside its C++
+# 1.x measured more than 2x (docs/references.md §17); 2.x quantizes inside its C++
 # extensions and the published fp8 runs are faster than bf16 on the same layouts where
 # the host sets the pace, so the model charges fp8 modules as bf16 ones (an assumption).
 FP8_MODULE_FACTOR = 1.0
