@@ -6,6 +6,8 @@ finite, the allowed values, so that a user can fix a spec without reading our co
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class FabricflowError(Exception):
     """Base class of all fabricflow errors."""
@@ -36,3 +38,13 @@ class MemoryBudgetError(FabricflowError, MemoryError):
 
 class OutputError(FabricflowError, OSError):
     """An output file or folder cannot be written (read-only, full disk, not a folder)."""
+
+
+def check_flag(value, field: str) -> bool:
+    """A boolean option: ``True``/``False`` or a numpy bool, else a SpecError naming ``field``.
+
+    Truthy strings (``"no"``), ints and ``None`` are refused: ``bool("no")`` is ``True``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SpecError(field, f"must be True or False, got {value!r}")
