@@ -10,7 +10,7 @@ Public API (stable names)::
 Names are loaded on first use (PEP 562): ``import fabricflow`` imports neither JAX, SciPy,
 xarray nor matplotlib, so that the command line starts fast (``fabricflow presets``) and a
 user pays for the solver only when calling it. Kernels that used to be exported here
-(``solve_max_min``, ``stack_params``, ...) still resolve, with a
+(``stack_params``, ``prepare_collective``, ...) still resolve, with a
 ``DeprecationWarning``; import them from their modules instead.
 """
 
@@ -113,9 +113,6 @@ _EXPORTS: dict[str, str] = {
 # Kernels and internals that were exported here once: still reachable, with a warning
 # that names the module to import them from.
 _DEPRECATED: dict[str, str] = {
-    "solve_max_min": "fabricflow.solve.maxmin.kernel",
-    "MaxMinSolution": "fabricflow.solve.maxmin.kernel",
-    "simulate_completion": "fabricflow.solve.completion",
     "stack_params": "fabricflow.solve.parameters",
     "DCQCNResult": "fabricflow.solve.cc.result:CCResult",
     "prepare_collective": "fabricflow.collective.model",

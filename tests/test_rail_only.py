@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from reference_solvers import progressive_filling
 from scipy.sparse.csgraph import connected_components
 
 import fabricflow as ff
 from fabricflow.fabric.summary import max_flow_between
 from fabricflow.routing.candidates import candidate_paths
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 
 def rail_only_spec(gpus=256, tiers=2, radix=8, oversubscription=1, scale_up=True) -> dict:
