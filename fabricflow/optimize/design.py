@@ -160,7 +160,7 @@ def design_spec(
         raise SpecError("design", f"{code}: no {d['transport']} switch with {port_gbps:g}G ports")
     levels = d["tiers"]
     ratio = d["oversubscription"]
-    tiers = []
+    tiers: list[dict] = []
     for level in range(1, levels + 1):
         if level == levels:
             tiers.append({"down_ports": radix})
@@ -237,7 +237,7 @@ def evaluate_design(
     fabric = build_fabric(design_spec(design, total, scale_up_bandwidth=scale_up_bandwidth))
     network = fabric_cost(fabric, cost)
     tokens = flops = 0.0
-    first = None
+    first = []
     exhaustive = True
     for job in checked:
         search = optimize_layout(
@@ -245,16 +245,16 @@ def evaluate_design(
             seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"), top_k=1,
             budget_s=layout_budget_s,
         )  # fmt: skip
-        first = first or search.best
+        first.append(search.best)
         exhaustive &= bool(search.exhaustive)
         tokens += search.best.tokens_per_s
         flops += search.best.tflops_per_gpu * job["gpus"]
     work = work_cost(network, gpu, tokens_per_s=tokens, model_tflops_per_gpu=flops / total,
                      gpus=total, whole_network=True)  # fmt: skip
     return {
-        "step_time_s": first.step_time_s,
+        "step_time_s": first[0].step_time_s,
         "tokens_per_s": tokens,
-        "mfu": first.mfu,
+        "mfu": first[0].mfu,
         "network_capex": network.capex,
         "network_power_W": network.power_W,
         "network_capex_per_gpu": network.capex_per_gpu,

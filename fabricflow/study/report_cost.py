@@ -26,7 +26,7 @@ def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = N
     count (the network is charged in proportion to the fabric's GPUs it uses).
     """
     started = time.monotonic()
-    settings = {"price table": "shipped defaults, the spec's cost section, overrides"}
+    settings: dict = {"price table": "shipped defaults, the spec's cost section, overrides"}
     try:
         network = fabric_cost(fabric, cost)
         work = work_cost(
