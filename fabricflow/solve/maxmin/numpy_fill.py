@@ -90,13 +90,13 @@ def numpy_water_fill(
         if frozen.size == row.size:
             row = row[:0]
             break
-        frozen_entry = freeze[entry_row]
+        # the frozen flows' load, summed over every entry with the others' rates masked to
+        # 0 (x + 0.0 == x: the same sums as over the frozen entries, without compressing)
+        frozen_rate = np.where(freeze, new_rate, 0.0)
         frozen_load += np.bincount(
-            entry_link[frozen_entry],
-            weights=entry_coef[frozen_entry] * new_rate[entry_row[frozen_entry]],
-            minlength=num_links,
+            entry_link, weights=entry_coef * frozen_rate[entry_row], minlength=num_links
         )
-        keep = ~frozen_entry
+        keep = ~freeze[entry_row]
         alive = ~freeze
         renumber = np.cumsum(alive) - 1
         entry_link, entry_coef = entry_link[keep], entry_coef[keep]
