@@ -37,7 +37,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--objective", default="step_time", choices=["step_time", "tokens_per_gpu"])
     parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
-    parser.add_argument("--budget", type=float, default=None, help="seconds to search at most")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds to search at most (default: no limit, every candidate is timed or bounded)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")
     parser.add_argument(
         "--collectives",
@@ -102,7 +107,7 @@ def run(args) -> int:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
         import json
 
-        from ._common import to_jsonable
+        from ..files import to_jsonable
         from ._interrupt import mark_reported
 
         if args.json:
@@ -151,7 +156,7 @@ def _interrupted_before_any(args, stop) -> int:
     import json
     import sys
 
-    from ._common import to_jsonable
+    from ..files import to_jsonable
     from ._interrupt import mark_reported
 
     out = stop.to_dict()

@@ -14,10 +14,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
+from ..errors import RoutingError, SpecError, check_flag
 from ..fabric.fabric import Fabric
 from ..memory import check_memory, out_of_memory
-from ..solve.maxmin.inputs import check_flag
 from ..typing import GpuIndexLike
 from .routes import Routes
 
@@ -116,6 +115,8 @@ def route(
             unknown[0],
             f"unknown routing option(s) {unknown} for {kind} fabric; "
             f"accepted: {list(accepted) or 'none'}",
+            value=unknown[0],
+            allowed=accepted,
         )
     if "pxn" in options:
         options["pxn"] = check_flag(options["pxn"], "pxn")
