@@ -14,9 +14,9 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
+from fabricflow.optimize.cc_tuning import TuningProblem, tune_cc
 from fabricflow.solve.cc.dcqcn import x_over_expm1
 from fabricflow.solve.cc.ecn import MAX_NEG_LOG, log_no_mark
-from fabricflow.optimize.cc_tuning import TuningProblem, tune_cc
 from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
