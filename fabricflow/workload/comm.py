@@ -83,6 +83,7 @@ def prepare(
     algo: str = "auto",
     fingerprint: str | None = None,
     routing: str = "auto",
+    cc: str | None = None,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
@@ -91,7 +92,9 @@ def prepare(
     then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
     size) is the collective model's algorithm; the alpha-beta estimate has no choice and
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
-    :func:`.structure_cache.fabric_fingerprint` of ``fabric``, if known. The function's
+    :func:`.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
+    congestion-control law whose fluid sets the collective model's phase rates
+    (:mod:`fabricflow.collective.cc_rates`; ``None``: max-min). The function's
     ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
     (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
     solves.
@@ -118,7 +121,7 @@ def prepare(
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
     solved = structure_cache.prepared_collective(
-        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint
+        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint, cc=cc
     )
     prepared = solved.prepared
 
@@ -305,6 +308,16 @@ def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
         )
 
 
+def check_cc(cc) -> str | None:
+    """``cc`` as a congestion-control law's name, or ``None`` (max-min); SpecError on
+    ``cc`` naming the laws otherwise."""
+    if cc is None:
+        return None
+    from ..solve.cc.laws import resolve_law  # deferred: the rate laws import JAX
+
+    return resolve_law(cc).name
+
+
 class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
@@ -326,6 +339,7 @@ class CollectiveCache:
         seed: int = 0,
         algorithms: dict[str, str] | None = None,
         routing: str = "auto",
+        cc: str | None = None,
     ):
         from ..collective.model import ROUTINGS
 
@@ -336,8 +350,11 @@ class CollectiveCache:
         self.fabric: Fabric = fabric
         self.seed: int = int(seed)
         self.routing: str = routing  # the collective model's routing
+        self.cc: str | None = check_cc(cc)  # its congestion control (None: max-min)
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
+        if self.cc is not None and self.backend != "fabric":
+            raise SpecError("cc", f"needs the fabric collective backend, not {self.backend!r}")
         self.field: str = field
         self.algorithms: dict[str, str] = check_algorithms(algorithms)
         self._fabric_fingerprint: str | None = None
@@ -376,6 +393,7 @@ class CollectiveCache:
                 (name, structure_cache.groups_digest(groups))
                 for name, groups in sorted(self.groups.items())
             ),
+            *(() if self.cc is None else (("cc", self.cc),)),
         )
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
@@ -410,6 +428,7 @@ class CollectiveCache:
                 algo=algo,
                 fingerprint=self._fingerprint(),
                 routing=self.routing,
+                cc=self.cc,
             )
         return self._prepared[(name, op)]
 

@@ -176,12 +176,15 @@ def prepared_collective(
     routing: str = "auto",
     seed: int = 0,
     fingerprint: str | None = None,
+    cc: str | None = None,
 ) -> SolvedTimes:
     """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
     once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
 
     ``fingerprint``: :func:`fabric_fingerprint` of ``fabric`` when the caller already has
-    it (a step asks for several collectives on one fabric)."""
+    it (a step asks for several collectives on one fabric). ``cc``: a congestion-control
+    law whose fluid sets the phase rates (:mod:`fabricflow.collective.cc_rates`), or
+    ``None`` for max-min."""
     from ..collective import prepare_collective
 
     if fingerprint is None:
@@ -194,6 +197,7 @@ def prepared_collective(
         str(algo),
         str(routing),
         int(seed),
+        *(() if cc is None else (("cc", str(cc)),)),
     )
     return cached(
         key,
@@ -206,9 +210,16 @@ def prepared_collective(
                 routing=routing,
                 seed=seed,
                 fabric_fingerprint=fingerprint,
+                solver=None if cc is None else _cc_solver(fabric, cc),
             )
         ),
     )
+
+
+def _cc_solver(fabric: Fabric, cc: str):
+    from ..collective.cc_rates import CCRates  # deferred: the congestion-control fluid is JAX
+
+    return CCRates(fabric, cc)
 
 
 def clear() -> None:
