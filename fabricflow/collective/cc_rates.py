@@ -37,7 +37,7 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..solve.cc.laws import resolve_law
 from ..solve.cc.run import simulate_arrays
-from .flow_rates import _max_min
+from .flow_rates import fair_rates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,9 +114,7 @@ class CCRates:
     def __call__(self, links, capacity, coef=None) -> np.ndarray:
         links = np.asarray(links)
         capacity = np.asarray(capacity, dtype=np.float64)
-        ideal = _max_min(
-            links, capacity, _unit(links) if coef is None else np.asarray(coef), self.base
-        )
+        ideal = fair_rates(links, capacity, coef, self.base)[0]
         return ideal * self.efficiency(links, capacity)
 
     def _run(self, links: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -128,7 +126,7 @@ class CCRates:
         if rows.size == 0:
             return out
         flows = _left_packed(links[rows])
-        ideal = _max_min(flows, capacity, _unit(flows), None)
+        ideal = fair_rates(flows, capacity)[0]
         padded, count = _pad_flows(flows)
         entry = np.where(padded >= 0, padded, 0)
         width = padded >= 0
@@ -176,11 +174,6 @@ def as_cc_rates(fabric: Fabric, cc, solver=None) -> CCRates:
             raise SpecError("solver", "give the max-min solver to CCRates(base=...), not both")
         return cc
     return CCRates(fabric, cc, base=solver)
-
-
-def _unit(links: np.ndarray) -> np.ndarray:
-    """float64 coefficients of ``links``: 1 per real entry, 0 per pad."""
-    return (np.asarray(links) >= 0).astype(np.float64)
 
 
 def _left_packed(links: np.ndarray) -> np.ndarray:

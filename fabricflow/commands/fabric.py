@@ -1,14 +1,43 @@
-"""``fabricflow fabric NAME|PATH``: build a fabric and print its summary."""
+"""``fabricflow fabric NAME|PATH``: build a fabric and print its summary.
+
+``--out DIR`` also writes ``summary.json`` (the ``--json`` object), ``fabric_tiers.png``
+(capacity per link kind; per switch tier, down vs up capacity with the oversubscription
+and the ports used) and ``topology.png`` (a sketch: one row per tier with a few of its
+switches and the links among them).
+"""
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from pathlib import Path
+
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("fabric", help="summary of a fabric preset or YAML spec")
     parser.add_argument(
         "fabric", help="preset name (see `fabricflow presets`) or path to a YAML spec"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        type=output_folder,
+        help="folder for summary.json, fabric_tiers.png and topology.png (created)",
+    )
+    parser.add_argument(
+        "--bom",
+        action="store_true",
+        help="also print the bill of materials (switches, NICs, scale-up, optics, cables)",
+    )
+    parser.add_argument(
+        "--cost",
+        action="store_true",
+        help="also print network capex and power, per tier and per GPU (implies --bom)",
+    )
+    parser.add_argument(
+        "--cost-file",
+        metavar="PATH",
+        help="YAML/JSON price table overrides (the layout of a spec's cost: section)",
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -19,32 +48,124 @@ def run(args) -> int:
 
     fabric = load_fabric(args.fabric)
     summary = {**fabric.summary(), "transport": fabric.transport.to_dict()}
+    overrides = read_cost_file(args.cost_file) if args.cost_file else None
+    if args.cost_file and not (args.bom or args.cost):
+        args.cost = True
+    if args.cost:
+        from ..fabric.cost import fabric_cost
+
+        cost = fabric_cost(fabric, overrides)
+        summary["bom"] = cost.bom.to_dict()
+        summary["cost"] = cost.to_dict()
+    elif args.bom:
+        from ..fabric.bom import bill_of_materials
+
+        summary["bom"] = bill_of_materials(fabric, overrides).to_dict()
+    if args.out is not None:
+        # a file that cannot be written is reported after the result (exit 1)
+        summary["files"] = write_outputs(args, "--out", _write_files, fabric, summary, args.out)
     if args.json:
         print_json(summary)
-    else:
-        print_summary(summary)
+        return 0
+    print_summary(summary)
+    if "cost" in summary:
+        print_cost(summary["cost"])
+    elif "bom" in summary:
+        print_bom(summary["bom"])
+    if args.out is not None:
+        print("  files: " + ", ".join(summary["files"]))
     return 0
 
 
+def _write_files(fabric, summary: dict, folder: str) -> None:
+    """summary.json and the two figures into ``folder`` (each file whole or absent)."""
+    from ..study.fabric_plots import plot_tiers, plot_topology_sketch
+
+    out = Path(folder)
+    write_json_file(str(out / "summary.json"), summary)
+    plot_tiers(fabric, out / "fabric_tiers.png")
+    plot_topology_sketch(fabric, out / "topology.png")
+
+
+def read_cost_file(path: str) -> dict:
+    """The mapping of a ``--cost-file`` (same layout as a spec's ``cost:`` section)."""
+    from ..errors import SpecError
+    from ..files import read_structured
+
+    data = read_structured(path, what="cost table")
+    if not isinstance(data, dict):
+        raise SpecError("cost-file", f"{path} must hold a mapping at top level")
+    return data.get("cost", data) if isinstance(data.get("cost"), dict) else data
+
+
+def print_bom(bom: dict) -> None:
+    print("  bill of materials:")
+    for item in bom["items"]:
+        print(
+            f"    {item['category']:<11} {item['part']:<20} {item['tier']:<9} "
+            f"{item['count']:>9,}  {item['detail']}"
+        )
+
+
+def print_cost(cost: dict) -> None:
+    currency = cost["currency"]
+    print(f"  bill of materials and cost ({currency}):")
+    for line in cost["lines"]:
+        print(
+            f"    {line['category']:<11} {line['part']:<20} {line['tier']:<9} "
+            f"{line['count']:>9,} x {line['unit_price']:>9,.0f} = {line['price']:>14,.0f}  "
+            f"{line['power_W'] / 1e3:>9,.1f} kW"
+        )
+    for tier, entry in cost["per_tier"].items():
+        print(
+            f"  tier {tier:<9} capex {entry['capex']:>15,.0f}  power {entry['power_W'] / 1e3:>9,.1f} kW"
+        )
+    print(
+        f"  network capex {cost['capex']:,.0f} {currency} ({cost['capex_per_gpu']:,.0f} per GPU), "
+        f"power {cost['power_W'] / 1e3:,.1f} kW ({cost['power_W_per_gpu']:,.1f} W per GPU)"
+    )
+
+
 def print_summary(summary: dict) -> None:
+    from ..fabric.summary import port_usage_text
     from ..units import format_bandwidth
 
+    scale_up = summary.get("scale_up_link_kind")
     print(f"{summary['name']}: {summary['description']}")
-    print(
-        f"  GPUs {summary['num_gpus']:,} ({summary['gpus_per_node']} per node, scale-up domains of "
-        f"{summary['scale_up_domain_size']}), switches {summary['num_switches']:,}, "
-        f"directed links {summary['num_links']:,}"
-        + (f" ({summary['failed_links']} failed)" if summary["failed_links"] else "")
+    domains = (
+        f", {scale_up} scale-up domains of {summary['scale_up_domain_size']}" if scale_up else ""
     )
+    print(f"  GPUs {summary['num_gpus']:,} ({summary['gpus_per_node']} per node{domains})")
+    tiers = ", ".join(f"{t['switches']:,} {t['name']}" for t in summary["tiers"])
+    print(
+        f"  switches {summary['num_network_switches']:,} network"
+        + (f" ({tiers})" if tiers else " (a direct chip-to-chip network)")
+        + (
+            f" + {summary['num_scale_up_switches']:,} scale-up (one per {scale_up} domain)"
+            if summary["num_scale_up_switches"]
+            else ""
+        )
+    )
+    failed = (
+        f"; failed: {summary['failed_cables']:,} cables ({summary['failed_links']:,} directed "
+        "links down)"
+        if summary["failed_links"] or summary["failed_cables"]
+        else ""
+    )
+    print(f"  directed links {summary['num_links']:,} (a cable is two){failed}")
     for kind, count in summary["links_per_kind"].items():
+        cables = summary["cables_per_kind"].get(kind, 0)
+        bundled = f" in {count // 2:,} bundles" if cables > count // 2 and count % 2 == 0 else ""
         print(
-            f"  links {kind:<8} {count:>9,}  total {format_bandwidth(summary['capacity_per_kind_Bps'][kind])}"
+            f"  {kind:<16} {cables:>9,} cables{bundled:<18} total "
+            f"{format_bandwidth(summary['capacity_per_kind_Bps'][kind])} (both directions)"
         )
     for tier in summary["tiers"]:
         ratio = tier["oversubscription"]
         ratio_text = "top tier" if ratio is None else f"oversubscription {ratio:.3g}:1"
         print(
-            f"  tier {tier['tier']} {tier['name']:<6} {tier['switches']:>6,} switches, {ratio_text}"
+            f"  tier {tier['tier']} {tier['name']:<6} {tier['switches']:>6,} switches, "
+            f"{ratio_text}, ports used {port_usage_text(tier)}"
         )
     transport = summary.get("transport")
     if transport is not None:
@@ -53,7 +174,12 @@ def print_summary(summary: dict) -> None:
             f"lossless by {transport['lossless']}, congestion control: "
             f"{transport['congestion_control']}"
         )
+    ratio = summary.get("bisection_ratio")
     print(
-        f"  bisection bandwidth {format_bandwidth(summary['bisection_bandwidth_Bps'])} "
-        f"({summary['bisection_bandwidth_Bps'] / 1e12:.4g} TB/s, one direction)"
+        f"  bisection bandwidth {format_bandwidth(summary['bisection_bandwidth_Bps'])} one "
+        f"direction: {format_bandwidth(summary['bisection_per_gpu_Bps'])} per GPU over the "
+        f"{summary['num_gpus'] // 2:,} GPUs of one half"
+        + (f", {100 * ratio:.3g} % of full bisection" if ratio is not None else "")
     )
+    for warning in summary.get("warnings", []):
+        print(f"  warning: {warning}")

@@ -15,6 +15,7 @@ documents its own ``topology`` keys)::
       latency: 0.5us
       nvls: true               # in-switch reduction (NVLS/SHARP-style) available
     in_network_reduction: false  # scale-out switches reduce (SHARP); default false
+    cost: {...}                # optional price/power overrides (see cost_table.py)
     transport:                 # optional scale-out transport (see transport.py)
       protocol: infiniband     # infiniband | rocev2 | slingshot | ici (default rocev2)
       adaptive_routing: true   # per-packet adaptive routing (default: the protocol's)
@@ -54,6 +55,7 @@ TOP_KEYS = (
     "in_network_reduction",
     "transport",
     "topology",
+    "cost",
 )
 
 Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
@@ -96,7 +98,12 @@ def _build_fabric(spec: dict) -> Fabric:
         raise SpecError("topology.type", f"is required; one of {sorted(GENERATORS)}")
     kind = topology_raw["type"]
     if not isinstance(kind, str) or kind not in GENERATORS:
-        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(GENERATORS)}")
+        raise SpecError(
+            "topology.type",
+            f"unknown type {kind!r}; one of {sorted(GENERATORS)}",
+            value=kind,
+            allowed=GENERATORS,
+        )
     builder, keys = GENERATORS[kind]
     topology = sr.Section(topology_raw, "topology", keys)
     scale_up_section = top.section("scale_up", SCALE_UP_KEYS, None)
@@ -204,6 +211,8 @@ def read_spec(name_or_path: str | Path) -> dict:
                 "fabric",
                 f"unknown preset {str(name_or_path)!r}; presets: {names} "
                 "(or give a path to a .yaml spec)",
+                value=name_or_path,
+                allowed=names,
             )
     spec = read_structured(path, what="fabric", syntax="yaml")
     if not isinstance(spec, dict):
