@@ -31,7 +31,7 @@ import xarray as xr
 
 from ..cc import simulate_cc
 from ..solve.cc.laws import CC_NAMES
-from ..solve.maxmin.incremental_filling import progressive_filling_incremental
+from ..solve.maxmin.engine import max_min as fair_rates
 from ..solve.pfc.victims import victim_flows
 from .cc_scenarios import alltoall, incast, ring, union
 from .congestion import convergence_time, jain_fairness
@@ -94,7 +94,7 @@ def evaluate(united, laws, *, pfc: str, duration: float, dt: float, records: int
     """Every law of ``laws`` on the parts of ``united`` (one run per law); a Dataset with
     dims ``(cc, scenario)`` and the variables of :data:`METRICS`."""
     names = [part.name for part in united.parts]
-    max_min = progressive_filling_incremental(united.routes.links, united.fabric.capacity)
+    max_min = fair_rates(united.routes.links, united.fabric.capacity, dtype=np.float64).rates
     values = {name: np.full((len(laws), len(names)), np.nan) for name in METRICS}
     seconds = []
     for i, cc in enumerate(laws):
