@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import types
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.cluster.interference import Interference, job_traffic_shape
+from fabricflow.cluster.interference import (
+    Interference,
+    job_traffic_shape,
+    joined_rows,
+    row_components,
+)
 from fabricflow.errors import SpecError
 from fabricflow.solve.maxmin.incremental_filling import entry_filling, local_bottleneck_filling
 from fabricflow.workload.gpu import load_gpu
@@ -240,8 +246,6 @@ def test_joined_rows_are_the_components_that_hold_a_shared_link():
     against networkx components of the row-link graph on random instances."""
     import networkx as nx
 
-    from fabricflow.cluster.interference import _joined_rows
-
     rng = np.random.default_rng(0)
     for _ in range(100):
         rows, num_links = int(rng.integers(1, 40)), int(rng.integers(1, 60))
@@ -260,7 +264,33 @@ def test_joined_rows_are_the_components_that_hold_a_shared_link():
         for component in nx.connected_components(graph):
             if component & shared:
                 expected[[n for n in component if n < rows]] = True
-        assert np.array_equal(_joined_rows(row_entries, entry_link, row_job, num_links), expected)
+        assert np.array_equal(joined_of(row_entries, entry_link, row_job, num_links), expected)
+
+
+class Rows(NamedTuple):
+    """The row fields of a placed job that :func:`joined_rows` reads."""
+
+    row_entries: np.ndarray
+    entry_link: np.ndarray
+    link_ids: np.ndarray
+    row_component: np.ndarray
+
+
+def joined_of(row_entries, entry_link, row_job, num_links):
+    """:func:`joined_rows` of rows given as flat arrays (``row_job``: each row's job), in
+    the rows' order: each job's rows gathered and labelled as a placement labels them."""
+    entry_row = np.repeat(np.arange(row_entries.size), row_entries)
+    jobs, order = [], []
+    for job in range(int(row_job.max(initial=-1)) + 1):
+        rows = np.flatnonzero(row_job == job)
+        entries = entry_link[np.isin(entry_row, rows)]
+        counts = row_entries[rows]
+        jobs.append(Rows(counts, entries, np.unique(entries), row_components(counts, entries)))
+        order.append(rows)
+    joined = joined_rows(jobs, np.full(num_links, -1, dtype=np.int64))
+    out = np.zeros(row_entries.size, dtype=bool)
+    out[np.concatenate(order)] = joined
+    return out
 
 
 def test_merged_rows_rebuild_every_flow_and_survive_hash_collisions(monkeypatch):

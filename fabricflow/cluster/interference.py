@@ -129,6 +129,8 @@ class PlacedJob:
         alone_rate: float64 ``[U]`` each row's rate alone at this placement.
         alone_s: the step alone at this placement.
         link_ids: int64 sorted unique links of the flows.
+        row_component: int64 ``[U]`` its rows' components over its own links
+            (:func:`row_components`).
     """
 
     key: int
@@ -145,6 +147,7 @@ class PlacedJob:
     alone_rate: np.ndarray
     alone_s: float
     link_ids: np.ndarray
+    row_component: np.ndarray
 
     @property
     def nbytes(self) -> int:
@@ -158,6 +161,7 @@ class PlacedJob:
             self.alone_rate,
             self.link_ids,
             self.gpus,
+            self.row_component,
         )
         return int(sum(a.nbytes for a in arrays))
 
@@ -213,6 +217,8 @@ class Interference:
         self._dirty = False
         self._link_load: np.ndarray | None = None  # cached until the job mix changes
         self._capacity: np.ndarray | None = None  # effective capacity of self.fabric
+        self._stamp: np.ndarray | None = None  # scratch [L] of -1 (see _scratch)
+        self._kind_cache: dict[int, tuple] = {}  # job -> (its rates, its load per link kind)
         self._gpu_links: GpuLinks | None = None  # the links at each GPU (same in any fabric state)
         self.stats: dict = {
             "evaluations": 0,
@@ -247,6 +253,8 @@ class Interference:
             )
         model = self._job_model(job)
         self._jobs[int(key)] = self._place(int(key), job, model, gpus.astype(np.int64))
+        self._kind_cache.pop(int(key), None)
+        self._load.pop(int(key), None)
         self._forget(int(key))
         self._count_bytes()
 
@@ -262,6 +270,7 @@ class Interference:
         if self._jobs.pop(int(key), None) is not None:
             self._times.pop(int(key), None)
             self._load.pop(int(key), None)
+            self._kind_cache.pop(int(key), None)
             self._forget(int(key))
             self._count_bytes()
 
@@ -293,6 +302,8 @@ class Interference:
             if touched[job.link_ids].any():
                 try:
                     self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
+                    self._kind_cache.pop(key, None)
+                    self._load.pop(key, None)
                 except RoutingError:
                     cut.append(key)
                     self.remove(key)
@@ -329,6 +340,24 @@ class Interference:
                 minlength=self.fabric.num_links,
             )
         return self._link_load.copy()
+
+    def kind_load(self, link_kind: np.ndarray, num_kinds: int) -> np.ndarray:
+        """float64 ``[num_kinds]`` bytes/s offered on the links of each kind (``link_kind``:
+        int ``[L]``, a kind id per link) at the current rates: :meth:`link_load` summed by
+        kind, from the jobs' entries (each job's sum is kept until its rates change)."""
+        if self._dirty:
+            self._evaluate()
+        total = np.zeros(num_kinds)
+        for key, job in self._jobs.items():
+            rate = self._load.get(key, job.alone_rate)
+            cached = self._kind_cache.get(key)
+            if cached is None or cached[0] is not rate:
+                weights = job.entry_coef * np.repeat(rate, job.row_entries)
+                kinds = link_kind[job.entry_link]
+                cached = (rate, np.bincount(kinds, weights=weights, minlength=num_kinds))
+                self._kind_cache[key] = cached
+            total += cached[1]
+        return total
 
     def alone_s(self, key: int) -> float:
         """Step time (s) of running job ``key`` alone at its placement."""
@@ -413,6 +442,7 @@ class Interference:
             alone_rate=alone_rate,
             alone_s=alone_s,
             link_ids=np.unique(entry_link),
+            row_component=row_components(row_entries, entry_link),
         )
 
     def _capacity_of(self, model: JobModel) -> np.ndarray | None:
@@ -436,24 +466,42 @@ class Interference:
         )
 
     def _components(self) -> list[list[int]]:
-        """Keys of the running jobs grouped by shared links (connected components)."""
-        from scipy.sparse import csr_matrix
-
+        """Keys of the running jobs grouped by shared links (connected components): each
+        job's links are stamped with its index in a scratch array over the fabric's links
+        (reset after), and jobs meeting an earlier stamp are joined (union-find over the
+        jobs): O(links used), not O(fabric links)."""
         keys = sorted(self._jobs)
         if not keys:
             return []
-        sizes = [self._jobs[k].link_ids.size for k in keys]
-        rows = np.repeat(np.arange(len(keys)), sizes)
-        cols = np.concatenate([self._jobs[k].link_ids for k in keys])
-        incidence = csr_matrix(
-            (np.ones(rows.size, dtype=np.int32), (rows, cols)),
-            shape=(len(keys), self.fabric.num_links),
-        )
-        shared = incidence @ incidence.T
-        count, label = connected_components(shared, directed=False)
-        order = np.argsort(label, kind="stable")
-        bounds = np.searchsorted(label[order], np.arange(count + 1))
-        return [[keys[i] for i in order[bounds[c] : bounds[c + 1]]] for c in range(count)]
+        stamp = self._scratch()
+        parent = list(range(len(keys)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for index, key in enumerate(keys):
+            links = self._jobs[key].link_ids
+            before = stamp[links]
+            for other in np.unique(before[before >= 0]).tolist():
+                a, b = root(index), root(int(other))
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            stamp[links] = index
+        for key in keys:
+            stamp[self._jobs[key].link_ids] = -1
+        groups: dict[int, list[int]] = {}
+        for index, key in enumerate(keys):
+            groups.setdefault(root(index), []).append(key)
+        return list(groups.values())
+
+    def _scratch(self) -> np.ndarray:
+        """int64 ``[L]`` filled with -1, kept between calls (callers reset what they set)."""
+        if self._stamp is None or self._stamp.size != self.fabric.num_links:
+            self._stamp = np.full(self.fabric.num_links, -1, dtype=np.int64)
+        return self._stamp
 
     def _evaluate(self) -> None:
         started = time.perf_counter()
@@ -495,10 +543,9 @@ class Interference:
         row_entries = np.concatenate([j.row_entries for j in jobs])
         entry_link = np.concatenate([j.entry_link for j in jobs])
         entry_coef = np.concatenate([j.entry_coef for j in jobs])
-        row_job = np.repeat(np.arange(len(jobs)), [j.row_entries.size for j in jobs])
         # Only rows linked to another job's rows through chains of shared links can change:
         # the others keep their rates alone.
-        joined = _joined_rows(row_entries, entry_link, row_job, self.fabric.num_links)
+        joined = joined_rows(jobs, self._scratch())
         rate = np.concatenate([j.alone_rate for j in jobs])
         if joined.any():
             capacity = self._capacity_of(jobs[0].model)
@@ -592,38 +639,49 @@ def _merged_set(links: np.ndarray, coef: np.ndarray):
     )
 
 
-def _joined_rows(
-    row_entries: np.ndarray, entry_link: np.ndarray, row_job: np.ndarray, num_links: int
-) -> np.ndarray:
-    """bool ``[U]``: rows connected, through chains of shared links, to a link that rows
-    of two or more jobs use. Links are renumbered over the ones used first (a dense
-    relabelling, no sort), so the cost is in the entries, not in the fabric's links (a
-    million on clos-100k)."""
+def row_components(row_entries: np.ndarray, entry_link: np.ndarray) -> np.ndarray:
+    """int64 ``[U]``: a label per row, equal for rows connected through chains of shared
+    links (connected components of the row-link graph of ONE job's rows). Computed once
+    per placement; :func:`joined_rows` needs no graph of the joint problem then."""
     if entry_link.size == 0:
-        return np.zeros(row_entries.size, dtype=bool)
+        return np.arange(row_entries.size, dtype=np.int64)
     entry_row = np.repeat(np.arange(row_entries.size), row_entries)
-    present = np.zeros(num_links, dtype=bool)
-    present[entry_link] = True
-    local_of = np.cumsum(present) - 1
-    local = local_of[entry_link]
-    used = int(local_of[-1]) + 1
-    # a link is shared when its entries' jobs are not all one: with c entries of jobs j_e,
-    # c * sum(j_e^2) == (sum j_e)^2 exactly when they are all equal (Cauchy-Schwarz). The
-    # sums are exact integers in float64 (< 2^53), the products are taken in int64.
-    job = row_job[entry_row].astype(np.float64)
-    count = np.bincount(local, minlength=used).astype(np.int64)
-    first = np.bincount(local, weights=job, minlength=used).astype(np.int64)
-    second = np.bincount(local, weights=job * job, minlength=used).astype(np.int64)
-    shared_link = count * second != first * first
-    # Rows and links as one bipartite graph (a row joins the links it uses): a row is
-    # joined when its connected component holds a link that two or more jobs use. One
-    # linear-time component labelling instead of growing the set chain link by chain link.
+    used, local = np.unique(entry_link, return_inverse=True)
     rows = row_entries.size
-    size = rows + used
+    size = rows + used.size
     graph = coo_matrix(
-        (np.ones(entry_link.size, dtype=np.int8), (entry_row, rows + local)), shape=(size, size)
+        (np.ones(entry_link.size, dtype=np.int8), (entry_row, rows + local.reshape(-1))),
+        shape=(size, size),
     )
     _, label = connected_components(graph, directed=False)
-    shared = np.zeros(int(label.max()) + 1, dtype=bool)
-    shared[label[rows + np.flatnonzero(shared_link)]] = True
-    return shared[label[:rows]]
+    return label[:rows].astype(np.int64)
+
+
+def joined_rows(jobs: list, scratch: np.ndarray) -> np.ndarray:
+    """bool over the concatenated rows of ``jobs`` (objects with ``row_entries``,
+    ``entry_link``, ``link_ids`` and ``row_component``, see :class:`PlacedJob`): rows
+    connected, through chains of shared links, to a link that rows of two or more jobs use.
+
+    A path from a job's row to such a link leaves the job's own rows only through a link
+    another job uses too, so a row is joined exactly when its job-internal component
+    (:func:`row_components`) touches a link used by two or more jobs: O(entries), with
+    ``scratch`` an int64 array over the links filled with -1 (left so).
+    """
+    multi = []
+    for index, job in enumerate(jobs):
+        before = scratch[job.link_ids]
+        multi.append(job.link_ids[before >= 0])
+        scratch[job.link_ids] = index
+    for job in jobs:
+        scratch[job.link_ids] = -1
+    shared = np.concatenate(multi) if multi else np.zeros(0, dtype=np.int64)
+    scratch[shared] = 1
+    out = []
+    for job in jobs:
+        touch = scratch[job.entry_link] == 1
+        entry_row = np.repeat(np.arange(job.row_entries.size), job.row_entries)
+        marked = np.zeros(int(job.row_component.max(initial=-1)) + 1, dtype=bool)
+        marked[job.row_component[entry_row[touch]]] = True
+        out.append(marked[job.row_component])
+    scratch[shared] = -1
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)

@@ -260,13 +260,10 @@ class _Simulator:
         self.net = (
             _interference.Interference(fabric, routing=routing, seed=seed) if use_net else None
         )
-        # links grouped by kind once, for the per-tier utilization of the timeline
-        kinds = fabric.link_kind_id.astype(np.int64)
-        self._kind_order = np.argsort(kinds, kind="stable")
-        present, self._kind_starts = np.unique(kinds[self._kind_order], return_index=True)
-        self._kind_present = present
+        # the kind of every link, for the per-tier utilization of the timeline
+        self._link_kind = fabric.link_kind_id.astype(np.int64)
         self._tier_fabric: Fabric | None = None
-        self._tier_capacity = np.zeros(present.size)
+        self._tier_capacity: np.ndarray = np.zeros(len(fabric.link_kinds))
         usable = _usable_gpus(fabric, policy)
         # every size first: a job that can never run is refused before any step model
         for key, spec in enumerate(specs):
@@ -764,20 +761,17 @@ class _Simulator:
 
     def _log_tiers(self) -> None:
         """Offered load / working capacity of each link kind, now (for the timeline)."""
-        if self._kind_starts.size == 0:  # a fabric without links
+        kinds = len(self.base.link_kinds)
+        if kinds == 0 or self.net is None:
             return
-        load = np.asarray(self.net.link_load(), dtype=np.float64)  # type: ignore[union-attr]
+        offered = self.net.kind_load(self._link_kind, kinds)
         if self._tier_fabric is not self.fabric:  # per-kind capacity of the current fabric
             self._tier_fabric = self.fabric
-            self._tier_capacity = np.add.reduceat(
-                self.fabric.capacity[self._kind_order], self._kind_starts
+            self._tier_capacity = np.bincount(
+                self._link_kind, weights=self.fabric.capacity, minlength=kinds
             )
-        offered = np.add.reduceat(load[self._kind_order], self._kind_starts)
-        ratio = np.full(len(self.base.link_kinds), np.nan)
         capacity = self._tier_capacity
-        ratio[self._kind_present] = np.where(
-            capacity > 0, offered / np.maximum(capacity, 1e-300), np.nan
-        )
+        ratio = np.where(capacity > 0, offered / np.maximum(capacity, 1e-300), np.nan)
         self.tier_log.append((self.t, ratio))
 
     # ------------------------------------------------------------------ main loop
