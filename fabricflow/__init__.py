@@ -10,7 +10,7 @@ Public API (stable names)::
 Names are loaded on first use (PEP 562): ``import fabricflow`` imports neither JAX, SciPy,
 xarray nor matplotlib, so that the command line starts fast (``fabricflow presets``) and a
 user pays for the solver only when calling it. Kernels that used to be exported here
-(``solve_max_min``, ``stack_params``, ...) still resolve, with a
+(``stack_params``, ``prepare_collective``, ...) still resolve, with a
 ``DeprecationWarning``; import them from their modules instead.
 """
 
@@ -31,6 +31,13 @@ _EXPORTS: dict[str, str] = {
     "list_presets": "fabricflow.fabric.spec",
     "load_fabric": "fabricflow.fabric.spec",
     "Transport": "fabricflow.fabric.transport",
+    # bill of materials, cost and power
+    "bill_of_materials": "fabricflow.fabric.bom",
+    "BillOfMaterials": "fabricflow.fabric.bom",
+    "fabric_cost": "fabricflow.fabric.cost",
+    "FabricCost": "fabricflow.fabric.cost",
+    "work_cost": "fabricflow.fabric.cost",
+    "WorkCost": "fabricflow.fabric.cost",
     # routing
     "route": "fabricflow.routing.route",
     "Routes": "fabricflow.routing.routes",
@@ -103,9 +110,6 @@ _EXPORTS: dict[str, str] = {
 # Kernels and internals that were exported here once: still reachable, with a warning
 # that names the module to import them from.
 _DEPRECATED: dict[str, str] = {
-    "solve_max_min": "fabricflow.solve.maxmin.kernel",
-    "MaxMinSolution": "fabricflow.solve.maxmin.kernel",
-    "simulate_completion": "fabricflow.solve.completion",
     "stack_params": "fabricflow.solve.parameters",
     "DCQCNResult": "fabricflow.solve.cc.result:CCResult",
     "prepare_collective": "fabricflow.collective.model",
@@ -114,6 +118,7 @@ _DEPRECATED: dict[str, str] = {
 # Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
 # imports as exported; a test checks that both agree.
 __all__ = [
+    "BillOfMaterials",
     "CCResult",
     "CapacitySensitivity",
     "Certificate",
@@ -122,6 +127,7 @@ __all__ = [
     "Completion",
     "DCQCNParams",
     "Fabric",
+    "FabricCost",
     "FabricflowError",
     "FlowTimes",
     "GpuSpec",
@@ -141,6 +147,8 @@ __all__ = [
     "SpecError",
     "StepResult",
     "Transport",
+    "WorkCost",
+    "bill_of_materials",
     "build_fabric",
     "busbw_factor",
     "capacity_sensitivity",
@@ -150,6 +158,7 @@ __all__ = [
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
     "errors",
+    "fabric_cost",
     "flow_completion_times",
     "list_gpus",
     "list_models",
@@ -175,6 +184,7 @@ __all__ = [
     "step_time",
     "sweep",
     "synthetic_trace",
+    "work_cost",
 ]
 
 
@@ -237,6 +247,8 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
         SolverError,
         SpecError,
     )
+    from .fabric.bom import BillOfMaterials, bill_of_materials
+    from .fabric.cost import FabricCost, WorkCost, fabric_cost, work_cost
     from .fabric.fabric import Fabric
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import MutableMapping
 
 
@@ -43,3 +44,36 @@ def enable_persistent_cache(env: MutableMapping[str, str] | None = None) -> str 
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     return folder
+
+
+_library_lock = threading.Lock()
+_library_configured = False
+
+
+def ensure_persistent_cache() -> None:
+    """The same cache for library calls (the solvers call this before their first JAX
+    use): before JAX is imported, :func:`enable_persistent_cache`; once it is, the cache
+    folder is set through ``jax.config`` unless the user configured one or opted out.
+    Once per process; a folder that cannot be created leaves the cache off."""
+    global _library_configured
+    with _library_lock:
+        if _library_configured:
+            return
+        _library_configured = True
+        if "jax" not in sys.modules:
+            enable_persistent_cache()
+            return
+        if os.environ.get("FABRICFLOW_NO_JAX_CACHE", "").strip() not in ("", "0"):
+            return
+        import jax  # already imported: this only reads its configuration
+
+        if getattr(jax.config, "jax_compilation_cache_dir", None):
+            return  # the user's own setting (or the command line's) wins
+        folder = cache_folder()
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError:
+            return
+        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

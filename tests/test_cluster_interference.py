@@ -19,7 +19,6 @@ from fabricflow.cluster.interference import (
     row_components,
 )
 from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin.incremental_filling import entry_filling, local_bottleneck_filling
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.model import load_model
@@ -139,8 +138,9 @@ def test_joint_rates_equal_a_brute_force_union_solve():
     loads of one max-min over every flow of both jobs, unmerged, solved by the textbook
     progressive-filling loop (float64; the reference ff.max_min_rates is tested against;
     the jitted solver itself compiles for tens of seconds at this row width)."""
+    from reference_solvers import progressive_filling
+
     from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
     fabric, spec, alone, inter = interleaved_pair()
     got = inter.link_load()
@@ -181,20 +181,6 @@ def test_failed_uplink_reroutes_and_slows_the_job():
     after = inter.step_times()[0]
     assert after > 1.2 * before
     assert inter.stats["prepared"] == 2  # re-routed once
-
-
-def test_entry_filling_equals_the_padded_solver():
-    rng = np.random.default_rng(3)
-    for _ in range(20):
-        flows, width, num_links = rng.integers(1, 40), rng.integers(1, 6), rng.integers(2, 12)
-        links = rng.integers(-1, num_links, size=(flows, width))
-        links[:, 0] = rng.integers(0, num_links, size=flows)
-        coef = np.where(links >= 0, rng.uniform(0.5, 2.0, size=links.shape), 0.0)
-        capacity = rng.uniform(1.0, 10.0, size=num_links)
-        used = links >= 0
-        got = entry_filling(used.sum(axis=1), links[used], coef[used], capacity)
-        want = local_bottleneck_filling(links, capacity, coef)
-        np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
 def test_traffic_shape_counts_only_traffic_leaving_a_server():

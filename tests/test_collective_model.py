@@ -12,13 +12,13 @@ import json
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.collective import collective_sweep, collective_time, make_groups
 from fabricflow.collective.flow_rates import solve_phase
 from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.study.collective_effects import (
     alltoall_attachment,
     attachment_comparison,

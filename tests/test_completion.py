@@ -1,4 +1,5 @@
-"""Flow completion: exact and batched modes against the float64 event-by-event reference."""
+"""The completion engine: both backends (numpy, jax), exact and batched modes, against
+the float64 event-by-event reference; the time base at late start times; stop_after."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import fabricflow as ff
 from fabricflow.errors import SpecError
 
 NUM_FLOWS, NUM_LINKS, NUM_HOPS = 40, 8, 3
+BACKENDS = ["numpy", "jax"]
 
 
 def instance(seed, *, staggered=False, weighted=False):
@@ -32,32 +34,37 @@ def fct_error(finish, reference, start):
     return float(np.max(np.abs(np.asarray(finish, np.float64) - reference) / (reference - start)))
 
 
-def test_two_flows_by_hand():
-    result = ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0])
+@pytest.mark.parametrize("method", BACKENDS)
+def test_two_flows_by_hand(method):
+    result = ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0], method=method)
     np.testing.assert_allclose(result.finish_time, [2.0, 3.0], rtol=1e-6)
-    assert int(result.events) == 2
-    late = ff.complete_flows([[0], [0]], [1.0], [1.0, 1.0], start=[0.0, 0.5])
+    assert int(result.events) == 2 and result.method == method
+    late = ff.complete_flows([[0], [0]], [1.0], [1.0, 1.0], start=[0.0, 0.5], method=method)
     np.testing.assert_allclose(late.finish_time, [1.5, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(late.elapsed, [1.5, 1.5], rtol=1e-12)
 
 
+@pytest.mark.parametrize("method", BACKENDS)
 @pytest.mark.parametrize("staggered, weighted", [(False, False), (True, False), (True, True)])
-def test_exact_mode_matches_reference(staggered, weighted):
+def test_exact_mode_matches_reference(method, staggered, weighted):
     for seed in range(6):
         kwargs = instance(seed, staggered=staggered, weighted=weighted)
         reference = fluid_completion(**kwargs)
-        result = ff.complete_flows(**kwargs)
+        result = ff.complete_flows(**kwargs, method=method)
         start = kwargs.get("start", np.zeros(NUM_FLOWS))
         assert fct_error(result.finish_time, reference, start) <= 1e-4
+        np.testing.assert_allclose(result.elapsed, reference - start, rtol=1e-4)
         assert int(result.events) <= 2 * NUM_FLOWS
 
 
+@pytest.mark.parametrize("method", BACKENDS)
 @pytest.mark.parametrize("eps", [0.01, 0.1])
-def test_batched_mode_within_documented_bound(eps):
+def test_batched_mode_within_documented_bound(method, eps):
     for seed in range(6):
         kwargs = instance(100 + seed, staggered=seed % 2 == 1)
         reference = fluid_completion(**kwargs)
-        exact = ff.complete_flows(**kwargs)
-        batched = ff.complete_flows(**kwargs, mode="batched", eps=eps)
+        exact = ff.complete_flows(**kwargs, method=method)
+        batched = ff.complete_flows(**kwargs, mode="batched", eps=eps, method=method)
         start = kwargs.get("start", np.zeros(NUM_FLOWS))
         assert fct_error(batched.finish_time, reference, start) <= 2 * eps
         assert int(batched.events) <= int(exact.events)
@@ -106,3 +113,46 @@ def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(SpecError) as error:
         ff.complete_flows(args.pop("links"), args.pop("capacity"), args.pop("size"), **args)
     assert error.value.field == field
+
+
+# ------------------------------------------------------------------ the time base
+# Two 2 MB flows, each alone on its own 400 Gb/s link (with 12% framing on the wire):
+# 2.24 MB / 50 GB/s = 44.8 us each, whatever the start time of the second.
+TWO_MB_WIRE, NIC_BPS = 2e6 * 1.12, 400e9 / 8
+
+
+@pytest.mark.parametrize("method", BACKENDS)
+@pytest.mark.parametrize("offset", [0.0, 1.0, 1e3, 1e9])
+def test_completion_time_keeps_microseconds_at_any_start(method, offset):
+    result = ff.complete_flows(
+        [[0], [1]], [NIC_BPS, NIC_BPS], [TWO_MB_WIRE] * 2, start=[0.0, offset], method=method
+    )
+    np.testing.assert_allclose(result.elapsed, [44.8e-6, 44.8e-6], rtol=1e-6)
+    both_late = ff.complete_flows(
+        [[0], [1]], [NIC_BPS, NIC_BPS], [TWO_MB_WIRE] * 2, start=[offset] * 2, method=method
+    )
+    np.testing.assert_allclose(both_late.elapsed, [44.8e-6, 44.8e-6], rtol=1e-6)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1.0, 1e3, 1e9])
+def test_flow_completion_times_keeps_microseconds_at_any_start(offset):
+    from fabricflow.fabric.spec import load_fat_tree
+
+    fabric = load_fat_tree(4)  # two flows under one leaf, each on its own NIC links
+    routes = ff.route(fabric, np.array([0, 2]), np.array([1, 3]))
+    alone = ff.flow_completion_times(fabric, routes, 2e6)
+    times = ff.flow_completion_times(fabric, routes, 2e6, start=[0.0, offset])
+    np.testing.assert_allclose(times.fct, alone.fct, rtol=1e-6)
+    np.testing.assert_allclose(times.fct[1], times.fct[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", BACKENDS)
+def test_stop_after_reports_the_bytes_left(method):
+    """Flow 0 (1 B) and flow 1 (3 B) share a 1 B/s link: flow 0 finishes at 2 s, flow 1
+    has sent 1 B by then and has 2 B left."""
+    done = ff.complete_flows(
+        [[0], [0]], [1.0], [1.0, 3.0], stop_after=np.array([True, False]), method=method
+    )
+    assert done.elapsed[0] == pytest.approx(2.0) and np.isinf(done.elapsed[1])
+    assert done.remaining[1] == pytest.approx(2.0) and done.stop_time == pytest.approx(2.0)
+    assert int(done.status) == ff.SolverStatus.CONVERGED

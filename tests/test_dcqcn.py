@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 from fabricflow.cc import simulate_dcqcn
 from fabricflow.errors import MemoryBudgetError, SpecError
@@ -12,7 +13,6 @@ from fabricflow.routing.routes import Routes
 from fabricflow.solve.cc import integrator as dcqcn_kernel
 from fabricflow.solve.cc.dcqcn import DCQCNParams, dcqcn_derivatives
 from fabricflow.solve.cc.dcqcn_analysis import fixed_point
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.parameters import stack_params
 from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.errors import SolverError, SpecError
 from fabricflow.solve.maxmin.inputs import check_flag
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 PARKING_LOT = [[0, 1], [0, -1], [1, -1]]
 

@@ -15,12 +15,11 @@ import warnings
 
 import numpy as np
 import pytest
-from reference_solvers import fluid_completion
+from reference_solvers import fluid_completion, progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import FabricflowError, SpecError
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.units import parse_bandwidth, parse_size, parse_time
 from fabricflow.workload import Layout
 
@@ -819,7 +818,7 @@ def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
     ],
 )
 def test_step_model_collective_seconds_bad_inputs(fabric, backend, op, groups, size, field):
-    from fabricflow.workload.comm import collective_seconds
+    from fabricflow.collective.comm import collective_seconds
 
     _raises_named(
         lambda: collective_seconds(fabric, op, groups, size, backend=backend), field, SpecError

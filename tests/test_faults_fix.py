@@ -1,9 +1,8 @@
 """Review findings: production paths, reported solver names, deprecated aliases, lazy API.
 
-- ``fabricflow cc`` takes its max-min reference from the incremental solver, not the
-  textbook test oracle; the oracle refuses bad input with a SpecError;
-- the collective benchmark reports the solvers its phases ran, and
-  ``flow_rates.solver_name`` names what ``_max_min`` runs for each shape;
+- ``fabricflow cc`` takes its max-min reference from the engine (the textbook filling
+  is a test oracle only);
+- the collective benchmark reports the max-min backends its phases ran;
 - ``hasattr(ff, "x.y")`` is False and dotted names are never cached on the package.
 """
 
@@ -14,74 +13,47 @@ import json
 import numpy as np
 import pytest
 from cli_args import STEP
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.errors import SpecError
-from fabricflow.solve.maxmin import progressive_filling as textbook_module
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
 # ---------------------------------------------------------------- cc uses no test oracle
 
 
-def test_cc_max_min_reference_comes_from_the_incremental_solver(monkeypatch, capsys):
+def test_cc_max_min_reference_comes_from_the_engine(capsys):
     from fabricflow.study.cc_scenarios import build_scenario
-
-    def oracle(*args, **kwargs):
-        raise AssertionError("fabricflow cc called the textbook progressive_filling")
 
     # Two bottleneck levels, so that the reference is not one shared rate.
     scenario = build_scenario("multi_bottleneck", 3, bandwidth=5e9)  # 40Gbps, cc's default
     expected = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
     assert np.unique(expected).size > 1
-    monkeypatch.setattr(textbook_module, "progressive_filling", oracle)
     code = main(
         ["cc", "--scenario", "multi_bottleneck", "--flows", "3", "--duration", "1ms", "--json"]
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    # Bit for bit the textbook rates (the incremental solver's contract).
-    assert report["max_min_rate_Bps"] == expected.tolist()
-
-
-@pytest.mark.parametrize("links", [[0, 1, -1], [[[0]]], 3])
-def test_textbook_progressive_filling_names_links_on_bad_shape(links):
-    with pytest.raises(SpecError, match="links") as caught:
-        progressive_filling(links, [1.0, 1.0])
-    assert caught.value.field == "links"
+    np.testing.assert_allclose(report["max_min_rate_Bps"], expected, rtol=1e-12)
 
 
 # ------------------------------------------------- collective solvers: named as they run
 
 
-def test_solver_name_agrees_with_the_solver_each_phase_ran(small_rail_fabric, monkeypatch):
+def test_the_collective_bench_reports_the_backend_each_phase_ran(small_rail_fabric):
     from fabricflow.bench.collective import solvers_used
-    from fabricflow.collective import flow_rates, make_groups, prepare_collective
-    from fabricflow.solve.maxmin import incremental_filling
+    from fabricflow.collective import make_groups, prepare_collective
 
-    ran = []  # (links shape, function name) of every default solve
-
-    def recording(function):
-        def solve(links, capacity, coef=None, **kwargs):
-            ran.append((links.shape, function.__name__))
-            return function(links, capacity, coef, **kwargs)
-
-        return solve
-
-    for name in ("progressive_filling_incremental", "local_bottleneck_filling"):
-        function = getattr(incremental_filling, name)
-        monkeypatch.setattr(incremental_filling, name, recording(function))
-    # Phases of 512..1792 route entries: a threshold of 1,000 sends them both ways.
-    monkeypatch.setattr(flow_rates, "SMALL_PROBLEM_ENTRIES", 1_000)
     groups = make_groups(small_rail_fabric.num_gpus, 16, layout="strided")
     prepared = prepare_collective(small_rail_fabric, "all_reduce", groups)
-    assert {name for _, name in ran} == {
-        "progressive_filling_incremental",
-        "local_bottleneck_filling",
-    }
-    for shape, name in ran:
-        assert flow_rates.solver_name(shape) == name, shape
-    assert solvers_used(prepared) == sorted({name for _, name in ran})
+    ran = {sp.solver for s in prepared.solved for sp in s.phases}
+    assert ran <= {"numpy", "jax"} and solvers_used(prepared) == sorted(ran)
+    custom = prepare_collective(
+        small_rail_fabric,
+        "all_reduce",
+        groups,
+        solver=lambda links, capacity, coef: progressive_filling(links, capacity, coef=coef),
+    )
+    assert solvers_used(custom) == ["custom"]
 
 
 def test_collective_bench_imports_no_jax_to_report_its_solver():

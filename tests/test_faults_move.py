@@ -283,8 +283,8 @@ def test_unknown_step_backend_names_the_field_and_choices(a100):
 
 
 def test_collective_seconds_backends(a100):
+    from fabricflow.collective.comm import collective_seconds
     from fabricflow.errors import SpecError
-    from fabricflow.workload.comm import collective_seconds
 
     groups = np.arange(16).reshape(2, 8)
     fabric = collective_seconds(a100, "all_reduce", groups, 2**26)
@@ -335,52 +335,15 @@ def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
 # ---------------------------------------------------------------------------- long runs
 
 
-def _random_instance(rng, num_flows, num_links, width, *, zero_coef=False):
-    links = rng.integers(-1, num_links, size=(num_flows, width))
-    links = np.where(rng.random(links.shape) < 0.2, -1, links)
-    capacity = rng.choice([1.0, 2.0, 3.0, 10.0 / 3.0, 5.0], size=num_links)
-    coef = rng.choice([0.25, 0.5, 1.0, 2.0], size=links.shape)
-    if zero_coef:
-        coef = np.where(rng.random(links.shape) < 0.1, 0.0, coef)
-    return links, capacity, coef
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_incremental_filling_equals_the_textbook_loop_bit_for_bit(seed):
-    from fabricflow.solve.maxmin.incremental_filling import progressive_filling_incremental
-    from fabricflow.solve.maxmin.progressive_filling import progressive_filling
-
-    rng = np.random.default_rng(seed)
-    links, capacity, coef = _random_instance(rng, 300, 60, 12, zero_coef=seed % 2 == 1)
-    if seed == 4:
-        capacity[::7] = 0.0  # failed links: their flows get 0
-    if seed == 5:
-        capacity[::5] = np.inf  # links that constrain nothing
-        links[:3] = -1  # flows crossing no link: inf
-    expected = progressive_filling(links, capacity, coef=coef)
-    assert np.array_equal(progressive_filling_incremental(links, capacity, coef), expected)
-    assert np.array_equal(
-        progressive_filling_incremental(links, capacity), progressive_filling(links, capacity)
-    )
-
-
-def test_incremental_filling_degenerate_inputs():
-    from fabricflow.solve.maxmin.incremental_filling import progressive_filling_incremental
-
-    assert progressive_filling_incremental(np.zeros((0, 3), int), np.ones(4)).shape == (0,)
-    assert np.array_equal(
-        progressive_filling_incremental(np.full((2, 3), -1), np.ones(4)), [np.inf, np.inf]
-    )
-
-
 def test_wide_collective_flows_solve_as_before():
-    """Wide merged ring transfers (past the jitted solver's width) on a 3-tier fabric give
-    exactly the textbook loop's rates, through the default solver choice."""
+    """Wide merged ring transfers (hundreds of links per row) on a 3-tier fabric give the
+    textbook loop's rates (to float64 rounding), through the engine's default choice."""
+    from reference_solvers import progressive_filling
+
     from fabricflow.collective import DEFAULT_COST
     from fabricflow.collective.algorithms import ALGORITHMS, Context
     from fabricflow.collective.flow_rates import effective_capacity, solve_phase
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 
     fabric = load_fabric("clos-100k", gpus=8192)  # two pods: rings cross the core
     groups = make_groups(8192, 8, layout="strided")
@@ -391,4 +354,4 @@ def test_wide_collective_flows_solve_as_before():
     default = solve_phase(fabric, phase, capacity)
     assert default.links.shape[1] > 32  # wider than the jitted kernel compiles quickly
     textbook = solve_phase(fabric, phase, capacity, solver=progressive_filling)
-    assert np.array_equal(default.rate, textbook.rate)
+    np.testing.assert_allclose(default.rate, textbook.rate, rtol=1e-12, atol=0)

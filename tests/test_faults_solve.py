@@ -8,11 +8,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.solve.cc.dcqcn import DCQCNParams
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.pfc.params import PFCParams
 
 # ------------------------------------------------------------------ magnitudes (float32)

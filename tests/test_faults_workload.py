@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
+from fabricflow.collective.alpha_beta import alpha_beta_estimate
 from fabricflow.errors import RoutingError, SolverError, SpecError
 from fabricflow.fabric.spec import build_fabric
 from fabricflow.workload import compute as compute_module
-from fabricflow.workload.comm import alpha_beta_estimate
 from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
 from fabricflow.workload.model import model_from_config
 

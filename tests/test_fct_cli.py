@@ -132,11 +132,12 @@ def test_jax_cache_folder_and_opt_out(tmp_path):
 
 
 def test_the_command_fills_the_cache(tmp_path):
+    # packet fidelity runs the jitted PFC engine (fluid completion on a CPU compiles nothing)
     env = {"XDG_CACHE_HOME": str(tmp_path), "FABRICFLOW_NO_JAX_CACHE": ""}
     code = (
         "import sys\nfrom fabricflow.cli import main\nsys.argv = ['fabricflow', 'fct', "
         "'--fabric', 'fat-tree-k16', '--traffic', 'incast', '--senders', '3', '--fidelity', "
-        "'fluid', '--json']\nsys.exit(main())"
+        "'packet', '--json']\nsys.exit(main())"
     )
     assert json.loads(_run(code, env))["flows"] == 3
     assert os.listdir(tmp_path / "fabricflow" / "jax")

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
+from fabricflow.collective import structure_cache
+from fabricflow.collective.comm import prepared_collective
 from fabricflow.errors import SpecError
-from fabricflow.workload import structure_cache
 
 LAYOUT = dict(tp=2, pp=2, dp=8, micro_batch=1, global_batch=32, seq_len=2048)
 
@@ -65,11 +66,11 @@ def test_cache_counts_the_prepared_collectives_it_holds(fabric, monkeypatch):
     failed fabrics grew by megabytes per entry up to the 16k-entry bound.)"""
     structure_cache.clear()
     groups = np.arange(fabric.num_gpus).reshape(-1, 8)
-    solved = structure_cache.prepared_collective(fabric, "all_reduce", groups)
+    solved = prepared_collective(fabric, "all_reduce", groups)
     assert structure_cache.info()["bytes"] >= solved.prepared._capacity.nbytes
     # with room for about one entry, a second collective evicts the first
     monkeypatch.setattr(structure_cache, "MAX_BYTES", structure_cache.info()["bytes"] * 3 // 2)
-    structure_cache.prepared_collective(fabric, "all_gather", groups)
+    prepared_collective(fabric, "all_gather", groups)
     assert structure_cache.info()["entries"] == 1
 
 

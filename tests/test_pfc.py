@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 from fabricflow.cc import simulate_dcqcn
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.solve.pfc.deadlock import deadlock_cycles
 from fabricflow.solve.pfc.params import PFCParams
 from fabricflow.solve.pfc.victims import victim_flows

@@ -22,12 +22,12 @@ def test_utilization_tiers_bottlenecks_and_plots(small_rail_fabric, tmp_path):
         utilization * fabric.capacity, routes.link_load(solution.rates), rtol=1e-9
     )
     assert utilization.max() <= 1 + 1e-5
-    summary = tier_summary(fabric, utilization)
+    summary = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
     assert set(summary) <= set(fabric.link_kinds)
     assert sum(s["saturated"] for s in summary.values()) >= 1
     for stats in summary.values():
         assert 0 <= stats["mean"] <= stats["p99"] <= stats["max"] <= 1 + 1e-5
-    counts = bottleneck_summary(fabric, solution.bottleneck)
+    counts = bottleneck_summary(solution.bottleneck, fabric.link_kind_id, fabric.link_kinds)
     assert sum(counts.values()) == routes.num_flows
     # Every bottleneck link is saturated.
     limited = solution.bottleneck >= 0
@@ -60,5 +60,6 @@ def test_bench_section_quick():
 
     result = maxmin.run(argparse.Namespace(quick=True, gpu=True))
     assert result["moe"]["status"] == 0 and result["ring16"]["status"] == 0
-    assert result["reference_comparison"]["max_relative_difference"] <= 1e-5
+    assert result["moe"]["max_relative_difference"] <= 1e-5  # the two backends agree
+    assert result["batch_layouts"]["fastest"] in ("jax_block", "jax_vmap", "numpy")
     assert isinstance(result["gpu"], (str, dict))

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from fabricflow.collective import make_groups
+from fabricflow.collective.coupling import _connected, _connected_parts
 from fabricflow.collective.flow_rates import solve_phase
 from fabricflow.collective.model import prepare_collective
 from fabricflow.study.collective_effects import small_clos
-from fabricflow.workload.coupling import _connected, _connected_parts
 
 
 def _phases(prepared):
@@ -76,28 +76,3 @@ def test_connected_parts_matches_the_stacked_walk():
     got = np.concatenate(_connected_parts(parts, num_links))
     assert np.array_equal(got, expected)
     assert 0 < np.count_nonzero(got) < got.size  # the walk kept some rows and left others
-
-
-def test_sparse_rounds_give_the_padded_rounds_bit_for_bit(monkeypatch):
-    import fabricflow.solve.maxmin.incremental_filling as filling
-
-    rng = np.random.default_rng(7)
-    num_links = 40
-    capacity = rng.uniform(1.0, 10.0, num_links)
-    capacity[[3, 17]] = np.inf  # unlimited links
-    capacity[25] = 0.0  # a failed link: its flows get 0
-    # narrow rows with a few wide ones (a joint solve), gaps, unused and non-positive entries
-    links = np.full((300, 24), -1)
-    for i in range(300):
-        width = 24 if i % 50 == 0 else int(rng.integers(1, 5))
-        links[i, :width] = rng.choice(num_links, size=width, replace=False)
-    links[rng.random(links.shape) < 0.05] = -1
-    links[7] = -1  # a flow crossing nothing keeps inf
-    coef = rng.uniform(0.5, 2.0, links.shape)
-    coef[rng.random(links.shape) < 0.03] = 0.0
-    monkeypatch.setattr(filling, "_SPARSE_BELOW", 0.0)  # never sparse
-    padded = filling.local_bottleneck_filling(links, capacity, coef)
-    monkeypatch.setattr(filling, "_SPARSE_BELOW", 2.0)  # always sparse
-    sparse = filling.local_bottleneck_filling(links, capacity, coef)
-    assert np.array_equal(padded, sparse)  # bit for bit, inf and 0 included
-    assert np.isinf(sparse[7]) and np.any(sparse == 0.0) and np.isfinite(sparse).sum() > 250

@@ -7,8 +7,8 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
+from fabricflow.collective.comm import collective_seconds
 from fabricflow.errors import SpecError
-from fabricflow.workload.comm import collective_seconds
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 

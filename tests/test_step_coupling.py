@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
+from fabricflow.collective.comm import CollectiveCache
+from fabricflow.collective.coupling import coupled_seconds
 from fabricflow.errors import SpecError
-from fabricflow.workload.comm import CollectiveCache
-from fabricflow.workload.coupling import coupled_seconds, release_times
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
@@ -114,27 +114,6 @@ def test_background_that_finishes_first_releases_its_bandwidth(a100):
     assert both.coupled_s == pytest.approx(1.1 * alone, rel=0.02)
 
 
-def test_release_times_is_the_fluid_completion_model():
-    rng = np.random.default_rng(3)
-    num_flows, num_links = 30, 8
-    links = np.stack([rng.choice(num_links, size=3, replace=False) for _ in range(num_flows)])
-    links[rng.random(links.shape) < 0.3] = -1
-    links[:, 0] = rng.integers(num_links, size=num_flows)  # every flow crosses a link
-    capacity = rng.uniform(1.0, 4.0, num_links)
-    size = rng.uniform(0.5, 5.0, num_flows)
-    coef = np.where(links >= 0, 1.0, 0.0)
-    ours = release_times(links, coef, capacity, size, eps=0.0)
-    with ff_x64():
-        engine = ff.complete_flows(links, capacity, size, mode="exact").finish_time
-    np.testing.assert_allclose(ours, np.asarray(engine, dtype=np.float64), rtol=1e-5)
-
-
-def ff_x64():
-    import jax
-
-    return jax.enable_x64(True)
-
-
 def test_alpha_beta_backend_has_no_coupling(a100):
     layout = Layout(tp=8, pp=2, dp=4, micro_batch=1, global_batch=32, seq_len=2048)
     result = step_time(
@@ -211,9 +190,9 @@ def test_zero3_gathers_and_scatters_share_the_steady_window(h100):
 def test_a_joint_solve_over_the_memory_budget_leaves_its_member_alone(h100, monkeypatch):
     """A window whose joint solve would not fit the memory budget times that member alone
     and says so, instead of failing the whole step."""
+    from fabricflow.collective import coupling as coupling_module
+    from fabricflow.collective import structure_cache
     from fabricflow.errors import MemoryBudgetError
-    from fabricflow.workload import coupling as coupling_module
-    from fabricflow.workload import structure_cache
 
     def refuse(nbytes, what, **_):
         raise MemoryBudgetError(f"{what} needs {nbytes:.0f} bytes (test budget)")

@@ -6,12 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.spec import load_fat_tree
 from fabricflow.routing.route import route
 from fabricflow.solve.cc.dcqcn import DCQCNParams
-from fabricflow.solve.maxmin.progressive_filling import progressive_filling
 from fabricflow.study import sweep_solvers as ss
 from fabricflow.traffic import alltoall_groups
 

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 from fabric_specs import fat_tree_spec
+from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
@@ -12,7 +13,6 @@ from fabricflow.collective.model import collective_time, prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.spec import build_fabric, read_spec
 from fabricflow.fabric.transport import PROTOCOLS, Transport, parse_transport, routing_for
-from fabricflow.solve.maxmin.incremental_filling import progressive_filling_incremental
 
 
 def _fat_tree(transport=None):
@@ -160,9 +160,9 @@ def test_adaptive_gives_spray_rates_with_one_link_per_hop_level(spec):
     adaptive = ff.route(fabric, src, dst, policy="adaptive")
     assert adaptive.policy == "adaptive"
     assert adaptive.max_hops <= 2 * fabric.structure.levels < spray.max_hops
-    # float64 progressive filling (no compile); float32 route coefficients bound the match
-    rates_spray = progressive_filling_incremental(spray.links, fabric.capacity, coef=spray.coef)
-    rates = progressive_filling_incremental(adaptive.links, fabric.capacity, coef=adaptive.coef)
+    # the float64 textbook filling; float32 route coefficients bound the match
+    rates_spray = progressive_filling(spray.links, fabric.capacity, coef=spray.coef)
+    rates = progressive_filling(adaptive.links, fabric.capacity, coef=adaptive.coef)
     np.testing.assert_allclose(rates, rates_spray, rtol=1e-5)
     # A representative carries the load every link of its set carries under spray.
     used = np.unique(adaptive.links[adaptive.links >= 0])

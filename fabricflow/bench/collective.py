@@ -56,9 +56,6 @@ def run(args) -> dict:
 
 
 def solvers_used(prepared) -> list[str]:
-    """Sorted names of the max-min solvers that solved the phases of a
-    :class:`~fabricflow.collective.model.PreparedCollective` (every candidate algorithm),
-    as :func:`fabricflow.collective.flow_rates.solver_name` names them (``solver=None``)."""
-    from ..collective.flow_rates import solver_name
-
-    return sorted({solver_name(sp.links.shape) for s in prepared.solved for sp in s.phases})
+    """Sorted names of the max-min backends (``numpy``, ``jax``) that solved the phases of
+    a :class:`~fabricflow.collective.model.PreparedCollective` (every candidate algorithm)."""
+    return sorted({sp.solver for s in prepared.solved for sp in s.phases})

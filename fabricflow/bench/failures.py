@@ -79,7 +79,7 @@ def _case(quick: bool, scenarios: int) -> dict:
     import jax
 
     from ..memory import memory_budget
-    from ..solve.maxmin.batched import batch_bytes
+    from ..solve.maxmin.inputs import solve_bytes
 
     out: dict = {"preset": "clos-100k", "dtype": "float32", "device": str(jax.devices()[0])}
     with measured(out, "setup"):
@@ -97,7 +97,7 @@ def _case(quick: bool, scenarios: int) -> dict:
         devices=len(jax.devices()),
     )
     budget, source = memory_budget()
-    per = batch_bytes(links.shape[0], links.shape[1], used.size, 1) - links.size * 16
+    per = solve_bytes(links.size, links.shape[0], used.size, 1) - links.size * 16
     # An eighth of the budget: the budget counts the machine's RAM, which other processes
     # share; the estimate is about twice the measured peak.
     chunk = int(max(1, min(len(grid), (budget // 8 - links.size * 16) // per)))
@@ -106,9 +106,7 @@ def _case(quick: bool, scenarios: int) -> dict:
     out["chunking"] = {
         "chunk_scenarios": chunk,
         "chunks": chunks,
-        "estimated_bytes_per_chunk": int(
-            batch_bytes(links.shape[0], links.shape[1], used.size, chunk)
-        ),
+        "estimated_bytes_per_chunk": int(solve_bytes(links.size, links.shape[0], used.size, chunk)),
         "memory_budget_bytes": int(budget),
         "budget_source": source,
     }
@@ -123,22 +121,18 @@ def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
     """Solve every scenario chunk by chunk; record compile and solve times."""
     import sys
 
-    import jax
-
-    from ..solve.maxmin.batched import solve_max_min_batch
-    from ..solve.maxmin.sharded import sharded_batch_max_min
+    from ..solve.maxmin.engine import max_min
 
     remap = np.full(fabric.num_links + 1, -1, np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
     compact = remap[links]
     total = len(grid)
     padded = grid + [grid[-1]] * (-total % chunk)  # equal chunks: one compilation
-    several = len(jax.devices()) > 1
 
     def solve(part):
-        if several:
-            return sharded_batch_max_min(compact, part)
-        return jax.block_until_ready(solve_max_min_batch(compact, part))
+        solution = max_min(compact, part, shard="auto")
+        out["method"] = solution.method
+        return solution
 
     with measured(out, "first_chunk"):
         solve(_capacities(fabric, padded[:chunk], used))

@@ -1,8 +1,13 @@
 """Benchmark section ``step``: one step-time evaluation of Llama-3-405B on 16,384 GPUs.
 
-Target (2-core machine): TP 8, PP 16, DP 128 on ``meta-llama3-24k`` in <= 10 s,
-fabric build excluded (reported separately). Also reports the error of every Megatron SC21
-Table 1 row on ``dgx-a100-superpod`` (target: within 10% each).
+Target (2-core machine): TP 8, PP 16 (vpp 4), DP 128 on ``meta-llama3-24k``, global batch
+2,048 x 8,192: a cold ``ff.step_time`` (every group structure routed and solved: the
+structure cache cleared, the process warm) in <= 0.25 s of CPU (``cold_cpu_s``, the best
+of three cold runs; ``step_cpu_s`` is the first call, imports included) and a warm one
+(structures cached) in milliseconds; fabric build excluded (reported separately). The
+step time is reported under the fabric's routing (per-flow ECMP on this RoCE fabric) for
+hash seeds 0..3, and under adaptive routing. Also reports the error of every Megatron
+SC21 Table 1 row on ``dgx-a100-superpod`` (target: within 10% each).
 
 The step model couples the dimensions whose traffic overlaps (``details["coupling"]``);
 ``isolated_step_s`` times the same layout with each dimension alone (the coupling
@@ -60,7 +65,7 @@ def run(args) -> dict:
             seq_len=8192,
             sequence_parallel=True,
         )
-    from ..workload import structure_cache
+    from ..collective import structure_cache
 
     structure_cache.clear()  # cold: every group structure routed and solved
     cpu = time.process_time()
@@ -70,9 +75,23 @@ def run(args) -> dict:
         # model's activation estimate, over the H100's 79.6 GiB, where Meta ran it
         out = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
     result["step_cpu_s"] = time.process_time() - cpu
+    result["cold_cpu_s"] = _cold_cpu(
+        lambda: step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
+    )
     # warm: the same call again reuses the solved group structures (structure cache)
+    cpu = time.process_time()
     with measured(result, "step_warm"):
         step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
+    result["warm_cpu_s"] = time.process_time() - cpu
+    seeds = step_time(
+        "llama3-405b", "h100-sxm", layout, fabric, check_memory=False, seeds=1 if quick else 4
+    )
+    result["step_time_s_by_seed"] = seeds.details.get("variability", {}).get(
+        "step_time_s_per_seed", [seeds.step_time_s]
+    )
+    result["adaptive_step_time_s"] = step_time(
+        "llama3-405b", "h100-sxm", layout, fabric, check_memory=False, routing="adaptive"
+    ).step_time_s
     structure_cache.clear()  # the isolated model cold too, for the cost ratio
     cpu = time.process_time()
     with measured(result, "isolated_step"):
@@ -127,13 +146,27 @@ def run(args) -> dict:
     ]
     result["calibration_max_abs_error_pct"] = max(abs(100 * r["error"]) for r in rows)
     result["targets"] = {
-        "step_s": 10.0,
+        "cold_cpu_s": 0.25,
         "calibration_max_abs_error_pct": 10.0,
         "coupling_cost_ratio_cpu": 2.0,
     }
     result["meets_targets"] = bool(
-        result["step_s"] <= 10.0
+        result["cold_cpu_s"] <= 0.25
         and result["calibration_max_abs_error_pct"] <= 10.0
         and result["coupling_cost_ratio_cpu"] <= 2.0
     )
     return result
+
+
+def _cold_cpu(call, repeats: int = 3) -> float:
+    """Best CPU seconds of ``call`` over ``repeats`` cold runs (structure cache cleared
+    before each; the process already warm: modules imported, caches of the fabric kept)."""
+    from ..collective import structure_cache
+
+    best = float("inf")
+    for _ in range(repeats):
+        structure_cache.clear()
+        started = time.process_time()
+        call()
+        best = min(best, time.process_time() - started)
+    return best

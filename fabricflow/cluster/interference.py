@@ -380,7 +380,7 @@ class Interference:
     # ------------------------------------------------------------------ internals
     def _job_model(self, spec) -> JobModel:
         if self._fingerprint is None:
-            from ..workload import structure_cache
+            from ..collective import structure_cache
 
             self._fingerprint = structure_cache.fabric_fingerprint(self.base)
         key = (
@@ -536,7 +536,8 @@ class Interference:
         """One max-min over the rows of every job of a component, then each job's step
         recomposed at its joint rates (see the module docs). Returns ``{key: (seconds, row
         rates [U])}`` and the number of rows solved."""
-        from ..solve.maxmin.incremental_filling import entry_filling
+        from ..solve.maxmin.engine import max_min
+        from ..solve.maxmin.entries import FlowEntries
 
         started = time.perf_counter()
         jobs = [self._jobs[k] for k in members]
@@ -550,9 +551,10 @@ class Interference:
         if joined.any():
             capacity = self._capacity_of(jobs[0].model)
             keep = np.repeat(joined, row_entries)
-            rate[joined] = entry_filling(
-                row_entries[joined], entry_link[keep], entry_coef[keep], capacity
-            )
+            counts = row_entries[joined]
+            start = np.concatenate([[0], np.cumsum(counts)])
+            entries = FlowEntries(start, entry_link[keep], entry_coef[keep], self.fabric.num_links)
+            rate[joined] = max_min(entries, capacity, dtype=np.float64).rates
         out = {}
         starts = np.cumsum([0, *(j.row_entries.size for j in jobs)])
         for index, job in enumerate(jobs):

@@ -186,7 +186,7 @@ class JobModel:
         """The step (s) with the sets' transfers at ``rates`` (``name -> [T]`` B/s; a set
         left out, or at exactly its reference rates, keeps its coupled alone times)."""
         # deferred, as every step-model import here: the cluster package loads without it
-        from ..workload.step import _compose
+        from ..workload.step import compose_step
 
         changed = {}
         for s in self.sets:
@@ -200,7 +200,7 @@ class JobModel:
         key = tuple(sorted(changed.items()))
         if key not in memo:
             table = _Table(self, changed)
-            seconds = sum(_compose(self.model, self.rank_gpus, self.layout, table)[2].values())
+            seconds = sum(compose_step(self.model, self.rank_gpus, self.layout, table)[2].values())
             if len(memo) >= COMPOSED_MEMO:
                 memo.clear()
             memo[key] = max(float(seconds), self.alone_s)
@@ -340,11 +340,11 @@ def prepare_job_model(
 ) -> JobModel:
     """The :class:`JobModel` of ``spec`` (a JobSpec) on the healthy ``fabric``: the step
     model's composition at GPUs ``0..n-1`` (see the module docs)."""
-    from ..workload import structure_cache
-    from ..workload.comm import CollectiveCache
-    from ..workload.coupling import bound_phase, plan_windows
+    from ..collective import structure_cache
+    from ..collective.comm import CollectiveCache
+    from ..collective.coupling import bound_phase, plan_windows
     from ..workload.hetero import job_gpus, split_for_gpus
-    from ..workload.step import _compose, _issue_rates, _register_groups
+    from ..workload.step import compose_step, issue_rates, register_groups
 
     model, given = spec.model, spec.layout
     given.validate(model)
@@ -355,11 +355,11 @@ def prepare_job_model(
     cache = CollectiveCache(fabric, "fabric", routing=routing, seed=seed)
     # every job shares one fabric: hash it once (~0.2 s on clos-100k), not per job
     cache._fabric_fingerprint = fingerprint or structure_cache.fabric_fingerprint(fabric)
-    cache = _register_groups(cache, where, model, layout)
+    cache = register_groups(cache, where, model, layout)
     # step_time's own composition (step._coupled_step), recording what it asks
-    _, slow, _ = _compose(model, rank_gpus, layout, cache)
-    recorder = _Recorder(plan_windows(cache, layout, _issue_rates(model, layout, slow)))
-    alone_s = float(sum(_compose(model, rank_gpus, layout, recorder)[2].values()))
+    _, slow, _ = compose_step(model, rank_gpus, layout, cache)
+    recorder = _Recorder(plan_windows(cache, layout, issue_rates(model, layout, slow)))
+    alone_s = float(sum(compose_step(model, rank_gpus, layout, recorder)[2].values()))
     asked = cache.asked()
     sets = []
     for name in DIMENSION_NAMES:

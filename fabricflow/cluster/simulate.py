@@ -30,10 +30,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..collective.structure_cache import fabric_fingerprint
 from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory
-from ..workload.structure_cache import fabric_fingerprint
 from . import events as ev
 from . import interference as _interference
 from . import schedulers as _schedulers

@@ -8,10 +8,10 @@ distinct shapes costs a dozen step-time evaluations.
 
 from __future__ import annotations
 
+from ..collective.structure_cache import fabric_fingerprint
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..workload.step import StepResult, step_time
-from ..workload.structure_cache import fabric_fingerprint
 from .trace import JobSpec
 
 _CACHE: dict[tuple, StepResult] = {}

@@ -427,7 +427,7 @@ _OPTIMIZED: dict[tuple, tuple] = {}
 def _optimized_layout(model, gpu, gpus: int, fabric, seq_len: int, global_batch: int):
     """The best layout of ``optimize_layout`` (small budget), cached per model, GPU, size,
     sequence, batch and fabric."""
-    from ..workload.structure_cache import fabric_fingerprint
+    from ..collective.structure_cache import fabric_fingerprint
 
     key = (model, gpu, gpus, seq_len, global_batch, fabric_fingerprint(fabric))
     if key not in _OPTIMIZED:

@@ -15,16 +15,28 @@ as nccl-tests does (algbw, busbw).
 
 from __future__ import annotations
 
+from . import structure_cache
 from .algorithms import ALGORITHMS, algorithms_for
+from .alpha_beta import alpha_beta_estimate, gpu_bandwidths
+from .comm import CollectiveCache, collective_seconds, collective_timer
 from .cost import DEFAULT_COST, PROTOCOLS, CostModel
+from .coupling import CoupledTimes, coupled_seconds, plan_windows
 from .groups import as_groups, domain_grid, make_groups
-from .model import CollectiveResult, PreparedCollective, collective_time, prepare_collective
+from .model import (
+    CollectiveResult,
+    PreparedCollective,
+    collective_time,
+    prepare_collective,
+    prepare_collectives,
+)
 from .ops import OPS, bandwidths, busbw_factor, canonical_op
 from .phase import Phase
 from .sweep import collective_sweep, nccl_sizes
 
 __all__ = [
     "ALGORITHMS",
+    "CollectiveCache",
+    "CoupledTimes",
     "DEFAULT_COST",
     "OPS",
     "PROTOCOLS",
@@ -33,14 +45,22 @@ __all__ = [
     "Phase",
     "PreparedCollective",
     "algorithms_for",
+    "alpha_beta_estimate",
     "as_groups",
     "bandwidths",
     "busbw_factor",
     "canonical_op",
+    "collective_seconds",
     "collective_sweep",
     "collective_time",
+    "collective_timer",
+    "coupled_seconds",
     "domain_grid",
+    "gpu_bandwidths",
     "make_groups",
     "nccl_sizes",
+    "plan_windows",
     "prepare_collective",
+    "prepare_collectives",
+    "structure_cache",
 ]

@@ -17,10 +17,14 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..loads import link_load
 from ..routing.route import route
-from ..routing.routes import link_load
+from ..solve.maxmin.batch import max_min_batch
+from ..solve.maxmin.engine import max_min
+from ..solve.maxmin.entries import FlowEntries
 from .cost import CostModel
 from .phase import Phase
+from .symmetry import DomainReplica, domain_replica, replicated_domains
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -35,6 +39,11 @@ class SolvedPhase:
         intra_steps / network_steps: float64 critical-path steps inside a scale-up domain /
             across the network (each costs the protocol's software overhead).
         links, coef: the merged flows ``[T, H]`` (``T = G * Tg``) given to the solver.
+        solver: the max-min backend that solved them (``"numpy"``, ``"jax"``, ``"custom"``).
+        serial: a number shared by the phases that reuse one solve (twins), unique per
+            solve; ``-1`` when not shared (a custom solver).
+        replicated: the groups are translations of one another (:mod:`.symmetry`): their
+            rates, latencies and steps are equal, group by group.
     """
 
     phase: Phase
@@ -44,6 +53,19 @@ class SolvedPhase:
     network_steps: np.ndarray
     links: np.ndarray
     coef: np.ndarray
+    solver: str = "numpy"
+    serial: int = -1
+    replicated: bool = False
+
+    def used_links(self, num_links: int) -> np.ndarray:
+        """int64 ``[U]``: the links the phase's flows cross, ascending (computed once)."""
+        used = self.__dict__.get("_used_links")
+        if used is None:
+            mark = np.zeros(num_links, dtype=bool)
+            mark[self.links[self.links >= 0]] = True
+            used = np.flatnonzero(mark)
+            self.__dict__["_used_links"] = used  # a memo on the frozen dataclass
+        return used
 
     def link_load(self, num_links: int) -> np.ndarray:
         """float64 ``[num_links]`` bytes/s of progress x coefficient summed per link."""
@@ -66,26 +88,132 @@ def solve_phase(
     seed: int = 0,
     solver=None,
 ) -> SolvedPhase:
-    """Route and solve one phase. ``capacity``: ``[L]`` bytes/s (see :func:`effective_capacity`).
+    """Route and solve one phase (:func:`solve_phases` of one)."""
+    return solve_phases(fabric, [phase], capacity, routing=routing, seed=seed, solver=solver)[0]
 
-    Complexity: one routing call over all ``G * Tg * P`` hops, a sort of the route
-    entries, and one max-min solve over ``G * Tg`` flows.
+
+def solve_phases(
+    fabric: Fabric,
+    phases: list[Phase],
+    capacity: np.ndarray,
+    *,
+    routing: str = "ecmp",
+    seed: int = 0,
+    solver=None,
+) -> list[SolvedPhase]:
+    """Route and solve independent phases, their max-min solves in one engine batch
+    (:func:`~fabricflow.solve.maxmin.batch.max_min_batch`: one block-diagonal call on an
+    accelerator, one after another on a CPU). ``capacity``: ``[L]`` bytes/s (see
+    :func:`effective_capacity`). Each phase's answer is the one it gets alone: each is
+    routed in its own call (hash keys count a pair's flows within the phase).
+
+    A phase whose groups are translations of each other inside their own scale-up domains
+    (:mod:`.symmetry`: a TP phase) is routed and solved for one group and translated to
+    the others, exactly; any other phase is routed and solved whole.
+
+    Complexity per phase: one routing call over all ``G * Tg * P`` hops (``Tg * P`` plus
+    a pair table for a replicated phase), a sort of the route entries, and a max-min
+    solve over ``G * Tg`` flows (``Tg``).
     """
-    num_groups, per_group, num_hops = phase.hop_src.shape
-    valid = phase.hop_src >= 0
-    transfer = np.broadcast_to(
-        np.arange(num_groups * per_group).reshape(num_groups, per_group, 1), valid.shape
-    )[valid]
-    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
-    try:
-        if routing == "optimized":  # split over candidate paths to minimize the makespan
-            from ..optimize.routing.optimize import optimize_routing
+    plans = [_plan(fabric, phase, capacity, routing, seed) for phase in phases]
+    rates = _rates([(plan.links, plan.coef) for plan in plans], capacity, solver)
+    return [_finish(plan, rate, method) for plan, (rate, method) in zip(plans, rates, strict=True)]
 
-            routes = optimize_routing(
-                fabric, src, dst, size=phase.hop_load[valid], seed=seed
-            ).routes()
-        else:
-            routes = route(fabric, src, dst, policy=routing, seed=seed)
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Plan:
+    """A phase routed and merged into transfers, before its max-min solve: the flows
+    ``links``/``coef`` of all its groups, or of group 0 when ``replica`` maps them to the
+    others, with their latencies (``[G, Tg]``, ``[1, Tg]`` replicated)."""
+
+    phase: Phase
+    links: np.ndarray
+    coef: np.ndarray
+    path_latency_s: np.ndarray
+    intra_steps: np.ndarray
+    network_steps: np.ndarray
+    replica: DomainReplica | None
+
+
+def _plan(fabric: Fabric, phase: Phase, capacity, routing: str, seed: int) -> _Plan:
+    domains = replicated_domains(fabric, phase) if routing != "optimized" else None
+    replica = None
+    if domains is not None:
+        replica = _routed(
+            lambda: domain_replica(fabric, phase, domains, capacity, routing=routing, seed=seed),
+            fabric,
+            routing,
+        )
+    if replica is None:
+        valid = phase.hop_src >= 0
+        routes = _routed(lambda: _route_hops(fabric, phase, valid, routing, seed), fabric, routing)
+        latency = routes.path_latency(fabric.latency)
+        links, coef, path, intra, network = _transfers(
+            fabric, phase, routes.links, routes.coef, latency
+        )
+        return _Plan(phase, links, coef, path, intra, network, None)
+    single = dataclasses.replace(
+        phase,
+        hop_src=phase.hop_src[:1],
+        hop_dst=phase.hop_dst[:1],
+        hop_load=phase.hop_load[:1],
+        hop_latency_count=phase.hop_latency_count[:1],
+        bytes_per_size=phase.bytes_per_size[:1],
+        max_group=None if phase.max_group is None else phase.max_group[:1],
+    )
+    own = replica.routes
+    links, coef, path, intra, network = _transfers(
+        fabric, single, own.links, own.coef, own.path_latency(fabric.latency)
+    )
+    return _Plan(phase, links, coef, path, intra, network, replica)
+
+
+def _rates(problems: list, capacity: np.ndarray, solver) -> list[tuple[np.ndarray, str]]:
+    """``(rates, method)`` of each ``(links, coef)`` problem (see :func:`fair_rates`)."""
+    if solver is not None or len(problems) < 2:
+        return [fair_rates(links, capacity, coef, solver) for links, coef in problems]
+    entries = [FlowEntries.from_padded(links, coef, capacity.size) for links, coef in problems]
+    solutions = max_min_batch(entries, [capacity] * len(entries), dtype=np.float64)
+    return [(solution.rates, solution.method) for solution in solutions]
+
+
+def _finish(plan: _Plan, rate: np.ndarray, method: str) -> SolvedPhase:
+    """The :class:`SolvedPhase` of a plan with its flows' rates (group 0's, replicated)."""
+    phase = plan.phase
+    num_groups, per_group = phase.hop_src.shape[:2]
+    if plan.replica is None:
+        shape = (num_groups, per_group)
+        return SolvedPhase(
+            phase,
+            rate.reshape(shape),
+            plan.path_latency_s.reshape(shape),
+            plan.intra_steps.reshape(shape),
+            plan.network_steps.reshape(shape),
+            plan.links,
+            plan.coef,
+            method,
+        )
+
+    def tiled(values):  # every group's copy of group 0's values: a read-only view
+        return np.broadcast_to(values.reshape(1, per_group), (num_groups, per_group))
+
+    return SolvedPhase(
+        phase,
+        tiled(rate),
+        tiled(plan.path_latency_s),
+        tiled(plan.intra_steps),
+        tiled(plan.network_steps),
+        plan.replica.translate(plan.links),
+        np.tile(plan.coef, (num_groups, 1)),
+        method,
+        replicated=True,
+    )
+
+
+def _routed(build, fabric: Fabric, routing: str):
+    """``build()``, with a routing policy the fabric has no router for named as such."""
+    try:
+        return build()
     except SpecError as error:
         if error.field != "policy":
             raise
@@ -93,17 +221,42 @@ def solve_phase(
             "routing",
             f"{routing!r} does not apply to fabric {fabric.name} ({error}); pick another routing",
         ) from None
-    hop_links = routes.links.astype(np.int64)
-    hop_coef = np.ones(hop_links.shape) if routes.coef is None else routes.coef.astype(np.float64)
-    hop_coef = np.where(hop_links >= 0, hop_coef * phase.hop_load[valid][:, None], 0.0)
+
+
+def _route_hops(fabric: Fabric, phase: Phase, valid: np.ndarray, routing: str, seed: int):
+    """Routes of the phase's valid hops (row-major over groups, transfers, hops)."""
+    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
+    if routing == "optimized":  # split over candidate paths to minimize the makespan
+        from ..optimize.routing.optimize import optimize_routing
+
+        return optimize_routing(fabric, src, dst, size=phase.hop_load[valid], seed=seed).routes()
+    return route(fabric, src, dst, policy=routing, seed=seed)
+
+
+def _transfers(fabric, phase, hop_links, hop_coef, hop_latency):
+    """The phase's transfers from its routed valid hops (``hop_links``, ``hop_coef`` or
+    ``None``, path latency ``hop_latency`` seconds): ``(links, coef, path_latency,
+    intra_steps, network_steps)``, the merged rows ``[G * Tg, W]`` and latencies ``[G * Tg]``."""
+    num_groups, per_group, num_hops = phase.hop_src.shape
+    valid = phase.hop_src >= 0
+    transfer = np.broadcast_to(
+        np.arange(num_groups * per_group).reshape(num_groups, per_group, 1), valid.shape
+    )[valid]
+    src, dst = phase.hop_src[valid], phase.hop_dst[valid]
+    hop_links = hop_links.astype(np.int64)
+    single_path = hop_coef is None  # one path per hop (no split): no link twice in a row
+    if hop_coef is None:
+        hop_coef = np.where(hop_links >= 0, phase.hop_load[valid][:, None], 0.0)
+    else:
+        hop_coef = np.where(
+            hop_links >= 0, hop_coef.astype(np.float64) * phase.hop_load[valid][:, None], 0.0
+        )
 
     # Critical-path latency: path latency and software steps, counted per hop.
     count = phase.hop_latency_count[valid]
     intra = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
     num_transfers = num_groups * per_group
-    path_latency = np.bincount(
-        transfer, weights=count * routes.path_latency(fabric.latency), minlength=num_transfers
-    )
+    path_latency = np.bincount(transfer, weights=count * hop_latency, minlength=num_transfers)
     intra_steps = np.bincount(transfer, weights=count * intra, minlength=num_transfers)
     network_steps = np.bincount(transfer, weights=count * ~intra, minlength=num_transfers)
 
@@ -116,21 +269,14 @@ def solve_phase(
         if np.any(max_group >= 0)
         else None
     )
-    if merge_group is None:
+    if merge_group is None and num_hops == 1 and single_path and hop_index.size == num_transfers:
+        # One hop per transfer on a simple path (each link once): the rows are the routes.
+        links, coef = hop_links.astype(np.int32), hop_coef
+    elif merge_group is None:
         links, coef = _merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
     else:
         links, coef = _merge_transfers(transfer, merge_group, hop_links, hop_coef, num_transfers)
-    rate = _max_min(links, capacity, coef, solver)
-    shape = (num_groups, per_group)
-    return SolvedPhase(
-        phase,
-        rate.reshape(shape),
-        path_latency.reshape(shape),
-        intra_steps.reshape(shape),
-        network_steps.reshape(shape),
-        links,
-        coef,
-    )
+    return links, coef, path_latency, intra_steps, network_steps
 
 
 def _merge_transfers(
@@ -232,54 +378,28 @@ def _reduce_runs(reduce, keys: tuple, weight: np.ndarray):
     return (*(k[starts] for k in keys), merged)
 
 
-# Below this many route entries (F x H) the textbook loop's float64 rates are kept bit for
-# bit (progressive filling with incremental updates solves them in milliseconds).
-SMALL_PROBLEM_ENTRIES = 100_000
+def fair_rates(links, capacity: np.ndarray, coef=None, solver=None) -> tuple[np.ndarray, str]:
+    """``(rates, method)``: float64 ``[F]`` max-min fair rates of the collective model's
+    flows and the backend that computed them.
 
-
-def _max_min(links: np.ndarray, capacity: np.ndarray, coef: np.ndarray, solver) -> np.ndarray:
-    """Max-min fair rates ``[F]`` (float64) from the project's solvers.
-
-    ``solver=None`` solves in float64 numpy, without compiling anything: problems up to
-    :data:`SMALL_PROBLEM_ENTRIES` route entries by progressive filling
-    (:func:`~fabricflow.solve.maxmin.incremental_filling.progressive_filling_incremental`,
-    bit for bit the textbook loop of :mod:`fabricflow.solve.maxmin.progressive_filling`),
-    larger ones by rounds of local-bottleneck water-filling
-    (:func:`~fabricflow.solve.maxmin.incremental_filling.local_bottleneck_filling`: the
-    same allocation within ``1e-9`` relative, in 1-20 rounds on collective phases). The
-    jitted kernel is not used here: its compile time (seconds per distinct shape, growing
-    with the row width, and pipelined transfers are rows of up to ``n x path length``
-    links) exceeds the whole numpy solve of a collective phase on a CPU.
+    ``links``: padded rows int ``[F, H]`` (with ``coef``) or
+    :class:`~fabricflow.solve.maxmin.entries.FlowEntries`; ``capacity`` ``[L]`` bytes/s.
+    The engine's entry point :func:`~fabricflow.solve.maxmin.engine.max_min` in float64,
+    its backend picked by size and device (``method="auto"``: ``"numpy"`` or ``"jax"``);
+    ``solver``: a user's ``(links, capacity, coef=) -> rates`` instead (``"custom"``).
     """
     if solver is not None:
-        return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64)
-    from ..solve.maxmin.incremental_filling import (
-        local_bottleneck_filling,
-        progressive_filling_incremental,
-    )
-
-    if links.size <= SMALL_PROBLEM_ENTRIES:
-        return progressive_filling_incremental(links, capacity, coef=coef)
-    return local_bottleneck_filling(links, capacity, coef=coef)
-
-
-def solver_name(links_shape: tuple[int, int]) -> str:
-    """Name of the function :func:`solve_phase` runs by default for flows of shape ``[F, H]``.
-
-    Mirrors :func:`_max_min`: ``"progressive_filling_incremental"`` up to
-    :data:`SMALL_PROBLEM_ENTRIES` route entries, ``"local_bottleneck_filling"`` above
-    (both in :mod:`fabricflow.solve.maxmin.incremental_filling`, float64 numpy).
-    """
-    num_flows, width = links_shape
-    if num_flows * width <= SMALL_PROBLEM_ENTRIES:
-        return "progressive_filling_incremental"
-    return "local_bottleneck_filling"
+        if isinstance(links, FlowEntries):
+            links, coef = links.to_padded()
+        return np.asarray(solver(links, capacity, coef=coef), dtype=np.float64), "custom"
+    solution = max_min(links, capacity, coef=coef, dtype=np.float64, merge=False)
+    return solution.rates, solution.method
 
 
 __all__ = [
-    "SMALL_PROBLEM_ENTRIES",
     "SolvedPhase",
     "effective_capacity",
+    "fair_rates",
     "solve_phase",
-    "solver_name",
+    "solve_phases",
 ]

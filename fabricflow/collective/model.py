@@ -9,11 +9,8 @@ transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import numbers
-import threading
 import time
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -21,14 +18,17 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..fabric.transport import routing_for
+from ..loads import link_load
 from ..solve.maxmin.inputs import check_flag
 from ..typing import GroupsLike
 from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
 from .cost import DEFAULT_COST, CostModel, protocols_for
-from .flow_rates import SolvedPhase, effective_capacity, solve_phase
+from .flow_rates import SolvedPhase, effective_capacity, solve_phases
 from .groups import as_groups, domain_grid
 from .ops import busbw_factor, canonical_op
+from .phase import Phase
+from .structure_cache import SharedPhases
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
@@ -137,10 +137,9 @@ class PreparedCollective:
     :data:`~fabricflow.collective.estimate.MAX_ESTIMATE_S`, or past the memory budget, is
     refused before anything is routed (:func:`~fabricflow.collective.estimate.check_work`).
 
-    ``fabric_fingerprint``: :func:`~fabricflow.workload.structure_cache.fabric_fingerprint`
-    of ``fabric`` when the caller already computed it (the step model's structure cache);
-    phases shared between collectives are then keyed by it instead of hashing the fabric's
-    arrays once more per collective.
+    ``fabric_fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when
+    the caller already computed it (the step model's collective cache); phases shared
+    between collectives are keyed by it, so it is not hashed once more per collective.
     """
 
     def __init__(
@@ -159,6 +158,7 @@ class PreparedCollective:
         solver=None,
         progress: Callable[[str], None] | None = None,
         fabric_fingerprint: str | None = None,
+        solve: bool = True,
     ):
         if not isinstance(fabric, Fabric):
             raise SpecError(
@@ -239,38 +239,63 @@ class PreparedCollective:
                 f"{self.groups.shape[1]:,}, {sum(len(b[1]) for b in built)} phases over "
                 f"{len(built)} algorithm(s), estimated ~{estimate:.0f} s"
             )
-        started = time.monotonic()
         # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
         # share one route and solve; only the default solver, whose answer is known.
-        # With the default cost model the capacities follow from the fabric's arrays, so a
-        # caller that already hashed them (fabric_fingerprint) spares the second hash.
-        known = fabric_fingerprint if cost is DEFAULT_COST else None
-        shared = (
-            _SharedPhases(fabric, capacity, self.routing, seed, fingerprint=known)
+        self.shared = (
+            SharedPhases(
+                fabric,
+                capacity,
+                self.routing,
+                seed,
+                fingerprint=fabric_fingerprint,
+                capacity_known=cost is DEFAULT_COST,
+            )
             if solver is None
             else None
         )
-        for algorithm, phases, protos in built:
-            solved = []
-            for i, phase in enumerate(phases):
-                solved.append(
-                    shared.solve(phase)
-                    if shared is not None
-                    else solve_phase(
-                        fabric, phase, capacity, routing=self.routing, seed=seed, solver=solver
-                    )
-                )
-                if say is not None:
-                    say(
-                        f"  {algorithm.name} phase {i + 1}/{len(phases)} ({phase.name}): "
-                        f"{solved[-1].links.shape[0]:,} flows solved, "
-                        f"{time.monotonic() - started:.1f} s elapsed"
-                    )
-            self.solved.append(_Solved(algorithm, solved, protos))
+        self._built = built
+        self._say = say
+        self._seed, self._solver = seed, solver
         self._capacity = capacity
         # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
         # size nor the protocol, so a size sweep computes it once per phase.
         self._link_load: dict[int, np.ndarray] = {}
+        if solve:
+            self.attach(self._solve(self.pending_phases()))
+
+    def pending_phases(self) -> list[Phase]:
+        """Every phase of every candidate algorithm, in order, before :meth:`attach`."""
+        return [phase for _, phases, _ in self._built for phase in phases]
+
+    def _solve(self, phases: list[Phase]) -> list[SolvedPhase]:
+        if self.shared is not None:
+            return self.shared.solve_many(phases)
+        return solve_phases(
+            self.fabric,
+            phases,
+            self._capacity,
+            routing=self.routing,
+            seed=self._seed,
+            solver=self._solver,
+        )
+
+    def attach(self, solved: list[SolvedPhase]) -> None:
+        """Take the solved :meth:`pending_phases` (for :func:`prepare_collectives`, which
+        solves many collectives' phases at once)."""
+        started = time.monotonic()
+        index = 0
+        for algorithm, phases, protos in self._built:
+            mine = solved[index : index + len(phases)]
+            index += len(phases)
+            if self._say is not None:
+                for i, (phase, sp) in enumerate(zip(phases, mine, strict=True)):
+                    self._say(
+                        f"  {algorithm.name} phase {i + 1}/{len(phases)} ({phase.name}): "
+                        f"{sp.links.shape[0]:,} flows solved, "
+                        f"{time.monotonic() - started:.1f} s elapsed"
+                    )
+            self.solved.append(_Solved(algorithm, list(mine), protos))
+        self._built = []
 
     def evaluate(self, sizes) -> list[CollectiveResult]:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
@@ -281,7 +306,7 @@ class PreparedCollective:
         for solved in self.solved:
             for protocol in solved.protocols:
                 per_phase = np.stack(
-                    [self._phase_times(sp, protocol, sizes) for sp in solved.phases]
+                    [self._phase_times(sp, protocol, sizes, sp.replicated) for sp in solved.phases]
                 )
                 launch = self.cost.base_s(solved.algorithm.family, protocol)
                 options.append(
@@ -307,7 +332,8 @@ class PreparedCollective:
             links, util = self._bottleneck(
                 solved, protocol, float(size), worst, per_phase[:, k, worst]
             )
-            kinds = tuple(str(x) for x in self.fabric.link_kind[links]) if links.size else ()
+            names = self.fabric.link_kinds
+            kinds = tuple(names[i] for i in self.fabric.link_kind_id[links]) if links.size else ()
             results.append(
                 CollectiveResult(
                     op=self.op,
@@ -342,21 +368,32 @@ class PreparedCollective:
         sharing the fabric with other traffic)."""
         return self._phase_times(sp, protocol, np.asarray(sizes, dtype=np.float64).reshape(-1))
 
-    def _phase_times(self, sp: SolvedPhase, protocol: str, sizes: np.ndarray) -> np.ndarray:
-        """float64 ``[K, G]``: the phase's time per size and group (repeats included)."""
+    def _phase_times(
+        self, sp: SolvedPhase, protocol: str, sizes: np.ndarray, alike: bool = False
+    ) -> np.ndarray:
+        """float64 ``[K, G]``: the phase's time per size and group (repeats included).
+
+        ``alike``: the phase's own solve, replicated over its groups (``sp.replicated``):
+        when every group also moves the same bytes, one group is priced and its times
+        copied to the others (the same arithmetic, so the same bits)."""
         efficiency = self.cost.protocol_efficiency[protocol]
         intra_s, network_s = self.cost.step_overhead_s(sp.phase.family, protocol)
-        latency = sp.path_latency_s + sp.intra_steps * intra_s + sp.network_steps * network_s
+        bps, rate = sp.phase.bytes_per_size, sp.rate
+        steps: tuple[np.ndarray, ...] = (sp.path_latency_s, sp.intra_steps, sp.network_steps)
+        num_groups = rate.shape[0]
+        one = alike and num_groups > 1 and _bytes_alike(sp.phase)
+        if one:
+            bps, rate, steps = bps[:1], rate[:1], tuple(x[:1] for x in steps)
+        latency = steps[0] + steps[1] * intra_s + steps[2] * network_s
         with np.errstate(divide="ignore"):
-            seconds_per_byte = np.where(
-                sp.phase.bytes_per_size > 0, sp.phase.bytes_per_size / (sp.rate * efficiency), 0.0
-            )
+            seconds_per_byte = np.where(bps > 0, bps / (rate * efficiency), 0.0)
         if sizes.size > 2 and seconds_per_byte.shape[1] > 4:
             seconds_per_byte, latency = _upper_envelope(seconds_per_byte, latency)
-        out = np.empty((sizes.size, sp.rate.shape[0]))
+        out = np.empty((sizes.size, rate.shape[0]))
         for k, size in enumerate(sizes):  # K sizes; each step is vectorized over transfers
             out[k] = (size * seconds_per_byte + latency).max(axis=1)
-        return out * sp.phase.repeat
+        out *= sp.phase.repeat
+        return np.broadcast_to(out, (sizes.size, num_groups)).copy() if one else out
 
     def _bottleneck(
         self, solved: _Solved, protocol: str, size: float, group: int, phase_times: np.ndarray
@@ -366,16 +403,32 @@ class PreparedCollective:
         efficiency = self.cost.protocol_efficiency[protocol]
         with np.errstate(divide="ignore"):
             transfer_time = size * sp.phase.bytes_per_size[group] / (sp.rate[group] * efficiency)
-        row = group * sp.rate.shape[1] + int(np.argmax(transfer_time))
-        load = self._link_load.get(id(sp))
-        if load is None:
-            load = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
+        per_group = sp.rate.shape[1]
+        row = group * per_group + int(np.argmax(transfer_time))
+        if sp.replicated:  # the group's links carry its own flows only (disjoint groups)
+            rows = slice(group * per_group, (group + 1) * per_group)
+            load = link_load(sp.links[rows], sp.rate[group], self.fabric.num_links, sp.coef[rows])
+        else:
+            cached = self._link_load.get(id(sp))
+            if cached is None:
+                cached = self._link_load[id(sp)] = sp.link_load(self.fabric.num_links)
+            load = cached
         on_row = sp.links[row][sp.links[row] >= 0].astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = load[on_row] / self._capacity[on_row]
         saturated = util >= 1.0 - 1e-4
         order = np.argsort(-util[saturated], kind="stable")
         return on_row[saturated][order], util[saturated][order]
+
+
+def _bytes_alike(phase: Phase) -> bool:
+    """Whether every group of ``phase`` moves the same bytes per transfer (memoised)."""
+    alike = phase.__dict__.get("_bytes_alike")
+    if alike is None:
+        bps = phase.bytes_per_size
+        alike = bool(np.array_equal(bps, np.broadcast_to(bps[:1], bps.shape)))
+        phase.__dict__["_bytes_alike"] = alike  # a memo on the frozen dataclass
+    return alike
 
 
 def _upper_envelope(slope: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -416,117 +469,30 @@ def _ordered_and_grid(groups: np.ndarray, gpu_domain: np.ndarray):
     return np.take_along_axis(groups, order, axis=1), None
 
 
-# Solved phases by what decides their rates, for :class:`_SharedPhases`: key -> weak
-# references, so an entry lives exactly as long as some prepared collective (e.g. in the
-# step model's structure cache) still holds the phase; nothing is kept for sharing alone.
-_shared_lock = threading.Lock()
-_shared_phases: dict[tuple, list[weakref.ref]] = {}
-# Fabric identity checks for the keys above: id(fabric) -> weak reference to it.
-_shared_fabrics: dict[int, weakref.ref] = {}
-# Elements of each hop array sampled into a phase's key (the key only narrows the
-# candidates; a hit is confirmed by comparing every array in full).
-_KEY_SAMPLES = 4096
-# Hop arrays that decide a phase's routes, rates and latencies (not name, bytes, repeats).
-_HOP_ARRAYS = ("hop_src", "hop_dst", "hop_load", "hop_latency_count", "max_group")
-
-
-def _digest(*arrays: np.ndarray) -> str:
-    """Hex digest of arrays' dtypes, shapes and bytes."""
-    digest = hashlib.blake2b(digest_size=16)
-    for array in arrays:
-        array = np.ascontiguousarray(array)
-        digest.update(f"{array.dtype}{array.shape}".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-def _sample_key(phase) -> str:
-    """Digest of a strided sample of the phase's hop arrays (shapes and dtypes in full):
-    hashing every byte of every phase costs more than comparing the few that match."""
-    sample = []
-    for name in _HOP_ARRAYS:
-        flat = getattr(phase, name).reshape(-1)
-        sample.append(flat[:: max(1, flat.size // _KEY_SAMPLES)])
-        sample.append(np.asarray(getattr(phase, name).shape))
-    return _digest(*sample)
-
-
-def _same_flows(a, b) -> bool:
-    """Whether phases ``a`` and ``b`` have equal hop arrays (shape, dtype and values)."""
-    for name in _HOP_ARRAYS:
-        x, y = getattr(a, name), getattr(b, name)
-        if x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y):
-            return False
-    return True
-
-
-class _SharedPhases:
-    """:func:`~.flow_rates.solve_phase` with phases of identical flows solved once.
-
-    A solved phase depends on the fabric, the capacities, the routing policy and seed and
-    the phase's hops (``hop_src``, ``hop_dst``, ``hop_load``, ``max_group``,
-    ``hop_latency_count``), never on its name, family, bytes or repeats. Two phases equal
-    in all of these (a ring reduce-scatter and the ring all-gather on the same groups, the
-    steps of halving-doubling for both) get the same rates bit for bit, so the second
-    reuses the first's arrays, under its own :class:`~.phase.Phase`. The fabric enters by
-    identity (checked through a weak reference) and by a digest of the arrays routing
-    reads, so a fabric edited in place never reuses rates solved before the edit.
-    """
-
-    def __init__(
-        self,
-        fabric: Fabric,
-        capacity: np.ndarray,
-        routing: str,
-        seed: int,
-        *,
-        fingerprint: str | None = None,
-    ):
-        self.fabric, self.capacity, self.routing, self.seed = fabric, capacity, routing, seed
-        if fingerprint is not None:  # structure_cache.fabric_fingerprint: hashes all of these
-            digest = "fingerprint:" + fingerprint
-        else:
-            link_up = getattr(fabric, "link_up", None)
-            arrays: list[np.ndarray] = [capacity, fabric.latency, fabric.link_src]
-            arrays += [fabric.link_dst, fabric.gpu_node, fabric.gpu_domain]
-            digest = _digest(*arrays, *(() if link_up is None else (link_up,)))
-        self.key = (
-            id(fabric),
-            digest,
-            routing,
-            repr(seed),  # validated by routing; no sharing across spellings
-        )
-
-    def solve(self, phase) -> SolvedPhase:
-        key = (*self.key, _sample_key(phase))
-        with _shared_lock:
-            known = _shared_fabrics.get(id(self.fabric))
-            if known is None or known() is not self.fabric:  # new fabric, or an id reused
-                for stale in [k for k in _shared_phases if k[0] == id(self.fabric)]:
-                    del _shared_phases[stale]
-                _shared_fabrics[id(self.fabric)] = weakref.ref(self.fabric)
-                for gone in [i for i, ref in _shared_fabrics.items() if ref() is None]:
-                    del _shared_fabrics[gone]
-            alive = [ref() for ref in _shared_phases.get(key, [])]
-            candidates = [sp for sp in alive if sp is not None]
-        for hit in candidates:
-            if _same_flows(hit.phase, phase):
-                return dataclasses.replace(hit, phase=phase)
-        solved = solve_phase(
-            self.fabric, phase, self.capacity, routing=self.routing, seed=self.seed
-        )
-        with _shared_lock:
-            refs = [ref for ref in _shared_phases.get(key, []) if ref() is not None]
-            _shared_phases[key] = [*refs, weakref.ref(solved)]
-            if len(_shared_phases) > 4096:  # drop the keys whose phases are all gone
-                for dead in [k for k, v in _shared_phases.items() if all(r() is None for r in v)]:
-                    del _shared_phases[dead]
-        return solved
-
-
 def prepare_collective(fabric: Fabric, op: str, groups, **options) -> PreparedCollective:
     """Route and solve a collective once for many sizes; see :class:`PreparedCollective`."""
     return PreparedCollective(fabric, op, groups, **options)
+
+
+def prepare_collectives(fabric: Fabric, requests, **options) -> list[PreparedCollective]:
+    """Many collectives ``[(op, groups), ...]`` on one fabric prepared at once: the same
+    results as :func:`prepare_collective` on each, with every phase of every collective
+    solved together (phases with the same flows once; the max-min solves in one engine
+    batch, :func:`~fabricflow.solve.maxmin.batch.max_min_batch`). ``options`` as
+    :func:`collective_time` (shared by all). For the layout search and the cluster
+    simulator, which time many group structures on one fabric."""
+    prepared = [
+        PreparedCollective(fabric, op, groups, **options, solve=False) for op, groups in requests
+    ]
+    phases = [pc.pending_phases() for pc in prepared]
+    if not prepared:
+        return []
+    solved = prepared[0]._solve([phase for part in phases for phase in part])
+    index = 0
+    for pc, part in zip(prepared, phases, strict=True):
+        pc.attach(solved[index : index + len(part)])
+        index += len(part)
+    return prepared
 
 
 def collective_time(

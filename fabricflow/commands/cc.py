@@ -87,7 +87,7 @@ def run(args) -> int:
     from ..cc import simulate_cc
     from ..errors import SpecError
     from ..solve.cc.laws import resolve_law
-    from ..solve.maxmin.incremental_filling import progressive_filling_incremental
+    from ..solve.maxmin.engine import max_min as solve_max_min
     from ..solve.parameters import parse_overrides
     from ..solve.pfc.params import PFCParams
     from ..study.cc_scenarios import build_scenario
@@ -120,7 +120,7 @@ def run(args) -> int:
         max_work=args.max_work,
         progress=_progress_printer(duration),
     )
-    max_min = progressive_filling_incremental(scenario.routes.links, scenario.fabric.capacity)
+    max_min = solve_max_min(scenario.routes.links, scenario.fabric.capacity, dtype="float64").rates
     summary = summarize(result, bottleneck=scenario.bottleneck, max_min_rate=max_min)
     summary.pop("pause_fraction_per_link")
     report = {

@@ -75,7 +75,7 @@ def run(args) -> int:
     rates = np.asarray(solution.rates, dtype=np.float64)
     timings["maxmin_alltoall_s"] = time.perf_counter() - start
     utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
-    tiers = tier_summary(fabric, utilization)
+    tiers = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
 
     flows_per_link = a2a_routes.link_load()
     # a figure that cannot be written is reported after the result (exit 1)

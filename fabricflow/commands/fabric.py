@@ -10,6 +10,21 @@ def register(subparsers) -> None:
     parser.add_argument(
         "fabric", help="preset name (see `fabricflow presets`) or path to a YAML spec"
     )
+    parser.add_argument(
+        "--bom",
+        action="store_true",
+        help="also print the bill of materials (switches, NICs, scale-up, optics, cables)",
+    )
+    parser.add_argument(
+        "--cost",
+        action="store_true",
+        help="also print network capex and power, per tier and per GPU (implies --bom)",
+    )
+    parser.add_argument(
+        "--cost-file",
+        metavar="PATH",
+        help="YAML/JSON price table overrides (the layout of a spec's cost: section)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -19,11 +34,67 @@ def run(args) -> int:
 
     fabric = load_fabric(args.fabric)
     summary = {**fabric.summary(), "transport": fabric.transport.to_dict()}
+    overrides = read_cost_file(args.cost_file) if args.cost_file else None
+    if args.cost_file and not (args.bom or args.cost):
+        args.cost = True
+    if args.cost:
+        from ..fabric.cost import fabric_cost
+
+        cost = fabric_cost(fabric, overrides)
+        summary["bom"] = cost.bom.to_dict()
+        summary["cost"] = cost.to_dict()
+    elif args.bom:
+        from ..fabric.bom import bill_of_materials
+
+        summary["bom"] = bill_of_materials(fabric, overrides).to_dict()
     if args.json:
         print_json(summary)
-    else:
-        print_summary(summary)
+        return 0
+    print_summary(summary)
+    if "cost" in summary:
+        print_cost(summary["cost"])
+    elif "bom" in summary:
+        print_bom(summary["bom"])
     return 0
+
+
+def read_cost_file(path: str) -> dict:
+    """The mapping of a ``--cost-file`` (same layout as a spec's ``cost:`` section)."""
+    from ..errors import SpecError
+    from ..files import read_structured
+
+    data = read_structured(path, what="cost table")
+    if not isinstance(data, dict):
+        raise SpecError("cost-file", f"{path} must hold a mapping at top level")
+    return data.get("cost", data) if isinstance(data.get("cost"), dict) else data
+
+
+def print_bom(bom: dict) -> None:
+    print("  bill of materials:")
+    for item in bom["items"]:
+        print(
+            f"    {item['category']:<11} {item['part']:<20} {item['tier']:<9} "
+            f"{item['count']:>9,}  {item['detail']}"
+        )
+
+
+def print_cost(cost: dict) -> None:
+    currency = cost["currency"]
+    print(f"  bill of materials and cost ({currency}):")
+    for line in cost["lines"]:
+        print(
+            f"    {line['category']:<11} {line['part']:<20} {line['tier']:<9} "
+            f"{line['count']:>9,} x {line['unit_price']:>9,.0f} = {line['price']:>14,.0f}  "
+            f"{line['power_W'] / 1e3:>9,.1f} kW"
+        )
+    for tier, entry in cost["per_tier"].items():
+        print(
+            f"  tier {tier:<9} capex {entry['capex']:>15,.0f}  power {entry['power_W'] / 1e3:>9,.1f} kW"
+        )
+    print(
+        f"  network capex {cost['capex']:,.0f} {currency} ({cost['capex_per_gpu']:,.0f} per GPU), "
+        f"power {cost['power_W'] / 1e3:,.1f} kW ({cost['power_W_per_gpu']:,.1f} W per GPU)"
+    )
 
 
 def print_summary(summary: dict) -> None:

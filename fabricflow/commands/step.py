@@ -344,7 +344,7 @@ def _backend(name: str) -> str:
     one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
     import sys
 
-    from ..workload.comm import DEPRECATED_BACKENDS
+    from ..collective.comm import DEPRECATED_BACKENDS
 
     if name in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[name]

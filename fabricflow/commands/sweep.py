@@ -69,11 +69,14 @@ def run(args) -> int:
 
     from ..errors import OutputError
     from ..study.sweep.run import failed_points, run_sweep
+    from ..study.sweep.store import ignore_zarr_notices
     from ._interrupt import Interrupted
 
+    ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
+            ignore_zarr_notices()  # before "default", which would show them again
             result = run_sweep(
                 args.spec,
                 args.out,

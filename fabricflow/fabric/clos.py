@@ -1,5 +1,5 @@
-"""Multi-tier Clos / fat-tree generator (1 to 4 tiers), rail-optimized or ToR attachment,
-several planes, bundled uplinks, per-tier oversubscription.
+"""Multi-tier Clos / fat-tree generator (1 to 4 tiers), rail-optimized, rail-only or ToR
+attachment, several planes, bundled uplinks, per-tier oversubscription.
 
 The fabric of one plane is an *extended generalized fat tree* XGFT(h; m_1..m_h;
 w_1..w_h) (Ohring et al., 1995), which covers k-ary fat-trees, oversubscribed leaf-spine
@@ -11,6 +11,15 @@ designs and partially populated top tiers with one construction:
   its choice index ``c`` (the mixed-radix number of the up-choices ``b_2..b_i`` taken to
   reach it); its parent through choice ``b`` is ``(B // m_{i+1}, c * w_{i+1} + b)``.
 
+``attachment: rail-only`` (Wang et al., "How to build low-cost networks for large language
+models", 2023/2024) builds one such tree per rail: rail ``r`` (GPU ``r`` of every node) has its
+own leaves and upper tiers, and no switch joins two rails, so traffic between rails must
+first cross the scale-up domain (NVLink) to the GPU of its node on the destination's rail
+(the router does this, as NCCL's PXN does by choice on a rail-optimized Clos). Host slots
+are then numbered rail-major (``slot = rail * G / gpus_per_node + node``) and the top tier
+has ``gpus_per_node`` blocks, one per rail. A rail-only fabric needs a scale-up domain that
+holds whole nodes.
+
 This numbering makes every switch and link id an arithmetic function of a host slot and
 the up-choices, which is what lets routing be vectorized with no per-flow Python
 (:mod:`fabricflow.routing.clos`). Parallel cables between one switch pair (``uplink_bundle``)
@@ -19,7 +28,8 @@ assumed balanced.
 
 Spec (``topology`` section, ``type: clos``)::
 
-    attachment: rail          # rail: GPU r of each node on rail leaf r; tor: whole nodes per leaf
+    attachment: rail          # rail: GPU r of each node on rail leaf r; tor: whole nodes per
+                              # leaf; rail-only: rail r's GPUs reach only rail r's switches
     planes: 1                 # independent copies of the Clos; port p of each GPU on plane p
     nic_ports_per_gpu: 1      # multiple of planes; ports of one GPU in one plane are bundled
     nic_bandwidth: 400Gbps    # per port
@@ -69,6 +79,7 @@ CLOS_KEYS = (
     "tiers",
 )
 MAX_TIERS = 4
+ATTACHMENTS = ("rail", "tor", "rail-only")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,13 +101,19 @@ class ClosStructure:
         w[i]: parents per level-(i-1) node (w[1] = 1).
         H[i]: host slots per level-i block = m[1] * ... * m[i]   (H[0] = 1).
         W[i]: choice count of level-i nodes = w[2] * ... * w[i]   (W[1] = 1).
-        N[i]: level-i switches per plane = (H[h] / H[i]) * W[i].
+        N[i]: level-i switches per plane = (G / H[i]) * W[i] for G host slots (one top
+            block, H[h] = G, except rail-only fabrics: one top block per rail).
         switch_offset[p, i]: node id of the first level-i switch of plane p.
         up_offset[p, i], down_offset[p, i]: first link id of the level-i -> i+1 uplinks
             (id = off + node_i * w[i+1] + b) and of the level-(i+1) -> i downlinks
             (id = off + node_{i+1} * m[i+1] + child digit), i = 0..h-1 (i = 0: NIC cables,
             where node_0 = host slot and w[1] = m... = 1 link per slot).
         slot_of_gpu: int64 [G] host slot of every GPU (same in every plane).
+        rails: top-level blocks per plane that no switch joins: ``gpus_per_node`` for
+            ``attachment: rail-only`` (one tree per rail), else 1.
+        tiers: the tiers as parsed (ports, bundles, port speeds), bottom first.
+        nic_port_Bps, nic_ports_per_plane: speed of one GPU NIC port (bytes/s, one
+            direction) and the ports of one GPU in one plane (bundled into one link).
     """
 
     levels: int
@@ -113,6 +130,15 @@ class ClosStructure:
     scale_up: ScaleUpLinks | None
     tier_names: tuple[str, ...]
     attachment: str
+    rails: int = 1
+    tiers: tuple[TierSpec, ...] = ()
+    nic_port_Bps: float = 0.0
+    nic_ports_per_plane: int = 1
+
+    @property
+    def slots(self) -> int:
+        """Host slots per plane (= GPUs)."""
+        return int(self.slot_of_gpu.shape[0])
 
     def bisection_Bps(self, fabric) -> float:
         """Scale-out bisection, one direction, between the two halves of the host slots.
@@ -122,19 +148,21 @@ class ClosStructure:
         its own half, so the cut is half of the thinnest level's total uplink capacity
         (NIC cables included, all planes). Otherwise (failed links, which may be
         uneven, or an odd/single top block count) it is an exact max-flow between the
-        same halves.
+        same halves. On a rail-only fabric the halves are the first and second half of
+        each rail's slots (whole nodes), the cut of every rail's tree.
         """
         aligned = self.m[self.levels] % 2 == 0 or self.levels == 1
         if fabric.link_up.all() and aligned:
             totals = []
             for level in range(self.levels):
-                count = (self.N[level] if level else self.H[self.levels]) * self.w[level + 1]
+                count = (self.N[level] if level else self.slots) * self.w[level + 1]
                 ids = (self.up_offset[:, level][:, None] + np.arange(count)[None, :]).ravel()
                 totals.append(fabric.capacity[ids].sum())
             return float(min(totals) / 2)
         from .summary import max_flow_between
 
-        half = self.slot_of_gpu < fabric.num_gpus // 2
+        per_rail = self.slots // self.rails
+        half = self.slot_of_gpu % per_rail < per_rail // 2
         return max_flow_between(fabric, half, ~half)
 
 
@@ -223,7 +251,7 @@ def build_clos(topology: sr.Section, common) -> object:
     """Build a Clos fabric from the ``topology`` section and the common spec."""
     from .spec import finish_fabric
 
-    attachment = topology.get("attachment", sr.choice("rail", "tor"), "rail")
+    attachment = topology.get("attachment", sr.choice(*ATTACHMENTS), "rail")
     planes = topology.get("planes", sr.positive_int, 1)
     ports = topology.get("nic_ports_per_gpu", sr.positive_int, planes)
     if ports % planes:
@@ -261,43 +289,47 @@ def build_clos(topology: sr.Section, common) -> object:
         raise SpecError(
             topology.field("attachment"),
             "a 1-tier Clos is one switch per plane; "
-            "use attachment: tor (or add a tier so rails can meet)",
+            "use attachment: tor or rail-only (or add a tier so rails can meet)",
         )
+    rails = _rail_only_rails(topology, common) if attachment == "rail-only" else 1
 
     # Host slots per level-(h-1) block fix how many blocks the top tier joins.
     # Sizes in Python ints (no int64 wrap-around) until the memory check has passed.
     H_below_top = math.prod(int(x) for x in m[1:levels])
     unit = per_node * int(m[1]) if attachment == "rail" else int(m[1])
-    step = math.lcm(unit, H_below_top)
+    step = math.lcm(unit, H_below_top) * rails
     if num_gpus % step:
         # the multiples of step either side of num_gpus (one only when it is below step)
         near = sorted({max(step, num_gpus // step * step), (num_gpus // step + 1) * step})
+        groups = {"rail": "rail groups and ", "rail-only": "rails of whole "}.get(attachment, "")
         raise SpecError(
             "gpus",
-            f"{num_gpus} GPUs do not fill whole "
-            f"{'rail groups and ' if attachment == 'rail' else ''}top-tier blocks of "
+            f"{num_gpus} GPUs do not fill whole {groups}top-tier blocks of "
             f"this Clos; use a multiple of {step} (e.g. {' or '.join(map(str, near))})",
         )
-    top_children = num_gpus // H_below_top
+    per_tree = num_gpus // rails  # host slots under one top-level tree
+    top_children = per_tree // H_below_top
     if top_children > m[levels] and levels > 1:
-        capacity = int(m[levels]) * H_below_top
+        capacity = int(m[levels]) * H_below_top * rails
         raise SpecError(
             topology.field(f"tiers[{levels - 1}].radix"),
             f"radix too small for {num_gpus} GPUs: the top tier joins at most "
-            f"{int(m[levels])} blocks of {H_below_top} GPUs = {capacity} GPUs; add a tier, "
-            "raise the radix or lower the GPU count",
+            f"{int(m[levels])} blocks of {H_below_top} GPUs"
+            + (f" per rail ({rails} rails)" if rails > 1 else "")
+            + f" = {capacity} GPUs; add a tier, raise the radix or lower the GPU count",
         )
-    if levels == 1 and num_gpus > m[1]:
+    if levels == 1 and per_tree > m[1]:
         raise SpecError(
             topology.field("tiers[0].radix"),
-            f"radix too small: one switch takes {int(m[1])} GPUs, asked for {num_gpus}",
+            f"radix too small: one switch takes {int(m[1])} GPUs, asked for {per_tree}"
+            + (" per rail" if rails > 1 else ""),
         )
     m[levels] = top_children
 
     m_int, w_int = [int(x) for x in m], [int(x) for x in w]
     H_int = list(itertools.accumulate([1, *m_int[1:]], operator.mul))
     W_int = [1, *itertools.accumulate(w_int[1:], operator.mul)]
-    N_int = [0] + [H_int[levels] // H_int[level] * W_int[level] for level in range(1, levels + 1)]
+    N_int = [0] + [num_gpus // H_int[level] * W_int[level] for level in range(1, levels + 1)]
     scale_up_links = 2 * num_gpus if common.scale_up else 0
     check_build_size(
         num_nodes=num_gpus + planes * sum(N_int[1:]) + (num_gpus if common.scale_up else 0),
@@ -381,6 +413,10 @@ def build_clos(topology: sr.Section, common) -> object:
         scale_up=scale_up,
         tier_names=tuple(t.name for t in tiers),
         attachment=attachment,
+        rails=rails,
+        tiers=tuple(tiers),
+        nic_port_Bps=nic_bandwidth,
+        nic_ports_per_plane=ports_per_plane,
     )
     domains = (
         np.arange(num_gpus) // common.scale_up.domain_size
@@ -392,13 +428,36 @@ def build_clos(topology: sr.Section, common) -> object:
     )
 
 
+def _rail_only_rails(topology: sr.Section, common) -> int:
+    """The rail count of a rail-only fabric (``gpus_per_node``), after checking that
+    cross-rail traffic has a way: a scale-up domain of whole nodes."""
+    per_node = common.gpus_per_node
+    if per_node == 1:
+        raise SpecError(
+            topology.field("attachment"),
+            "rail-only needs several GPUs per node (one rail each); with gpus_per_node 1 "
+            "use attachment: tor",
+        )
+    if common.scale_up is None or common.scale_up.domain_size % per_node:
+        raise SpecError(
+            topology.field("attachment"),
+            "rail-only sends traffic between rails over the scale-up domain: give scale_up "
+            f"with a domain_size that is a multiple of gpus_per_node ({per_node}), "
+            "or use attachment: rail",
+        )
+    return per_node
+
+
 def _host_slots(num_gpus: int, per_node: int, hosts_per_leaf: int, attachment: str) -> np.ndarray:
     """Host slot of every GPU. ToR: GPUs in index order fill leaves. Rail: GPU r of the
-    ``hosts_per_leaf`` nodes of a rail group sits on that group's leaf r."""
+    ``hosts_per_leaf`` nodes of a rail group sits on that group's leaf r. Rail-only: rail
+    r's slots are ``r * nodes .. (r + 1) * nodes - 1`` in node order."""
     gpu = np.arange(num_gpus, dtype=np.int64)
     if attachment == "tor" or per_node == 1:
         return gpu
     node, rail = gpu // per_node, gpu % per_node
+    if attachment == "rail-only":
+        return rail * (num_gpus // per_node) + node
     group, node_in_group = node // hosts_per_leaf, node % hosts_per_leaf
     leaf = group * per_node + rail
     return leaf * hosts_per_leaf + node_in_group

@@ -15,6 +15,7 @@ documents its own ``topology`` keys)::
       latency: 0.5us
       nvls: true               # in-switch reduction (NVLS/SHARP-style) available
     in_network_reduction: false  # scale-out switches reduce (SHARP); default false
+    cost: {...}                # optional price/power overrides (see cost_table.py)
     transport:                 # optional scale-out transport (see transport.py)
       protocol: infiniband     # infiniband | rocev2 | slingshot | ici (default rocev2)
       adaptive_routing: true   # per-packet adaptive routing (default: the protocol's)
@@ -54,6 +55,7 @@ TOP_KEYS = (
     "in_network_reduction",
     "transport",
     "topology",
+    "cost",
 )
 
 Builder = Callable[[sr.Section, "CommonSpec"], Fabric]

@@ -20,7 +20,7 @@ def _label(kwargs: dict) -> str:
 
 def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     """Link kinds that bound the slowest group of ``part``'s main collective (or '')."""
-    from ..workload import structure_cache
+    from ..collective.comm import prepared_collective
 
     lay = kwargs["layout"]
     where = place(
@@ -45,7 +45,7 @@ def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     if groups.shape[1] < 2:
         return ""
     algo = kwargs.get("algorithms", {}).get(part, "auto")
-    solved = structure_cache.prepared_collective(fabric, op, groups, algo=algo)
+    solved = prepared_collective(fabric, op, groups, algo=algo)
     result = solved.prepared.evaluate([float(size)])[0]
     kinds = sorted(set(result.bottleneck_kinds))
     return "/".join(kinds)

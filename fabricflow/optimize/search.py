@@ -9,7 +9,7 @@ on the fabric (:func:`fabricflow.step_time`; :mod:`.visit`). It stops when the n
 is no better than the ``top_k``-th best answer found: every candidate left could at best
 tie, so the result is exact (``exhaustive=True``). The network part of a candidate
 (routing and max-min rates of each group set) is solved once per process
-(:mod:`fabricflow.workload.structure_cache`), so candidates that share a group structure
+(:mod:`fabricflow.collective.structure_cache`), so candidates that share a group structure
 and differ in micro-batch, recompute, ZeRO or interleaving cost milliseconds.
 
 ``budget_s`` bounds the wall time of the whole search, enumeration included, and Ctrl-C

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from ..collective.comm import DIMENSION_OPS
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..workload import placement as _placement
-from ..workload.comm import DIMENSION_OPS
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec
 
@@ -122,7 +122,7 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
         if word not in ROUTINGS:
             raise SpecError(where, f"unknown routing {word!r}; one of {list(ROUTINGS)}")
     if knob.startswith("algo_"):
-        from ..workload.comm import check_algorithms
+        from ..collective.comm import check_algorithms
 
         dim = knob[len("algo_") :]
         try:

@@ -12,7 +12,7 @@ of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
 * ``cut``: seconds per byte from the fabric's cuts (:mod:`.netbound`) times the bytes; no
   routing, cheap;
 * ``isolated``: the step model's own collective time alone on the fabric
-  (:func:`fabricflow.workload.comm.prepare`: the same call, cache and seed ``step_time``
+  (:func:`fabricflow.collective.comm.collective_timer`: the same call, cache and seed ``step_time``
   uses, so the solve is shared with the later full evaluation); a lower bound of the
   coupled time (coupling never shortens a collective). It needs the structure *opened*:
   its group sets routed and solved (:meth:`Structures.open`).
@@ -24,10 +24,10 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..collective import structure_cache
+from ..collective.comm import collective_timer
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
-from ..workload import structure_cache
-from ..workload.comm import prepare
 from ..workload.compute import COLLECTIVES
 from ..workload.model import ModelSpec
 from ..workload.placement import DEFAULT_ORDER, parse_order, place, topology_aware_order
@@ -279,7 +279,7 @@ class Structures:
         groups = self.groups(sid)
         assert groups is not None
         algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
-        return prepare(
+        return collective_timer(
             self.fabric, op, groups[name], backend=self.collectives, seed=0, algo=algo,
             fingerprint=self.fingerprint, routing=self.value(sid, "routing"),
         )  # fmt: skip

@@ -333,7 +333,7 @@ class Visit:
         part (see docs/optimize.md), so the dominator's step time bounds the others from
         below. DP overlap is not such a switch: overlapped, the gradient reduction shares
         the fabric with the pipeline and expert traffic of the last backward passes
-        (:mod:`fabricflow.workload.coupling`), so on a congested fabric it can take longer
+        (:mod:`fabricflow.collective.coupling`), so on a congested fabric it can take longer
         than running alone after the backward pass; both settings are timed."""
         table = self.table
         if self._dominators is None:

@@ -28,7 +28,7 @@ from ..errors import SpecError
 from ..fabric.clos import ClosStructure
 from ..memory import check_memory
 from . import hashing
-from .clos import _combo_choices, _paths_for_choices, lca_level
+from .clos import _combo_choices, _paths_for_choices, crosses_rails, lca_level
 from .links_up import all_links_up
 from .route import unreachable_error
 
@@ -69,6 +69,13 @@ def candidate_paths(fabric, src: np.ndarray, dst: np.ndarray, k: int, seed: int 
 
 
 def _clos_candidates(fabric, st: ClosStructure, src, dst, k: int, seed: int) -> np.ndarray:
+    if st.rails > 1 and crosses_rails(fabric, st, src, dst).any():
+        raise SpecError(
+            "fabric",
+            "candidate paths between rails of a rail-only fabric need the NVLink relay, "
+            "which the routing optimizer does not list; optimize same-rail flows only, or "
+            "route this fabric with ff.route (which relays)",
+        )
     num = src.shape[0]
     s, t = st.slot_of_gpu[src], st.slot_of_gpu[dst]
     top = lca_level(st, s, t)

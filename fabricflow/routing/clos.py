@@ -26,7 +26,9 @@ Policies:
 
 PXN (``pxn=True``, NCCL's "PCI x NVLink"): on a rail-optimized fabric a flow to another
 rail first crosses NVLink to the GPU of its own node that sits on the destination's rail,
-then stays on that rail, as NCCL does to keep inter-node traffic rail-local.
+then stays on that rail, as NCCL does to keep inter-node traffic rail-local. On a
+rail-only fabric (``attachment: rail-only``) no switch joins two rails, so every flow
+between rails of different scale-up domains takes this relay, whatever ``pxn`` says.
 
 Failures (``fabric.without``): a path that uses a failed link is re-drawn with a fresh
 salt (rejection sampling keeps the choice uniform over surviving paths); the few flows
@@ -54,7 +56,7 @@ ROUTE_CHUNK = 1 << 18  # flows per chunk of ECMP path drawing (see _single_paths
 
 def route_width(st: ClosStructure, policy: str, options: dict) -> tuple[int, int]:
     """(route entries per flow, peak bytes per entry): up and down, per path."""
-    width = 2 * int(st.levels) + 2 * bool(options.get("pxn"))
+    width = 2 * int(st.levels) + 2 * bool(options.get("pxn") or st.rails > 1)
     if policy != "multipath":
         return width, ROUTE_BYTES_PER_ENTRY
     k = options.get("k", 4)
@@ -80,8 +82,20 @@ def route_clos(
             "policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}"
         )
     st: ClosStructure = fabric.structure
-    if pxn:
+    if pxn or st.rails > 1:
         return _route_pxn(fabric, st, src, dst, policy=policy, seed=seed, k=k)
+    return _route_direct(fabric, st, src, dst, policy=policy, seed=seed, k=k)
+
+
+def _route_direct(fabric, st: ClosStructure, src, dst, *, policy: str, seed: int, k: int):
+    """Route without relays: the flows' own rails (every flow of a rail-only fabric here
+    stays in one scale-up domain or on one rail)."""
+    if st.rails > 1:
+        crossing = crosses_rails(fabric, st, src, dst)
+        if crossing.any():
+            raise unreachable_error(
+                src, dst, crossing, "on this rail-only fabric: no switch joins two rails"
+            )
     key = hashing.flow_key(src, dst, seed)
     if policy == "ecmp":
         links = _single_paths(fabric, st, src, dst, key, draw=0)
@@ -102,6 +116,19 @@ def route_clos(
     # which is what the rows are)
     links, coef = _spray(fabric, st, src, dst)
     return Routes(links, coef, src, dst, fabric.num_links, "spray")
+
+
+def crosses_rails(fabric, st: ClosStructure, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """bool ``[F]``: flows that would need a switch joining two rails (their host slots lie
+    in different top-level trees of a rail-only fabric) and cannot take the NVLink path
+    (other domain, or a failed scale-up link). All False on other Clos fabrics."""
+    per_tree = st.slots // st.rails
+    other = st.slot_of_gpu[src] // per_tree != st.slot_of_gpu[dst] // per_tree
+    if st.scale_up is not None:
+        local = fabric.gpu_domain[src] == fabric.gpu_domain[dst]
+        local &= fabric.link_up[st.scale_up.up[src]] & fabric.link_up[st.scale_up.down[dst]]
+        other &= ~local
+    return other
 
 
 def lca_level(st: ClosStructure, s: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -338,10 +365,11 @@ def _spray_representatives(fabric, st: ClosStructure, src, dst) -> tuple[np.ndar
 
 
 def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Routes:
-    """Cross-rail flows hop over NVLink to the proxy GPU on the destination's rail."""
+    """Cross-rail flows hop over NVLink to the proxy GPU on the destination's rail
+    (optional on a rail-optimized fabric, the only way between rails on a rail-only one)."""
     if st.scale_up is None:
         raise SpecError("pxn", "PXN needs a scale-up (NVLink) domain; this fabric has none")
-    if st.attachment != "rail":
+    if st.attachment == "tor":
         raise SpecError(
             "pxn",
             "PXN relays traffic to the destination's rail; this fabric has "
@@ -351,10 +379,19 @@ def _route_pxn(fabric, st: ClosStructure, src, dst, *, policy, seed, k) -> Route
     proxy = src - src % per_node + dst % per_node
     relay = (proxy != src) & (fabric.gpu_domain[src] != fabric.gpu_domain[dst])
     relay &= fabric.gpu_domain[proxy] == fabric.gpu_domain[src]
+    nvlink_up = fabric.link_up[st.scale_up.up[src]] & fabric.link_up[st.scale_up.down[proxy]]
+    if st.rails > 1 and np.any(relay & ~nvlink_up):
+        raise unreachable_error(
+            src,
+            dst,
+            relay & ~nvlink_up,
+            "on this rail-only fabric: traffic between rails needs the NVLink relay, "
+            "which crosses a failed scale-up link",
+        )
     # A failed NVLink on either side of the relay: send directly instead.
-    relay &= fabric.link_up[st.scale_up.up[src]] & fabric.link_up[st.scale_up.down[proxy]]
+    relay &= nvlink_up
     first_hop = np.where(relay, proxy, src)
-    inner = route_clos(fabric, first_hop, dst, policy=policy, seed=seed, k=k)
+    inner = _route_direct(fabric, st, first_hop, dst, policy=policy, seed=seed, k=k)
     hop = np.full((src.shape[0], 2), -1, np.int64)
     hop[relay, 0] = st.scale_up.up[src[relay]]
     hop[relay, 1] = st.scale_up.down[proxy[relay]]

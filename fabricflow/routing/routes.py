@@ -18,20 +18,8 @@ import dataclasses
 import numpy as np
 
 from ..errors import SpecError
+from ..loads import link_load
 from ..typing import Coef, GpuIndex, LinkIds
-
-
-def link_load(links, rates, num_links: int, coef=None) -> np.ndarray:
-    """float64 ``[num_links]``: sum over flows of ``rate * coef`` on every link.
-
-    ``links`` int ``[F, H]`` (``-1`` padded), ``rates`` ``[F]``, ``coef`` ``[F, H]`` or None.
-    """
-    links = np.asarray(links)
-    used = links >= 0
-    per_entry = np.broadcast_to(np.asarray(rates, np.float64)[:, None], links.shape)
-    if coef is not None:
-        per_entry = per_entry * np.asarray(coef, np.float64)
-    return np.bincount(links[used], weights=per_entry[used], minlength=num_links)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

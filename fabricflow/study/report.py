@@ -551,10 +551,10 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
 
 
 def _utilization_section(fabric, model, job) -> dict:
+    from ..collective.comm import CollectiveCache
     from ..solve.maxmin.outputs import tier_summary
-    from ..workload.comm import CollectiveCache
     from ..workload.placement import place
-    from ..workload.step import _register_groups
+    from ..workload.step import register_groups
     from .solve_plots import plot_utilization_by_tier
 
     started = time.monotonic()
@@ -571,7 +571,7 @@ def _utilization_section(fabric, model, job) -> dict:
     )
     # The step model's own group sets and routing: the solves are shared with step_time
     # through the process-wide structure cache, so this re-solves nothing it already did.
-    cache = _register_groups(
+    cache = register_groups(
         CollectiveCache(
             fabric, "fabric", seed=job.get("seed", 0), algorithms=job.get("algorithms")
         ),
@@ -586,7 +586,9 @@ def _utilization_section(fabric, model, job) -> dict:
             continue
         peak, algo = collective_utilization(prepared, size)
         groups = cache.groups[name]
-        for kind, stats in tier_summary(fabric, peak).items():
+        for kind, stats in tier_summary(
+            peak, fabric.link_kind_id, fabric.link_kinds, fabric.link_up
+        ).items():
             if stats["max"] <= 0:
                 continue  # a tier this collective never touches
             rows.append(

@@ -20,7 +20,7 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
     from ..solve.maxmin.outputs import tier_summary
 
     utilization = np.asarray(utilization, np.float64)
-    summary = tier_summary(fabric, utilization)
+    summary = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
     kinds = list(summary)
     fig = new_figure(figsize=(3.2 * max(len(kinds), 1), 3.2))
     axes = fig.subplots(1, max(len(kinds), 1), squeeze=False)

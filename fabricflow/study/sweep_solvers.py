@@ -35,6 +35,10 @@ import numpy as np
 
 from ..errors import RoutingError, SpecError
 from ..memory import check_memory, memory_budget
+from ..solve.maxmin.batch import max_min_batch
+from ..solve.maxmin.checked import max_min_rates
+from ..solve.maxmin.engine import max_min
+from ..solve.maxmin.entries import FlowEntries
 
 __all__ = [
     "CC_BATCH_KEYS",
@@ -123,8 +127,6 @@ def maxmin_point(**kwargs) -> dict[str, float]:
         ``{metric: float}``: :data:`MAXMIN_METRICS` plus ``util_<kind>`` for every link
         kind of the fabric. Rates in bytes/s.
     """
-    from ..solve.maxmin.checked import max_min_rates
-
     fabric, routes, options = _routes_for(kwargs)
     scenario = _scenario(fabric, routes, kwargs, options)
     rates = max_min_rates(
@@ -389,107 +391,52 @@ def _maxmin_metrics(fabric, scenario: _Scenario, rates: np.ndarray) -> dict[str,
 
 
 def _solve_group(scenarios: list[_Scenario]) -> list[np.ndarray]:
-    """float64 ``[F_i]`` rates of every scenario: one compiled vmapped kernel, in chunks."""
-    import jax
-
+    """float64 ``[F_i]`` rates of every scenario, by the max-min engine in batches: one
+    ``[B, L]`` batch when every scenario shares its routes, else independent problems
+    (:func:`~fabricflow.solve.maxmin.batch.max_min_batch`), chunked to the memory budget."""
     shared = all(s.links is scenarios[0].links for s in scenarios)
     num_flows = max(s.links.shape[0] for s in scenarios)
     hops = max(s.links.shape[1] for s in scenarios)
-    multipath = any(s.coef is not None for s in scenarios)
-    with_demand = any(s.demand is not None for s in scenarios)
-    # Only the links some scenario crosses matter: renumber them 0..K-1 (exact) so the
-    # per-scenario link state is K, not L, values.
-    used = np.unique(np.concatenate([np.unique(s.links) for s in scenarios]))
-    used = used[used >= 0]
-    remap = np.full(scenarios[0].capacity.shape[0] + 1, -1, np.int32)
-    remap[used] = np.arange(used.size, dtype=np.int32)
-
-    def padded(s: _Scenario):
-        links = np.full((num_flows, hops), -1, np.int32)
-        links[: s.links.shape[0], : s.links.shape[1]] = remap[s.links]
-        coef = None
-        if multipath:
-            coef = np.zeros((num_flows, hops), np.float32)
-            coef[: s.links.shape[0], : s.links.shape[1]] = 1.0 if s.coef is None else s.coef
-        demand = None
-        if with_demand:
-            demand = np.full(num_flows, np.inf, np.float32)
-            if s.demand is not None:
-                demand[: s.demand.shape[0]] = s.demand
-        return links, coef, demand
-
-    devices = len(jax.devices())
-    # As batched.batch_bytes, plus the routes of each scenario when they differ.
-    per_scenario = (0 if shared else num_flows * hops * (4 + 4 * multipath)) + (
-        num_flows * (96 + 4 * with_demand) + (used.size + 1) * 64
-    )
+    num_links = scenarios[0].capacity.shape[0]
+    # Per scenario: its entries (when routes differ) and ~24 per-flow and ~16 per-link
+    # values of the solve's state and temporaries.
+    per_scenario = (0 if shared else num_flows * hops * 16) + num_flows * 96 + num_links * 64
     budget, _ = memory_budget()
     chunk = max(1, min(len(scenarios), int(budget // 2 // max(per_scenario, 1))))
-    if devices > 1:
-        chunk = max(devices, chunk - chunk % devices)
     check_memory(
-        chunk * per_scenario + num_flows * hops * 8,
+        chunk * per_scenario + num_flows * hops * 16,
         f"max-min batch of {chunk} scenarios x {num_flows} flows x {hops} hops",
         hint="solve fewer scenarios or flows per group",
     )
     out: list[np.ndarray] = []
     for start in range(0, len(scenarios), chunk):
         part = scenarios[start : start + chunk]
-        part = part + [part[-1]] * (chunk - len(part))  # equal chunks: one compilation
-        rates = _solve_chunk([padded(s) for s in part], [s.capacity[used] for s in part], shared)
-        for offset, s in enumerate(scenarios[start : start + chunk]):
-            out.append(np.asarray(rates[offset, : s.links.shape[0]], np.float64))
+        out.extend(_solve_chunk(part, [s.capacity for s in part], shared))
     return out
 
 
-def _solve_chunk(arrays, capacities, shared: bool) -> np.ndarray:
-    """``[b, F]`` rates of one chunk: a vmapped kernel call, batch-sharded on >1 device."""
-    import jax
-
-    from ..solve.maxmin.batched import solve_max_min_batch
-    from ..solve.maxmin.sharded import sharded_batch_max_min
-
-    links = arrays[0][0] if shared else np.stack([a[0] for a in arrays])
-    coef = None
-    if arrays[0][1] is not None:
-        coef = arrays[0][1] if shared else np.stack([a[1] for a in arrays])
-    demand = None if arrays[0][2] is None else np.stack([a[2] for a in arrays])
-    capacity = np.stack(capacities).astype(np.float32)
-    if len(jax.devices()) > 1:
-        solution = sharded_batch_max_min(links, capacity, None, demand, coef)
-    elif shared:
-        solution = jax.block_until_ready(solve_max_min_batch(links, capacity, None, demand, coef))
-    else:
-        solution = _vmapped(links, capacity, demand, coef)
-    _raise_on_status(np.asarray(solution.status), np.asarray(solution.rounds))
-    return np.asarray(solution.rates)
-
-
-def _vmapped(links, capacity, demand, coef):
-    import jax
-
-    from ..solve.maxmin.kernel import solve_max_min
-
-    in_axes = (0 if links.ndim == 3 else None, 0, 0 if demand is not None else None)
-    coef_axis = None if coef is None else 0
-
-    def one(lk, cap, dem, cf):
-        return solve_max_min(lk, cap, None, dem, cf)
-
-    return jax.block_until_ready(
-        jax.vmap(one, in_axes=(*in_axes, coef_axis))(links, capacity, demand, coef)
-    )
-
-
-def _raise_on_status(status: np.ndarray, rounds: np.ndarray) -> None:
-    from ..errors import SolverError
-    from ..solve.status import Status
-
-    if np.any(status != Status.CONVERGED):
-        worst = Status(int(status.max()))
-        raise SolverError(
-            f"maxmin batch: {worst.message} (status {worst.name}, {rounds.max()} rounds)"
+def _solve_chunk(part: list[_Scenario], capacities: list[np.ndarray], shared: bool):
+    """float64 rates of each scenario of one chunk: one ``[B, L]`` batch when the
+    scenarios share their routes, else a batch of independent problems."""
+    num_flows = part[0].links.shape[0]
+    num_links = capacities[0].shape[0]
+    if shared:
+        demand = None
+        if any(s.demand is not None for s in part):
+            demand = np.stack(
+                [np.full(num_flows, np.inf) if s.demand is None else s.demand for s in part]
+            )
+        solution = max_min(
+            part[0].links, np.stack(capacities), coef=part[0].coef, demand=demand, dtype=np.float32
         )
+        return [np.asarray(r, np.float64) for r in np.atleast_2d(solution.rates)]
+    solutions = max_min_batch(
+        [FlowEntries.from_padded(s.links, s.coef, num_links) for s in part],
+        capacities,
+        demands=[s.demand for s in part],
+        dtype=np.float32,
+    )
+    return [np.asarray(solution.rates, np.float64) for solution in solutions]
 
 
 def _integer(value, field: str, low: int) -> int:

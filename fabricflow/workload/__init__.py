@@ -25,7 +25,7 @@ from .memory import (
 )
 from .model import ModelSpec, list_models, load_model, model_from_config
 from .placement import Placement, place
-from .step import StepResult, step_time
+from .step import StepResult, compose_step, issue_rates, register_groups, step_time
 from .table import LayoutTable, layout_table
 
 __all__ = [
@@ -40,9 +40,11 @@ __all__ = [
     "Placement",
     "StepResult",
     "compose",
+    "compose_step",
     "compute_table",
     "executed_flops_per_step",
     "hardware_flops_per_step",
+    "issue_rates",
     "list_gpus",
     "layout_table",
     "list_models",
@@ -54,6 +56,7 @@ __all__ = [
     "model_flops_per_step",
     "model_from_config",
     "place",
+    "register_groups",
     "step_time",
     "table_problems",
     "usable_hbm",

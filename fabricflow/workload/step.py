@@ -53,10 +53,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..collective.comm import CollectiveCache
+from ..collective.coupling import plan_windows
 from ..errors import SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..solve.maxmin.inputs import check_flag
-from .comm import CollectiveCache
 from .compute import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_KEYS,
@@ -65,7 +66,6 @@ from .compute import (
     collective_sizes,
     compose,
 )
-from .coupling import plan_windows
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
 from .hetero import is_mixed, job_gpus, split_for_gpus
@@ -183,7 +183,7 @@ def step_time(
             per phase).
 
     Traffic of different dimensions that overlaps in time shares the fabric
-    (:mod:`fabricflow.workload.coupling`); ``details["coupling"]`` gives the step time of
+    (:mod:`fabricflow.collective.coupling`); ``details["coupling"]`` gives the step time of
     the isolated model (each dimension alone), the coupled one (``step_time_s``) and what
     each overlap window adds.
 
@@ -262,7 +262,7 @@ def step_time(
             fabric=fabric,
             model=model,
         )
-    comm = _register_groups(
+    comm = register_groups(
         CollectiveCache(
             fabric, collectives, field="collectives", algorithms=algorithms, routing=routing
         ),
@@ -303,7 +303,7 @@ def step_time(
                         model,
                         rank_gpus,
                         layout,
-                        _register_groups(cache, where, model, layout),
+                        register_groups(cache, where, model, layout),
                         coupling,
                         ep_nodes=ep_nodes,
                     )[2].values()
@@ -410,13 +410,17 @@ def collective_times(model: ModelSpec, table: LayoutTable, comm, ep_nodes: int =
     layout = table.layout(0)
     sizes = collective_sizes(model, table, ep_nodes)
     seconds = {}
-    for key in _needed_collectives(model, layout, sizes):
+    needed = _needed_collectives(model, layout, sizes)
+    prepare = getattr(comm, "prepare_many", None)  # collective caches solve them together
+    if prepare is not None:
+        prepare([COLLECTIVES[key] for key in needed])
+    for key in needed:
         name, op = COLLECTIVES[key]
         seconds[key] = comm.slowest(name, op, float(sizes[key][0]))
     return CommTimes(seconds)
 
 
-def _compose(
+def compose_step(
     model: ModelSpec, rank_gpus: tuple, layout: Layout, comm, ep_nodes: int = 1
 ) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
@@ -450,10 +454,10 @@ def _coupled_step(
     on: bool = True,
     ep_nodes: int = 1,
 ) -> tuple[dict, dict, dict, dict]:
-    """:func:`_compose` with each dimension alone, then (``on``) again with the traffic of
+    """:func:`compose_step` with each dimension alone, then (``on``) again with the traffic of
     each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    times, slow, alone = _compose(model, rank_gpus, layout, comm, ep_nodes)
+    times, slow, alone = compose_step(model, rank_gpus, layout, comm, ep_nodes)
     isolated_s = sum(alone.values())
     if not on or comm.backend == "alpha-beta":
         why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
@@ -466,8 +470,8 @@ def _coupled_step(
             "windows": {},
         }
         return times, slow, alone, coupling
-    view = plan_windows(comm, layout, _issue_rates(model, layout, slow))
-    times, slow, breakdown = _compose(model, rank_gpus, layout, view, ep_nodes)
+    view = plan_windows(comm, layout, issue_rates(model, layout, slow))
+    times, slow, breakdown = compose_step(model, rank_gpus, layout, view, ep_nodes)
     coupled_s = sum(breakdown.values())
     coupling = {
         "model": "joint max-min per overlap window (flow completion where it matters)",
@@ -480,8 +484,9 @@ def _coupled_step(
     return times, slow, breakdown, coupling
 
 
-def _issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
-    """Collectives each dimension issues per second on the slowest pipeline rank (the
+def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
+    """Collectives each dimension issues per second on the slowest pipeline rank (``slow``
+    from :func:`compose_step`; the
     counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
     gathers): how much of a dimension's traffic falls inside a long overlap window."""
     layers = slow["layers"]
@@ -514,10 +519,13 @@ def _check_seeds(seeds) -> int:
     return int(seeds)
 
 
-def _register_groups(
+def register_groups(
     comm: CollectiveCache, where: Placement, model: ModelSpec, layout: Layout
 ) -> CollectiveCache:
-    """Build each group set once: int arrays [num_groups, group_size] of GPU indices."""
+    """``comm`` with the step's group sets registered (``tp``, ``cp``, ``pp``, ``dp`` over
+    data x context ranks, and for MoE models ``ep`` and ``edp``): int arrays
+    ``[num_groups, group_size]`` of GPU indices of placement ``where``. Used by the step
+    model, the cluster simulator and the design-review report."""
     for name, dims, expert in (
         ("tp", "tp", False),
         ("cp", "cp", False),

@@ -144,7 +144,7 @@ def test_a_dask_worker_killed_mid_sweep_has_its_points_retried(tmp_path, dask_cl
         time.sleep(0.02)
     out, err = run.communicate(timeout=180)
     assert killed is not None, err
-    assert run.returncode == 0, err
+    assert run.returncode == 0, out + err
     report = one_json(out)
     assert (report["computed"], report["failed"], report["reused"]) == (16, 0, 0)
     made = calls(log)

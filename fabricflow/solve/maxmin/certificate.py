@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...errors import SpecError
-from ...routing.routes import link_load
+from ...loads import link_load
 from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from .inputs import as_array, check_problem
 
@@ -123,7 +123,7 @@ def certify_max_min(
         load = link_load(links, rates, num_links, problem.coef)
     # Links of infinite capacity constrain nothing: they carry no load in the certificate.
     load = np.where(np.isfinite(capacity), load, 0.0)
-    slack = rtol * np.maximum(capacity, 0)
+    slack = rtol * np.where(np.isfinite(capacity), np.maximum(capacity, 0), 0.0)
     overload = load - capacity
     feasible = bool(
         np.all(np.isfinite(load[np.isfinite(capacity)]))

@@ -193,6 +193,15 @@ def check_flag(value, field: str) -> bool:
     raise SpecError(field, f"must be True or False, got {value!r}")
 
 
+def solve_bytes(num_entries: int, num_flows: int, num_links: int, batch: int | None) -> int:
+    """Estimated peak bytes of a max-min solve: ids, coefficients and per-entry
+    temporaries once (a block-diagonal batch holds its entries once per scenario in the
+    JAX backend, counted by the caller), and ~12 float/int vectors per flow and per link
+    (state, levels, masks) per scenario."""
+    scenarios = batch or 1
+    return int(num_entries * 16 + scenarios * (num_entries * 8 + num_flows * 48 + num_links * 40))
+
+
 def check_solve_memory(
     num_entries: int,
     num_flows: int,
@@ -208,9 +217,7 @@ def check_solve_memory(
     ``budget`` bytes); raises :class:`~fabricflow.errors.MemoryBudgetError`.
     """
     scenarios = batch or 1
-    # ids + coef + per-hop temporaries per entry; ~12 float/int vectors per flow and link
-    # (state, levels, masks) per scenario.
-    estimate = num_entries * 16 + scenarios * (num_flows * 48 + num_links * 40)
+    estimate = solve_bytes(num_entries, num_flows, num_links, batch)
     check_memory(
         estimate,
         f"{what} ({num_flows} flows x {num_entries // max(num_flows, 1)} "

@@ -1,15 +1,16 @@
-"""Per-link and per-tier views of a max-min solution (host-side numpy).
+"""Per-link and per-tier views of a max-min solution (host-side numpy, arrays only).
 
 Used by design reviews: which tier saturates, how loaded each tier is, and where each
-flow is bottlenecked. Tiers are the fabric's link kinds (``fabric.link_kinds``:
-``nvlink``, ``nic``, ``leaf``, ``spine``, ``core``, ...).
+flow is bottlenecked. Tiers are link kinds given as ``link_kind_id`` ``[L]`` (an index
+into the labels ``link_kinds``: ``nvlink``, ``nic``, ``leaf``, ``spine``, ``core``, ...),
+as a fabric holds them (``fabric.link_kind_id``, ``fabric.link_kinds``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...routing.routes import link_load
+from ...loads import link_load
 
 __all__ = ["bottleneck_summary", "link_load", "link_utilization", "tier_summary"]
 
@@ -22,16 +23,21 @@ def link_utilization(links, capacity, rates, coef=None) -> np.ndarray:
         return np.where(capacity > 0, load / capacity, np.where(load > 0, np.inf, 0.0))
 
 
-def tier_summary(fabric, utilization, *, saturated_at: float = 1 - 1e-4) -> dict:
+def tier_summary(
+    utilization, link_kind_id, link_kinds, link_up=None, *, saturated_at: float = 1 - 1e-4
+) -> dict:
     """Per link kind: ``links``, ``mean``, ``p99``, ``max`` utilization, ``saturated`` count.
 
-    Failed links (``fabric.link_up == False``) are left out; a link counts as saturated
+    ``utilization`` ``[L]``; ``link_kind_id`` int ``[L]`` into the labels ``link_kinds``;
+    links with ``link_up`` ``[L]`` False (failed) are left out. A link counts as saturated
     at ``utilization >= saturated_at``.
     """
     utilization = np.asarray(utilization, np.float64)
+    kind_id = np.asarray(link_kind_id)
+    up = np.ones(kind_id.shape, bool) if link_up is None else np.asarray(link_up, bool)
     summary = {}
-    for kind_id, kind in enumerate(fabric.link_kinds):
-        chosen = (fabric.link_kind_id == kind_id) & fabric.link_up
+    for index, kind in enumerate(link_kinds):
+        chosen = (kind_id == index) & up
         if not chosen.any():
             continue
         values = utilization[chosen]
@@ -45,17 +51,14 @@ def tier_summary(fabric, utilization, *, saturated_at: float = 1 - 1e-4) -> dict
     return summary
 
 
-def bottleneck_summary(fabric, bottleneck) -> dict:
+def bottleneck_summary(bottleneck, link_kind_id, link_kinds) -> dict:
     """Flows per link kind of their bottleneck link (``demand/none`` for ``-1``)."""
     bottleneck = np.asarray(bottleneck)
-    counts = {}
     limited = bottleneck >= 0
     kinds = np.bincount(
-        fabric.link_kind_id[bottleneck[limited]].astype(np.int64), minlength=len(fabric.link_kinds)
+        np.asarray(link_kind_id)[bottleneck[limited]].astype(np.int64), minlength=len(link_kinds)
     )
-    for kind_id, kind in enumerate(fabric.link_kinds):
-        if kinds[kind_id]:
-            counts[kind] = int(kinds[kind_id])
+    counts = {kind: int(kinds[index]) for index, kind in enumerate(link_kinds) if kinds[index]}
     if (~limited).any():
         counts["demand/none"] = int((~limited).sum())
     return counts

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from ...errors import SpecError
@@ -66,7 +65,7 @@ def range_scaling(capacity, weight, demand, dtype) -> RangeScaling:
     amounts = [capacity] + ([] if demand is None else [demand])
     amount_low, amount_high = _exponent_range(amounts)
     weight_low, weight_high = _exponent_range([] if weight is None else [weight])
-    if jnp.dtype(dtype) != jnp.float32:
+    if np.dtype(dtype) != np.float32:
         return _float64_scaling(amount_low, amount_high, weight_low, weight_high, 0, 0, False)
     comfortable = (
         -FLOAT32_COMFORT <= amount_low

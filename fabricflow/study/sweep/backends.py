@@ -121,20 +121,26 @@ def run_dask(units: Iterable[Unit], scheduler: str, in_flight: int) -> Iterator[
         client.close()
 
 
+LOST_RETRIES = 2
+"""How many more times a unit is submitted after Dask lost it (its worker died past the
+scheduler's own retries, or the worker holding its result died before it was fetched)."""
+
+
 def _completed(client, units: Iterator[Unit], in_flight: int) -> Iterator[UnitResult]:
     """Results of ``units`` run on ``client``, ``in_flight`` at a time; an empty result
-    every :data:`TICK_S` while none finishes, so that the caller writes on time."""
+    every :data:`TICK_S` while none finishes, so that the caller writes on time. A unit
+    that Dask loses is submitted again, up to :data:`LOST_RETRIES` times (a point's own
+    exception is no loss: :func:`~.work.run_unit` returns it as that point's error)."""
     from distributed import wait  # distributed: only for a run on a Dask cluster
 
-    held: dict = {}  # future -> unit
+    held: dict = {}  # future -> (unit, submissions so far)
 
-    def submit() -> None:
-        unit = next(units, None)
+    def submit(unit: Unit | None, tries: int = 0) -> None:
         if unit is not None:
-            held[client.submit(run_unit, unit, pure=False)] = unit
+            held[client.submit(run_unit, unit, pure=False)] = (unit, tries + 1)
 
     for _ in range(in_flight):
-        submit()
+        submit(next(units, None))
     with client.as_current():  # wait() looks for the current client
         while held:
             try:
@@ -143,19 +149,24 @@ def _completed(client, units: Iterator[Unit], in_flight: int) -> Iterator[UnitRe
                 yield UnitResult([], 0.0, "", 0)
                 continue
             for future in done:
-                unit = held.pop(future)
-                yield _outcome(future, unit)
-                submit()
+                unit, tries = held.pop(future)
+                result, lost = _outcome(future, unit)
+                if lost and tries <= LOST_RETRIES:
+                    submit(unit, tries)
+                    continue
+                yield result
+                submit(next(units, None))
 
 
-def _outcome(future, unit: Unit) -> UnitResult:
-    """The result of a finished future, or its unit's points failed with why."""
-    if future.status == "finished":
-        return future.result()
+def _outcome(future, unit: Unit) -> tuple[UnitResult, bool]:
+    """The result of a finished future, or its unit's points failed with why, and whether
+    Dask lost the unit (then it may be submitted again)."""
     try:
+        if future.status == "finished":
+            return future.result(), False
         error = future.exception()  # a lost or cancelled unit raises here
     except BaseException as lost:  # noqa: BLE001
         if isinstance(lost, KeyboardInterrupt):
             raise
         error = lost
-    return failed_unit(unit, error or RuntimeError(f"unit {future.status}"))
+    return failed_unit(unit, error or RuntimeError(f"unit {future.status}")), True

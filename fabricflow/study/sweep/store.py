@@ -46,7 +46,7 @@ CREATING = ".fabricflow-creating"  # present while a store is being created
 MAX_FLUSH_S = 2.0  # results wait at most this long in memory (lost to a kill -9)
 FLUSH_OVERHEAD = 10  # wait at least this many times the last write's duration
 MAX_BUFFER = 65536  # points held in memory before a write
-__all__ = ["DONE", "FAILED", "PENDING", "SweepStore"]
+__all__ = ["DONE", "FAILED", "PENDING", "ZARR_NOTICES", "SweepStore", "ignore_zarr_notices"]
 
 
 def _lock(path: Path) -> int:
@@ -377,14 +377,31 @@ def _check_writable(path: Path) -> None:
         )
 
 
+ZARR_NOTICES = (
+    # the creation marker inside the store is no zarr node; zarr says so when it lists
+    # the group during creation, harmlessly
+    ".*not recognized as a component",
+    # zarr 3 notes that consolidated metadata is not in the v3 spec yet; xarray reads it
+    ".*Consolidated metadata is currently not",
+)
+"""Messages of the warnings zarr gives while a store is created, none of them a problem
+(regular expressions for :func:`warnings.filterwarnings`)."""
+
+
+def ignore_zarr_notices() -> None:
+    """Ignore :data:`ZARR_NOTICES` for the rest of the process. A program that can be
+    interrupted while a store is created calls this (the CLI does): zarr consolidates on
+    its own I/O thread, which can warn after an interrupted creation has left
+    :func:`_quiet`'s scope."""
+    for message in ZARR_NOTICES:
+        warnings.filterwarnings("ignore", message=message)
+
+
 @contextlib.contextmanager
 def _quiet():
-    """The creation marker inside the store is no zarr node; zarr says so when it lists
-    the group during creation, harmlessly."""
+    """:data:`ZARR_NOTICES` ignored while zarr lists or consolidates a store."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*not recognized as a component")
-        # zarr 3 notes that consolidated metadata is not in the v3 spec yet; xarray reads it
-        warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not")
+        ignore_zarr_notices()
         yield
 
 

@@ -1,18 +1,21 @@
-"""The one place where the step model asks for collective times on a fabric.
+"""Collective times for the step model and the cluster simulator (many group sets, many
+sizes, one fabric).
 
 :func:`collective_seconds` takes a fabric, an op (``all_reduce``, ``reduce_scatter``,
 ``all_gather``, ``all_to_all``, ``sendrecv``), GPU groups ``[num_groups, group_size]`` and
-the message size in bytes (nccl-tests convention, see ``collective/ops.py``) and returns
-the seconds of every group, with all groups running concurrently on the fabric.
+the message size in bytes (nccl-tests convention, see :mod:`.ops`) and returns the seconds
+of every group, with all groups running concurrently on the fabric.
 
-It delegates to the collective model (``fabricflow.collective.prepare_collective``: NCCL-like
+It delegates to the collective model (:func:`~.model.prepare_collective`: NCCL-like
 algorithms as flows, routed on the fabric, all groups sharing links through one max-min
-solve). :func:`alpha_beta_estimate`, an analytic ring / direct estimate from per-GPU NVLink
-and NIC bandwidths (docs/references.md §4) that ignores congestion above the NICs, stays available
-as ``backend="alpha-beta"`` for comparison. ``"fabric"`` (the collective model) is the
+solve), solved once per process per group structure (:mod:`.structure_cache`).
+:func:`~.alpha_beta.alpha_beta_estimate`, an analytic estimate from per-GPU NVLink and NIC
+bandwidths that ignores congestion above the NICs, stays available as
+``backend="alpha-beta"`` for comparison. ``"fabric"`` (the collective model) is the
 default; ``"auto"`` and ``"collective-model"`` are its former names, still accepted with a
-:class:`DeprecationWarning`. :class:`CollectiveCache` prepares each
-(group set, op) once and memoises sizes, since a step asks for the same ones repeatedly.
+:class:`DeprecationWarning`. :class:`CollectiveCache` holds the group sets of one step
+and prepares each (group set, op) once, memoising sizes, since a step asks for the same
+ones repeatedly.
 """
 
 from __future__ import annotations
@@ -27,17 +30,28 @@ import numpy as np
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from . import structure_cache
+from .algorithms import ALIASES, algorithms_for
+from .alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
+from .model import ROUTINGS, prepare_collective, prepare_collectives
+from .structure_cache import SolvedTimes
+
+__all__ = [
+    "BACKENDS",
+    "DEPRECATED_BACKENDS",
+    "DIMENSION_OF_GROUP",
+    "DIMENSION_OPS",
+    "CollectiveCache",
+    "check_algorithms",
+    "collective_seconds",
+    "collective_timer",
+    "prepared_collective",
+    "prepared_collectives",
+    "resolve_backend",
+]
 
 BACKENDS = ("fabric", "alpha-beta")
-# The ops alpha_beta_estimate has a formula for.
-ALPHA_BETA_OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "sendrecv")
 # Former names of "fabric", still accepted because ``step_time(collectives=...)`` is public.
 DEPRECATED_BACKENDS = {"auto": "fabric", "collective-model": "fabric"}
-
-# NCCL Simple-protocol latencies (docs/references.md §4, tuning.cc): base + per hop.
-BASE_LATENCY_S = 8.4e-6
-NVLINK_HOP_S = 3.4e-6
-NETWORK_HOP_S = 14.0e-6
 
 
 def resolve_backend(backend: str, *, field: str = "backend", stacklevel: int = 3) -> str:
@@ -67,12 +81,12 @@ def collective_seconds(
         groups: int ``[num_groups, group_size]`` GPU indices.
         size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
         backend: ``fabric`` (flows on the fabric, max-min shared) or ``alpha-beta`` (the
-            analytic :func:`alpha_beta_estimate`, no contention).
+            analytic :func:`~.alpha_beta.alpha_beta_estimate`, no contention).
     """
-    return prepare(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
+    return collective_timer(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
 
 
-def prepare(
+def collective_timer(
     fabric: Fabric,
     op: str,
     groups: np.ndarray,
@@ -87,11 +101,11 @@ def prepare(
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once per process for
-    each (fabric, op, groups, ``algo``, ``seed``) (:mod:`.structure_cache`); each size is
+    each (fabric, op, groups, ``algo``, ``seed``) (:func:`prepared_collective`); each size is
     then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
     size) is the collective model's algorithm; the alpha-beta estimate has no choice and
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
-    :func:`.structure_cache.fabric_fingerprint` of ``fabric``, if known. The function's
+    :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. The function's
     ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
     (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
     solves.
@@ -113,11 +127,13 @@ def prepare(
             )
 
         def estimate(size_bytes: float) -> np.ndarray:
-            return alpha_beta_estimate(fabric, op, groups, _check_size(size_bytes), field=field)
+            return alpha_beta_estimate(
+                fabric, op, groups, _check_size(size_bytes), field=field, fingerprint=fingerprint
+            )
 
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
-    solved = structure_cache.prepared_collective(
+    solved = prepared_collective(
         fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint
     )
     prepared = solved.prepared
@@ -164,91 +180,6 @@ def _check_size(size_bytes) -> float:
     return float(size_bytes)
 
 
-def _per_gpu_bandwidth(fabric: Fabric, kind: str) -> np.ndarray:
-    """float64 ``[G]``: total capacity (bytes/s) of the ``kind`` links leaving each GPU."""
-    if kind not in fabric.link_kinds:
-        return np.zeros(fabric.num_gpus)
-    node_to_gpu = np.full(fabric.num_nodes, -1, dtype=np.int64)
-    node_to_gpu[fabric.gpu_node] = np.arange(fabric.num_gpus)
-    links = fabric.links_of_kind(kind)
-    owner = node_to_gpu[fabric.link_src[links]]
-    keep = owner >= 0
-    return np.bincount(owner[keep], weights=fabric.capacity[links][keep], minlength=fabric.num_gpus)
-
-
-def alpha_beta_estimate(
-    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *, field: str = "backend"
-) -> np.ndarray:
-    """Analytic estimate (not the fabric flow model): ring collectives and direct all-to-all.
-
-    A group inside one scale-up domain runs at the per-GPU NVLink bandwidth ``B_nv``. A group
-    spread over ``D`` domains with ``k`` members each runs its rings over ``k`` NICs per
-    domain (one ring channel per rail): bus bandwidth ``min(B_nv, k B_nic)``; its all-to-all
-    sends the off-domain share over each GPU's own NIC. Times (``n`` ranks, ``S`` bytes):
-    all-reduce ``2 (n-1)/n S / B``, reduce-scatter / all-gather ``(n-1)/n S / B``,
-    all-to-all ``max((k-1)/n S / B_nv, (n-k)/n S / B_nic)``, send/recv ``S / B``; plus
-    NCCL's Simple-protocol latency per ring step. Concurrent groups only share NICs as
-    the per-rail rings above do; spine congestion is not seen here. A group whose GPUs
-    cannot reach each other raises :class:`RoutingError`; one without the NVLink/NIC
-    bandwidth the formulas need raises :class:`SpecError` on ``field`` (never inf/NaN).
-    """
-    groups = np.asarray(groups, dtype=np.int64)
-    num_groups, n = groups.shape
-    domains = np.sort(fabric.gpu_domain[groups], axis=1)
-    num_domains = 1 + np.count_nonzero(np.diff(domains, axis=1), axis=1)  # [G]
-    per_domain = n / num_domains
-    nvlink = _per_gpu_bandwidth(fabric, "nvlink")[groups].min(axis=1)
-    nic = _per_gpu_bandwidth(fabric, "nic")[groups].min(axis=1)
-    if not np.any(nvlink > 0):
-        nvlink = nic
-    intra = num_domains == 1
-    ring_bw = np.where(intra, nvlink, np.minimum(nvlink, per_domain * nic))
-    if n > 1:
-        _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_bw, field)
-    else:
-        # One rank moves nothing over links: a missing bandwidth must not make 0 / 0.
-        ring_bw, nvlink, nic = (np.where(bw > 0, bw, np.inf) for bw in (ring_bw, nvlink, nic))
-    hop = np.where(intra, NVLINK_HOP_S, NETWORK_HOP_S)
-    if op == "all_reduce":
-        time = 2 * (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
-    elif op in ("reduce_scatter", "all_gather"):
-        time = (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + (n - 1) * hop
-    elif op == "all_to_all":
-        local = (per_domain - 1) / n * size_bytes / nvlink
-        remote = np.where(intra, 0.0, (n - per_domain) / n * size_bytes / np.maximum(nic, 1e-30))
-        time = np.maximum(local, remote) + BASE_LATENCY_S + hop
-    elif op == "sendrecv":
-        # The slowest pair of the group: across domains if any member is elsewhere.
-        time = size_bytes / np.where(intra, nvlink, np.minimum(nvlink, nic)) + BASE_LATENCY_S + hop
-    else:
-        raise ValueError(f"unknown op {op!r}")
-    return np.broadcast_to(time, (num_groups,)).astype(np.float64)
-
-
-def _require_bandwidth(fabric, op, groups, nvlink, nic, intra, per_domain, ring_bw, field) -> None:
-    """Refuse groups the alpha-beta formulas would give an infinite or NaN time: a group
-    with no path between its GPUs is a :class:`RoutingError` (as with the fabric backend),
-    one whose GPUs have no NVLink/NIC bandwidth the formulas use is a :class:`SpecError`."""
-    if op == "all_to_all":
-        missing = ((per_domain > 1) & ~(nvlink > 0)) | (~intra & ~(nic > 0))
-    else:
-        missing = ~(ring_bw > 0)
-    if not missing.any():
-        return
-    from ..routing.route import route  # imported here: routing is not needed otherwise
-
-    group = groups[int(np.argmax(missing))]
-    # Ring neighbours: raises RoutingError when some member cannot reach the next one.
-    route(fabric, group, np.roll(group, -1))
-    raise SpecError(
-        field,
-        f"the alpha-beta backend needs scale-up (nvlink) or NIC (nic) bandwidth out of each "
-        f"GPU, but fabric {fabric.name!r} gives GPUs {group.tolist()[:8]} none it can use "
-        f"(nvlink {float(nvlink.min()) * 8 / 1e9:g} Gbps, nic {float(nic.min()) * 8 / 1e9:g} "
-        "Gbps); use the 'fabric' backend",
-    )
-
-
 # The collectives each parallel dimension runs (step model), for ``algorithms`` checks.
 DIMENSION_OPS = {
     "tp": ("all_reduce", "all_gather", "reduce_scatter"),
@@ -274,8 +205,6 @@ def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
             "algorithms",
             f"expected a dict dimension -> algorithm, e.g. {{'dp': 'ring'}}, got {algorithms!r}",
         )
-    from ..collective.algorithms import ALIASES, algorithms_for
-
     out = {}
     for dim, name in algorithms.items():
         if dim not in DIMENSION_OPS:
@@ -295,8 +224,6 @@ def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
 
 
 def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
-    from ..collective.algorithms import algorithms_for
-
     if algo not in algorithms_for(op):
         raise SpecError(
             f"algorithms.{dim}",
@@ -327,8 +254,6 @@ class CollectiveCache:
         algorithms: dict[str, str] | None = None,
         routing: str = "auto",
     ):
-        from ..collective.model import ROUTINGS
-
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
         if routing not in ROUTINGS:  # checked here: the alpha-beta backend never routes
@@ -346,10 +271,8 @@ class CollectiveCache:
         self._times: dict[tuple, float] = {}
         self.joint: _JointStore = _JointStore(self)
 
-    def _fingerprint(self) -> str | None:
-        """The fabric's structure-cache fingerprint, hashed once per cache (fabric backend)."""
-        if self.backend != "fabric":
-            return None
+    def _fingerprint(self) -> str:
+        """The fabric's structure-cache fingerprint, hashed once per cache."""
         if self._fabric_fingerprint is None:
             self._fabric_fingerprint = structure_cache.fabric_fingerprint(self.fabric)
         return self._fabric_fingerprint
@@ -364,11 +287,10 @@ class CollectiveCache:
         """What every time of this cache depends on (fabric fingerprint, routing and its seed,
         algorithms, each registered group set's digest), or ``None`` without the fabric
         backend."""
-        fingerprint = self._fingerprint()
-        if fingerprint is None:
+        if self.backend != "fabric":
             return None
         return (
-            fingerprint,
+            self._fingerprint(),
             self.routing,
             self.seed,
             tuple(sorted(self.algorithms.items())),
@@ -395,12 +317,35 @@ class CollectiveCache:
         ``None`` (alpha-beta backend, or one rank per group)."""
         return self._timer(name, op).collective  # type: ignore[attr-defined]
 
+    def prepare_many(self, pairs) -> None:
+        """Prepare the collectives ``[(name, op), ...]`` the step will ask for, together:
+        the ones not solved yet are routed and solved in one batch
+        (:func:`prepared_collectives`); the answers are those of one at a time."""
+        if self.backend != "fabric":
+            return
+        todo = {}
+        for name, op in pairs:
+            if (name, op) in self._prepared or self.groups[name].shape[1] < 2:
+                continue
+            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algo != "auto":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
+            todo[(name, op)] = (op, self.groups[name], algo)
+        if len(todo) > 1:
+            prepared_collectives(
+                self.fabric,
+                list(todo.values()),
+                routing=self.routing,
+                seed=self.seed,
+                fingerprint=self._fingerprint(),
+            )
+
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
         if (name, op) not in self._prepared:
             algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
             if algo != "auto" and self.backend == "fabric":
                 _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
-            self._prepared[(name, op)] = prepare(
+            self._prepared[(name, op)] = collective_timer(
                 self.fabric,
                 op,
                 self.groups[name],
@@ -463,3 +408,84 @@ class _JointStore:
             self._local[key] = value
         else:
             structure_cache.store(full, value)
+
+
+def prepared_collectives(
+    fabric: Fabric,
+    requests: list[tuple[str, np.ndarray, str]],
+    *,
+    routing: str = "auto",
+    seed: int = 0,
+    fingerprint: str | None = None,
+) -> list[SolvedTimes]:
+    """:func:`prepared_collective` of many ``(op, groups, algo)`` at once: the ones not
+    in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
+    per algorithm choice) and cached one by one under their own keys."""
+    if fingerprint is None:
+        fingerprint = structure_cache.fabric_fingerprint(fabric)
+    keys = [
+        _collective_key(fingerprint, op, groups, algo, routing, seed)
+        for op, groups, algo in requests
+    ]
+    found = [structure_cache.lookup(key) for key in keys]
+    missing = [i for i, value in enumerate(found) if value is structure_cache.MISSING]
+    for algo in sorted({requests[i][2] for i in missing}):
+        chosen = [i for i in missing if requests[i][2] == algo]
+        prepared = prepare_collectives(
+            fabric,
+            [requests[i][:2] for i in chosen],
+            algo=algo,
+            routing=routing,
+            seed=seed,
+            fabric_fingerprint=fingerprint,
+        )
+        for i, pc in zip(chosen, prepared, strict=True):
+            found[i] = SolvedTimes(pc)
+            structure_cache.store(keys[i], found[i])
+    return found
+
+
+def _collective_key(fingerprint, op, groups, algo, routing, seed) -> tuple:
+    return (
+        "collective",
+        fingerprint,
+        str(op),
+        structure_cache.groups_digest(groups),
+        str(algo),
+        str(routing),
+        int(seed),
+    )
+
+
+def prepared_collective(
+    fabric: Fabric,
+    op: str,
+    groups: np.ndarray,
+    *,
+    algo: str = "auto",
+    routing: str = "auto",
+    seed: int = 0,
+    fingerprint: str | None = None,
+) -> SolvedTimes:
+    """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
+    once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
+
+    ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
+    it (a step asks for several collectives on one fabric)."""
+    if fingerprint is None:
+        fingerprint = structure_cache.fabric_fingerprint(fabric)
+    key = _collective_key(fingerprint, op, groups, algo, routing, seed)
+    return structure_cache.cached(
+        key,
+        lambda: SolvedTimes(
+            prepare_collective(
+                fabric,
+                op,
+                groups,
+                algo=algo,
+                routing=routing,
+                seed=seed,
+                fabric_fingerprint=fingerprint,
+            )
+        ),
+    )

@@ -25,8 +25,8 @@ model; its other phases keep their isolated times.
 Held rates overstate the contention when the background finishes first and releases its
 bandwidth: when the flows' finish times at the joint rates differ by more than
 :data:`RELEASE_RTOL`, the union is replayed with its bytes by the event-driven fluid
-model of :func:`~fabricflow.solve.completion.complete_flows` (:func:`release_times`: rates
-re-solved as flows finish; a background collective counts as many times as its dimension
+model of :func:`~fabricflow.solve.completion.complete_flows` (rates re-solved as flows
+finish, in batched windows; a background collective counts as many times as its dimension
 issues it during the member), and that answer is used when it differs from the held
 rates' by more than :data:`RELEASE_RTOL`. A member is never credited with finishing
 sooner than alone (adding flows can speed a third flow up under max-min; that is not
@@ -43,11 +43,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..collective.flow_rates import SolvedPhase, _max_min
-from ..collective.model import PreparedCollective
 from ..errors import MemoryBudgetError
 from ..memory import check_memory
+from ..solve.completion import complete_flows
+from ..solve.completion_loop import subset_key
+from ..solve.maxmin.entries import FlowEntries
 from .comm import CollectiveCache
+from .flow_rates import SolvedPhase, fair_rates
+from .model import PreparedCollective
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
 RELEASE_RTOL = 0.01
@@ -157,14 +160,17 @@ class _Union:
     """Flows of a member's bound phase and the background flows connected to them.
 
     ``parts``: index into ``[member, *background]`` of each kept flow's owner; ``flows``:
-    each kept flow's row in its owner's phase; ``links``/``coef`` ``[F, H]``; ``rate``
-    ``[F]`` joint max-min rates (bytes/s)."""
+    each kept flow's row in its owner's phase; ``entries``: their route entries, ragged
+    (:class:`~fabricflow.solve.maxmin.entries.FlowEntries`: a 2-link NVLink transfer costs
+    2 entries beside a 1,000-link ring); ``rate`` ``[F]`` joint max-min rates (bytes/s);
+    ``solves``: rates of the flow subsets the replays solved, by subset (the replays of a
+    reduce-scatter and of its twin all-gather meet the same subsets)."""
 
     parts: np.ndarray
     flows: np.ndarray
-    links: np.ndarray
-    coef: np.ndarray
+    entries: FlowEntries
     rate: np.ndarray
+    solves: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,25 +186,33 @@ def _joint(
 ) -> _Union | _OverBudget | None:
     """Joint max-min rates of the member's flows with the connected background flows
     (``None`` when no background flow shares a link with them; :class:`_OverBudget` when
-    the padded union would not fit the memory budget). Cached by structure."""
-    key = ("joint", member.key, tuple(b.key for b in background))
+    the padded union would not fit the memory budget). Cached by the solved phases taking
+    part: twins (a reduce-scatter and an all-gather sharing one solved ring phase) share
+    the joint solve too, computed and stored once."""
+    key = ("joint", _flows_key(member), tuple(_flows_key(b) for b in background))
     if key in cache.joint:
         return cache.joint[key]  # type: ignore[return-value]
     phases = [member.sp, *(b.sp for b in background)]
-    width = max(sp.links.shape[1] for sp in phases)
-    # Connectivity on each phase's own rows, then only the connected rows padded to the
-    # common width: the union of every flow padded to the widest phase (hundreds of links
-    # for a data-parallel ring) would cost far more than the flows that take part.
-    keep = _connected_parts([sp.links for sp in phases], cache.fabric.num_links)
+    # Connectivity on each phase's own rows; then the connected rows' used entries only
+    # (ragged): padding them to the widest phase's rows (hundreds of links for a
+    # data-parallel ring) would cost far more than the flows that take part.
+    keep = _connected_parts(
+        [sp.links for sp in phases],
+        cache.fabric.num_links,
+        [sp.used_links(cache.fabric.num_links) for sp in phases],
+    )
     union = None
     if any(k.any() for k in keep[1:]):
         kept = [int(np.count_nonzero(k)) for k in keep]
-        # The padded union (int64 links, float64 coef) and the solver's per-entry arrays:
+        used = sum(
+            int(np.count_nonzero(sp.links[k] >= 0)) for sp, k in zip(phases, keep, strict=True)
+        )
+        # The entries (int64 link, float64 coef, flow) and the solver's per-entry arrays:
         # ~64 bytes per entry.
         try:
             check_memory(
-                64.0 * sum(kept) * width,
-                f"joint max-min solve of {sum(kept):,} flows x {width} links",
+                64.0 * used,
+                f"joint max-min solve of {sum(kept):,} flows ({used:,} route entries)",
                 hint="time the step with coupling=False",
             )
         except MemoryBudgetError as error:
@@ -207,30 +221,44 @@ def _joint(
             refused = _OverBudget(str(error))
             cache.joint[key] = refused
             return refused
-        links = np.full((sum(kept), width), -1, dtype=np.int64)
-        coef = np.zeros(links.shape)
-        row = 0
-        for sp, k, n in zip(phases, keep, kept, strict=True):
-            links[row : row + n, : sp.links.shape[1]] = sp.links[k]
-            coef[row : row + n, : sp.links.shape[1]] = sp.coef[k]
-            row += n
-        capacity = member.prepared.capacity
-        rate = _max_min(links, capacity, coef, None)
+        num_links = cache.fabric.num_links
+        parts = [
+            FlowEntries.from_padded(sp.links[k], sp.coef[k], num_links)
+            for sp, k in zip(phases, keep, strict=True)
+        ]
+        entries = FlowEntries(
+            np.concatenate([[0], np.cumsum(np.concatenate([p.counts() for p in parts]))]).astype(
+                np.int64
+            ),
+            np.concatenate([p.link for p in parts]),
+            np.concatenate([p.coef_or_ones() for p in parts]),
+            num_links,
+        )
+        rate = fair_rates(entries, member.prepared.capacity)[0]
         union = _Union(
             parts=np.repeat(np.arange(len(phases)), kept),
             flows=np.concatenate([np.flatnonzero(k) for k in keep]),
-            links=links,
-            coef=coef,
+            entries=entries,
             rate=rate,
         )
     cache.joint[key] = union
     return union
 
 
-def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray]:
+def _flows_key(bound: Bound) -> tuple:
+    """What a bound phase's flows are: the serial of its solve when shared (twins have
+    the same), else its own structure key."""
+    return ("serial", bound.sp.serial) if bound.sp.serial >= 0 else bound.key
+
+
+def _connected_parts(
+    parts: list[np.ndarray], num_links: int, link_sets: list[np.ndarray] | None = None
+) -> list[np.ndarray]:
     """bool ``[F_i]`` per part (int ``[F_i, H_i]`` link rows, ``-1`` padded): the flows
     connected to every flow of part 0 through chains of shared links. The same flows as
-    :func:`_connected` on the parts stacked and padded to one width, without the stack."""
+    :func:`_connected` on the parts stacked and padded to one width, without the stack.
+    ``link_sets``: the links each part uses, when known: a part none of whose links is
+    reached is skipped without reading its rows."""
     reached = np.zeros(num_links + 1, dtype=bool)  # the last slot stands for padding (-1)
     keep = [np.zeros(links.shape[0], dtype=bool) for links in parts]
     keep[0][:] = True
@@ -240,7 +268,7 @@ def _connected_parts(parts: list[np.ndarray], num_links: int) -> list[np.ndarray
             hops = links[new]
             reached[hops[hops >= 0]] = True
         for i, links in enumerate(parts):
-            if keep[i].all():
+            if keep[i].all() or (link_sets is not None and not reached[link_sets[i]].any()):
                 fresh[i] = np.zeros_like(keep[i])
                 continue
             touched = reached[links].any(axis=1)  # padding reads reached[-1], never set
@@ -324,78 +352,33 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     mine = union.parts == 0
     alone = np.zeros(size.size)
     alone[mine] = member.sp.rate.reshape(-1)[union.flows[mine]]
-    finish = np.zeros(size.size)
-    finish[moving] = release_times(
-        union.links[moving],
-        union.coef[moving],
+    background = ~mine[moving]
+    done = complete_flows(
+        union.entries.select(moving),
         member.prepared.capacity,
         size[moving],
-        tol_s=max(
+        mode="batched",
+        eps=COMPLETION_EPS,
+        window=max(
             RELEASE_WINDOW * float(held.max()),
-            float(held[~mine[moving]].max(initial=0.0)) / MAX_REPLAY_WINDOWS,
+            float(held[background].max(initial=0.0)) / MAX_REPLAY_WINDOWS,
         ),
-        background=~mine[moving],
-        alone_rate=alone[moving],
-        first_rate=union.rate[moving],
+        stop_after=background,
+        first_rates=union.rate[moving],
+        merge=False,
+        solves=union.solves.setdefault(subset_key(moving), {}),
+        dtype=np.float64,
     )
+    # Once the background has finished, the member's flows run at their rates alone.
+    finish = np.zeros(size.size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rest = done.stop_time + done.remaining / alone[moving]
+    finish[moving] = np.where(np.isfinite(done.elapsed), done.elapsed, rest)
     seconds = (member.flow_bytes() / member.sp.rate.reshape(-1)).copy()
     seconds[union.flows[mine]] = finish[mine]
     transfer = seconds.reshape(member.sp.rate.shape) + member.latency_s()
     transfer = np.where(member.sp.phase.bytes_per_size > 0, transfer, member.latency_s())
     return float((member.total_s - member.phase_s + transfer.max(axis=1)).max())
-
-
-def release_times(
-    links: np.ndarray,
-    coef: np.ndarray,
-    capacity: np.ndarray,
-    size: np.ndarray,
-    *,
-    eps: float = COMPLETION_EPS,
-    tol_s: float = 0.0,
-    background: np.ndarray | None = None,
-    alone_rate: np.ndarray | None = None,
-    first_rate: np.ndarray | None = None,
-) -> np.ndarray:
-    """Finish times ``[F]`` (s) of flows that all start at 0 with ``size`` ``[F]`` bytes
-    and share ``capacity`` ``[L]`` (bytes/s) max-min fairly, re-solved as they finish.
-
-    The batched event loop of :func:`~fabricflow.solve.completion.complete_flows` (each
-    solve completes every flow projected to finish within ``(1 + eps)`` of the earliest,
-    plus ``tol_s``, at its projected time), on the float64 numpy max-min solvers of the
-    collective model: collective flows are rows of hundreds of links, where the jitted
-    engine's rounds over the padded ``[F, H]`` array cost seconds per solve. Once no
-    ``background`` flow (bool ``[F]``) is left, the others finish at ``alone_rate``
-    (their rates alone, as the isolated model prices them) without more solves.
-    ``first_rate``: the max-min rates of all flows, when already solved. With
-    ``eps = tol_s = 0`` and no ``background``, this is the exact event-by-event fluid
-    model. A flow with no bandwidth left finishes at ``inf``.
-    """
-    remaining = np.asarray(size, dtype=np.float64).copy()
-    finish = np.full(remaining.size, np.inf)
-    finish[remaining <= 0] = 0.0
-    active = np.flatnonzero(remaining > 0)
-    now = 0.0
-    while active.size:
-        if background is not None and alone_rate is not None and not background[active].any():
-            finish[active] = now + remaining[active] / alone_rate[active]
-            break
-        if first_rate is not None and active.size == remaining.size:
-            rate = first_rate
-        else:
-            rate = _max_min(links[active], capacity, coef[active], None)
-        with np.errstate(divide="ignore"):
-            left = remaining[active] / rate
-        first = left.min()
-        if not np.isfinite(first):
-            break  # the rest never finish
-        done = left <= first * (1.0 + eps) + tol_s
-        step = left[done].max()
-        finish[active[done]] = now + left[done]
-        remaining[active] -= rate * step
-        now += step
-        active = active[~done]
-    return finish
 
 
 class CoupledTimes:
@@ -423,6 +406,10 @@ class CoupledTimes:
         self.background = background
         self.rates = rates or {}
         self.members: dict[tuple, tuple[str, Coupled]] = {}
+
+    def prepare_many(self, pairs) -> None:
+        """As :meth:`~.comm.CollectiveCache.prepare_many` (the collectives alone)."""
+        self.cache.prepare_many(pairs)
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
         window = self.window_of(name, op)
