@@ -6,7 +6,7 @@ solving every structure with its hashes is what makes a search expensive. The cl
 model estimates a collective's time without routing or solving, from the link classes the
 traffic crosses:
 
-* per group, the alpha-beta ring / direct time (:func:`fabricflow.workload.comm.
+* per group, the alpha-beta ring / direct time (:func:`fabricflow.collective.alpha_beta.
   alpha_beta_estimate`): scale-up and NIC bandwidth, ``k`` members per scale-up domain on
   ``k`` rails, NCCL's latencies;
 * per link class above the NICs (the uplinks of each leaf, of each pod), the ring traffic
@@ -33,11 +33,12 @@ import functools
 
 import numpy as np
 
+from ..collective.alpha_beta import alpha_beta_estimate
 from ..collective.cost import DEFAULT_COST
+from ..collective.structure_cache import fabric_fingerprint
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..fabric.transport import routing_for
-from ..workload.comm import prepare
 from .netbound import gpu_leaf
 
 # Ring bytes per member per direction, per byte of the nccl-tests size S, by op.
@@ -125,6 +126,7 @@ class ClassModel:
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
+        self.fingerprint = fabric_fingerprint(fabric)  # the per-GPU bandwidths' memo key
         # hash collisions only where flows are hashed (adaptive routing spreads them)
         self.hashed = routing_for(fabric) == "ecmp"
         self.classes: list[_Class] = []
@@ -149,7 +151,9 @@ class ClassModel:
         if groups.ndim != 2 or groups.shape[1] < 2 or size <= 0:
             return 0.0
         try:
-            alone = float(np.max(prepare(self.fabric, op, groups, backend="alpha-beta")(size)))
+            alone = float(np.max(alpha_beta_estimate(
+                self.fabric, op, groups, size, fingerprint=self.fingerprint
+            )))  # fmt: skip
         except (SpecError, RoutingError):
             alone = 0.0
         domain = np.sort(np.asarray(self.fabric.gpu_domain)[groups], axis=1)
