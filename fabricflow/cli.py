@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import importlib
 import json
 import os
@@ -33,7 +34,7 @@ import traceback
 from .atomic import recording
 from .commands import _interrupt
 from .commands._interrupt import Interrupted
-from .errors import FabricflowError, OutputError
+from .errors import FabricflowError, OutputError, did_you_mean
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
@@ -90,11 +91,75 @@ class UsageError(Exception):
         super().__init__(message)
 
 
+# argparse's wording of a value outside ``choices`` (commands, --recompute, --algo, ...).
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>.*?)' \(choose from (?P<choices>.*)\)")
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` lists every option's default, as ``(default: X)`` after its help (or as
+    its whole help when it has none), unless the help already names it. Switches that are
+    off by default and options without a default (``None``) show none."""
+
+    def _format_action(self, action):
+        if action.help is None and self._shows_default(action):
+            action = copy.copy(action)  # an option without help: its default is its help
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if not self._shows_default(action) or "default" in text.lower():
+            return text
+        return text + " (default: %(default)s)"
+
+    @staticmethod
+    def _shows_default(action) -> bool:
+        default = action.default
+        return not (
+            not action.option_strings
+            or default is None
+            or default is argparse.SUPPRESS
+            or isinstance(default, bool)
+            or (isinstance(default, (list, tuple)) and not default)
+        )
+
+
 class _ArgumentParser(argparse.ArgumentParser):
-    """Raises :class:`UsageError` instead of exiting, so that ``--json`` can report it."""
+    """Raises :class:`UsageError` instead of exiting, so that ``--json`` can report it; a
+    value outside the choices gets the closest ones suggested; ``--help`` shows every
+    default (:class:`DefaultsHelpFormatter`). Subcommand parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
+        match = _INVALID_CHOICE.search(message)
+        if match:
+            choices = [c.strip().strip("'") for c in match["choices"].split(",")]
+            message += did_you_mean(match["value"], choices)
         raise UsageError(self, message)
+
+
+def _suggest_flags(parser: argparse.ArgumentParser, argv: list[str], message: str) -> str:
+    """``message`` with the closest flags of the command being run suggested for every
+    option on the command line that it does not have (a misspelled ``--fabirc`` shows up
+    as "unrecognized arguments", or hides behind "the following arguments are required:
+    --fabric")."""
+    commands = _subparsers(parser)
+    position = next((i for i, token in enumerate(argv) if token in commands), None)
+    if position is None:
+        return message
+    flags = [flag for action in commands[argv[position]]._actions for flag in action.option_strings]
+    for token in argv[position + 1 :]:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or any(flag.startswith(name) for flag in flags):
+            continue  # a value, a short flag, or a flag (argparse takes unique prefixes)
+        hint = did_you_mean(name, flags)
+        message += f"; unknown option {name}" + (f" ({hint[2:]})" if hint else "")
+    return message
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -337,12 +402,13 @@ def _run(argv: list[str]) -> int:
     try:
         args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:
+        text = _suggest_flags(parser, argv, str(error))
         if _wants_json(argv):
             _interrupt.mark_reported()
-            print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {error}"}))
+            print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {text}"}))
         else:
             error.parser.print_usage(sys.stderr)
-            print(f"{error.parser.prog}: error: {error}", file=sys.stderr)
+            print(f"{error.parser.prog}: error: {text}", file=sys.stderr)
         return 2
     # Commands record what they finished here (and every file written whole is recorded
     # as it is renamed into place), so that an interrupt can report exactly that.

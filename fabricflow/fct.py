@@ -108,7 +108,11 @@ def flow_completion_times(
         fabric: :class:`~fabricflow.Fabric`. routes: :class:`~fabricflow.Routes` of it.
         size: ``[F]`` (or a scalar for all flows) payload bytes, finite and > 0.
         start: ``[F]`` start times in seconds, >= 0 (default all 0).
-        fidelity: ``"fluid"`` (max-min engine + propagation) or ``"packet"``.
+        fidelity: ``"fluid"`` (max-min engine + propagation, the default: the engine the
+            planner's models build on, and the cheap one) or ``"packet"``. The
+            ``fabricflow fct`` command defaults to ``packet`` instead: it answers what a
+            packet simulator would measure, with both fidelities side by side in
+            ``--out``.
         pfc: lossless fabric (PFC on, default thresholds), a
             :class:`~fabricflow.PFCParams` (PFC on with its static ``xoff`` and
             ``hysteresis``), or ``False``, which at packet fidelity needs ``cc="dcqcn"``:

@@ -44,6 +44,11 @@ _TIME = {
     "min": 60.0,
 }
 
+# The spellings suggested for a mistyped unit (every prefix is accepted, see above).
+BANDWIDTH_UNITS: tuple[str, ...] = ("bps", "Kbps", "Mbps", "Gbps", "Tbps", "Gb/s", "Tb/s")
+BANDWIDTH_UNITS += ("B/s", "KB/s", "MB/s", "GB/s", "TB/s", "GiB/s", "GBps", "TBps")
+SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
+
 MAX_BANDWIDTH = 1e15
 MAX_TIME = 1e9
 MAX_SIZE = 2.0**80
@@ -128,6 +133,8 @@ def parse_bandwidth(value: object, field: str = "bandwidth", *, allow_zero: bool
                 field,
                 f"unknown bandwidth unit {unit!r} in {value!r}; use bits per second "
                 "(bps, Mbps, Gbps, Tbps, Gb/s) or bytes per second (B/s, GB/s, GiB/s, GBps)",
+                value=unit,
+                allowed=BANDWIDTH_UNITS,
             )
         number *= scale
     return _check(number, field, "bandwidth", allow_zero, value)
@@ -147,7 +154,12 @@ def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -
     number, unit = _split(value, field, "time")
     if unit:
         if unit not in _TIME:
-            raise SpecError(field, f"unknown time unit {unit!r}; use one of {sorted(_TIME)}")
+            raise SpecError(
+                field,
+                f"unknown time unit {unit!r}; use one of {sorted(_TIME)}",
+                value=unit,
+                allowed=_TIME,
+            )
         number *= _TIME[unit]
     return _check(number, field, "time", allow_zero, value)
 
@@ -168,7 +180,10 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
         scale = _prefix_scale(unit[:-1]) if unit.endswith("B") else None
         if scale is None:
             raise SpecError(
-                field, f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB"
+                field,
+                f"unknown size unit {unit!r}; use B, KB, MB, GB, KiB, MiB, GiB, TiB",
+                value=unit,
+                allowed=SIZE_UNITS,
             )
         number *= scale
     return _check(number, field, "size", allow_zero, value)

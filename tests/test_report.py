@@ -278,7 +278,7 @@ def test_failures_slow_a_job_whose_gradients_cross_the_spine():
     leaf = [r for r in utilization if r["collective"].startswith("dp") and r["kind"] == "leaf"]
     assert leaf and leaf[0]["max"] == pytest.approx(1, rel=1e-3)
     (row,) = report["sections"][3]["tables"][0]["rows"]
-    assert row["failed"] == round(0.3 * 512)  # 512 leaf-spine cables
+    assert row["failed"] == round(0.3 * 1024)  # 1,024 leaf-spine cables in 512 bundles
     assert row["slowdown_pct"] > 0 and row["max_s"] > report["headline"]["step_time_s"]
     assert report["headline"]["worst_failure_slowdown"] == pytest.approx(row["slowdown_pct"] / 100)
 

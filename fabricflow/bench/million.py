@@ -61,6 +61,8 @@ print(json.dumps({
     "import_s": imported - start, "build_s": built - imported, "summary_s": done - built,
     "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     "gpus": fabric.num_gpus, "nodes": fabric.num_nodes, "switches": fabric.num_switches,
+    "network_switches": fabric.num_network_switches,
+    "scale_up_switches": fabric.num_scale_up_switches,
     "links": fabric.num_links,
     "bisection_bandwidth_Bps": summary["bisection_bandwidth_Bps"],
     "switches_per_tier": {t["name"]: t["switches"] for t in summary["tiers"]},

@@ -9,7 +9,15 @@ Example::
 
 from __future__ import annotations
 
-from ._common import add_fail_flag, add_json_flag, failed_fabric, print_json, print_table
+from ._common import (
+    add_fail_flag,
+    add_json_flag,
+    failed_fabric,
+    output_file,
+    print_json,
+    print_table,
+    write_outputs,
+)
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
@@ -71,6 +79,13 @@ def register(subparsers) -> None:
         help="rings cross rails between nodes instead of using PXN",
     )
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+    parser.add_argument(
+        "--plot",
+        default=None,
+        type=output_file,
+        help="write bus bandwidth and time against the message size, one line per "
+        "algorithm (the chosen one bold); format from the extension (png, pdf, svg, ...)",
+    )
     add_fail_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -85,7 +100,11 @@ def run(args) -> int:
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
     from ..fabric.transport import routing_for
+    from ..units import format_size
+    from .step import _check_plot_format
 
+    if args.plot is not None:
+        _check_plot_format(args.plot)  # before the sweep, not after it
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
         # checked here too so the error names the flag; the model checks the same range
         raise SpecError(
@@ -106,9 +125,13 @@ def run(args) -> int:
         )
     group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
-    sizes = nccl_sizes(
-        _size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes"), args.stepfactor
-    )
+    smallest, largest = _size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes")
+    if largest < smallest:
+        raise SpecError(
+            "--maxbytes",
+            f"must be >= --minbytes ({format_size(smallest)}), got {format_size(largest)}",
+        )
+    sizes = nccl_sizes(smallest, largest, args.stepfactor)
     results = collective_sweep(
         fabric,
         args.op,
@@ -134,6 +157,16 @@ def run(args) -> int:
         "transport": fabric.transport.to_dict(),
         "failed_links": int(fabric.meta.get("failed_links", 0)),
     }
+    if args.plot is not None:
+        from ..study.collective_plots import plot_collective
+
+        title = (
+            f"{header['op']} on {fabric.name}: {header['num_groups']} group(s) of {group_size} "
+            f"({args.layout}), routing {routing}"
+        )
+        # a plot that cannot be written is reported after the result (exit 1)
+        if write_outputs(args, "--plot", plot_collective, results, args.plot, title=title):
+            header["plot"] = args.plot
     if args.json:
         print_json({**header, "rows": rows})
         return 0
@@ -156,6 +189,8 @@ def run(args) -> int:
             ("bottleneck", "bottleneck"),
         ],
     )
+    if "plot" in header:
+        print(f"# plot written to {header['plot']}")
     return 0
 
 

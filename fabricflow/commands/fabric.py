@@ -1,14 +1,28 @@
-"""``fabricflow fabric NAME|PATH``: build a fabric and print its summary."""
+"""``fabricflow fabric NAME|PATH``: build a fabric and print its summary.
+
+``--out DIR`` also writes ``summary.json`` (the ``--json`` object), ``fabric_tiers.png``
+(capacity per link kind; per switch tier, down vs up capacity with the oversubscription
+and the ports used) and ``topology.png`` (a sketch: one row per tier with a few of its
+switches and the links among them).
+"""
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from pathlib import Path
+
+from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("fabric", help="summary of a fabric preset or YAML spec")
     parser.add_argument(
         "fabric", help="preset name (see `fabricflow presets`) or path to a YAML spec"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        type=output_folder,
+        help="folder for summary.json, fabric_tiers.png and topology.png (created)",
     )
     parser.add_argument(
         "--bom",
@@ -47,6 +61,9 @@ def run(args) -> int:
         from ..fabric.bom import bill_of_materials
 
         summary["bom"] = bill_of_materials(fabric, overrides).to_dict()
+    if args.out is not None:
+        # a file that cannot be written is reported after the result (exit 1)
+        summary["files"] = write_outputs(args, "--out", _write_files, fabric, summary, args.out)
     if args.json:
         print_json(summary)
         return 0
@@ -55,7 +72,19 @@ def run(args) -> int:
         print_cost(summary["cost"])
     elif "bom" in summary:
         print_bom(summary["bom"])
+    if args.out is not None:
+        print("  files: " + ", ".join(summary["files"]))
     return 0
+
+
+def _write_files(fabric, summary: dict, folder: str) -> None:
+    """summary.json and the two figures into ``folder`` (each file whole or absent)."""
+    from ..study.fabric_plots import plot_tiers, plot_topology_sketch
+
+    out = Path(folder)
+    write_json_file(str(out / "summary.json"), summary)
+    plot_tiers(fabric, out / "fabric_tiers.png")
+    plot_topology_sketch(fabric, out / "topology.png")
 
 
 def read_cost_file(path: str) -> dict:
@@ -98,24 +127,45 @@ def print_cost(cost: dict) -> None:
 
 
 def print_summary(summary: dict) -> None:
+    from ..fabric.summary import port_usage_text
     from ..units import format_bandwidth
 
+    scale_up = summary.get("scale_up_link_kind")
     print(f"{summary['name']}: {summary['description']}")
-    print(
-        f"  GPUs {summary['num_gpus']:,} ({summary['gpus_per_node']} per node, scale-up domains of "
-        f"{summary['scale_up_domain_size']}), switches {summary['num_switches']:,}, "
-        f"directed links {summary['num_links']:,}"
-        + (f" ({summary['failed_links']} failed)" if summary["failed_links"] else "")
+    domains = (
+        f", {scale_up} scale-up domains of {summary['scale_up_domain_size']}" if scale_up else ""
     )
+    print(f"  GPUs {summary['num_gpus']:,} ({summary['gpus_per_node']} per node{domains})")
+    tiers = ", ".join(f"{t['switches']:,} {t['name']}" for t in summary["tiers"])
+    print(
+        f"  switches {summary['num_network_switches']:,} network"
+        + (f" ({tiers})" if tiers else " (a direct chip-to-chip network)")
+        + (
+            f" + {summary['num_scale_up_switches']:,} scale-up (one per {scale_up} domain)"
+            if summary["num_scale_up_switches"]
+            else ""
+        )
+    )
+    failed = (
+        f"; failed: {summary['failed_cables']:,} cables ({summary['failed_links']:,} directed "
+        "links down)"
+        if summary["failed_links"] or summary["failed_cables"]
+        else ""
+    )
+    print(f"  directed links {summary['num_links']:,} (a cable is two){failed}")
     for kind, count in summary["links_per_kind"].items():
+        cables = summary["cables_per_kind"].get(kind, 0)
+        bundled = f" in {count // 2:,} bundles" if cables > count // 2 and count % 2 == 0 else ""
         print(
-            f"  links {kind:<8} {count:>9,}  total {format_bandwidth(summary['capacity_per_kind_Bps'][kind])}"
+            f"  {kind:<16} {cables:>9,} cables{bundled:<18} total "
+            f"{format_bandwidth(summary['capacity_per_kind_Bps'][kind])} (both directions)"
         )
     for tier in summary["tiers"]:
         ratio = tier["oversubscription"]
         ratio_text = "top tier" if ratio is None else f"oversubscription {ratio:.3g}:1"
         print(
-            f"  tier {tier['tier']} {tier['name']:<6} {tier['switches']:>6,} switches, {ratio_text}"
+            f"  tier {tier['tier']} {tier['name']:<6} {tier['switches']:>6,} switches, "
+            f"{ratio_text}, ports used {port_usage_text(tier)}"
         )
     transport = summary.get("transport")
     if transport is not None:
@@ -124,7 +174,12 @@ def print_summary(summary: dict) -> None:
             f"lossless by {transport['lossless']}, congestion control: "
             f"{transport['congestion_control']}"
         )
+    ratio = summary.get("bisection_ratio")
     print(
-        f"  bisection bandwidth {format_bandwidth(summary['bisection_bandwidth_Bps'])} "
-        f"({summary['bisection_bandwidth_Bps'] / 1e12:.4g} TB/s, one direction)"
+        f"  bisection bandwidth {format_bandwidth(summary['bisection_bandwidth_Bps'])} one "
+        f"direction: {format_bandwidth(summary['bisection_per_gpu_Bps'])} per GPU over the "
+        f"{summary['num_gpus'] // 2:,} GPUs of one half"
+        + (f", {100 * ratio:.3g} % of full bisection" if ratio is not None else "")
     )
+    for warning in summary.get("warnings", []):
+        print(f"  warning: {warning}")

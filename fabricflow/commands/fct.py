@@ -49,18 +49,27 @@ def register(subparsers) -> None:
         required=True,
         help="permutation | alltoall | incast | FILE (htsim connection matrix)",
     )
-    parser.add_argument("--size", default="2MB", help="bytes per flow for patterns (2MB)")
-    parser.add_argument("--fidelity", default="packet", choices=["fluid", "packet"])
+    parser.add_argument("--size", default="2MB", help="bytes per flow for patterns")
+    parser.add_argument(
+        "--fidelity",
+        default="packet",
+        choices=["fluid", "packet"],
+        help="packet: headers, store-and-forward, ACKs and PFC, what a packet simulator "
+        "measures; fluid: max-min rates alone (the Python default of "
+        "ff.flow_completion_times, the engine the planner builds on) (default: packet)",
+    )
     parser.add_argument("--routing", default="ecmp", help="ecmp | spray | multipath | ...")
     parser.add_argument("--seed", type=int, default=0, help="traffic and ECMP hash seed")
     parser.add_argument("--pfc", default="on", choices=["on", "off"])
     parser.add_argument("--cc", default="none", choices=["none", "dcqcn"])
-    parser.add_argument("--hosts", type=int, default=None, help="hosts used by patterns")
-    parser.add_argument("--senders", type=int, default=16, help="incast senders (16)")
-    parser.add_argument("--mtu", default="9000B", help="wire bytes per full packet (9000B)")
-    parser.add_argument("--header", default="64B", help="header bytes per packet (64B)")
-    parser.add_argument("--pfc-xoff", default="100KB", help="PFC XOFF per ingress (100KB)")
-    parser.add_argument("--pfc-hysteresis", default="10KB", help="XON = XOFF - this (10KB)")
+    parser.add_argument(
+        "--hosts", type=int, default=None, help="hosts used by patterns (default: all GPUs)"
+    )
+    parser.add_argument("--senders", type=int, default=16, help="incast senders")
+    parser.add_argument("--mtu", default="9000B", help="wire bytes per full packet")
+    parser.add_argument("--header", default="64B", help="header bytes per packet")
+    parser.add_argument("--pfc-xoff", default="100KB", help="PFC XOFF per ingress")
+    parser.add_argument("--pfc-hysteresis", default="10KB", help="XON = XOFF - this")
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for CSV, JSON and the figure"
     )

@@ -37,7 +37,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--objective", default="step_time", choices=["step_time", "tokens_per_gpu"])
     parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
-    parser.add_argument("--budget", type=float, default=None, help="seconds to search at most")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds to search at most (default: no limit, every candidate is timed or bounded)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")
     parser.add_argument(
         "--collectives",

@@ -76,8 +76,10 @@ class Assembler:
         self.num_nodes += count
         return start
 
-    def add_links(self, src, dst, capacity, latency, kind: str) -> int:
-        """Add directed links ``src[i] -> dst[i]``; scalars broadcast. Returns the first id."""
+    def add_links(self, src, dst, capacity, latency, kind: str, cables=1) -> int:
+        """Add directed links ``src[i] -> dst[i]``; scalars broadcast. ``cables``: the
+        parallel physical cables each link bundles (its capacity is their sum). Returns
+        the first id."""
         src = np.asarray(src, dtype=np.int64)
         count = src.shape[0]
         kind_id = self._kind_id(self.link_kinds, kind)
@@ -88,18 +90,20 @@ class Assembler:
                 np.broadcast_to(np.asarray(capacity, np.float64), (count,)),
                 np.broadcast_to(np.asarray(latency, np.float64), (count,)),
                 np.full(count, kind_id, np.int8),
+                np.broadcast_to(np.asarray(cables, np.int32), (count,)),
             )
         )
         start = self.num_links
         self.num_links += count
         return start
 
-    def add_cables(self, a, b, capacity, latency, kind: str) -> tuple[int, int]:
+    def add_cables(self, a, b, capacity, latency, kind: str, cables=1) -> tuple[int, int]:
         """Add both directions of cables ``a[i] <-> b[i]``: first all ``a -> b`` links, then
-        all ``b -> a`` links, so link ``start_ab + i`` and ``start_ba + i`` are one cable."""
+        all ``b -> a`` links, so link ``start_ab + i`` and ``start_ba + i`` are one cable
+        (or one bundle of ``cables`` parallel cables)."""
         return (
-            self.add_links(a, b, capacity, latency, kind),
-            self.add_links(b, a, capacity, latency, kind),
+            self.add_links(a, b, capacity, latency, kind, cables),
+            self.add_links(b, a, capacity, latency, kind, cables),
         )
 
     def build(
@@ -123,11 +127,14 @@ class Assembler:
         for nodes, values in node_groups:
             groups[nodes] = values
         if self._links:
-            src, dst, cap, lat, kind = (np.concatenate(parts) for parts in zip(*self._links))
+            src, dst, cap, lat, kind, cables = (
+                np.concatenate(parts) for parts in zip(*self._links)
+            )
         else:
             src = dst = np.zeros(0, np.int64)
             cap = lat = np.zeros(0)
             kind = np.zeros(0, np.int8)
+            cables = np.zeros(0, np.int32)
         return Fabric(
             name=name,
             link_src=src,
@@ -145,4 +152,5 @@ class Assembler:
             gpus_per_node=gpus_per_node,
             structure=structure,
             meta=meta or {},
+            link_cables=cables,
         )

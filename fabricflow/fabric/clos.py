@@ -364,7 +364,12 @@ def build_clos(topology: sr.Section, common) -> object:
     for plane in range(planes):
         leaf = switch_offset[plane, 1] + np.arange(num_gpus) // m[1]
         up_offset[plane, 0], down_offset[plane, 0] = asm.add_cables(
-            gpu_node[gpu_of_slot], leaf, ports_per_plane * nic_bandwidth, nic_latency, "nic"
+            gpu_node[gpu_of_slot],
+            leaf,
+            ports_per_plane * nic_bandwidth,
+            nic_latency,
+            "nic",
+            ports_per_plane,
         )
         for level in range(1, levels):
             tier = tiers[level - 1]
@@ -384,6 +389,7 @@ def build_clos(topology: sr.Section, common) -> object:
                 tier.uplink_bundle * tier.uplink_bandwidth_Bps,
                 tier.latency_s,
                 tier.name,
+                tier.uplink_bundle,
             )
             parent_d = np.repeat(np.arange(N[level + 1]), m[level + 1])
             digit = np.tile(np.arange(m[level + 1]), N[level + 1])
@@ -396,6 +402,7 @@ def build_clos(topology: sr.Section, common) -> object:
                 tier.uplink_bundle * tier.uplink_bandwidth_Bps,
                 tier.latency_s,
                 tier.name,
+                tier.uplink_bundle,
             )
 
     structure = ClosStructure(
@@ -424,7 +431,15 @@ def build_clos(topology: sr.Section, common) -> object:
         else np.arange(num_gpus) // per_node
     )
     return finish_fabric(
-        asm, common, gpu_node, domains, structure, group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)]
+        asm,
+        common,
+        gpu_node,
+        domains,
+        structure,
+        group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)],
+        # ports of each tier's switches (radix, or down_ports + up_ports): summaries
+        # compare them with the ports the built fabric uses
+        meta={"switch_ports": {t.name: t.down_ports + t.up_ports for t in tiers}},
     )
 
 

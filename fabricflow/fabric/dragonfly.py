@@ -210,6 +210,7 @@ def build_dragonfly(topology: sr.Section, common) -> object:
             local_bundle * local_bw,
             local_lat,
             "local",
+            local_bundle,
         )
 
     links_per_pair = min(copies, a)
@@ -242,6 +243,7 @@ def build_dragonfly(topology: sr.Section, common) -> object:
         bundled * global_bw,
         global_lat,
         "global",
+        bundled,
     )
     assert start == structure.global_offset
 

@@ -57,6 +57,10 @@ class Fabric:
         link_up: bool ``[L]``; False for failed links.
         structure: generator-specific description used for arithmetic routing, or None.
         meta: description, sources, assumptions and the spec the fabric came from.
+        link_cables: int32 ``[L]``: the working physical cables a link bundles (parallel
+            cables between one switch pair, ``uplink_bundle`` in a Clos spec, ``count``
+            in a graph spec), 0 for failed links; its capacity is their sum. Default: 1
+            per working link.
     """
 
     name: str
@@ -76,6 +80,7 @@ class Fabric:
     link_up: np.ndarray | None = None
     structure: Any = None
     meta: dict = dataclasses.field(default_factory=dict)
+    link_cables: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -91,12 +96,15 @@ class Fabric:
         set_(self, "gpu_domain", np.ascontiguousarray(self.gpu_domain, dtype=np.int32))
         if self.link_up is None:
             set_(self, "link_up", np.ones(self.link_src.shape[0], dtype=bool))
+        if self.link_cables is None:
+            set_(self, "link_cables", np.asarray(self.link_up, np.int32))
+        set_(self, "link_cables", np.ascontiguousarray(self.link_cables, dtype=np.int32))
         self._validate()
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
         num_links = self.link_src.shape[0]
-        for field in ("link_dst", "capacity", "latency", "link_kind_id", "link_up"):
+        for field in ("link_dst", "capacity", "latency", "link_kind_id", "link_up", "link_cables"):
             if getattr(self, field).shape != (num_links,):
                 raise SpecError(
                     field,
@@ -127,6 +135,9 @@ class Fabric:
             )
         if np.any(self.capacity[self.link_up] <= 0):
             raise SpecError("capacity", "working links must have capacity > 0 bytes/s")
+        assert self.link_cables is not None and self.link_up is not None  # __post_init__
+        if np.any(self.link_cables[self.link_up] < 1) or np.any(self.link_cables[~self.link_up]):
+            raise SpecError("link_cables", "a working link bundles >= 1 cable, a failed link none")
         if not np.all(np.isfinite(self.latency)) or np.any(self.latency < 0):
             raise SpecError("latency", "link latencies must be finite and >= 0 s")
         if self.gpu_node.shape != self.gpu_domain.shape:
@@ -149,7 +160,29 @@ class Fabric:
 
     @property
     def num_switches(self) -> int:
+        """Every switch node: network switches and scale-up (NVLink-domain) switches."""
         return int(np.count_nonzero(self.node_tier != 0))
+
+    @property
+    def num_network_switches(self) -> int:
+        """Scale-out switches (tiers >= 1: leaves, spines, cores, dragonfly routers)."""
+        return int(np.count_nonzero(self.node_tier >= 1))
+
+    @property
+    def num_scale_up_switches(self) -> int:
+        """Scale-up switches: one per scale-up domain (the NVSwitch planes of a server or
+        rack modeled as one non-blocking switch)."""
+        return int(np.count_nonzero(self.node_tier < 0))
+
+    @property
+    def scale_up_link_kind(self) -> str | None:
+        """The link kind of the scale-up domain (``nvlink``, or what the spec's
+        ``scale_up.name`` calls it, e.g. ``infinity-fabric``), ``None`` without one."""
+        switches = self.node_tier < 0
+        touching = switches[self.link_src] | switches[self.link_dst]
+        if not touching.any():
+            return None
+        return self.link_kinds[int(self.link_kind_id[np.argmax(touching)])]
 
     @property
     def link_kind(self) -> np.ndarray:
@@ -176,7 +209,10 @@ class Fabric:
         """Link ids whose label is ``kind``; raises naming the known kinds otherwise."""
         if kind not in self.link_kinds:
             raise SpecError(
-                "kind", f"unknown link kind {kind!r}; this fabric has {list(self.link_kinds)}"
+                "kind",
+                f"unknown link kind {kind!r}; this fabric has {list(self.link_kinds)}",
+                value=kind,
+                allowed=self.link_kinds,
             )
         return np.flatnonzero(self.link_kind_id == self.link_kinds.index(kind))
 
@@ -193,16 +229,20 @@ class Fabric:
         """A copy with links and/or switches failed (both directions of a cable fail together).
 
         Args:
-            links: directed link ids to fail; the reverse link of each (same endpoints,
-                same kind) fails too, as a cut cable does.
+            links: directed link ids to fail, with every cable they bundle; the reverse
+                link of each (same endpoints, same kind) fails too, as a cut cable does.
             switches: node ids of switches to fail; every link touching them fails.
             link_kind, fraction, seed: additionally fail a random ``fraction`` of the
-                cables of kind ``link_kind`` (seeded, reproducible).
+                working *physical* cables of kind ``link_kind`` (seeded, reproducible;
+                :meth:`failed_cables`). A link that bundles several parallel cables
+                loses the capacity of those that fail and goes down with the last one.
 
-        Link ids stay the same; failed links get ``capacity == 0`` and ``link_up == False``.
-        Routing then uses only surviving paths.
+        Link ids stay the same; failed links get ``capacity == 0`` and ``link_up == False``;
+        ``meta["failed_links"]`` counts the directed links down, ``meta["failed_cables"]``
+        the physical cables failed (each once, not per direction). Routing then uses
+        only surviving paths, and partly failed bundles at their remaining capacity.
         """
-        assert self.link_up is not None  # set by __post_init__
+        assert self.link_up is not None and self.link_cables is not None  # __post_init__
         down = ~self.link_up.copy()
         if links is not None:
             ids = np.asarray(list(links))
@@ -226,41 +266,103 @@ class Fabric:
             dead = np.zeros(self.num_nodes, dtype=bool)
             dead[nodes] = True
             down |= dead[self.link_src] | dead[self.link_dst]
+        down |= self._reverse_mask(down)
+        cables = np.where(down, 0, self.link_cables)
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating)):
             raise SpecError("fraction", f"must be a number in [0, 1], got {fraction!r}")
         if fraction:
-            if not 0.0 <= fraction <= 1.0:
-                raise SpecError("fraction", f"must lie in [0, 1], got {fraction}")
-            present = [
-                k for k in self.link_kinds if np.any(self.link_kind_id == self.link_kinds.index(k))
-            ]
-            if link_kind not in present:
-                raise SpecError(
-                    "link_kind",
-                    f"needed with fraction; this fabric has links of kinds "
-                    f"{present} (a Clos labels the cables between tiers t and t+1 with "
-                    f"tier t's name), got {link_kind!r}",
-                )
-            candidates = self.links_of_kind(link_kind)
-            # A cable is the link whose src < dst; fail it and its reverse together.
-            cables = candidates[self.link_src[candidates] < self.link_dst[candidates]]
-            count = int(round(fraction * cables.size))
-            if count == 0:
-                raise SpecError(
-                    "fraction",
-                    f"{fraction} of {cables.size} {link_kind} cables rounds "
-                    f"to none; use at least {0.5 / cables.size:.2g}",
-                )
-            rng = np.random.default_rng(seed)
-            down[rng.choice(cables, size=count, replace=False)] = True
-        down |= self._reverse_mask(down)
-        capacity = np.where(down, 0.0, self.capacity)
+            broken = self.failed_cables(link_kind, fraction, seed)
+            cables = np.maximum(cables - broken, 0)
+            down |= cables == 0
+        capacity = np.where(down, 0.0, self.capacity * cables / np.maximum(self.link_cables, 1))
+        # each cable once: on its src < dst direction, or on its only direction
+        once = (self.link_src < self.link_dst) | (self.reverse_links() < 0)
+        lost = int((self.link_cables - cables)[once].sum())
         return dataclasses.replace(
             self,
             capacity=capacity,
             link_up=~down,
-            meta={**self.meta, "failed_links": int(down.sum())},
+            link_cables=cables,
+            meta={
+                **self.meta,
+                "failed_links": int(down.sum()),
+                "failed_cables": int(self.meta.get("failed_cables", 0)) + lost,
+            },
         )
+
+    def failed_cables(self, link_kind: str | None, fraction: float, seed: int = 0) -> np.ndarray:
+        """int32 ``[L]``: the physical cables that a seeded random ``fraction`` of the
+        working cables of kind ``link_kind`` takes down, per directed link (both
+        directions of a cable count it). :meth:`without` applies it.
+
+        The draw is ``round(fraction * C)`` distinct cables out of the ``C`` working
+        cables of the kind, uniformly: a bundle of ``b`` parallel cables is ``b``
+        candidates. On fabrics without bundles it is the same draw as over links.
+
+        Raises:
+            SpecError: (``link_kind``) a kind this fabric has no links of, with the kinds
+                it has; (``fraction``) outside [0, 1] or rounding to no cable.
+        """
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.floating)):
+            raise SpecError("fraction", f"must be a number in [0, 1], got {fraction!r}")
+        if not 0.0 <= fraction <= 1.0:
+            raise SpecError("fraction", f"must lie in [0, 1], got {fraction}")
+        present = [
+            k for k in self.link_kinds if np.any(self.link_kind_id == self.link_kinds.index(k))
+        ]
+        if link_kind not in present:
+            raise SpecError("link_kind", self._unknown_kind_message(link_kind, present))
+        assert self.link_cables is not None  # set by __post_init__
+        candidates = self.links_of_kind(link_kind)
+        # A cable is the link whose src < dst; fail it and its reverse together.
+        cables = candidates[self.link_src[candidates] < self.link_dst[candidates]]
+        working = self.link_cables[cables]
+        total = int(working.sum())
+        count = int(round(fraction * total))
+        if count == 0 and fraction > 0:
+            raise SpecError(
+                "fraction",
+                f"{fraction} of {total:,} working {link_kind} cables rounds "
+                f"to none; use at least {0.5 / max(total, 1):.2g}",
+            )
+        out = np.zeros(self.num_links, np.int32)
+        if count:
+            owner = np.repeat(cables, working)  # one entry per physical cable
+            picked = owner[np.random.default_rng(seed).choice(total, size=count, replace=False)]
+            np.add.at(out, picked, 1)
+            reverse = self.reverse_links()[picked]
+            np.add.at(out, reverse[reverse >= 0], 1)
+        return out
+
+    def _unknown_kind_message(self, link_kind, present: list[str]) -> str:
+        """What to say when ``link_kind`` names no cables of this fabric."""
+        from ..errors import did_you_mean
+
+        what = "no link kind given" if link_kind is None else f"no {link_kind!r} links"
+        text = f"this fabric has {what}; cables of kinds {present} can fail"
+        tiers = getattr(self.structure, "tier_names", None)  # a Clos
+        if tiers:
+            cabled = [
+                f"{t!r} = {t}-{tiers[i + 1]} cables"
+                for i, t in enumerate(tiers[:-1])
+                if t in present
+            ]
+            text += (
+                ". A Clos names the cables between tiers t and t+1 after tier t: here "
+                + ", ".join(cabled)
+                + f"; the top tier ({tiers[-1]}) has no uplinks"
+            )
+        return text + did_you_mean(link_kind, present)
+
+    def reverse_links(self) -> np.ndarray:
+        """int64 ``[L]``: the link with the same endpoints reversed and the same kind, the
+        other direction of the same cable (``-1`` where there is none)."""
+        key_fwd = self._pair_key(self.link_src, self.link_dst)
+        key_rev = self._pair_key(self.link_dst, self.link_src)
+        order = np.argsort(key_fwd, kind="stable")
+        position = np.minimum(np.searchsorted(key_fwd[order], key_rev), max(order.size - 1, 0))
+        found = key_fwd[order[position]] == key_rev if order.size else np.zeros(0, bool)
+        return np.where(found, order[position], -1)
 
     def _reverse_mask(self, mask: np.ndarray) -> np.ndarray:
         """Mark the reverse direction of every marked link (same endpoints, same kind)."""

@@ -133,11 +133,11 @@ def build_graph(topology: sr.Section, common) -> object:
         start = stop
 
     cables = _parse_links(topology, defaults, index)
-    kinds = list(dict.fromkeys(kind for *_, kind in cables))
-    a, b, capacity, latency, kind_of = (np.asarray(col) for col in zip(*cables, strict=True))
+    kinds = list(dict.fromkeys(kind for *_, kind, _count in cables))
+    a, b, capacity, latency, kind_of, count = (np.asarray(col) for col in zip(*cables, strict=True))
     for kind in kinds:
         mask = kind_of == kind
-        asm.add_cables(a[mask], b[mask], capacity[mask], latency[mask], kind)
+        asm.add_cables(a[mask], b[mask], capacity[mask], latency[mask], kind, count[mask])
 
     domains = (
         np.arange(len(gpus)) // common.scale_up.domain_size
@@ -149,7 +149,7 @@ def build_graph(topology: sr.Section, common) -> object:
 
 def _parse_links(
     topology: sr.Section, defaults: sr.Section | None, index: dict[str, int]
-) -> list[tuple[int, int, float, float, str]]:
+) -> list[tuple[int, int, float, float, str, int]]:
     def default(key: str, parse, fallback):
         return defaults.get(key, parse, fallback) if defaults is not None else fallback
 
@@ -166,7 +166,10 @@ def _parse_links(
             if name not in index:
                 shown = names[:8] + (["..."] if len(names) > 8 else [])
                 raise SpecError(
-                    item.field(end), f"unknown node {name!r}; nodes and GPUs are {shown}"
+                    item.field(end),
+                    f"unknown node {name!r}; nodes and GPUs are {shown}",
+                    value=name,
+                    allowed=names,
                 )
             ends.append(index[name])
         if ends[0] == ends[1]:
@@ -196,6 +199,7 @@ def _parse_links(
                 count * bandwidth,
                 item.get("latency", sr.time, default_latency),
                 kind,
+                count,
             )
         )
     return cables

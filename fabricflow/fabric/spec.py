@@ -98,7 +98,12 @@ def _build_fabric(spec: dict) -> Fabric:
         raise SpecError("topology.type", f"is required; one of {sorted(GENERATORS)}")
     kind = topology_raw["type"]
     if not isinstance(kind, str) or kind not in GENERATORS:
-        raise SpecError("topology.type", f"unknown type {kind!r}; one of {sorted(GENERATORS)}")
+        raise SpecError(
+            "topology.type",
+            f"unknown type {kind!r}; one of {sorted(GENERATORS)}",
+            value=kind,
+            allowed=GENERATORS,
+        )
     builder, keys = GENERATORS[kind]
     topology = sr.Section(topology_raw, "topology", keys)
     scale_up_section = top.section("scale_up", SCALE_UP_KEYS, None)
@@ -206,6 +211,8 @@ def read_spec(name_or_path: str | Path) -> dict:
                 "fabric",
                 f"unknown preset {str(name_or_path)!r}; presets: {names} "
                 "(or give a path to a .yaml spec)",
+                value=name_or_path,
+                allowed=names,
             )
     spec = read_structured(path, what="fabric", syntax="yaml")
     if not isinstance(spec, dict):

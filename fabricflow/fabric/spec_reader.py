@@ -31,7 +31,12 @@ class Section:
         self.allowed = tuple(allowed)
         unknown = sorted(set(map(str, data)) - set(self.allowed))
         if unknown:
-            raise SpecError(path, f"unknown key(s) {unknown}; allowed keys: {sorted(self.allowed)}")
+            raise SpecError(
+                path,
+                f"unknown key(s) {unknown}; allowed keys: {sorted(self.allowed)}",
+                value=unknown[0],
+                allowed=self.allowed,
+            )
 
     def field(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
@@ -136,7 +141,12 @@ def text_list(value: Any, field: str) -> list[str]:
 def choice(*allowed: str) -> Callable[[Any, str], str]:
     def parse(value: Any, field: str) -> str:
         if value not in allowed:
-            raise SpecError(field, f"must be one of {list(allowed)}, got {value!r}")
+            raise SpecError(
+                field,
+                f"must be one of {list(allowed)}, got {value!r}",
+                value=value,
+                allowed=allowed,
+            )
         return value
 
     return parse

@@ -1,12 +1,21 @@
 """Fabric summaries computed from the built arrays (never echoed from the spec).
 
-* tiers: for each switch tier t >= 1, the switch count and the oversubscription
+* switches: network (scale-out, tiers >= 1) and scale-up (one per NVLink-style domain)
+  counted apart; ``num_switches`` (both) is kept for compatibility and deprecated;
+* links and cables per kind: directed links, and the physical cables they bundle (a
+  cable counted once for its two directions; parallel cables between one switch pair
+  are one link);
+* tiers: for each switch tier t >= 1, the switch count, the oversubscription
   ``capacity of links from tier-t switches down to lower tiers / capacity of links up
-  to higher tiers`` (``None`` for the top tier);
+  to higher tiers`` (``None`` for the top tier), and the ports in use per switch against
+  the switch's ports where the spec gives them (a warning when some stay unused);
 * bisection bandwidth (scale-out, one direction): the capacity of the minimum cut
   between the two halves of the GPUs under the fabric's natural halving. Structured
   fabrics provide it arithmetically (``structure.bisection_Bps(fabric)``); otherwise it is
-  a max-flow over the scale-out graph (scipy), for fabrics of modest size.
+  a max-flow over the scale-out graph (scipy), for fabrics of modest size. Per GPU it is
+  quoted as network architects do: over the GPUs of one half (``bisection / (G / 2)``,
+  what each of them can send across at once) and as a fraction of full bisection (every
+  GPU of one half injecting at its full scale-out bandwidth; 1.0 = non-blocking).
 """
 
 from __future__ import annotations
@@ -36,32 +45,16 @@ def fabric_summary(fabric) -> dict:
 
 def _fabric_summary(fabric) -> dict:
     up = fabric.link_up
-    tiers = []
-    src_tier = fabric.node_tier[fabric.link_src].astype(np.int64)
-    dst_tier = fabric.node_tier[fabric.link_dst].astype(np.int64)
-    kinds = fabric.node_kind
-    for tier in sorted(set(fabric.node_tier[fabric.node_tier >= 1].tolist())):
-        switches = np.flatnonzero(fabric.node_tier == tier)
-        leaving = up & (src_tier == tier)
-        down_cap = fabric.capacity[leaving & (dst_tier < tier) & (dst_tier >= 0)].sum()
-        up_cap = fabric.capacity[leaving & (dst_tier > tier)].sum()
-        tiers.append(
-            {
-                "name": str(kinds[switches[0]]),
-                "tier": int(tier),
-                "switches": int(switches.size),
-                "oversubscription": float(down_cap / up_cap) if up_cap > 0 else None,
-                "down_capacity_Bps": float(down_cap),
-                "up_capacity_Bps": float(up_cap),
-            }
-        )
-    links_per_kind = {}
-    capacity_per_kind = {}
+    links_per_kind, capacity_per_kind = {}, {}
     for kind_id, kind in enumerate(fabric.link_kinds):
         mask = (fabric.link_kind_id == kind_id) & up
         if mask.any():
             links_per_kind[kind] = int(mask.sum())
             capacity_per_kind[kind] = float(fabric.capacity[mask].sum())
+    tiers = _tiers(fabric)
+    bisection = bisection_bandwidth(fabric)
+    injection = _injection_Bps(fabric)
+    half = fabric.num_gpus / 2
     return {
         "name": fabric.name,
         "description": fabric.meta.get("description", ""),
@@ -69,16 +62,101 @@ def _fabric_summary(fabric) -> dict:
         "gpus_per_node": fabric.gpus_per_node,
         "num_nodes": fabric.num_nodes,
         "num_switches": fabric.num_switches,
+        "num_network_switches": fabric.num_network_switches,
+        "num_scale_up_switches": fabric.num_scale_up_switches,
+        "scale_up_link_kind": fabric.scale_up_link_kind,
         "num_links": fabric.num_links,
         "failed_links": int((~up).sum()),
+        "failed_cables": int(fabric.meta.get("failed_cables", 0)),
         "scale_up_domain_size": int(fabric.meta.get("scale_up_domain_size", 1)),
         "links_per_kind": links_per_kind,
+        "cables_per_kind": cables_per_kind(fabric),
         "capacity_per_kind_Bps": capacity_per_kind,
         "tiers": tiers,
-        "bisection_bandwidth_Bps": bisection_bandwidth(fabric),
+        "bisection_bandwidth_Bps": bisection,
+        "bisection_per_gpu_Bps": bisection / half if half else 0.0,
+        "full_bisection_Bps": injection / 2,
+        "bisection_ratio": bisection / (injection / 2) if injection > 0 else None,
         "bisection_definition": "min cut, one direction, between the halves of the GPUs "
-        "(natural halving of the topology), scale-out links only",
+        "(natural halving of the topology), scale-out links only; per GPU: over the GPUs "
+        "of one half; ratio: to full bisection (every GPU of one half at its full "
+        "scale-out bandwidth)",
+        "warnings": [t["warning"] for t in tiers if t.get("warning")],
+        "deprecated": {
+            "num_switches": "counts scale-up (NVLink-domain) switches too; use "
+            "num_network_switches and num_scale_up_switches",
+        },
     }
+
+
+def cables_per_kind(fabric) -> dict[str, int]:
+    """Working physical cables per link kind: each cable once (not per direction), each
+    of the parallel cables a link bundles apart."""
+    once = (fabric.link_src < fabric.link_dst) | (fabric.reverse_links() < 0)
+    counts = np.bincount(
+        fabric.link_kind_id[once],
+        weights=fabric.link_cables[once],
+        minlength=len(fabric.link_kinds),
+    )
+    return {kind: int(counts[i]) for i, kind in enumerate(fabric.link_kinds) if counts[i] > 0}
+
+
+def _injection_Bps(fabric) -> float:
+    """bytes/s: the scale-out capacity leaving all GPUs (NIC or chip-to-chip links)."""
+    is_gpu = fabric.node_tier == 0
+    scale_up = fabric.node_tier < 0
+    leaving = is_gpu[fabric.link_src] & ~scale_up[fabric.link_dst] & fabric.link_up
+    return float(fabric.capacity[leaving].sum())
+
+
+def _tiers(fabric) -> list[dict]:
+    """One entry per switch tier >= 1: count, oversubscription, capacities, port use."""
+    up = fabric.link_up
+    src_tier = fabric.node_tier[fabric.link_src].astype(np.int64)
+    dst_tier = fabric.node_tier[fabric.link_dst].astype(np.int64)
+    kinds = fabric.node_kind
+    # physical ports in use on each node: one per working cable leaving it
+    ports_used = np.bincount(
+        fabric.link_src, weights=fabric.link_cables, minlength=fabric.num_nodes
+    ).astype(np.int64)
+    declared = fabric.meta.get("switch_ports", {})
+    tiers = []
+    for tier in sorted(set(fabric.node_tier[fabric.node_tier >= 1].tolist())):
+        switches = np.flatnonzero(fabric.node_tier == tier)
+        leaving = up & (src_tier == tier)
+        down_cap = fabric.capacity[leaving & (dst_tier < tier) & (dst_tier >= 0)].sum()
+        up_cap = fabric.capacity[leaving & (dst_tier > tier)].sum()
+        name = str(kinds[switches[0]])
+        used = ports_used[switches]
+        ports = declared.get(name)
+        entry = {
+            "name": name,
+            "tier": int(tier),
+            "switches": int(switches.size),
+            "oversubscription": float(down_cap / up_cap) if up_cap > 0 else None,
+            "down_capacity_Bps": float(down_cap),
+            "up_capacity_Bps": float(up_cap),
+            "ports_per_switch": None if ports is None else int(ports),
+            "ports_used": {"min": int(used.min()), "max": int(used.max())},
+        }
+        if ports is not None and used.max() < ports:
+            spread = f"{used.min()}" if used.min() == used.max() else f"{used.min()}-{used.max()}"
+            entry["warning"] = (
+                f"{name}: {spread} of {ports} ports used per switch "
+                f"({int(ports * switches.size - used.sum()):,} of the tier's "
+                f"{ports * switches.size:,} ports unused): the tier could serve more, or "
+                "take smaller switches"
+            )
+        tiers.append(entry)
+    return tiers
+
+
+def port_usage_text(tier: dict) -> str:
+    """``'16 of 64'`` (or ``'56-57'`` where the switch's ports are not known): the ports
+    in use per switch of a tier entry of :func:`fabric_summary`."""
+    used = tier["ports_used"]
+    text = f"{used['min']}" if used["min"] == used["max"] else f"{used['min']}-{used['max']}"
+    return text if tier["ports_per_switch"] is None else f"{text} of {tier['ports_per_switch']}"
 
 
 def bisection_bandwidth(fabric) -> float:
@@ -153,3 +231,12 @@ def _integer_unit(values: np.ndarray, total: float) -> float:
     whole = np.round(values[values > 0]).astype(np.int64)
     base = int(np.gcd.reduce(whole)) if whole.size else 1
     return float(base * max(1, int(np.ceil(total / (base * 2**30)))))
+
+
+__all__ = [
+    "bisection_bandwidth",
+    "cables_per_kind",
+    "fabric_summary",
+    "max_flow_between",
+    "port_usage_text",
+]

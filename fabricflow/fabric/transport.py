@@ -73,6 +73,8 @@ class Transport:
             raise SpecError(
                 "transport.protocol",
                 f"unknown protocol {self.protocol!r}; one of {list(PROTOCOLS)}",
+                value=self.protocol,
+                allowed=PROTOCOLS,
             )
         if self.adaptive_routing is None:
             object.__setattr__(self, "adaptive_routing", PROTOCOLS[self.protocol][0])
@@ -129,13 +131,21 @@ def parse_transport(value: Any, field: str = "transport") -> Transport:
         )
     unknown = sorted(set(map(str, value)) - set(TRANSPORT_KEYS))
     if unknown:
-        raise SpecError(field, f"unknown key(s) {unknown}; allowed keys: {list(TRANSPORT_KEYS)}")
+        raise SpecError(
+            field,
+            f"unknown key(s) {unknown}; allowed keys: {list(TRANSPORT_KEYS)}",
+            value=unknown[0],
+            allowed=TRANSPORT_KEYS,
+        )
     if "protocol" not in value:
         raise SpecError(f"{field}.protocol", f"is required; one of {list(PROTOCOLS)}")
     protocol = value["protocol"]
     if not isinstance(protocol, str) or protocol not in PROTOCOLS:
         raise SpecError(
-            f"{field}.protocol", f"unknown protocol {protocol!r}; one of {list(PROTOCOLS)}"
+            f"{field}.protocol",
+            f"unknown protocol {protocol!r}; one of {list(PROTOCOLS)}",
+            value=protocol,
+            allowed=PROTOCOLS,
         )
     adaptive = value.get("adaptive_routing")
     if adaptive is not None and not isinstance(adaptive, bool):

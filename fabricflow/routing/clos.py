@@ -79,7 +79,10 @@ def route_clos(
     ``pxn``: relay cross-rail traffic over NVLink to the destination's rail first."""
     if policy not in POLICIES:
         raise SpecError(
-            "policy", f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}"
+            "policy",
+            f"unknown policy {policy!r} for a Clos fabric; one of {list(POLICIES)}",
+            value=policy,
+            allowed=POLICIES,
         )
     st: ClosStructure = fabric.structure
     if pxn or st.rails > 1:

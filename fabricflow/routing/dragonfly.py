@@ -52,7 +52,10 @@ def route_dragonfly(
     """Route GPU pairs on a dragonfly; see the module docstring for the policies."""
     if policy not in POLICIES:
         raise SpecError(
-            "policy", f"unknown policy {policy!r} for a dragonfly fabric; one of {list(POLICIES)}"
+            "policy",
+            f"unknown policy {policy!r} for a dragonfly fabric; one of {list(POLICIES)}",
+            value=policy,
+            allowed=POLICIES,
         )
     st: DragonflyStructure = fabric.structure
     key = hashing.flow_key(src, dst, seed)

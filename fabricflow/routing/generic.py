@@ -75,6 +75,8 @@ def route_generic(
             "policy",
             f"unknown policy {policy!r} for the generic shortest-path "
             f"router (fabrics without a structured router); one of {list(POLICIES)}",
+            value=policy,
+            allowed=POLICIES,
         )
     key = hashing.flow_key(src, dst, seed)
     local, local_links = scale_up_paths(fabric, src, dst)

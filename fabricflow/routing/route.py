@@ -116,6 +116,8 @@ def route(
             unknown[0],
             f"unknown routing option(s) {unknown} for {kind} fabric; "
             f"accepted: {list(accepted) or 'none'}",
+            value=unknown[0],
+            allowed=accepted,
         )
     if "pxn" in options:
         options["pxn"] = check_flag(options["pxn"], "pxn")

@@ -48,7 +48,10 @@ def route_torus(
     """Route GPU pairs on a torus; see the module docstring for the policies."""
     if policy not in POLICIES:
         raise SpecError(
-            "policy", f"unknown policy {policy!r} for a torus fabric; one of {list(POLICIES)}"
+            "policy",
+            f"unknown policy {policy!r} for a torus fabric; one of {list(POLICIES)}",
+            value=policy,
+            allowed=POLICIES,
         )
     st: TorusStructure = fabric.structure
     key = hashing.flow_key(src, dst, seed)

@@ -128,7 +128,7 @@ def attachment_study(
         for u, up in enumerate(leaf_uplinks):
             fabric = attachment_fabric(attachment, gpus, int(up))
             summary = fabric.summary()
-            switches[a, u] = summary["num_switches"]
+            switches[a, u] = summary["num_network_switches"]  # not the NVLink domains
             bisection[a, u] = summary["bisection_bandwidth_Bps"]
             for o, op in enumerate(ops):
                 for p, pxn in enumerate(pxn_values):
@@ -155,7 +155,7 @@ def attachment_study(
             "step_time_s": (step_dims, step, {"units": "s"}),
             "mfu": (step_dims, mfu, {"units": "1"}),
             "ep_s": (step_dims, ep_s, {"units": "s", "long_name": "exposed all-to-all"}),
-            "switches": (fabric_dims, switches),
+            "switches": (fabric_dims, switches, {"long_name": "network (leaf + spine) switches"}),
             "bisection_Bps": (fabric_dims, bisection, {"units": "B/s"}),
         },
         coords={

@@ -59,7 +59,14 @@ def plot_gantt(run, path, *, max_jobs: int = 200):
 
 
 def plot_utilization(run, path):
-    """Busy / down / spare GPU fraction over time; per-tier link utilization below."""
+    """Busy / down / spare GPU fraction over time; below, per link kind, the running jobs'
+    collective traffic over the kind's capacity.
+
+    That lower panel adds up every collective of every job at the rate it gets while it
+    runs (the timeline's ``tier_utilization``). A job's collectives take turns within its
+    step (tensor-parallel, then data-parallel traffic, ...), so the sum can exceed 1
+    without any job being slowed: it is the load if they all ran at once, an upper bound
+    on the time-averaged utilization, and the panel says so."""
     timeline = run.timeline
     hours = np.asarray(timeline["time"]) / 3600.0
     total = float(timeline.attrs.get("gpus_total", 1))
@@ -79,7 +86,12 @@ def plot_utilization(run, path):
         for column, name in enumerate(np.asarray(timeline["tier"])):
             if np.isfinite(tiers[:, column]).any() and np.nanmax(tiers[:, column]) > 0:
                 low.step(hours, tiers[:, column], where="post", label=str(name))
-        low.set_ylabel("offered load / capacity")
+        low.set_ylabel("collective rates / capacity")
+        low.set_title(
+            "each job's collectives at their own rates, added up: they take turns within a "
+            "step, so above 1 is not congestion (slowdowns show that)",
+            fontsize=8,
+        )
         low.grid(alpha=0.3)
         if low.get_legend_handles_labels()[0]:
             low.legend(fontsize=8)

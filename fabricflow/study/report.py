@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import FabricflowError, SpecError
+from ..fabric.summary import cables_per_kind, port_usage_text
+from ..units import format_bandwidth
 
 SECTIONS = ("fabric", "layouts", "step", "utilization", "failures")
 DEFAULT_FAIL_FRACTIONS = (0.01, 0.02, 0.05, 0.1)
@@ -245,28 +247,48 @@ def _fabric_section(fabric) -> dict:
 
     started = time.monotonic()
     summary = fabric.summary()
+    scale_up = summary["scale_up_link_kind"]
     overview = [
         {"item": "GPUs", "value": f"{summary['num_gpus']:,}"},
         {"item": "GPUs per node", "value": summary["gpus_per_node"]},
-        {"item": "scale-up domain", "value": f"{summary['scale_up_domain_size']} GPUs"},
-        {"item": "switches", "value": f"{summary['num_switches']:,}"},
-        {"item": "directed links", "value": f"{summary['num_links']:,}"},
-        {"item": "failed links", "value": summary["failed_links"]},
         {
-            "item": "bisection bandwidth (one way)",
-            "value": f"{summary['bisection_bandwidth_Bps'] * 8 / 1e12:,.1f} Tb/s "
-            f"({summary['bisection_bandwidth_Bps'] / 1e12:,.2f} TB/s)",
+            "item": "scale-up domain",
+            "value": f"{summary['scale_up_domain_size']} GPUs"
+            + (f" ({scale_up})" if scale_up else ""),
+        },
+        {"item": "network switches", "value": f"{summary['num_network_switches']:,}"},
+        {
+            "item": "scale-up switches",
+            "value": f"{summary['num_scale_up_switches']:,} (one per {scale_up} domain)"
+            if scale_up
+            else "0",
+        },
+        {"item": "directed links", "value": f"{summary['num_links']:,}"},
+        {
+            "item": "failed",
+            "value": f"{summary['failed_cables']:,} cables ({summary['failed_links']:,} "
+            "directed links down)",
         },
         {
-            "item": "bisection per GPU",
-            "value": f"{summary['bisection_bandwidth_Bps'] * 8 / 1e9 / summary['num_gpus']:,.0f}"
-            " Gb/s",
+            "item": "bisection bandwidth (one way)",
+            "value": format_bandwidth(summary["bisection_bandwidth_Bps"])
+            + f" ({summary['bisection_bandwidth_Bps'] / 1e12:,.2f} TB/s)",
+        },
+        {
+            "item": "bisection per GPU (over the GPUs of one half)",
+            "value": format_bandwidth(summary["bisection_per_gpu_Bps"])
+            + (
+                f", {100 * summary['bisection_ratio']:.3g} % of full bisection"
+                if summary["bisection_ratio"] is not None
+                else ""
+            ),
         },
     ]
     kinds = [
         {
             "kind": kind,
             "links": count,
+            "cables": summary["cables_per_kind"][kind],
             "total_Tbps": summary["capacity_per_kind_Bps"][kind] * 8 / 1e12,
         }
         for kind, count in summary["links_per_kind"].items()
@@ -279,20 +301,28 @@ def _fabric_section(fabric) -> dict:
             "oversubscription": "top tier"
             if t["oversubscription"] is None
             else f"{t['oversubscription']:.3g}:1",
+            "ports": port_usage_text(t),
         }
         for t in summary["tiers"]
     ]
     return _section(
         "fabric",
         "Fabric summary and bisection",
-        f"{summary['description']}. Bisection: {summary['bisection_definition']}.",
+        f"{summary['description']}. Bisection: {summary['bisection_definition']}."
+        + "".join(f" Warning: {w}." for w in summary["warnings"]),
         {"fabric": fabric.name},
         started,
         tables=[
             {"caption": "Overview", "columns": [("item", ""), ("value", "")], "rows": overview},
             {
-                "caption": "Directed links per kind",
-                "columns": [("kind", "kind"), ("links", "links"), ("total_Tbps", "total Tb/s")],
+                "caption": "Links per kind (a cable is two directed links; parallel cables "
+                "between one switch pair are one link)",
+                "columns": [
+                    ("kind", "kind"),
+                    ("links", "directed links"),
+                    ("cables", "physical cables"),
+                    ("total_Tbps", "total Tb/s"),
+                ],
                 "rows": kinds,
             },
             {
@@ -302,6 +332,7 @@ def _fabric_section(fabric) -> dict:
                     ("name", "name"),
                     ("switches", "switches"),
                     ("oversubscription", "oversubscription (down:up)"),
+                    ("ports", "ports used per switch"),
                 ],
                 "rows": tiers,
             },
@@ -658,12 +689,13 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
     started = time.monotonic()
     kwargs = _step_kwargs(job)
     rows, points = [], []
-    cables = int((fabric.link_kind == kind).sum()) // 2
+    cables = cables_per_kind(fabric).get(kind, 0)
+    before = int(fabric.meta.get("failed_cables", 0))
     for fraction in sorted(float(f) for f in fractions):
         times, failed, errors = [], [], []
         for draw in range(seed, seed + seeds):
             broken = fabric.without(link_kind=kind, fraction=fraction, seed=draw)
-            failed.append(int(broken.meta.get("failed_links", 0)) // 2)
+            failed.append(int(broken.meta.get("failed_cables", 0)) - before)
             try:
                 result = step_time(model, gpu, fabric=broken, **kwargs)
             except FabricflowError as error:  # e.g. failures cut the job apart
@@ -722,8 +754,9 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         "failures",
         "Failure sensitivity",
         f"Step time of the same layout, order and placement with a random fraction of the "
-        f"{cables:,} {kind} cables failed (both directions of a cable fail together; routing "
-        f"then uses the surviving paths). {seeds} random draw(s) per fraction; the slowdown is "
+        f"{cables:,} physical {kind} cables failed (both directions of a cable fail together; "
+        f"a bundle of parallel cables loses the capacity of its failed ones; routing then "
+        f"uses the surviving paths). {seeds} random draw(s) per fraction; the slowdown is "
         f"the worst draw against the healthy step of {healthy.step_time_s:.4g} s.",
         {
             "link_kind": kind,

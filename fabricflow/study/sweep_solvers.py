@@ -291,45 +291,27 @@ def _failed(fabric, kwargs: dict):
 
 def failure_capacities(fabric, kind: str, fractions, seeds) -> np.ndarray:
     """float64 ``[B, L]``: ``fabric.without(link_kind=kind, fraction=f, seed=s).capacity``
-    for each pair ``(fractions[i], seeds[i])``, without building ``B`` fabrics.
-
-    The same seeded draw of cables as :meth:`Fabric.without` (a cable is the link with
-    ``src < dst`` and fails with its reverse), vectorized over the scenarios' masks: the
-    reverse of every link is looked up once instead of once per scenario.
+    for each pair ``(fractions[i], seeds[i])``, without building ``B`` fabrics: the same
+    seeded draw of physical cables (:meth:`Fabric.failed_cables`), applied to the
+    capacities only (a bundle keeps the share of its surviving cables).
     """
     fractions = np.asarray(fractions, np.float64)
     seeds = np.asarray(seeds)
-    fabric.without(link_kind=kind, fraction=float(fractions.max()), seed=0)  # validates
     if np.any(fractions < 0) or np.any(fractions > 1):
         raise SpecError("fail_fraction", f"must lie in [0, 1], got {fractions.min()}..")
-    candidates = fabric.links_of_kind(kind)
-    cables = candidates[fabric.link_src[candidates] < fabric.link_dst[candidates]]
-    reverse = _reverse_links(fabric)
-    capacity = np.broadcast_to(fabric.capacity, (fractions.size, fabric.num_links)).copy()
+    cables = np.maximum(fabric.link_cables, 1)
+    capacity = np.empty((fractions.size, fabric.num_links))
     for row, (fraction, seed) in enumerate(zip(fractions, seeds, strict=True)):
-        count = int(round(fraction * cables.size))
-        if count == 0 and fraction > 0:
-            raise SpecError(
-                "fail_fraction",
-                f"{fraction} of {cables.size} {kind} cables rounds to none; "
-                f"use at least {0.5 / cables.size:.2g}",
-            )
-        if count:
-            chosen = np.random.default_rng(int(seed)).choice(cables, size=count, replace=False)
-            capacity[row, chosen] = 0.0
-            capacity[row, reverse[chosen][reverse[chosen] >= 0]] = 0.0
+        try:
+            broken = fabric.failed_cables(kind, float(fraction), int(seed))
+        except SpecError as error:
+            if error.field != "fraction":
+                raise
+            raise SpecError("fail_fraction", str(error).removeprefix("fraction: ")) from None
+        remaining = np.maximum(fabric.link_cables - broken, 0)
+        # the expression of Fabric.without, so that both agree to the last bit
+        capacity[row] = np.where(remaining == 0, 0.0, fabric.capacity * remaining / cables)
     return capacity
-
-
-def _reverse_links(fabric) -> np.ndarray:
-    """int64 ``[L]``: the link with the same endpoints reversed and the same kind (-1: none)."""
-    key_fwd = fabric._pair_key(fabric.link_src, fabric.link_dst)
-    key_rev = fabric._pair_key(fabric.link_dst, fabric.link_src)
-    order = np.argsort(key_fwd, kind="stable")
-    position = np.searchsorted(key_fwd[order], key_rev)
-    position = np.minimum(position, order.size - 1)
-    found = key_fwd[order[position]] == key_rev
-    return np.where(found, order[position], -1)
 
 
 def _scenario(fabric, routes, kwargs: dict, options: dict) -> _Scenario:

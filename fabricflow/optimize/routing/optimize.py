@@ -2,10 +2,11 @@
 
 Pipeline (host -> jit -> host):
 
-1. candidate paths, ``[F, K, H]`` (:func:`fabricflow.routing.candidates.candidate_paths`);
+1. candidate paths, ``[F, K, H]`` (:func:`fabricflow.routing.candidates.candidate_paths`),
+   ECMP's own path first (:mod:`.ecmp_candidate`), so that no plan is worse than ECMP;
 2. the fractional split by optax on softmax logits (:mod:`.fractional`);
-3. with ``integral=True``, rounding to one path per flow and a local search
-   (:mod:`.integral`).
+3. with ``integral=True``, one path per flow: roundings, a local search and, on small
+   instances, an exact mixed-integer program (:mod:`.integral`).
 
 Memory is estimated and checked (:func:`fabricflow.memory.check_memory`) before the
 candidate arrays and the optimizer state are allocated.
@@ -24,8 +25,9 @@ from ...memory import check_memory
 from ...routing.candidates import candidate_paths
 from ...routing.route import validate_endpoints
 from . import fractional
+from .ecmp_candidate import with_ecmp_first
 from .fractional import drain_times, solve_fractional
-from .integral import integral_choice
+from .integral import DEFAULT_MILP_TIME_LIMIT_S, integral_choice
 from .plan import RoutingPlan
 
 OBJECTIVES = ("makespan",)
@@ -44,6 +46,7 @@ def optimize_routing(
     steps: int | None = None,
     learning_rate: float | None = None,
     seed: int = 0,
+    milp_time_limit_s: float = DEFAULT_MILP_TIME_LIMIT_S,
 ) -> RoutingPlan:
     """Route flows ``src[i] -> dst[i]`` over up to ``k`` candidate paths each, minimizing
     the makespan (max over links of bytes / capacity).
@@ -53,14 +56,20 @@ def optimize_routing(
         src, dst: int ``[F]`` GPU indices, ``src != dst``.
         size: bytes per flow, a scalar or ``[F]``; finite and ``>= 0``.
         k: candidate paths per flow, ``1..64`` (equal-cost paths on Clos; shortest and
-            near-shortest on torus and dragonfly).
+            near-shortest on torus and dragonfly); the first is the path ECMP's hash
+            (``ff.route(..., policy="ecmp", seed=seed)``) gives the flow.
         objective: ``"makespan"``.
-        integral: one path per flow (per-flow path pinning) instead of a split.
+        integral: one path per flow (per-flow path pinning) instead of a split. Either
+            way the plan's makespan is at most ECMP's on the same flows.
         steps: the most adam steps (default by problem size: 1500 up to 20k flows, 600
             up to 200k, 250 beyond); the run stops early when the split meets the
             forced-load lower bound (see :mod:`.fractional`).
         learning_rate: adam step size on the logits (default 0.1).
-        seed: seed of the candidate choice and of the initial jitter.
+        seed: seed of the ECMP hash, of the candidate choice, of the initial jitter and
+            of the integral mode's roundings.
+        milp_time_limit_s: integral mode: seconds HiGHS may spend on the exact program
+            of instances of up to 60,000 flow-path variables (0 skips it; the result is
+            deterministic unless this limit ends the search).
 
     Returns:
         :class:`RoutingPlan`.
@@ -113,8 +122,19 @@ def optimize_routing(
         or learning_rate <= 0
     ):
         raise SpecError("learning_rate", f"must be a finite number > 0, got {learning_rate!r}")
+    if (
+        isinstance(milp_time_limit_s, bool)
+        or not isinstance(milp_time_limit_s, (int, float, np.floating, np.integer))
+        or not math.isfinite(milp_time_limit_s)
+        or milp_time_limit_s < 0
+    ):
+        raise SpecError(
+            "milp_time_limit_s",
+            f"must be a finite number of seconds >= 0, got {milp_time_limit_s!r}",
+        )
 
     paths = candidate_paths(fabric, src_arr, dst_arr, k, int(seed))
+    paths = with_ecmp_first(fabric, src_arr, dst_arr, paths, int(seed))
     hops = paths.shape[2]
     check_memory(
         num * k * hops * fractional.BYTES_PER_ENTRY + num * k * fractional.BYTES_PER_VARIABLE,
@@ -134,11 +154,26 @@ def optimize_routing(
         learning_rate=float(learning_rate),
         seed=int(seed),
     )
-    split, makespan, rounds = solved.split, solved.makespan_s, 0
+    split, makespan = solved.split, solved.makespan_s
+    ecmp_split = np.zeros_like(split)
+    ecmp_split[:, 0] = 1.0
+    ecmp_makespan = float(drain_times(paths, ecmp_split, size_arr, capacity).max(initial=0.0))
+    if makespan > ecmp_makespan:  # the optimizer stopped short of ECMP: keep ECMP
+        split, makespan = ecmp_split, ecmp_makespan
+    fractional_makespan, pinned = makespan, None
     if integral:
-        choice, rounds = integral_choice(paths, split, size_arr, capacity)
+        pinned = integral_choice(
+            paths,
+            split,
+            size_arr,
+            capacity,
+            lower_bound_s=solved.lower_bound_s,
+            fractional_s=fractional_makespan,
+            seed=int(seed),
+            milp_time_limit_s=float(milp_time_limit_s),
+        )
         split = np.zeros_like(split)
-        split[np.arange(num), choice] = 1.0
+        split[np.arange(num), pinned.choice] = 1.0
         makespan = float(drain_times(paths, split, size_arr, capacity).max(initial=0.0))
     return RoutingPlan(
         fabric=fabric,
@@ -150,12 +185,15 @@ def optimize_routing(
         makespan_s=makespan,
         objective=objective,
         integral=bool(integral),
-        fractional_makespan_s=solved.makespan_s,
+        fractional_makespan_s=fractional_makespan,
         steps=int(solved.history.size),
         lower_bound_s=solved.lower_bound_s,
         history=solved.history,
-        rounds=rounds,
+        rounds=0 if pinned is None else pinned.rounds,
         seconds=time.perf_counter() - started,
+        ecmp_makespan_s=ecmp_makespan,
+        integral_method="" if pinned is None else pinned.method,
+        integral_lower_bound_s=float("nan") if pinned is None else pinned.lower_bound_s,
     )
 
 

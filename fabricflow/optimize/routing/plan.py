@@ -33,10 +33,18 @@ class RoutingPlan:
             ``makespan_s`` unless ``integral``).
         steps: adam steps run (0 when the even split is already optimal);
             ``history``: float32 ``[steps]`` exact makespan (s) at each step; ``rounds``:
-            local-search rounds of the integral mode (0 otherwise).
+            descent rounds of the integral mode (0 otherwise).
         lower_bound_s: no split over these candidates has a smaller makespan: the
             busiest link counting only bytes it carries on every candidate of a flow.
         seconds: wall time of the optimization (candidates, solve, rounding).
+        ecmp_makespan_s: the makespan of ECMP's hash on the same flows (candidate 0 of
+            every flow); ``makespan_s <= ecmp_makespan_s`` always.
+        integral_method: how the integral plan was found: ``"local search"``,
+            ``"milp optimal"`` (HiGHS proved it within 1 % of the integral optimum) or
+            ``"milp time limit"``; ``""`` for a fractional plan.
+        integral_lower_bound_s: a proven lower bound on the makespan of any one-path
+            routing over these candidates (``nan`` for a fractional plan): the integral
+            plan is within ``makespan_s / integral_lower_bound_s`` of the optimum.
     """
 
     fabric: Fabric
@@ -54,6 +62,9 @@ class RoutingPlan:
     history: np.ndarray
     rounds: int
     seconds: float
+    ecmp_makespan_s: float = float("nan")
+    integral_method: str = ""
+    integral_lower_bound_s: float = float("nan")
 
     @property
     def num_flows(self) -> int:
