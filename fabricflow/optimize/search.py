@@ -21,6 +21,7 @@ examined so far is timed first, so that there is an answer).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 import time
 from collections.abc import Callable
@@ -61,7 +62,9 @@ class LayoutSearch:
         candidates: ``xarray.Dataset`` over ``candidate`` (one per timed candidate):
             every knob, ``step_time_s``, ``lower_bound_s``, ``mfu``, ``tokens_per_gpu_s``,
             ``memory_gib_per_gpu``, each breakdown part (``<part>_s``) and ``answer``
-            (variants of one answer share its number).
+            (variants of one answer share its number). Built from ``rows`` on first use,
+            so a search that never reads it does not import xarray.
+        rows: the timed candidates' rows (one dict each), in the order they were timed.
         counts: ``considered`` (distinct candidates examined: checked for feasibility and
             bounded, or refused by a rule), ``infeasible``, ``bounded`` (feasible, given a
             network bound), ``pruned`` (feasible, proven unable to beat the ``top_k``-th
@@ -86,7 +89,6 @@ class LayoutSearch:
     best_kwargs: dict
     best: StepResult
     top: list
-    candidates: Any
     counts: dict
     exhaustive: bool
     seconds: float
@@ -101,6 +103,12 @@ class LayoutSearch:
     sweep: Any = None  # xarray.Dataset over ``gpus`` when a list of GPU counts was searched
     model: Any = dataclasses.field(default=None, repr=False)
     fabric: Any = dataclasses.field(default=None, repr=False)
+    rows: list = dataclasses.field(default_factory=list, repr=False)
+
+    @functools.cached_property
+    def candidates(self):
+        """The ``xarray.Dataset`` of the timed candidates (see the class doc)."""
+        return candidate_dataset(self.rows, self.counts, self.stopped, self.objective)
 
     def score(self, result: StepResult) -> float:
         """The objective's value of ``result`` (step seconds, or tokens per GPU-second)."""
@@ -343,7 +351,7 @@ def _result(visit: Visit, table: CandidateTable, started, model, fabric, gpus, g
         best_kwargs=top[0][0],
         best=top[0][1],
         top=top,
-        candidates=candidate_dataset(visit.rows, counts, visit.stopped, objective),
+        rows=visit.rows,
         counts=counts,
         exhaustive=visit.stopped in ("bound", "exhausted")
         and visit.counts.over_budget == 0
