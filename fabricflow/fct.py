@@ -8,8 +8,9 @@ slower, each a separate, physical mechanism (docs/fct.md):
 * framing: ``mtu``-byte packets with ``header`` bytes each (:mod:`.solve.packet.overheads`);
 * store-and-forward: one packet serialization per hop beyond the narrowest one;
 * the ACK return over the reverse path;
-* with PFC on and no congestion control: per-input-port arbitration and PFC
-  head-of-line blocking (victim flows, pause spreading) (:mod:`.solve.packet.pfc_queues`).
+* with PFC on and no congestion control: FIFO egress queues, PFC head-of-line blocking
+  (victim flows, pause spreading) with the pause frame's delay, and the last ACK queued
+  behind the data on its return path (:mod:`.solve.packet.pfc_queues`).
   With ``cc="dcqcn"`` the senders converge to their fair share, so the transfer is the
   max-min one and PFC pauses only in transients, which are not modeled.
 
@@ -25,6 +26,7 @@ import time
 import numpy as np
 
 from .errors import SpecError
+from .solve.packet.groups import ARBITRATIONS
 from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
 from .solve.pfc.params import PFCParams
 
@@ -44,8 +46,9 @@ class FlowTimes:
             ``store_forward``, ``ack`` (the last ACK's trip back), ``serialization``
             (wire bytes at the narrowest link's rate), ``bandwidth_share`` (extra transfer
             time from max-min sharing), ``pfc_hol`` (extra transfer time from port
-            arbitration and PFC blocking beyond max-min; negative where a flow gains).
-            ``fct`` is their sum.
+            arbitration and PFC blocking beyond max-min; negative where a flow gains),
+            ``ack_queueing`` (the last ACK's wait behind data and pauses on its way back;
+            0 outside the PFC engine). ``fct`` is their sum.
         dominant: str ``[F]``: the mechanism with the largest share of each flow's time:
             ``latency`` (propagation + store-and-forward + ACK), ``serialization``,
             ``bandwidth_share`` or ``pfc_hol``.
@@ -97,6 +100,7 @@ def flow_completion_times(
     pfc: bool | PFCParams = True,
     cc: str = "none",
     packet: PacketParams | None = None,
+    arbitration: str = "fifo",
     mode: str = "exact",
     eps: float | None = None,
     dt: float | None = None,
@@ -122,6 +126,9 @@ def flow_completion_times(
         cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
             packets, 64-B headers, 64-B ACKs); packet fidelity only.
+        arbitration: how a switch egress of the PFC engine orders transit packets:
+            ``"fifo"`` (default: one output queue, the shared-buffer switches of RoCE
+            fabrics) or ``"round_robin"`` (one queue per input port, served in turn).
         mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`).
         dt: step of the PFC engine in seconds (default one ``mtu`` packet's time on the
             fastest link used). max_steps: its loop bound.
@@ -130,7 +137,7 @@ def flow_completion_times(
         :class:`FlowTimes`.
 
     Raises:
-        SpecError: bad sizes, starts, fidelity, cc, or PFC off without congestion
+        SpecError: bad sizes, starts, fidelity, cc, arbitration, or PFC off without congestion
             control; multipath routes (``coef``) with the PFC engine, which follows one
             path per flow.
     """
@@ -141,6 +148,8 @@ def flow_completion_times(
         raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
     if cc not in CC_CHOICES:
         raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
+    if arbitration not in ARBITRATIONS:
+        raise SpecError("arbitration", f"must be one of {list(ARBITRATIONS)}, got {arbitration!r}")
     if isinstance(pfc, PFCParams):
         pfc.validate()
         pfc_params, pfc = pfc, True
@@ -174,6 +183,7 @@ def flow_completion_times(
     fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
     events = int(fair.events)
     transfer = fair_time
+    ack_queueing = np.zeros(num_flows)
     pfc_info: dict = {}
     if packet_mode and cc == "none":
         if routes.coef is not None:
@@ -182,8 +192,17 @@ def flow_completion_times(
                 "the PFC engine (packet fidelity, cc 'none') follows one path per flow; "
                 "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
             )
-        transfer, events, pfc_info = _lossless_transfer(
-            links, capacity, wire, start, params, pfc_params, dt, max_steps
+        transfer, ack_queueing, events, pfc_info = _lossless_transfer(
+            links,
+            capacity,
+            latency,
+            wire,
+            start,
+            params,
+            pfc_params,
+            (dt, max_steps),
+            reverse,
+            arbitration,
         )
     solve_s = time.perf_counter() - solve_began
 
@@ -200,15 +219,16 @@ def flow_completion_times(
         "serialization": serialization,
         "bandwidth_share": fair_time - serialization,
         "pfc_hol": transfer - fair_time,
+        "ack_queueing": ack_queueing,
     }
     delivered = transfer + costs["propagation"] + store_forward
-    fct = delivered + ack
+    fct = delivered + ack + ack_queueing
     shares = np.stack(
         [
             costs["propagation"] + store_forward + ack,
             serialization,
             components["bandwidth_share"],
-            components["pfc_hol"],
+            components["pfc_hol"] + ack_queueing,
         ]
     )
     dominant = np.asarray(MECHANISMS)[np.argmax(shares, axis=0)]
@@ -219,20 +239,35 @@ def flow_completion_times(
         "mtu_bytes": params.mtu if packet_mode else None,
         "header_bytes": params.header if packet_mode else None,
         "ack_bytes": params.ack_bytes if packet_mode else None,
+        "arbitration": arbitration if packet_mode and cc == "none" else None,
     }
     settings.update(pfc_info)
     seconds = {"solve": solve_s, "total": time.perf_counter() - began}
     return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, events)
 
 
-def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max_steps):
-    """Transfer times (s, ``[F]``), steps, and settings of the PFC queue engine."""
+def _lossless_transfer(
+    links,
+    capacity,
+    latency,
+    wire,
+    start,
+    params,
+    pfc_params,
+    loop,
+    reverse,
+    arbitration,
+):
+    """Transfer times and last-ACK queueing (s, ``[F]`` each), steps, and settings of the
+    PFC queue engine."""
     import jax
 
     from .errors import SolverError
-    from .solve.packet.pfc_queues import build_groups, simulate_lossless
+    from .solve.packet.groups import build_groups
+    from .solve.packet.pfc_queues import simulate_lossless
     from .solve.status import Status
 
+    dt, max_steps = loop
     xoff = float(np.max(pfc_params.xoff))
     xon = xoff - float(np.max(pfc_params.hysteresis))
     if xoff < params.mtu:
@@ -257,7 +292,10 @@ def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max
         f"PFC engine over {links.shape[0]:,} flows ({entries:,} hops)",
         hint="use cc='dcqcn' (max-min transfer) or fewer flows",
     )
-    groups = build_groups(links, capacity.shape[0])
+    groups = build_groups(links, capacity.shape[0], reverse=reverse, arbitration=arbitration)
+    # the engine's clock starts at the earliest start (one time base: absolute starts of
+    # 1e9 s would otherwise cost steps and resolution)
+    start = start - (start.min() if start.size else 0.0)
     with jax.enable_x64(True):
         run = jax.block_until_ready(
             simulate_lossless(
@@ -269,6 +307,7 @@ def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max
                 xoff=xoff,
                 xon=xon,
                 max_steps=int(max_steps),
+                pause_delay=2 * latency,
             )
         )
     status = Status(int(run.status))
@@ -290,7 +329,7 @@ def _lossless_transfer(links, capacity, wire, start, params, pfc_params, dt, max
         if np.any(np.asarray(run.paused_fraction) > 0)
         else 0.0,
     }
-    return finish - start, int(run.steps), info
+    return finish - start, np.asarray(run.ack_wait, np.float64), int(run.steps), info
 
 
 def _reverse_propagation(links, latency, reverse) -> np.ndarray:

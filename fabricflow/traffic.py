@@ -33,9 +33,9 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
 def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> np.ndarray:
     """int64 ``[num_groups, group_size]``: the first ``num_groups`` (default all) strided
     groups over the first ``stride * group_size`` GPUs, ``stride = num_gpus // group_size``:
-    groups spread over the fabric, like expert-parallel groups laid out across a cluster."""
-    from .collective.groups import make_groups
-
+    groups spread over the fabric, like expert-parallel groups laid out across a cluster
+    (the rows of ``collective.make_groups(stride * group_size, group_size,
+    layout="strided")``, built here: traffic sits below the collective floor)."""
     if num_gpus < 2:  # "must lie in 2..1" would name no valid group size
         raise SpecError("num_gpus", f"groups need at least 2 GPUs, got {num_gpus}")
     if group_size < 2 or group_size > num_gpus:
@@ -49,7 +49,8 @@ def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> n
             f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
             f"{group_size}, got {num_groups}",
         )
-    return make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
+    strided = np.arange(stride * group_size, dtype=np.int64).reshape(group_size, stride).T
+    return strided[:num_groups].copy()
 
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from fabricflow.cluster.interference import (
     job_traffic_shape,
     joined_rows,
     row_components,
+    used_links,
 )
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
@@ -310,3 +311,58 @@ def test_merged_rows_rebuild_every_flow_and_survive_hash_collisions(monkeypatch)
         set_of_flow = np.array([s for s, _ in flows])
         for row in range(count.size):
             assert np.unique(set_of_flow[inverse == row]).size == 1
+
+
+def test_used_links_are_numpy_unique_with_inverse():
+    rng = np.random.default_rng(5)
+    for size, span in ((0, 1), (7, 10**6), (50_000, 1000), (3000, 3000), (1, 1)):
+        entries = rng.integers(0, span, size)
+        links, local = used_links(entries)
+        want, inverse = np.unique(entries, return_inverse=True)
+        assert np.array_equal(links, want) and np.array_equal(local, inverse.reshape(-1))
+
+
+@lru_cache(maxsize=1)
+def full_bisection():
+    """256 H100 in 8-GPU servers, ToR-attached, 1:1 leaves (2 servers per leaf), 16 spines."""
+    return ff.load_fabric(
+        "dgx-h100-superpod",
+        gpus=256,
+        topology={
+            "attachment": "tor",
+            "tiers": [
+                {"name": "leaf", "down_ports": 16, "up_ports": 16, "latency": "0.6us"},
+                {"name": "spine", "down_ports": 16},
+            ],
+        },
+    )
+
+
+def test_a_component_whose_alone_rates_fit_is_not_solved_and_equals_the_solve(monkeypatch):
+    """Two tp=8 jobs interleaved on 1:1 leaves share uplinks without filling them: their
+    alone rates are the joint max-min rates, taken without a solve; with the shortcut
+    off, the max-min solve gives the same link loads and step times. Two tp=2 jobs on
+    the same servers contend: solved."""
+    from fabricflow.cluster import interference
+
+    fabric = full_bisection()
+
+    def pair(tp):
+        spec = job(16, tp=tp)
+        inter = Interference(fabric)
+        inter.add(0, spec, None, servers([0, 2]))
+        inter.add(1, spec, None, servers([1, 3]))
+        return inter, inter.step_times(), inter.link_load()
+
+    fast, times, load = pair(8)
+    assert fast.stats["solves"] == 1 and fast.stats["solves_skipped"] == 1
+    assert fast.stats["components_last"] == 1  # they do share links
+    monkeypatch.setattr(interference, "FIT_RTOL", -1.0)  # nothing fits: always solve
+    slow, slow_times, slow_load = pair(8)
+    assert slow.stats["solves_skipped"] == 0
+    assert times == pytest.approx(slow_times, rel=1e-12)
+    np.testing.assert_allclose(load, slow_load, rtol=1e-9, atol=1e-9 * load.max())
+    monkeypatch.setattr(interference, "FIT_RTOL", 1e-9)
+    contended, contended_times, _ = pair(2)
+    assert contended.stats["solves_skipped"] == 0
+    assert contended_times[0] > 1.05 * contended.alone_s(0)

@@ -120,6 +120,7 @@ def run_case(
         "placements": net.get("prepared"),
         "per_placement_ms": 1e3 * net.get("prepare_seconds", 0.0) / max(1, net.get("prepared", 0)),
         "joint_solves": net.get("solves"),
+        "joint_solves_skipped": net.get("solves_skipped"),
         "joint_solve_s": net.get("solve_seconds"),
         "network_model_bytes": {
             "job_models": net.get("job_model_bytes"),

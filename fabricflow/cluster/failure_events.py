@@ -59,6 +59,7 @@ class FailureProcesses:
         self.uplink_gpu = gpu_of_node[fabric.link_src[self.uplinks]]
         self.has_uplink = np.bincount(self.uplink_gpu, minlength=num_gpus) > 0
         self.cable_reverse = _reverse_links(fabric, self.cables)
+        self._once: np.ndarray | None = None  # bool [L]: the links that count a cable
         self.count = {
             "gpu": num_gpus,
             "nic": num_gpus,
@@ -132,11 +133,21 @@ class FailureProcesses:
         if not down.any():
             return self.fabric
         base = self.fabric
+        assert base.link_up is not None and base.link_cables is not None  # __post_init__
+        down |= ~base.link_up
+        if self._once is None:  # each cable once: src < dst, or its only direction
+            self._once = (base.link_src < base.link_dst) | (base.reverse_links() < 0)
+        lost = int(base.link_cables[down & self._once].sum())
         return dataclasses.replace(
             base,
             capacity=np.where(down, 0.0, base.capacity),
-            link_up=np.asarray(base.link_up) & ~down,
-            meta={**base.meta, "failed_links": int(down.sum())},
+            link_up=~down,
+            link_cables=np.where(down, 0, base.link_cables),
+            meta={
+                **base.meta,
+                "failed_links": int(down.sum()),
+                "failed_cables": int(base.meta.get("failed_cables", 0)) + lost,
+            },
         )
 
 

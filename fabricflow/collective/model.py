@@ -15,11 +15,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, check_flag
 from ..fabric.fabric import Fabric
 from ..fabric.transport import routing_for
 from ..loads import link_load
-from ..solve.maxmin.inputs import check_flag
 from ..typing import GroupsLike
 from . import estimate as _estimate
 from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm

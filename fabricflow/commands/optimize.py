@@ -115,7 +115,7 @@ def run(args) -> int:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
         import json
 
-        from ._common import to_jsonable
+        from ..files import to_jsonable
         from ._interrupt import mark_reported
 
         if args.json:
@@ -165,7 +165,7 @@ def _interrupted_before_any(args, stop) -> int:
     import json
     import sys
 
-    from ._common import to_jsonable
+    from ..files import to_jsonable
     from ._interrupt import mark_reported
 
     out = stop.to_dict()

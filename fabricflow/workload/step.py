@@ -55,9 +55,8 @@ import numpy as np
 
 from ..collective.comm import CollectiveCache
 from ..collective.coupling import plan_windows
-from ..errors import SolverError, SpecError
+from ..errors import SolverError, SpecError, check_flag
 from ..fabric.fabric import Fabric
-from ..solve.maxmin.inputs import check_flag
 from .compute import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_KEYS,

@@ -36,13 +36,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SolverError, SpecError
+from ...errors import SolverError, SpecError, check_flag
 from ..status import Status
 from .entries import FlowEntries
 from .identical_flows import merge_identical_flows
 from .inputs import (
     check_count,
-    check_flag,
     check_problem,
     check_rtol,
     check_solve_memory,

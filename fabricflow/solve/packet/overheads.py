@@ -61,11 +61,14 @@ def wire_bytes(size: np.ndarray, params: PacketParams) -> tuple[np.ndarray, np.n
     flow still sends one header-only packet (the request that opens it).
     """
     size = np.asarray(size, np.float64)
-    payload = params.mtu - params.header
-    packets = np.maximum(np.ceil(size / payload), 1.0)
-    wire = size + packets * params.header
-    first = np.minimum(size, payload) + params.header
+    wire = size + packet_count(size, params) * params.header
+    first = np.minimum(size, params.mtu - params.header) + params.header
     return wire, first
+
+
+def packet_count(size: np.ndarray, params: PacketParams) -> np.ndarray:
+    """float64 ``[F]`` packets of each flow: ``ceil(size / (mtu - header))``, at least 1."""
+    return np.maximum(np.ceil(np.asarray(size, np.float64) / (params.mtu - params.header)), 1.0)
 
 
 def path_costs(

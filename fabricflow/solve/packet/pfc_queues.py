@@ -1,37 +1,54 @@
 """Lossless fabric without congestion control: a time-stepped fluid of per-port queues.
 
 With PFC on and no congestion control, senders transmit at line rate and only pauses
-slow them. Three packet-level facts then set each flow's rate, and none of them is
+slow them. Five packet-level facts then set each flow's time, and none of them is
 max-min fairness among flows:
 
-1. **Per-port arbitration.** A switch egress serves its input ports round-robin, one
-   packet per backlogged port per turn, so a link's capacity is shared max-min fairly
-   among the *input ports* that have packets for it (groups of flows that entered the
-   switch on the same link; at the sending NIC each flow's queue pair is its own port).
+1. **FIFO output queues.** A shared-buffer switch (the Ethernet ASICs RoCE fabrics are
+   built from) keeps one FIFO per egress port and priority: packets leave in the order
+   they arrived, whatever port they came in on, so an input port gets a share of the
+   egress in proportion to what it brings, not an equal turn. A NIC serves its queue
+   pairs round-robin. (:mod:`.groups` has the ``round_robin`` alternative.)
 2. **Head-of-line blocking.** PFC pauses a whole ingress link (one lossless priority)
    once the bytes that came in over it and wait in the switch exceed XOFF, and resumes
    it at XON = XOFF - hysteresis. While paused, *every* flow on that link stops, also the
    ones bound for idle egresses (victim flows).
 3. **Pause spreading.** A paused link's own egress queue fills, which pauses the links
    feeding it, hop by hop back to the senders.
+4. **The pause loop's delay.** A pause or resume acts only when the frame has flown up
+   the link and the data already on the wire has landed: the queue overshoots XOFF, and
+   after XON it drains for that long with nothing arriving, which can leave the egress
+   idle.
+5. **The last ACK queues too.** RoCE ACKs travel in the data's priority class, so at
+   every switch of the return path the last ACK waits behind the data queued there (and
+   stops while that link is paused); at the receiving NIC it goes first.
 
 The model keeps, for every flow ``f`` and hop ``h``, the bytes ``q[f, h]`` waiting at that
 hop's egress, and advances them in steps of ``dt`` (default one full packet's time on
-the fastest link: the round-robin grain). In each step every unpaused egress ``l`` sends
-``C_l dt`` bytes split max-min among its (egress, input port) groups by their queued
-bytes (round-robin among backlogged ports), each group's bytes taken from its flows in
-proportion to what they have queued (the FIFO mix). Sent bytes join the next hop's queue
-and can leave it one step later, so the last byte of a lone flow lags one step per hop:
-the engine reports transfer times with that lag removed, and the caller adds the exact
-store-and-forward term (:mod:`.overheads`). After each step every ingress link's held
-bytes are compared with XOFF / XON to set its pause for the next step. Propagation and
-the pause frame's flight (one link latency) are not in the loop: with headroom of at
-least the link's bandwidth-delay product the fabric stays lossless, the queues simply
-overshoot XOFF by that much, and the overshoot drains at the same rates.
+the fastest link: the arbitration grain). Each egress's queue is split into the
+arbitration groups of :mod:`.groups`. In each step every unpaused egress ``l`` sends
+``C_l dt`` bytes, split max-min among its backlogged groups (round-robin); inside a group
+the bytes leave in FIFO order. FIFO order is kept by positions: each group counts the
+bytes that ever entered and left it, and each entry's queued bytes are taken as spread
+evenly between the positions of its oldest and newest queued byte, so an entry leaves
+completely once the group has served past its newest byte. Sent bytes join the next
+hop's queue and can leave it one step later, so the last byte of a lone flow lags one
+step per hop: the engine reports transfer times with that lag removed, and the caller
+adds the exact store-and-forward term (:mod:`.overheads`).
+
+Propagation is not in the loop: the model's clock at each hop runs behind real time by
+the path's propagation so far, and the caller adds it. In that frame a pause decided
+downstream of link ``l`` reaches the bytes arriving over ``l`` after twice ``l``'s latency
+(the frame's flight up, then the flight of what was already sent), so each ingress
+link's pause, decided after each step from the bytes it holds (a packet's buffer is
+freed when its transmission ends), takes effect ``round(2 d_l / dt)`` steps later. The
+last ACK is a token that enters each return-path group at the position the group has
+reached when it gets there and leaves once the group has served that far.
 
 One ``lax.while_loop`` over steps (bounded by ``max_steps``); per step, segment sums over
-the ``[F, H]`` hop entries and a few Newton steps of the per-link water level, so a step
-costs ``O(F H)`` and a run ``O(F H T / dt)``. Shapes are fixed per flow set.
+the ``[F, H]`` hop entries, a water level on the links shared by several groups, and a
+few passes over the ACK tokens in flight, so a step costs ``O(F H)`` and a run
+``O(F H T / dt)``. Shapes are fixed per flow set.
 """
 
 from __future__ import annotations
@@ -43,68 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..status import Status
-
-
-class Groups(NamedTuple):
-    """Host-side structure of the hop entries and arbitration groups (numpy, static per
-    flow set). Entries ``e`` are the valid ``(flow, hop)`` pairs sorted by group, and
-    groups are sorted by egress link, so the per-step sums are sorted segment sums.
-
-    Attributes:
-        entry_group: int32 ``[E]`` group of each entry (non-decreasing).
-        entry_prev: int32 ``[E]`` entry of the same flow's previous hop (``E`` if none).
-        entry_ingress: int32 ``[E]`` link the entry's bytes came in over (``L`` if none).
-        entry_flow: int32 ``[E]`` flow of each entry.
-        entry_first: bool ``[E]`` whether the entry is its flow's first hop.
-        entry_last: bool ``[E]`` whether the entry is its flow's last hop.
-        flow_last: int32 ``[F]`` entry of each flow's last hop.
-        flow_hops: int32 ``[F]`` hops of each flow.
-        group_link: int32 ``[G]`` egress link of each group (non-decreasing).
-    """
-
-    entry_group: np.ndarray
-    entry_prev: np.ndarray
-    entry_ingress: np.ndarray
-    entry_flow: np.ndarray
-    entry_first: np.ndarray
-    entry_last: np.ndarray
-    flow_last: np.ndarray
-    flow_hops: np.ndarray
-    group_link: np.ndarray
-
-
-def build_groups(links: np.ndarray, num_links: int) -> Groups:
-    """Entries and (egress link, input port) groups of ``[F, H]`` paths (``-1`` padded
-    at the end of each row). The input port of hop ``h >= 1`` is the link of hop
-    ``h - 1``; at the first hop it is the flow's own queue pair."""
-    links = np.asarray(links, np.int64)
-    num_flows, num_hops = links.shape
-    valid = links >= 0
-    own = num_links + np.arange(num_flows, dtype=np.int64)[:, None]
-    prev = np.concatenate([own, links[:, :-1]], axis=1)
-    stride = num_links + num_flows + 1
-    flow, hop = np.nonzero(valid)
-    group_key = links[flow, hop] * stride + prev[flow, hop]
-    keys, group = np.unique(group_key, return_inverse=True)
-    order = np.argsort(group, kind="stable")
-    flow, hop, group = flow[order], hop[order], group[order]
-    num_entries = flow.size
-    entry_of = np.full(links.shape, num_entries, np.int64)
-    entry_of[flow, hop] = np.arange(num_entries)
-    hops = valid.sum(axis=1)
-    entry_prev = np.where(hop > 0, entry_of[flow, np.maximum(hop - 1, 0)], num_entries)
-    ingress = np.where(hop > 0, prev[flow, hop], num_links)
-    return Groups(
-        group.astype(np.int32),
-        entry_prev.astype(np.int32),
-        ingress.astype(np.int32),
-        flow.astype(np.int32),
-        hop == 0,
-        hop == hops[flow] - 1,
-        entry_of[np.arange(num_flows), np.maximum(hops - 1, 0)].astype(np.int32),
-        hops.astype(np.int32),
-        (keys // stride).astype(np.int32),
-    )
+from .groups import Groups
 
 
 class QueueRun(NamedTuple):
@@ -113,11 +69,14 @@ class QueueRun(NamedTuple):
     Attributes:
         finish_time: ``[F]`` seconds: last byte through the last hop, the per-hop step lag
             removed (``inf`` where unfinished).
+        ack_wait: ``[F]`` seconds the last ACK waited in the return path's queues and
+            pauses (its serialization and propagation excluded).
         steps: steps run. paused_fraction: ``[L]`` share of steps each link was paused.
         status: int32 :class:`~fabricflow.solve.status.Status` code.
     """
 
     finish_time: jax.Array
+    ack_wait: jax.Array
     steps: jax.Array
     paused_fraction: jax.Array
     status: jax.Array
@@ -133,19 +92,28 @@ def simulate_lossless(
     xoff: float,
     xon: float,
     max_steps: int,
+    pause_delay=None,
     newton_steps: int = 2,
 ) -> QueueRun:
-    """Run the per-port queue fluid (module docs) until every flow is delivered.
+    """Run the per-port queue fluid (module docs) until every flow and its last ACK are
+    through.
 
     Args:
-        groups: :func:`build_groups` of the paths. capacity: ``[L]`` bytes/s.
-        size: ``[F]`` wire bytes. start: ``[F]`` seconds.
+        groups: :func:`~fabricflow.solve.packet.groups.build_groups` of the paths.
+        capacity: ``[L]`` bytes/s. size: ``[F]`` wire bytes. start: ``[F]`` seconds.
         dt: step in seconds. xoff, xon: PFC thresholds per ingress link, bytes.
         max_steps: loop bound (status ``MAX_ITERS_REACHED`` when hit).
-        newton_steps: water-level refinements per link per step.
+        pause_delay: ``[L]`` seconds from an ingress queue crossing XOFF (XON) until the
+            bytes arriving over that link stop (start again), in the model's frame
+            (module docs: twice the link latency). ``None``: 0. Rounded to whole steps;
+            the largest one sets a static shape.
+        newton_steps: water-level refinements per shared link per step.
     """
-    # float64 always: bytes are carried over thousands of steps, and a float32 count
-    # would miss the last byte of a flow by more than the completion test allows.
+    num_links = np.shape(capacity)[0]
+    delay = np.zeros(num_links) if pause_delay is None else np.asarray(pause_delay, float)
+    delay_steps = np.rint(delay / dt).astype(np.int32)
+    # float64 always: bytes and FIFO positions are carried over thousands of steps, and a
+    # float32 count would miss the last byte of a flow by more than the tests allow.
     with jax.enable_x64(True):
         dtype = jnp.float64
         return _simulate(
@@ -157,39 +125,161 @@ def simulate_lossless(
             jnp.asarray(xoff, dtype),
             jnp.asarray(xon, dtype),
             jnp.asarray(max_steps, jnp.int32),
+            jnp.asarray(delay_steps),
             newton_steps,
+            int(delay_steps.max(initial=0)) + 1,
         )
 
 
-def _water_level(queued, group_link, budget, num_links, newton_steps):
-    """Bytes each group sends this step: ``min(Q_g, lam_l)`` with the level ``lam_l``
-    solving ``sum_g min(Q_g, lam_l) = min(budget_l, sum_g Q_g)``: Newton from below on a
-    concave piecewise-linear function, so every iterate is feasible (never sends more
-    than the budget) and each step passes at least one breakpoint.
+def _water_level(queued, budget_group, shared, budget, newton_steps):
+    """Bytes each group sends this step. A group alone on its link sends
+    ``min(Q_g, budget)``; the groups of a shared link send ``min(Q_g, lam_l)`` with the
+    level ``lam_l`` solving ``sum_g min(Q_g, lam_l) = min(budget_l, sum_g Q_g)``: Newton
+    from below on a concave piecewise-linear function, so every iterate is feasible and
+    each step passes at least one breakpoint.
 
-    Returns ``(sent [G], groups with bytes [L], bytes the link sends [L])``."""
+    Args:
+        queued: ``[G]`` bytes. budget_group: ``[G]`` the budget of each group's link.
+        shared: ``(shared_group [S], shared_slot [S], shared_link [K])``.
+        budget: ``[L]`` bytes each link may send.
 
-    def link_sums(a, b):  # two sorted segment sums in one pass
+    Returns ``(sent [G], groups with bytes on the link [G], bytes the link sends [G])``,
+    the last two per group, of its link."""
+    sent = jnp.minimum(queued, budget_group)
+    active = (queued > 0).astype(queued.dtype)
+    shared_group, shared_slot, shared_link = shared
+    if shared_group.shape[0] == 0:
+        return sent, active, sent
+    slots = shared_link.shape[0]
+    q = queued[shared_group]
+    cap = budget[shared_link]
+
+    def slot_sums(a, b):  # two sorted segment sums in one pass
         both = jax.ops.segment_sum(
-            jnp.stack([a, b], axis=1), group_link, num_links, indices_are_sorted=True
+            jnp.stack([a, b], axis=1), shared_slot, slots, indices_are_sorted=True
         )
         return both[:, 0], both[:, 1]
 
-    count, total = link_sums((queued > 0).astype(queued.dtype), queued)
-    over = total > budget
-    level = budget / jnp.maximum(count, 1)
+    count, total = slot_sums((q > 0).astype(q.dtype), q)
+    over = total > cap
+    level = cap / jnp.maximum(count, 1)
 
     def step(_, level):
-        at = level[group_link]
-        filled, above = link_sums(jnp.minimum(queued, at), (queued > at).astype(queued.dtype))
-        return jnp.where(over, level + (budget - filled) / jnp.maximum(above, 1), level)
+        at = level[shared_slot]
+        filled, above = slot_sums(jnp.minimum(q, at), (q > at).astype(q.dtype))
+        return jnp.where(over, level + (cap - filled) / jnp.maximum(above, 1), level)
 
     level = jax.lax.fori_loop(0, newton_steps, step, level)
-    sent = jnp.where(over[group_link], jnp.minimum(queued, level[group_link]), queued)
-    return sent, count, jnp.minimum(total, budget)
+    shared_sent = jnp.where(over[shared_slot], jnp.minimum(q, level[shared_slot]), q)
+    sent = sent.at[shared_group].set(shared_sent)
+    active = active.at[shared_group].set(count[shared_slot])
+    busy = sent.at[shared_group].set(jnp.minimum(total, cap)[shared_slot])
+    return sent, active, busy
 
 
-@jax.jit(static_argnames=("newton_steps",))
+def _fifo_split(queue, head, tail, entry_group, reach, sent_group, num_groups):
+    """Bytes each entry sends when its group serves the positions up to ``reach [E]``
+    (its group's, gathered), ``sent_group [G]`` bytes in all (FIFO order).
+
+    An entry whose newest byte lies in the served range leaves completely; the others
+    send the part of their evenly spread bytes the range covers. The split is then
+    scaled so the group sends exactly ``sent_group`` (positions approximate the true
+    order and must never lose or invent a byte). Returns ``sent [E]``."""
+    whole = (queue > 0) & (tail <= reach)
+    span = tail - head
+    covered = jnp.clip((reach - head) / jnp.where(span > 0, span, 1), 0, 1)
+    part = jnp.where(whole, 0, queue * covered)
+    rest = jnp.where(whole, 0, queue)
+    sums = jax.ops.segment_sum(
+        jnp.stack([queue - rest, part, rest], axis=1),
+        entry_group,
+        num_groups,
+        indices_are_sorted=True,
+    )
+    whole_sum, part_sum, rest_sum = sums[:, 0], sums[:, 1], sums[:, 2]
+    tiny = 1e-300
+    whole_scale = jnp.where(whole_sum > sent_group, sent_group / jnp.maximum(whole_sum, tiny), 1)
+    left = jnp.maximum(sent_group - whole_sum, 0)
+    shrink = jnp.where(part_sum > 0, jnp.minimum(left / jnp.maximum(part_sum, tiny), 1), 0)
+    extra = jnp.maximum(left - part_sum, 0)
+    top_up = jnp.where(rest_sum > part_sum, extra / jnp.maximum(rest_sum - part_sum, tiny), 0)
+    partial = part * shrink[entry_group] + (rest - part) * jnp.minimum(top_up, 1)[entry_group]
+    return jnp.where(whole, queue * whole_scale[entry_group], partial)
+
+
+def _place(queue, head, tail, added, group_in, group_added, entry_group):
+    """Queue ``added`` bytes per entry behind what is there: the group's new bytes take the
+    positions ``(group_in, group_in + group_added]``, each entry's evenly among them.
+    Returns ``(queue, head, tail, group_in)``."""
+    end_group = group_in + group_added
+    fresh = added > 0
+    head = jnp.where(fresh & (queue <= 0), group_in[entry_group], head)
+    tail = jnp.where(fresh, end_group[entry_group], tail)
+    return queue + added, head, tail, end_group
+
+
+def _advance_acks(ack, groups_state, t, dt, ack_link, ack_group, flow_hops, paused_ext):
+    """Move each last-ACK token through as many return-path hops as it clears in
+    ``[t, t + dt)``. ``ack = (hop [F], position [F], time [F], done [F])``;
+    ``groups_state = (served_from, sent, left, group_in, group_added)``, each padded with
+    one idle group at the end (``left``: bytes the group still holds from before the
+    step). Returns the new ``ack``."""
+    served_from, sent, left, group_in, group_added = groups_state
+    num_hops = ack_link.shape[1]
+    flows = jnp.arange(ack_link.shape[0])
+    t_end = t + dt
+
+    def one_hop(carry):
+        (hop, position, when, done), _, passes = carry
+        moving = (hop >= 0) & (hop < flow_hops) & jnp.isinf(done)
+        j = jnp.clip(hop, 0, num_hops - 1)
+        group = ack_group[flows, j]
+        in_group = group < sent.shape[0] - 1
+        ahead = position - served_from[group]
+        sent_here = sent[group]
+        # served past the token, or nothing from before it is left (position rounding)
+        reached = (ahead <= sent_here * (1 + 1e-9)) | (left[group] <= 0)
+        clears = ~paused_ext[ack_link[flows, j]] & (~in_group | reached)
+        leave = t + dt * jnp.clip(ahead / jnp.where(sent_here > 0, sent_here, 1), 0, 1)
+        leave = jnp.maximum(jnp.where(in_group, leave, when), when)
+        go = moving & clears
+        hop = hop + go.astype(hop.dtype)
+        nxt = ack_group[flows, jnp.clip(hop, 0, num_hops - 1)]
+        fraction = jnp.clip((leave - t) / dt, 0, 1)
+        position = jnp.where(go, group_in[nxt] + fraction * group_added[nxt], position)
+        when = jnp.where(go, leave, jnp.where(moving, t_end, when))
+        done = jnp.where(go & (hop >= flow_hops), leave, done)
+        return (hop, position, when, done), jnp.any(go), passes + 1
+
+    def more(carry):  # another pass while some token moved in the last one
+        return carry[1] & (carry[2] < num_hops)
+
+    hop, _, _, done = ack
+    in_flight = jnp.any((hop >= 0) & (hop < flow_hops) & jnp.isinf(done))
+    return jax.lax.while_loop(more, one_hop, (ack, in_flight, 0))[0]
+
+
+class _State(NamedTuple):
+    """Loop state of :func:`_simulate` (``E`` entries, ``G`` groups, ``F`` flows, ``L``
+    links, ``S`` pause-history slots)."""
+
+    t: jax.Array  # seconds at the start of the step
+    n: jax.Array  # steps run
+    queue: jax.Array  # [E] bytes waiting at the entry's egress
+    head: jax.Array  # [E] FIFO position of the entry's oldest queued byte
+    tail: jax.Array  # [E] ... and of its newest
+    group_in: jax.Array  # [G] bytes that ever entered the group
+    group_out: jax.Array  # [G] bytes that ever left it
+    delivered: jax.Array  # [F] bytes through the last hop
+    injected: jax.Array  # [F] bool, the flow's bytes are at its NIC
+    finish: jax.Array  # [F] seconds, inf until delivered
+    signalled: jax.Array  # [L] bool, the pause state each downstream last decided
+    history: jax.Array  # [S, L] bool, those decisions over the last S steps
+    paused_steps: jax.Array  # [L] int32
+    ack: tuple  # last-ACK tokens: hop [F] int32, position [F], time [F], done [F]
+
+
+@jax.jit(static_argnames=("newton_steps", "num_slots"))
 def _simulate(
     entry_group,
     entry_prev,
@@ -200,6 +290,11 @@ def _simulate(
     flow_last,
     flow_hops,
     group_link,
+    shared_group,
+    shared_slot,
+    shared_link,
+    ack_link,
+    ack_group,
     capacity,
     size,
     start,
@@ -207,77 +302,137 @@ def _simulate(
     xoff,
     xon,
     max_steps,
+    delay_steps,
     newton_steps,
+    num_slots,
 ) -> QueueRun:
     num_flows = size.shape[0]
-    num_entries = entry_group.shape[0]
     num_links = capacity.shape[0]
     num_groups = group_link.shape[0]
     dtype = capacity.dtype
-    budget_full = capacity * dt
     inf = jnp.asarray(jnp.inf, dtype)
-    zero = jnp.zeros(1, dtype)
+    pad = jnp.zeros(1, dtype)
+    shared = (shared_group, shared_slot, shared_link)
 
-    def step(state):
-        t, queue, delivered, injected, paused, finish, n, paused_steps = state
-        # senders: a flow's bytes are all ready at its NIC from its start time on
-        arriving = ~injected & (start <= t)
-        queue = queue + jnp.where(entry_first & arriving[entry_flow], size[entry_flow], 0)
-        injected = injected | arriving
-        queued = jax.ops.segment_sum(queue, entry_group, num_groups, indices_are_sorted=True)
-        budget = jnp.where(paused, 0, budget_full)
-        sent_group, active, busy = _water_level(queued, group_link, budget, num_links, newton_steps)
-        share = jnp.where(queued > 0, sent_group / jnp.where(queued > 0, queued, 1), 0)
-        sent = queue * share[entry_group]
-        forward = jnp.concatenate([jnp.where(entry_last, 0, sent), zero])
-        queue = queue - sent + forward[entry_prev]
-        out = sent[flow_last]
-        before = delivered
-        delivered = delivered + out
-        # The last byte, within the step: round-robin sends one packet per active group
-        # per turn, so a group's sent bytes have left after about min(n_l sent_g, the
-        # link's bytes) / C_l (exact for a lone group); the flow's bytes are spread
-        # evenly over its group's.
-        drain = jnp.minimum(sent_group * active[group_link], busy[group_link])
-        drain = drain / capacity[group_link]
-        last_group = entry_group[flow_last]
-        done_now = jnp.isinf(finish) & injected & (delivered >= size * (1 - 1e-9))
-        fraction = jnp.clip((size - before) / jnp.where(out > 0, out, 1), 0, 1)
-        finish = jnp.where(done_now, t + fraction * jnp.minimum(drain[last_group], dt), finish)
-        held = jax.ops.segment_sum(queue, entry_ingress, num_links + 1)[:-1]
-        paused = (held > xoff) | (paused & (held > xon))
-        return (
-            t + dt,
-            queue,
-            delivered,
-            injected,
-            paused,
-            finish,
-            n + 1,
-            paused_steps + paused.astype(jnp.int32),
+    def group_sum(values):
+        return jax.ops.segment_sum(values, entry_group, num_groups, indices_are_sorted=True)
+
+    def inject(st: _State):
+        """Senders: a flow's bytes are all ready at its NIC from its start time on."""
+        arriving = ~st.injected & (start <= st.t)
+        added = jnp.where(entry_first & arriving[entry_flow], size[entry_flow], 0)
+        queue, head, tail, group_in = _place(
+            st.queue, st.head, st.tail, added, st.group_in, group_sum(added), entry_group
+        )
+        return st._replace(
+            queue=queue, head=head, tail=tail, group_in=group_in, injected=st.injected | arriving
         )
 
-    def more(state):
-        finish, n = state[5], state[6]
-        return jnp.any(jnp.isinf(finish)) & (n < max_steps)
+    def step(st: _State) -> _State:
+        st = jax.lax.cond(jnp.any(~st.injected & (start <= st.t)), inject, lambda s: s, st)
+        # what each upstream egress obeys now: the decision of delay_steps steps ago
+        back = st.n - 1 - delay_steps
+        paused = (back >= 0) & st.history[jnp.mod(back, num_slots), jnp.arange(num_links)]
+        budget = jnp.where(paused, 0, capacity * dt)
+        queued = group_sum(st.queue)
+        sent_group, active, busy = _water_level(
+            queued, budget[group_link], shared, budget, newton_steps
+        )
+        served_from = st.group_out
+        group_out = served_from + sent_group
+        reach = group_out[entry_group]
+        sent = _fifo_split(st.queue, st.head, st.tail, entry_group, reach, sent_group, num_groups)
+        last_tail, last_group = st.tail[flow_last], entry_group[flow_last]
+        queue = st.queue - sent
+        head = jnp.where(queue > 0, jnp.maximum(st.head, reach), st.head)
+        tail = jnp.maximum(st.tail, head)
+        forward = jnp.concatenate([jnp.where(entry_last, 0, sent), pad])[entry_prev]
+        group_before, group_added = st.group_in, group_sum(forward)
+        queue, head, tail, group_in = _place(
+            queue, head, tail, forward, group_before, group_added, entry_group
+        )
+        delivered = st.delivered + sent[flow_last]
+        # Round-robin sends one packet per active group per turn, so a group's bytes have
+        # left after about min(n_l sent_g, the link's bytes) / C_l (exact for a lone
+        # group); the flow's newest byte leaves at its FIFO position's share of that.
+        drain = jnp.minimum(sent_group * active, busy)[last_group]
+        drain = jnp.minimum(drain / capacity[group_link[last_group]], dt)
+        sent_last = sent_group[last_group]
+        position = (last_tail - served_from[last_group]) / jnp.where(sent_last > 0, sent_last, 1)
+        done_now = jnp.isinf(st.finish) & st.injected & (delivered >= size * (1 - 1e-9))
+        finish = jnp.where(done_now, st.t + jnp.clip(position, 0, 1) * drain, st.finish)
+        hop, ack_position, ack_time, ack_done = st.ack
+        ack = _advance_acks(
+            (
+                jnp.where(done_now, 0, hop),
+                ack_position,
+                jnp.where(done_now, finish, ack_time),
+                ack_done,
+            ),
+            tuple(
+                jnp.concatenate([x, pad])
+                for x in (served_from, sent_group, queued - sent_group, group_before, group_added)
+            ),
+            st.t,
+            dt,
+            ack_link,
+            ack_group,
+            flow_hops,
+            jnp.concatenate([paused, jnp.zeros(1, bool)]),
+        )
+        # a packet holds its ingress buffer until its transmission has ended
+        held = jax.ops.segment_sum(queue + sent, entry_ingress, num_links + 1)[:-1]
+        signalled = (held > xoff) | (st.signalled & (held > xon))
+        return _State(
+            st.t + dt,
+            st.n + 1,
+            queue,
+            head,
+            tail,
+            group_in,
+            group_out,
+            delivered,
+            st.injected,
+            finish,
+            signalled,
+            st.history.at[jnp.mod(st.n, num_slots)].set(signalled),
+            st.paused_steps + paused.astype(jnp.int32),
+            ack,
+        )
 
-    state = (
+    def more(st: _State):
+        busy = jnp.any(jnp.isinf(st.finish)) | jnp.any(jnp.isinf(st.ack[3]))
+        return busy & (st.n < max_steps)
+
+    entries = jnp.zeros(entry_group.shape[0], dtype)
+    state = _State(
         jnp.min(start, initial=inf) if num_flows else jnp.zeros((), dtype),
-        jnp.zeros(num_entries, dtype),
+        jnp.int32(0),
+        entries,
+        entries,
+        entries,
+        jnp.zeros(num_groups, dtype),
+        jnp.zeros(num_groups, dtype),
         jnp.zeros(num_flows, dtype),
         jnp.zeros(num_flows, bool),
-        jnp.zeros(num_links, bool),
         jnp.full(num_flows, inf),
-        jnp.int32(0),
+        jnp.zeros(num_links, bool),
+        jnp.zeros((num_slots, num_links), bool),
         jnp.zeros(num_links, jnp.int32),
+        (
+            jnp.full(num_flows, -1, jnp.int32),
+            jnp.zeros(num_flows, dtype),
+            jnp.full(num_flows, inf),
+            jnp.full(num_flows, inf),
+        ),
     )
     state = jax.lax.while_loop(more, step, state)
-    finish, steps, paused_steps = state[5], state[6], state[7]
+    ack_done = state.ack[3]
+    ack_wait = ack_done - state.finish
     # one step of lag per hop after the first (the fluid's store-and-forward)
-    finish = finish - (flow_hops - 1).astype(dtype) * dt
-    status = jnp.where(
-        jnp.any(jnp.isinf(finish)), Status.MAX_ITERS_REACHED, Status.CONVERGED
-    ).astype(jnp.int32)
+    finish = state.finish - (flow_hops - 1).astype(dtype) * dt
+    unfinished = jnp.any(jnp.isinf(finish)) | jnp.any(jnp.isinf(ack_done))
+    status = jnp.where(unfinished, Status.MAX_ITERS_REACHED, Status.CONVERGED).astype(jnp.int32)
     status = jnp.where(jnp.all(jnp.isfinite(size)), status, Status.NONFINITE)
-    fraction = paused_steps / jnp.maximum(steps, 1).astype(dtype)
-    return QueueRun(finish, steps, fraction, status)
+    fraction = state.paused_steps / jnp.maximum(state.n, 1).astype(dtype)
+    return QueueRun(finish, ack_wait, state.n, fraction, status)
