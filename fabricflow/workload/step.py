@@ -341,6 +341,9 @@ def step_time(
         "coupling": coupled,
         "memory": memory_margin,
         "overlap": slow["overlap"],
+        # compute seconds the slowest rank's GPU waits for its host to issue work (eager
+        # layers whose host time exceeds their kernels'; included in "compute")
+        "host_wait_s": slow["host"] * layout.num_micro_batches,
     }
     if variability is not None:
         details["variability"] = variability
@@ -493,7 +496,13 @@ def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float
     passes = (2 if layout.recompute == "full" else 1) + 1  # forward(s) and backward
     redo = 1 if layout.recompute in ("full", "selective") else 0
     per_micro_batch = {
-        "tp": layers * passes * (4 if layout.sequence_parallel else 2),
+        # forward: 2 all-reduces, or 2 all-gathers + 2 reduce-scatters per pass; backward
+        # adds the all-gathers of the inputs again under sequence parallelism
+        "tp": layers
+        * (
+            (passes - 1) * (4 if layout.sequence_parallel else 2)
+            + (6 if layout.sequence_parallel else 2)
+        ),
         "cp": layers * (layout.cp - 1) * (2 + redo),
         "ep": moe_layers * 2 * passes,
         "pp": 2 * layout.vpp,
