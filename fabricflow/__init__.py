@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "PFCParams": "fabricflow.solve.pfc.params",
     "dcqcn_fixed_point": "fabricflow.solve.cc.dcqcn_analysis",
     "dcqcn_linear_stability": "fabricflow.solve.cc.dcqcn_analysis",
+    "tune_cc": "fabricflow.optimize.cc_tuning",
+    "CCTuning": "fabricflow.optimize.cc_tuning",
     # collectives
     "collective_time": "fabricflow.collective.model",
     "CollectiveResult": "fabricflow.collective.model",
@@ -123,6 +125,7 @@ _DEPRECATED: dict[str, str] = {
 __all__ = [
     "BillOfMaterials",
     "CCResult",
+    "CCTuning",
     "CapacitySensitivity",
     "Certificate",
     "ClusterRun",
@@ -189,6 +192,7 @@ __all__ = [
     "step_time",
     "sweep",
     "synthetic_trace",
+    "tune_cc",
     "work_cost",
 ]
 
@@ -258,6 +262,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
     from .fct import FlowTimes, flow_completion_times
+    from .optimize.cc_tuning import CCTuning, tune_cc
     from .optimize.routing.optimize import optimize_routing
     from .optimize.routing.plan import RoutingPlan
     from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
