@@ -27,6 +27,7 @@ def register(subparsers) -> None:
         "--out",
         default=None,
         type=_out_path,
+        metavar="DIR|FILE",
         help="folder for summary.json, fabric_tiers.png and topology.png (created); "
         "with --export, the file to write",
     )

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .maxmin.entries import FlowEntries
+from .maxmin.entries import FlowEntries, compact_links
 from .maxmin.numpy_fill import numpy_water_fill
 from .status import Status
 
@@ -80,6 +80,9 @@ def numpy_events(
     ``solves``: rates of flow subsets already solved, by :func:`subset_key` (read and
     filled in)."""
     num_flows = entries.num_flows
+    # every event's solve runs on the links some flow uses (same sums, fewer links)
+    _, link, capacity = compact_links(entries.link, capacity)
+    entries = FlowEntries(entries.start, link, entries.coef, capacity.shape[-1])
     remaining = np.asarray(size, np.float64).copy()
     elapsed = np.zeros(num_flows)
     done = np.zeros(num_flows, dtype=bool)
