@@ -22,6 +22,7 @@ def register(subparsers) -> None:
         "--out",
         default=None,
         type=output_folder,
+        metavar="DIR",
         help="folder for summary.json, fabric_tiers.png and topology.png (created)",
     )
     parser.add_argument(
