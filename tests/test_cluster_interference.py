@@ -366,3 +366,20 @@ def test_a_component_whose_alone_rates_fit_is_not_solved_and_equals_the_solve(mo
     contended, contended_times, _ = pair(2)
     assert contended.stats["solves_skipped"] == 0
     assert contended_times[0] > 1.05 * contended.alone_s(0)
+
+
+def test_a_repair_back_to_the_healthy_fabric_takes_the_healthy_placement_back():
+    fabric = oversubscribed()
+    spec = job(32)
+    inter = Interference(fabric)
+    inter.add(0, spec, None, servers([0, 2, 4, 6]))
+    before = inter.step_times()[0]
+    inter.set_fabric(fabric.without(links=uplinks_of_gpu0(fabric)[:3]))
+    assert inter.step_times()[0] > 1.2 * before
+    assert inter.stats["prepared"] == 2
+    inter.set_fabric(fabric)  # repaired: the job's placement on the healthy fabric again
+    assert inter.stats["prepared"] == 2 and inter.stats["placements_kept"] == 1
+    assert inter.step_times()[0] == before
+    fresh = Interference(fabric)
+    fresh.add(0, spec, None, servers([0, 2, 4, 6]))
+    np.testing.assert_array_equal(inter.link_load(), fresh.link_load())

@@ -222,6 +222,9 @@ class Interference:
         self._capacity: np.ndarray | None = None  # effective capacity of self.fabric
         self._stamp: np.ndarray | None = None  # scratch [L] of -1 (see _scratch)
         self._kind_cache: dict[int, tuple] = {}  # job -> (its rates, its load per link kind)
+        # each running job as placed on the healthy fabric, taken back when a repair
+        # returns the fabric to it (the same GPUs: the same flows and alone rates)
+        self._healthy: dict[int, PlacedJob] = {}
         self._gpu_links: GpuLinks | None = None  # the links at each GPU (same in any fabric state)
         self.stats: dict = {
             "evaluations": 0,
@@ -234,6 +237,7 @@ class Interference:
             "jobs_last": 0,
             "prepared": 0,
             "prepare_seconds": 0.0,
+            "placements_kept": 0,
             "job_models": 0,
             "job_model_seconds": 0.0,
             "job_model_bytes": 0,
@@ -256,6 +260,7 @@ class Interference:
                 "gpus", f"job {key} has a layout of {job.layout.num_gpus} GPUs, got {gpus.size}"
             )
         model = self._job_model(job)
+        self._healthy.pop(int(key), None)
         self._jobs[int(key)] = self._place(int(key), job, model, gpus.astype(np.int64))
         self._kind_cache.pop(int(key), None)
         self._load.pop(int(key), None)
@@ -271,6 +276,7 @@ class Interference:
 
     def remove(self, key: int) -> None:
         """Stop job ``key`` (no-op when it is not running)."""
+        self._healthy.pop(int(key), None)
         if self._jobs.pop(int(key), None) is not None:
             self._times.pop(int(key), None)
             self._load.pop(int(key), None)
@@ -302,10 +308,16 @@ class Interference:
         nodes[fabric.link_dst[changed]] = True
         touched = nodes[fabric.link_src] | nodes[fabric.link_dst]
         cut = []
+        healthy = self._is_base(fabric)
         for key, job in list(self._jobs.items()):
             if touched[job.link_ids].any():
                 try:
-                    self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
+                    kept = self._healthy.get(key) if healthy else None
+                    if kept is not None and np.array_equal(kept.gpus, job.gpus):
+                        self._jobs[key] = kept  # back on the healthy fabric: as placed there
+                        self.stats["placements_kept"] += 1
+                    else:
+                        self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
                     self._kind_cache.pop(key, None)
                     self._load.pop(key, None)
                 except RoutingError:
@@ -432,7 +444,7 @@ class Interference:
         alone_s = model.step_seconds({n: r for n, r in zip(names, alone, strict=True)})
         self.stats["prepared"] += 1
         self.stats["prepare_seconds"] += time.perf_counter() - started
-        return PlacedJob(
+        placed = PlacedJob(
             key=key,
             spec=spec,
             gpus=gpus,
@@ -449,6 +461,18 @@ class Interference:
             link_ids=link_ids,
             row_component=row_components(row_entries, local),
         )
+        if self._is_base(self.fabric):
+            self._healthy[key] = placed
+        return placed
+
+    def _is_base(self, fabric: Fabric) -> bool:
+        """Whether ``fabric`` is the healthy fabric (the same object, or every link up
+        with the same capacity)."""
+        base = self.base
+        return fabric is base or (
+            np.array_equal(fabric.capacity, base.capacity)
+            and np.array_equal(fabric.link_up, base.link_up)
+        )
 
     def _capacity_of(self, model: JobModel) -> np.ndarray | None:
         """Effective capacity (B/s ``[L]``) of the current fabric, computed once per fabric
@@ -462,7 +486,10 @@ class Interference:
         return self._capacity
 
     def _count_bytes(self) -> None:
-        sizes = [job.nbytes for job in self._jobs.values()]
+        sizes = []
+        for key, job in self._jobs.items():
+            kept = self._healthy.get(key)  # its healthy placement, when another is current
+            sizes.append(job.nbytes + (kept.nbytes if kept is not None and kept is not job else 0))
         running = int(sum(sizes))
         self.stats["running_bytes"] = running
         self.stats["running_bytes_max"] = max(self.stats["running_bytes_max"], running)
