@@ -25,13 +25,12 @@ from collections.abc import Callable
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import SpecError
+from .errors import SpecError, check_flag
 from .fabric.fabric import Fabric
 from .routing.routes import Routes
 from .solve.cc.prepare import PreparedRun, prepare_cc
 from .solve.cc.result import CCResult
 from .solve.cc.run import run_cc
-from .solve.maxmin.inputs import check_flag
 from .solve.pfc.params import PFCParams
 
 
@@ -64,6 +63,7 @@ def prepare_fabric_run(fabric, routes, *, capacity=None, **options) -> PreparedR
         routes.links,
         fabric.capacity if capacity is None else capacity,
         routes.path_latency(fabric.latency),
+        link_latency=fabric.latency,
         marking=node_tier[fabric.link_src] != 0,
         pfc_ingress=node_tier[fabric.link_dst] != 0,
         link_dst_node=fabric.link_dst,

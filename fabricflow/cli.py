@@ -383,7 +383,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
         if _interrupt.reported():  # the command's JSON object is out: keep it the only one
             print(f"fabricflow: {message}", file=sys.stderr)
         elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
-            from .commands._common import to_jsonable
+            from .files import to_jsonable
 
             print(json.dumps({"error": "Interrupted", "message": message, **to_jsonable(extra)}))
         else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+import numpy as np
+
 # How close (difflib ratio, 0..1) an allowed value must be to be suggested, and how many.
 SUGGEST_CUTOFF = 0.6
 SUGGEST_LIMIT = 3
@@ -97,3 +99,13 @@ class MemoryBudgetError(FabricflowError, MemoryError):
 
 class OutputError(FabricflowError, OSError):
     """An output file or folder cannot be written (read-only, full disk, not a folder)."""
+
+
+def check_flag(value, field: str) -> bool:
+    """A boolean option: ``True``/``False`` or a numpy bool, else a SpecError naming ``field``.
+
+    Truthy strings (``"no"``), ints and ``None`` are refused: ``bool("no")`` is ``True``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SpecError(field, f"must be True or False, got {value!r}")

@@ -39,6 +39,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import SpecError
 
 MAX_FILE_BYTES = 16 * 2**20
@@ -438,3 +440,25 @@ def check_plain_data(data: Any, source: str) -> None:
                     f"{shown} in {source} is outside the 64-bit integer "
                     f"range ({INT64_MIN}..{INT64_MAX})",
                 )
+
+
+def to_jsonable(value, *, infinity_as_text: bool = True):
+    """Convert numpy scalars/arrays (recursively) into plain Python for json.dumps.
+
+    NaN becomes ``None``; an infinity becomes ``"inf"``/``"-inf"``, or ``None`` with
+    ``infinity_as_text=False`` (the study scripts' key numbers). Numpy scalars are
+    converted first, so a ``np.float64`` NaN is caught as a Python one is.
+    """
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v, infinity_as_text=infinity_as_text) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v, infinity_as_text=infinity_as_text) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist(), infinity_as_text=infinity_as_text)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        if np.isnan(value) or not infinity_as_text:
+            return None
+        return "inf" if value > 0 else "-inf"
+    return value

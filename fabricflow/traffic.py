@@ -33,9 +33,9 @@ def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None
 def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> np.ndarray:
     """int64 ``[num_groups, group_size]``: the first ``num_groups`` (default all) strided
     groups over the first ``stride * group_size`` GPUs, ``stride = num_gpus // group_size``:
-    groups spread over the fabric, like expert-parallel groups laid out across a cluster."""
-    from .collective.groups import make_groups
-
+    groups spread over the fabric, like expert-parallel groups laid out across a cluster
+    (the rows of ``collective.make_groups(stride * group_size, group_size,
+    layout="strided")``, built here: traffic sits below the collective floor)."""
     if num_gpus < 2:  # "must lie in 2..1" would name no valid group size
         raise SpecError("num_gpus", f"groups need at least 2 GPUs, got {num_gpus}")
     if group_size < 2 or group_size > num_gpus:
@@ -49,7 +49,8 @@ def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> n
             f"must lie in 1..{most} for {num_gpus} GPUs in groups of "
             f"{group_size}, got {num_groups}",
         )
-    return make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
+    strided = np.arange(stride * group_size, dtype=np.int64).reshape(group_size, stride).T
+    return strided[:num_groups].copy()
 
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +103,13 @@ def ring(gpus, channels: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
+def _check_seed(seed) -> int:
+    """``seed`` as an int in ``0..2**63-1`` (numpy's generators refuse negatives)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
+    return int(seed)
+
+
 def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Random permutation traffic: host ``i`` sends to ``perm[i]``, no host to itself.
 
@@ -113,7 +121,7 @@ def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.nda
         raise SpecError("hosts", f"must be an integer >= 2, got {num_hosts!r}")
     if num_hosts < 2:
         raise SpecError("hosts", f"a permutation needs at least 2 hosts, got {num_hosts}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_check_seed(seed))
     hosts = np.arange(num_hosts)
     while True:
         perm = rng.permutation(num_hosts)
@@ -124,11 +132,17 @@ def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 def incast_flows(
     num_hosts: int, senders: int, receiver: int = 0, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``senders`` distinct random hosts (not ``receiver``) each send one flow to ``receiver``."""
+    """``senders`` distinct random hosts (not ``receiver``) each send one flow to ``receiver``.
+
+    Raises:
+        SpecError: ``receiver``, ``senders`` or ``seed`` (an integer in 0..2**63-1) out of
+            range.
+    """
     if not 0 <= receiver < num_hosts:
         raise SpecError("receiver", f"must lie in 0..{num_hosts - 1}, got {receiver}")
     if not 1 <= senders <= num_hosts - 1:
         raise SpecError("senders", f"must lie in 1..{num_hosts - 1}, got {senders}")
     others = np.delete(np.arange(num_hosts), receiver)
-    src = np.sort(np.random.default_rng(seed).choice(others, senders, replace=False))
+    rng = np.random.default_rng(_check_seed(seed))
+    src = np.sort(rng.choice(others, senders, replace=False))
     return src, np.full(senders, receiver, np.int64)

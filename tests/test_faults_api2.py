@@ -9,8 +9,7 @@ import pytest
 from reference_solvers import progressive_filling
 
 import fabricflow as ff
-from fabricflow.errors import SolverError, SpecError
-from fabricflow.solve.maxmin.inputs import check_flag
+from fabricflow.errors import SolverError, SpecError, check_flag
 
 PARKING_LOT = [[0, 1], [0, -1], [1, -1]]
 

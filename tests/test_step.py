@@ -182,7 +182,7 @@ def test_cli_overrides_and_backend(capsys):
         "alpha-beta",
         "--json",
     ]
-    code, out = _cli(capsys, *args, "--gpu-set", "hbm=10GB")
+    code, out = _cli(capsys, *args, "--gpu-set", "hbm=6GB")
     assert code == 2 and "HBM" in json.loads(out)["message"]
     code, out = _cli(capsys, *args, "--model-set", "n_layer=10")
     data = json.loads(out)

@@ -3,7 +3,7 @@
 Nothing is fitted to these rows. The model reproduces the 2022 per-layer times of the same
 shapes (Korthikanti et al. Table 4, tests/test_step_components.py) within a few percent;
 the 2021 runs of Table 1 are slower than that at equal shapes (docs/step-validation.md), so
-every row is predicted faster than published: 7-15% more TFLOP/s per GPU.
+every row is predicted faster than published: 6-13% more TFLOP/s per GPU.
 """
 
 import pytest

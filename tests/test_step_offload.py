@@ -33,6 +33,8 @@ BIG = dict(
     seq_len=4096,
     recompute="full",
     sequence_parallel=True,
+    grad_reduce_dtype="fp32",  # fp32 main gradients and logits: the 76 GiB layout
+    fused_cross_entropy=False,
 )
 # Llama 3 8B on 8 H100, no TP/PP/CP: a micro-batch is pure compute, no exposed comm inside.
 SMALL = dict(dp=8, micro_batch=1, global_batch=32, seq_len=4096)

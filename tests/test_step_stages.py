@@ -140,7 +140,7 @@ def test_every_rank_is_timed_from_its_own_layers(h100):
 def test_too_much_on_one_middle_rank_is_refused(h100):
     layout = Layout(tp=1, pp=4, dp=8, micro_batch=1, global_batch=64, seq_len=4096)
     step_time("llama3-8b", "h100-sxm", layout, h100)  # the even split fits
-    crowded = dataclasses.replace(layout, pp_split=(1, 29, 1, 1))
+    crowded = dataclasses.replace(layout, pp_split=(1, 28, 1, 2), micro_batch=2)
     with pytest.raises(SpecError, match="rank 1 pipeline rank"):
         step_time("llama3-8b", "h100-sxm", crowded, h100)
 

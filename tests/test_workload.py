@@ -79,14 +79,21 @@ def test_activation_bytes_reproduce_korthikanti(tp, sp):
 
 def test_model_states_18_bytes_per_parameter_and_zero_sharding():
     model = load_model("llama3-8b")
-    plain = memory_per_gpu(model, Layout(zero=0, micro_batch=1, seq_len=1024, global_batch=1))
+    fp32 = dict(grad_reduce_dtype="fp32")  # Megatron's own default: fp32 main gradients
+    plain = memory_per_gpu(
+        model, Layout(zero=0, micro_batch=1, seq_len=1024, global_batch=1, **fp32)
+    )
     states = plain.weights + plain.gradients + plain.optimizer
     assert states == pytest.approx(18 * model.num_parameters(), rel=0.002)
-    zero1 = memory_per_gpu(model, Layout(dp=8, zero=1, micro_batch=1, seq_len=1024, global_batch=8))
+    zero1 = memory_per_gpu(
+        model, Layout(dp=8, zero=1, micro_batch=1, seq_len=1024, global_batch=8, **fp32)
+    )
     assert zero1.weights + zero1.gradients + zero1.optimizer == pytest.approx(
         (6 + 12 / 8) * model.num_parameters(), rel=0.002
     )
-    zero3 = memory_per_gpu(model, Layout(dp=8, zero=3, micro_batch=1, seq_len=1024, global_batch=8))
+    zero3 = memory_per_gpu(
+        model, Layout(dp=8, zero=3, micro_batch=1, seq_len=1024, global_batch=8, **fp32)
+    )
     assert zero3.weights + zero3.gradients + zero3.optimizer == pytest.approx(
         18 / 8 * model.num_parameters(), rel=0.002
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-import numpy as np
+from ..files import to_jsonable
 
 
 def add_json_flag(parser) -> None:
@@ -42,28 +42,6 @@ def failed_fabric(fabric, fail: str | None, seed: int):
             "--fail", f"expected KIND:FRACTION such as leaf:0.01, got {fail!r}"
         ) from None
     return fabric.without(link_kind=kind, fraction=value, seed=seed)
-
-
-def to_jsonable(value, *, infinity_as_text: bool = True):
-    """Convert numpy scalars/arrays (recursively) into plain Python for json.dumps.
-
-    NaN becomes ``None``; an infinity becomes ``"inf"``/``"-inf"``, or ``None`` with
-    ``infinity_as_text=False`` (the study scripts' key numbers). Numpy scalars are
-    converted first, so a ``np.float64`` NaN is caught as a Python one is.
-    """
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v, infinity_as_text=infinity_as_text) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v, infinity_as_text=infinity_as_text) for v in value]
-    if isinstance(value, np.ndarray):
-        return to_jsonable(value.tolist(), infinity_as_text=infinity_as_text)
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        if np.isnan(value) or not infinity_as_text:
-            return None
-        return "inf" if value > 0 else "-inf"
-    return value
 
 
 def print_json(obj) -> None:

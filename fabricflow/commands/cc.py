@@ -17,6 +17,7 @@ link), ``jain_fairness``, ``pause_fraction``, ``convergence_time_s``,
 from __future__ import annotations
 
 import os
+import sys
 
 from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
@@ -224,17 +225,24 @@ def _gbps(value: float) -> str:
 
 
 def _progress_printer(duration: float, *, after_s: float = 3.0):
-    """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr once the run
-    is projected to take more than ``after_s`` seconds (stdout stays clean for --json)."""
-    import sys
+    """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr while the run
+    is projected to need more than ``after_s`` seconds more (stdout stays clean for
+    --json). The first piece includes the compilation, so the time left is projected from
+    the pieces after it (from the first piece alone until there are any)."""
+    first: list[tuple[float, float]] = []  # (fraction, elapsed) at the end of piece 1
 
     def progress(fraction: float, elapsed: float) -> None:
-        projected = elapsed / max(fraction, 1e-12)
-        if projected > after_s:
+        if not first:
+            first.append((fraction, elapsed))
+        done0, spent0 = first[0]
+        if fraction > done0:  # the pace of the compiled pieces
+            left = (elapsed - spent0) / (fraction - done0) * (1.0 - fraction)
+        else:
+            left = elapsed / max(fraction, 1e-12) * (1.0 - fraction)
+        if left > after_s:
             print(
                 f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
-                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about "
-                f"{projected - elapsed:.0f} s left",
+                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about {left:.0f} s left",
                 file=sys.stderr,
                 flush=True,
             )

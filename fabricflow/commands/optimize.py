@@ -51,6 +51,14 @@ def register(subparsers) -> None:
         help="time collectives on the fabric with contention, or alpha-beta (none)",
     )
     parser.add_argument(
+        "--ranking",
+        default="bound",
+        choices=["bound", "class"],
+        help="bound: every candidate timed or ruled out by a lower bound (exact); class: "
+        "also skip candidates whose class-level estimate (link classes, ECMP hash "
+        "collisions) cannot win (faster on hashed fabrics, not exhaustive)",
+    )
+    parser.add_argument(
         "--out",
         type=output_folder,
         default=None,
@@ -107,7 +115,7 @@ def run(args) -> int:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
         import json
 
-        from ._common import to_jsonable
+        from ..files import to_jsonable
         from ._interrupt import mark_reported
 
         if args.json:
@@ -147,6 +155,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         budget_s=args.budget,
         seed=args.seed,
         collectives=args.collectives,
+        ranking=args.ranking,
         progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
     )
 
@@ -156,7 +165,7 @@ def _interrupted_before_any(args, stop) -> int:
     import json
     import sys
 
-    from ._common import to_jsonable
+    from ..files import to_jsonable
     from ._interrupt import mark_reported
 
     out = stop.to_dict()

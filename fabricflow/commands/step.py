@@ -43,7 +43,16 @@ def register(subparsers) -> None:
         help="transformer layers per pipeline rank, first to last (default: even, or uneven "
         "with the embedding and the loss counted as one layer each)",
     )
-    parser.add_argument("--sequence-parallel", action="store_true")
+    parser.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="shard norms and dropouts over TP (the default; kept for old command lines)",
+    )
+    parser.add_argument(
+        "--no-sequence-parallel",
+        action="store_true",
+        help="turn sequence parallelism off (all-reduces instead of all-gather / reduce-scatter)",
+    )
     parser.add_argument("--micro-batch", type=int, required=True)
     parser.add_argument("--global-batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
@@ -62,7 +71,31 @@ def register(subparsers) -> None:
         "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
     )
     parser.add_argument(
-        "--tp-overlap", action="store_true", help="overlap TP comm with GEMMs (needs SP)"
+        "--tp-overlap",
+        action="store_true",
+        help="overlap TP comm with GEMMs (needs SP; the default, kept for old command lines)",
+    )
+    parser.add_argument(
+        "--no-tp-overlap",
+        action="store_true",
+        help="no userbuffers TP overlap (TP collectives beside the GEMMs only in backward, "
+        "see --no-tp-backward-overlap)",
+    )
+    parser.add_argument(
+        "--no-tp-backward-overlap",
+        action="store_true",
+        help="without TP overlap, backward TP collectives wait too (Megatron-LM before 2021-09)",
+    )
+    parser.add_argument(
+        "--no-grad-accum-fusion",
+        action="store_true",
+        help="weight gradients added to the main gradient by a separate kernel per micro-batch "
+        "(Megatron-LM before 2022-02)",
+    )
+    parser.add_argument(
+        "--no-fused-cross-entropy",
+        action="store_true",
+        help="fp32 vocab-parallel loss (fp32 logits and gradient kept) instead of the fused one",
     )
     parser.add_argument("--no-pp-overlap", action="store_true")
     parser.add_argument(
@@ -70,7 +103,12 @@ def register(subparsers) -> None:
         action="store_true",
         help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)",
     )
-    parser.add_argument("--grad-reduce-dtype", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument(
+        "--grad-reduce-dtype",
+        default="bf16",
+        choices=["fp32", "bf16"],
+        help="main gradients and their reduction (bf16, as the performance recipes)",
+    )
     parser.add_argument(
         "--moe-imbalance", type=float, default=1.1, help="max/mean tokens per expert-parallel rank"
     )
@@ -144,7 +182,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--cuda-graphs",
         action="store_true",
-        help="kernels replayed from CUDA graphs (no per-kernel host launches)",
+        help="the whole step replayed from CUDA graphs (no per-kernel host launches)",
+    )
+    parser.add_argument(
+        "--cuda-graph-scope",
+        default="",
+        help="parts of each layer captured in CUDA graphs, comma-separated, of attn, mlp, "
+        "moe, moe_router, moe_preprocess ('': none; ignored with --cuda-graphs)",
     )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
@@ -212,6 +256,17 @@ def layout_from_args(args):
     if args.schedule in ("1f1b", "dualpipe") and args.vpp > 1:
         raise SpecError("--schedule", f"{args.schedule} means --vpp 1")
     pp_split = None if args.pp_split is None else parse_pp_split(args.pp_split)
+    no_sp = getattr(args, "no_sequence_parallel", False)
+    if no_sp and getattr(args, "sequence_parallel", False):
+        raise SpecError("--no-sequence-parallel", "give --sequence-parallel or its --no- form")
+    if no_sp and args.tp > 1 and getattr(args, "tp_overlap", False):
+        raise SpecError(
+            "layout.tp_overlap",
+            "TP communication overlap needs sequence parallelism (all-gather/reduce-scatter "
+            "pipelined with GEMMs); drop --no-sequence-parallel or --tp-overlap",
+        )
+    if getattr(args, "no_tp_overlap", False) and getattr(args, "tp_overlap", False):
+        raise SpecError("--no-tp-overlap", "give --tp-overlap or --no-tp-overlap, not both")
     return Layout(
         tp=args.tp,
         pp=args.pp,
@@ -219,7 +274,7 @@ def layout_from_args(args):
         cp=args.cp,
         ep=args.ep,
         vpp=args.vpp,
-        sequence_parallel=args.sequence_parallel,
+        sequence_parallel=not getattr(args, "no_sequence_parallel", False),
         micro_batch=args.micro_batch,
         global_batch=args.global_batch,
         seq_len=args.seq,
@@ -227,7 +282,10 @@ def layout_from_args(args):
         precision=args.precision,
         zero=args.zero,
         dp_overlap=not args.no_dp_overlap,
-        tp_overlap=args.tp_overlap,
+        tp_overlap=not getattr(args, "no_tp_overlap", False),
+        tp_backward_overlap=not getattr(args, "no_tp_backward_overlap", False),
+        grad_accum_fusion=not getattr(args, "no_grad_accum_fusion", False),
+        fused_cross_entropy=not getattr(args, "no_fused_cross_entropy", False),
         pp_overlap=not args.no_pp_overlap,
         ep_overlap=args.ep_overlap,
         grad_reduce_dtype=args.grad_reduce_dtype,
@@ -243,6 +301,7 @@ def layout_from_args(args):
         recompute_layers=getattr(args, "recompute_layers", 0),
         recompute_modules=getattr(args, "recompute_modules", ""),
         cuda_graphs=getattr(args, "cuda_graphs", False),
+        cuda_graph_scope=getattr(args, "cuda_graph_scope", ""),
     )
 
 

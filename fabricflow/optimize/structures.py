@@ -31,6 +31,7 @@ from ..fabric.fabric import Fabric
 from ..workload.compute import COLLECTIVES
 from ..workload.model import ModelSpec
 from ..workload.placement import DEFAULT_ORDER, parse_order, place, topology_aware_order
+from .classmodel import ClassModel
 from .netbound import OPS, CutBound
 from .table import CandidateTable
 
@@ -72,6 +73,8 @@ class Structures:
         self._groups: OrderedDict[int, dict | None] = OrderedDict()  # LRU, GROUP_MEMO
         self._seconds: dict[tuple, float] = {}
         self._rates: dict[tuple, dict[str, float]] = {}
+        self._classed: dict[tuple, float] = {}
+        self.class_model: ClassModel | None = None  # built on first use
 
     # ------------------------------------------------------------------ identification
 
@@ -166,6 +169,36 @@ class Structures:
             name, op = COLLECTIVES[key]
             out[key] = self._seconds_of(sids, name, op, size, isolated, issued)
         return out
+
+    def classed(self, needs: dict, sids: np.ndarray) -> dict:
+        """Collective key -> float64 ``[n]``: the class-level estimate of each candidate's
+        collective seconds (:mod:`.classmodel`; an estimate, not a bound)."""
+        out = {}
+        for key, (size, issued) in needs.items():
+            name, op = COLLECTIVES[key]
+            seconds = np.zeros(len(sids))
+            idx = np.flatnonzero((size > 0) & issued)
+            if len(idx):
+                pairs, inverse = np.unique(
+                    np.stack([sids[idx].astype(np.float64), size[idx]], axis=1),
+                    axis=0, return_inverse=True,
+                )  # fmt: skip
+                values = [self._class_seconds(int(i), name, op, b) for i, b in pairs.tolist()]
+                seconds[idx] = np.asarray(values)[inverse.reshape(-1)]
+            out[key] = seconds
+        return out
+
+    def _class_seconds(self, sid: int, name: str, op: str, nbytes: float) -> float:
+        memo = (self.set_key(sid, name), op, nbytes)
+        if memo not in self._classed:
+            if self.class_model is None:
+                self.class_model = ClassModel(self.fabric)
+            groups = self.groups(sid)
+            value = 0.0
+            if groups is not None and name in groups:
+                value = self.class_model.seconds(groups[name], op, nbytes)
+            self._classed[memo] = value
+        return self._classed[memo]
 
     def _seconds_of(self, sids, name, op, size, isolated, wanted) -> np.ndarray:
         """Seconds ``[n]`` of ``op`` on group set ``name`` at ``size`` for each structure

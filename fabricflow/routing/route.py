@@ -14,10 +14,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
+from ..errors import RoutingError, SpecError, check_flag
 from ..fabric.fabric import Fabric
 from ..memory import check_memory, out_of_memory
-from ..solve.maxmin.inputs import check_flag
 from ..typing import GpuIndexLike
 from .routes import Routes
 

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SolverError, SpecError
+from ..errors import SolverError, SpecError, check_flag
 from ..typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 from .completion_loop import jax_events, numpy_events
 from .maxmin.engine import default_rtol, output_dtype, resolve_method
@@ -42,7 +42,6 @@ from .maxmin.entries import FlowEntries
 from .maxmin.identical_flows import merge_identical_flows
 from .maxmin.inputs import (
     check_count,
-    check_flag,
     check_problem,
     check_rtol,
     check_solve_memory,

@@ -35,13 +35,12 @@ from ..errors import SpecError
 from ..fabric.fabric import Fabric
 from ..fabric.spec import load_fabric
 from ..workload.layout import Layout
-from ..workload.placement import DEFAULT_ORDER, Placement, parse_order, place
+from ..workload.placement import Placement, place
 from ..workload.step import BREAKDOWN_KEYS, step_time
 
 DOMAIN_SIZES = (8, 72, 576)
 EP_SIZES = (8, 16, 32, 64, 128)
 PLACEMENTS = ("contiguous", "domain-aligned")
-ALIGN = 64  # GPUs per domain used by domain-aligned placement: a multiple of this
 MODEL = "deepseek-v3"
 GPU = "gb200"
 TRAY_GPUS = 4
@@ -96,28 +95,11 @@ def moe_layout(gpus: int, ep: int, *, pp: int = 8, seq_len: int = 4096) -> Layou
 
 def job_placement(fabric: Fabric, layout: Layout, kind: str) -> Placement:
     """Ranks of ``layout`` on ``fabric``: ``contiguous`` (rank r on GPU r) or
-    ``domain-aligned`` (the first ``D - D mod 64`` GPUs of each domain of ``D >= 64``
-    GPUs, in order; every GPU for smaller domains)."""
+    ``domain-aligned`` (the workload's placement: the first ``D - D mod 64`` GPUs of each
+    domain of ``D >= 64`` GPUs, in order; every GPU for smaller domains)."""
     if kind not in PLACEMENTS:
         raise SpecError("placement", f"must be one of {list(PLACEMENTS)}, got {kind!r}")
-    contiguous = place(layout, fabric.num_gpus)
-    if kind == "contiguous":
-        return contiguous
-    domain = fabric.gpu_domain.astype(np.int64)
-    size = int(np.bincount(domain).max())
-    local = np.arange(fabric.num_gpus) - np.searchsorted(domain, domain)
-    keep = size - size % ALIGN if size >= ALIGN else size
-    usable = np.flatnonzero(local < keep)
-    if usable.size < layout.num_gpus:
-        raise SpecError(
-            "gpus",
-            f"domain-aligned placement has {usable.size} GPUs for {layout.num_gpus} ranks",
-        )
-    return Placement(
-        layout=layout,
-        order=parse_order(DEFAULT_ORDER),
-        gpu_of_rank=usable[contiguous.gpu_of_rank],
-    )
+    return place(layout, fabric.num_gpus, placement=kind, fabric=fabric)
 
 
 def inside_fraction(fabric: Fabric, placement: Placement) -> float:

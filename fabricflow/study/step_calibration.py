@@ -44,7 +44,15 @@ def table1_layout(row, framework_efficiency: float = FRAMEWORK_EFFICIENCY) -> La
         zero=0,
         grad_reduce_dtype="bf16",
         dp_overlap=overlap,
-        pp_overlap=False,  # the Megatron-LM of 2021 waits on each stage send / receive
+        # the Megatron-LM of examples/sc21 (2021-08): blocking pipeline send / receive, no
+        # sequence parallelism or TP overlap, waiting TP backward collectives, unfused
+        # gradient accumulation, fp32 vocab-parallel loss (docs/step-validation.md)
+        sequence_parallel=False,
+        tp_overlap=False,
+        pp_overlap=False,
+        tp_backward_overlap=False,
+        grad_accum_fusion=False,
+        fused_cross_entropy=False,
         framework_efficiency=framework_efficiency,
     )
 

@@ -16,7 +16,7 @@ import pathlib
 import xarray as xr
 
 from ..atomic import atomic_path, ensure_folder, write_text
-from ..commands._common import to_jsonable
+from ..files import to_jsonable
 from .figures import save_figure
 
 

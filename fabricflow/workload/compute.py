@@ -39,6 +39,7 @@ import numpy as np
 
 from .efficiency import memory_time
 from .gpu import GpuSpec
+from .host import host_excess
 from .layer_cost import LayerCost, embedding_cost_table, head_cost_table, layer_cost_table
 from .memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
 from .model import ModelSpec
@@ -230,29 +231,8 @@ def _layer_exposed(
     n = len(table)
     zero = np.zeros(n)
     passes_fwd = 1.0 + recomputed_fraction(model, table)
-    sp = table.sequence_parallel
-    per_pass = np.where(
-        sp,
-        2.0 * (comm.get("tp_all_gather", n) + comm.get("tp_reduce_scatter", n)),
-        2.0 * comm.get("tp_all_reduce", n),
-    )
-    wire = np.where(
-        sp,
-        2.0 * (sizes["tp_all_gather"] + sizes["tp_reduce_scatter"]),
-        4.0 * sizes["tp_all_reduce"],
-    )
-    on_tp = (table.tp > 1) & table.tp_overlap
-    # TP overlap hides behind the pass's GEMMs (compute-bound: no memory share)
-    fwd = _overlapped(gpu, "tp", per_pass, cost.forward_gemm_s, wire, 0.0)
-    bwd = _overlapped(gpu, "tp", per_pass, cost.backward_gemm_s, wire, 0.0)
-    tp_parts = [passes_fwd * a + b for a, b in zip(fwd, bwd, strict=True)]
-    out = {
-        "tp": np.where(
-            table.tp > 1, np.where(table.tp_overlap, tp_parts[0], (passes_fwd + 1) * per_pass), 0.0
-        ),
-        "tp_hidden": np.where(on_tp, tp_parts[1], zero),
-        "tp_cost": np.where(on_tp, tp_parts[2], zero),
-    }
+    tp, tp_hidden, tp_cost = _tensor_parallel_exposed(gpu, table, comm, sizes, cost, passes_fwd)
+    out = {"tp": tp, "tp_hidden": tp_hidden, "tp_cost": tp_cost}
     steps = (table.cp - 1).astype(np.float64)
     ring_f = steps * comm.get("cp_forward", n)
     ring_b = steps * comm.get("cp_backward", n)
@@ -291,7 +271,70 @@ def _layer_exposed(
             out[key] = np.where(on_ep, value, zero)
         etp = comm.get("etp_all_gather", n) + comm.get("etp_reduce_scatter", n)
         out["ep"] = out["ep"] + (passes_fwd + 1.0) * etp
+        # exposed all-to-all per forward and backward pass, for the host model
+        split = np.where(is_dual | table.ep_overlap, 0.0, 1.0) * np.where(on_ep, 1.0, 0.0)
+        ep_forward, ep_backward = split * (forward + etp), split * (backward + etp)
+    else:
+        ep_forward = ep_backward = zero
+    # the host's pace where it issues a pass slower than the GPU runs it (eager mode)
+    wait_f, wait_b = host_excess(
+        cost.host, cost.forward_s, cost.backward_s, cost.expert_forward_s, ep_forward, ep_backward
+    )
+    out["host"] = passes_fwd * wait_f + wait_b
     return out
+
+
+def _tensor_parallel_exposed(
+    gpu, table: LayoutTable, comm: CommTimes, sizes: dict, cost: LayerCost, passes_fwd
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exposed, hidden, cost) TP seconds ``[N]`` of one layer for one micro-batch.
+
+    Per forward pass: 2 all-reduces of the row-parallel outputs, or with sequence
+    parallelism 2 all-gathers of the column-parallel inputs and 2 reduce-scatters of the
+    row-parallel outputs. Backward: the column-parallel layers' input gradients (2
+    all-reduces, or 2 reduce-scatters) and, with sequence parallelism, the all-gathers of
+    the row-parallel output gradients (2) and of the column-parallel inputs again for the
+    weight gradients (2; only the local shard is saved). ``tp_overlap`` (Transformer
+    Engine's userbuffers) hides every one behind the pass's GEMMs at the interference cost
+    of :mod:`~fabricflow.workload.overlap`; without it, ``tp_backward_overlap`` (Megatron's
+    asynchronous TP communication, Transformer Engine's linear backward) hides the
+    column-parallel layers' backward collectives behind their weight-gradient (reduce and
+    reduce-scatter) and data-gradient (re-gather) GEMMs, NCCL kernels beside them."""
+    n = len(table)
+    zero = np.zeros(n)
+    sp = table.sequence_parallel
+    gather, scatter = comm.get("tp_all_gather", n), comm.get("tp_reduce_scatter", n)
+    reduce = comm.get("tp_all_reduce", n)
+    bytes_g, bytes_s = sizes["tp_all_gather"], sizes["tp_reduce_scatter"]
+    bytes_r = 2.0 * sizes["tp_all_reduce"]  # an all-reduce moves twice its size per rank
+    forward = np.where(sp, 2.0 * (gather + scatter), 2.0 * reduce)
+    forward_wire = np.where(sp, 2.0 * (bytes_g + bytes_s), 2.0 * bytes_r)
+    # backward: row-parallel gradients (SP only), column-parallel gradients, re-gathers
+    row = np.where(sp, 2.0 * gather, 0.0)
+    column = np.where(sp, 2.0 * scatter, 2.0 * reduce)
+    column_wire = np.where(sp, 2.0 * bytes_s, 2.0 * bytes_r)
+    regather = np.where(sp, 2.0 * gather, 0.0)
+    backward = row + column + regather
+    backward_wire = np.where(sp, 4.0 * bytes_g + 2.0 * bytes_s, 2.0 * bytes_r)
+    # userbuffers: everything behind the pass's GEMMs (compute-bound: no memory share)
+    ub_f = _overlapped(gpu, "tp", forward, cost.forward_gemm_s, forward_wire, 0.0)
+    ub_b = _overlapped(gpu, "tp", backward, cost.backward_gemm_s, backward_wire, 0.0)
+    ub = [passes_fwd * f + b for f, b in zip(ub_f, ub_b, strict=True)]
+    # asynchronous NCCL collectives behind the column-parallel layers' wgrad / dgrad GEMMs
+    half = 0.5 * cost.backward_gemm_s
+    col = _overlapped(gpu, "tp_nccl", column, half, column_wire, 0.0)
+    reg = _overlapped(gpu, "tp_nccl", regather, half, 2.0 * bytes_g * np.where(sp, 1.0, 0.0), 0.0)
+    async_ = [passes_fwd * forward + row + col[0] + reg[0], col[1] + reg[1], col[2] + reg[2]]
+    plain = [passes_fwd * forward + backward, zero, zero]
+    on = table.tp > 1
+    out = []
+    userbuffers = table.tp_overlap & sp  # it pipelines all-gathers and reduce-scatters
+    for i in range(3):
+        value = np.where(
+            userbuffers, ub[i], np.where(table.tp_backward_overlap, async_[i], plain[i])
+        )
+        out.append(np.where(on, value, zero))
+    return out[0], out[1], out[2]
 
 
 def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
@@ -307,6 +350,7 @@ def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
 # Per-rank values of one micro-batch kept for the slowest rank (seconds; layers).
 RANK_KEYS = (
     "compute",
+    "host",
     "tp",
     "cp",
     "ep",
@@ -420,7 +464,10 @@ def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, layer_c
     full_limited = recomputed_per_chunk(t, per_chunk) * t.vpp[:, None]
     redone = np.where((t.recompute == "full")[:, None], full_limited, passed)
     exposure_keys = ("tp", "cp", "ep") + OVERLAP_KEYS
-    names = ("compute", "redo", "backward_s", "forward_s", "weight_grad_s") + exposure_keys
+    accumulation = _unfused_accumulation(model, t, group, gpus)
+    names = ("compute", "host", "redo", "backward_s", "forward_s", "weight_grad_s") + (
+        exposure_keys
+    )
     out = {key: np.zeros((len(rows), group.pp)) for key in names}
     for r, each in enumerate(gpus):
         k = kernels[each]
@@ -428,10 +475,11 @@ def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, layer_c
             cost = k.moe if moe else k.dense
             assert cost is not None
             kernels_s = cost.forward_s[rows] + cost.backward_s[rows]
-            # a layer whose kernels finish before the host has launched them runs at the
-            # host's pace (eager mode); the excess is charged with the passes
-            host_excess = np.maximum(0.0, cost.host_s[rows] - kernels_s - cost.recompute_s[rows])
-            out["compute"][:, r] += share * (kernels_s + host_excess)
+            # a pass whose kernels finish before the host has issued them runs at the host's
+            # pace (eager mode, :mod:`fabricflow.workload.host`): the wait is compute time
+            wait = layer_comm[each][moe]["host"][rows]
+            out["compute"][:, r] += share * (kernels_s + wait)
+            out["host"][:, r] += share * wait
             out["redo"][:, r] += share * cost.recompute_s[rows]
             out["backward_s"][:, r] += share * cost.backward_s[rows]
             out["forward_s"][:, r] += share * cost.forward_s[rows]
@@ -446,17 +494,32 @@ def _rank_times(model, t: LayoutTable, group: StageGroup, gpus, kernels, layer_c
             layer = k.moe if k.moe is not None else k.dense
             mtp_cost = mtp * (layer.total_s[rows] + k.head[rows])
         ends = k.embedding[rows] * group.embedding[r] + (k.head[rows] + mtp_cost) * group.head[r]
-        extra = end_share * ends
+        extra = end_share * ends + accumulation[:, r]
         out["compute"][:, r] = (
             passed[:, r] * out["compute"][:, r]
             + redone[:, r] * out["redo"][:, r]
             + extra / t.framework_efficiency
         )
-    for key in exposure_keys + ("backward_s", "forward_s", "weight_grad_s"):
+    for key in exposure_keys + ("backward_s", "forward_s", "weight_grad_s", "host"):
         out[key] = passed * out[key]
     out["total"] = out["compute"] + out["tp"] + out["cp"] + out["ep"]
     out["layers"] = np.broadcast_to(passed, out["total"].shape).astype(np.float64)
     return out
+
+
+def _unfused_accumulation(model, t: LayoutTable, group: StageGroup, gpus) -> np.ndarray:
+    """Seconds ``[n, P]`` per micro-batch of each rank's gradient accumulation kernel where
+    the weight-gradient GEMMs do not accumulate into the main gradient themselves
+    (``grad_accum_fusion`` off): read the new bf16 gradient, read and write the main
+    gradient (``grad_reduce_dtype``) of every local parameter; 0 where fused."""
+    local = dataclasses.replace(group, rows=np.arange(len(t)))  # rows of ``t`` itself
+    dense, expert = rank_parameter_arrays(model, t, local)
+    main = np.where(t.grad_reduce_dtype == "fp32", 4.0, 2.0)[:, None]
+    moved = (2.0 + 2.0 * main) * (dense + expert)
+    seconds = np.zeros_like(moved)
+    for r, each in enumerate(gpus):
+        seconds[:, r] = memory_time(each, moved[:, r])
+    return np.where(t.grad_accum_fusion[:, None], 0.0, seconds)
 
 
 def _step_parts(

@@ -26,6 +26,13 @@ from ..units import parse_size
 # Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
 HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
 
+# Host seconds per eager PyTorch op and per Transformer Engine module call on an x86 DGX
+# host (Intel Xeon): a ``torch.nn.Linear`` forward takes 13.48 us of CPU time on a DGX H100
+# (Xeon Platinum 8480C); a Megatron-Core Transformer Engine linear layer 115 us
+# (docs/references.md §17). Grace-based systems set their own (gpus.json).
+HOST_OP_S = 13.5e-6
+HOST_MODULE_S = 115e-6
+
 _FLOPS_UNITS = {
     "FLOPS": 1.0,
     "KFLOPS": 1e3,
@@ -61,6 +68,11 @@ class GpuSpec:
             where the preset does not know it.
         host_link_bandwidth: bytes/s per direction over ``host_link`` (full duplex), or
             None (then offloading is refused until it is given).
+        host_op_s: host (CPU) seconds the system's CPU spends to issue one eager PyTorch op
+            (dispatch and kernel launch), for the host model of
+            :mod:`fabricflow.workload.host`.
+        host_module_s: host seconds to issue one Transformer Engine module call (a linear
+            layer with its Python handling) in bf16.
     """
 
     name: str
@@ -76,6 +88,8 @@ class GpuSpec:
     gemm_efficiency_fp8: float | None = None
     attention_backward_efficiency: float | None = None
     memory_efficiency: float = 0.9
+    host_op_s: float = HOST_OP_S
+    host_module_s: float = HOST_MODULE_S
 
     def __post_init__(self) -> None:
         for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
@@ -94,6 +108,10 @@ class GpuSpec:
                 continue
             if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
+        for field in ("host_op_s", "host_module_s"):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise SpecError(f"gpu.{field}", f"must be a finite time >= 0 s, got {value!r}")
         if int(self.compute_units) <= 0:
             raise SpecError(
                 "gpu.compute_units", f"must be a positive integer, got {self.compute_units}"
@@ -208,7 +226,7 @@ def load_gpu(spec, **overrides) -> GpuSpec:
             f"unknown field(s) {sorted(unknown)}; known "
             f"{[f.name for f in dataclasses.fields(GpuSpec)]}",
         )
-    from ..units import parse_bandwidth
+    from ..units import parse_bandwidth, parse_time
 
     required = ("peak_bf16", "hbm", "hbm_bandwidth", "compute_units", "gemm_efficiency")
     missing = [field for field in required + ("attention_efficiency",) if field not in raw]
@@ -236,6 +254,8 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         if raw.get("attention_backward_efficiency") is None
         else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),
         memory_efficiency=_fraction(raw.get("memory_efficiency", 0.9), "gpu.memory_efficiency"),
+        host_op_s=parse_time(raw.get("host_op_s", HOST_OP_S), "gpu.host_op_s"),
+        host_module_s=parse_time(raw.get("host_module_s", HOST_MODULE_S), "gpu.host_module_s"),
     )
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from .efficiency import attention_time, gemm_time, memory_time
 from .gpu import GpuSpec
+from .host import HostTimes, host_times
 from .layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
 from .model import ModelSpec
 from .table import LayoutTable, layout_table
@@ -50,27 +51,6 @@ GROUPED_GEMM_STREAMS = 4
 # Bytes per element of fp32 router scores kept through softmax/sigmoid and top-k: read
 # the logits, write probabilities, read them for top-k and write the gates (forward).
 ROUTER_BYTES = 4.0 * 4
-# Host time to launch one kernel from an eager PyTorch program: the CUDA driver's launch
-# path (4-6 us measured per launch) plus the framework's dispatch of the op, of the same
-# order (docs/references.md §14; an assumption at 10 us).
-HOST_LAUNCH_S = 10e-6
-# A dropless MoE layer copies its per-expert token counts to the host before the expert
-# GEMMs (buffers are sized on the host): the stream drains and restarts (an assumption).
-HOST_SYNC_S = 20e-6
-# Kernels launched per layer (forward, backward), by block: the attention block (norm,
-# QKV GEMM, rotary, attention, projection, residual, and their gradients, weight and data),
-# the dense MLP, the MoE block without its experts (norm, router GEMM and top-k, token
-# counts, permute, the all-to-alls, un-permute, residual) and per local expert (up GEMM,
-# activation, down GEMM); fp8 adds the casts of each GEMM input and output gradient.
-KERNELS = {
-    "attention": (6, 11),
-    "attention_fp8": (2, 3),
-    "mlp": (5, 8),
-    "mlp_fp8": (2, 3),
-    "moe": (14, 20),
-    "expert": (3, 5),
-    "expert_fp8": (2, 3),
-}
 # Documentation of the element-wise kernels charged per layer (bytes per element, fwd/bwd).
 ELEMENTWISE = {
     "norm": "read 2, write 2 (bf16); backward reads input and gradient, writes 2: 6",
@@ -94,8 +74,12 @@ class LayerCost:
     core (what hides CP ring exchanges), ``recompute_s`` the forward work redone in backward
     (selective recompute: the modules' forward; full recompute: the whole forward).
     ``memory_s`` is the part of ``forward_s + backward_s`` spent in memory-bound kernels;
-    ``host_s`` the host (CPU) time to launch the layer's kernels in all passes, which sets
-    the pace when it exceeds the kernels' time (0 under CUDA graphs).
+    ``expert_forward_s`` / ``expert_backward_s`` the part of a MoE layer's passes after
+    its token-count synchronization (grouped expert GEMMs, routed activation and casts,
+    un-permutation); ``host_pre_s``, ``host_post_s``, ``host_backward_s`` the host (CPU)
+    seconds to issue the forward before and after that synchronization and the backward
+    (:mod:`fabricflow.workload.host`; 0 under CUDA graphs) and ``host_synced`` 1 where the
+    forward synchronizes.
     Fields are floats (:func:`layer_cost`) or arrays ``[N]`` over the rows of a layout table
     (:func:`layer_cost_table`).
     """
@@ -109,16 +93,41 @@ class LayerCost:
     backward_attention_s: Any
     recompute_s: Any
     memory_s: Any = 0.0
-    host_s: Any = 0.0
+    expert_forward_s: Any = 0.0
+    expert_backward_s: Any = 0.0
+    host_pre_s: Any = 0.0
+    host_post_s: Any = 0.0
+    host_backward_s: Any = 0.0
+    host_synced: Any = 0.0
 
     @property
     def total_s(self):
         return self.forward_s + self.backward_s + self.recompute_s
 
+    @property
+    def host_s(self):
+        """Host seconds to issue every pass of the layer (forward and backward)."""
+        return self.host_pre_s + self.host_post_s + self.host_backward_s
+
+    @property
+    def host(self) -> HostTimes:
+        """The host times as :class:`~fabricflow.workload.host.HostTimes`."""
+        return HostTimes(
+            pre=self.host_pre_s,
+            post=self.host_post_s,
+            backward=self.host_backward_s,
+            synced=self.host_synced,
+        )
+
     def scaled(self, factor) -> LayerCost:
-        """Every time multiplied by ``factor`` (a number or an array ``[N]``)."""
+        """Every GPU time multiplied by ``factor`` (a number or an array ``[N]``); host
+        times are not GPU kernels and stay."""
+        kept = {"host_pre_s", "host_post_s", "host_backward_s", "host_synced"}
         return LayerCost(
-            **{f.name: getattr(self, f.name) * factor for f in dataclasses.fields(self)}
+            **{
+                f.name: getattr(self, f.name) * (1.0 if f.name in kept else factor)
+                for f in dataclasses.fields(self)
+            }
         )
 
     def row(self, index: int) -> LayerCost:
@@ -269,16 +278,22 @@ def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe:
     mlp_b += moe_b
     expert = _expert_gemms(model, table, z) if moe else []
     gemm_f, gemm_b = _gemms(gpu, attn_gemms + mlp_gemms, table.precision)
+    expert_f: Any = 0.0
+    expert_b: Any = 0.0
     if expert:
         ef, eb = _gemms(gpu, expert, table.precision)
         gemm_f, gemm_b = gemm_f + ef, gemm_b + eb
+        routed_f, routed_b = _routed_memory(model, table, z)
+        expert_f = ef + _memory(gpu, routed_f)
+        expert_b = eb + _memory(gpu, routed_b)
     attn_mem_f, attn_mem_b = _memory(gpu, attn_f_bytes), _memory(gpu, attn_b_bytes)
     mlp_mem_f, mlp_mem_b = _memory(gpu, mlp_f), _memory(gpu, mlp_b)
     core_f, core_b = _attention(model, gpu, table)
     forward = gemm_f + attn_mem_f + mlp_mem_f + core_f
     backward = gemm_b + attn_mem_b + mlp_mem_b + core_b
     recompute = _recomputed(model, gpu, table, z, forward, core_f, moe)
-    host = host_seconds(model, table, moe=moe)
+    host = host_times(model, gpu, table, moe=moe)
+    as_array = lambda x: np.asarray(x, dtype=np.float64) * np.ones(len(table))  # noqa: E731
     return LayerCost(
         forward_s=np.asarray(forward, dtype=np.float64),
         backward_s=np.asarray(backward, dtype=np.float64),
@@ -288,37 +303,13 @@ def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe:
         backward_attention_s=np.asarray(core_b, dtype=np.float64),
         recompute_s=np.asarray(recompute, dtype=np.float64),
         memory_s=np.asarray(attn_mem_f + attn_mem_b + mlp_mem_f + mlp_mem_b, dtype=np.float64),
-        host_s=host,
+        expert_forward_s=as_array(expert_f),
+        expert_backward_s=as_array(expert_b),
+        host_pre_s=host.pre,
+        host_post_s=host.post,
+        host_backward_s=host.backward,
+        host_synced=host.synced,
     )
-
-
-def host_seconds(model: ModelSpec, table: LayoutTable, *, moe: bool) -> np.ndarray:
-    """Host seconds ``[N]`` to launch one layer's kernels for one micro-batch, all passes
-    (forward, backward and the forward redone under full recompute), in eager mode
-    (``cuda_graphs`` off; 0 on): :data:`HOST_LAUNCH_S` per kernel of :data:`KERNELS` plus
-    :data:`HOST_SYNC_S` per MoE layer and forward pass for the dropless token-count copy
-    to the host. Per-expert kernels (fp8 casts of each expert's inputs, and each expert's
-    GEMMs and activation when it runs alone) count once per local expert."""
-    fp8 = table.precision == "fp8"
-    forward = KERNELS["attention"][0] + np.where(fp8, KERNELS["attention_fp8"][0], 0)
-    backward = KERNELS["attention"][1] + np.where(fp8, KERNELS["attention_fp8"][1], 0)
-    syncs = 0.0
-    if moe:
-        local = model.num_experts / table.ep.astype(np.float64)
-        per_expert_f = KERNELS["expert"][0] + np.where(fp8, KERNELS["expert_fp8"][0], 0)
-        per_expert_b = KERNELS["expert"][1] + np.where(fp8, KERNELS["expert_fp8"][1], 0)
-        forward = forward + KERNELS["moe"][0] + local * per_expert_f
-        backward = backward + KERNELS["moe"][1] + local * per_expert_b
-        if model.num_shared_experts:
-            forward = forward + KERNELS["mlp"][0]
-            backward = backward + KERNELS["mlp"][1]
-        syncs = 1.0
-    else:
-        forward = forward + KERNELS["mlp"][0] + np.where(fp8, KERNELS["mlp_fp8"][0], 0)
-        backward = backward + KERNELS["mlp"][1] + np.where(fp8, KERNELS["mlp_fp8"][1], 0)
-    passes = 1.0 + np.where(table.recompute == "full", 1.0, 0.0)
-    host = HOST_LAUNCH_S * (passes * forward + backward) + HOST_SYNC_S * syncs * passes
-    return np.where(table.cuda_graphs, 0.0, host).astype(np.float64)
 
 
 def routed_tokens(model: ModelSpec, table: LayoutTable) -> tuple[np.ndarray, np.ndarray]:
@@ -352,24 +343,34 @@ def _expert_gemms(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> list:
     ]
 
 
-def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, list, list]:
-    """(dense GEMMs: router and shared experts, forward bytes, backward bytes) of a MoE
-    block without its grouped expert GEMMs (:func:`_expert_gemms`)."""
+def _routed_memory(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, list]:
+    """(forward bytes, backward bytes) of the memory-bound kernels of a MoE block that run
+    after its token-count synchronization: the experts' activation and fp8 casts on the
+    routed pairs this rank processes, and the un-permutation of its token copies."""
     h = float(model.hidden_size)
     pairs, _ = routed_tokens(model, table)
     etp = table.expert_tensor.astype(np.float64)
     width = model.moe_intermediate_size / etp
-    router = ROUTER_BYTES * model.num_experts * z.sharded
     copies = z.sharded * model.experts_per_token  # this rank's token copies it dispatches
-    gemms: list = [(z.sharded, float(model.num_experts), h, 1.0)]
-    forward = [router, 4.0 * h * copies, (2.0 * copies + 2.0 * z.sharded) * h]
-    backward = [router, 4.0 * h * copies, (2.0 * copies + 2.0 * z.sharded) * h]
-    # routed experts: activation and fp8 casts on the pairs this rank processes
+    unpermute = (2.0 * copies + 2.0 * z.sharded) * h
     act_f = (6.0 if model.gated_ffn else 4.0) * width * pairs
     act_b = (10.0 if model.gated_ffn else 6.0) * width * pairs
     up = (2.0 if model.gated_ffn else 1.0) * width
-    forward += [act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
-    backward += [act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
+    forward = [unpermute, act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
+    backward = [unpermute, act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
+    return forward, backward
+
+
+def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, list, list]:
+    """(dense GEMMs: router and shared experts, forward bytes, backward bytes) of a MoE
+    block without its grouped expert GEMMs (:func:`_expert_gemms`)."""
+    h = float(model.hidden_size)
+    router = ROUTER_BYTES * model.num_experts * z.sharded
+    copies = z.sharded * model.experts_per_token  # this rank's token copies it dispatches
+    gemms: list = [(z.sharded, float(model.num_experts), h, 1.0)]
+    routed_f, routed_b = _routed_memory(model, table, z)
+    forward = [router, 4.0 * h * copies] + routed_f  # router, permutation, routed part
+    backward = [router, 4.0 * h * copies] + routed_b
     if model.num_shared_experts:
         shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
         g, f, b = _ffn(model, z, z.tokens, shared, z.sharded)
@@ -487,18 +488,29 @@ def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> 
     return layer_cost_table(model, gpu, layout_table([layout]), moe=moe).row(0)
 
 
+# Bytes per logit of the loss: Transformer Engine's fused cross entropy (the recipes'
+# ``cross_entropy_fusion_impl = "te"``) reads the bf16 logits twice (maximum and sum, then
+# loss and gradient) and writes the gradient in place, forward; backward scales it by the
+# incoming gradient. Megatron's vocab-parallel fp32 loss casts the logits to fp32 and makes
+# several fp32 passes (max, subtract, exp, sum, divide: about 14 B forward, 10 B backward).
+CROSS_ENTROPY_BYTES = {True: (6.0, 4.0), False: (14.0, 10.0)}
+
+
 def head_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> tuple:
     """(forward, backward) seconds ``[N]`` per micro-batch of the output layer on the last
     stage: final norm, logits GEMM ``[tokens, h] x [h, V / tp]`` (bf16, as Megatron keeps
-    the output layer) and the fp32 cross-entropy (fwd: read bf16 logits, write fp32, two
-    fp32 reductions ~ 14 B per logit; bwd ~ 10 B)."""
+    the output layer) and the cross entropy (:data:`CROSS_ENTROPY_BYTES` per logit, fused
+    or not by ``fused_cross_entropy``)."""
     tokens = table.micro_batch * table.seq_len / table.cp
     vocab = model.vocab_size / table.tp
     fwd, bwd = _gemms(gpu, [(tokens, vocab, float(model.hidden_size), 1.0)], "bf16")
     logits = tokens * vocab
     norm = 4.0 * tokens * model.hidden_size
-    fwd = fwd + _memory(gpu, [14.0 * logits, norm])
-    bwd = bwd + _memory(gpu, [10.0 * logits, 1.5 * norm])
+    fused_f, fused_b = CROSS_ENTROPY_BYTES[True]
+    plain_f, plain_b = CROSS_ENTROPY_BYTES[False]
+    fused = table.fused_cross_entropy
+    fwd = fwd + _memory(gpu, [np.where(fused, fused_f, plain_f) * logits, norm])
+    bwd = bwd + _memory(gpu, [np.where(fused, fused_b, plain_b) * logits, 1.5 * norm])
     return fwd, bwd
 
 

@@ -22,6 +22,7 @@ import numbers
 import numpy as np
 
 from ..errors import SpecError
+from .host import CUDA_GRAPH_SCOPES
 from .model import ModelSpec
 from .table import (
     BOOL_COLUMNS,
@@ -70,7 +71,8 @@ class Layout:
         tp, pp, dp, cp, ep: tensor, pipeline, data, context and expert parallel sizes.
         vpp: virtual pipeline stages per GPU (interleaved schedule when > 1).
         sequence_parallel: shard norms/dropouts over TP (Megatron SP; all-gather +
-            reduce-scatter instead of all-reduce).
+            reduce-scatter instead of all-reduce). On by default, as every published
+            performance recipe with ``tp > 1`` runs it (no effect at ``tp = 1``).
         micro_batch: sequences per micro-batch per data-parallel rank.
         global_batch: sequences per step (all data-parallel ranks).
         seq_len: tokens per sequence.
@@ -80,12 +82,25 @@ class Layout:
         zero: ZeRO stage 0-3 over the data-parallel (x context-parallel) group; 3 = FSDP.
         dp_overlap: overlap DP gradient reduce-scatter / all-reduce (and ZeRO-3 gathers)
             with backward compute, per bucket.
-        tp_overlap: overlap TP collectives with the GEMMs they feed (needs SP).
+        tp_overlap: overlap TP collectives with the GEMMs they feed (Transformer Engine
+            userbuffers). It pipelines all-gathers and reduce-scatters, so it acts only with
+            ``sequence_parallel`` (without it the TP all-reduces are not overlapped). On by
+            default, as in the performance recipes.
+        tp_backward_overlap: without ``tp_overlap``, the column-parallel layers' backward
+            collectives (input-gradient all-reduce or reduce-scatter, and the input
+            re-gather under SP) run beside their weight- and data-gradient GEMMs (Megatron's
+            asynchronous TP communication, since 2021-09; Transformer Engine's linear
+            backward); off, every backward collective waits (Megatron-LM before 2021-09).
+        grad_accum_fusion: the weight-gradient GEMMs accumulate into the main gradient in
+            their epilogue (Megatron ``gradient_accumulation_fusion``, since 2022-02); off, a
+            separate add kernel per parameter and micro-batch reads the new gradient and
+            reads and writes the main gradient (``grad_reduce_dtype``).
         pp_overlap: overlap pipeline send/recv with compute (Megatron default on).
         ep_overlap: overlap MoE dispatch/combine all-to-all with the compute of another
             micro-batch chunk (DeepSeek DualPipe-style); off = all-to-all exposed.
-        grad_reduce_dtype: dtype of the gradient reduction (``fp32``, Megatron's default
-            for bf16 training, or ``bf16``).
+        grad_reduce_dtype: dtype of the main gradients and their reduction: ``bf16``
+            (default, as every bf16 / fp8 performance recipe sets
+            ``grad_reduce_in_fp32 = False``) or ``fp32`` (Megatron-LM's own default).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
             the slowest rank sets the all-to-all and expert-GEMM time.
         framework_efficiency: fraction of compute-phase time spent inside the modelled
@@ -119,10 +134,19 @@ class Layout:
             balanced share (GShard / Megatron ``--moe-expert-capacity-factor``): excess
             tokens are dropped, the expert GEMMs run at most that many tokens; 0 =
             dropless (every routed token is processed).
-        cuda_graphs: the step's kernels are replayed from CUDA graphs, so the host launches
-            none of them one by one; off (eager), a layer whose kernels are shorter than
-            their launches waits for the host (see
-            :func:`~fabricflow.workload.layer_cost.host_seconds`).
+        cuda_graphs: the whole step is replayed from CUDA graphs (Megatron's
+            ``full_iteration`` scope), so the host launches none of its kernels one by one;
+            off (eager), a layer pass whose host work exceeds its kernels' time waits for
+            the host (see :mod:`fabricflow.workload.host`).
+        fused_cross_entropy: the loss is Transformer Engine's fused cross entropy (bf16
+            logits, gradient written in place: 2 B per logit kept, three passes), as the
+            performance recipes set it; off, Megatron's vocab-parallel fp32 loss (fp32
+            logits and gradient, 8 B per logit, more passes; Megatron-LM before 2024).
+        cuda_graph_scope: with ``cuda_graphs`` off, comma-separated parts of each layer
+            captured by Transformer Engine CUDA graphs (Megatron ``--cuda-graph-scope``),
+            from ``CUDA_GRAPH_SCOPES``: ``attn``, ``mlp``, ``moe`` (a MoE layer with static
+            shapes: ``moe_capacity_factor > 0``), ``moe_router``, ``moe_preprocess`` (needs
+            ``moe_router``); "" = none.
     """
 
     tp: int = 1
@@ -131,7 +155,7 @@ class Layout:
     cp: int = 1
     ep: int = 1
     vpp: int = 1
-    sequence_parallel: bool = False
+    sequence_parallel: bool = True
     micro_batch: int = 1
     global_batch: int = 1
     seq_len: int = 2048
@@ -139,10 +163,10 @@ class Layout:
     precision: str = "bf16"
     zero: int = 1
     dp_overlap: bool = True
-    tp_overlap: bool = False
+    tp_overlap: bool = True
     pp_overlap: bool = True
     ep_overlap: bool = False
-    grad_reduce_dtype: str = "fp32"
+    grad_reduce_dtype: str = "bf16"
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY
     offload_optimizer: float = 0.0
@@ -156,6 +180,10 @@ class Layout:
     recompute_modules: str = ""
     moe_capacity_factor: float = 0.0
     cuda_graphs: bool = False
+    cuda_graph_scope: str = ""
+    fused_cross_entropy: bool = True
+    tp_backward_overlap: bool = True
+    grad_accum_fusion: bool = True
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
@@ -169,6 +197,10 @@ class Layout:
                 and type(value) is not int
             ):
                 object.__setattr__(self, field, int(value))
+        if isinstance(self.cuda_graph_scope, (list, tuple)):
+            object.__setattr__(
+                self, "cuda_graph_scope", ",".join(str(m).strip() for m in self.cuda_graph_scope)
+            )
         if isinstance(self.recompute_modules, (list, tuple)):
             # a list of module names is kept as the canonical comma-separated text
             object.__setattr__(
@@ -411,6 +443,41 @@ def _modules_problem(table: LayoutTable) -> tuple:
     )
 
 
+def _scope_problems(table: LayoutTable) -> list[tuple]:
+    texts = table.cuda_graph_scope
+    unknown: dict[str, str] = {}
+    lonely = np.zeros(len(table), dtype=bool)
+    dynamic = np.zeros(len(table), dtype=bool)
+    for text in np.unique(texts):  # distinct texts: a handful, not one per row
+        names = {m.strip() for m in str(text).split(",") if m.strip()}
+        wrong = sorted(names - set(CUDA_GRAPH_SCOPES))
+        rows = texts == text
+        if wrong:
+            unknown[str(text)] = wrong[0]
+        if "moe_preprocess" in names and "moe_router" not in names:
+            lonely |= rows
+        if "moe" in names:
+            dynamic |= rows & (table.moe_capacity_factor == 0.0)
+    return [
+        (
+            "layout.cuda_graph_scope",
+            _member(texts, list(unknown)),
+            lambda rows: [
+                f"unknown scope {unknown[str(texts[i])]!r}; one of {list(CUDA_GRAPH_SCOPES)} "
+                "(comma-separated)"
+                for i in rows
+            ],
+        ),
+        ("layout.cuda_graph_scope", lonely, "moe_preprocess needs moe_router in the scope too"),
+        (
+            "layout.cuda_graph_scope",
+            dynamic,
+            "moe (a whole MoE layer in a graph) needs static shapes: moe_capacity_factor > 0 "
+            "(dropless layers are captured as moe_router,moe_preprocess)",
+        ),
+    ]
+
+
 def table_problems(
     table: LayoutTable, model: ModelSpec | None = None, num_gpus: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -497,6 +564,7 @@ def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> 
             )
         )
     checks.append(_modules_problem(t))
+    checks += _scope_problems(t)
     checks += _size_problems(t, num_gpus)
     checks += _pipeline_problems(t)
     if model is not None:
@@ -530,12 +598,6 @@ def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
                 "data-parallel ranks of a stage)"
                 for i in rows
             ],
-        ),
-        (
-            "layout.tp_overlap",
-            t.tp_overlap & ~t.sequence_parallel & (t.tp > 1),
-            "TP communication overlap needs "
-            "--sequence-parallel (all-gather/reduce-scatter pipelined with GEMMs)",
         ),
         (
             "layout.global_batch",

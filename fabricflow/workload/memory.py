@@ -240,7 +240,7 @@ class RankStates:
     optimizer: np.ndarray
     stored_activations: np.ndarray  # saved for backward over all in-flight micro-batches
     working_activations: np.ndarray  # the layer recomputed under full recompute: kept in HBM
-    logits: np.ndarray  # fp32 logits and their gradient on the last rank: kept in HBM
+    logits: np.ndarray  # logits (and their gradient) on the last rank: kept in HBM
     layer_activations: np.ndarray  # saved by one layer for one micro-batch
 
 
@@ -328,7 +328,10 @@ def rank_states(model: ModelSpec, table: LayoutTable, group: StageGroup) -> Rank
         stored = stored + model.mtp_layers * group.head[None, :] * chunks * mtp_layer
     per_layer = per_chunk / np.maximum(layers_per_chunk, 1e-12)
     working = np.where(full, full_layer, 0.0) + 0.0 * stored
-    logits = (2 * 4.0 * tokens * model.vocab_size / t.tp)[:, None] * group.head[None, :]
+    # logits kept for the loss's backward: bf16 with the gradient written in place (fused
+    # cross entropy), or fp32 logits and their fp32 gradient (Megatron's vocab-parallel loss)
+    per_logit = np.where(t.fused_cross_entropy, 2.0, 2 * 4.0)
+    logits = (per_logit * tokens * model.vocab_size / t.tp)[:, None] * group.head[None, :]
     logits = logits * (1.0 + model.mtp_layers)
     return RankStates(
         kept=group.kept,

@@ -19,7 +19,8 @@ launch one CTA per channel, 24 on H100 as observed beside a GEMM; Transformer En
 tensor-parallel overlap uses 1 SM (ring exchange over copy engines) for its all-gathers
 and 16 SMs (pipelined reduce-scatter) for its reduce-scatters, 8.5 on average over a pass;
 DeepSeek-V3 gives 20 of 132 SMs to its expert all-to-all; NCCL point-to-point for CP ring
-exchange 2 channels per peer each way (4 CTAs).
+exchange 2 channels per peer each way (4 CTAs); tensor-parallel collectives run by NCCL
+beside the backward GEMMs (asynchronous TP communication, ``tp_nccl``) take NCCL's 24.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 # SMs a communication kernel occupies while it runs, per dimension of the step model.
-COMM_SMS = {"tp": 8.5, "cp": 4.0, "ep": 20.0, "dp": 24.0, "pp": 2.0}
+COMM_SMS = {"tp": 8.5, "tp_nccl": 24.0, "cp": 4.0, "ep": 20.0, "dp": 24.0, "pp": 2.0}
 
 
 def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share) -> np.ndarray:

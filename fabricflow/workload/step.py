@@ -55,9 +55,8 @@ import numpy as np
 
 from ..collective.comm import CollectiveCache
 from ..collective.coupling import plan_windows
-from ..errors import SolverError, SpecError
+from ..errors import SolverError, SpecError, check_flag
 from ..fabric.fabric import Fabric
-from ..solve.maxmin.inputs import check_flag
 from .compute import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_KEYS,
@@ -147,6 +146,7 @@ def step_time(
     coupling: bool = True,
     algorithms: dict[str, str] | None = None,
     routing: str = "auto",
+    cc: str | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -181,6 +181,12 @@ def step_time(
             transport: adaptive spraying or per-flow ECMP), ``ecmp``, ``multipath``,
             ``spray``, ``adaptive`` or ``optimized`` (:func:`fabricflow.optimize_routing`
             per phase).
+        cc: ``None`` (default: max-min phase rates, an ideal congestion control) or a
+            rate law (``dcqcn``, ``hpcc``, ``timely``, ``swift``, ``predictive``): each
+            collective's phase rates are scaled by its flows' efficiency under that law,
+            from the congestion-control fluid (:mod:`fabricflow.collective.cc_rates`;
+            ``fabric`` backend only). Windows where two dimensions' collectives overlap
+            are still solved jointly at max-min.
 
     Traffic of different dimensions that overlaps in time shares the fabric
     (:mod:`fabricflow.collective.coupling`); ``details["coupling"]`` gives the step time of
@@ -264,7 +270,12 @@ def step_time(
         )
     comm = register_groups(
         CollectiveCache(
-            fabric, collectives, field="collectives", algorithms=algorithms, routing=routing
+            fabric,
+            collectives,
+            field="collectives",
+            algorithms=algorithms,
+            routing=routing,
+            cc=cc,
         ),
         where,
         model,
@@ -296,6 +307,7 @@ def step_time(
                 seed=route_seed,
                 algorithms=algorithms,
                 routing=routing,
+                cc=cc,
             )
             per_seed.append(
                 sum(
@@ -342,9 +354,14 @@ def step_time(
         "coupling": coupled,
         "memory": memory_margin,
         "overlap": slow["overlap"],
+        # compute seconds the slowest rank's GPU waits for its host to issue work (eager
+        # layers whose host time exceeds their kernels'; included in "compute")
+        "host_wait_s": slow["host"] * layout.num_micro_batches,
     }
     if variability is not None:
         details["variability"] = variability
+    if comm.cc is not None:
+        details["cc"] = comm.cc
     return StepResult(
         step_time_s=total,
         tokens_per_s=layout.global_batch * layout.seq_len / total,
@@ -494,7 +511,13 @@ def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float
     passes = (2 if layout.recompute == "full" else 1) + 1  # forward(s) and backward
     redo = 1 if layout.recompute in ("full", "selective") else 0
     per_micro_batch = {
-        "tp": layers * passes * (4 if layout.sequence_parallel else 2),
+        # forward: 2 all-reduces, or 2 all-gathers + 2 reduce-scatters per pass; backward
+        # adds the all-gathers of the inputs again under sequence parallelism
+        "tp": layers
+        * (
+            (passes - 1) * (4 if layout.sequence_parallel else 2)
+            + (6 if layout.sequence_parallel else 2)
+        ),
         "cp": layers * (layout.cp - 1) * (2 + redo),
         "ep": moe_layers * 2 * passes,
         "pp": 2 * layout.vpp,

@@ -48,6 +48,9 @@ BOOL_COLUMNS = (
     "pp_overlap",
     "ep_overlap",
     "cuda_graphs",
+    "fused_cross_entropy",
+    "tp_backward_overlap",
+    "grad_accum_fusion",
 )
 FLOAT_COLUMNS = (
     "moe_imbalance",
@@ -63,6 +66,7 @@ NAME_COLUMNS = (
     "grad_reduce_dtype",
     "pipeline_schedule",
     "recompute_modules",
+    "cuda_graph_scope",
 )
 OBJECT_COLUMNS = ("pp_split",)
 

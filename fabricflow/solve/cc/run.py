@@ -15,8 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SolverError, SpecError
-from ..maxmin.inputs import check_flag
+from ...errors import SolverError, SpecError, check_flag
 from ..status import Status
 from . import integrator
 from .prepare import PreparedRun, prepare_cc

@@ -183,16 +183,6 @@ def check_count(value, field: str, meaning: str) -> int | None:
     return int(value)
 
 
-def check_flag(value, field: str) -> bool:
-    """A boolean option: ``True``/``False`` or a numpy bool, else a SpecError naming ``field``.
-
-    Truthy strings (``"no"``), ints and ``None`` are refused: ``bool("no")`` is ``True``.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise SpecError(field, f"must be True or False, got {value!r}")
-
-
 def solve_bytes(num_entries: int, num_flows: int, num_links: int, batch: int | None) -> int:
     """Estimated peak bytes of a max-min solve: ids, coefficients and per-entry
     temporaries once (a block-diagonal batch holds its entries once per scenario in the

@@ -1,0 +1,226 @@
+"""Host (CPU) time to issue a layer's kernels in eager mode, and when the GPU waits for it.
+
+A training step in eager PyTorch is issued by one host thread per GPU: every op of the
+framework (a Transformer Engine module call, a PyTorch op, a collective call, a kernel
+launch from a C++ loop) costs host time before its kernels reach the GPU's queue. While
+the host is ahead, the GPU never waits; a layer whose host work exceeds its kernels' time
+runs at the host's pace.
+
+A dropless MoE layer synchronizes the host with the GPU once per forward pass: the token
+counts per expert are copied to the host (Megatron-Core's all-to-all dispatcher needs them
+as Python split sizes for the all-to-all and the grouped GEMMs), so the host waits until
+the GPU has run everything before, and the queue is empty when it resumes. From that point
+to the next layer's synchronization the GPU can only run what the host has issued: with
+the post-sync part ``A`` (all-to-alls, expert GEMMs, un-permutation; GPU time ``gA``
+including the exposed dispatch/combine, host time ``cA``) followed by the next layer's
+pre-sync part ``B`` (attention block, router, token permutation; ``gB``, ``cB``), a FIFO
+of uniform kernels takes ``max(gA + gB, cA + gB, cA + cB)``. The backward pass has no
+synchronization (split sizes are kept from the forward), so the host runs ahead across
+it: ``max(c_b, g_b)``. Dense layers and MoE layers with a capacity factor (static shapes,
+padded to capacity) never synchronize: ``max(c, g)``.
+
+Host work is counted per layer pass as Transformer Engine module calls and other eager
+ops (:data:`FORWARD` and :data:`BACKWARD`, counted from Megatron-Core 0.15's
+TransformerLayer, TopKRouter, MoEAlltoAllTokenDispatcher and TEGroupedMLP and Transformer
+Engine 2.9's GroupedLinear; docs/references.md §17), each charged the GPU system's
+measured host cost (``GpuSpec.host_op_s``, ``host_module_s``). CUDA graphs replay captured work with one launch: ``cuda_graphs`` (the whole
+step) removes all host work, ``cuda_graph_scope`` the scopes it names (Megatron's
+``attn``, ``mlp``, ``moe``, ``moe_router``, ``moe_preprocess``).
+
+All functions are vectorized over the rows of a layout table (arrays ``[N]``, seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .gpu import GpuSpec
+from .model import ModelSpec
+from .table import LayoutTable
+
+# Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model knows.
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
+
+# Host work of one layer pass by part, as (Transformer Engine module calls, other eager
+# ops); ``_fp8`` entries are added under fp8, ``expert`` entries per local expert and
+# grouped linear (two per MoE layer: FC1 and FC2). Counted from the code paths (see the
+# module docstring; an op is one PyTorch op, collective call or kernel launch):
+# - attention: LayerNormLinear (QKV), DotProductAttention, Linear (projection); QKV split,
+#   fused RoPE of Q and of K, bias-dropout-add. qk_norm adds two TENorm modules; MLA
+#   (DeepSeek) has Q/KV down- and up-projections (4 modules) and its RoPE split/concat.
+# - mlp (dense): LayerNormLinear (FC1), Linear (FC2); fused bias-SwiGLU, bias-dropout-add.
+# - router: the pre-MLP TENorm module; gating GEMM, fused top-k and score, the forced
+#   balancing's random logits (2), the auxiliary loss (token counts, their all-reduce, the
+#   fused loss kernel, its autograd scaler, 2 tracker ops).
+# - preprocess: token counts per expert and rank (7 sums, reshapes and slices), the count
+#   all-gather, the device-to-host copies of the split sizes (event + 4 copies), the fused
+#   permutation (row map 2, permute 1).
+# - dispatch (after the synchronization): the wait and the ``tolist`` of the counts (2),
+#   all-to-all of tokens and of probabilities, fused chunk sort of both, fused weighted
+#   SwiGLU, chunk unsort, combine all-to-all, fused un-permutation, residual add; under
+#   fp8 the padding of tokens and probabilities to the fp8 GEMM alignment and the
+#   un-padding; the two GroupedLinear module calls.
+# - expert (per local expert and grouped linear): the GEMM launch from the grouped-GEMM
+#   loop, under fp8 the input quantization. Backward: data- and weight-gradient GEMMs, under
+#   fp8 the output-gradient quantization.
+# - backward also runs the data-parallel wrapper's gradient hook once per parameter and
+#   micro-batch (main-gradient bookkeeping and bucket readiness, Megatron-Core
+#   DistributedDataParallel): the attention block's QKV, projection and norm weights (3,
+#   and the two Q/K norms), the MLP's FC1, FC2 and norm weights (3), the router and pre-MLP
+#   norm weights (2), one per expert and grouped linear.
+FORWARD = {
+    "attention": (3, 4),
+    "attention_qk_norm": (2, 0),
+    "attention_mla": (6, 8),
+    "mlp": (2, 2),
+    "router": (1, 10),
+    "preprocess": (0, 16),
+    "dispatch": (2, 11),
+    "dispatch_fp8": (0, 3),
+    "expert": (0, 1),
+    "expert_fp8": (0, 1),
+}
+BACKWARD = {
+    "attention": (3, 7),
+    "attention_qk_norm": (2, 2),
+    "attention_mla": (6, 15),
+    "mlp": (2, 5),
+    "router": (1, 7),
+    "preprocess": (0, 1),
+    "dispatch": (2, 8),
+    "dispatch_fp8": (0, 3),
+    "expert": (0, 3),
+    "expert_fp8": (0, 1),
+}
+# Host time of a Transformer Engine module under fp8 relative to bf16. Transformer Engine
+# 1.x measured more than 2x (docs/references.md §17); 2.x quantizes inside its C++
+# extensions and the published fp8 runs are faster than bf16 on the same layouts where
+# the host sets the pace, so the model charges fp8 modules as bf16 ones (an assumption).
+FP8_MODULE_FACTOR = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HostTimes:
+    """Host seconds ``[N]`` to issue one layer for one micro-batch, eager where not graphed.
+
+    Attributes:
+        pre: forward work issued before a dropless MoE layer's synchronization (all the
+            forward of a layer that does not synchronize).
+        post: forward work after the synchronization (0 without one).
+        backward: the backward pass.
+        synced: float ``[N]``, 1 where the forward pass synchronizes host and GPU.
+    """
+
+    pre: np.ndarray
+    post: np.ndarray
+    backward: np.ndarray
+    synced: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.pre + self.post + self.backward
+
+
+def scope_masks(table: LayoutTable) -> dict[str, np.ndarray]:
+    """Scope name -> bool ``[N]``: captured by a CUDA graph (``cuda_graph_scope``)."""
+    out = {name: np.zeros(len(table), dtype=bool) for name in CUDA_GRAPH_SCOPES}
+    texts = table.cuda_graph_scope
+    for text in np.unique(texts):
+        rows = texts == text
+        for name in str(text).split(","):
+            name = name.strip()
+            if name in out:
+                out[name] |= rows
+    return out
+
+
+def _cost(parts: list, counts: dict, gpu: GpuSpec, fp8: np.ndarray) -> np.ndarray:
+    """Host seconds ``[N]`` of ``parts`` = [(key, multiplicity [N] or scalar), ...]."""
+    module = gpu.host_module_s * np.where(fp8, FP8_MODULE_FACTOR, 1.0)
+    total: np.ndarray | float = 0.0
+    for key, times in parts:
+        modules, ops = counts[key]
+        total = total + times * (modules * module + ops * gpu.host_op_s)
+    return np.asarray(total, dtype=np.float64) * np.ones(len(fp8))
+
+
+def host_times(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool) -> HostTimes:
+    """Host seconds to issue one (dense or MoE) layer for one micro-batch, for every row of
+    ``table`` (see the module docstring); zero under full-step CUDA graphs."""
+    n = len(table)
+    fp8 = table.precision == "fp8"
+    graphed = scope_masks(table)
+    on = lambda mask: np.where(mask, 1.0, 0.0)  # noqa: E731
+    off = lambda mask: np.where(mask, 0.0, 1.0)  # noqa: E731
+    launch = gpu.host_op_s  # one graph replay
+    attention = [("attention_mla" if model.is_mla else "attention", 1.0)]
+    if model.qk_norm:
+        attention.append(("attention_qk_norm", 1.0))
+    out = {}
+    for name, counts in (("forward", FORWARD), ("backward", BACKWARD)):
+        attn = _cost(attention, counts, gpu, fp8) * off(graphed["attn"])
+        attn = attn + launch * on(graphed["attn"])
+        if not moe:
+            mlp = _cost([("mlp", 1.0)], counts, gpu, fp8)
+            mlp = np.where(graphed["mlp"], launch, mlp)
+            out[name] = (attn + mlp, np.zeros(n))
+            continue
+        local = model.num_experts / table.ep.astype(np.float64)
+        router = np.where(graphed["moe_router"], launch, _cost([("router", 1.0)], counts, gpu, fp8))
+        preprocess = _cost([("preprocess", 1.0)], counts, gpu, fp8)
+        preprocess = np.where(graphed["moe_preprocess"], 0.0, preprocess)  # in the router graph
+        groups = 2.0 * local  # per expert, per grouped linear (FC1 and FC2)
+        dispatch = _cost(
+            [("dispatch", 1.0), ("dispatch_fp8", on(fp8)), ("expert", groups)]
+            + [("expert_fp8", groups * on(fp8))],
+            counts,
+            gpu,
+            fp8,
+        )
+        if model.num_shared_experts:
+            dispatch = dispatch + _cost([("mlp", 1.0)], counts, gpu, fp8)
+        whole_moe = graphed["moe"]
+        pre = np.where(whole_moe, launch, router + preprocess)
+        post = np.where(whole_moe, 0.0, dispatch)
+        out[name] = (attn + pre, post)
+    synced = moe & (table.moe_capacity_factor == 0.0) & ~graphed["moe"]
+    full = table.cuda_graphs
+    zero = lambda x: np.where(full, 0.0, x).astype(np.float64)  # noqa: E731
+    forward_pre, forward_post = out["forward"]
+    backward = out["backward"][0] + out["backward"][1]
+    return HostTimes(
+        pre=zero(forward_pre),
+        post=zero(forward_post),
+        backward=zero(backward),
+        synced=np.where(synced & ~full, 1.0, 0.0) * np.ones(n),
+    )
+
+
+def host_excess(
+    host: HostTimes, forward_s, backward_s, expert_forward_s, ep_forward_s, ep_backward_s
+) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds ``[N]`` a layer pass waits for the host beyond its GPU
+    time (kernels plus exposed expert all-to-all): ``max(gA + gB, cA + gB, cA + cB) -
+    (gA + gB)`` for a synchronizing forward (``A`` = after the synchronization: expert
+    part ``expert_forward_s`` and the all-to-alls; ``B`` = the rest), ``max(0, c - g)``
+    otherwise and for the backward."""
+    g_a = np.asarray(expert_forward_s) + np.asarray(ep_forward_s)
+    g_b = np.asarray(forward_s) - np.asarray(expert_forward_s)
+    synced_excess = np.maximum(0.0, np.maximum(host.post - g_a, host.post + host.pre - g_a - g_b))
+    free_excess = np.maximum(0.0, host.pre + host.post - g_a - g_b)
+    forward = np.where(host.synced > 0, synced_excess, free_excess)
+    backward = np.maximum(0.0, host.backward - np.asarray(backward_s) - np.asarray(ep_backward_s))
+    return forward, backward
+
+
+__all__ = [
+    "BACKWARD",
+    "CUDA_GRAPH_SCOPES",
+    "FORWARD",
+    "HostTimes",
+    "host_excess",
+    "host_times",
+    "scope_masks",
+]
