@@ -107,6 +107,9 @@ _EXPORTS: dict[str, str] = {
     "load_trace": "fabricflow.cluster.trace",
     # sweeps
     "sweep": "fabricflow.study.sweep.run",
+    # fabric design search
+    "design_fabric": "fabricflow.study.design",
+    "DesignSearch": "fabricflow.study.design",
 }
 
 # Kernels and internals that were exported here once: still reachable, with a warning
@@ -129,6 +132,7 @@ __all__ = [
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
+    "DesignSearch",
     "Fabric",
     "FabricCost",
     "FabricflowError",
@@ -160,6 +164,7 @@ __all__ = [
     "complete_flows",
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
+    "design_fabric",
     "errors",
     "fabric_cost",
     "flow_completion_times",
@@ -273,6 +278,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .solve.packet.overheads import PacketParams
     from .solve.pfc.params import PFCParams
     from .solve.status import Status as SolverStatus
+    from .study.design import DesignSearch, design_fabric
     from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
