@@ -10,8 +10,9 @@ import xarray as xr
 
 from fabricflow.cc import simulate_dcqcn
 from fabricflow.cli import main
-from fabricflow.commands.cc import _progress_printer
+from fabricflow.commands.cc import _progress_printer, min_rate_warnings
 from fabricflow.solve.cc.dcqcn import DCQCNParams
+from fabricflow.solve.cc.hpcc import HPCCParams
 from fabricflow.solve.parameters import stack_params
 from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
@@ -145,3 +146,13 @@ def test_progress_projects_the_time_left_from_the_pieces_after_the_compilation(c
     slow(0.05, 20.0)
     slow(0.10, 30.0)  # 10 s per 5 %: 18 pieces of 10 s left
     assert "about 180 s left" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_minimum_rate_above_the_fair_share_is_warned_about():
+    params = HPCCParams()  # minimum rate 100 Mb/s
+    share = np.array([40e6, 5e9, 38.6e6]) / 8  # bytes/s: two flows below the floor
+    (warning,) = min_rate_warnings("HPCC", params, share)
+    assert warning.startswith("2 of 3 flows") and "100 Mb/s" in warning
+    assert "38.6 Mb/s" in warning and "--set min_rate" in warning
+    assert min_rate_warnings("HPCC", params, np.array([1e9])) == []
+    assert min_rate_warnings("DCQCN", DCQCNParams(), share) == []  # floor 0
