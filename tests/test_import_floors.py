@@ -20,7 +20,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fabricflow"
 
 FLOORS = {
     **dict.fromkeys(
-        ["errors", "units", "typing", "atomic", "files", "memory", "jax_cache", "loads", "tables"],
+        [
+            "errors",
+            "units",
+            "typing",
+            "atomic",
+            "files",
+            "memory",
+            "jax_cache",
+            "loads",
+            "tables",
+            "launch_args",
+        ],
         0,
     ),
     **dict.fromkeys(["fabric", "topologies"], 1),
