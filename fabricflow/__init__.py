@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "PFCParams": "fabricflow.solve.pfc.params",
     "dcqcn_fixed_point": "fabricflow.solve.cc.dcqcn_analysis",
     "dcqcn_linear_stability": "fabricflow.solve.cc.dcqcn_analysis",
+    "tune_cc": "fabricflow.optimize.cc_tuning",
+    "CCTuning": "fabricflow.optimize.cc_tuning",
     # collectives
     "collective_time": "fabricflow.collective.model",
     "CollectiveResult": "fabricflow.collective.model",
@@ -105,6 +107,9 @@ _EXPORTS: dict[str, str] = {
     "load_trace": "fabricflow.cluster.trace",
     # sweeps
     "sweep": "fabricflow.study.sweep.run",
+    # fabric design search
+    "design_fabric": "fabricflow.study.design",
+    "DesignSearch": "fabricflow.study.design",
 }
 
 # Kernels and internals that were exported here once: still reachable, with a warning
@@ -120,12 +125,14 @@ _DEPRECATED: dict[str, str] = {
 __all__ = [
     "BillOfMaterials",
     "CCResult",
+    "CCTuning",
     "CapacitySensitivity",
     "Certificate",
     "ClusterRun",
     "CollectiveResult",
     "Completion",
     "DCQCNParams",
+    "DesignSearch",
     "Fabric",
     "FabricCost",
     "FabricflowError",
@@ -157,6 +164,7 @@ __all__ = [
     "complete_flows",
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
+    "design_fabric",
     "errors",
     "fabric_cost",
     "flow_completion_times",
@@ -184,6 +192,7 @@ __all__ = [
     "step_time",
     "sweep",
     "synthetic_trace",
+    "tune_cc",
     "work_cost",
 ]
 
@@ -253,6 +262,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
     from .fct import FlowTimes, flow_completion_times
+    from .optimize.cc_tuning import CCTuning, tune_cc
     from .optimize.routing.optimize import optimize_routing
     from .optimize.routing.plan import RoutingPlan
     from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
@@ -268,6 +278,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .solve.packet.overheads import PacketParams
     from .solve.pfc.params import PFCParams
     from .solve.status import Status as SolverStatus
+    from .study.design import DesignSearch, design_fabric
     from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time

@@ -63,6 +63,7 @@ def prepare_fabric_run(fabric, routes, *, capacity=None, **options) -> PreparedR
         routes.links,
         fabric.capacity if capacity is None else capacity,
         routes.path_latency(fabric.latency),
+        link_latency=fabric.latency,
         marking=node_tier[fabric.link_src] != 0,
         pfc_ingress=node_tier[fabric.link_dst] != 0,
         link_dst_node=fabric.link_dst,

@@ -138,8 +138,9 @@ def flow_completion_times(
 
     Raises:
         SpecError: bad sizes, starts, fidelity, cc, arbitration, or PFC off without congestion
-            control; multipath routes (``coef``) with the PFC engine, which follows one
-            path per flow.
+            control; routes that are not paths of ``fabric`` (built on another one);
+            multipath routes (``coef``) with the PFC engine, which follows one path per
+            flow.
     """
     from .solve.completion import complete_flows
 
@@ -163,7 +164,7 @@ def flow_completion_times(
             "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
             "packets and their retransmission is not modeled; allowed: pfc on, or cc dcqcn",
         )
-    links = np.asarray(routes.links)
+    links = _check_routes(fabric, routes)
     num_flows = links.shape[0]
     size = _flow_values("size", size, num_flows, positive=True)
     start = np.zeros(num_flows) if start is None else _flow_values("start", start, num_flows)
@@ -330,6 +331,51 @@ def _lossless_transfer(
         else 0.0,
     }
     return finish - start, np.asarray(run.ack_wait, np.float64), int(run.steps), info
+
+
+def _check_routes(fabric, routes) -> np.ndarray:
+    """``routes.links`` once the routes are known to be paths of ``fabric``: the same
+    link count, and every row a chain of links from its flow's source GPU to its
+    destination GPU (routes of another fabric fail one of these).
+
+    Raises:
+        SpecError: ``routes``, naming the first flow that is not a path of ``fabric``.
+    """
+    links = np.asarray(routes.links)
+    if routes.num_links != fabric.num_links:
+        raise SpecError(
+            "routes",
+            f"built for a fabric of {routes.num_links:,} links, but {fabric.name!r} has "
+            f"{fabric.num_links:,}: route on the same fabric (ff.route(fabric, ...))",
+        )
+    src, dst = np.asarray(routes.src, np.int64), np.asarray(routes.dst, np.int64)
+    num_gpus = fabric.gpu_node.shape[0]
+    if np.any((src < 0) | (src >= num_gpus) | (dst < 0) | (dst >= num_gpus)):
+        raise SpecError("routes", f"flow endpoints outside the fabric's {num_gpus:,} GPUs")
+    if links.size == 0:
+        return links
+    valid = links >= 0
+    safe = np.where(valid, links, 0)
+    hops = valid.sum(axis=1)
+    head = np.asarray(fabric.link_src)[safe]
+    tail = np.asarray(fabric.link_dst)[safe]
+    source, target = fabric.gpu_node[src][:, None], fabric.gpu_node[dst][:, None]
+    if routes.coef is None:  # one path per row: a chain from source to target
+        rows = np.arange(links.shape[0])
+        chained = ~valid[:, 1:] | (head[:, 1:] == tail[:, :-1])
+        ok = np.all(chained, axis=1) & (hops > 0) & (head[:, 0] == source[:, 0])
+        ok &= tail[rows, np.maximum(hops - 1, 0)] == target[:, 0]
+    else:  # several paths per row: some entry leaves the source, some enters the target
+        ok = np.any(valid & (head == source), axis=1) & np.any(valid & (tail == target), axis=1)
+    if not np.all(ok):
+        flow = int(np.flatnonzero(~ok)[0])
+        raise SpecError(
+            "routes",
+            f"flow {flow} ({int(src[flow])} -> {int(dst[flow])}) is not a path of "
+            f"{fabric.name!r}: routes built on another fabric? route on this one "
+            "(ff.route(fabric, ...))",
+        )
+    return links
 
 
 def _reverse_propagation(links, latency, reverse) -> np.ndarray:

@@ -103,6 +103,13 @@ def ring(gpus, channels: int = 1) -> tuple[np.ndarray, np.ndarray]:
     return src, dst
 
 
+def _check_seed(seed) -> int:
+    """``seed`` as an int in ``0..2**63-1`` (numpy's generators refuse negatives)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
+    return int(seed)
+
+
 def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Random permutation traffic: host ``i`` sends to ``perm[i]``, no host to itself.
 
@@ -114,7 +121,7 @@ def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.nda
         raise SpecError("hosts", f"must be an integer >= 2, got {num_hosts!r}")
     if num_hosts < 2:
         raise SpecError("hosts", f"a permutation needs at least 2 hosts, got {num_hosts}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_check_seed(seed))
     hosts = np.arange(num_hosts)
     while True:
         perm = rng.permutation(num_hosts)
@@ -125,11 +132,17 @@ def permutation_flows(num_hosts: int, seed: int = 0) -> tuple[np.ndarray, np.nda
 def incast_flows(
     num_hosts: int, senders: int, receiver: int = 0, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``senders`` distinct random hosts (not ``receiver``) each send one flow to ``receiver``."""
+    """``senders`` distinct random hosts (not ``receiver``) each send one flow to ``receiver``.
+
+    Raises:
+        SpecError: ``receiver``, ``senders`` or ``seed`` (an integer in 0..2**63-1) out of
+            range.
+    """
     if not 0 <= receiver < num_hosts:
         raise SpecError("receiver", f"must lie in 0..{num_hosts - 1}, got {receiver}")
     if not 1 <= senders <= num_hosts - 1:
         raise SpecError("senders", f"must lie in 1..{num_hosts - 1}, got {senders}")
     others = np.delete(np.arange(num_hosts), receiver)
-    src = np.sort(np.random.default_rng(seed).choice(others, senders, replace=False))
+    rng = np.random.default_rng(_check_seed(seed))
+    src = np.sort(rng.choice(others, senders, replace=False))
     return src, np.full(senders, receiver, np.int64)

@@ -11,6 +11,11 @@ The format (htsim's ``connection_matrix``)::
 ``#`` are skipped. Fields this model has no use for (htsim's ``trigger``,
 ``send_done_trigger``, ``priority``, ...) are refused with the line that has them rather
 than ignored, since dropping a dependency between flows would change their times.
+
+The file is read line by line (bounded memory), and a matrix of more than ``max_flows``
+flows (default :data:`MAX_FLOWS`) is refused from its ``Connections`` line, before any
+flow is parsed: parsing takes about 0.4 GB and 10-20 s of CPU per million lines, and a
+completion-time solve of that many flows far more.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from .errors import SpecError
 
 _FLOW = re.compile(r"^(\S+)->(\S+)((?:\s+\S+\s+\S+)*)\s*$")
 _KNOWN = ("id", "start", "size")
+MAX_FLOWS = 1_000_000  # flows a matrix may hold unless the caller allows more
+MAX_NODES = 2**31 - 1  # hosts are int32 GPU indices downstream
+_INT64 = 2**63
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,21 +53,49 @@ class ConnectionMatrix:
     size: np.ndarray
 
 
-def read_connection_matrix(path: str | os.PathLike) -> ConnectionMatrix:
+def read_connection_matrix(
+    path: str | os.PathLike, *, max_flows: int = MAX_FLOWS
+) -> ConnectionMatrix:
     """Parse an htsim connection matrix (module docs).
 
     Raises:
-        SpecError: naming the file and line: a missing or bad header, a malformed flow
-            line, hosts outside ``0..Nodes-1`` or equal, a size that is not a number > 0,
-            a start that is not a number >= 0, a repeated or missing ``id``, an
-            unsupported field, or a flow count that differs from ``Connections``.
+        SpecError: naming the file and line: a missing or bad header, ``Nodes`` above
+            :data:`MAX_NODES`, ``Connections`` above ``max_flows`` (with what parsing it
+            would need), a malformed flow line, hosts outside ``0..Nodes-1`` or equal, a
+            size that is not a number > 0, a start that is not a number >= 0, an ``id``
+            outside int64, repeated or missing, an unsupported field, or a flow count
+            that differs from ``Connections``.
     """
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+            return _parse(handle, name, max_flows)
     except (OSError, UnicodeDecodeError) as error:
         raise SpecError("traffic", f"cannot read {name!r}: {error}") from error
+
+
+def _header_line(words, line, number, header, fail, max_flows) -> None:
+    """Record a ``Nodes N`` / ``Connections M`` line in ``header`` (or refuse it)."""
+    if len(words) != 2 or not (words[1].isascii() and words[1].isdigit()):
+        raise fail(number, f"expected '{words[0]} <count>', got {line!r}")
+    if words[0] in header:
+        raise fail(number, f"'{words[0]}' given twice")
+    count = int(words[1])
+    if words[0] == "Nodes" and count > MAX_NODES:
+        raise fail(number, f"'Nodes {count}' is more than the {MAX_NODES:,} hosts allowed")
+    if words[0] == "Connections" and count > max_flows:
+        raise fail(
+            number,
+            f"'Connections {count:,}' is more than the {max_flows:,} flows allowed: parsing "
+            f"would need about {count * 400 / 1e6:,.1f} GB and {count * 1.5e-5:,.0f} s or "
+            "more of CPU, and the completion-time solve far more; split the matrix, or "
+            "pass max_flows to read_connection_matrix to allow it",
+        )
+    header[words[0]] = count
+
+
+def _parse(lines, name: str, max_flows: int) -> ConnectionMatrix:
+    """The body of :func:`read_connection_matrix` over an iterable of lines."""
     header: dict[str, int] = {}
     src: list[int] = []
     dst: list[int] = []
@@ -76,16 +112,14 @@ def read_connection_matrix(path: str | os.PathLike) -> ConnectionMatrix:
             continue
         words = line.split()
         if words[0] in ("Nodes", "Connections"):
-            if len(words) != 2 or not words[1].isdigit():
-                raise fail(number, f"expected '{words[0]} <count>', got {line!r}")
-            if words[0] in header:
-                raise fail(number, f"'{words[0]}' given twice")
             if src:
                 raise fail(number, f"'{words[0]}' must come before the flows")
-            header[words[0]] = int(words[1])
+            _header_line(words, line, number, header, fail, max_flows)
             continue
         if "Nodes" not in header or "Connections" not in header:
             raise fail(number, "expected the 'Nodes N' and 'Connections M' header first")
+        if len(src) == header["Connections"]:
+            raise fail(number, f"more flow lines than 'Connections {header['Connections']}'")
         match = _FLOW.match(line)
         if match is None:
             raise fail(number, f"expected 'SRC->DST id I start T_us size BYTES', got {line!r}")
@@ -102,13 +136,14 @@ def read_connection_matrix(path: str | os.PathLike) -> ConnectionMatrix:
         nodes = header["Nodes"]
         pair = []
         for text in match.group(1), match.group(2):
-            if not text.isdigit() or int(text) >= nodes:
+            if not (text.isascii() and text.isdigit()) or int(text) >= nodes:
                 raise fail(number, f"host {text!r} is not in 0..{nodes - 1} (Nodes {nodes})")
             pair.append(int(text))
         if pair[0] == pair[1]:
             raise fail(number, f"a flow from host {pair[0]} to itself")
-        if not values["id"].lstrip("-").isdigit():
-            raise fail(number, f"id must be an integer, got {values['id']!r}")
+        digits = values["id"].removeprefix("-")
+        if not (digits.isascii() and digits.isdigit()) or int(digits) >= _INT64:
+            raise fail(number, f"id must be an integer in int64's range, got {values['id']!r}")
         begin = _number(values["start"])
         if begin is None or begin < 0:
             raise fail(

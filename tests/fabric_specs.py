@@ -30,3 +30,24 @@ def fat_tree_spec(
     if scale_up:
         spec["scale_up"] = scale_up
     return spec
+
+
+def leaf_spine_spec(gpus: int, up: int, *, spine_radix: int = 16, bundle: int = 1) -> dict:
+    """Spec of a 2-tier ToR Clos of 8-GPU servers with NVLink domains and 400G NICs:
+    leaves of 16 GPU ports and ``up`` uplinks (16 / up : 1) in bundles of ``bundle``
+    cables, spines of ``spine_radix`` ports."""
+    return {
+        "name": f"leaf-spine-{gpus}-{up}",
+        "gpus": gpus,
+        "gpus_per_node": 8,
+        "scale_up": {"domain_size": 8, "bandwidth_bidirectional": "900GB/s"},
+        "topology": {
+            "type": "clos",
+            "attachment": "tor",
+            "nic_bandwidth": "400Gbps",
+            "tiers": [
+                {"name": "leaf", "down_ports": 16, "up_ports": up, "uplink_bundle": bundle},
+                {"name": "spine", "radix": spine_radix},
+            ],
+        },
+    }

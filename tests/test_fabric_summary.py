@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fabric_specs import leaf_spine_spec
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
@@ -16,21 +17,7 @@ from fabricflow.study import sweep_solvers
 def two_tier(*, spines_radix: int = 64, bundle: int = 1, leaves_up: int = 16) -> dict:
     """16 leaves of 16 GPU ports and ``leaves_up`` uplinks (bundles of ``bundle``), the
     spines of ``spines_radix`` ports: 256 GPUs in 8-GPU servers with NVLink domains."""
-    return {
-        "name": "two-tier",
-        "gpus": 256,
-        "gpus_per_node": 8,
-        "scale_up": {"domain_size": 8, "bandwidth_bidirectional": "900GB/s"},
-        "topology": {
-            "type": "clos",
-            "attachment": "tor",
-            "nic_bandwidth": "400Gbps",
-            "tiers": [
-                {"name": "leaf", "down_ports": 16, "up_ports": leaves_up, "uplink_bundle": bundle},
-                {"name": "spine", "radix": spines_radix},
-            ],
-        },
-    }
+    return leaf_spine_spec(256, leaves_up, spine_radix=spines_radix, bundle=bundle)
 
 
 def test_bundled_cables_are_counted_and_failed_one_by_one():

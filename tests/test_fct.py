@@ -189,6 +189,15 @@ def test_bad_inputs_name_the_field():
             fabric, routes, 1e6, fidelity="packet", pfc=ff.PFCParams(xoff=5000, hysteresis=0)
         )
     assert error.value.field == "pfc.xoff"
+    # routes of another fabric: other link ids, or paths that do not join their endpoints
+    other = ff.route(load_fat_tree(8), [0, 1], [5, 6])
+    with pytest.raises(ff.SpecError, match="links, but 'fat-tree-k4'|links, but") as error:
+        ff.flow_completion_times(fabric, other, 1e6)
+    assert error.value.field == "routes"
+    moved = ff.Routes(routes.links, None, np.array([2, 1]), routes.dst, routes.num_links)
+    with pytest.raises(ff.SpecError, match="flow 0 .* is not a path") as error:
+        ff.flow_completion_times(fabric, moved, 1e6)
+    assert error.value.field == "routes"
     spray = ff.route(fabric, [0, 1], [15, 14], policy="spray")
     with pytest.raises(ff.SpecError) as error:
         ff.flow_completion_times(fabric, spray, 1e6, fidelity="packet")

@@ -21,12 +21,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_fct_json_and_out(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["fct", "--fabric", "fat-tree-k16", "--traffic", "permutation", "--hosts", "16"]
-    assert main([*argv, "--json", "--out", str(out)]) == 0
+    assert main([*argv, "--size", "1234567B", "--json", "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)  # exactly one object
     assert report["flows"] == 16 and report["fidelity"] == "packet"
     assert set(report["fct_us"]) == {"p50", "p90", "p99", "max", "mean"}
     assert {"build", "route", "solve", "total"} <= set(report["seconds"])
-    assert report["fct_us"]["p50"] >= 2e6 / 50e9 * 1e6  # at least the line-rate time
+    assert report["fct_us"]["p50"] >= 1234567 / 50e9 * 1e6  # at least the line-rate time
     assert sum(report["dominant"].values()) == 16
     assert sorted(os.listdir(out)) == ["fct_cdf.png", "flows.csv", "summary.json"]
     rows = (out / "flows.csv").read_text().splitlines()
@@ -34,7 +34,9 @@ def test_fct_json_and_out(tmp_path, capsys):
     table = np.genfromtxt(out / "flows.csv", delimiter=",", names=True, usecols=range(15))
     assert np.all(table["fct_packet_us"] >= table["fct_fluid_us"] * 0.9)
     median = np.percentile(table["fct_packet_us"], 50)
-    np.testing.assert_allclose(median, report["fct_us"]["p50"], rtol=1e-5)  # CSV: 6 digits
+    assert median == report["fct_us"]["p50"]  # the CSV holds the exact numbers
+    sizes = [row.split(",")[rows[0].split(",").index("size_bytes")] for row in rows[1:]]
+    assert sizes == ["1234567"] * 16  # integers as integers
 
 
 def test_fct_reads_an_htsim_matrix(tmp_path, capsys):
@@ -63,6 +65,15 @@ BAD_FILES = [
     ("Nodes 4\nConnections 2\n0->1 id 1 start 0 size 5\n", "'Connections 2' but 1"),
     ("Nodes 4\nConnections 2\n0->1 id 1 start 0 size 5\n1->2 id 1 start 0 size 5\n", "id 1"),
     ("Nodes 4\nConnections 1\n0->1 id 1 start 0\n", "line 3: missing field 'size'"),
+    (
+        "Nodes 4\nConnections 1\n0->1 id 1 start 0 size 5\n1->2 id 2 start 0 size 5\n",
+        "line 4: more",
+    ),
+    # numbers beyond int64 are named, not an OverflowError
+    ("Nodes 4\nConnections 1\n0->99999999999999999999 id 1 start 0 size 5\n", "line 3: host"),
+    ("Nodes 99999999999999999999\nConnections 1\n", "line 1: 'Nodes 99999999999999999999'"),
+    ("Nodes 4\nConnections 1\n0->1 id 99999999999999999999 start 0 size 5\n", "line 3: id"),
+    ("Nodes \u00b2\nConnections 1\n", "line 1: expected 'Nodes <count>'"),
 ]
 
 
@@ -75,6 +86,24 @@ def test_bad_matrix_names_the_line(tmp_path, text, message):
     assert error.value.field == "traffic" and message in str(error.value)
 
 
+def test_a_huge_matrix_is_refused_from_its_header(tmp_path):
+    """10^7 flows are refused at the Connections line, before any flow line is read, with
+    what parsing them would need; a header that undercounts stops at the first extra line."""
+    path = tmp_path / "huge.cm"
+    with path.open("w") as handle:
+        handle.write("Nodes 8192\nConnections 10000000\n")
+        handle.writelines(f"{i % 8}->{i % 8 + 1} id {i} start 0 size 9\n" for i in range(1000))
+    with pytest.raises(ff.SpecError, match=r"line 2: 'Connections 10,000,000' is more than"):
+        read_connection_matrix(path)
+    with pytest.raises(ff.SpecError, match=r"\d GB"):
+        read_connection_matrix(path)
+    with pytest.raises(ff.SpecError, match="'Connections 10000000' but 1000 flow line"):
+        read_connection_matrix(path, max_flows=10**7)  # allowed: then read to the end
+    path.write_text("Nodes 8192\nConnections 2\n" + "0->1 id 1 start 0 size 9\n" * 1000)
+    with pytest.raises(ff.SpecError, match="line 5: more flow lines than 'Connections 2'"):
+        read_connection_matrix(path)
+
+
 def test_fct_bad_inputs_exit_2(tmp_path, capsys):
     path = tmp_path / "big.cm"
     path.write_text("Nodes 2048\nConnections 1\n0->1 id 1 start 0 size 10\n")
@@ -84,6 +113,8 @@ def test_fct_bad_inputs_exit_2(tmp_path, capsys):
         ["--traffic", "permutation", "--size", "0"],
         ["--traffic", "permutation", "--pfc", "off"],
         ["--traffic", "incast", "--senders", "0"],
+        ["--traffic", "permutation", "--seed", "-1"],
+        ["--traffic", "incast", "--seed", "-1"],
     ):
         assert main(["fct", "--fabric", "fat-tree-k16", *extra, "--json"]) == 2
         report = json.loads(capsys.readouterr().out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fabric_specs import leaf_spine_spec
 from lp_oracle import lp_makespan, milp_makespan
 from routing_checks import random_pairs
 
@@ -17,19 +18,7 @@ from fabricflow.fabric.spec import build_fabric
 def leaf_spine(gpus: int, up: int, *, failed: float = 0.0, seed: int = 0):
     """2-tier ToR Clos of 8-GPU servers, 400G NICs, leaves of 16 GPU ports and ``up``
     uplinks (16 / up : 1), with a fraction of the leaf-spine cables failed."""
-    spec = {
-        "name": f"leaf-spine-{gpus}-{up}",
-        "gpus": gpus,
-        "gpus_per_node": 8,
-        "scale_up": {"domain_size": 8, "bandwidth_bidirectional": "900GB/s"},
-        "topology": {
-            "type": "clos",
-            "attachment": "tor",
-            "nic_bandwidth": "400Gbps",
-            "tiers": [{"name": "leaf", "down_ports": 16, "up_ports": up}, {"radix": 16}],
-        },
-    }
-    fabric = build_fabric(spec)
+    fabric = build_fabric(leaf_spine_spec(gpus, up))
     return fabric.without(link_kind="leaf", fraction=failed, seed=seed) if failed else fabric
 
 

@@ -15,6 +15,7 @@ from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SolverError, SpecError
+from fabricflow.loads import link_load
 from fabricflow.solve.maxmin.engine import METHODS, max_min, resolve_method
 from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal, bucket_size
 from fabricflow.solve.maxmin.identical_flows import merge_identical_flows
@@ -257,6 +258,23 @@ def test_bottleneck_rounds_and_status(method):
     )
     assert solution.bottleneck.tolist() == [0, -1, 1]
     assert int(solution.status) == ff.SolverStatus.CONVERGED and int(solution.rounds) >= 1
+
+
+@pytest.mark.parametrize("method", BACKENDS)
+def test_few_flows_on_a_large_fabric(method):
+    """A solve that uses a few of many links (solved on the used links, renumbered): the
+    rates are the reference's and each bottleneck is a saturated fabric link id."""
+    rng = np.random.default_rng(7)
+    instance = random_instance(rng, flows=64, links=5000, hops=4, weights=True, demands=True)
+    instance["links"] = np.where(instance["links"] >= 0, instance["links"], 4999 - 7)
+    solution = max_min(**instance, method=method, dtype=np.float64)
+    reference = progressive_filling(**instance)
+    assert relative_error(solution.rates, reference) <= 1e-9
+    assert certified(instance, solution.rates)
+    on = solution.bottleneck[solution.bottleneck >= 0]
+    assert on.size and np.all(np.isin(on, instance["links"]))
+    load = link_load(instance["links"], solution.rates, 5000)
+    np.testing.assert_allclose(load[on], instance["capacity"][on], rtol=1e-9)
 
 
 @pytest.mark.parametrize("method", BACKENDS)

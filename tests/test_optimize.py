@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 
 import numpy as np
 import pytest
-from optimize_cases import GPU, SEQ, small_model, tiny_oversubscribed
+from optimize_cases import GPU, SEQ, SPACE, small_brute_force, small_model, tiny_oversubscribed
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
@@ -27,43 +26,6 @@ def model():
     return small_model()
 
 
-SPACE = {
-    "tp": [1, 2, 4],
-    "pp": [1, 2, 4],
-    "micro_batch": [1, 2],
-    "zero": [1, 3],
-    "order": ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"],
-    "placement": ["contiguous", "scattered"],
-    # overlap switches: off is dominated by on, which the search uses to defer off
-    "dp_overlap": [False, True],
-    "tp_overlap": [False, True],
-    "sequence_parallel": [True],
-}
-
-
-def brute_force(model, fabric, space, gpus, global_batch, **step_options):
-    """Every point of ``space`` timed with ff.step_time: ``[(layout, step seconds)]`` of
-    the points that run, shortest first."""
-    results = []
-    keys = list(space)
-    for values in itertools.product(*(space[k] for k in keys)):
-        knobs = dict(zip(keys, values, strict=True))
-        order = knobs.pop("order", "tp-cp-ep-dp-pp")
-        placement = knobs.pop("placement", "contiguous")
-        ranks = knobs.get("tp", 1) * knobs.get("pp", 1) * knobs.get("cp", 1)
-        if gpus % ranks:
-            continue
-        try:
-            layout = ff.Layout(dp=gpus // ranks, global_batch=global_batch, seq_len=SEQ, **knobs)
-            result = ff.step_time(
-                model, GPU, layout, fabric, order=order, placement=placement, **step_options
-            )
-        except SpecError:
-            continue
-        results.append((layout, result.step_time_s))
-    return sorted(results, key=lambda item: item[1])
-
-
 def distinct_answers(results, rtol=1e-6):
     """Step times of the distinct answers of ``[(layout, seconds)]``, shortest first: one
     layout's results within ``rtol`` of each other are one answer (its fastest)."""
@@ -80,7 +42,7 @@ def test_equals_brute_force(model, oversubscribed):
     search = optimize_layout(
         model, GPU, oversubscribed, gpus=32, global_batch=64, seq_len=SEQ, space=SPACE, top_k=5
     )
-    expected = brute_force(model, oversubscribed, SPACE, 32, 64)
+    expected = small_brute_force()
     assert search.exhaustive
     assert search.best.step_time_s == pytest.approx(expected[0][1], rel=1e-12)
     # the top 5 are the 5 best distinct answers (equal results of one layout count once)

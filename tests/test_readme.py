@@ -31,7 +31,7 @@ def test_the_cli_table_lists_every_command():
     listed = {
         m.group(1)
         for row in _table_rows(r"^\| command \|")
-        if (m := re.match(r"`fabricflow (\w+)", row))
+        if (m := re.match(r"`fabricflow ([\w-]+)", row))
     }
     assert commands <= listed, sorted(commands - listed)
 
@@ -49,3 +49,24 @@ def test_the_spec_section_says_down_and_up_ports_replace_radix_and_what_a_leaf_l
     assert "`down_ports` and `up_ports` in place of both" in text
     assert "`leaf` links are the leaf-to-spine cables" in text
     assert "a few minutes" not in text  # the suite's time is given as measured
+
+
+def test_the_summary_keys_architects_read_are_documented():
+    import fabricflow as ff
+
+    summary = ff.load_fabric("dgx-h100-superpod").summary()
+    tier = summary["tiers"][0]
+    for key in (
+        "num_network_switches",
+        "num_scale_up_switches",
+        "scale_up_link_kind",
+        "cables_per_kind",
+        "bisection_per_gpu_Bps",
+        "full_bisection_Bps",
+        "bisection_ratio",
+        "warnings",
+        "deprecated",
+    ):
+        assert key in summary and f"`{key}`" in README, key
+    for key in ("ports_per_switch", "ports_used"):
+        assert key in tier and f"`{key}`" in README, key

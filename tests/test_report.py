@@ -273,7 +273,13 @@ def test_failures_slow_a_job_whose_gradients_cross_the_spine():
         fabric, "llama3-8b", "h100-sxm", 1024, layout=layout, budget_s=0,
         fail_fractions=(0.3,), fail_seeds=1,
     )  # fmt: skip
-    assert [s["id"] for s in report["sections"]] == ["fabric", "step", "utilization", "failures"]
+    assert [s["id"] for s in report["sections"]] == [
+        "fabric",
+        "step",
+        "utilization",
+        "failures",
+        "cost",
+    ]
     utilization = report["sections"][2]["tables"][0]["rows"]
     leaf = [r for r in utilization if r["collective"].startswith("dp") and r["kind"] == "leaf"]
     assert leaf and leaf[0]["max"] == pytest.approx(1, rel=1e-3)

@@ -42,6 +42,7 @@ __all__ = [
     "DIMENSION_OPS",
     "CollectiveCache",
     "check_algorithms",
+    "check_cc",
     "collective_seconds",
     "collective_timer",
     "prepared_collective",
@@ -97,6 +98,7 @@ def collective_timer(
     algo: str = "auto",
     fingerprint: str | None = None,
     routing: str = "auto",
+    cc: str | None = None,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
@@ -105,7 +107,9 @@ def collective_timer(
     then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
     size) is the collective model's algorithm; the alpha-beta estimate has no choice and
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
-    :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. The function's
+    :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
+    congestion-control law whose fluid sets the collective model's phase rates
+    (:mod:`.cc_rates`; ``None``: max-min). The function's
     ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
     (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
     solves.
@@ -134,7 +138,7 @@ def collective_timer(
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
     solved = prepared_collective(
-        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint
+        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint, cc=cc
     )
     prepared = solved.prepared
 
@@ -232,6 +236,16 @@ def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
         )
 
 
+def check_cc(cc) -> str | None:
+    """``cc`` as a congestion-control law's name, or ``None`` (max-min); SpecError on
+    ``cc`` naming the laws otherwise."""
+    if cc is None:
+        return None
+    from ..solve.cc.laws import resolve_law  # deferred: the rate laws import JAX
+
+    return resolve_law(cc).name
+
+
 class CollectiveCache:
     """Memoised :func:`collective_seconds` for one fabric and a fixed set of group arrays.
 
@@ -253,6 +267,7 @@ class CollectiveCache:
         seed: int = 0,
         algorithms: dict[str, str] | None = None,
         routing: str = "auto",
+        cc: str | None = None,
     ):
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
@@ -263,6 +278,9 @@ class CollectiveCache:
         self.routing: str = routing  # the collective model's routing
         # Called by step_time on the user's behalf: warn at the user's call.
         self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
+        self.cc: str | None = check_cc(cc)  # its congestion control (None: max-min)
+        if self.cc is not None and self.backend != "fabric":
+            raise SpecError("cc", f"needs the fabric collective backend, not {self.backend!r}")
         self.field: str = field
         self.algorithms: dict[str, str] = check_algorithms(algorithms)
         self._fabric_fingerprint: str | None = None
@@ -298,6 +316,7 @@ class CollectiveCache:
                 (name, structure_cache.groups_digest(groups))
                 for name, groups in sorted(self.groups.items())
             ),
+            *(() if self.cc is None else (("cc", self.cc),)),
         )
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
@@ -320,8 +339,9 @@ class CollectiveCache:
     def prepare_many(self, pairs) -> None:
         """Prepare the collectives ``[(name, op), ...]`` the step will ask for, together:
         the ones not solved yet are routed and solved in one batch
-        (:func:`prepared_collectives`); the answers are those of one at a time."""
-        if self.backend != "fabric":
+        (:func:`prepared_collectives`); the answers are those of one at a time. With a
+        congestion control each is prepared when first asked for, as its own fluid runs."""
+        if self.backend != "fabric" or self.cc is not None:
             return
         todo = {}
         for name, op in pairs:
@@ -355,6 +375,7 @@ class CollectiveCache:
                 algo=algo,
                 fingerprint=self._fingerprint(),
                 routing=self.routing,
+                cc=self.cc,
             )
         return self._prepared[(name, op)]
 
@@ -445,7 +466,7 @@ def prepared_collectives(
     return found
 
 
-def _collective_key(fingerprint, op, groups, algo, routing, seed) -> tuple:
+def _collective_key(fingerprint, op, groups, algo, routing, seed, cc=None) -> tuple:
     return (
         "collective",
         fingerprint,
@@ -454,6 +475,7 @@ def _collective_key(fingerprint, op, groups, algo, routing, seed) -> tuple:
         str(algo),
         str(routing),
         int(seed),
+        *(() if cc is None else (("cc", str(cc)),)),
     )
 
 
@@ -466,15 +488,17 @@ def prepared_collective(
     routing: str = "auto",
     seed: int = 0,
     fingerprint: str | None = None,
+    cc: str | None = None,
 ) -> SolvedTimes:
     """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
     once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
 
     ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
-    it (a step asks for several collectives on one fabric)."""
+    it (a step asks for several collectives on one fabric). ``cc``: a congestion-control law
+    whose fluid sets the phase rates (:mod:`.cc_rates`), or ``None`` for max-min."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
-    key = _collective_key(fingerprint, op, groups, algo, routing, seed)
+    key = _collective_key(fingerprint, op, groups, algo, routing, seed, cc)
     return structure_cache.cached(
         key,
         lambda: SolvedTimes(
@@ -486,6 +510,13 @@ def prepared_collective(
                 routing=routing,
                 seed=seed,
                 fabric_fingerprint=fingerprint,
+                solver=None if cc is None else _cc_solver(fabric, cc),
             )
         ),
     )
+
+
+def _cc_solver(fabric: Fabric, cc: str):
+    from .cc_rates import CCRates  # deferred: the congestion-control fluid is JAX
+
+    return CCRates(fabric, cc)

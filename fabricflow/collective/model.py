@@ -509,6 +509,7 @@ def collective_time(
     cost: CostModel = DEFAULT_COST,
     solver=None,
     progress: Callable[[str], None] | None = None,
+    cc=None,
 ) -> CollectiveResult:
     """Time of collective ``op`` of ``size_bytes`` run by all ``groups`` at once on ``fabric``.
 
@@ -545,6 +546,12 @@ def collective_time(
             numpy solvers, see :mod:`fabricflow.collective.flow_rates`).
         progress: called with lines of progress when the work is estimated at 10 s or
             more (see :class:`PreparedCollective`); ``None``: silent.
+        cc: ``None`` (default: max-min rates, an ideal congestion control) or a rate law
+            (``dcqcn``, ``hpcc``, ``timely``, ``swift``, ``predictive``) or a
+            :class:`~fabricflow.collective.cc_rates.CCRates` (its options): each phase's
+            rates are then its max-min rates times each flow's efficiency under that law,
+            found by running the congestion-control fluid on the phase
+            (:mod:`fabricflow.collective.cc_rates`; one fluid run per distinct phase).
 
     Returns:
         :class:`CollectiveResult` (``time_s``, ``group_time_s`` ``[num_groups]``,
@@ -571,6 +578,10 @@ def collective_time(
             f"must be one number of bytes, got {size_bytes!r} (for many sizes use "
             "PreparedCollective(...).evaluate(sizes))",
         )
+    if cc is not None:
+        from .cc_rates import as_cc_rates  # deferred: the congestion-control fluid is JAX
+
+        solver = as_cc_rates(fabric, cc, solver)
     prepared = PreparedCollective(
         fabric,
         op,

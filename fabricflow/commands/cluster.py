@@ -374,18 +374,9 @@ def _write_outputs(args, result, report) -> None:
 
 
 def jobs_csv(jobs: list[dict]) -> str:
-    """The per-job rows as CSV text (empty cells for None; floats in their shortest exact
-    form, so that the file reads back to the same numbers)."""
-    lines = [",".join(JOB_COLUMNS)]
-    for job in jobs:
-        cells = []
-        for column in JOB_COLUMNS:
-            value = job.get(column)
-            if value is None:
-                cells.append("")
-            elif isinstance(value, float):
-                cells.append(repr(value))
-            else:
-                cells.append(str(value).replace(",", ";"))
-        lines.append(",".join(cells))
-    return "\n".join(lines) + "\n"
+    """The per-job rows as CSV text through the project's one table exporter
+    (:func:`fabricflow.tables.csv_text`: empty cells for None, numbers that read back
+    exactly, text quoted where it holds a comma)."""
+    from ..tables import csv_text
+
+    return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

@@ -228,6 +228,7 @@ def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> 
 
     from ..atomic import ensure_folder, write_text
     from ..study.figures import new_figure, save_figure
+    from ..tables import csv_text
 
     ensure_folder(args.out)
     by = {times.fidelity: times}
@@ -247,14 +248,9 @@ def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> 
             columns[f"delivered_{fidelity}_us"] = by[fidelity].delivered * 1e6
     for name, value in times.components.items():
         columns[f"{name}_us"] = value * 1e6
-    header = ",".join(columns) + ",dominant"
-    numbers = np.column_stack([np.asarray(v, np.float64) for v in columns.values()])
-    lines = [header] + [
-        ",".join(f"{x:.6g}" for x in row) + "," + label
-        for row, label in zip(numbers, times.dominant, strict=True)
-    ]
+    columns["dominant"] = times.dominant
     path = os.path.join(args.out, "flows.csv")
-    write_text(path, "\n".join(lines) + "\n")
+    write_text(path, csv_text(columns))
     mark_done(args, path)
     path = os.path.join(args.out, "summary.json")
     write_json_file(path, summary)

@@ -51,6 +51,14 @@ def register(subparsers) -> None:
         help="time collectives on the fabric with contention, or alpha-beta (none)",
     )
     parser.add_argument(
+        "--ranking",
+        default="bound",
+        choices=["bound", "class"],
+        help="bound: every candidate timed or ruled out by a lower bound (exact); class: "
+        "also skip candidates whose class-level estimate (link classes, ECMP hash "
+        "collisions) cannot win (faster on hashed fabrics, not exhaustive)",
+    )
+    parser.add_argument(
         "--out",
         type=output_folder,
         default=None,
@@ -147,6 +155,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         budget_s=args.budget,
         seed=args.seed,
         collectives=args.collectives,
+        ranking=args.ranking,
         progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
     )
 

@@ -4,9 +4,9 @@ Counted from the built arrays (so every generator is covered), one *cable set* p
 kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up; ``local``
 / ``global`` of a dragonfly; ``ici`` of a torus):
 
-* **Ports.** A link of kind ``k`` with capacity ``c`` is ``c / s_k`` parallel cables of
-  port speed ``s_k``: a Clos knows its NIC and uplink port speeds, so bundles
-  (``uplink_bundle``) and bundled NIC ports count cable by cable; other generators take
+* **Ports.** A link is ``fabric.link_cables`` parallel cables (bundles such as
+  ``uplink_bundle`` and bundled NIC ports count cable by cable) of the kind's port speed
+  ``s_k``: a Clos knows its NIC and uplink port speeds; other generators take
   ``<kind>_bandwidth`` from their topology section (dragonfly ``local_bandwidth``...),
   else the smallest link of the kind.
 * **Switches.** A switch tier gets the smallest switch of the transport's family
@@ -130,11 +130,8 @@ def bill_of_materials(fabric, cost: dict | CostTable | None = None) -> BillOfMat
     tier = fabric.node_tier.astype(np.int64)
     scale_out = (tier[fabric.link_src] >= 0) & (tier[fabric.link_dst] >= 0)
     speeds = _port_speeds(fabric)
-    ports = np.zeros(fabric.num_links, np.int64)
-    for kind_id, kind in enumerate(fabric.link_kinds):
-        mask = scale_out & (fabric.link_kind_id == kind_id)
-        if mask.any():
-            ports[mask] = np.rint(fabric.capacity[mask] / speeds[kind]).astype(np.int64)
+    # physical cables per link (bundles counted apart), scale-out links only
+    ports = np.where(scale_out, fabric.link_cables, 0).astype(np.int64)
     switches, model_of = _switch_items(fabric, table, family, ports, speeds)
     nics, nic_port_Bps = _nic_items(fabric, table, family, ports, speeds)
     cage_of_node = np.zeros(fabric.num_nodes)  # 0: a GPU end (one cage per port)

@@ -211,32 +211,38 @@ def work_cost(
     tokens_per_s: float,
     model_tflops_per_gpu: float = 0.0,
     gpus: int | None = None,
+    whole_network: bool = False,
 ) -> WorkCost:
-    """Cost of the work: ``network`` (a :class:`FabricCost`) plus ``gpus`` GPUs of preset
-    ``gpu`` (default: every GPU of the fabric) delivering ``tokens_per_s`` training tokens
+    """Cost of the work: ``gpus`` GPUs of preset ``gpu`` (default: every GPU of the
+    fabric) and their share ``gpus / fabric GPUs`` of ``network`` (a :class:`FabricCost`),
+    delivering ``tokens_per_s`` training tokens
     per second (``StepResult.tokens_per_s`` summed over jobs) and ``model_tflops_per_gpu``
     model TFLOP/s per GPU (``StepResult.tflops_per_gpu``), with the lifetime, energy price
-    and PUE of the network's cost table.
+    and PUE of the network's cost table. ``whole_network``: charge all of the network to
+    these GPUs (a fabric built for them, spare ports included) instead of their share.
 
     Raises:
         SpecError: no ``cost.gpus.<gpu>`` entry, or a rate that is not finite and > 0.
     """
     table = network.table
     count = network.gpus if gpus is None else gpus
-    if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-        raise SpecError("gpus", f"must be a positive integer, got {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= network.gpus:
+        raise SpecError(
+            "gpus", f"must be an integer in [1, {network.gpus}] (the fabric's GPUs), got {count!r}"
+        )
     rate = positive_number(tokens_per_s, "tokens_per_s")
     if model_tflops_per_gpu:
         positive_number(model_tflops_per_gpu, "model_tflops_per_gpu")
     part = table.part("gpus", gpu, f"{count:,} GPUs")
+    share = 1.0 if whole_network else count / network.gpus
     return WorkCost(
         gpu=gpu,
         gpus=count,
         currency=table.currency,
         gpu_capex=part.price * count,
-        network_capex=network.capex,
+        network_capex=network.capex * share,
         gpu_power_W=part.power_W * count,
-        network_power_W=network.power_W,
+        network_power_W=network.power_W * share,
         lifetime_years=table.lifetime_years,
         power_price_per_kWh=table.power_price_per_kWh,
         pue=table.pue,

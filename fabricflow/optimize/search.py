@@ -21,6 +21,7 @@ examined so far is timed first, so that there is an answer).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from . import space as _space
 from .analytic import Analyser
 from .infeasible import raise_infeasible
 from .table import CandidateTable, build_table
-from .visit import Visit
+from .visit import RANKINGS, Visit
 
 OBJECTIVES = ("step_time", "tokens_per_gpu")
 # Keys analysed per chunk of the enumeration (the budget and Ctrl-C are checked between).
@@ -61,7 +62,9 @@ class LayoutSearch:
         candidates: ``xarray.Dataset`` over ``candidate`` (one per timed candidate):
             every knob, ``step_time_s``, ``lower_bound_s``, ``mfu``, ``tokens_per_gpu_s``,
             ``memory_gib_per_gpu``, each breakdown part (``<part>_s``) and ``answer``
-            (variants of one answer share its number).
+            (variants of one answer share its number). Built from ``rows`` on first use,
+            so a search that never reads it does not import xarray.
+        rows: the timed candidates' rows (one dict each), in the order they were timed.
         counts: ``considered`` (distinct candidates examined: checked for feasibility and
             bounded, or refused by a rule), ``infeasible``, ``bounded`` (feasible, given a
             network bound), ``pruned`` (feasible, proven unable to beat the ``top_k``-th
@@ -69,9 +72,12 @@ class LayoutSearch:
             ``unvisited`` (feasible, neither timed nor pruned when the budget ran out or
             on Ctrl-C), ``unexamined`` (distinct candidates the enumeration had not
             reached when it was stopped), ``structures`` (group structures solved),
-            ``ranked_by_class_model`` (0: no candidate is excluded by an estimate).
-            ``evaluated + pruned + infeasible + unvisited == considered``.
-        exhaustive: True when every candidate was timed or excluded by a lower bound.
+            ``ranked_by_class_model`` (``ranking="class"``: feasible candidates not timed
+            because their class-level estimate could not win; 0 otherwise).
+            ``evaluated + pruned + infeasible + unvisited + ranked_by_class_model ==
+            considered``.
+        exhaustive: True when every candidate was timed or excluded by a lower bound
+            (never when the class-level model excluded one).
         seconds: wall time of the search.
         space_size: the product of the searched knobs' value counts (before removing
             settings that are no-ops for a layout, e.g. sequence parallelism at tp = 1).
@@ -83,7 +89,6 @@ class LayoutSearch:
     best_kwargs: dict
     best: StepResult
     top: list
-    candidates: Any
     counts: dict
     exhaustive: bool
     seconds: float
@@ -98,6 +103,12 @@ class LayoutSearch:
     sweep: Any = None  # xarray.Dataset over ``gpus`` when a list of GPU counts was searched
     model: Any = dataclasses.field(default=None, repr=False)
     fabric: Any = dataclasses.field(default=None, repr=False)
+    rows: list = dataclasses.field(default_factory=list, repr=False)
+
+    @functools.cached_property
+    def candidates(self):
+        """The ``xarray.Dataset`` of the timed candidates (see the class doc)."""
+        return candidate_dataset(self.rows, self.counts, self.stopped, self.objective)
 
     def score(self, result: StepResult) -> float:
         """The objective's value of ``result`` (step seconds, or tokens per GPU-second)."""
@@ -187,6 +198,7 @@ def optimize_layout(
     budget_s: float | None = None,
     seed: int = 0,
     collectives: str = "fabric",
+    ranking: str = "bound",
     progress: Callable[[str], None] | None = None,
 ) -> LayoutSearch:
     """Search the layout, rank order, placement and collective algorithms with the
@@ -213,6 +225,12 @@ def optimize_layout(
             is timed.
         seed: seed of the ``scattered`` placement.
         collectives: ``fabric`` (contention on the fabric) or ``alpha-beta`` (no contention).
+        ranking: ``bound`` (every candidate is timed or ruled out by a lower bound: exact)
+            or ``class``: on top of the bounds, a candidate whose class-level estimate
+            (:mod:`.classmodel`: link classes, ECMP hash collisions, no routing) exceeds the
+            ``top_k``-th answer by more than the model's error margin is not timed; faster
+            on hashed fabrics, ``exhaustive=False`` when it excluded any
+            (``counts["ranked_by_class_model"]``).
         progress: called with a line of text at each stage (the CLI prints it on stderr).
     """
     if isinstance(gpus, (list, tuple, np.ndarray)):
@@ -221,7 +239,8 @@ def optimize_layout(
         return capacity_sweep(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
-            budget_s=budget_s, seed=seed, collectives=collectives, progress=progress,
+            budget_s=budget_s, seed=seed, collectives=collectives, ranking=ranking,
+            progress=progress,
         )  # fmt: skip
     started = time.monotonic()
     model = load_model(model) if not isinstance(model, ModelSpec) else model
@@ -229,6 +248,8 @@ def optimize_layout(
     count, global_batch, seq_len, top_k = _check_arguments(
         fabric, gpus, global_batch, seq_len, top_k, objective, budget_s, collectives, progress
     )
+    if ranking not in RANKINGS:
+        raise SpecError("ranking", f"unknown ranking {ranking!r}; one of {list(RANKINGS)}")
     gpu.peak(precision)  # SpecError for fp8 on a chip without it
     say = progress or (lambda line: None)
     searched, single = _space.resolve_space(
@@ -248,7 +269,7 @@ def optimize_layout(
         raise_infeasible(model, gpu, table, count, global_batch)
     visit = Visit(
         model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
-        gpus=count, say=say,
+        gpus=count, say=say, ranking=ranking,
     )  # fmt: skip
     if table.feasible_candidates:
         # cut short: time the best-bounded candidate examined, then stop
@@ -330,11 +351,12 @@ def _result(visit: Visit, table: CandidateTable, started, model, fabric, gpus, g
         best_kwargs=top[0][0],
         best=top[0][1],
         top=top,
-        candidates=candidate_dataset(visit.rows, counts, visit.stopped, objective),
+        rows=visit.rows,
         counts=counts,
         exhaustive=visit.stopped in ("bound", "exhausted")
         and visit.counts.over_budget == 0
-        and counts["unexamined"] == 0,
+        and counts["unexamined"] == 0
+        and counts["ranked_by_class_model"] == 0,
         seconds=time.monotonic() - started,
         space_size=table.space_size,
         objective=objective,
@@ -363,7 +385,7 @@ def _counts(visit: Visit, table: CandidateTable) -> dict:
         "unvisited": c.unvisited,
         "unexamined": int(unexamined),
         "structures": c.structures_opened,
-        "ranked_by_class_model": 0,
+        "ranked_by_class_model": c.ranked,
     }
     return counts
 

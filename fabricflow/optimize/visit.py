@@ -23,6 +23,13 @@ The visit stops when the lowest bound left is no better than the ``top_k``-th be
 candidate whose bound is already no better when it is bounded is counted as pruned at
 once. Overlap switches that never lengthen a step (TP, PP, EP overlap) make the candidate
 with them on a lower bound of its siblings with them off: those wait for its time.
+
+``ranking="class"`` adds one test before a candidate is queued and again before it is
+taken: a candidate whose class-level estimate (:mod:`.classmodel`, the same composition
+with estimated instead of bounded collective times) exceeds the ``top_k``-th answer by more
+than :data:`CLASS_MARGIN` is set aside (counted in ``ranked``), with the overlap-off
+siblings that waited for it; its structure is never opened for it. That is not a proof, so
+such a search is not exhaustive.
 """
 
 from __future__ import annotations
@@ -46,6 +53,11 @@ from .topk import TopK
 # Overlap switches that never lengthen a step when turned on (see Visit.dominators).
 DOMINATING_OVERLAPS = ("tp_overlap", "pp_overlap", "ep_overlap")
 NOTE_EVERY_S = 10.0
+RANKINGS = ("bound", "class")
+# ranking="class": a candidate is timed only if its class-level estimate is below the
+# top_k-th answer times (1 + this): the model's largest overestimate of the full solve on
+# random candidates of the benchmark cases (docs/optimize.md), rounded up.
+CLASS_MARGIN = 0.5
 FIRST_CHUNK, LAST_CHUNK = 64, 4096
 
 
@@ -61,14 +73,17 @@ class Counts:
     pruned: int = 0
     unvisited: int = 0
     structures_opened: int = 0
+    ranked: int = 0  # ranking="class": excluded by the class-level estimate
 
 
 class Visit:
     """Best-first visit of a :class:`CandidateTable` (see the module doc)."""
 
     def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
-                 collectives: str, gpus: int, say: Callable[[str], None]):  # fmt: skip
+                 collectives: str, gpus: int, say: Callable[[str], None],
+                 ranking: str = "bound"):  # fmt: skip
         self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
+        self.ranking = ranking
         self.top_k, self.seed, self.collectives, self.gpus = top_k, seed, collectives, gpus
         self.say = say
         self.structures = Structures(model, fabric, table, seed=seed, collectives=collectives)
@@ -85,6 +100,10 @@ class Visit:
         self._deferred: dict[tuple, list] = {}  # (key, dominator) -> [(combo, bound)]
         self._dominators: list | None = None
         self._last_note = time.monotonic()
+        # ranking="class": each queued candidate's class-level step estimate, and those
+        # excluded by it (never timed, not ruled out by a bound)
+        self._estimate: dict[tuple, float] = {}
+        self._ranked: set = set()
 
     # ------------------------------------------------------------------ driver
 
@@ -109,6 +128,9 @@ class Visit:
                     pointer += len(order[pointer : pointer + chunk])
                     chunk = min(2 * chunk, LAST_CHUNK)
                     continue
+                if self.ranking == "class" and not self.done:
+                    self._time_best_estimate()
+                    continue
                 if self._step(deadline):
                     break
         except KeyboardInterrupt:
@@ -129,6 +151,8 @@ class Visit:
         heapq.heappop(self._heap)
         if (key, combo) in self.done or (level == 2 and sid in self._opened):
             return False  # timed already, or stale (re-queued with its isolated bound)
+        if (key, combo) in self._ranked or self._ranked_out(key, combo):
+            return False
         late = self._late(deadline)
         if late and self.counts.evaluated:
             heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
@@ -161,6 +185,15 @@ class Visit:
             bounds = np.maximum(np.asarray([b for _, b in released]), time_s)
             keys = np.full(len(others), key, dtype=np.int64)
             self._push(keys, others, bounds, self.structures.ids(keys, others))
+
+    def _time_best_estimate(self) -> None:
+        """``ranking="class"``: time the queued candidate with the lowest class-level
+        estimate first, so that the estimate has an answer to be compared with before
+        any structure is opened for a candidate it would set aside."""
+        queued = [(self._estimate.get((e[3], e[4]), math.inf), e[3], e[4], e[5])
+                  for e in self._heap]  # fmt: skip
+        _, key, combo, sid = min(queued)
+        self._time(key, combo, sid)
 
     def _late(self, deadline: float | None) -> bool:
         return deadline is not None and time.monotonic() > deadline
@@ -211,6 +244,15 @@ class Visit:
                 bounds[idx] = np.maximum(bounds[idx], isolated)
         alive = bounds < threshold
         self.counts.pruned += int((~alive).sum())
+        if self.ranking == "class" and alive.any():
+            idx = np.flatnonzero(alive)
+            estimate = self.bound(keys[idx], combos[idx], sids[idx], isolated=False, classed=True)
+            pairs = zip(keys[idx].tolist(), combos[idx].tolist(), strict=True)
+            self._estimate.update(zip(pairs, estimate.tolist(), strict=True))
+            out = idx[estimate >= self.top.threshold() * (1.0 + CLASS_MARGIN)]
+            for key, combo in zip(keys[out].tolist(), combos[out].tolist(), strict=True):
+                self._exclude(key, combo)
+            alive[out] = False
         for b, key, combo, sid, is_open in zip(
             bounds[alive].tolist(), keys[alive].tolist(), combos[alive].tolist(),
             sids[alive].tolist(), opened[alive].tolist(), strict=True,
@@ -221,12 +263,37 @@ class Visit:
             if not is_open:
                 self._pending.setdefault(sid, []).append((key, combo, b))
 
+    def _ranked_out(self, key: int, combo: int) -> bool:
+        """``ranking="class"``: True (and the candidate excluded) when its class-level
+        estimate exceeds the ``top_k``-th answer by more than :data:`CLASS_MARGIN`: it is
+        not timed, although no bound rules it out."""
+        if self.ranking != "class":
+            return False
+        if self._estimate.get((key, combo), 0.0) < self.top.threshold() * (1.0 + CLASS_MARGIN):
+            return False
+        self._exclude(key, combo)
+        return True
+
+    def _exclude(self, key: int, combo: int) -> None:
+        """Count ``(key, combo)`` as ranked out by the class-level model, with the siblings
+        (overlap off) that waited for its time: the full model never makes them faster."""
+        self._ranked.add((key, combo))
+        self.counts.ranked += 1
+        for other, _ in self._deferred.pop((key, combo), []):
+            if (key, other) not in self.done and (key, other) not in self._ranked:
+                self._ranked.add((key, other))
+                self.counts.ranked += 1
+
     def _open(self, sid: int) -> None:
         """Solve structure ``sid`` alone on the fabric and re-queue its waiting candidates
         with their isolated bound."""
         self._opened.add(sid)
         self.counts.structures_opened += 1
-        waiting = [(k, c, b) for k, c, b in self._pending.pop(sid, []) if (k, c) not in self.done]
+        waiting = [
+            (k, c, b)
+            for k, c, b in self._pending.pop(sid, [])
+            if (k, c) not in self.done and (k, c) not in self._ranked
+        ]
         if not waiting:
             return
         keys = np.asarray([w[0] for w in waiting], dtype=np.int64)
@@ -234,11 +301,12 @@ class Visit:
         bounds = np.asarray([w[2] for w in waiting])
         self._push(keys, combos, bounds, np.full(len(keys), sid, dtype=np.int64))
 
-    def bound(self, keys, combos, sids, *, isolated: bool) -> np.ndarray:
+    def bound(self, keys, combos, sids, *, isolated: bool, classed: bool = False) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
         model's composition (:func:`.analytic.step_bound`) with each collective at its cut
         bound, or (``isolated``) at its time alone on the fabric; never below the compute
-        bound."""
+        bound. ``classed``: the composition with the class-level estimates of the
+        collectives instead (:mod:`.classmodel`: an estimate, not a bound)."""
         table = self.table
         b1 = table.bound_s[keys]
         if not len(keys):
@@ -250,7 +318,10 @@ class Visit:
                 rows[knob] = values[table.network_column(knob, combos)]
         candidates = candidate_table(rows)
         needs = collective_needs(self.model, candidates)
-        seconds = self.structures.comm(needs, sids, isolated=isolated)
+        if classed:
+            seconds = self.structures.classed(needs, sids)
+        else:
+            seconds = self.structures.comm(needs, sids, isolated=isolated)
         bound = step_bound(self.model, self.gpu, candidates, seconds)
         return np.maximum(bound, b1)
 
@@ -380,7 +451,7 @@ class Visit:
         waiting.update(
             (key, combo) for (key, _), others in self._deferred.items() for combo, _ in others
         )
-        left += len(waiting - self.done)
+        left += len(waiting - self.done - self._ranked)
         if self.stopped in ("bound", "exhausted"):
             self.counts.pruned += left
         else:

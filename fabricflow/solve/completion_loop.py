@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .maxmin.entries import FlowEntries
+from .maxmin.entries import FlowEntries, compact_links
 from .maxmin.numpy_fill import numpy_water_fill
 from .status import Status
 
@@ -80,6 +80,9 @@ def numpy_events(
     ``solves``: rates of flow subsets already solved, by :func:`subset_key` (read and
     filled in)."""
     num_flows = entries.num_flows
+    # every event's solve runs on the links some flow uses (same sums, fewer links)
+    _, link, capacity = compact_links(entries.link, capacity)
+    entries = FlowEntries(entries.start, link, entries.coef, capacity.shape[-1])
     remaining = np.asarray(size, np.float64).copy()
     elapsed = np.zeros(num_flows)
     done = np.zeros(num_flows, dtype=bool)
@@ -152,11 +155,14 @@ class _Present:
         return int(self.flows.size)
 
     def update(self, present: np.ndarray) -> None:
-        flows = np.flatnonzero(present)
-        if np.array_equal(flows, self.flows):
+        """Entries of the flows ``present`` (bool ``[F]``)."""
+        was = np.zeros(present.shape, dtype=bool)
+        was[self.flows] = True
+        if np.array_equal(present, was):
             return
-        if self.flows.size and np.isin(flows, self.flows).all():
-            keep = np.isin(self.flows, flows)  # only departures: drop their entries
+        flows = np.flatnonzero(present)
+        if self.flows.size and not (present & ~was).any():
+            keep = present[self.flows]  # only departures: drop their entries
             counts = np.diff(self.start)
             entry_keep = np.repeat(keep, counts)
             self.link, self.coef = self.link[entry_keep], self.coef[entry_keep]

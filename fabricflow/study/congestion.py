@@ -115,19 +115,22 @@ def _attr(value):
     return np.asarray(value, dtype=np.float64) if isinstance(value, list) else value
 
 
-def convergence_time(result, *, since: float | None = None, rtol: float = 0.1) -> float:
+def convergence_time(result, *, since: float | None = None, rtol: float = 0.1, flows=None) -> float:
     """Time (s) from which every flow's sending rate (as its congestion control sets it)
     stays within ``rtol`` of its mean over the window ``[since, end]`` (relative to that
     mean, floored at 1 % of the flow's line rate); NaN if the rates never settle.
 
-    ``result``: a non-batched :class:`~fabricflow.solve.cc.result.CCResult`.
+    ``result``: a non-batched :class:`~fabricflow.solve.cc.result.CCResult`; ``flows``:
+    the flow ids to look at (default all).
     """
     since = result.duration / 2 if since is None else since
-    target = result.rate[result.time >= since].astype(np.float64).mean(axis=0)
-    line = result.capacity[result.links[:, 0]]
+    flows = np.arange(result.num_flows) if flows is None else np.asarray(flows)
+    rate = result.rate[:, flows].astype(np.float64)
+    target = rate[result.time >= since].mean(axis=0)
+    line = result.capacity[result.links[flows, 0]]
     scale = np.maximum(target, 0.01 * line)
-    active = np.isinf(result.finish_time)  # finished flows stop sending: not compared
-    off = np.abs(result.rate - target) > rtol * scale
+    active = np.isinf(result.finish_time[flows])  # finished flows stop sending: not compared
+    off = np.abs(rate - target) > rtol * scale
     bad = np.any(off[:, active], axis=1) if active.any() else np.zeros(off.shape[0], bool)
     if bad[-1]:
         return float("nan")

@@ -13,6 +13,8 @@ self-contained HTML page. Sections, in order:
   placement, link utilization by tier (:func:`~fabricflow.solve.maxmin.outputs.tier_summary`).
 - ``failures``: the step time again with a fraction of one link kind's cables failed,
   for a few fractions and seeds.
+- ``cost``: network capex and power per tier, the bill of materials and the job's cost
+  per token (:mod:`.report_cost`).
 
 Every section records what was computed with which settings (``settings``), so the page
 can say it. The computation is the library's; nothing here is fitted or scaled.
@@ -33,8 +35,9 @@ import numpy as np
 from ..errors import FabricflowError, SpecError
 from ..fabric.summary import cables_per_kind, port_usage_text
 from ..units import format_bandwidth
+from .report_cost import cost_section
 
-SECTIONS = ("fabric", "layouts", "step", "utilization", "failures")
+SECTIONS = ("fabric", "layouts", "step", "utilization", "failures", "cost")
 DEFAULT_FAIL_FRACTIONS = (0.01, 0.02, 0.05, 0.1)
 # Link kinds that are no switch-to-switch cables: failing them removes GPUs, not paths.
 _NOT_CABLES = ("nvlink", "nic", "ici")
@@ -195,6 +198,8 @@ def build_report(
         _failure_section(fabric, model, gpu, job, result, kind, fail_fractions, fail_seeds, seed)
     )
     say(f"failure sensitivity done ({sections[-1]['seconds']:.1f} s)")
+    sections.append(cost_section(fabric, gpu.name, gpus, result))
+    say(f"cost and power done ({sections[-1]['seconds']:.1f} s)")
 
     lay = job["layout"]
     headline = {

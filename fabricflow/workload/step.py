@@ -146,6 +146,7 @@ def step_time(
     coupling: bool = True,
     algorithms: dict[str, str] | None = None,
     routing: str = "auto",
+    cc: str | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -180,6 +181,12 @@ def step_time(
             transport: adaptive spraying or per-flow ECMP), ``ecmp``, ``multipath``,
             ``spray``, ``adaptive`` or ``optimized`` (:func:`fabricflow.optimize_routing`
             per phase).
+        cc: ``None`` (default: max-min phase rates, an ideal congestion control) or a
+            rate law (``dcqcn``, ``hpcc``, ``timely``, ``swift``, ``predictive``): each
+            collective's phase rates are scaled by its flows' efficiency under that law,
+            from the congestion-control fluid (:mod:`fabricflow.collective.cc_rates`;
+            ``fabric`` backend only). Windows where two dimensions' collectives overlap
+            are still solved jointly at max-min.
 
     Traffic of different dimensions that overlaps in time shares the fabric
     (:mod:`fabricflow.collective.coupling`); ``details["coupling"]`` gives the step time of
@@ -267,7 +274,12 @@ def step_time(
         )
     comm = register_groups(
         CollectiveCache(
-            fabric, collectives, field="collectives", algorithms=algorithms, routing=routing
+            fabric,
+            collectives,
+            field="collectives",
+            algorithms=algorithms,
+            routing=routing,
+            cc=cc,
         ),
         where,
         model,
@@ -299,6 +311,7 @@ def step_time(
                 seed=route_seed,
                 algorithms=algorithms,
                 routing=routing,
+                cc=cc,
             )
             per_seed.append(
                 sum(
@@ -351,6 +364,8 @@ def step_time(
     }
     if variability is not None:
         details["variability"] = variability
+    if comm.cc is not None:
+        details["cc"] = comm.cc
     return StepResult(
         step_time_s=total,
         tokens_per_s=layout.global_batch * layout.seq_len / total,

@@ -155,10 +155,11 @@ DCQCNParams.PRESETS = {
 
 
 def x_over_expm1(x):
-    """``x / (exp(x) - 1)`` for ``x >= 0``: 1 at 0, 0 for large x; never NaN."""
+    """``x / (exp(x) - 1)`` for ``x >= 0``: 1 at 0, 0 for large x; never NaN, nor is its
+    gradient (written as ``x e^-x / (1 - e^-x)``, which does not overflow for large x)."""
     small = x < 1e-3
     safe = jnp.where(small, 1.0, x)
-    return jnp.where(small, 1.0 - 0.5 * x + x * x / 12.0, safe / jnp.expm1(safe))
+    return jnp.where(small, 1.0 - 0.5 * x + x * x / 12.0, safe * jnp.exp(-safe) / -jnp.expm1(-safe))
 
 
 def dcqcn_derivatives(rc, rt, alpha, log_no_mark_delayed, rate_delayed, params):

@@ -22,8 +22,11 @@ def marking_probability(queue, kmin, kmax, pmax):
 
 
 def log_no_mark(p):
-    """``log(1 - p)`` clipped to ``-MAX_NEG_LOG`` (finite at p = 1)."""
-    return jnp.maximum(jnp.log1p(-jnp.minimum(p, 1.0)), -MAX_NEG_LOG)
+    """``log(1 - p)`` clipped to ``-MAX_NEG_LOG`` (finite at p = 1, and so is its gradient:
+    the log is never evaluated at 1, where its derivative would be infinite)."""
+    below = p < 1.0
+    safe = jnp.where(below, p, 0.0)
+    return jnp.maximum(jnp.where(below, jnp.log1p(-safe), -MAX_NEG_LOG), -MAX_NEG_LOG)
 
 
 __all__ = ["MAX_NEG_LOG", "log_no_mark", "marking_probability"]

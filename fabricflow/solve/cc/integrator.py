@@ -52,8 +52,10 @@ class Problem(NamedTuple):
     ``segment_sum``s; last_hop: int32 ``[F]``; hop_fabric: bool ``[F, H]`` hops leaving a
     switch; capacity: ``[L+1]`` bytes/s; marking (switch egress), pfc_ingress: bool
     ``[L+1]``; link_dst_node: int32 ``[L+1]``; line_rate, size, start: ``[F]`` (bytes/s,
-    bytes, s); initial_rate: ``[F]`` bytes/s (NaN: the law's default); base_rtt,
-    feedback_delay: ``[F]`` s; delay_steps: int32 ``[F]`` (>= 1).
+    bytes, s); initial_rate: ``[F]`` bytes/s (0: the law's default); base_rtt,
+    feedback_delay: ``[F]`` s; delay_steps: int32 ``[F]`` (>= 1); hop_delay_steps: int32
+    ``[F, H]``, the feedback delay plus the latency from the sender to each hop (how old
+    the sender's rate is that a hop's telemetry reflects).
     """
 
     links: jax.Array
@@ -72,6 +74,7 @@ class Problem(NamedTuple):
     base_rtt: jax.Array
     feedback_delay: jax.Array
     delay_steps: jax.Array
+    hop_delay_steps: jax.Array
 
 
 class Config(NamedTuple):
@@ -157,7 +160,7 @@ def init_state(problem: Problem, law: RateLaw, params, config: Config, dtype) ->
     num_flows, hops = problem.links.shape
     num_links1 = problem.capacity.shape[0]
     default = law.initial_rate(problem.line_rate, params)
-    rate0 = jnp.where(jnp.isnan(problem.initial_rate), default, problem.initial_rate)
+    rate0 = jnp.where(problem.initial_rate > 0, problem.initial_rate, default)
     rate0 = jnp.minimum(rate0, problem.line_rate).astype(dtype)
     zeros_f = jnp.zeros(num_flows, dtype)
     slots = config.ring_slots
@@ -207,6 +210,8 @@ def feedback(state: State, problem: Problem, law: RateLaw, config: Config) -> Fe
             fields["hop_utilization"] = rings.utilization[rows, problem.links]
             fields["hop_load"] = rings.load[rows, problem.links]
             fields["hop_valid"] = problem.links < problem.capacity.shape[0] - 1
+            hop_slot = jnp.mod(state.step - problem.hop_delay_steps, config.ring_slots)
+            fields["hop_rate_delayed"] = rings.rate[hop_slot, jnp.arange(num_flows)[:, None]]
     return Feedback(
         time=state.step.astype(state.egress.dtype) * config.dt,
         dt=config.dt,
@@ -244,7 +249,10 @@ def _serve(state: State, problem: Problem, rate, sending, config: Config):
         waiting.ravel(), problem.scatter_links.ravel(), num_segments=num_links1 + PAD_SEGMENTS
     )[:num_links1]
     service = jnp.where(state.paused, 0.0, problem.capacity * dt)
-    fraction = jnp.where(per_link > service, service / jnp.maximum(per_link, 1e-30), 1.0)
+    over = per_link > service
+    # The division only where it is taken: elsewhere (the sentinel's infinite service) it
+    # would put inf x 0 = NaN into gradients.
+    fraction = jnp.where(over, jnp.where(over, service, 0.0) / jnp.where(over, per_link, 1.0), 1.0)
     fraction = _materialise(fraction, state.step)
     served = waiting * fraction[problem.links]
     return inject, waiting - served, served, per_link, jnp.maximum(per_link - service, 0.0)
@@ -386,6 +394,20 @@ def run(problem: Problem, params, pfc_params, law: RateLaw, config: Config, dtyp
     return jax.lax.scan(outer, state, None, length=config.num_records)
 
 
+def run_remat(problem: Problem, params, pfc_params, law: RateLaw, config: Config, dtype):
+    """:func:`run` for reverse-mode differentiation: each record's steps are recomputed in
+    the backward pass (``jax.checkpoint``), so ``jax.grad`` keeps ``num_records`` states
+    instead of every step's. Not jitted: call it inside ``jax.jit`` / ``jax.grad``."""
+    problem, params, pfc_params = cast(problem, params, pfc_params, dtype)
+    state = init_state(problem, law, params, config, dtype)
+    body = jax.checkpoint(lambda carry: one_record(carry, problem, law, params, pfc_params, config))
+
+    def outer(carry, _):
+        return body(carry)
+
+    return jax.lax.scan(outer, state, None, length=config.num_records)
+
+
 @functools.partial(jax.jit, static_argnames=("law", "config", "dtype", "problem_axes"))
 def run_batch(
     problem: Problem,
@@ -501,6 +523,7 @@ __all__ = [
     "one_record",
     "run",
     "run_batch",
+    "run_remat",
     "start",
     "start_batch",
     "step",

@@ -59,6 +59,9 @@ class Feedback(NamedTuple):
         hop_utilization: ``[F, H]`` transmitted bytes / (capacity x dt) [int].
         hop_load: ``[F, H]`` arriving bytes / (capacity x dt): the offered load [int].
         hop_valid: bool ``[F, H]``, real hops (not padding) [int].
+        hop_rate_delayed: ``[F, H]`` bytes/s, the flow's own rate when the bytes its
+            telemetry of each hop measures were sent (the feedback delay plus the latency
+            from the sender to that hop ago) [int].
     """
 
     time: jax.Array
@@ -75,6 +78,7 @@ class Feedback(NamedTuple):
     hop_utilization: Any = None  # jax.Array, or None when not asked for
     hop_load: Any = None  # jax.Array, or None when not asked for
     hop_valid: Any = None  # jax.Array, or None when not asked for
+    hop_rate_delayed: Any = None  # jax.Array, or None when not asked for
 
 
 @dataclasses.dataclass(frozen=True)

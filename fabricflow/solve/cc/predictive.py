@@ -111,13 +111,15 @@ def chosen_load(delay_now, params):
 def target_rate(state: PredictiveState, feedback: Feedback, params):
     """The rate each flow's bottleneck hop asks for, ``[F]`` bytes/s (before clipping)."""
     tau = feedback.feedback_delay[:, None]
-    previous = jnp.maximum(feedback.rate_delayed, 1.0)
-    ratio = (state.rate / previous)[:, None]
-    load = jnp.maximum(feedback.hop_load, 1e-3)
+    previous = jnp.maximum(feedback.hop_rate_delayed, 1.0)  # the rate each hop's load saw
+    ratio = state.rate[:, None] / previous
+    # A hop that drains a queue while its arrivals stall (an upstream link is PFC-paused)
+    # is busy, not idle: the larger of its offered load and its transmitted share.
+    load = jnp.maximum(jnp.maximum(feedback.hop_load, feedback.hop_utilization), 1e-3)
     delay_now = jnp.maximum(
         feedback.hop_queue_delay + tau * (load * (1.0 + ratio) / 2.0 - 1.0), 0.0
     )
-    per_hop = previous[:, None] * chosen_load(delay_now, params) / load
+    per_hop = previous * chosen_load(delay_now, params) / load
     return jnp.min(jnp.where(feedback.hop_valid, per_hop, jnp.inf), axis=1)
 
 

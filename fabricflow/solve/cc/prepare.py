@@ -107,6 +107,7 @@ def prepare_cc(
     num_nodes: int | None = None,
     line_rate=None,
     initial_rate=None,
+    link_latency=None,
     pfc="off",
     pfc_params: PFCParams | None = None,
     duration: float = 0.01,
@@ -141,6 +142,8 @@ def prepare_cc(
             every link its own node).
         line_rate: ``[F]`` bytes/s cap of each flow (default: capacity of its first hop).
         initial_rate: ``[F]`` bytes/s starting rate of each flow (default: the law's).
+        link_latency: ``[L]`` s, for the time each hop's telemetry lags the sender's rate
+            (default: each path's latency spread evenly over its hops).
         pfc: ``off``, ``static`` (also ``on``/True) or ``dynamic``.
         pfc_params: :class:`~fabricflow.solve.pfc.params.PFCParams` (default thresholds),
             fields may be ``[batch]`` arrays.
@@ -171,8 +174,11 @@ def prepare_cc(
     inputs = _flow_inputs(
         num_flows, size, start, path_latency, extra_delay, initial_rate, line_rate, capacity, links
     )
+    inputs["hop_offset"] = _hop_offsets(links, valid, inputs["latency"], link_latency)
     timing = _timing(duration, dt, records, law, params, float(np.min(inputs["delay"])))
-    delay_steps, ring_slots = _delay_steps(inputs["delay"], timing)
+    delay_steps, hop_delay_steps, ring_slots = _delay_steps(
+        inputs["delay"], inputs["hop_offset"], timing
+    )
     _check_min_rate(params, inputs["line_rate"])
     batch = _batch(params, pfc_params, capacity)
     _check_size(
@@ -185,7 +191,15 @@ def prepare_cc(
     prev_links = np.full_like(links, -1)
     prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
     problem = _problem(
-        links, valid, prev_links, capacity, marking, pfc_ingress, link_dst_node, inputs, delay_steps
+        links,
+        valid,
+        prev_links,
+        capacity,
+        marking,
+        pfc_ingress,
+        link_dst_node,
+        inputs,
+        (delay_steps, hop_delay_steps),
     )
     config = integrator.Config(
         dt=timing.dt,
@@ -319,7 +333,7 @@ def _flow_inputs(
         line = _per_flow(line_rate, "line_rate", num_flows)
         if not np.all(np.isfinite(line)) or np.any(line <= 0):
             raise SpecError("line_rate", "must be finite and > 0 bytes/s")
-    initial = np.full(num_flows, np.nan)
+    initial = np.zeros(num_flows)  # 0: the law's default
     if initial_rate is not None:
         initial = _per_flow(initial_rate, "initial_rate", num_flows)
         if not np.all(np.isfinite(initial)) or np.any(initial <= 0):
@@ -327,6 +341,7 @@ def _flow_inputs(
     return {
         "size": size,
         "start": start,
+        "latency": latency,
         "delay": latency + extra,
         "base_rtt": 2.0 * latency,
         "line_rate": line,
@@ -363,13 +378,31 @@ def _timing(duration, dt, records, law: RateLaw, params, min_delay: float) -> Ti
     return Timing(dt, steps, steps_per_record, max(2, steps // steps_per_record))
 
 
-def _delay_steps(delay: np.ndarray, timing: Timing) -> tuple[np.ndarray, int]:
+def _hop_offsets(links, valid, path_latency, link_latency) -> np.ndarray:
+    """``[F, H]`` s from a flow's sender to the start of each hop (0 at hop 0)."""
+    if link_latency is None:
+        hops = valid.sum(axis=1, keepdims=True)
+        per_hop = np.where(valid, path_latency[:, None] / hops, 0.0)
+    else:
+        latency = np.asarray(link_latency, np.float64)
+        if latency.ndim != 1 or latency.shape[0] <= links.max():
+            raise SpecError("link_latency", f"must be [L] seconds, got shape {latency.shape}")
+        per_hop = np.where(valid, latency[np.where(valid, links, 0)], 0.0)
+    return np.cumsum(per_hop, axis=1) - per_hop
+
+
+def _delay_steps(delay, hop_offset, timing: Timing) -> tuple[np.ndarray, np.ndarray, int]:
+    """Steps of each flow's feedback delay ``[F]``, of each hop's telemetry lag behind the
+    sender's rate ``[F, H]`` (feedback delay + the latency to the hop), and ring slots."""
     # A feedback delay beyond the end of the run reads only the initial ring values, as a
     # delay of steps + 1 does: the cap changes no result, and keeps the ring (and int32)
     # bounded when the delay is far longer than the run (or dt is tiny).
     cap = min(timing.steps + 1, MAX_STEPS)
     delay_steps = np.clip(np.round(delay / timing.dt), 1, cap).astype(np.int32)
-    return delay_steps, 1 << int(np.ceil(np.log2(int(delay_steps.max()) + 1)))
+    hop_steps = np.clip(np.round((delay[:, None] + hop_offset) / timing.dt), 1, cap)
+    hop_steps = hop_steps.astype(np.int32)
+    slots = 1 << int(np.ceil(np.log2(int(hop_steps.max()) + 1)))
+    return delay_steps, hop_steps, slots
 
 
 def _check_min_rate(params, line_rate: np.ndarray) -> None:
@@ -451,8 +484,9 @@ def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:
 
 
 def _problem(
-    links, valid, prev_links, capacity, marking, pfc_ingress, link_dst_node, inputs, delay_steps
+    links, valid, prev_links, capacity, marking, pfc_ingress, link_dst_node, inputs, delays
 ) -> integrator.Problem:
+    delay_steps, hop_delay_steps = delays
     num_links = capacity.shape[-1]
     sentinel = num_links
     gather = np.where(valid, links, sentinel)
@@ -475,6 +509,7 @@ def _problem(
         base_rtt=jnp.asarray(inputs["base_rtt"]),
         feedback_delay=jnp.asarray(inputs["delay"]),
         delay_steps=jnp.asarray(delay_steps, jnp.int32),
+        hop_delay_steps=jnp.asarray(hop_delay_steps, jnp.int32),
     )
 
 

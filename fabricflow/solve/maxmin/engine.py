@@ -38,7 +38,7 @@ import numpy as np
 
 from ...errors import SolverError, SpecError, check_flag
 from ..status import Status
-from .entries import FlowEntries
+from .entries import FlowEntries, compact_links
 from .identical_flows import merge_identical_flows
 from .inputs import (
     check_count,
@@ -62,9 +62,6 @@ __all__ = [
 METHODS = ("auto", "jax", "numpy")
 # Environment variable that overrides what method="auto" picks (jax, numpy or auto).
 METHOD_ENV = "FABRICFLOW_MAXMIN_METHOD"
-# The numpy backend renumbers the used links when the entries are this many times fewer
-# than the links (a small solve on a large fabric).
-COMPACT_BELOW = 8
 
 
 class MaxMinSolution(NamedTuple):
@@ -344,12 +341,10 @@ def _numpy_solve(entries: FlowEntries, capacity, weight, demand, rtol, max_iters
             start = np.zeros(entries.num_flows + 1, np.int64)
             np.cumsum(np.bincount(flow[keep], minlength=entries.num_flows), out=start[1:])
             link, entry_coef = entries.link[keep], coef[keep]
-        # A few entries on a large fabric: solve on the links they use only (renumbered),
-        # so a round costs the entries, not the fabric's links.
-        used = None
-        if link.size and link.size * COMPACT_BELOW < cap.size:
-            used, link = np.unique(link, return_inverse=True)
-            cap = cap[used]
+        # Entries over a fraction of a large fabric: solve on the links they use only
+        # (renumbered in order, so the sums are the same), so a round costs the entries and
+        # their links, not the fabric's links.
+        used, link, cap = compact_links(link, cap)
         finite_cap = np.where(np.isfinite(cap), cap, 0.0)
         rate, bottleneck, rounds, unsettled = numpy_water_fill(
             start, link, entry_coef, finite_cap, w, d, rtol=rtol, max_iters=max_iters

@@ -19,10 +19,22 @@ import numpy as np
 
 from ...errors import SpecError
 
-__all__ = ["FlowEntries", "block_diagonal", "bucket_size"]
+__all__ = [
+    "COMPACT_BELOW",
+    "FlowEntries",
+    "block_diagonal",
+    "bucket_size",
+    "compact_links",
+    "used_links",
+]
 
 # Smallest padded size of a kernel axis; below it every problem shares one shape.
 MIN_BUCKET = 256
+
+
+# Solves on fewer entries than this many per fabric link run on the used links only
+# (:func:`compact_links`): each round then costs the used links, not the fabric's.
+COMPACT_BELOW = 4
 
 
 def bucket_size(count: int) -> int:
@@ -154,3 +166,30 @@ def block_diagonal(problems: list[FlowEntries]) -> tuple[FlowEntries, np.ndarray
         np.concatenate([p.coef_or_ones() for p in problems] + [np.zeros(0)]) if any_coef else None
     )
     return FlowEntries(start, link, coef, int(link_offset[-1])), link_offset, flow_offset
+
+
+def compact_links(
+    link: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """``(used or None, link, capacity)``: entries over fewer than :data:`COMPACT_BELOW`
+    entries per fabric link renumbered onto the links they use (:func:`used_links`),
+    with ``capacity`` (``[L]``) cut to them; otherwise the inputs unchanged and ``None``.
+    A link id ``i`` of the result is ``used[i]`` of the input."""
+    if not link.size or link.size >= COMPACT_BELOW * capacity.shape[-1]:
+        return None, link, capacity
+    used, renumbered = used_links(link, capacity.shape[-1])
+    return used, renumbered, capacity[..., used]
+
+
+def used_links(link: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(used int [U], renumbered int [E])``: the sorted ids of the links that ``link``
+    (int ``[E]``, ids in ``0..num_links - 1``) uses, and each entry's index among them.
+
+    ``np.unique(link, return_inverse=True)`` without its sort: ``O(E + num_links)``. The
+    renumbering keeps the links' order, so per-link sums over the entries are unchanged;
+    a solve on ``capacity[used]`` then costs the used links per round, not the fabric's.
+    """
+    mark = np.zeros(num_links, dtype=bool)
+    mark[link] = True
+    new_id = np.cumsum(mark, dtype=np.intp) - 1
+    return np.flatnonzero(mark), new_id[link]

@@ -56,10 +56,13 @@ def numpy_water_fill(
     rate[empty] = np.where(np.isfinite(demand_level[empty]), demand[empty], np.inf)
     row = np.flatnonzero(~empty)
     count = count[row]
+    # per active flow, compacted with ``row`` (no gathers from the full arrays per round)
+    row_weight, row_demand, row_level = weight[row], demand[row], demand_level[row]
     entry_row = np.repeat(np.arange(row.size), count)
     entry_link = np.asarray(link, np.intp)
     entry_coef = np.asarray(coef, np.float64)
-    entry_weight = entry_coef * weight[row][entry_row]
+    unit = bool(np.all(row_weight == 1.0))  # then entry weights are the coefficients
+    entry_weight = entry_coef if unit else entry_coef * row_weight[entry_row]
     frozen_load = np.zeros(num_links)
     share = np.empty(num_links)
     rounds = 1 if num_flows and not row.size else 0
@@ -72,37 +75,58 @@ def numpy_water_fill(
         np.divide(np.maximum(capacity - frozen_load, 0.0), active_weight, out=share, where=crossed)
         entry_share = share[entry_link]
         link_level = np.minimum.reduceat(entry_share, first)
-        level = np.minimum(link_level, demand_level[row])
+        level = np.minimum(link_level, row_level)
         # Not a local bottleneck: some active flow on the link has a lower level.
         lower = entry_share > (level * (1.0 + rtol))[entry_row]
         not_bottleneck = np.zeros(num_links, dtype=bool)
         not_bottleneck[entry_link[lower]] = True
-        at_bottleneck = ~not_bottleneck[entry_link]
-        hit = np.logical_or.reduceat(at_bottleneck, first)
-        by_demand = demand_level[row] <= link_level * (1.0 + rtol)
+        hit, hit_link = _first_bottleneck(not_bottleneck, entry_link, entry_row, row.size)
+        by_demand = row_level <= link_level * (1.0 + rtol)
         freeze = hit | by_demand | np.isinf(level)
-        position = np.where(at_bottleneck, np.arange(entry_link.size), entry_link.size)
-        first_hit = np.minimum.reduceat(position, first)
-        hit_link = np.where(hit, entry_link[np.minimum(first_hit, entry_link.size - 1)], -1)
-        new_rate = np.where(by_demand & ~hit, demand[row], weight[row] * level)
-        rate[row[freeze]] = new_rate[freeze]
-        bottleneck[row[freeze]] = hit_link[freeze]
-        if freeze.all():
+        new_rate = np.where(by_demand & ~hit, row_demand, row_weight * level)
+        frozen = row[freeze]
+        rate[frozen] = new_rate[freeze]
+        bottleneck[frozen] = hit_link[freeze]
+        if frozen.size == row.size:
             row = row[:0]
             break
-        frozen_entry = freeze[entry_row]
+        # the frozen flows' load, summed over every entry with the others' rates masked to
+        # 0 (x + 0.0 == x: the same sums as over the frozen entries, without compressing)
+        frozen_rate = np.where(freeze, new_rate, 0.0)
         frozen_load += np.bincount(
-            entry_link[frozen_entry],
-            weights=entry_coef[frozen_entry] * new_rate[entry_row[frozen_entry]],
-            minlength=num_links,
+            entry_link, weights=entry_coef * frozen_rate[entry_row], minlength=num_links
         )
-        keep = ~frozen_entry
+        keep = ~freeze[entry_row]
         alive = ~freeze
         renumber = np.cumsum(alive) - 1
         entry_link, entry_coef = entry_link[keep], entry_coef[keep]
-        entry_weight = entry_weight[keep]
+        entry_weight = entry_coef if unit else entry_weight[keep]
         entry_row = renumber[entry_row[keep]]
         row, count = row[alive], count[alive]
+        row_weight, row_demand, row_level = row_weight[alive], row_demand[alive], row_level[alive]
     unsettled = np.zeros(num_flows, dtype=bool)
     unsettled[row] = True
     return rate, bottleneck, rounds, unsettled
+
+
+def _first_bottleneck(
+    not_bottleneck: np.ndarray, entry_link: np.ndarray, entry_row: np.ndarray, num_rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(hit bool [R], link int [R])``: whether each active flow crosses a local
+    bottleneck, and the first such link on its path (``-1``: none).
+
+    ``entry_row`` is non-decreasing (each flow's entries are contiguous), so the first
+    bottleneck entry of a flow is where the flow of the bottleneck entries changes: one
+    pass over the entries and then work on the bottleneck entries only.
+    """
+    at = np.flatnonzero(~not_bottleneck[entry_link])
+    at_row = entry_row[at]
+    lead = np.empty(at.size, dtype=bool)
+    lead[:1] = True
+    np.not_equal(at_row[1:], at_row[:-1], out=lead[1:])
+    hit_rows = at_row[lead]
+    hit = np.zeros(num_rows, dtype=bool)
+    hit[hit_rows] = True
+    hit_link = np.full(num_rows, -1, np.int64)
+    hit_link[hit_rows] = entry_link[at[lead]]
+    return hit, hit_link

@@ -1,0 +1,175 @@
+"""Fabric design search: design codes and specs by hand, the sweep-store search, the
+Pareto front, and a ranking that doubling every price cannot move."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+import fabricflow as ff
+from fabricflow.fabric.cost_table import default_table
+from fabricflow.optimize.design import (
+    DEFAULT_SPACE,
+    design_code,
+    design_codes,
+    design_spec,
+    parse_design,
+)
+from fabricflow.study.design import design_fabric, mark_pareto, plot_design_front
+
+# one layout only, so that a design costs one step-time evaluation
+JOB = {
+    "model": "llama3-8b",
+    "gpus": 64,
+    "global_batch": 64,
+    "seq_len": 2048,
+    "space": {"tp": [8], "pp": [1], "micro_batch": [1]},
+}
+SMALL = {
+    "tiers": [2],
+    "oversubscription": [1],
+    "attachment": ["rail"],
+    "planes": [1],
+    "nic_speed": ["400Gbps"],
+    "transport": ["ib", "roce"],
+}
+
+
+def test_codes_round_trip_and_cover_the_space():
+    codes = design_codes()
+    assert len(codes) == len(set(codes)) == 2 * 3 * 3 * 2 * 2 * 1 * 2
+    for code in codes[:10]:
+        assert design_code(parse_design(code)) == code
+    assert "3t/7:1/rail-only/2p/800G/su8/roce" in codes
+    with pytest.raises(ff.SpecError, match="unknown knob"):
+        design_codes({"radix": [64]})
+    with pytest.raises(ff.SpecError, match="space.transport"):
+        design_codes({"transport": ["myrinet"]})
+    assert set(DEFAULT_SPACE) == set(parse_design(codes[0]))
+
+
+def test_design_spec_by_hand():
+    """3 tiers of 64 x 400G InfiniBand, 7:1 at the spine: leaves 32/32, spines 56/8; a pod
+    (top block) holds 32 x 56 = 1,792 GPUs, so 16,384 GPUs need 10 pods = 17,920 GPUs."""
+    spec = design_spec("3t/7:1/rail/1p/400G/su8/ib", 16384)
+    tiers = spec["topology"]["tiers"]
+    assert [(t.get("down_ports"), t.get("up_ports")) for t in tiers] == [
+        (32, 32),
+        (56, 8),
+        (64, None),
+    ]
+    assert spec["gpus"] == 17920
+    # 10 pods under 64-port cores: spine uplinks in bundles of 4 (10 x 4 of 64 ports used)
+    assert tiers[1]["uplink_bundle"] == 4
+    assert spec["transport"] == {"protocol": "infiniband", "adaptive_routing": True}
+    fabric = ff.build_fabric(spec)
+    assert fabric.summary()["tiers"][1]["oversubscription"] == pytest.approx(7.0)
+    # Ethernet 51.2T at 2 x 200G per GPU (2 planes): 256-port switches
+    roce = design_spec("2t/1:1/rail-only/2p/400G/su8/roce", 16384)
+    # per rail 2,048 GPUs = 16 leaves of 128: bundles of 16 fill the 256-port spines
+    assert roce["topology"]["tiers"][0] == {
+        "name": "leaf",
+        "down_ports": 128,
+        "up_ports": 128,
+        "uplink_bundle": 16,
+    }
+    assert roce["gpus"] == 16384
+    with pytest.raises(ff.SpecError, match="cannot hold 16,384"):
+        design_spec("2t/1:1/rail/1p/400G/su8/ib", 16384)  # 2 tiers of 64 ports: 2,048
+
+
+def test_mark_pareto():
+    rows = [
+        {"t": 1.0, "c": 3.0},
+        {"t": 2.0, "c": 1.0},
+        {"t": 2.0, "c": 2.0},  # dominated by the second
+        {"t": 0.5, "c": 5.0},
+    ]
+    mark_pareto(rows, "t", "c")
+    assert [r["pareto"] for r in rows] == [True, True, False, True]
+
+
+def _doubled() -> dict:
+    table = copy.deepcopy(default_table())
+    for section in ("switches", "nics", "transceivers", "cables", "scale_up", "gpus"):
+        for entry in table[section].values():
+            entry["price"] *= 2
+    table["power_price_per_kWh"] *= 2
+    return table
+
+
+@pytest.mark.slow  # three searches of two designs: ~10 s on a loaded 2-core machine
+def test_design_search_store_front_and_price_scaling(tmp_path):
+    search = design_fabric(
+        {"gpu": "h100-sxm", "jobs": [JOB]},
+        space=SMALL,
+        store=tmp_path / "designs.zarr",
+        workers=0,
+        layout_budget_s=5,
+    )
+    assert [r["design"] for r in search.rows] == [
+        search.best["design"],
+        *[r["design"] for r in search.rows[1:]],
+    ]
+    assert len(search.rows) == 2 and not search.failed
+    by_code = {r["design"]: r for r in search.rows}
+    ib, roce = by_code["2t/1:1/rail/1p/400G/su8/ib"], by_code["2t/1:1/rail/1p/400G/su8/roce"]
+    assert ib["network_capex"] != roce["network_capex"]
+    # the best by tokens per dollar is the cheapest per token
+    assert search.best["cost_per_million_tokens"] == min(
+        r["cost_per_million_tokens"] for r in search.rows
+    )
+    # every design has the same GPUs: capex differs by the network only
+    assert ib["capex"] - roce["capex"] == pytest.approx(ib["network_capex"] - roce["network_capex"])
+    assert search.dataset["status"].values.tolist() == [1, 1]
+    plot_design_front(search, tmp_path / "pareto.png")
+    assert (tmp_path / "pareto.png").stat().st_size > 10_000
+    # every price x 2: every cost x 2, the same ranking
+    doubled = design_fabric(
+        {"gpu": "h100-sxm", "jobs": [JOB]},
+        space=SMALL,
+        store=tmp_path / "doubled.zarr",
+        workers=0,
+        layout_budget_s=5,
+        cost=_doubled(),
+    )
+    assert [r["design"] for r in doubled.rows] == [r["design"] for r in search.rows]
+    for row, twice in zip(search.rows, doubled.rows, strict=True):
+        assert twice["cost_per_million_tokens"] == pytest.approx(2 * row["cost_per_million_tokens"])
+    # a budget below every design's capex leaves no winner
+    poor = design_fabric(
+        {"gpu": "h100-sxm", "jobs": [JOB]},
+        space=SMALL,
+        store=tmp_path / "designs.zarr",  # resumed: nothing is computed again
+        workers=0,
+        layout_budget_s=5,
+        budget=1.0,
+    )
+    assert poor.best is None and all(r["over_budget"] for r in poor.rows)
+
+
+def test_bad_design_inputs_name_the_field(tmp_path):
+    with pytest.raises(ff.SpecError, match="objective"):
+        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", objective="speed")
+    with pytest.raises(ff.SpecError, match="budget"):
+        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", budget=-5)
+    with pytest.raises(ff.SpecError, match=r"jobs\[0\].gpus"):
+        design_fabric([{**JOB, "gpus": 0}], gpu="h100-sxm", store=tmp_path / "s")
+    with pytest.raises(ff.SpecError, match="no design of the space"):
+        design_fabric(
+            [{**JOB, "gpus": 1_000_000}],
+            gpu="h100-sxm",
+            store=tmp_path / "s",
+            space={"tiers": [2]},
+        )
+
+
+def test_rail_only_study_takes_the_fewest_tiers():
+    from fabricflow.study.rail_only import FABRICS, fewest_tiers
+
+    # rail-only: 1,024 GPUs per rail fit one 2-tier tree of 128-port switches
+    assert len(fewest_tiers(FABRICS["rail-only"], 8192)["topology"]["tiers"]) == 2
+    # rail-optimized 1:1 on 128 ports: 2 tiers hold 8,192 GPUs, 16,384 need 3
+    assert len(fewest_tiers(FABRICS["rail-optimized"], 8192)["topology"]["tiers"]) == 2
+    assert len(fewest_tiers(FABRICS["rail-optimized"], 16384)["topology"]["tiers"]) == 3
