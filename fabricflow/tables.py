@@ -11,7 +11,7 @@ Each cell is written so that reading it back gives the same value:
   comma, a quote or a line break.
 
 JSON files need no such layer: :func:`json.dumps` already writes floats in ``repr``
-form and integers as integers (:func:`fabricflow.commands._common.to_jsonable` turns
+form and integers as integers (:func:`fabricflow.files.to_jsonable` turns
 numpy values into Python ones first).
 
 Example::

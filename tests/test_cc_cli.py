@@ -10,7 +10,9 @@ import xarray as xr
 
 from fabricflow.cc import simulate_dcqcn
 from fabricflow.cli import main
+from fabricflow.commands.cc import _progress_printer, min_rate_warnings
 from fabricflow.solve.cc.dcqcn import DCQCNParams
+from fabricflow.solve.cc.hpcc import HPCCParams
 from fabricflow.solve.parameters import stack_params
 from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
@@ -131,3 +133,26 @@ def test_scenarios_build_valid_routes(name):
         np.testing.assert_array_equal(sc.fabric.link_dst[path[:-1]], sc.fabric.link_src[path[1:]])
         assert sc.fabric.node_tier[sc.fabric.link_src[path[0]]] == 0
         assert sc.fabric.node_tier[sc.fabric.link_dst[path[-1]]] == 0
+
+
+def test_progress_projects_the_time_left_from_the_pieces_after_the_compilation(capsys):
+    progress = _progress_printer(0.01, after_s=3.0)
+    progress(0.05, 20.0)  # the first piece: mostly compilation
+    progress(0.10, 20.1)  # then 0.1 s per 5 %: about 1.8 s left, under the threshold
+    progress(0.15, 20.2)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "about 380 s left" in lines[0]  # from the first piece alone
+    slow = _progress_printer(0.01, after_s=3.0)
+    slow(0.05, 20.0)
+    slow(0.10, 30.0)  # 10 s per 5 %: 18 pieces of 10 s left
+    assert "about 180 s left" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_minimum_rate_above_the_fair_share_is_warned_about():
+    params = HPCCParams()  # minimum rate 100 Mb/s
+    share = np.array([40e6, 5e9, 38.6e6]) / 8  # bytes/s: two flows below the floor
+    (warning,) = min_rate_warnings("HPCC", params, share)
+    assert warning.startswith("2 of 3 flows") and "100 Mb/s" in warning
+    assert "38.6 Mb/s" in warning and "--set min_rate" in warning
+    assert min_rate_warnings("HPCC", params, np.array([1e9])) == []
+    assert min_rate_warnings("DCQCN", DCQCNParams(), share) == []  # floor 0

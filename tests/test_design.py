@@ -60,12 +60,20 @@ def test_design_spec_by_hand():
         (64, None),
     ]
     assert spec["gpus"] == 17920
+    # 10 pods under 64-port cores: spine uplinks in bundles of 4 (10 x 4 of 64 ports used)
+    assert tiers[1]["uplink_bundle"] == 4
     assert spec["transport"] == {"protocol": "infiniband", "adaptive_routing": True}
     fabric = ff.build_fabric(spec)
     assert fabric.summary()["tiers"][1]["oversubscription"] == pytest.approx(7.0)
     # Ethernet 51.2T at 2 x 200G per GPU (2 planes): 256-port switches
     roce = design_spec("2t/1:1/rail-only/2p/400G/su8/roce", 16384)
-    assert roce["topology"]["tiers"][0] == {"name": "leaf", "down_ports": 128, "up_ports": 128}
+    # per rail 2,048 GPUs = 16 leaves of 128: bundles of 16 fill the 256-port spines
+    assert roce["topology"]["tiers"][0] == {
+        "name": "leaf",
+        "down_ports": 128,
+        "up_ports": 128,
+        "uplink_bundle": 16,
+    }
     assert roce["gpus"] == 16384
     with pytest.raises(ff.SpecError, match="cannot hold 16,384"):
         design_spec("2t/1:1/rail/1p/400G/su8/ib", 16384)  # 2 tiers of 64 ports: 2,048
@@ -155,3 +163,13 @@ def test_bad_design_inputs_name_the_field(tmp_path):
             store=tmp_path / "s",
             space={"tiers": [2]},
         )
+
+
+def test_rail_only_study_takes_the_fewest_tiers():
+    from fabricflow.study.rail_only import FABRICS, fewest_tiers
+
+    # rail-only: 1,024 GPUs per rail fit one 2-tier tree of 128-port switches
+    assert len(fewest_tiers(FABRICS["rail-only"], 8192)["topology"]["tiers"]) == 2
+    # rail-optimized 1:1 on 128 ports: 2 tiers hold 8,192 GPUs, 16,384 need 3
+    assert len(fewest_tiers(FABRICS["rail-optimized"], 8192)["topology"]["tiers"]) == 2
+    assert len(fewest_tiers(FABRICS["rail-optimized"], 16384)["topology"]["tiers"]) == 3

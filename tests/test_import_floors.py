@@ -20,7 +20,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "fabricflow"
 
 FLOORS = {
     **dict.fromkeys(
-        ["errors", "units", "typing", "atomic", "files", "memory", "jax_cache", "loads"], 0
+        [
+            "errors",
+            "units",
+            "typing",
+            "atomic",
+            "files",
+            "memory",
+            "jax_cache",
+            "loads",
+            "tables",
+            "launch_args",
+        ],
+        0,
     ),
     **dict.fromkeys(["fabric", "topologies"], 1),
     **dict.fromkeys(["routing", "traffic", "traffic_files"], 2),

@@ -31,7 +31,7 @@ def test_the_cli_table_lists_every_command():
     listed = {
         m.group(1)
         for row in _table_rows(r"^\| command \|")
-        if (m := re.match(r"`fabricflow (\w+)", row))
+        if (m := re.match(r"`fabricflow ([\w-]+)", row))
     }
     assert commands <= listed, sorted(commands - listed)
 

@@ -132,10 +132,8 @@ def search_case(case: dict) -> dict:
 
 def run_case(name: str, case: dict) -> dict:
     """``search_case`` in a child process, with its CPU seconds and peak RSS (wait4)."""
-    import fabricflow
-
-    # the child imports the same fabricflow as this process
-    root = os.path.dirname(os.path.dirname(os.path.abspath(fabricflow.__file__)))
+    # the child imports the same fabricflow as this process (ROOT/fabricflow/bench/here)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
     child = subprocess.Popen(
         [sys.executable, "-m", "fabricflow.bench.optimize", name],

@@ -9,7 +9,8 @@ With ``--json`` it prints one object: ``mean_rate_Bps`` (per flow, over the seco
 half), ``roles`` (flow ids per role) and ``role_summary``, ``queue_mean_bytes``,
 ``queue_p50_bytes``, ``queue_p99_bytes`` and ``bottleneck_utilization`` (bottleneck
 link), ``jain_fairness``, ``pause_fraction``, ``convergence_time_s``,
-``max_min_rate_Bps``, ``victim_flows``, ``deadlocks``, ``fct_s`` and the settings.
+``max_min_rate_Bps``, ``victim_flows``, ``deadlocks``, ``fct_s``, ``warnings`` (a
+minimum rate above some flows' max-min share) and the settings.
 ``--out DIR`` writes ``<cc>.nc`` (netCDF), ``summary.json``, ``rates_queues.png`` and
 ``pause_spread.png``.
 """
@@ -17,6 +18,7 @@ link), ``jain_fairness``, ``pause_fraction``, ``convergence_time_s``,
 from __future__ import annotations
 
 import os
+import sys
 
 from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
@@ -140,6 +142,7 @@ def run(args) -> int:
         "roles": scenario.roles,
         "role_summary": role_summary(summary["mean_rate_Bps"], max_min, scenario.roles),
         **summary,
+        "warnings": min_rate_warnings(law.title, params, max_min),
     }
     if args.out:
         # an output that cannot be written is reported after the result (exit 1)
@@ -150,6 +153,23 @@ def run(args) -> int:
         return 0
     _print_text(args, law, result, scenario, summary, report)
     return 0
+
+
+def min_rate_warnings(title: str, params, max_min) -> list[str]:
+    """A warning when some flows' max-min share is below the law's minimum rate: at that
+    floor they offer their bottleneck more than it carries, and only PFC holds it back."""
+    import numpy as np
+
+    floor = float(getattr(params, "min_rate", 0.0))
+    below = int(np.count_nonzero(np.asarray(max_min) < floor * (1 - 1e-9)))
+    if floor <= 0 or below == 0:
+        return []
+    return [
+        f"{below} of {len(max_min)} flows have a max-min share below the {title} minimum "
+        f"rate of {floor * 8 / 1e6:g} Mb/s (smallest share "
+        f"{float(np.min(max_min)) * 8 / 1e6:.3g} Mb/s): at that floor they overload their "
+        "bottleneck and only PFC holds the queue; lower it with --set min_rate=RATE"
+    ]
 
 
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
@@ -217,6 +237,8 @@ def _print_text(args, law, result, scenario, summary, report) -> None:
         f"{'never' if settled is None else f'at {settled * 1e3:.3g} ms'}, "
         f"victims {_short(victims)}, deadlocks {summary['deadlocks']}"
     )
+    for warning in report["warnings"]:
+        print(f"  warning: {warning}")
 
 
 def _gbps(value: float) -> str:
@@ -224,17 +246,24 @@ def _gbps(value: float) -> str:
 
 
 def _progress_printer(duration: float, *, after_s: float = 3.0):
-    """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr once the run
-    is projected to take more than ``after_s`` seconds (stdout stays clean for --json)."""
-    import sys
+    """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr while the run
+    is projected to need more than ``after_s`` seconds more (stdout stays clean for
+    --json). The first piece includes the compilation, so the time left is projected from
+    the pieces after it (from the first piece alone until there are any)."""
+    first: list[tuple[float, float]] = []  # (fraction, elapsed) at the end of piece 1
 
     def progress(fraction: float, elapsed: float) -> None:
-        projected = elapsed / max(fraction, 1e-12)
-        if projected > after_s:
+        if not first:
+            first.append((fraction, elapsed))
+        done0, spent0 = first[0]
+        if fraction > done0:  # the pace of the compiled pieces
+            left = (elapsed - spent0) / (fraction - done0) * (1.0 - fraction)
+        else:
+            left = elapsed / max(fraction, 1e-12) * (1.0 - fraction)
+        if left > after_s:
             print(
                 f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
-                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about "
-                f"{projected - elapsed:.0f} s left",
+                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about {left:.0f} s left",
                 file=sys.stderr,
                 flush=True,
             )

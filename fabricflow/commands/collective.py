@@ -14,6 +14,7 @@ from ._common import (
     add_json_flag,
     failed_fabric,
     output_file,
+    output_folder,
     print_json,
     print_table,
     write_outputs,
@@ -85,6 +86,14 @@ def register(subparsers) -> None:
         type=output_file,
         help="write bus bandwidth and time against the message size, one line per "
         "algorithm (the chosen one bold); format from the extension (png, pdf, svg, ...)",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        type=output_folder,
+        metavar="DIR",
+        help="folder for collective.csv (the table, exact numbers) and nccl-tests.txt (the "
+        "table in nccl-tests' output format, for tools that read nccl-tests logs)",
     )
     add_fail_flag(parser)
     add_json_flag(parser)
@@ -167,6 +176,9 @@ def run(args) -> int:
         # a plot that cannot be written is reported after the result (exit 1)
         if write_outputs(args, "--plot", plot_collective, results, args.plot, title=title):
             header["plot"] = args.plot
+    if args.out is not None:
+        # files that cannot be written are reported after the result (exit 1)
+        header["files"] = write_outputs(args, "--out", _write_tables, rows, header, args.out)
     if args.json:
         print_json({**header, "rows": rows})
         return 0
@@ -191,7 +203,29 @@ def run(args) -> int:
     )
     if "plot" in header:
         print(f"# plot written to {header['plot']}")
+    if header.get("files"):
+        print("# files: " + ", ".join(header["files"]))
     return 0
+
+
+def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
+    """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
+    import os
+
+    from ..atomic import ensure_folder, write_text
+    from ..collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
+    from ..tables import csv_text
+
+    ensure_folder(folder)
+    columns = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+    write_text(os.path.join(folder, "collective.csv"), csv_text(columns))
+    if header["op"] in NCCL_TESTS_OPS:
+        title = (
+            f"{header['fabric']}, {header['num_groups']} group(s) of {header['group_size']} "
+            f"({header['layout']}), routing {header['routing']}"
+        )
+        text = format_nccl_tests(rows, header["op"], gpus=header["group_size"], title=title)
+        write_text(os.path.join(folder, "nccl-tests.txt"), text)
 
 
 def _transport_text(transport) -> str:

@@ -4,10 +4,16 @@
 (capacity per link kind; per switch tier, down vs up capacity with the oversubscription
 and the ports used) and ``topology.png`` (a sketch: one row per tier with a few of its
 switches and the links among them).
+
+``slurm:PATH`` reads a Slurm ``topology.conf`` and ``netlist:PATH`` a per-host
+``host,tor,agg,core`` CSV (``--gpus-per-node``, ``--nic-bandwidth``, optionally
+``--companion FILE``; docs/netlist.md); ``--export slurm-tree|slurm-block --out FILE`` writes the
+fabric as one (to stdout without ``--out``). docs/slurm.md.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
@@ -21,9 +27,35 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out",
         default=None,
-        type=output_folder,
-        metavar="DIR",
-        help="folder for summary.json, fabric_tiers.png and topology.png (created)",
+        type=_out_path,
+        metavar="DIR|FILE",
+        help="folder for summary.json, fabric_tiers.png and topology.png (created); "
+        "with --export, the file to write",
+    )
+    parser.add_argument(
+        "--export",
+        choices=EXPORTS,
+        default=None,
+        help="write the fabric as a Slurm topology.conf (tree or block form) to --out FILE "
+        "(stdout without --out)",
+    )
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs per node (slurm: and netlist: fabrics)",
+    )
+    parser.add_argument(
+        "--nic-bandwidth",
+        default=None,
+        help="bandwidth of each GPU's NIC (slurm: and netlist: fabrics)",
+    )
+    parser.add_argument(
+        "--companion",
+        default=None,
+        metavar="FILE",
+        help="YAML with gpus_per_node, nic_bandwidth, oversubscription, switch_bandwidth, "
+        "latency (slurm: and netlist: fabrics; flags win)",
     )
     parser.add_argument(
         "--bom",
@@ -44,10 +76,67 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args) -> int:
+EXPORTS = ("slurm-tree", "slurm-block")
+
+
+def _out_path(text: str) -> str:
+    """``--out``: a folder, or with ``--export`` a file; checked in :func:`run` once it
+    is known which."""
+    return output_folder(text)
+
+
+def _load(args):
+    """The fabric of ``args.fabric``, with the import options where it is ``slurm:`` or
+    ``netlist:``."""
+    from ..errors import SpecError
     from ..fabric.spec import load_fabric
 
-    fabric = load_fabric(args.fabric)
+    options = {
+        "gpus_per_node": args.gpus_per_node,
+        "nic_bandwidth": args.nic_bandwidth,
+        "companion": args.companion,
+    }
+    given = {k: v for k, v in options.items() if v is not None}
+    if not str(args.fabric).startswith(("slurm:", "netlist:")):
+        if given:
+            flag = "--" + next(iter(given)).replace("_", "-")
+            raise SpecError(
+                flag.lstrip("-"), f"{flag} applies to slurm:PATH and netlist:PATH fabrics only"
+            )
+        return load_fabric(args.fabric)
+    return load_fabric(args.fabric, **given)
+
+
+def _export(args, fabric) -> int:
+    """``--export``: the topology file to ``--out`` or stdout."""
+    from ..atomic import write_text
+    from ..fabric.slurm import slurm_block_text, slurm_tree_text
+    from ._common import check_out_file
+
+    text = (slurm_tree_text if args.export == "slurm-tree" else slurm_block_text)(fabric)
+    if args.out is None:
+        if args.json:
+            print_json({"fabric": fabric.name, "export": args.export, "text": text})
+        else:
+            sys.stdout.write(text)
+        return 0
+    check_out_file(args.out, "--out")
+    write_text(args.out, text)
+    if args.json:
+        print_json({"fabric": fabric.name, "export": args.export, "files": [args.out]})
+    else:
+        print(f"# {args.export} topology of {fabric.name} written to {args.out}")
+    return 0
+
+
+def run(args) -> int:
+    from ._common import check_out_folder
+
+    fabric = _load(args)
+    if args.export is not None:
+        return _export(args, fabric)
+    if args.out is not None:
+        check_out_folder(args.out, "--out")
     summary = {**fabric.summary(), "transport": fabric.transport.to_dict()}
     overrides = read_cost_file(args.cost_file) if args.cost_file else None
     if args.cost_file and not (args.bom or args.cost):

@@ -41,7 +41,9 @@ from ..memory import out_of_memory
 from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
+from .netlist import netlist_spec_from_file
 from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
+from .slurm import SLURM_OPTIONS, slurm_spec_from_file
 from .transport import Transport, parse_transport
 
 TOP_KEYS = (
@@ -226,12 +228,24 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
     Overrides replace top-level keys; mapping values merge recursively, so
     ``load_fabric("clos-100k", gpus=8192, topology={"planes": 2})`` changes just those.
 
+    ``"slurm:PATH"`` reads a Slurm ``topology.conf`` (tree or block form; docs/slurm.md)
+    and takes the keywords ``gpus_per_node`` and ``nic_bandwidth`` (required), and
+    ``oversubscription``, ``switch_bandwidth``, ``latency``, ``companion`` (a YAML file
+    with those keys) (:mod:`fabricflow.fabric.slurm`). ``"netlist:PATH"`` reads a per-host
+    ``host,tor,agg,core`` CSV with the same keywords (:mod:`fabricflow.fabric.netlist`).
+
     Raises:
         SpecError: a bad file or field (named).
         MemoryBudgetError: the fabric is too large for this process.
     """
     try:
-        spec = read_spec(name_or_path)
+        if isinstance(name_or_path, str) and name_or_path.startswith(("slurm:", "netlist:")):
+            options = {k: overrides.pop(k) for k in (*SLURM_OPTIONS, "companion") if k in overrides}
+            prefix, _, path = name_or_path.partition(":")
+            reader = slurm_spec_from_file if prefix == "slurm" else netlist_spec_from_file
+            spec = reader(path, options)
+        else:
+            spec = read_spec(name_or_path)
         return build_fabric(_merge(spec, overrides))
     except MemoryError as error:
         raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error

@@ -18,7 +18,9 @@ Switch radix follows from the transport and the port speed: InfiniBand Quantum-2
 400G, 128 x 200G split), Quantum-X800 (144 x 800G); Ethernet 51.2T (128 x 400G, 64 x 800G,
 256 x 200G). The fabric is built for the smallest GPU count at or above the workload's
 that fills whole leaves and top-tier blocks (the workload uses the first GPUs; the spare
-ones' network is paid for).
+ones' network is paid for). The uplinks into the top tier are bundled so that a partly
+used top tier has fewer, fuller switches (same bandwidth: 4 pods under 128-port cores
+take bundles of 32, so 128 cores instead of 4,096).
 """
 
 from __future__ import annotations
@@ -190,6 +192,14 @@ def design_spec(
         raise SpecError(
             "design", f"{code}: {levels} tiers of radix {radix} cannot hold {gpus:,} GPUs"
         )
+    if levels > 1:
+        # bundle the uplinks into the top tier so that its switches fill up: the top tier
+        # joins top_blocks blocks, and each of its switches takes one bundle per block
+        up = tiers[-2]["up_ports"]
+        bundle = max(b for b in range(1, up + 1)
+                     if up % b == 0 and radix % b == 0 and top_blocks * b <= radix)  # fmt: skip
+        if bundle > 1:
+            tiers[-2]["uplink_bundle"] = bundle
     if d["scale_up"] % gpus_per_node or built % d["scale_up"]:
         raise SpecError(
             "design", f"{code}: scale-up domains of {d['scale_up']} do not tile the nodes"

@@ -155,11 +155,14 @@ class _Present:
         return int(self.flows.size)
 
     def update(self, present: np.ndarray) -> None:
-        flows = np.flatnonzero(present)
-        if np.array_equal(flows, self.flows):
+        """Entries of the flows ``present`` (bool ``[F]``)."""
+        was = np.zeros(present.shape, dtype=bool)
+        was[self.flows] = True
+        if np.array_equal(present, was):
             return
-        if self.flows.size and np.isin(flows, self.flows).all():
-            keep = np.isin(self.flows, flows)  # only departures: drop their entries
+        flows = np.flatnonzero(present)
+        if self.flows.size and not (present & ~was).any():
+            keep = present[self.flows]  # only departures: drop their entries
             counts = np.diff(self.start)
             entry_keep = np.repeat(keep, counts)
             self.link, self.coef = self.link[entry_keep], self.coef[entry_keep]

@@ -59,6 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..pfc.pause import pause_update
 from ..status import Status
 from .groups import Groups
 
@@ -382,7 +383,7 @@ def _simulate(
         )
         # a packet holds its ingress buffer until its transmission has ended
         held = jax.ops.segment_sum(queue + sent, entry_ingress, num_links + 1)[:-1]
-        signalled = (held > xoff) | (st.signalled & (held > xon))
+        signalled = pause_update(st.signalled, held, xoff, xon)
         return _State(
             st.t + dt,
             st.n + 1,

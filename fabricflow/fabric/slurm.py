@@ -1,0 +1,453 @@
+"""Slurm topology files -> fabrics, and fabrics -> Slurm topology files.
+
+Slurm's ``topology.conf`` describes the network to its scheduler, in one of two forms:
+
+* **tree** (``TopologyPlugin=topology/tree``): one line per switch,
+  ``SwitchName=NAME Nodes=HOSTLIST`` for a leaf switch and ``SwitchName=NAME
+  Switches=HOSTLIST`` for a switch above other switches (``LinkSpeed=`` is accepted and
+  ignored: Slurm's own units are relative). A switch may list both.
+* **block** (``topology/block``): ``BlockName=NAME Nodes=HOSTLIST`` lines (the nodes of a
+  block share a fast local network) and optionally ``BlockSizes=N,M,...``.
+
+A file of one form becomes a graph fabric (:mod:`.graph`): every node holds
+``gpus_per_node`` GPUs with one ``nic_bandwidth`` NIC each; a node listed under several
+leaf switches (a rail-optimized design) puts its GPU ``i`` on the ``i mod n``-th of its
+``n`` switches, in file order, and a node under ``k G`` switches (``k`` planes, as in
+dual-plane designs) gives each GPU ``k`` links of ``nic_bandwidth / k``, on switches
+``i, i + G, ...``. Switch tiers are the height in the tree (leaf switches 1).
+Each switch's uplink to each of its ``p`` parents carries ``1/p`` of what enters the
+switch from below (non-blocking), unless the companion options say otherwise
+(``oversubscription``: down over up capacity at every switch; ``switch_bandwidth``: one
+fixed bandwidth per switch-to-switch cable). Block files get one switch per block and one
+``top`` switch joining the blocks.
+
+Errors name the file and line: a bad hostlist, a switch or block defined twice, a switch
+referenced before its definition, a line with neither ``Nodes`` nor ``Switches``, an
+unknown key. Switch kinds are their names less trailing digits (``leaf12`` -> ``leaf``).
+
+:func:`slurm_tree_text` and :func:`slurm_block_text` write any fabric whose switches
+form tiers (no GPU-to-GPU links, switch links only between tiers) in the two forms; the
+export of an imported file gives the same file back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+
+from ..errors import SpecError
+from ..files import read_structured
+from ..units import format_bandwidth, parse_bandwidth
+from .hostlist import HostlistError, compress_hostlist, expand_hostlist
+
+__all__ = [
+    "SLURM_OPTIONS",
+    "SlurmTopology",
+    "read_slurm_topology",
+    "slurm_block_text",
+    "slurm_fabric_spec",
+    "slurm_spec_from_file",
+    "slurm_tree_text",
+]
+
+_KEYS = {"switchname", "switches", "nodes", "linkspeed", "blockname", "blocksizes"}
+_PAIR = re.compile(r"(\w+)=(\S+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmTopology:
+    """A parsed topology file.
+
+    Attributes:
+        kind: ``"tree"`` or ``"block"``.
+        switches: name -> ``(child switches, nodes)`` in file order (blocks: no children).
+        block_sizes: the ``BlockSizes`` values (block files), else ``()``.
+        source: the file's path.
+        kinds: switch name -> kind where the file says it (netlists), else from the name.
+        origin: ``"slurm"`` or ``"netlist"`` (the fabric's name prefix).
+    """
+
+    kind: str
+    switches: dict
+    block_sizes: tuple = ()
+    source: str = ""
+    kinds: dict = dataclasses.field(default_factory=dict)
+    origin: str = "slurm"
+
+    @property
+    def nodes(self) -> list[str]:
+        """Every node once, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for _, nodes in self.switches.values():
+            seen.update(dict.fromkeys(nodes))
+        return list(seen)
+
+
+def read_slurm_topology(path: str | os.PathLike) -> SlurmTopology:
+    """Parse a tree or block ``topology.conf`` (module docs).
+
+    Raises:
+        SpecError: ``slurm``, naming the file and line of the first problem.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError("slurm", f"cannot read {name!r}: {error}") from error
+    switches: dict[str, tuple[list[str], list[str]]] = {}
+    kinds: set[str] = set()
+    sizes: tuple = ()
+    for number, raw in enumerate(lines, start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+
+        def fail(message: str, number=number) -> SpecError:
+            return SpecError("slurm", f"{name}, line {number}: {message}")
+
+        pairs = _pairs(line, fail)
+        if "blocksizes" in pairs and len(pairs) == 1:
+            sizes = _block_sizes(pairs["blocksizes"], fail)
+            continue
+        if "switchname" in pairs:
+            kinds.add("tree")
+            key = pairs["switchname"]
+        elif "blockname" in pairs:
+            kinds.add("block")
+            key = pairs["blockname"]
+            if "switches" in pairs:
+                raise fail("a block lists Nodes only, not Switches")
+        else:
+            raise fail("expected SwitchName=... or BlockName=... (or BlockSizes=...)")
+        if len(kinds) > 1:
+            raise fail("SwitchName and BlockName lines in one file: pick the tree or block form")
+        if key in switches:
+            raise fail(f"{key!r} is defined twice")
+        if "nodes" not in pairs and "switches" not in pairs:
+            raise fail(f"{key!r} has neither Nodes= nor Switches=")
+        children = _hosts(pairs.get("switches", ""), fail)
+        for child in children:
+            if child not in switches:
+                raise fail(f"switch {child!r} is referenced before its definition")
+            if child == key:
+                raise fail(f"switch {key!r} lists itself")
+        switches[key] = (children, _hosts(pairs.get("nodes", ""), fail))
+    if not switches:
+        raise SpecError("slurm", f"{name}: no SwitchName= or BlockName= line")
+    topology = SlurmTopology(kinds.pop(), switches, sizes, name)
+    if not topology.nodes:
+        raise SpecError("slurm", f"{name}: no switch or block lists any Nodes=")
+    return topology
+
+
+def _pairs(line: str, fail) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    rest = _PAIR.sub("", line).strip()
+    if rest:
+        raise fail(f"expected KEY=VALUE fields, got {rest!r}")
+    for key, value in _PAIR.findall(line):
+        lower = key.lower()
+        if lower not in _KEYS:
+            raise fail(
+                f"unknown key {key!r}; known: SwitchName, Switches, Nodes, LinkSpeed, "
+                "BlockName, BlockSizes"
+            )
+        if lower in pairs:
+            raise fail(f"{key} given twice")
+        pairs[lower] = value
+    return pairs
+
+
+def _hosts(expression: str, fail) -> list[str]:
+    if not expression:
+        return []
+    try:
+        return expand_hostlist(expression)
+    except HostlistError as error:
+        raise fail(f"bad hostlist: {error}") from None
+
+
+def _block_sizes(text: str, fail) -> tuple:
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise fail(f"BlockSizes must be integers, got {text!r}") from None
+    if any(x <= 0 for x in sizes):
+        raise fail(f"BlockSizes must be > 0, got {text!r}")
+    return sizes
+
+
+def slurm_fabric_spec(
+    topology: SlurmTopology,
+    *,
+    gpus_per_node: int,
+    nic_bandwidth,
+    oversubscription: float = 1.0,
+    switch_bandwidth=None,
+    latency="1us",
+) -> dict:
+    """The graph-fabric spec of ``topology`` (module docs). ``nic_bandwidth`` and
+    ``switch_bandwidth``: bandwidths (``"400Gbps"`` or bytes/s).
+
+    Raises:
+        SpecError: a bad ``gpus_per_node``, bandwidth or ``oversubscription``; a tree
+            without a single root where switches are unconnected.
+    """
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+        raise SpecError("gpus_per_node", f"must be an integer >= 1, got {gpus_per_node!r}")
+    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth")
+    fixed = (
+        None if switch_bandwidth is None else parse_bandwidth(switch_bandwidth, "switch_bandwidth")
+    )
+    if not isinstance(oversubscription, (int, float)) or not oversubscription >= 1:
+        raise SpecError("oversubscription", f"must be a number >= 1, got {oversubscription!r}")
+    switches = dict(topology.switches)
+    if topology.kind == "block":
+        top = "top" if "top" not in switches else "top_"
+        switches[top] = (list(topology.switches), [])
+    tier, parents = _tiers(switches)
+    leaves_of: dict[str, list[str]] = {}
+    for switch, (_, nodes) in switches.items():
+        for node in nodes:
+            leaves_of.setdefault(node, []).append(switch)
+    gpus: list[str] = []
+    links: list[dict] = []
+    for node in topology.nodes:
+        leaves = leaves_of[node]
+        planes = len(leaves) // gpus_per_node if len(leaves) % gpus_per_node == 0 else 1
+        for i in range(gpus_per_node):
+            gpu = f"{node}/gpu{i}"
+            gpus.append(gpu)
+            for plane in range(max(planes, 1)):  # k G leaves: k planes of nic / k each
+                leaf = leaves[(i + plane * gpus_per_node) % len(leaves)]
+                links.append({"a": gpu, "b": leaf, "bandwidth": float(nic / max(planes, 1))})
+    down = {s: 0.0 for s in switches}
+    for link in links:
+        down[str(link["b"])] += float(link["bandwidth"])
+    empty = [s for s in switches if down[s] == 0 and not switches[s][0]]
+    if empty:
+        raise SpecError(
+            "gpus_per_node",
+            f"{topology.source}: switch {empty[0]!r} gets no GPU: its nodes are under more "
+            f"switches than they have GPUs ({gpus_per_node}) and not a multiple of it",
+        )
+    for switch in sorted(switches, key=lambda s: tier[s]):  # bottom-up
+        above = parents.get(switch, [])
+        for parent in above:
+            bandwidth = fixed if fixed is not None else down[switch] / oversubscription / len(above)
+            links.append(
+                {
+                    "a": switch,
+                    "b": parent,
+                    "kind": topology.kinds.get(switch) or _kind(switch),
+                    **_bundle(bandwidth, nic),
+                }
+            )
+            down[parent] += bandwidth
+    nodes = [
+        {"name": s, "kind": topology.kinds.get(s) or _kind(s), "tier": tier[s]} for s in switches
+    ]
+    return {
+        "name": f"{topology.origin}-{os.path.splitext(os.path.basename(topology.source))[0] or 'topology'}",
+        "gpus": len(gpus),
+        "gpus_per_node": gpus_per_node,
+        "description": f"{'Slurm' if topology.origin == 'slurm' else 'netlist'} {topology.kind} "
+        f"topology {topology.source}: "
+        f"{len(topology.nodes):,} nodes, {len(topology.switches):,} "
+        f"{'switches' if topology.kind == 'tree' else 'blocks'}, NIC {format_bandwidth(nic)}",
+        "topology": {
+            "type": "graph",
+            "defaults": {"latency": latency, "kind": "nic"},
+            "nodes": nodes,
+            "gpus": gpus,
+            "links": links,
+        },
+    }
+
+
+def _bundle(bandwidth: float, nic: float) -> dict:
+    """A switch-to-switch link as cables of the NIC's speed where it divides evenly
+    (so that ports and cables count as built), else one cable of ``bandwidth``."""
+    cables = bandwidth / nic
+    if cables >= 1 and abs(cables - round(cables)) < 1e-9:
+        return {"bandwidth": float(nic), "count": int(round(cables))}
+    return {"bandwidth": float(bandwidth)}
+
+
+def _kind(name: str) -> str:
+    """A switch's kind from its name: the name less its trailing digits (``leaf12`` ->
+    ``leaf``), so that an exported file reads back under the same names."""
+    kind = name.rstrip("0123456789")
+    return kind if kind and kind != "gpu" else "switch"
+
+
+def _tiers(switches: dict) -> tuple[dict, dict]:
+    """Tier of each switch (leaves 1, else 1 + the highest child) and its parents."""
+    tier: dict[str, int] = {}
+    parents: dict[str, list[str]] = {}
+    for name, (children, _) in switches.items():  # children are defined first
+        tier[name] = 1 + max((tier[c] for c in children), default=0)
+        for child in children:
+            parents.setdefault(child, []).append(name)
+    return tier, parents
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def _host_structure(fabric):
+    """``(host names [H], switch names {node id: name}, leaves of each host, children
+    of each switch)`` of a tiered fabric, or SpecError where it has no tree form."""
+    tier = np.asarray(fabric.node_tier)
+    src, dst = np.asarray(fabric.link_src), np.asarray(fabric.link_dst)
+    up = np.asarray(fabric.capacity) > 0
+    if np.any(up & (tier[src] == 0) & (tier[dst] == 0)):
+        raise SpecError(
+            "export", f"{fabric.name!r} links GPUs directly (a torus or mesh): no Slurm tree"
+        )
+    net = (tier[src] >= 1) & (tier[dst] >= 1) & up
+    if np.any(net & (tier[src] == tier[dst])):
+        raise SpecError(
+            "export",
+            f"{fabric.name!r} has links between switches of one tier (a dragonfly or ring): "
+            "no Slurm tree",
+        )
+    kinds = fabric.node_kinds
+    names = {}
+    counters: dict[str, int] = {}
+    for node in np.flatnonzero(tier >= 1):
+        kind = kinds[int(fabric.node_kind_id[node])]
+        names[int(node)] = f"{kind}{counters.get(kind, 0)}"
+        counters[kind] = counters.get(kind, 0) + 1
+    per_node = int(fabric.gpus_per_node)
+    num_hosts = fabric.num_gpus // per_node
+    hosts = _host_names(fabric, num_hosts, per_node)
+    gpu_host = {int(n): g // per_node for g, n in enumerate(np.asarray(fabric.gpu_node))}
+    # a GPU reaches its leaf directly or through its scale-up switch (tier -1)
+    attach = up & (tier[dst] >= 1) & (tier[src] <= 0)
+    leaves: list[list[str]] = [[] for _ in range(num_hosts)]
+    scale_up_host: dict[int, int] = {}
+    for a, b in zip(
+        src[up & (tier[src] == 0) & (tier[dst] < 0)],
+        dst[up & (tier[src] == 0) & (tier[dst] < 0)],
+        strict=True,
+    ):
+        scale_up_host.setdefault(int(b), gpu_host[int(a)])
+    for a, b in zip(src[attach], dst[attach], strict=True):
+        host = gpu_host.get(int(a), scale_up_host.get(int(a)))
+        if host is not None and names[int(b)] not in leaves[host]:
+            leaves[host].append(names[int(b)])
+    children: dict[str, list[str]] = {names[n]: [] for n in names}
+    lower = net & (tier[src] < tier[dst])
+    for a, b in zip(src[lower], dst[lower], strict=True):
+        if names[int(a)] not in children[names[int(b)]]:
+            children[names[int(b)]].append(names[int(a)])
+    lonely = [hosts[h] for h in range(num_hosts) if not leaves[h]]
+    if lonely:
+        raise SpecError("export", f"{fabric.name!r}: host {lonely[0]} reaches no switch")
+    order = sorted(names, key=lambda n: (tier[n], n))
+    return hosts, [names[n] for n in order], leaves, children
+
+
+def _host_names(fabric, num_hosts: int, per_node: int) -> list[str]:
+    """The node names of a fabric read from a Slurm file (its GPUs are ``NODE/gpuI``),
+    else ``node0 ...`` zero-padded to one width."""
+    gpus = (fabric.meta.get("spec") or {}).get("topology", {}).get("gpus")
+    if isinstance(gpus, list) and len(gpus) == num_hosts * per_node:
+        names = [str(g).rpartition("/gpu")[0] for g in gpus[::per_node]]
+        if all(names) and len(set(names)) == num_hosts:
+            return names
+    width = len(str(max(num_hosts - 1, 1)))
+    return [f"node{h:0{width}d}" for h in range(num_hosts)]
+
+
+def slurm_tree_text(fabric) -> str:
+    """``topology.conf`` (tree form) of ``fabric``: a line per switch, leaves first (hosts
+    ``nodeNNN``: GPUs ``[h G, (h + 1) G)`` with ``G = gpus_per_node``; switches named by
+    kind and index).
+
+    Raises:
+        SpecError: ``export``: the fabric links GPUs directly or switches within a tier.
+    """
+    hosts, order, leaves, children = _host_structure(fabric)
+    under: dict[str, list[str]] = {name: [] for name in order}
+    for host, switches in zip(hosts, leaves, strict=True):
+        for switch in switches:
+            under[switch].append(host)
+    lines = [f"# Slurm topology/tree for {fabric.name} (written by fabricflow)"]
+    for name in order:
+        fields = [f"SwitchName={name}"]
+        if children[name]:
+            fields.append(f"Switches={compress_hostlist(children[name])}")
+        if under[name]:
+            fields.append(f"Nodes={compress_hostlist(under[name])}")
+        if len(fields) > 1:
+            lines.append(" ".join(fields))
+    return "\n".join(lines) + "\n"
+
+
+def slurm_block_text(fabric) -> str:
+    """``topology.conf`` (block form) of ``fabric``: one block per set of hosts that
+    share the same leaf switches (a rack, or a scalable unit of a rail-optimized
+    fabric), in host order, and ``BlockSizes`` of the smallest block.
+
+    Raises:
+        SpecError: ``export``: as :func:`slurm_tree_text`.
+    """
+    hosts, _, leaves, _ = _host_structure(fabric)
+    blocks: dict[tuple, list[str]] = {}
+    for host, switches in zip(hosts, leaves, strict=True):
+        blocks.setdefault(tuple(sorted(switches)), []).append(host)
+    lines = [f"# Slurm topology/block for {fabric.name} (written by fabricflow)"]
+    for index, members in enumerate(blocks.values()):
+        lines.append(f"BlockName=block{index} Nodes={compress_hostlist(members)}")
+    lines.append(f"BlockSizes={min(len(m) for m in blocks.values())}")
+    return "\n".join(lines) + "\n"
+
+
+SLURM_OPTIONS = (
+    "gpus_per_node",
+    "nic_bandwidth",
+    "oversubscription",
+    "switch_bandwidth",
+    "latency",
+)
+
+
+def slurm_spec_from_file(path: str, options: dict) -> dict:
+    """The spec of ``load_fabric("slurm:PATH", ...)``: ``options`` holds the keywords of
+    :func:`slurm_fabric_spec` and optionally ``companion`` (a YAML/JSON file with the
+    same keys; keywords given win). ``gpus_per_node`` and ``nic_bandwidth`` are required.
+
+    Raises:
+        SpecError: a missing or bad option (named), or a bad file.
+    """
+    options = dict(options)
+    companion = options.pop("companion", None)
+    values: dict = {}
+    if companion is not None:
+        data = read_structured(companion, what="slurm companion")
+        if not isinstance(data, dict):
+            raise SpecError(
+                "companion", f"{companion} must hold a mapping of {list(SLURM_OPTIONS)}"
+            )
+        unknown = sorted(set(data) - set(SLURM_OPTIONS))
+        if unknown:
+            raise SpecError(
+                "companion",
+                f"{companion}: unknown key {unknown[0]!r}; known: {list(SLURM_OPTIONS)}",
+            )
+        values.update(data)
+    values.update({k: v for k, v in options.items() if v is not None})
+    for key in ("gpus_per_node", "nic_bandwidth"):
+        if key not in values:
+            raise SpecError(
+                key,
+                f"a Slurm topology does not give its {key.replace('_', ' ')}: give {key}= (CLI "
+                f"--{key.replace('_', '-')}) or put it in a companion file",
+            )
+    return slurm_fabric_spec(read_slurm_topology(path), **values)
