@@ -94,10 +94,10 @@ class _Class:
             np.bincount(ld[enters], minlength=self.parts),
         )
 
-    def seconds(self, groups: np.ndarray, domains: np.ndarray, op: str, size: float,
-                channels: int) -> float:  # fmt: skip
-        """Seconds the ring traffic of the groups that span scale-up domains needs to cross
-        the busiest part's boundary, hash collisions included."""
+    def seconds_per_byte(self, groups: np.ndarray, domains: np.ndarray, op: str,
+                         channels: int) -> float:  # fmt: skip
+        """Seconds per byte of ``S`` the ring traffic of the groups that span scale-up
+        domains needs to cross the busiest part's boundary, hash collisions included."""
         spanning = groups[domains > 1]
         if not len(spanning):
             return 0.0
@@ -108,16 +108,23 @@ class _Class:
         where = pairs % self.parts
         split = a < n
         if op == "all_to_all":
-            volume = np.where(split, a * (n - a) / n, 0.0) * size
+            volume = np.where(split, a * (n - a) / n, 0.0)
         else:
-            volume = np.where(split, _RING[op](n), 0.0) * size
+            volume = np.where(split, _RING[op](n), 0.0)
         bytes_per_part = np.bincount(where, weights=volume, minlength=self.parts)
-        flows = np.bincount(where, weights=split * channels, minlength=self.parts)
+        flows = np.bincount(where, weights=split * channels, minlength=self.parts).astype(int)
         worst = 0.0
         for cap, links in (self.out, self.into):
-            for d in np.flatnonzero((bytes_per_part > 0) & (cap > 0)).tolist():
-                gamma = collision_factor(int(flows[d]), int(links[d]))
-                worst = max(worst, bytes_per_part[d] * gamma / cap[d])
+            use = np.flatnonzero((bytes_per_part > 0) & (cap > 0))
+            if not len(use):
+                continue
+            # few distinct (flows, links) pairs: the factor once per pair
+            pairs, inverse = np.unique(
+                np.stack([flows[use], links[use]], axis=1), axis=0, return_inverse=True
+            )
+            gamma = np.asarray([collision_factor(f, k) for f, k in pairs.tolist()])
+            load = bytes_per_part[use] * gamma[inverse.reshape(-1)] / cap[use]
+            worst = max(worst, float(load.max()))
         return worst
 
 
@@ -147,19 +154,33 @@ class ClassModel:
 
     def seconds(self, groups: np.ndarray, op: str, size: float) -> float:
         """Estimated seconds of the slowest group of ``op`` at ``size`` on ``groups``."""
+        if size <= 0:
+            return 0.0
+        return max(self.alone(groups, op, size), size * self.seconds_per_byte(groups, op))
+
+    def alone(self, groups: np.ndarray, op: str, size: float) -> float:
+        """The alpha-beta seconds of the slowest group at ``size`` (no contention; 0 where
+        the estimate has no formula or the groups cannot reach each other)."""
         groups = np.asarray(groups, dtype=np.int64)
         if groups.ndim != 2 or groups.shape[1] < 2 or size <= 0:
             return 0.0
         try:
-            alone = float(np.max(alpha_beta_estimate(
+            return float(np.max(alpha_beta_estimate(
                 self.fabric, op, groups, size, fingerprint=self.fingerprint
             )))  # fmt: skip
         except (SpecError, RoutingError):
-            alone = 0.0
+            return 0.0
+
+    def seconds_per_byte(self, groups: np.ndarray, op: str) -> float:
+        """Seconds per byte of ``S`` of the busiest link class (hash collisions included):
+        the contended part of the estimate, linear in the size."""
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.ndim != 2 or groups.shape[1] < 2:
+            return 0.0
         domain = np.sort(np.asarray(self.fabric.gpu_domain)[groups], axis=1)
         domains = 1 + np.count_nonzero(np.diff(domain, axis=1), axis=1)
         channels = DEFAULT_COST.channels_per_rail if self.hashed else 0
-        contended = max(
-            (c.seconds(groups, domains, op, size, channels) for c in self.classes), default=0.0
+        return max(
+            (c.seconds_per_byte(groups, domains, op, channels) for c in self.classes),
+            default=0.0,
         )
-        return max(alone, contended)

@@ -25,7 +25,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..collective import structure_cache
-from ..collective.comm import collective_timer
+from ..collective.comm import collective_timer, prepared_collectives
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.compute import COLLECTIVES
@@ -41,6 +41,8 @@ _SET_DIMS = {"tp": ("tp",), "cp": ("cp",), "pp": ("pp",), "dp": ("dp", "cp"), "e
              "edp": ("dp",)}  # fmt: skip
 # Structures whose group arrays are kept (a 16k-GPU structure's sets weigh ~0.8 MB).
 GROUP_MEMO = 64
+# Collectives (group set, op) prepared per engine call when structures are opened.
+PREPARE_BATCH = 16
 STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
                    "algo_pp", "algo_dp")  # fmt: skip
 
@@ -74,6 +76,7 @@ class Structures:
         self._seconds: dict[tuple, float] = {}
         self._rates: dict[tuple, dict[str, float]] = {}
         self._classed: dict[tuple, float] = {}
+        self._asked: set[tuple] = set()  # group sets handed to the engine (_prepare)
         self.class_model: ClassModel | None = None  # built on first use
 
     # ------------------------------------------------------------------ identification
@@ -164,11 +167,44 @@ class Structures:
         seconds (slowest group), from the cuts, or (``isolated``) the step model's
         collective alone on the fabric (solving what is not solved yet). ``needs``:
         :func:`.analytic.collective_needs` of the candidates' rows."""
+        if isolated and self.collectives == "fabric":
+            self._prepare(needs, sids)
         out = {}
         for key, (size, issued) in needs.items():
             name, op = COLLECTIVES[key]
             out[key] = self._seconds_of(sids, name, op, size, isolated, issued)
         return out
+
+    def _prepare(self, needs: dict, sids: np.ndarray) -> None:
+        """Route and solve, in engine batches (:func:`~fabricflow.collective.comm.
+        prepared_collectives`: twin phases once, the max-min solves of a batch together),
+        every group set the isolated bounds of these candidates need and this search has
+        not asked for yet; each lands in the process-wide cache under the key
+        ``step_time`` looks up. A batch the collective model refuses leaves its sets to be
+        prepared one by one (:meth:`_isolated`), which records each refusal."""
+        batches: dict[str, dict[tuple, tuple]] = {}
+        for key, (size, issued) in needs.items():
+            name, op = COLLECTIVES[key]
+            for sid in np.unique(sids[(size > 0) & issued]).tolist():
+                groups = self.groups(sid)
+                if groups is None or name not in groups or groups[name].shape[1] < 2:
+                    continue
+                algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
+                routing = self.value(sid, "routing")
+                memo = (self.set_key(sid, name), op, algo, routing)
+                if memo not in self._asked:
+                    self._asked.add(memo)
+                    batches.setdefault(routing, {})[memo] = (op, groups[name], algo)
+        for routing, requests in batches.items():
+            todo = list(requests.values())
+            for start in range(0, len(todo), PREPARE_BATCH):
+                try:
+                    prepared_collectives(
+                        self.fabric, todo[start : start + PREPARE_BATCH], routing=routing,
+                        seed=0, fingerprint=self.fingerprint,
+                    )  # fmt: skip
+                except (SpecError, RoutingError):
+                    pass
 
     def classed(self, needs: dict, sids: np.ndarray) -> dict:
         """Collective key -> float64 ``[n]``: the class-level estimate of each candidate's
@@ -189,16 +225,22 @@ class Structures:
         return out
 
     def _class_seconds(self, sid: int, name: str, op: str, nbytes: float) -> float:
-        memo = (self.set_key(sid, name), op, nbytes)
-        if memo not in self._classed:
-            if self.class_model is None:
-                self.class_model = ClassModel(self.fabric)
+        """The class-level estimate of ``op`` at ``nbytes`` on set ``name`` of ``sid``: its
+        per-byte contended part once per group set (:meth:`set_key`), the alpha-beta part
+        once per size."""
+        if self.class_model is None:
+            self.class_model = ClassModel(self.fabric)
+        memo = (self.set_key(sid, name), op)
+        if (*memo, nbytes) not in self._classed:
             groups = self.groups(sid)
-            value = 0.0
-            if groups is not None and name in groups:
-                value = self.class_model.seconds(groups[name], op, nbytes)
-            self._classed[memo] = value
-        return self._classed[memo]
+            if groups is None or name not in groups:
+                self._classed[(*memo, nbytes)] = 0.0
+                return 0.0
+            if memo not in self._classed:
+                self._classed[memo] = self.class_model.seconds_per_byte(groups[name], op)
+            alone = self.class_model.alone(groups[name], op, nbytes)
+            self._classed[(*memo, nbytes)] = max(alone, nbytes * self._classed[memo])
+        return self._classed[(*memo, nbytes)]
 
     def _seconds_of(self, sids, name, op, size, isolated, wanted) -> np.ndarray:
         """Seconds ``[n]`` of ``op`` on group set ``name`` at ``size`` for each structure
