@@ -1,6 +1,8 @@
 """The training stack's features by era (docs/references.md §17): fused weight-gradient
 accumulation, asynchronous backward TP collectives, the fused cross entropy."""
 
+import dataclasses
+
 import pytest
 
 import fabricflow as ff
@@ -57,3 +59,21 @@ def test_async_backward_tp_collectives_hide_behind_the_weight_gradient_gemms(sel
     hides = ff.step_time(model, "a100-80gb", Layout(**kw), selene, **no_check)
     ratio = hides.breakdown["tp"] / waits.breakdown["tp"]
     assert 0.5 < ratio < 0.75
+
+
+def test_executed_flops_count_the_sliding_window_as_its_kernel_runs_it():
+    """GPT-OSS: half the layers attend to 128 keys. At 4,096 tokens the executed attention
+    core of those layers is 128 / 4096 of the full product, not the causal half."""
+    from fabricflow.workload.flops import attention_core_flops_per_token, executed_flops_per_step
+    from fabricflow.workload.layer_cost import FLASH_BACKWARD
+
+    model = ff.load_model("gpt-oss-120b")
+    windowless = dataclasses.replace(model, sliding_window=0, sliding_layers=0)
+    seq = 4096
+    core = attention_core_flops_per_token(model, seq) * model.num_layers * seq  # per sequence
+    share = model.sliding_layers / model.num_layers
+    saved = core * share * (0.5 - model.sliding_window / seq) * (1.0 + FLASH_BACKWARD)
+    diff = executed_flops_per_step(windowless, seq, 1, "none") - executed_flops_per_step(
+        model, seq, 1, "none"
+    )
+    assert diff == pytest.approx(saved, rel=1e-9)
