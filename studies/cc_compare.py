@@ -11,7 +11,7 @@ throughput against queueing delay. Writes ``OUT/cc_compare.nc`` (dims cc, scenar
 ``OUT/cc_head_to_head.nc``, one figure per metric family (``OUT/cc_queues.png``,
 ``cc_throughput.png``, ``cc_fairness.png``, ``cc_pfc.png``, ``cc_convergence.png``) and
 ``OUT/cc_compare.json`` with the key numbers. ``--fast``: two laws, small scenarios, 2 ms,
-no head-to-head or tuning (seconds, for the tests). The computation is
+no head-to-head or tuning (under a minute, for the tests). The computation is
 :mod:`fabricflow.study.cc_compare`.
 """
 

@@ -16,8 +16,11 @@ from fabricflow.cluster.simulate import simulate_cluster
 from fabricflow.errors import SpecError
 
 
-def _solo(predictor, *, steps=1_500_000, seed=11):
-    (job,) = (run := solo_run(400.0, 40.0, 120.0, 2000.0, steps, seed, predictor)).jobs
+def _solo(predictor, *, work_s, seed=11):
+    """The solo job with ``work_s`` seconds of standalone work (a count of failures that
+    does not move with the step model's step time)."""
+    run = solo_run(400.0, 40.0, 120.0, 2000.0, None, seed, predictor, duration_s=work_s)
+    (job,) = run.jobs
     return run, job
 
 
@@ -30,7 +33,7 @@ def test_simulated_goodput_and_lost_work_match_renewal_theory(recall, precision,
     predictor = Predictor(
         recall=recall, precision=precision, lead_s=lead, classes=("gpu",), drain_s=600.0
     )
-    run, job = _solo(predictor, steps=1_000_000)
+    run, job = _solo(predictor, work_s=700_000.0)
     # hundreds of alarms; the failures that still hit the job are the unpredicted ones
     assert job["state"] == "done" and job["failures"] > 70 and job["alarms"] > 200
     expected = expected_goodput_with_prediction(
@@ -49,11 +52,11 @@ def test_simulated_goodput_and_lost_work_match_renewal_theory(recall, precision,
 
 
 def test_prediction_beats_reactive_restart_and_recall_zero_is_reactive():
-    reactive_run, reactive = _solo(None, steps=400_000)
-    blind_run, blind = _solo(Predictor(recall=0.0, classes=("gpu",)), steps=400_000)
+    reactive_run, reactive = _solo(None, work_s=280_000.0)
+    blind_run, blind = _solo(Predictor(recall=0.0, classes=("gpu",)), work_s=280_000.0)
     assert blind == reactive  # the same failures (drawn ahead, same streams), no alarm
     _, predicted = _solo(
-        Predictor(recall=0.8, precision=1.0, lead_s=600.0, classes=("gpu",)), steps=400_000
+        Predictor(recall=0.8, precision=1.0, lead_s=600.0, classes=("gpu",)), work_s=280_000.0
     )
     assert predicted["goodput"] > reactive["goodput"] + 0.05
     assert predicted["lost_work_s"] < 0.5 * reactive["lost_work_s"]

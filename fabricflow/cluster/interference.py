@@ -19,14 +19,17 @@ Jobs whose flows share a link form a connected component (each job's links stamp
 one scratch array of the fabric's links, jobs meeting a stamp joined by union-find: the
 cost is in the links the jobs use, not in the fabric's). A job alone in its component keeps
 its time alone at its placement, and so does every job of a component whose rows at
-their alone rates fit together on every link (:func:`alone_rates_fit`: those are then the
-joint max-min rates). For every other component, the rows of all its jobs that
-are chained to another job's through shared links are solved in ONE max-min (the
-collective model's float64 solver over the concatenated rows; rows not chained keep their
-rates alone, as max-min rates depend only on flows connected through links): every
+their own rates (below) fit together on every link (:func:`alone_rates_fit`: those are
+then the joint max-min rates). For every other component, the rows of all its jobs that
+are chained to another job's through shared links are solved in ONE max-min (the shared
+engine in float64 over the concatenated rows; rows not chained keep their own rates, as
+max-min rates depend only on flows connected through links): every
 running job's bulk traffic in flight together, which is what the snapshot (held-rate)
-model of the step coupling assumes inside a job. Each job's step is then recomposed with
-its representative phases at the joint rates (:meth:`~.job_model.JobModel.step_seconds`):
+model of the step coupling assumes inside a job. What the neighbours do is each row's
+joint rate against its *own* rate (its job's rows alone, all sets in flight together:
+:meth:`Interference._own_rate`), a ratio applied to its alone rate: the contention of a
+job's own sets is in its coupled alone times already. Each job's step is then recomposed
+with its representative phases at those rates (:meth:`~.job_model.JobModel.step_seconds`):
 each collective takes the larger of its coupled alone time and its bound phase priced at
 those rates, or, for a set's other collectives, slowed by the representative phase's
 slowdown. So a job never runs faster for sharing, and only exposed communication slows
@@ -134,6 +137,9 @@ class PlacedJob:
         link_ids: int64 sorted unique links of the flows.
         row_component: int64 ``[U]`` its rows' components over its own links
             (:func:`row_components`).
+        own_rate: float64 ``[U]`` its rows' max-min rates with all its sets in flight
+            together and no other job (computed when it first shares links: see
+            :meth:`Interference._own_rate`), or None.
     """
 
     key: int
@@ -151,6 +157,7 @@ class PlacedJob:
     alone_s: float
     link_ids: np.ndarray
     row_component: np.ndarray
+    own_rate: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -166,7 +173,8 @@ class PlacedJob:
             self.gpus,
             self.row_component,
         )
-        return int(sum(a.nbytes for a in arrays))
+        own = 0 if self.own_rate is None else self.own_rate.nbytes
+        return int(sum(a.nbytes for a in arrays)) + own
 
     def rates_by_set(self, row_rate: np.ndarray) -> dict[str, np.ndarray]:
         """``{set name: [T] rates}`` of its transfers, from a rate per row ``[U]``."""
@@ -222,18 +230,23 @@ class Interference:
         self._capacity: np.ndarray | None = None  # effective capacity of self.fabric
         self._stamp: np.ndarray | None = None  # scratch [L] of -1 (see _scratch)
         self._kind_cache: dict[int, tuple] = {}  # job -> (its rates, its load per link kind)
+        # each running job as placed on the healthy fabric, taken back when a repair
+        # returns the fabric to it (the same GPUs: the same flows and alone rates)
+        self._healthy: dict[int, PlacedJob] = {}
         self._gpu_links: GpuLinks | None = None  # the links at each GPU (same in any fabric state)
         self.stats: dict = {
             "evaluations": 0,
             "seconds": 0.0,
             "solves": 0,
             "solves_skipped": 0,
+            "own_solves": 0,
             "solve_seconds": 0.0,
             "flows_last": 0,
             "components_last": 0,
             "jobs_last": 0,
             "prepared": 0,
             "prepare_seconds": 0.0,
+            "placements_kept": 0,
             "job_models": 0,
             "job_model_seconds": 0.0,
             "job_model_bytes": 0,
@@ -256,6 +269,7 @@ class Interference:
                 "gpus", f"job {key} has a layout of {job.layout.num_gpus} GPUs, got {gpus.size}"
             )
         model = self._job_model(job)
+        self._healthy.pop(int(key), None)
         self._jobs[int(key)] = self._place(int(key), job, model, gpus.astype(np.int64))
         self._kind_cache.pop(int(key), None)
         self._load.pop(int(key), None)
@@ -271,6 +285,7 @@ class Interference:
 
     def remove(self, key: int) -> None:
         """Stop job ``key`` (no-op when it is not running)."""
+        self._healthy.pop(int(key), None)
         if self._jobs.pop(int(key), None) is not None:
             self._times.pop(int(key), None)
             self._load.pop(int(key), None)
@@ -302,10 +317,16 @@ class Interference:
         nodes[fabric.link_dst[changed]] = True
         touched = nodes[fabric.link_src] | nodes[fabric.link_dst]
         cut = []
+        healthy = self._is_base(fabric)
         for key, job in list(self._jobs.items()):
             if touched[job.link_ids].any():
                 try:
-                    self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
+                    kept = self._healthy.get(key) if healthy else None
+                    if kept is not None and np.array_equal(kept.gpus, job.gpus):
+                        self._jobs[key] = kept  # back on the healthy fabric: as placed there
+                        self.stats["placements_kept"] += 1
+                    else:
+                        self._jobs[key] = self._place(key, job.spec, job.model, job.gpus)
                     self._kind_cache.pop(key, None)
                     self._load.pop(key, None)
                 except RoutingError:
@@ -432,7 +453,7 @@ class Interference:
         alone_s = model.step_seconds({n: r for n, r in zip(names, alone, strict=True)})
         self.stats["prepared"] += 1
         self.stats["prepare_seconds"] += time.perf_counter() - started
-        return PlacedJob(
+        placed = PlacedJob(
             key=key,
             spec=spec,
             gpus=gpus,
@@ -449,6 +470,18 @@ class Interference:
             link_ids=link_ids,
             row_component=row_components(row_entries, local),
         )
+        if self._is_base(self.fabric):
+            self._healthy[key] = placed
+        return placed
+
+    def _is_base(self, fabric: Fabric) -> bool:
+        """Whether ``fabric`` is the healthy fabric (the same object, or every link up
+        with the same capacity)."""
+        base = self.base
+        return fabric is base or (
+            np.array_equal(fabric.capacity, base.capacity)
+            and np.array_equal(np.asarray(fabric.link_up), np.asarray(base.link_up))
+        )
 
     def _capacity_of(self, model: JobModel) -> np.ndarray | None:
         """Effective capacity (B/s ``[L]``) of the current fabric, computed once per fabric
@@ -462,7 +495,10 @@ class Interference:
         return self._capacity
 
     def _count_bytes(self) -> None:
-        sizes = [job.nbytes for job in self._jobs.values()]
+        sizes = []
+        for key, job in self._jobs.items():
+            kept = self._healthy.get(key)  # its healthy placement, when another is current
+            sizes.append(job.nbytes + (kept.nbytes if kept is not None and kept is not job else 0))
         running = int(sum(sizes))
         self.stats["running_bytes"] = running
         self.stats["running_bytes_max"] = max(self.stats["running_bytes_max"], running)
@@ -537,40 +573,64 @@ class Interference:
         self.stats["components_last"] = len(components)
         self.stats["jobs_last"] = len(self._jobs)
 
+    def _own_rate(self, job: PlacedJob, capacity: np.ndarray | None) -> np.ndarray:
+        """float64 ``[U]``: ``job``'s rows' max-min rates with every set in flight together
+        and no other job: its alone rates when they fit together on its links
+        (:func:`alone_rates_fit`), else one solve of its rows; kept with the placement."""
+        if job.own_rate is None:
+            if capacity is None or alone_rates_fit([job], capacity, self._scratch()):
+                job.own_rate = job.alone_rate
+            else:
+                job.own_rate = self._max_min(job.row_entries, job.entry_link, job.entry_coef)
+                self.stats["own_solves"] += 1
+        return job.own_rate
+
+    def _max_min(
+        self, row_entries: np.ndarray, entry_link: np.ndarray, entry_coef: np.ndarray
+    ) -> np.ndarray:
+        """float64 ``[U]`` max-min rates of rows given as entries, on the current fabric's
+        effective capacity (the shared engine, float64)."""
+        from ..solve.maxmin.engine import max_min
+        from ..solve.maxmin.entries import FlowEntries
+
+        start = np.concatenate([[0], np.cumsum(row_entries)])
+        entries = FlowEntries(start, entry_link, entry_coef, self.fabric.num_links)
+        capacity = self._capacity
+        return np.asarray(max_min(entries, capacity, dtype=np.float64).rates, dtype=np.float64)
+
     def _solve(self, members: list[int]) -> tuple[dict[int, tuple[float, np.ndarray]], int]:
         """One max-min over the rows of every job of a component, then each job's step
         recomposed at its joint rates (see the module docs). Returns ``{key: (seconds, row
         rates [U])}`` and the number of rows solved."""
-        from ..solve.maxmin.engine import max_min
-        from ..solve.maxmin.entries import FlowEntries
-
         started = time.perf_counter()
         jobs = [self._jobs[k] for k in members]
         row_entries = np.concatenate([j.row_entries for j in jobs])
         entry_link = np.concatenate([j.entry_link for j in jobs])
         entry_coef = np.concatenate([j.entry_coef for j in jobs])
-        rate = np.concatenate([j.alone_rate for j in jobs])
         capacity = self._capacity_of(jobs[0].model)
-        if capacity is not None and alone_rates_fit(jobs, capacity, self._scratch()):
-            # every job's alone rates fit together on every link they use: they are the
+        own = [self._own_rate(j, capacity) for j in jobs]
+        rate = np.concatenate(own)
+        if capacity is not None and alone_rates_fit(jobs, capacity, self._scratch(), own):
+            # every job's own rates fit together on every link they use: they are the
             # joint max-min rates (see alone_rates_fit), no solve needed
             self.stats["solves_skipped"] += 1
             joined = np.zeros(rate.size, dtype=bool)
         else:
             # Only rows linked to another job's rows through chains of shared links can
-            # change: the others keep their rates alone.
+            # change: the others keep their own rates (max-min is separable over
+            # components of the row-link graph).
             joined = joined_rows(jobs, self._scratch())
         if joined.any():
             keep = np.repeat(joined, row_entries)
-            counts = row_entries[joined]
-            start = np.concatenate([[0], np.cumsum(counts)])
-            entries = FlowEntries(start, entry_link[keep], entry_coef[keep], self.fabric.num_links)
-            rate[joined] = max_min(entries, capacity, dtype=np.float64).rates
+            rate[joined] = self._max_min(row_entries[joined], entry_link[keep], entry_coef[keep])
         out = {}
         starts = np.cumsum([0, *(j.row_entries.size for j in jobs)])
         for index, job in enumerate(jobs):
             mine = rate[starts[index] : starts[index + 1]]
-            seconds = job.model.step_seconds(job.rates_by_set(mine))
+            # what the neighbours do: the joint rates against the job's own, applied to
+            # its sets' alone rates (its own sets' contention is in its coupled times)
+            ratio = np.divide(mine, own[index], out=np.ones_like(mine), where=own[index] > 0)
+            seconds = job.model.step_seconds(job.rates_by_set(job.alone_rate * ratio))
             out[job.key] = (max(seconds, job.alone_s), mine)
         self.stats["solves"] += 1
         self.stats["solve_seconds"] += time.perf_counter() - started
@@ -709,7 +769,9 @@ def shared_links(jobs: list, scratch: np.ndarray) -> np.ndarray:
     return np.concatenate(multi) if multi else np.zeros(0, dtype=np.int64)
 
 
-def alone_rates_fit(jobs: list, capacity: np.ndarray, scratch: np.ndarray) -> bool:
+def alone_rates_fit(
+    jobs: list, capacity: np.ndarray, scratch: np.ndarray, rates: list | None = None
+) -> bool:
     """Whether the rows of ``jobs`` (see :class:`PlacedJob`) at their alone rates
     (``alone_rate``, each group set solved alone) load no link beyond ``capacity`` (B/s
     ``[L]``, with a relative slack of :data:`FIT_RTOL` for the rounding of saturated
@@ -721,16 +783,18 @@ def alone_rates_fit(jobs: list, capacity: np.ndarray, scratch: np.ndarray) -> bo
     so it is still saturated with the flow's rate the largest on it, and a feasible
     allocation in which every flow has such a bottleneck is the (unique) max-min fair one.
     So a component whose jobs do not contend needs no solve (most of them in a cluster
-    that is not saturated). ``scratch``: an int64 array over the links filled with -1
-    (left so). O(entries).
+    that is not saturated). The same holds with each job's rows at their max-min rates
+    over its own rows (``rates``: float64 ``[U]`` per job, default ``alone_rate``).
+    ``scratch``: an int64 array over the links filled with -1 (left so). O(entries).
     """
     links = used_links(np.concatenate([job.link_ids for job in jobs]))[0]
     if links.size == 0:
         return True
     scratch[links] = np.arange(links.size)
     load = np.zeros(links.size)
-    for job in jobs:
-        weight = job.entry_coef * np.repeat(job.alone_rate, job.row_entries)
+    for index, job in enumerate(jobs):
+        rate = job.alone_rate if rates is None else rates[index]
+        weight = job.entry_coef * np.repeat(rate, job.row_entries)
         load += np.bincount(scratch[job.entry_link], weights=weight, minlength=links.size)
     scratch[links] = -1
     return bool(np.all(load <= capacity[links] * (1.0 + FIT_RTOL)))
