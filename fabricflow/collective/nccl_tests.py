@@ -9,11 +9,23 @@ layout, so ``fabricflow collective --out`` writes it beside its CSV.
 
 The model has no in-place/out-of-place difference and checks no data: both halves carry
 the same figures and ``#wrong`` is ``N/A`` (what nccl-tests prints with ``-c 0``).
+
+:func:`read_nccl_tests` reads such a log back (a measured one or this module's), with
+errors that name the file and line.
 """
 
 from __future__ import annotations
 
-__all__ = ["NCCL_TESTS_OPS", "format_nccl_tests"]
+import dataclasses
+import math
+import os
+import re
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["NCCL_TESTS_OPS", "NcclTestsLog", "format_nccl_tests", "read_nccl_tests"]
 
 # fabricflow op -> (nccl-tests binary, redop, root) as nccl-tests prints them
 NCCL_TESTS_OPS = {
@@ -71,3 +83,156 @@ def format_nccl_tests(rows: list[dict], op: str, *, gpus: int, title: str = "") 
         "#",
     ]
     return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class NcclTestsLog:
+    """The table of one nccl-tests log.
+
+    Attributes:
+        source: the file's path. ranks: GPUs listed in the ``#  Rank ...`` lines (0 when
+            the log has none). data_type, redop: of the rows (nccl-tests runs one of each).
+        bytes, count: int64 ``[S]``; root: int64 ``[S]`` (-1 where the log has no root
+            column).
+        time_us, algbw_GBps, busbw_GBps: float64 ``[2, S]``: out-of-place (row 0) and
+            in-place (row 1).
+        wrong: the ``#wrong`` cells ``[2][S]`` as written (``0``, ``N/A``, ...).
+        avg_busbw_GBps: the ``# Avg bus bandwidth`` line.
+    """
+
+    source: str
+    ranks: int
+    data_type: str
+    redop: str
+    bytes: np.ndarray
+    count: np.ndarray
+    root: np.ndarray
+    time_us: np.ndarray
+    algbw_GBps: np.ndarray
+    busbw_GBps: np.ndarray
+    wrong: tuple
+    avg_busbw_GBps: float
+
+
+_RANK = re.compile(r"^#\s+Rank\s+\d+")
+
+
+def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
+    """Parse the output of ``all_reduce_perf``, ``all_gather_perf``, ``alltoall_perf``
+    (any nccl-tests binary): one data line per size with 13 fields (size, count, type,
+    redop, root, then time, algbw, busbw, #wrong out-of-place and in-place) or 12 (older
+    versions without ``root``); comment lines (``#``) are skipped except the rank list and
+    the average.
+
+    Raises:
+        SpecError: ``nccl-tests``, naming the file and line: a data line with another
+            number of fields or a field that is not a number, sizes not increasing, rows
+            of two data types or reductions, no data line, or a log that stops before its
+            ``# Avg bus bandwidth`` line (a truncated run).
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError as error:
+        raise SpecError("nccl-tests", f"cannot read {name!r}: {error}") from error
+    rows: list[tuple] = []
+    ranks, average = 0, None
+    has_root = None  # from the column header line, where the log has one
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            ranks += bool(_RANK.match(line))
+            words = line.lstrip("#").split()
+            if words[:3] == ["size", "count", "type"]:
+                has_root = "root" in words
+            if line.startswith("# Avg bus bandwidth"):
+                average = _number(line.rsplit(":", 1)[-1], name, number, "average bus bandwidth")
+            continue
+        if average is not None:
+            raise SpecError("nccl-tests", f"{name}, line {number}: a data line after the average")
+        rows.append((number, *_data_line(line, name, number, has_root)))
+    if not rows:
+        raise SpecError("nccl-tests", f"{name}: no data line (size count type ... busbw)")
+    if average is None:
+        raise SpecError(
+            "nccl-tests",
+            f"{name}, line {rows[-1][0]}: the log stops here, before its '# Avg bus bandwidth' "
+            "line (a truncated or failed run)",
+        )
+    for (_, *a), (n1, *b) in zip(rows, rows[1:], strict=False):
+        if b[0] <= a[0]:
+            raise SpecError("nccl-tests", f"{name}, line {n1}: size {b[0]} after {a[0]}")
+        if (b[2], b[3]) != (a[2], a[3]):
+            raise SpecError(
+                "nccl-tests",
+                f"{name}, line {n1}: type/redop {b[2]}/{b[3]} after {a[2]}/{a[3]} (one run per log)",
+            )
+    columns = list(zip(*[r[1:] for r in rows], strict=True))
+    return NcclTestsLog(
+        name,
+        ranks,
+        columns[2][0],
+        columns[3][0],
+        np.asarray(columns[0], np.int64),
+        np.asarray(columns[1], np.int64),
+        np.asarray(columns[4], np.int64),
+        np.asarray([columns[5], columns[9]], np.float64),
+        np.asarray([columns[6], columns[10]], np.float64),
+        np.asarray([columns[7], columns[11]], np.float64),
+        (columns[8], columns[12]),
+        float(average),
+    )
+
+
+def _data_line(line: str, name: str, number: int, has_root) -> tuple:
+    fields = line.split()
+    expected = {None: (12, 13), True: (13,), False: (12,)}[has_root]
+    if len(fields) not in expected:
+        raise SpecError(
+            "nccl-tests",
+            f"{name}, line {number}: {len(fields)} fields, expected "
+            f"{' or '.join(map(str, expected))} (size count type redop [root], then time "
+            "algbw busbw #wrong out-of-place and in-place)",
+        )
+    if len(fields) == 12:  # no root column (older nccl-tests)
+        fields.insert(4, "-1")
+    size, count, root = (
+        _integer(fields[i], name, number, what)
+        for i, what in ((0, "size"), (1, "count"), (4, "root"))
+    )
+    values = [_number(fields[i], name, number, "time/algbw/busbw") for i in (5, 6, 7, 9, 10, 11)]
+    return (
+        size,
+        count,
+        fields[2],
+        fields[3],
+        root,
+        *values[:3],
+        fields[8],
+        *values[3:],
+        fields[12],
+    )
+
+
+def _integer(text: str, name: str, number: int, what: str) -> int:
+    body = text.removeprefix("-")
+    if not (body.isascii() and body.isdigit()) or int(body) >= 2**63:
+        raise SpecError("nccl-tests", f"{name}, line {number}: {what} {text!r} is not an integer")
+    return int(text)
+
+
+def _number(text: str, name: str, number: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(
+            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} is not a number"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise SpecError(
+            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} must be >= 0"
+        )
+    return value

@@ -5,8 +5,9 @@
 and the ports used) and ``topology.png`` (a sketch: one row per tier with a few of its
 switches and the links among them).
 
-``slurm:PATH`` reads a Slurm ``topology.conf`` (``--gpus-per-node``, ``--nic-bandwidth``,
-optionally ``--companion FILE``); ``--export slurm-tree|slurm-block --out FILE`` writes the
+``slurm:PATH`` reads a Slurm ``topology.conf`` and ``netlist:PATH`` a per-host
+``host,tor,agg,core`` CSV (``--gpus-per-node``, ``--nic-bandwidth``, optionally
+``--companion FILE``; docs/netlist.md); ``--export slurm-tree|slurm-block --out FILE`` writes the
 fabric as one (to stdout without ``--out``). docs/slurm.md.
 """
 
@@ -39,17 +40,22 @@ def register(subparsers) -> None:
         "(stdout without --out)",
     )
     parser.add_argument(
-        "--gpus-per-node", type=int, default=None, help="GPUs per node (slurm: fabrics)"
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs per node (slurm: and netlist: fabrics)",
     )
     parser.add_argument(
-        "--nic-bandwidth", default=None, help="bandwidth of each GPU's NIC (slurm: fabrics)"
+        "--nic-bandwidth",
+        default=None,
+        help="bandwidth of each GPU's NIC (slurm: and netlist: fabrics)",
     )
     parser.add_argument(
         "--companion",
         default=None,
         metavar="FILE",
         help="YAML with gpus_per_node, nic_bandwidth, oversubscription, switch_bandwidth, "
-        "latency (slurm: fabrics; flags win)",
+        "latency (slurm: and netlist: fabrics; flags win)",
     )
     parser.add_argument(
         "--bom",
@@ -80,7 +86,8 @@ def _out_path(text: str) -> str:
 
 
 def _load(args):
-    """The fabric of ``args.fabric``, with the import options where it is ``slurm:``."""
+    """The fabric of ``args.fabric``, with the import options where it is ``slurm:`` or
+    ``netlist:``."""
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
 
@@ -90,10 +97,12 @@ def _load(args):
         "companion": args.companion,
     }
     given = {k: v for k, v in options.items() if v is not None}
-    if not str(args.fabric).startswith("slurm:"):
+    if not str(args.fabric).startswith(("slurm:", "netlist:")):
         if given:
             flag = "--" + next(iter(given)).replace("_", "-")
-            raise SpecError(flag.lstrip("-"), f"{flag} applies to slurm:PATH fabrics only")
+            raise SpecError(
+                flag.lstrip("-"), f"{flag} applies to slurm:PATH and netlist:PATH fabrics only"
+            )
         return load_fabric(args.fabric)
     return load_fabric(args.fabric, **given)
 

@@ -66,12 +66,16 @@ class SlurmTopology:
         switches: name -> ``(child switches, nodes)`` in file order (blocks: no children).
         block_sizes: the ``BlockSizes`` values (block files), else ``()``.
         source: the file's path.
+        kinds: switch name -> kind where the file says it (netlists), else from the name.
+        origin: ``"slurm"`` or ``"netlist"`` (the fabric's name prefix).
     """
 
     kind: str
     switches: dict
     block_sizes: tuple = ()
     source: str = ""
+    kinds: dict = dataclasses.field(default_factory=dict)
+    origin: str = "slurm"
 
     @property
     def nodes(self) -> list[str]:
@@ -236,15 +240,23 @@ def slurm_fabric_spec(
         for parent in above:
             bandwidth = fixed if fixed is not None else down[switch] / oversubscription / len(above)
             links.append(
-                {"a": switch, "b": parent, "kind": _kind(switch), **_bundle(bandwidth, nic)}
+                {
+                    "a": switch,
+                    "b": parent,
+                    "kind": topology.kinds.get(switch) or _kind(switch),
+                    **_bundle(bandwidth, nic),
+                }
             )
             down[parent] += bandwidth
-    nodes = [{"name": s, "kind": _kind(s), "tier": tier[s]} for s in switches]
+    nodes = [
+        {"name": s, "kind": topology.kinds.get(s) or _kind(s), "tier": tier[s]} for s in switches
+    ]
     return {
-        "name": f"slurm-{os.path.splitext(os.path.basename(topology.source))[0] or 'topology'}",
+        "name": f"{topology.origin}-{os.path.splitext(os.path.basename(topology.source))[0] or 'topology'}",
         "gpus": len(gpus),
         "gpus_per_node": gpus_per_node,
-        "description": f"Slurm {topology.kind} topology {topology.source}: "
+        "description": f"{'Slurm' if topology.origin == 'slurm' else 'netlist'} {topology.kind} "
+        f"topology {topology.source}: "
         f"{len(topology.nodes):,} nodes, {len(topology.switches):,} "
         f"{'switches' if topology.kind == 'tree' else 'blocks'}, NIC {format_bandwidth(nic)}",
         "topology": {

@@ -41,6 +41,7 @@ from ..memory import out_of_memory
 from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
+from .netlist import netlist_spec_from_file
 from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
 from .slurm import SLURM_OPTIONS, slurm_spec_from_file
 from .transport import Transport, parse_transport
@@ -230,16 +231,19 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
     ``"slurm:PATH"`` reads a Slurm ``topology.conf`` (tree or block form; docs/slurm.md)
     and takes the keywords ``gpus_per_node`` and ``nic_bandwidth`` (required), and
     ``oversubscription``, ``switch_bandwidth``, ``latency``, ``companion`` (a YAML file
-    with those keys) (:mod:`fabricflow.fabric.slurm`).
+    with those keys) (:mod:`fabricflow.fabric.slurm`). ``"netlist:PATH"`` reads a per-host
+    ``host,tor,agg,core`` CSV with the same keywords (:mod:`fabricflow.fabric.netlist`).
 
     Raises:
         SpecError: a bad file or field (named).
         MemoryBudgetError: the fabric is too large for this process.
     """
     try:
-        if isinstance(name_or_path, str) and name_or_path.startswith("slurm:"):
+        if isinstance(name_or_path, str) and name_or_path.startswith(("slurm:", "netlist:")):
             options = {k: overrides.pop(k) for k in (*SLURM_OPTIONS, "companion") if k in overrides}
-            spec = slurm_spec_from_file(name_or_path.removeprefix("slurm:"), options)
+            prefix, _, path = name_or_path.partition(":")
+            reader = slurm_spec_from_file if prefix == "slurm" else netlist_spec_from_file
+            spec = reader(path, options)
         else:
             spec = read_spec(name_or_path)
         return build_fabric(_merge(spec, overrides))

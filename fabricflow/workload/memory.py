@@ -131,9 +131,8 @@ class OffloadTraffic:
 def memory_headroom(gpu) -> float:
     """Bytes of ``gpu``'s HBM kept free of the estimated tensors: ``HEADROOM_FIXED_BYTES``
     (CUDA context and workspaces, NCCL buffers) + ``HEADROOM_FRACTION`` of the device
-    (allocator fragmentation). The layout optimizer only accepts layouts whose estimate fits
-    in :func:`usable_hbm`; :func:`fabricflow.step_time` refuses only estimates above the
-    whole device and reports the margin."""
+    (allocator fragmentation). The layout optimizer and :func:`fabricflow.step_time` both
+    refuse estimates above :func:`usable_hbm`; the step reports the margin below it."""
     return HEADROOM_FIXED_BYTES + HEADROOM_FRACTION * gpu.hbm
 
 

@@ -225,9 +225,11 @@ def step_time(
     given_layout = layout  # what a given Placement was made for
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
     memories = rank_memory(model, layout)
-    # each rank against its own GPU's HBM; the most oversubscribed one is reported
-    memory, gpu = max(zip(memories, rank_gpus), key=lambda mg: mg[0].total / mg[1].hbm)
-    if check_memory and memory.total > gpu.hbm:
+    # each rank against its own GPU's usable HBM (the device less the headroom for CUDA
+    # context, NCCL buffers and fragmentation, as the layout optimizer checks it); the
+    # most oversubscribed rank is reported
+    memory, gpu = max(zip(memories, rank_gpus), key=lambda mg: mg[0].total / usable_hbm(mg[1]))
+    if check_memory and memory.total > usable_hbm(gpu):
         parts = ", ".join(
             f"{k} {v:.1f}"
             for k, v in memory.as_gib().items()
@@ -236,8 +238,10 @@ def step_time(
         raise SpecError(
             "layout",
             f"needs {memory.total / GIB:.1f} GiB per GPU on the {memory.rank} "
-            f"pipeline rank ({parts} GiB) but {gpu.name} has {gpu.hbm / GIB:.1f} GiB "
-            "of HBM; raise tp/pp, use recompute, ZeRO, offload or a smaller micro-batch",
+            f"pipeline rank ({parts} GiB) but {gpu.name} has {usable_hbm(gpu) / GIB:.1f} "
+            f"GiB usable of {gpu.hbm / GIB:.1f} GiB of HBM (the rest is headroom for the CUDA "
+            "context, NCCL and fragmentation); raise tp/pp, use recompute, ZeRO, offload or a "
+            "smaller micro-batch",
         )
     # the margin below the usable HBM (the headroom kept for context, NCCL, fragmentation)
     margin = min(usable_hbm(g) - m.total for m, g in zip(memories, rank_gpus, strict=True))
