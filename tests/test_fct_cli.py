@@ -24,6 +24,7 @@ def test_fct_json_and_out(tmp_path, capsys):
     assert main([*argv, "--size", "1234567B", "--json", "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)  # exactly one object
     assert report["flows"] == 16 and report["fidelity"] == "packet"
+    assert report["arbitration"] == "fifo"
     assert set(report["fct_us"]) == {"p50", "p90", "p99", "max", "mean"}
     assert {"build", "route", "solve", "total"} <= set(report["seconds"])
     assert report["fct_us"]["p50"] >= 1234567 / 50e9 * 1e6  # at least the line-rate time

@@ -63,6 +63,13 @@ def register(subparsers) -> None:
     parser.add_argument("--pfc", default="on", choices=["on", "off"])
     parser.add_argument("--cc", default="none", choices=["none", "dcqcn"])
     parser.add_argument(
+        "--arbitration",
+        default="fifo",
+        choices=["fifo", "round_robin"],
+        help="switch egress order in the PFC engine: one FIFO (shared-buffer switches, "
+        "default) or round-robin among input ports",
+    )
+    parser.add_argument(
         "--hosts", type=int, default=None, help="hosts used by patterns (default: all GPUs)"
     )
     parser.add_argument("--senders", type=int, default=16, help="incast senders")
@@ -102,7 +109,7 @@ def run(args) -> int:
     built = time.perf_counter()
     routes = route(fabric, src, dst, policy=args.routing, seed=args.seed)
     routed = time.perf_counter()
-    options = {"pfc": pfc, "cc": args.cc, "packet": packet}
+    options = {"pfc": pfc, "cc": args.cc, "packet": packet, "arbitration": args.arbitration}
     times = flow_completion_times(
         fabric, routes, size, start=start, fidelity=args.fidelity, **options
     )

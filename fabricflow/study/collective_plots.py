@@ -3,7 +3,8 @@
 From one size sweep (:func:`fabricflow.collective.sweep.collective_sweep`): every
 :class:`~fabricflow.collective.CollectiveResult` carries the time of each candidate
 ``algorithm/protocol`` (``candidates``), so each algorithm's curve (its best protocol at
-each size) costs no extra solve. The algorithm the model picks is drawn bold.
+each size) costs no extra solve. The algorithm the model picks at each size is drawn as
+a wide grey band under the lines.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def algorithm_curves(results) -> dict[str, np.ndarray]:
 
 def plot_collective(results, path: str | Path, *, title: str = "") -> Path:
     """Two panels against the message size (log2): bus bandwidth (GB/s, nccl-tests
-    convention, linear) and time (us, log), one line per algorithm, the chosen one bold
-    with markers."""
+    convention, linear) and time (us, log), one line per algorithm, the chosen one (per
+    size) as a grey band beneath them."""
     sizes = np.array([r.size_bytes for r in results], np.float64)
     op, n = results[0].op, results[0].group_size
     factor = busbw_factor(op, n)
@@ -44,12 +45,14 @@ def plot_collective(results, path: str | Path, *, title: str = "") -> Path:
     for name, seconds in curves.items():
         with np.errstate(divide="ignore", invalid="ignore"):
             busbw = sizes / seconds * factor / 1e9
-        bw_ax.plot(sizes, busbw, lw=1.2, label=name)
-        time_ax.plot(sizes, seconds * 1e6, lw=1.2, label=name)
+        bw_ax.plot(sizes, busbw, ".-", lw=1.4, ms=4, label=name, zorder=2)
+        time_ax.plot(sizes, seconds * 1e6, ".-", lw=1.4, ms=4, label=name, zorder=2)
     best = np.array([r.time_s for r in results])
     picked = f"chosen ({', '.join(dict.fromkeys(chosen))})"
-    bw_ax.plot(sizes, sizes / best * factor / 1e9, "k.-", lw=2.2, ms=5, label=picked)
-    time_ax.plot(sizes, best * 1e6, "k.-", lw=2.2, ms=5, label=picked)
+    # a wide band under the algorithms' lines, so the chosen one stays visible on it
+    band = {"color": "0.2", "alpha": 0.25, "lw": 7, "zorder": 1, "label": picked}
+    bw_ax.plot(sizes, sizes / best * factor / 1e9, **band)
+    time_ax.plot(sizes, best * 1e6, **band)
     for ax in (bw_ax, time_ax):
         ax.set_xscale("log", base=2)
         ticks = sizes[:: max(1, int(np.ceil(sizes.size / 8)))]

@@ -76,12 +76,18 @@ def executed_flops_per_step(
     """FLOPs the step model's kernels execute in one step (the ``hardware_tflops_per_gpu``
     numerator): weight GEMMs and logits as in :func:`hardware_flops_per_step`, the attention
     core as its kernel runs it (Flash, causal: half the ``s x s`` product forward and
-    ``FLASH_BACKWARD`` x that backward; eager: the full product, backward 2 x forward)."""
+    ``FLASH_BACKWARD`` x that backward, ``min(window, s)`` keys per query on the
+    sliding-window layers; eager: the full product, backward 2 x forward)."""
     per_token = forward_flops_per_token(model, seq_len)
     core = model.num_layers * attention_core_flops_per_token(model, seq_len)
     gemms = per_token["layers"] - core
     if model.attention == "flash":
-        core_fwd, core_bwd = 0.5 * core, 0.5 * FLASH_BACKWARD * core
+        # a sliding-window layer's query sees min(window, s) keys, a full layer half the
+        # sequence on average (causal), as the kernel times of layer_cost charge them
+        sliding = model.sliding_layers / model.num_layers if model.sliding_window else 0.0
+        window = min(float(model.sliding_window), float(seq_len)) if sliding else 0.0
+        run = core * ((1.0 - sliding) * 0.5 + sliding * window / seq_len)
+        core_fwd, core_bwd = run, FLASH_BACKWARD * run
     else:
         core_fwd, core_bwd = core, 2.0 * core
     tokens = global_batch * seq_len

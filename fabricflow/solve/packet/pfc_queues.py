@@ -45,7 +45,8 @@ freed when its transmission ends), takes effect ``round(2 d_l / dt)`` steps late
 last ACK is a token that enters each return-path group at the position the group has
 reached when it gets there and leaves once the group has served that far.
 
-One ``lax.while_loop`` over steps (bounded by ``max_steps``); per step, segment sums over
+One ``lax.while_loop`` over steps (bounded by ``max_steps``; while nothing is queued, no
+ACK is on its way and no pause is pending, the clock jumps to the next start); per step, segment sums over
 the ``[F, H]`` hop entries, a water level on the links shared by several groups, and a
 few passes over the ACK tokens in flight, so a step costs ``O(F H)`` and a run
 ``O(F H T / dt)``. Shapes are fixed per flow set.
@@ -329,7 +330,18 @@ def _simulate(
             queue=queue, head=head, tail=tail, group_in=group_in, injected=st.injected | arriving
         )
 
+    def skip_idle(st: _State) -> _State:
+        """Nothing queued, no ACK on its way and no pause pending: jump the clock to the
+        next start (late starts cost no steps)."""
+        hop, done = st.ack[0], st.ack[3]
+        acks_moving = jnp.any((hop >= 0) & (hop < flow_hops) & jnp.isinf(done))
+        waiting = ~st.injected
+        idle = ~jnp.any(st.queue > 0) & ~acks_moving & ~jnp.any(st.history) & jnp.any(waiting)
+        next_start = jnp.min(jnp.where(waiting, start, inf))
+        return st._replace(t=jnp.where(idle, jnp.maximum(st.t, next_start), st.t))
+
     def step(st: _State) -> _State:
+        st = skip_idle(st)
         st = jax.lax.cond(jnp.any(~st.injected & (start <= st.t)), inject, lambda s: s, st)
         # what each upstream egress obeys now: the decision of delay_steps steps ago
         back = st.n - 1 - delay_steps
