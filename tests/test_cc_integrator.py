@@ -89,13 +89,15 @@ def test_timely_patched_is_a_preset_of_one_law():
 
 def test_capacity_scenarios_vmap_in_one_run_and_match_single_runs():
     sc = dumbbell(2, bandwidth=C40)
-    kw = dict(duration=0.01, records=50)
+    kw = dict(duration=0.1, records=500)  # the timing of the dumbbell runs of test_dcqcn.py
     scenarios = np.stack([sc.fabric.capacity, sc.fabric.capacity * 0.5])
     batch = simulate_cc(sc.fabric, sc.routes, capacity=scenarios, **kw)
-    assert batch.rate.shape == (2, 50, 2) and batch.capacity.shape == (2, sc.fabric.num_links)
+    assert batch.rate.shape == (2, 500, 2) and batch.capacity.shape == (2, sc.fabric.num_links)
     halved = dataclasses.replace(sc.fabric, capacity=sc.fabric.capacity * 0.5)
     single = simulate_cc(halved, sc.routes, **kw)
-    np.testing.assert_allclose(batch.queue[1], single.queue, rtol=1e-4, atol=1.0)
+    # Over the first 10 ms (50 records): float32 rounding differs between the vmapped and
+    # the single kernel and the gap grows over a long run.
+    np.testing.assert_allclose(batch.queue[1, :50], single.queue[:50], rtol=1e-4, atol=1.0)
     np.testing.assert_allclose(batch.batch_item(1).mean_rate(), single.mean_rate(), rtol=1e-5)
     assert batch.batch_item(0).mean_rate().sum() == pytest.approx(
         2 * batch.batch_item(1).mean_rate().sum(), rel=0.02

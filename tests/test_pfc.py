@@ -14,13 +14,16 @@ from fabricflow.solve.status import Status as SolverStatus
 from fabricflow.study.cc_scenarios import incast, ring
 
 C40 = 40e9 / 8
+# Every incast run here has these shapes and this timing, so a PFC mode compiles once.
+INCAST_FLOWS = 8
+TIMING = dict(duration=0.02, records=400)
 
 
 @pytest.fixture(scope="module")
 def incast_runs():
-    sc = incast(8, bandwidth=C40)
+    sc = incast(INCAST_FLOWS, bandwidth=C40)
     runs = {
-        mode: simulate_dcqcn(sc.fabric, sc.routes, pfc=mode, duration=0.02, records=400)
+        mode: simulate_dcqcn(sc.fabric, sc.routes, pfc=mode, **TIMING)
         for mode in ("off", "static", "dynamic")
     }
     return sc, runs, progressive_filling(sc.routes.links, sc.fabric.capacity)
@@ -105,17 +108,15 @@ def test_deadlock_cycles_on_synthetic_dependencies():
     assert deadlock_cycles(paused, links, prev) == []
 
 
-def test_vmap_over_pfc_thresholds_matches_single_runs():
+def test_vmap_over_pfc_thresholds_matches_single_runs(incast_runs):
     from fabricflow.solve.parameters import stack_params
 
-    sc = incast(4, bandwidth=C40)
+    sc = incast_runs[0]  # the single run below reuses the fixture's static-PFC compilation
     sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])
-    batch = simulate_dcqcn(
-        sc.fabric, sc.routes, pfc="on", pfc_params=sweep, duration=0.003, records=30
-    )
+    batch = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=sweep, **TIMING)
     assert batch.pause_time.shape == (3, sc.fabric.num_links)
     single = simulate_dcqcn(
-        sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3), duration=0.003, records=30
+        sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3), **TIMING
     )
     np.testing.assert_allclose(batch.pause_time[0], single.pause_time, atol=2e-6)
     np.testing.assert_allclose(batch.queue[0], single.queue, rtol=1e-4, atol=1.0)

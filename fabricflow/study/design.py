@@ -185,6 +185,10 @@ def plot_design_front(search: DesignSearch, path: str | Path, *, label: int = 3)
     if search.best is not None:
         ax.scatter([search.best["step_time_s"]], [search.best["cost_per_million_tokens"]],
                    marker="*", s=180, color="red", label=f"best ({search.objective})")  # fmt: skip
+    for axis, key in (("x", "step_time_s"), ("y", "cost_per_million_tokens")):
+        values = [r[key] for r in rows if r[key] > 0]
+        if values and max(values) > 10 * min(values):  # spans a decade: log scale
+            getattr(ax, f"set_{axis}scale")("log")
     ax.set_xlabel("step time of the first job (s)")
     ax.set_ylabel("cost per million tokens (capex amortized + energy)")
     ax.set_title(f"{len(rows)} fabric designs" + (f", {len(search.infeasible)} infeasible"
