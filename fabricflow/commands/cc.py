@@ -249,8 +249,10 @@ def _progress_printer(duration: float, *, after_s: float = 3.0):
     """A ``progress(fraction, elapsed_s)`` callback printing a line on stderr while the run
     is projected to need more than ``after_s`` seconds more (stdout stays clean for
     --json). The first piece includes the compilation, so the time left is projected from
-    the pieces after it (from the first piece alone until there are any)."""
+    the pieces after it (from the first piece alone until there are any). Once a line
+    was printed, the end of the run is printed too (100 %)."""
     first: list[tuple[float, float]] = []  # (fraction, elapsed) at the end of piece 1
+    printed: list[bool] = []
 
     def progress(fraction: float, elapsed: float) -> None:
         if not first:
@@ -260,13 +262,16 @@ def _progress_printer(duration: float, *, after_s: float = 3.0):
             left = (elapsed - spent0) / (fraction - done0) * (1.0 - fraction)
         else:
             left = elapsed / max(fraction, 1e-12) * (1.0 - fraction)
+        done = f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms"
         if left > after_s:
+            printed.append(True)
             print(
-                f"cc: simulated {fraction * duration * 1e3:.4g} of {duration * 1e3:.4g} ms "
-                f"({fraction:.0%}), {elapsed:.0f} s elapsed, about {left:.0f} s left",
+                f"{done} ({fraction:.0%}), {elapsed:.0f} s elapsed, about {left:.0f} s left",
                 file=sys.stderr,
                 flush=True,
             )
+        elif printed and fraction >= 1.0:
+            print(f"{done} (100%) in {elapsed:.0f} s", file=sys.stderr, flush=True)
 
     return progress
 
