@@ -73,3 +73,30 @@ def test_command_line_suggests_flags_commands_and_choices(capsys, argv, expected
     assert main([*argv, "--json"]) == 2
     message = json.loads(capsys.readouterr().out)["message"]
     assert expected in message
+
+
+@pytest.mark.parametrize(
+    "call, suggestion",
+    [
+        (lambda: ff.load_gpu("h100-sx"), "'h100-sxm'"),
+        (lambda: ff.load_model("llama3-8"), "'llama3-8b'"),
+        (lambda: ff.optimize_layout("llama3-8b", "h100-sxm", ff.load_fabric("dgx-h100-superpod"), gpus=64,
+                                    global_batch=64, seq_len=8192, fixed={"tpp": 2}), "'tp'"),
+        (lambda: ff.load_trace([{"id": "a", "model": "llama3-8", "gpu": "h100-sxm", "gpus": 8,
+                                 "layout": "tp8", "steps": 10}]), "'llama3-8b'"),
+        (lambda: ff.load_trace([{"id": "a", "model": "llama3-8b", "gpu": "h100-sx", "gpus": 8,
+                                 "layout": "tp8", "steps": 10}]), "'h100-sxm'"),
+    ],
+    ids=["gpu", "model", "optimizer-knob", "trace-model", "trace-gpu"],
+)  # fmt: skip
+def test_models_gpus_and_knobs_suggest_the_closest(call, suggestion):
+    with pytest.raises(SpecError, match="did you mean") as error:
+        call()
+    assert suggestion in str(error.value).split("did you mean")[1]
+
+
+def test_a_size_range_the_wrong_way_round_says_the_sizes_in_units():
+    from fabricflow.collective.sweep import nccl_sizes
+
+    with pytest.raises(SpecError, match=r"\(8 GiB\), got 8 MiB"):
+        nccl_sizes(8 * 2**30, 8 * 2**20)

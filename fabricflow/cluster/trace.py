@@ -351,7 +351,10 @@ def _model(value: object, field: str) -> ModelSpec:
         raise SpecError(field, f"expected a model preset {list_models()} or a config path")
     if value not in list_models() and not os.path.exists(value):
         raise SpecError(
-            field, f"unknown model {value!r}; presets are {list_models()} (or a config path)"
+            field,
+            f"unknown model {value!r}; presets are {list_models()} (or a config path)",
+            value=value,
+            allowed=list_models(),
         )
     try:
         return load_model(value)
@@ -363,7 +366,12 @@ def _gpu(value: object, field: str) -> GpuSpec:
     if isinstance(value, GpuSpec):
         return value
     if not isinstance(value, str) or value not in list_gpus():
-        raise SpecError(field, f"unknown GPU {value!r}; presets are {list_gpus()}")
+        raise SpecError(
+            field,
+            f"unknown GPU {value!r}; presets are {list_gpus()}",
+            value=value,
+            allowed=list_gpus(),
+        )
     return load_gpu(value)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..units import format_size
 from .model import CollectiveResult, prepare_collective
 
 # nccl-tests reports ``count`` in elements of the data type (float32 by default).
@@ -24,7 +25,10 @@ def nccl_sizes(min_bytes: float, max_bytes: float, step_factor: float = 2.0) -> 
         if value != np.floor(value):
             raise SpecError(field, f"must be a whole number of bytes, got {value:g}")
     if max_bytes < min_bytes:
-        raise SpecError("maxbytes", f"must be >= minbytes ({min_bytes:g} B), got {max_bytes:g} B")
+        raise SpecError(
+            "maxbytes",
+            f"must be >= minbytes ({format_size(min_bytes)}), got {format_size(max_bytes)}",
+        )
     if not step_factor > 1.0:
         raise SpecError("stepfactor", f"must be > 1, got {step_factor}")
     count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(step_factor) + 1e-9)) + 1

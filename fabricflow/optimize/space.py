@@ -79,7 +79,12 @@ def default_value(knob: str) -> Any:
 
 def check_knob(knob: str, field: str) -> None:
     if knob not in known_knobs():
-        raise SpecError(field, f"unknown knob {knob!r}; one of {known_knobs()}")
+        raise SpecError(
+            field,
+            f"unknown knob {knob!r}; one of {known_knobs()}",
+            value=knob,
+            allowed=known_knobs(),
+        )
 
 
 def parse_value(knob: str, text: Any, field: str = "fix") -> Any:

@@ -214,7 +214,12 @@ def load_gpu(spec, **overrides) -> GpuSpec:
     elif isinstance(spec, str):
         presets = _presets()
         if spec not in presets:
-            raise SpecError("gpu", f"unknown GPU {spec!r}; one of {sorted(presets)}")
+            raise SpecError(
+                "gpu",
+                f"unknown GPU {spec!r}; one of {sorted(presets)}",
+                value=spec,
+                allowed=presets,
+            )
         raw = {"name": spec, **presets[spec]}
     else:
         raise SpecError("gpu", f"expected a preset name or a dict, got {type(spec).__name__}")

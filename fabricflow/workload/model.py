@@ -651,6 +651,8 @@ def _read_source(text: str) -> tuple[dict, str]:
         "model",
         f"unknown model {text!r}: not a preset ({', '.join(list_models())}) "
         "and not an existing config.json/YAML path",
+        value=text,
+        allowed=list_models(),
     )
 
 
