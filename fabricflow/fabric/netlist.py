@@ -30,8 +30,7 @@ import io
 import os
 
 from ..errors import SpecError
-from ..files import read_structured
-from .slurm import SLURM_OPTIONS, SlurmTopology, slurm_fabric_spec
+from .slurm import SlurmTopology, import_options, slurm_fabric_spec
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
 
@@ -161,22 +160,5 @@ def netlist_spec_from_file(path: str, options: dict) -> dict:
     Raises:
         SpecError: a missing or bad option, or a bad file (named).
     """
-    options = dict(options)
-    companion = options.pop("companion", None)
-    values: dict = {}
-    if companion is not None:
-        data = read_structured(companion, what="netlist companion")
-        if not isinstance(data, dict) or set(data) - set(SLURM_OPTIONS):
-            raise SpecError(
-                "companion", f"{companion} must hold a mapping of {list(SLURM_OPTIONS)}"
-            )
-        values.update(data)
-    values.update({k: v for k, v in options.items() if v is not None})
-    for key in ("gpus_per_node", "nic_bandwidth"):
-        if key not in values:
-            raise SpecError(
-                key,
-                f"a netlist does not give its {key.replace('_', ' ')}: give {key}= (CLI "
-                f"--{key.replace('_', '-')}) or put it in a companion file",
-            )
+    values = import_options(options, "netlist")
     return slurm_fabric_spec(read_netlist(path), **values)

@@ -46,6 +46,7 @@ from .hostlist import HostlistError, compress_hostlist, expand_hostlist
 __all__ = [
     "SLURM_OPTIONS",
     "SlurmTopology",
+    "import_options",
     "read_slurm_topology",
     "slurm_block_text",
     "slurm_fabric_spec",
@@ -426,11 +427,24 @@ def slurm_spec_from_file(path: str, options: dict) -> dict:
     Raises:
         SpecError: a missing or bad option (named), or a bad file.
     """
+    values = import_options(options, "Slurm topology")
+    return slurm_fabric_spec(read_slurm_topology(path), **values)
+
+
+def import_options(options: dict, what: str) -> dict:
+    """The keywords of :func:`slurm_fabric_spec` for an imported file (``what`` names its
+    kind in messages): ``options`` with its ``companion`` file's keys beneath them (keywords
+    given win, None ones are left out); ``gpus_per_node`` and ``nic_bandwidth`` required.
+
+    Raises:
+        SpecError: a companion that is not a mapping of :data:`SLURM_OPTIONS` or names an
+            unknown key, or a required option missing (each named).
+    """
     options = dict(options)
     companion = options.pop("companion", None)
     values: dict = {}
     if companion is not None:
-        data = read_structured(companion, what="slurm companion")
+        data = read_structured(companion, what=f"{what} companion")
         if not isinstance(data, dict):
             raise SpecError(
                 "companion", f"{companion} must hold a mapping of {list(SLURM_OPTIONS)}"
@@ -447,7 +461,7 @@ def slurm_spec_from_file(path: str, options: dict) -> dict:
         if key not in values:
             raise SpecError(
                 key,
-                f"a Slurm topology does not give its {key.replace('_', ' ')}: give {key}= (CLI "
+                f"a {what} does not give its {key.replace('_', ' ')}: give {key}= (CLI "
                 f"--{key.replace('_', '-')}) or put it in a companion file",
             )
-    return slurm_fabric_spec(read_slurm_topology(path), **values)
+    return values
