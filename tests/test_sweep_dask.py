@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from dask_cluster import local_dask_cluster
 
 import fabricflow as ff
 
@@ -22,79 +22,11 @@ ROOT = TESTS.parent
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "FABRICFLOW_NO_JAX_CACHE": "1"}
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen:
-    """``dask ARGS`` as Dask documents it (the ``dask`` entry point of this Python)."""
-    handle = open(log, "w")  # noqa: SIM115  (closed with the process)
-    return subprocess.Popen(
-        [sys.executable, "-m", "dask", *args],
-        env=ENV,
-        cwd=ROOT,
-        stdout=handle,
-        stderr=handle,
-        start_new_session=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """``dask scheduler`` and two ``dask worker`` processes on localhost; torn down after."""
-    tmp_path = tmp_path_factory.mktemp("dask")
-    scheduler_file = tmp_path / "scheduler.json"
-    processes = [
-        start(
-            [
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--no-dashboard",
-                "--scheduler-file",
-                str(scheduler_file),
-            ],
-            tmp_path / "scheduler.log",
-        )
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        address = None
-        while address is None and time.monotonic() < deadline:
-            try:  # the scheduler writes the file in place: read it once it parses
-                address = json.loads(scheduler_file.read_text())["address"]
-            except (OSError, ValueError, KeyError):
-                time.sleep(0.1)
-        assert address, (tmp_path / "scheduler.log").read_text()
-        for number in range(2):
-            processes.append(
-                start(
-                    [
-                        "worker",
-                        address,
-                        "--nworkers",
-                        "1",
-                        "--nthreads",
-                        "1",
-                        "--no-dashboard",
-                        "--name",
-                        f"w{number}",
-                    ],
-                    tmp_path / f"worker{number}.log",
-                )
-            )
-        from distributed import Client
-
-        with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
+    with local_dask_cluster(tmp_path_factory.mktemp("dask"), ENV, ROOT) as address:
         yield address
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
 
 
 def test_dask_run_equals_local_run(tmp_path, cluster):

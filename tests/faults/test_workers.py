@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from dask_cluster import local_dask_cluster
 from fault_helpers import ENV, ROOT, one_json
 
 pytest.importorskip("distributed")
@@ -71,52 +72,12 @@ def test_a_local_worker_that_dies_is_replaced_and_only_its_point_is_retried(
         assert "exit code 3" in report["errors"]['{"x": 3}']
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
-    handle = open(log, "w")  # noqa: SIM115  (closed with the process)
-    return subprocess.Popen(
-        [sys.executable, "-m", "dask", *args], env=ENV, cwd=ROOT, stdout=handle,
-        stderr=handle, start_new_session=True,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def dask_cluster(tmp_path):
     """A Dask scheduler and two single-thread workers (each under a nanny, which starts a
     new worker process when one dies) on localhost, for this test only."""
-    scheduler_file = tmp_path / "scheduler.json"
-    processes = [
-        _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                "--scheduler-file", str(scheduler_file)], tmp_path / "scheduler.log")
-    ]  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        address = None
-        while address is None and time.monotonic() < deadline:
-            try:
-                address = json.loads(scheduler_file.read_text())["address"]
-            except (OSError, ValueError, KeyError):
-                time.sleep(0.1)
-        assert address, (tmp_path / "scheduler.log").read_text()
-        for number in range(2):
-            processes.append(
-                _start(["worker", address, "--nworkers", "1", "--nthreads", "1",
-                        "--no-dashboard", "--name", f"w{number}"],
-                       tmp_path / f"worker{number}.log")
-            )  # fmt: skip
-        from distributed import Client
-
-        with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
+    with local_dask_cluster(tmp_path, ENV, ROOT) as address:
         yield address
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
 
 
 def test_a_dask_worker_killed_mid_sweep_has_its_points_retried(tmp_path, dask_cluster):
