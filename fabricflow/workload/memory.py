@@ -170,7 +170,8 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     norms = (2.0 * 2.0 + 2.0 * mask) * h + keep("layernorm") * 2.0 * fp8_width * h
     saved = norms * z.sharded
     qkv = 2.0 * (z.q + z.k + z.v) * (keep("mla_up_proj") if model.is_mla else 1.0)
-    attention = qkv + 2.0 * z.o + np.where(z.fp8, z.o, 0.0)
+    cached = table.fp8_activation_cache  # DeepSeek-V3's FP8 activation storage
+    attention = qkv + 2.0 * z.o + np.where(z.fp8 & ~cached, z.o, 0.0)
     if model.attention != "eager":  # a fused kernel's fp32 log-sum-exp per query and head
         attention = attention + 4.0 * model.num_heads / z.tp
     if model.is_mla:
@@ -192,7 +193,10 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     if moe:
         pairs, _ = routed_tokens(model, table)
         width = model.moe_intermediate_size / table.expert_tensor
-        per_copy = fp8_width * h + 2.0 * up_factor * width + 2.0 * h
+        # the routing probability multiplies the activation output (Megatron-Core's
+        # activation_func_with_probs), so the expert output is not saved; its fp32 prob is
+        swiglu_in = np.where(cached, 1.0, 2.0)
+        per_copy = fp8_width * h + swiglu_in * up_factor * width + 4.0
         per_copy = per_copy + keep("moe_act") * fp8_width * width
         experts = per_copy * pairs * keep("mlp") + 4.0 * model.num_experts * z.sharded
         saved = saved + experts
@@ -296,7 +300,9 @@ def _states(table: LayoutTable, params: np.ndarray, shards: np.ndarray) -> tuple
     shards = shards.astype(np.float64)[:, None]
     weights = np.where(zero >= 3, 2.0 * params / shards, 2.0 * params)
     grads = np.where(zero >= 2, grad_bytes * params / shards, grad_bytes * params)
-    optimizer = np.where(zero >= 1, 12.0 * params / shards, 12.0 * params)
+    # fp32 master weights and Adam's two moments (fp32, or bf16: precision-aware optimizer)
+    per_param = 4.0 + 2.0 * np.where(table.adam_moments_dtype == "bf16", 2.0, 4.0)[:, None]
+    optimizer = np.where(zero >= 1, per_param * params / shards, per_param * params)
     return weights, grads, optimizer
 
 

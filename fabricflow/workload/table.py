@@ -51,6 +51,7 @@ BOOL_COLUMNS = (
     "fused_cross_entropy",
     "tp_backward_overlap",
     "grad_accum_fusion",
+    "fp8_activation_cache",
 )
 FLOAT_COLUMNS = (
     "moe_imbalance",
@@ -64,6 +65,7 @@ NAME_COLUMNS = (
     "recompute",
     "precision",
     "grad_reduce_dtype",
+    "adam_moments_dtype",
     "pipeline_schedule",
     "recompute_modules",
     "cuda_graph_scope",
