@@ -193,10 +193,11 @@ def register(subparsers) -> None:
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
         "--placement",
-        default="contiguous",
-        choices=["contiguous", "scattered", "topology-aware", "domain-aligned"],
-        help="rank placement; domain-aligned: 64 ranks per scale-up domain of 64 or more "
-        "GPUs (an NVL72 rack keeps 8 spares)",
+        default="deployed",
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
+        help="rank placement; deployed: as racks are run (on scale-up domains of 64 or more "
+        "GPUs whole trays, spares kept, TP/EP groups inside one domain when they fit; "
+        "contiguous elsewhere); domain-aligned: 64 ranks per such domain",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

@@ -65,8 +65,9 @@ class PublishedRun:
         measured_step_s: the published step time, seconds.
         source: where the numbers come from.
         notes: what of the run the layout encodes beyond the published columns.
-        placement: rank placement on the fabric (``domain-aligned`` on NVL72 racks: 64 GPUs
-            of each rack run the job, 8 are spares).
+        placement: rank placement on the fabric: the step model's default ``deployed``
+            (on NVL72 racks 64 GPUs of each rack run the job, 8 are spares, and no TP / EP
+            group straddles two racks).
         stack: the software release that ran it (``nemo-25.11``, ``megatron-2021``, ...):
             a label for now, the name of a ``--stack`` preset where one exists.
         published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8 current
@@ -86,7 +87,7 @@ class PublishedRun:
     measured_step_s: float
     source: str
     notes: str = ""
-    placement: str = "contiguous"
+    placement: str = "deployed"
     stack: str = ""
     published_precision: str = ""
     fabric_overrides: dict = dataclasses.field(default_factory=dict)
@@ -141,7 +142,6 @@ def _modern(
         source=source,
         notes=notes,
         model_overrides=model_overrides or {},
-        placement="domain-aligned" if "nvl72" in fabric else "contiguous",
         stack=stack,
         published_precision=published_precision,
     )

@@ -138,7 +138,7 @@ def step_time(
     fabric: Fabric,
     *,
     order: str = DEFAULT_ORDER,
-    placement: str | Placement = "contiguous",
+    placement: str | Placement = "deployed",
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
@@ -159,7 +159,9 @@ def step_time(
         layout: the parallel layout (validated here against the model).
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
-        placement: ``contiguous``, ``scattered`` (seeded, whole servers),
+        placement: ``deployed`` (default: as racks are run; on fabrics without
+            spare-keeping scale-up domains the same as ``contiguous``), ``contiguous``,
+            ``domain-aligned``, ``scattered`` (seeded, whole servers),
             ``topology-aware`` (picks the order: heaviest dimension into the smallest
             subtree of ``fabric``; ``order`` stays at its default) or a
             :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
