@@ -143,6 +143,8 @@ def test_study_script_fast(tmp_path, capsys):
     assert total == pytest.approx(data.predicted_step_s.values[ran], rel=1e-9)
     assert numbers["a100"]["cases"] == 3 and numbers["modern"]["cases"] == 3
     assert (tmp_path / "step_validation_errors.png").read_bytes()[:4] == b"\x89PNG"
+    records = json.loads((tmp_path / "step_validation_residuals.json").read_text())
+    assert len(records) == len(module.FAST) and {"class", "log_ratio"} <= set(records[0])
 
 
 def test_summary_counts_refusals_apart():

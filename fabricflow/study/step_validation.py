@@ -1036,8 +1036,8 @@ def summary(rows: list[dict]) -> dict:
 def validation_dataset(rows: list[dict]) -> xr.Dataset:
     """The rows of :func:`validation_table` as an :class:`xarray.Dataset` over ``run``:
     ``measured_step_s``, ``predicted_step_s`` (NaN when refused), ``error``, ``refused``
-    and ``breakdown_s`` (``run`` x ``part``), with ``era``, ``system`` and ``moe`` as
-    coordinates; :func:`summary` in the attributes as JSON."""
+    and ``breakdown_s`` (``run`` x ``part``), with ``era``, ``system``, ``moe``, ``class``
+    (:func:`run_class`) and ``stack`` as coordinates; :func:`summary` in the attributes as JSON."""
     parts = list(BREAKDOWN_KEYS)
     breakdown = np.array(
         [[r.get("breakdown", {}).get(part, np.nan) for part in parts] for r in rows], dtype=float
@@ -1056,6 +1056,8 @@ def validation_dataset(rows: list[dict]) -> xr.Dataset:
             "era": ("run", [r["era"] for r in rows]),
             "system": ("run", [r["system"] for r in rows]),
             "moe": ("run", [bool(r["moe"]) for r in rows]),
+            "class": ("run", [r.get("class", "") for r in rows]),
+            "stack": ("run", [r.get("stack", "") for r in rows]),
         },
     )
     data.attrs["summary"] = json.dumps(summary(rows))

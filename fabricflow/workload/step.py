@@ -274,6 +274,12 @@ def step_time(
             fabric=fabric,
             model=model,
         )
+    # Transformer Engine's userbuffers (TP comm-GEMM overlap) works only inside one NVLink
+    # domain (docs/references.md): a TP group over the scale-out network runs NCCL
+    # collectives, asynchronous in the backward pass where tp_backward_overlap allows
+    userbuffers = layout.tp_overlap and _tp_in_one_domain(where, fabric)
+    if layout.tp_overlap and not userbuffers:
+        layout = dataclasses.replace(layout, tp_overlap=False)
     comm = register_groups(
         CollectiveCache(
             fabric,
@@ -360,6 +366,8 @@ def step_time(
         "coupling": coupled,
         "memory": memory_margin,
         "overlap": slow["overlap"],
+        # TP comm-GEMM overlap in force (asked for and every TP group in one NVLink domain)
+        "tp_userbuffers": bool(userbuffers and layout.sequence_parallel and layout.tp > 1),
         # compute seconds the slowest rank's GPU waits for its host to issue work (eager
         # layers whose host time exceeds their kernels'; included in "compute")
         "host_wait_s": slow["host"] * layout.num_micro_batches,
@@ -531,6 +539,12 @@ def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float
         "edp": 3.0,
     }
     return {name: count / slow["total"] for name, count in per_micro_batch.items()}
+
+
+def _tp_in_one_domain(where: Placement, fabric: Fabric) -> bool:
+    """Every tensor-parallel group of ``where`` lies inside one scale-up domain."""
+    domains = fabric.gpu_domain[where.groups("tp")]
+    return bool(np.all(domains == domains[:, :1]))
 
 
 def _ep_domains(where: Placement, fabric: Fabric, model: ModelSpec) -> int:
