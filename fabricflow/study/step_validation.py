@@ -490,8 +490,7 @@ MODERN_RUNS = (
 
 
 ARCHIVE = (
-    "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/"
-    "performance-summary-archive.md"
+    "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary-archive.md"
 )
 SUMMARY = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary.md"
 SYSTEMS = {"h100": H100, "b200": B200, "gb200": GB200}
@@ -668,7 +667,7 @@ def _nemo_row(line: str) -> PublishedRun:
     tokens = float(fields[14])
     token_drop = key.endswith("td")
     model = MODELS[key.removesuffix("td")]
-    layout = dict(tp=tp, pp=pp, cp=cp, vpp=vp, ep=ep, global_batch=gbs, micro_batch=mbs)
+    layout: dict = dict(tp=tp, pp=pp, cp=cp, vpp=vp, ep=ep, global_batch=gbs, micro_batch=mbs)
     layout.update(seq_len=seq, precision=PRECISION[precision])
     layout.update(_recipe(model, system, bool(fsdp), token_drop))
     overrides = {}
