@@ -110,6 +110,19 @@ def register(subparsers) -> None:
         help="main gradients and their reduction (bf16, as the performance recipes)",
     )
     parser.add_argument(
+        "--adam-moments-dtype",
+        default="fp32",
+        choices=["fp32", "bf16"],
+        help="Adam's first and second moments (bf16: 8 B of optimizer state per parameter, "
+        "as DeepSeek-V3)",
+    )
+    parser.add_argument(
+        "--fp8-activation-cache",
+        action="store_true",
+        help="with fp8: expert SwiGLU inputs saved in FP8, one copy of the attention output "
+        "(DeepSeek-V3's activation storage)",
+    )
+    parser.add_argument(
         "--moe-imbalance", type=float, default=1.1, help="max/mean tokens per expert-parallel rank"
     )
     for state, what in (
@@ -290,6 +303,8 @@ def layout_from_args(args):
         pp_overlap=not args.no_pp_overlap,
         ep_overlap=args.ep_overlap,
         grad_reduce_dtype=args.grad_reduce_dtype,
+        adam_moments_dtype=getattr(args, "adam_moments_dtype", "fp32"),
+        fp8_activation_cache=getattr(args, "fp8_activation_cache", False),
         moe_imbalance=args.moe_imbalance,
         offload_optimizer=args.offload_optimizer,
         offload_weights=args.offload_weights,
