@@ -766,7 +766,7 @@ PAPER_RUNS = tuple(
         "recomputed, SwiGLU inputs cached in FP8, bf16 Adam moments, fp32 gradients; the step is the 180K GPU hours per trillion tokens of the whole run; "
         "micro-batch 1 assumed; the fabric is a stand-in (Clos of 400G per GPU, NVLink "
         "400 GB/s)",
-        stack="hai-llm-2024",
+        stack="deepseek-v3",
         published_precision="fp8-block",
     ),
 )
