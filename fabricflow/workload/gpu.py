@@ -26,12 +26,12 @@ from ..units import parse_size
 # Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
 HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
 
-# Host seconds per eager PyTorch op and per Transformer Engine module call on an x86 DGX
-# host (Intel Xeon): a ``torch.nn.Linear`` forward takes 13.48 us of CPU time on a DGX H100
-# (Xeon Platinum 8480C); a Megatron-Core Transformer Engine linear layer 115 us
-# (docs/references.md §17). Grace-based systems set their own (gpus.json).
+# Host seconds per eager PyTorch op on an x86 DGX host (Intel Xeon): a ``torch.nn.Linear``
+# forward takes 13.48 us of CPU time on a DGX H100 (Xeon Platinum 8480C;
+# docs/references.md §17). Grace-based systems set their own (gpus.json). What a
+# framework's module call costs in such ops is the software stack's
+# (``Stack.host_module_ops``).
 HOST_OP_S = 13.5e-6
-HOST_MODULE_S = 115e-6
 
 _FLOPS_UNITS = {
     "FLOPS": 1.0,
@@ -71,8 +71,6 @@ class GpuSpec:
         host_op_s: host (CPU) seconds the system's CPU spends to issue one eager PyTorch op
             (dispatch and kernel launch), for the host model of
             :mod:`fabricflow.workload.host`.
-        host_module_s: host seconds to issue one Transformer Engine module call (a linear
-            layer with its Python handling) in bf16.
     """
 
     name: str
@@ -89,7 +87,6 @@ class GpuSpec:
     attention_backward_efficiency: float | None = None
     memory_efficiency: float = 0.9
     host_op_s: float = HOST_OP_S
-    host_module_s: float = HOST_MODULE_S
 
     def __post_init__(self) -> None:
         for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
@@ -108,7 +105,7 @@ class GpuSpec:
                 continue
             if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
-        for field in ("host_op_s", "host_module_s"):
+        for field in ("host_op_s",):
             value = getattr(self, field)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise SpecError(f"gpu.{field}", f"must be a finite time >= 0 s, got {value!r}")
@@ -260,7 +257,6 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),
         memory_efficiency=_fraction(raw.get("memory_efficiency", 0.9), "gpu.memory_efficiency"),
         host_op_s=parse_time(raw.get("host_op_s", HOST_OP_S), "gpu.host_op_s"),
-        host_module_s=parse_time(raw.get("host_module_s", HOST_MODULE_S), "gpu.host_module_s"),
     )
 
 

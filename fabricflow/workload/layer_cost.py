@@ -30,11 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from .dispatch import permute_bytes
 from .efficiency import attention_time, gemm_time, memory_time
 from .gpu import GpuSpec
 from .host import HostTimes, host_times
 from .layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
 from .model import ModelSpec
+from .stack import Stack, load_stack
 from .table import LayoutTable, layout_table
 
 # Attention backward FLOPs per forward FLOP of a fused kernel (it recomputes the scores:
@@ -259,9 +261,13 @@ def _ffn(model: ModelSpec, z: LayerShapes, rows, width, fp8_in_rows) -> tuple[li
     return gemms, forward, backward
 
 
-def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool) -> LayerCost:
+def layer_cost_table(
+    model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool, stack: Stack | None = None
+) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU for every row of
-    ``table`` (arrays ``[N]``); see the module doc. Rows are not validated here."""
+    ``table`` (arrays ``[N]``) under software ``stack`` (None: the default preset); see the
+    module doc. Rows are not validated here."""
+    stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     z = layer_shapes(model, table)
     h = float(model.hidden_size)
     mask = 1.0 if model.hidden_dropout > 0 else 0.0
@@ -292,7 +298,7 @@ def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe:
     forward = gemm_f + attn_mem_f + mlp_mem_f + core_f
     backward = gemm_b + attn_mem_b + mlp_mem_b + core_b
     recompute = _recomputed(model, gpu, table, z, forward, core_f, moe)
-    host = host_times(model, gpu, table, moe=moe)
+    host = host_times(model, gpu, table, moe=moe, stack=stack)
     as_array = lambda x: np.asarray(x, dtype=np.float64) * np.ones(len(table))  # noqa: E731
     return LayerCost(
         forward_s=np.asarray(forward, dtype=np.float64),
@@ -356,8 +362,9 @@ def _routed_memory(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tupl
     act_f = (6.0 if model.gated_ffn else 4.0) * width * pairs
     act_b = (10.0 if model.gated_ffn else 6.0) * width * pairs
     up = (2.0 if model.gated_ffn else 1.0) * width
-    forward = [unpermute, act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
-    backward = [unpermute, act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
+    _, local, pad = permute_bytes(table, copies, pairs, h)
+    forward = [unpermute, local, pad, act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
+    backward = [unpermute, local, pad, act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
     return forward, backward
 
 
@@ -369,8 +376,10 @@ def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, li
     copies = z.sharded * model.experts_per_token  # this rank's token copies it dispatches
     gemms: list = [(z.sharded, float(model.num_experts), h, 1.0)]
     routed_f, routed_b = _routed_memory(model, table, z)
-    forward = [router, 4.0 * h * copies] + routed_f  # router, permutation, routed part
-    backward = [router, 4.0 * h * copies] + routed_b
+    pairs, _ = routed_tokens(model, table)
+    permute, _, _ = permute_bytes(table, copies, pairs, h)  # before the exchange
+    forward = [router, permute] + routed_f  # router, global permutation, routed part
+    backward = [router, permute] + routed_b
     if model.num_shared_experts:
         shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
         g, f, b = _ffn(model, z, z.tokens, shared, z.sharded)
@@ -483,9 +492,11 @@ def module_masks(table: LayoutTable) -> dict[str, np.ndarray]:
     return out
 
 
-def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> LayerCost:
+def layer_cost(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool, stack: Stack | None = None
+) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU; see module doc."""
-    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe).row(0)
+    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe, stack=stack).row(0)
 
 
 # Bytes per logit of the loss: Transformer Engine's fused cross entropy (the recipes'
