@@ -137,7 +137,7 @@ def collective_sizes(model: ModelSpec, table: LayoutTable, ep_nodes=1) -> dict[s
     copies = tokens / tp * model.experts_per_token * h * table.moe_imbalance
     copies = copies * on((table.ep > 1) & model.is_moe)
     copies = copies * node_limited_factor(model, table.ep, ep_nodes)
-    dispatch = np.where(table.precision == "fp8", 1.0, 2.0) * copies
+    dispatch = np.where((table.precision == "fp8") & table.fp8_dispatch, 1.0, 2.0) * copies
     # the all-gather dispatcher gathers every token of the expert-parallel group (bf16)
     gathered = 2.0 * tokens / tp * h * table.ep * on((table.ep > 1) & model.is_moe)
     # expert tensor parallelism under EP: routed copies all-gathered before the experts and
@@ -259,7 +259,7 @@ def _layer_exposed(
         out[key] = np.where(on_cp, (1.0 + redo) * a + b, zero)
     out |= {"ep": zero, "ep_hidden": zero, "ep_cost": zero}
     if moe:
-        # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
+        # Dispatch sends top_k copies of each token (fp8 under ``fp8_dispatch``, as DeepSeek-V3
         # does), combine returns them in bf16; the most loaded rank sets the pace.
         bf16 = comm.get("ep_combine", n)
         forward = comm.get("ep_dispatch", n) + bf16

@@ -7,7 +7,8 @@ the layout's ``dispatcher``:
 * ``alltoall``: NCCL all-to-all. Tokens are permuted into destination order first (a
   global permutation, ``top_k`` copies written), exchanged, then sorted by local expert
   (a second, local permutation). Timed by the collective model on the fabric, at the
-  stack's ``alltoall_efficiency`` of its rate; NCCL holds ``alltoall_sms`` SMs.
+  stack's ``alltoall_dispatch`` / ``alltoall_combine`` fraction of its rate; NCCL holds
+  ``alltoall_sms`` SMs.
 * ``allgather``: every rank all-gathers the tokens of its expert-parallel group and keeps
   those routed to its experts; combine is a reduce-scatter of the same size. No
   permutation before the exchange.
@@ -20,11 +21,16 @@ the layout's ``dispatcher``:
   flex-dispatched like DeepEP; its buffer-to-tensor copy and the FP8 padding are fused
   into the local permutation. ``hybridep_*`` fractions, ``hybridep_sms`` SMs.
 
-The collective model times each exchange at the line rates the fabric shares out; a
-dispatcher reaching the fraction ``e`` of the line rate takes ``t_fabric / e`` (plus the
-stack's ``dispatch_latency_s`` per call for the flex kernels). The NVLink fraction applies
-when the expert-parallel group lies in one scale-up domain, the RDMA one when it spans
-several (the slower side sets the pace of DeepEP's and HybridEP's two-hop transfer).
+The collective model times each exchange on the fabric (flows sharing the links). NCCL's
+all-to-all takes ``t_fabric / e`` (``e`` the stack's ``alltoall_*``, 1: as the collective
+model times it). A flex dispatcher whose kernels reach the measured fraction ``e`` of the
+per-GPU line rate ``L`` (their algorithm bandwidth over the link's) takes
+``max(t_fabric, bytes / (e L))``: its kernel caps the rate, the fabric (contention,
+placement) may slow it further; the flex kernels add the stack's ``dispatch_latency_s``
+per call. The NVLink fraction and line rate
+apply when the expert-parallel group lies in one scale-up domain, the RDMA ones (the
+NIC's rate) when it spans several (the slower side sets the pace of DeepEP's and
+HybridEP's two-hop transfer).
 
 Load imbalance (``Layout.moe_imbalance``, max/mean tokens per rank) scales the bytes and
 the expert work of the most loaded rank (the published benchmark recipes force-balance
@@ -68,26 +74,45 @@ def dispatch_efficiency(
         value = np.where(
             d == "deepep",
             deepep,
-            np.where(d == "hybridep", hybridep, stack.alltoall_efficiency),
+            np.where(d == "hybridep", hybridep, getattr(stack, f"alltoall_{kind}")),
         )
         out.append(np.asarray(value, dtype=np.float64) * np.ones(len(table)))
     return out[0], out[1]
 
 
+def line_rate(fabric, ep_nodes: int) -> float:
+    """Per-GPU line rate (B/s, one direction) an expert-parallel group's exchange runs on:
+    the scale-up (NVLink) link's inside one domain (``ep_nodes`` = 1), the NIC's across
+    domains; 0 where the fabric has no such link."""
+    kind = fabric.scale_up_link_kind if ep_nodes <= 1 else "nic"
+    if kind is None or kind not in fabric.link_kinds:
+        return 0.0
+    capacity = fabric.capacity[fabric.links_of_kind(kind)]
+    return float(capacity.max()) if len(capacity) else 0.0
+
+
 def dispatch_seconds(
-    stack: Stack, table: LayoutTable, dispatch_s, combine_s, ep_nodes
+    stack: Stack, table: LayoutTable, fabric_s, num_bytes, ep_nodes, line: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(dispatch, combine) seconds ``[N]`` of one exchange each, from the collective
-    model's times at line rate (``dispatch_s``, ``combine_s``): over the dispatcher's
-    achieved fraction, plus the flex kernels' fixed latency per call; 0 stays 0."""
-    eff_d, eff_c = dispatch_efficiency(stack, table, ep_nodes)
-    latency = np.where(np.isin(table.dispatcher, FLEX), stack.dispatch_latency_s, 0.0)
-    d = np.asarray(dispatch_s, dtype=np.float64)
-    c = np.asarray(combine_s, dtype=np.float64)
-    return (
-        np.where(d > 0, d / eff_d + latency, 0.0),
-        np.where(c > 0, c / eff_c + latency, 0.0),
-    )
+    """(dispatch, combine) seconds ``[N]`` of one exchange each: ``fabric_s`` = (dispatch,
+    combine) seconds of the collective model, ``num_bytes`` their sizes (bytes per rank),
+    ``line`` the per-GPU line rate (:func:`line_rate`; 0: the fractions scale the collective
+    model's times instead): ``t_fabric / e`` for NCCL's all-to-all and all-gather,
+    ``max(t_fabric, bytes / (e line))`` plus the latency per call for the flex kernels;
+    0 stays 0."""
+    efficiency = dispatch_efficiency(stack, table, ep_nodes)
+    flex = np.isin(table.dispatcher, FLEX)
+    latency = np.where(flex, stack.dispatch_latency_s, 0.0)
+    out = []
+    for seconds, size, eff in zip(fabric_s, num_bytes, efficiency, strict=True):
+        seconds = np.asarray(seconds, dtype=np.float64)
+        if line > 0:
+            kernel = np.maximum(seconds, np.asarray(size, dtype=np.float64) / (eff * line))
+        else:
+            kernel = seconds / eff
+        time = np.where(flex, kernel, seconds / eff)
+        out.append(np.where(seconds > 0, time + latency, 0.0))
+    return out[0], out[1]
 
 
 def dispatcher_sms(stack: Stack, table: LayoutTable) -> np.ndarray:
@@ -111,13 +136,10 @@ def permute_bytes(table: LayoutTable, copies, pairs, hidden: float) -> tuple[np.
     flex dispatchers fuse the first into their kernel; all-gather needs neither (its
     local selection is the un-permutation's mirror, charged as a local permutation).
     Under FP8 the expert inputs are padded to the GEMM's row alignment by a copy, fused
-    into HybridEP's permutation. Without ``moe_permute_fusion`` the permutations run
-    Megatron-Core's earlier kernels, up to 10x slower for ``top_k`` much smaller than the
-    expert count (Transformer Engine PR 1927): charged 10x the bytes."""
+    into HybridEP's permutation."""
     d = table.dispatcher
-    unfused = np.where(table.moe_permute_fusion, 1.0, 10.0)
-    global_ = np.where(d == "alltoall", 4.0 * hidden * copies, 0.0) * unfused
-    local = 4.0 * hidden * pairs * unfused
+    global_ = np.where(d == "alltoall", 4.0 * hidden * copies, 0.0)
+    local = 4.0 * hidden * pairs
     pad = np.where((table.precision == "fp8") & (d != "hybridep"), 4.0 * hidden * pairs, 0.0)
     return global_, local, pad
 
@@ -127,5 +149,6 @@ __all__ = [
     "dispatch_efficiency",
     "dispatch_seconds",
     "dispatcher_sms",
+    "line_rate",
     "permute_bytes",
 ]

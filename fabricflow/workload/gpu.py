@@ -60,6 +60,8 @@ class GpuSpec:
             pass reaches at long sequences (head dimension 128).
         gemm_efficiency_fp8: the same as ``gemm_efficiency`` for fp8 GEMMs, of the fp8 peak
             (None: as ``gemm_efficiency``).
+        gemm_efficiency_mxfp8: the same for MXFP8 GEMMs (1 x 32 block scales applied in
+            the tensor cores; Blackwell), of the fp8 peak (None: as ``gemm_efficiency_fp8``).
         attention_backward_efficiency: fraction of the bf16 peak the fused attention
             kernel's backward pass reaches at long sequences (None: 0.85 x the forward's).
         memory_efficiency: fraction of ``hbm_bandwidth`` a large streaming kernel reaches
@@ -84,6 +86,7 @@ class GpuSpec:
     host_link: str | None = None
     host_link_bandwidth: float | None = None
     gemm_efficiency_fp8: float | None = None
+    gemm_efficiency_mxfp8: float | None = None
     attention_backward_efficiency: float | None = None
     memory_efficiency: float = 0.9
     host_op_s: float = HOST_OP_S
@@ -97,11 +100,16 @@ class GpuSpec:
             "gemm_efficiency",
             "attention_efficiency",
             "gemm_efficiency_fp8",
+            "gemm_efficiency_mxfp8",
             "attention_backward_efficiency",
             "memory_efficiency",
         ):
             value = getattr(self, field)
-            if value is None and field in ("gemm_efficiency_fp8", "attention_backward_efficiency"):
+            if value is None and field in (
+                "gemm_efficiency_fp8",
+                "gemm_efficiency_mxfp8",
+                "attention_backward_efficiency",
+            ):
                 continue
             if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
@@ -129,7 +137,12 @@ class GpuSpec:
             )
 
     def gemm_fraction(self, precision: str) -> float:
-        """Fraction of ``peak(precision)`` a large, well-shaped GEMM reaches."""
+        """Fraction of ``peak(precision)`` a large, well-shaped GEMM reaches (``mxfp8``:
+        an fp8 GEMM with MXFP8 block scales, of the fp8 peak)."""
+        if precision == "mxfp8":
+            if self.gemm_efficiency_mxfp8 is not None:
+                return self.gemm_efficiency_mxfp8
+            precision = "fp8"
         if precision == "fp8" and self.gemm_efficiency_fp8 is not None:
             return self.gemm_efficiency_fp8
         return self.gemm_efficiency
@@ -252,6 +265,9 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         gemm_efficiency_fp8=None
         if raw.get("gemm_efficiency_fp8") is None
         else _fraction(raw["gemm_efficiency_fp8"], "gpu.gemm_efficiency_fp8"),
+        gemm_efficiency_mxfp8=None
+        if raw.get("gemm_efficiency_mxfp8") is None
+        else _fraction(raw["gemm_efficiency_mxfp8"], "gpu.gemm_efficiency_mxfp8"),
         attention_backward_efficiency=None
         if raw.get("attention_backward_efficiency") is None
         else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),

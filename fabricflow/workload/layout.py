@@ -158,9 +158,6 @@ class Layout:
             ``FP8_RECIPES``: it sets the bytes and host ops of every quantization.
         dispatcher: the MoE token dispatcher, from ``DISPATCHERS``
             (:mod:`fabricflow.workload.dispatch`).
-        moe_permute_fusion: token permutation and un-permutation as fused kernels
-            (Megatron-Core ``--moe-permute-fusion``); off, an index-select and a scatter-add
-            per pass with their index kernels.
         moe_router_fusion: the router's fused top-k, score and auxiliary-loss kernels
             (``--moe-router-fusion``); off, the router's element-wise kernels one by one.
         cpu_binding: each rank's process bound to the CPU cores and memory of its GPU's
@@ -168,6 +165,10 @@ class Layout:
             stack's ``unbound_host_factor``.
         fp8_norm_fusion: the FP8 quantization of a norm's output fused into the norm
             kernel (cuDNN norms): the bf16 output is neither written nor read back.
+        fp8_dispatch: under fp8, the MoE dispatch sends the token copies in fp8 (DeepSeek-V3;
+            DeepEP's FP8 dispatch); off, in bf16 (Megatron-Core's all-to-all, and NVIDIA's
+            GB200 recipe, which finds the re-quantization for the backward costs more than
+            the halved bytes save). Combine is bf16 either way.
 
     The software choices among these fields (:data:`fabricflow.workload.stack.LAYOUT_CHOICES`)
     take a software stack's values as defaults where a stack is named (``--stack``,
@@ -212,10 +213,10 @@ class Layout:
     grad_accum_fusion: bool = True
     fp8_recipe: str = "tensorwise"
     dispatcher: str = "alltoall"
-    moe_permute_fusion: bool = True
     moe_router_fusion: bool = True
     cpu_binding: bool = True
     fp8_norm_fusion: bool = False
+    fp8_dispatch: bool = False
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as

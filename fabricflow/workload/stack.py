@@ -46,9 +46,9 @@ LAYOUT_CHOICES = (
     "precision",
     "fp8_recipe",
     "dispatcher",
-    "moe_permute_fusion",
     "moe_router_fusion",
     "cpu_binding",
+    "fp8_dispatch",
     "fp8_norm_fusion",
     "pipeline_schedule",
     "moe_imbalance",
@@ -83,8 +83,9 @@ class Stack:
             (allocation of data and scale tensors, their zero-fill, the scale swizzle).
         unbound_host_factor: host time per op without CPU/NUMA binding of the process over
             the bound one (``cpu_binding`` off).
-        alltoall_efficiency: NCCL all-to-all dispatch / combine, achieved fraction of the
-            collective model's rate.
+        alltoall_dispatch, alltoall_combine: NCCL all-to-all (and all-gather) dispatch /
+            combine, achieved fraction of the rate the collective model gives it (1: NCCL
+            as the collective model times it on the fabric).
         deepep_nvlink_dispatch, deepep_nvlink_combine, deepep_rdma_dispatch,
         deepep_rdma_combine: DeepEP normal kernels' achieved bandwidth as a fraction of the
             scale-up (NVLink) / scale-out (RDMA) line rate per GPU and direction.
@@ -105,9 +106,10 @@ class Stack:
     router_ops: float = 31.0
     router_unfused_ops: float = 72.0
     flex_preprocess_ops: float = 17.0
-    mxfp8_quantize_ops: float = 3.0
+    mxfp8_quantize_ops: float = 2.0
     unbound_host_factor: float = 1.0
-    alltoall_efficiency: float = 1.0
+    alltoall_dispatch: float = 1.0
+    alltoall_combine: float = 1.0
     deepep_nvlink_dispatch: float = 0.765
     deepep_nvlink_combine: float = 0.79
     deepep_rdma_dispatch: float = 0.86
@@ -182,7 +184,8 @@ FRACTION_FIELDS = tuple(
     f
     for f in NUMERIC_FIELDS
     if f.startswith(("deepep_nvlink", "deepep_rdma", "hybridep_nvlink", "hybridep_rdma"))
-    or f == "alltoall_efficiency"
+    or f.startswith("alltoall_")
+    and not f.endswith("_sms")
 )
 
 

@@ -9,7 +9,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   parallelism 2 all-gathers + 2 reduce-scatters; hidden behind the pass's GEMMs when
   ``tp_overlap``. CP: a ring of ``cp - 1`` K/V send/recv steps forward (K/V + their
   gradients backward), hidden behind the attention core. EP: dispatch and combine
-  all-to-all of ``top_k`` token copies per pass (dispatch in fp8 under fp8 training),
+  all-to-all of ``top_k`` token copies per pass (dispatch in fp8 under ``fp8_dispatch``),
   scaled by the routing imbalance; backward runs both again; hidden behind another
   chunk's compute when ``ep_overlap``.
   Passes: forward, backward, and the forward again under full recompute.
@@ -65,7 +65,7 @@ from .compute import (
     collective_sizes,
     compose,
 )
-from .dispatch import dispatch_seconds
+from .dispatch import dispatch_seconds, line_rate
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
 from .hetero import is_mixed, job_gpus, split_for_gpus
@@ -296,8 +296,9 @@ def step_time(
         layout,
     )
     ep_nodes = _ep_domains(where, fabric, model)
+    ep_line = line_rate(fabric, ep_nodes)
     times, slow, breakdown, coupled = _coupled_step(
-        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes, stack=stack
+        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes, stack=stack, ep_line=ep_line
     )
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
@@ -333,6 +334,7 @@ def step_time(
                         coupling,
                         ep_nodes=ep_nodes,
                         stack=stack,
+                        ep_line=ep_line,
                     )[2].values()
                 )
             )
@@ -406,6 +408,7 @@ def compute_only(
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
     parts = compose(model, rank_gpus, layout_table([layout]), CommTimes.free(), stack=stack)
     return {key: float(value[0]) for key, value in parts.breakdown.items()}
 
@@ -444,12 +447,14 @@ def collective_times(
     comm,
     ep_nodes: int = 1,
     stack: Stack | None = None,
+    ep_line: float = 0.0,
 ) -> CommTimes:
     """:class:`CommTimes` of a one-row table, each collective timed by ``comm.slowest``
     (a :class:`CollectiveCache` or its coupled view); ``ep_nodes``: scale-up domains an
     expert-parallel group spans (for node-limited dispatch); the MoE dispatch and combine
-    through the layout's dispatcher (:func:`~fabricflow.workload.dispatch.dispatch_times`)
-    with ``stack``'s parameters."""
+    through the layout's dispatcher (:func:`~fabricflow.workload.dispatch.dispatch_seconds`)
+    with ``stack``'s parameters, ``ep_line`` the per-GPU line rate its fractions apply to
+    (B/s; 0: the collective model's rate)."""
     layout = table.layout(0)
     sizes = collective_sizes(model, table, ep_nodes)
     seconds = {}
@@ -469,7 +474,12 @@ def collective_times(
     if "ep_dispatch" in seconds:
         stack = stack if isinstance(stack, Stack) else load_stack(stack)
         d, c = dispatch_seconds(
-            stack, table, seconds["ep_dispatch"], seconds["ep_combine"], ep_nodes
+            stack,
+            table,
+            (seconds["ep_dispatch"], seconds["ep_combine"]),
+            (sizes["ep_dispatch"], sizes["ep_combine"]),
+            ep_nodes,
+            ep_line,
         )
         seconds["ep_dispatch"], seconds["ep_combine"] = float(d[0]), float(c[0])
     return CommTimes(seconds)
@@ -482,6 +492,7 @@ def compose_step(
     comm,
     ep_nodes: int = 1,
     stack: Stack | None = None,
+    ep_line: float = 0.0,
 ) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
     collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
@@ -489,7 +500,7 @@ def compose_step(
     :func:`fabricflow.workload.compute.compose`."""
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
     table = layout_table([layout])
-    times_ = collective_times(model, table, comm, ep_nodes, stack)
+    times_ = collective_times(model, table, comm, ep_nodes, stack, ep_line)
     parts = compose(model, rank_gpus, table, times_, per_rank=True, stack=stack)
     names = rank_names(layout.pp)
     assert parts.ranks is not None
@@ -515,11 +526,12 @@ def _coupled_step(
     on: bool = True,
     ep_nodes: int = 1,
     stack: Stack | None = None,
+    ep_line: float = 0.0,
 ) -> tuple[dict, dict, dict, dict]:
     """:func:`compose_step` with each dimension alone, then (``on``) again with the traffic of
     each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    times, slow, alone = compose_step(model, rank_gpus, layout, comm, ep_nodes, stack)
+    times, slow, alone = compose_step(model, rank_gpus, layout, comm, ep_nodes, stack, ep_line)
     isolated_s = sum(alone.values())
     if not on or comm.backend == "alpha-beta":
         why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
@@ -533,7 +545,7 @@ def _coupled_step(
         }
         return times, slow, alone, coupling
     view = plan_windows(comm, layout, issue_rates(model, layout, slow))
-    times, slow, breakdown = compose_step(model, rank_gpus, layout, view, ep_nodes, stack)
+    times, slow, breakdown = compose_step(model, rank_gpus, layout, view, ep_nodes, stack, ep_line)
     coupled_s = sum(breakdown.values())
     coupling = {
         "model": "joint max-min per overlap window (flow completion where it matters)",

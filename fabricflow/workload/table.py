@@ -51,9 +51,9 @@ BOOL_COLUMNS = (
     "fused_cross_entropy",
     "tp_backward_overlap",
     "grad_accum_fusion",
-    "moe_permute_fusion",
     "moe_router_fusion",
     "cpu_binding",
+    "fp8_dispatch",
     "fp8_norm_fusion",
 )
 FLOAT_COLUMNS = (
