@@ -145,3 +145,17 @@ def test_norm_fusion_saves_the_norm_output_round_trip_under_mxfp8_only():
     assert forward(fp8_recipe="tensorwise", fp8_norm_fusion=True) == forward(
         fp8_recipe="tensorwise"
     )
+
+
+def test_sustained_clock_scales_tensor_core_kernels_not_memory_bound_ones():
+    """A clock below the measurement's slows GEMMs and attention by its ratio; copies are
+    bound by HBM and keep their time. Every preset keeps 1 (the efficiencies are measured
+    over sustained loops under the power cap)."""
+    full = ff.load_gpu("gb200")
+    capped = ff.load_gpu("gb200", sustained_clock_fraction=0.8)
+    assert full.sustained_clock_fraction == 1.0
+    ratio = (gemm_time(capped, 8192, 8192, 8192) - 2e-6) / (
+        gemm_time(full, 8192, 8192, 8192) - 2e-6
+    )
+    assert ratio == pytest.approx(1 / 0.8, rel=1e-9)  # 8192^3: compute-bound
+    assert memory_time(capped, 1e9) == memory_time(full, 1e9)

@@ -93,3 +93,19 @@ def test_host_bound_step_is_slower_than_its_kernels_and_graphs_recover_it():
     assert eager.step_time_s > graphs.step_time_s
     assert eager.details["host_wait_s"] > 0 and graphs.details["host_wait_s"] == 0
     assert waited > 0
+
+
+def test_mxfp8_quantization_adds_its_host_ops_per_linear_module():
+    """Under MXFP8 each linear module's quantization also allocates its data and scale
+    tensors, zero-fills and swizzles the scales (NVIDIA's GB200 guide 2.1.2-2.1.3): the
+    stack's ``mxfp8_quantize_ops`` minus the quantize kernel a per-tensor recipe launches
+    too, per linear module and pass (a Llama layer: QKV, projection, FC1, FC2)."""
+    model = ff.load_model("llama3-8b")
+    gpu = ff.load_gpu("gb200")
+    stack = ff.load_stack("mcore-dsv3-gb200-baseline")
+    base = dict(dp=8, precision="fp8")
+    tensorwise = host_times(model, gpu, _table(**base), moe=False, stack=stack)
+    mxfp8 = host_times(model, gpu, _table(fp8_recipe="mxfp8", **base), moe=False, stack=stack)
+    per_pass = 4 * (stack.mxfp8_quantize_ops - 1.0) * gpu.host_op_s
+    assert mxfp8.pre[0] - tensorwise.pre[0] == pytest.approx(per_pass)
+    assert mxfp8.backward[0] - tensorwise.backward[0] == pytest.approx(per_pass)

@@ -8,6 +8,7 @@ GEMM ``[M, K] x [K, N]`` (``batch`` independent copies), run as output tiles of
                                                  shape of a brute-force search, §14)
                * gpu.gemm_fraction(precision)   (measured best-shape matmul throughput over
                                                  the peak, per GPU and precision, §14)
+               * gpu.sustained_clock_fraction   (the step's clock over the measurement's; 1)
                * tile_fill                      (M, N padded to TILE: tile quantization)
                * wave_fill                      (under one wave: tiles / units; a partial last
                                                  wave is balanced by stream-K decomposition)
@@ -111,7 +112,8 @@ def gemm_efficiency(
         gpu.gemm_fraction("mxfp8"),
         np.where(precision == "fp8", gpu.gemm_fraction("fp8"), gpu.gemm_fraction("bf16")),
     )
-    return TYPICAL_SHAPE_FRACTION * base * tile_fill * wave_fill * k_fill
+    clock = gpu.sustained_clock_fraction
+    return TYPICAL_SHAPE_FRACTION * base * clock * tile_fill * wave_fill * k_fill
 
 
 def gemm_time(
@@ -153,5 +155,6 @@ def attention_time(gpu: GpuSpec, flops, key_length=np.inf, direction: str = "for
     that see ``key_length`` keys on average."""
     flops = np.asarray(flops, dtype=np.float64)
     fraction = gpu.attention_efficiency if direction == "forward" else gpu.attention_backward
+    fraction = fraction * gpu.sustained_clock_fraction
     rate = gpu.peak_bf16 * fraction * attention_ramp(key_length, direction)
     return np.where(flops > 0, flops / rate + LAUNCH_S, 0.0)

@@ -70,6 +70,12 @@ class GpuSpec:
             where the preset does not know it.
         host_link_bandwidth: bytes/s per direction over ``host_link`` (full duplex), or
             None (then offloading is refused until it is given).
+        sustained_clock_fraction: the tensor-core clock a training step sustains under the
+            power cap, as a fraction of the clock at which the GEMM and attention
+            efficiencies above were measured; it scales every GEMM and attention kernel's
+            rate. 1 in every preset: those efficiencies come from sustained loops (100
+            back-to-back iterations) that already run at the capped clock, and no published
+            in-training clock trace gives a further factor (docs/references.md §18).
         host_op_s: host (CPU) seconds the system's CPU spends to issue one eager PyTorch op
             (dispatch and kernel launch), for the host model of
             :mod:`fabricflow.workload.host`.
@@ -89,6 +95,7 @@ class GpuSpec:
     gemm_efficiency_mxfp8: float | None = None
     attention_backward_efficiency: float | None = None
     memory_efficiency: float = 0.9
+    sustained_clock_fraction: float = 1.0
     host_op_s: float = HOST_OP_S
 
     def __post_init__(self) -> None:
@@ -103,6 +110,7 @@ class GpuSpec:
             "gemm_efficiency_mxfp8",
             "attention_backward_efficiency",
             "memory_efficiency",
+            "sustained_clock_fraction",
         ):
             value = getattr(self, field)
             if value is None and field in (
@@ -272,6 +280,9 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         if raw.get("attention_backward_efficiency") is None
         else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),
         memory_efficiency=_fraction(raw.get("memory_efficiency", 0.9), "gpu.memory_efficiency"),
+        sustained_clock_fraction=_fraction(
+            raw.get("sustained_clock_fraction", 1.0), "gpu.sustained_clock_fraction"
+        ),
         host_op_s=parse_time(raw.get("host_op_s", HOST_OP_S), "gpu.host_op_s"),
     )
 

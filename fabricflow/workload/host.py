@@ -28,7 +28,11 @@ stack's ``host_module_ops`` such ops (:class:`~fabricflow.workload.stack.Stack`)
 router's forward and the dispatch preprocessing take the stack's measured kernel counts
 (``router_ops`` with ``moe_router_fusion``, ``router_unfused_ops`` without it,
 ``flex_preprocess_ops`` for both under a flex dispatcher, DeepEP or HybridEP), and an MXFP8
-quantization of an expert's input ``mxfp8_quantize_ops``. Without ``cpu_binding`` every
+quantization of an expert's input ``mxfp8_quantize_ops``; under MXFP8 every linear
+module's quantization of its input (forward) or output gradient (backward) adds the
+``mxfp8_quantize_ops - 1`` allocation, zero-fill and swizzle ops beyond the quantize kernel
+that a per-tensor recipe also launches (:data:`LINEAR_MODULES`; NVIDIA's GB200 guide,
+2.1.2-2.1.3). Without ``cpu_binding`` every
 host op takes ``unbound_host_factor`` times as long. CUDA graphs replay captured work with
 one launch: ``cuda_graphs`` (the whole step) removes all host work, ``cuda_graph_scope`` the
 scopes it names (Megatron's ``attn``, ``mlp``, ``moe``, ``moe_router`` (with the shared
@@ -78,6 +82,10 @@ CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
 #   DistributedDataParallel): the attention block's QKV, projection and norm weights (3,
 #   and the two Q/K norms), the MLP's FC1, FC2 and norm weights (3), the router and pre-MLP
 #   norm weights (2), one per expert and grouped linear.
+# Linear (GEMM) Transformer Engine modules among each part's modules: all but the
+# attention core (DotProductAttention) and the norm modules (Q/K norms, the router's
+# pre-MLP norm); MLA has five (Q and KV down- and up-projections, output projection).
+LINEAR_MODULES = {"attention": 2, "attention_mla": 5, "mlp": 2}
 FORWARD = {
     "attention": (3, 4),
     "attention_qk_norm": (2, 0),
@@ -183,12 +191,15 @@ def host_times(
     )
     mxfp8 = fp8 & (table.fp8_recipe == "mxfp8")
     quantize_ops = np.where(mxfp8, stack.mxfp8_quantize_ops, 1.0)
+    # MXFP8's host ops per linear module and pass beyond a per-tensor recipe's
+    extra = np.where(mxfp8, stack.mxfp8_quantize_ops - 1.0, 0.0) * op_s
+    linear = {key: extra * count for key, count in LINEAR_MODULES.items()}
     out = {}
     for name, counts in (("forward", FORWARD), ("backward", BACKWARD)):
-        attn = _cost(attention, counts, op_s, stack, fp8)
+        attn = _cost(attention, counts, op_s, stack, fp8) + linear[attention[0][0]]
         attn = np.where(graphed["attn"], launch, attn)
         if not moe:
-            mlp = _cost([("mlp", 1.0)], counts, op_s, stack, fp8)
+            mlp = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
             mlp = np.where(graphed["mlp"], launch, mlp)
             out[name] = (attn + mlp, np.zeros(n))
             continue
@@ -213,7 +224,7 @@ def host_times(
         )
         if model.num_shared_experts:
             # the shared experts run inside the router's graph when it is captured
-            shared = _cost([("mlp", 1.0)], counts, op_s, stack, fp8)
+            shared = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
             dispatch = dispatch + np.where(graphed["moe_router"], 0.0, shared)
         whole_moe = graphed["moe"]
         pre = np.where(whole_moe, launch, router + preprocess)
@@ -254,6 +265,7 @@ __all__ = [
     "CUDA_GRAPH_SCOPES",
     "FORWARD",
     "HostTimes",
+    "LINEAR_MODULES",
     "host_excess",
     "host_times",
     "op_seconds",
