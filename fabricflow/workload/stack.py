@@ -162,7 +162,7 @@ class Stack:
     def layout_for(self, **fields):
         """A :class:`~fabricflow.workload.layout.Layout` with this stack's choices as
         defaults and ``fields`` (explicit values) over them."""
-        from .layout import Layout  # layout.py imports this module's names
+        from .layout import Layout  # here: layout.py imports host.py, which imports this module
 
         return Layout(**{**self.choices, **fields})
 
