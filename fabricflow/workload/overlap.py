@@ -31,10 +31,12 @@ import numpy as np
 COMM_SMS = {"tp": 8.5, "tp_nccl": 24.0, "cp": 4.0, "ep": 20.0, "dp": 24.0, "pp": 2.0}
 
 
-def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share) -> np.ndarray:
+def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share, sms=None) -> np.ndarray:
     """Fraction ``f`` ``[N]`` by which compute slows while ``dim``'s collective runs:
     its SMs over the GPU's, plus the memory-bound share of the hidden compute times the
-    fraction of HBM bandwidth the transfer takes (``wire_bytes`` sent in ``comm_s``)."""
+    fraction of HBM bandwidth the transfer takes (``wire_bytes`` sent in ``comm_s``).
+    ``sms``: the collective kernel's SMs (``[N]`` or a number) where they depend on more
+    than the dimension (the MoE dispatcher's); None: :data:`COMM_SMS`."""
     comm_s = np.asarray(comm_s, dtype=np.float64)
     rate = np.divide(
         np.asarray(wire_bytes, dtype=np.float64),
@@ -43,7 +45,8 @@ def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share) -> np.ndarray:
         where=comm_s > 0,
     )
     hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
-    return COMM_SMS[dim] / float(gpu.compute_units) + np.asarray(memory_share) * np.minimum(
+    held = COMM_SMS[dim] if sms is None else np.asarray(sms, dtype=np.float64)
+    return held / float(gpu.compute_units) + np.asarray(memory_share) * np.minimum(
         1.0, 2.0 * rate / hbm
     )
 

@@ -52,6 +52,10 @@ BOOL_COLUMNS = (
     "tp_backward_overlap",
     "grad_accum_fusion",
     "fp8_activation_cache",
+    "moe_router_fusion",
+    "cpu_binding",
+    "fp8_dispatch",
+    "fp8_norm_fusion",
 )
 FLOAT_COLUMNS = (
     "moe_imbalance",
@@ -69,6 +73,8 @@ NAME_COLUMNS = (
     "pipeline_schedule",
     "recompute_modules",
     "cuda_graph_scope",
+    "fp8_recipe",
+    "dispatcher",
 )
 OBJECT_COLUMNS = ("pp_split",)
 
