@@ -37,6 +37,7 @@ import xarray as xr
 from ..errors import FabricflowError
 from ..workload.compute import BREAKDOWN_KEYS
 from ..workload.memory import GIB, memory_per_gpu
+from ..workload.stack import list_stacks, load_stack
 
 NEMO_2511 = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -103,6 +104,11 @@ class PublishedRun:
         )
 
 
+# published precision -> the layout's precision and FP8 scaling recipe
+PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8"}
+FP8_RECIPE = {"fp8-cs": "tensorwise", "mxfp8": "mxfp8", "fp8-block": "blockwise"}
+
+
 def _step(global_batch: int, seq: int, tokens_per_s_gpu: float, gpus: int) -> float:
     return global_batch * seq / (tokens_per_s_gpu * gpus)
 
@@ -123,9 +129,11 @@ def _modern(
     **layout,
 ):
     tp = layout.get("tp", 1)
+    fp8 = layout.get("precision", "bf16") == "fp8"
     if not published_precision:
-        fp8 = layout.get("precision", "bf16") == "fp8"
         published_precision = ("mxfp8" if "MXFP8" in notes else "fp8-cs") if fp8 else "bf16"
+    if fp8:  # the FP8 scaling recipe the row ran
+        layout.setdefault("fp8_recipe", FP8_RECIPE[published_precision])
     layout.setdefault("sequence_parallel", tp > 1)
     layout.setdefault("tp_overlap", tp > 1)
     layout.setdefault("grad_reduce_dtype", "bf16")  # every recipe: grad_reduce_in_fp32 = False
@@ -503,7 +511,6 @@ MODELS = {
     "q30": "qwen3-30b-a3b",
     "q235": "qwen3-235b-a22b",
 }
-PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8"}
 
 
 def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
@@ -757,6 +764,7 @@ PAPER_RUNS = tuple(
             grad_reduce_dtype="fp32",
             adam_moments_dtype="bf16",
             fp8_activation_cache=True,
+            fp8_recipe="blockwise",
             zero=1,
         ),
         measured_step_s=_DEEPSEEK_STEP_S,
@@ -925,14 +933,16 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
     measured - 1), the breakdown, memory, and ``refused`` (the layout was refused, with the
     reason)."""
     from ..fabric.spec import load_fabric
-    from ..workload.layout import Layout
     from ..workload.model import load_model
     from ..workload.step import step_time
 
     kwargs = dict(run.layout)
     tp, pp, cp = kwargs.get("tp", 1), kwargs.get("pp", 1), kwargs.get("cp", 1)
     kwargs["dp"] = run.gpus // (tp * pp * cp)
-    layout = Layout(**kwargs)
+    # the row's own software stack where a preset exists (its choices are the defaults the
+    # row's published settings override), else the step model's default stack
+    stack = load_stack(run.stack if run.stack in list_stacks() else None)
+    layout = stack.layout_for(**kwargs)
     fabric = load_fabric(run.fabric, **run.fabric_overrides)
     model = load_model(run.model, **run.model_overrides)
     out = {
@@ -944,11 +954,16 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
         "generation": GENERATION[run.gpu],
         "precision": run.published_precision,
         "class": run_class(run),
+        "stack_preset": stack.name,
         "measured_step_s": run.measured_step_s,
     }
     try:
         result = step_time(
-            model, run.gpu, layout, fabric, **({"placement": run.placement} | step_kwargs)
+            model,
+            run.gpu,
+            layout,
+            fabric,
+            **({"placement": run.placement, "stack": stack} | step_kwargs),
         )
     except FabricflowError as error:
         refused = {"refused": str(error), "predicted_step_s": math.nan, "error": math.nan}
