@@ -162,3 +162,29 @@ def test_summary_counts_refusals_apart():
         "refused_runs": 1,
     }
     assert "a100" not in out
+
+
+def test_summary_reports_each_class():
+    def row(cls, error, refused=""):
+        generation, kind, precision = cls.split()
+        return {
+            "era": "modern",
+            "system": "S",
+            "moe": kind == "moe",
+            "generation": generation,
+            "precision": precision,
+            "class": cls,
+            "refused": refused,
+            "error": error,
+        }
+
+    rows = [
+        row("hopper dense fp8-cs", -0.2),
+        row("hopper dense fp8-cs", 0.1),
+        row("blackwell moe mxfp8", float("nan"), "memory"),
+    ]
+    out = summary(rows)
+    assert out["modern hopper dense fp8-cs"]["mape"] == pytest.approx(0.15)
+    assert out["modern hopper dense fp8-cs"]["signed"] == pytest.approx(-0.05)
+    assert out["modern blackwell moe mxfp8"]["refused_runs"] == 1
+    assert out["modern hopper"]["cases"] == 2 and out["modern mxfp8"]["ran"] == 0
