@@ -10,13 +10,16 @@ import pathlib
 
 import pytest
 
+import fabricflow as ff
 from fabricflow.study.step_validation import (
     PUBLISHED_RUNS,
     predict,
     residuals,
     run_class,
+    run_setup,
     summary,
 )
+from fabricflow.workload.memory import memory_per_gpu, usable_hbm
 
 xr = pytest.importorskip("xarray")
 
@@ -58,12 +61,17 @@ def test_published_layouts_that_ran_fit():
     for name in (
         "deepseek-v3 h800 2048",
         "llama3-405b meta 16384",
+        "gpt-oss-120b h100 bf16",
+        "qwen3-30b h100 fp8",
+        "qwen3-235b b200 fp8",
         "oss h100 bf16 26.04.01",
         "q30 h100 fp8-cs 26.04.01",
         "q235 b200 mxfp8 26.04.01",
     ):
-        row = predict(RUNS[name])
-        assert not row["refused"], (name, row["refused"])
+        run = RUNS[name]
+        model, layout, _ = run_setup(run)
+        layout.validate(model)
+        assert memory_per_gpu(model, layout).total < usable_hbm(ff.load_gpu(run.gpu)), name
 
 
 def test_residuals_are_one_record_per_row():

@@ -37,6 +37,7 @@ import xarray as xr
 from ..errors import FabricflowError
 from ..workload.compute import BREAKDOWN_KEYS
 from ..workload.memory import GIB, memory_per_gpu
+from ..workload.model import load_model
 from ..workload.stack import list_stacks, load_stack
 
 NEMO_2511 = (
@@ -928,23 +929,27 @@ GENERATION = {
 }
 
 
+def run_setup(run: PublishedRun) -> tuple:
+    """``(model, layout, stack)`` of ``run`` as :func:`predict` times it: the published
+    layout with ``dp`` derived from the GPU count, on the row's own software stack where a
+    preset exists (its choices are the defaults the row's settings override), else on the
+    step model's default stack."""
+    kwargs = dict(run.layout)
+    tp, pp, cp = kwargs.get("tp", 1), kwargs.get("pp", 1), kwargs.get("cp", 1)
+    kwargs["dp"] = run.gpus // (tp * pp * cp)
+    stack = load_stack(run.stack if run.stack in list_stacks() else None)
+    return load_model(run.model, **run.model_overrides), stack.layout_for(**kwargs), stack
+
+
 def predict(run: PublishedRun, **step_kwargs) -> dict:
     """The step model's prediction of ``run``: ``predicted_step_s``, ``error`` (predicted /
     measured - 1), the breakdown, memory, and ``refused`` (the layout was refused, with the
     reason)."""
     from ..fabric.spec import load_fabric
-    from ..workload.model import load_model
     from ..workload.step import step_time
 
-    kwargs = dict(run.layout)
-    tp, pp, cp = kwargs.get("tp", 1), kwargs.get("pp", 1), kwargs.get("cp", 1)
-    kwargs["dp"] = run.gpus // (tp * pp * cp)
-    # the row's own software stack where a preset exists (its choices are the defaults the
-    # row's published settings override), else the step model's default stack
-    stack = load_stack(run.stack if run.stack in list_stacks() else None)
-    layout = stack.layout_for(**kwargs)
+    model, layout, stack = run_setup(run)
     fabric = load_fabric(run.fabric, **run.fabric_overrides)
-    model = load_model(run.model, **run.model_overrides)
     out = {
         "name": run.name,
         "era": run.era,
@@ -1089,6 +1094,7 @@ __all__ = [
     "predict",
     "residuals",
     "run_class",
+    "run_setup",
     "summary",
     "validation_dataset",
     "validation_table",
