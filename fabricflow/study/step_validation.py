@@ -106,8 +106,14 @@ class PublishedRun:
 
 
 # published precision -> the layout's precision and FP8 scaling recipe
-PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8"}
-FP8_RECIPE = {"fp8-cs": "tensorwise", "mxfp8": "mxfp8", "fp8-block": "blockwise"}
+PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8", "fp8": "fp8"}
+# "fp8": the table names FP8 without its scaling (timed as per-tensor current scaling)
+FP8_RECIPE = {
+    "fp8-cs": "tensorwise",
+    "mxfp8": "mxfp8",
+    "fp8-block": "blockwise",
+    "fp8": "tensorwise",
+}
 
 
 def _step(global_batch: int, seq: int, tokens_per_s_gpu: float, gpus: int) -> float:
@@ -502,6 +508,17 @@ ARCHIVE = (
     "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary-archive.md"
 )
 SUMMARY = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary.md"
+# the NeMo releases before Megatron-Bridge published their tables in NeMo itself
+NEMO_DOCS = {
+    "24.07": "https://github.com/NVIDIA/NeMo/blob/8e3d65dcfe/docs/source/performance/"
+    "performance_summary.md (NeMo 24.07 container, DGX-H100, FP8)",
+    "25.02": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/"
+    "performance_summary.html (NeMo 25.02 container, DGX-B200, FP8)",
+    "25.04": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/archive/"
+    "25.04-performance-summary.html (NeMo 25.04 container, DGX-GB200, FP8 current scaling)",
+    "25.07": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/"
+    "performance-summary.html (NeMo 25.07 container, DGX-GB200)",
+}
 SYSTEMS = {"h100": H100, "b200": B200, "gb200": GB200}
 MODELS = {
     "8b": "llama3-8b",
@@ -511,6 +528,8 @@ MODELS = {
     "oss": "gpt-oss-120b",
     "q30": "qwen3-30b-a3b",
     "q235": "qwen3-235b-a22b",
+    "gpt175": "gpt3-175b",
+    "mx7": "mixtral-8x7b",
 }
 
 
@@ -520,8 +539,10 @@ def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
     force-balanced dropless routing (``capacity``: a token-drop row, capacity factor 1,
     as the 25.09 token-drop recipes set it)."""
     out: dict = {}
+    if model in ("gpt3-175b", "mixtral-8x7b"):  # no setting beyond the table's is known
+        return out
     if model.startswith("llama3"):
-        if system == "h100" and model == "llama3-8b":
+        if system == "h100" and model == "llama3-8b" and fsdp:
             out.update(recompute="full", recompute_layers=5)
         if system != "h100" and model == "llama3-8b":
             out.update(cuda_graphs=True)
@@ -556,6 +577,26 @@ def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
 # runs micro-batch 1 (the release's LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_BASE_CONFIG sets
 # no micro-batch: the default 1; the table prints one MBS column for both variants).
 _NEMO = """
+24.07 h100 8b fp8 8 128 1 8192 0 1 1 2 1 1 12273
+24.07 h100 70b fp8 64 128 1 8192 0 4 4 2 5 1 1524
+24.07 h100 gpt175 fp8 128 256 1 2048 0 4 8 1 6 1 716
+24.07 h100 gpt175 fp8 512 2048 2 2048 0 4 8 1 6 1 825
+25.02 b200 gpt175 fp8 512 2048 2 2048 0 4 4 1 6 1 1600
+25.02 b200 8b fp8 8 128 2 8192 0 1 1 1 1 1 26006
+25.02 b200 70b fp8 64 128 1 8192 0 2 4 2 5 1 3062
+25.02 b200 405b fp8 128 64 1 8192 0 4 8 2 8 1 625
+25.02 b200 mx7 fp8 64 256 2 4096 0 1 1 1 1 8 15457
+25.04 gb200 gpt175 fp8-cs 128 256 2 2048 0 4 4 1 12 1 1804
+25.04 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 33099
+25.04 gb200 70b fp8-cs 64 128 1 8192 1 1 1 1 1 1 4035
+25.04 gb200 405b fp8-cs 128 64 1 8192 0 4 8 2 8 1 665
+25.04 gb200 mx7 fp8-cs 64 256 2 4096 0 1 1 1 1 8 19275
+25.07 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 31737
+25.07 gb200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 30341
+25.07 gb200 70b fp8-cs 64 128 1 8192 1 1 1 1 1 1 4066
+25.07 gb200 70b mxfp8 64 128 1 8192 0 2 4 2 5 1 2605
+25.07 gb200 405b fp8-cs 128 64 1 8192 1 2 1 1 1 1 706
+25.07 gb200 405b mxfp8 128 64 1 8192 0 4 8 2 8 1 638
 25.09 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 31357
 25.09 gb200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 29925
 25.09 gb200 70b fp8-cs 64 128 2 8192 1 1 1 1 1 1 3986
@@ -682,11 +723,15 @@ def _nemo_row(line: str) -> PublishedRun:
     if model == "deepseek-v3" and system == "gb200":
         overrides = {"num_nextn_predict_layers": 0}  # the GB200 recipes run it without MTP
     where = SUMMARY if release == "26.08" else f"{ARCHIVE} ({release} NeMo container)"
+    where = NEMO_DOCS.get(release, where)
     notes = "token-drop (capacity factor 1)" if token_drop else ""
     if model == "gpt-oss-120b" and release == "26.06.01":
         notes = "the release notes a cuDNN regression for this model (cudnn-frontend issue 256)"
+    name = f"{key.removesuffix('td')}{' td' if token_drop else ''} {system} {precision} {release}"
+    if model == "gpt3-175b":  # published at two scales
+        name = f"{name} {gpus}"
     return _modern(
-        f"{key.removesuffix('td')}{' td' if token_drop else ''} {system} {precision} {release}",
+        name,
         *SYSTEMS[system],
         model,
         gpus,
