@@ -2,7 +2,8 @@
 
 Model states (Megatron mixed precision): bf16 weights 2 B, fp32 main gradients 4 B
 (2 B with ``grad_reduce_dtype='bf16'``), fp32 master weights + two Adam moments 12 B per
-parameter: 18 B per parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
+parameter (8 B with ``adam_moments_dtype='bf16'``, DeepSeek-V3's optimizer): 18 B per
+parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
 shards the 12 B over the data-parallel x context-parallel ranks (``6 + 12/d``), ZeRO-2 the
 gradients too, ZeRO-3 everything. Expert weights are sharded over ``expert_tp x ep`` and
 their optimizer over the expert data-parallel ranks.
@@ -153,7 +154,10 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     input) and the softmax statistics (4 B per head), the FFN's up-projection output and
     activation output (1 B under fp8); MLA adds the compressed Q and KV latents and their
     norm inputs; a MoE layer keeps fp32 router scores, and per routed token copy the expert
-    input, up-projection output, activation output and expert output; eager attention the
+    input, up-projection output, activation output and its fp32 routing probability (the
+    probability multiplies the activation, so the expert output is not kept;
+    docs/references.md §19); ``fp8_activation_cache`` keeps the up-projection output in
+    FP8 and the attention output once (DeepSeek-V3's storage); eager attention the
     ``s x s`` scores and softmax (and dropout mask and output); dropout masks 1 B. Norm
     tensors are per token of the SP shard, the rest per token of the TP-sharded widths.
     Selective recompute drops: ``core_attn`` the ``s x s`` tensors (a fused kernel keeps
