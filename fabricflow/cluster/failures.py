@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from ..assignments import key_values
 from ..errors import SpecError
 from .jobspec import parse_duration
 
@@ -310,14 +311,16 @@ def job_mtbf(gpus: int, gpus_per_node: int, model: FailureModel) -> float:
 
 
 def parse_component_durations(items, flag: str) -> dict[str, float]:
-    """``["gpu=50000h", "link=2e6h"]`` -> ``{"gpu": 1.8e8, ...}`` (seconds)."""
-    out: dict[str, float] = {}
-    for item in items or ():
-        kind, sep, value = str(item).partition("=")
-        kind = kind.strip()
-        if not sep:
-            raise SpecError(flag, f"expected COMPONENT=DURATION (e.g. gpu=50000h), got {item!r}")
-        if kind not in COMPONENTS:
-            raise SpecError(flag, f"unknown component {kind!r}; allowed: {list(COMPONENTS)}")
-        out[kind] = parse_duration(value, f"{flag} {kind}", allow_zero=False)
-    return out
+    """``["gpu=50000h", "link=2e6h"]`` -> ``{"gpu": 1.8e8, ...}`` (seconds); a component
+    given twice with different durations is refused."""
+    pairs = key_values(
+        items,
+        flag,
+        example="COMPONENT=DURATION (e.g. gpu=50000h)",
+        keys=COMPONENTS,
+        key_name="component",
+    )
+    return {
+        kind: parse_duration(value, f"{flag} {kind}", allow_zero=False)
+        for kind, value in pairs.items()
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..assignments import key_values
 from ._common import (
     add_fail_flag,
     add_json_flag,
@@ -357,13 +358,7 @@ def _assignments(items: list[str], flag: str) -> dict:
     from ..files import parse_structured
 
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
-        if key in out:
-            raise SpecError(f"{flag} {key}", "given twice; set each field once")
+    for key, value in key_values(items, flag, example="FIELD=VALUE").items():
         field = f"{flag} {key}"
         text = value
         if re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
@@ -372,7 +367,7 @@ def _assignments(items: list[str], flag: str) -> dict:
             text = re.sub(r"^(\s*[-+]?)0+(?=[0-9])", r"\1", value)
         if value.strip():
             try:
-                parsed = parse_structured(text, what=field, source=f"{flag} {item!r}")
+                parsed = parse_structured(text, what=field, source=f"{flag} {key}={value!r}")
             except SpecError as error:
                 raise SpecError(field, str(error).removeprefix(f"{error.field}: ")) from None
         else:
