@@ -324,3 +324,31 @@ def parse_component_durations(items, flag: str) -> dict[str, float]:
         kind: parse_duration(value, f"{flag} {kind}", allow_zero=False)
         for kind, value in pairs.items()
     }
+
+
+def log_failure_slowdown(work_s: float, mtbf_s: float, policy: CheckpointPolicy) -> float:
+    """Natural log of the expected wall time to compute ``work_s`` seconds under failures
+    over the failure-free wall time (0 when nothing fails), for a job whose failures are
+    exponential with mean ``mtbf_s`` (Daly 2006, as :func:`expected_goodput`).
+
+    A failure loses the work since the last completed checkpoint write and costs
+    ``policy.restart_s`` (a failure during a restart starts it over). A piece of ``T``
+    seconds (one checkpoint interval plus its write, or the whole job without checkpoints)
+    then takes ``M e^{R/M} (e^{T/M} - 1)`` seconds on average. Computed in logs: ``T / M``
+    of hundreds would overflow.
+    """
+    if work_s <= 0.0 or not math.isfinite(mtbf_s):
+        return 0.0
+    if policy.interval_s is None:
+        piece, pieces, writes = work_s, 1, 0.0
+    else:
+        pieces = math.ceil(work_s / policy.interval_s)
+        piece = work_s / pieces + policy.write_s
+        writes = (pieces - 1) * policy.write_s  # none after the last piece
+    ratio = piece / mtbf_s
+    # log(expm1(x)) without overflow: x + log1p(-exp(-x)) for large x
+    log_expm1 = (
+        math.log(math.expm1(ratio)) if ratio < 50.0 else ratio + math.log1p(-math.exp(-ratio))
+    )
+    expected = math.log(pieces) + math.log(mtbf_s) + policy.restart_s / mtbf_s + log_expm1
+    return expected - math.log(work_s + writes)
