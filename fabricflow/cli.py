@@ -124,14 +124,35 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         )
 
 
+INT64_MAX = 2**63 - 1
+
+
+def _int64(text: str) -> int:
+    """An integer option's value: Python reads any length, but every count ends up in an
+    int64 array (``--gpus 1180591620717411303424`` overflowed deep in the step model)."""
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is too large: at most {INT64_MAX:,}")
+    return value
+
+
+_int64.__name__ = "int"  # argparse names the type in "invalid int value: 'x'"
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Raises :class:`UsageError` instead of exiting, so that ``--json`` can report it; a
     value outside the choices gets the closest ones suggested; ``--help`` shows every
-    default (:class:`DefaultsHelpFormatter`). Subcommand parsers are of this class too."""
+    default (:class:`DefaultsHelpFormatter`); every ``type=int`` option is bounded to int64.
+    Subcommand parsers are of this class too."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if kwargs.get("type") is int:
+            kwargs["type"] = _int64
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message):
         match = _INVALID_CHOICE.search(message)

@@ -123,3 +123,18 @@ def test_step_and_optimize_refuse_a_knob_without_its_setting(capsys):
     code = main(["optimize", *common, "--fix", "recompute_layers=2", "--fix", "recompute=none"])
     out = json.loads(capsys.readouterr().out)
     assert code == 2 and "recompute_layers" in out["message"], out
+
+
+def test_integers_beyond_int64_are_refused_by_the_api_and_the_cli(capsys):
+    """The rules run on int64 columns: a larger Python int overflowed inside numpy."""
+    import json
+
+    from fabricflow.cli import main
+
+    with pytest.raises(SpecError, match=r"layout.dp: 1180591620717411303424 is too large"):
+        Layout(dp=2**70).validate(LLAMA)
+    code = main(["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model",
+                 "llama3-8b", "--gpus", str(2**70), "--tp", "8", "--micro-batch", "1",
+                 "--global-batch", "8", "--seq", "2048", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 and "--gpus: 1180591620717411303424 is too large" in out["message"]

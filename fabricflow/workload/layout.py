@@ -54,6 +54,7 @@ DEFAULT_RECOMPUTE_MODULES = "core_attn"
 FRAMEWORK_EFFICIENCY = 1.0
 
 
+INT64_MAX = 2**63 - 1
 # Integer fields that must be >= 1 (``zero`` and the 0-means-default knobs are checked apart).
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
 POSITIVE_FIELDS = INT_FIELDS[:-1]
@@ -343,6 +344,8 @@ class Layout:
                         "layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {value!r}"
                     )
                 raise SpecError(f"layout.{field}", f"must be {kind}, got {value!r}")
+            if abs(value) > INT64_MAX:  # the rules run on int64 columns
+                raise SpecError(f"layout.{field}", f"{value} is too large: at most {INT64_MAX:,}")
         for field in BOOL_COLUMNS:
             # a string such as "no" would be truthy: only real booleans are accepted
             if not isinstance(getattr(self, field), bool):
