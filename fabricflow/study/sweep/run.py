@@ -19,7 +19,7 @@ from .layout import FAILED
 from .overrides import check_paths
 from .plan import chunk_size, iter_units
 from .spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
-from .store import SweepStore
+from .store import SweepStore, stored_counts
 from .tasks import SweepTask, check_arguments, get_task
 from .work import Unit
 
@@ -323,7 +323,12 @@ def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) 
         )
         raise
     except OutputError as error:  # the disk filled up, or the store went read-only
-        stored = opened.counts()
+        # read back: a status write cut off by the full disk may have stored some chunks
+        # (their points are whole: metrics go first), which the in-memory status lacks
+        try:
+            stored = stored_counts(opened.path)
+        except OutputError:
+            stored = opened.counts()
         raise OutputError(
             f"{error}; the run stopped: {stored['done']:,} of {spec.size:,} points are stored "
             f"(whole; {run.computed:,} computed by this run), {stored['pending']:,} are not: "
