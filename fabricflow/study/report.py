@@ -33,8 +33,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import FabricflowError, SpecError
-from ..fabric.summary import cables_per_kind, port_usage_text
+from ..fabric.summary import cables_per_kind, failure_text, port_usage_text
 from ..units import format_bandwidth
+from ..workload.step_command import describe_step, step_arguments
 from .report_cost import cost_section
 
 SECTIONS = ("fabric", "layouts", "step", "utilization", "failures", "cost")
@@ -227,6 +228,13 @@ def build_report(
             "layout": dataclasses.asdict(lay),
             "order": job["order"],
             "placement": job["placement"],
+            "seed": job.get("seed", 0),
+            "routing": job.get("routing", "auto"),
+            "algorithms": dict(job.get("algorithms") or {}),
+            "collectives": job.get("collectives", "fabric"),
+            # the flags of 'fabricflow step' that time this job again (after the job's
+            # fabric, model, GPU and GPU count): the headline's number, exactly
+            "step_arguments": step_arguments(lay, **{k: job[k] for k in STEP_OPTIONS if k in job}),
         },
         "headline": headline,
         "sections": sections,
@@ -269,11 +277,7 @@ def _fabric_section(fabric) -> dict:
             else "0",
         },
         {"item": "directed links", "value": f"{summary['num_links']:,}"},
-        {
-            "item": "failed",
-            "value": f"{summary['failed_cables']:,} cables ({summary['failed_links']:,} "
-            "directed links down)",
-        },
+        {"item": "failures", "value": failure_text(summary)},
         {
             "item": "bisection bandwidth (one way)",
             "value": format_bandwidth(summary["bisection_bandwidth_Bps"])
@@ -353,12 +357,13 @@ def _fabric_section(fabric) -> dict:
     )
 
 
+# step_time's options besides the layout that a job (or an optimizer candidate) carries
+STEP_OPTIONS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
+
+
 def _describe(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    extra = [f"mb{lay.micro_batch}", f"recompute={lay.recompute}", f"zero{lay.zero}"]
-    if lay.sequence_parallel:
-        extra.append("SP")
-    return lay.parallel_label() + ", " + ", ".join(extra)
+    """Everything that sets the step time of ``kwargs`` (a job or a candidate), one line."""
+    return describe_step(kwargs["layout"], **{k: kwargs[k] for k in STEP_OPTIONS if k in kwargs})
 
 
 def _layouts_section(
@@ -462,9 +467,9 @@ def _layouts_section(
 
 
 def _step_kwargs(job: dict) -> dict:
-    """What :func:`step_time` takes from the job (layout, order, placement, seed, algorithms)."""
-    keys = ("layout", "order", "placement", "seed", "algorithms", "collectives")
-    return {k: job[k] for k in keys if k in job}
+    """What :func:`step_time` takes from the job: the layout and every option it carries
+    (order, placement, seed, routing, algorithms, collective backend)."""
+    return {k: job[k] for k in ("layout", *STEP_OPTIONS) if k in job}
 
 
 def _step_section(fabric, model, gpu, job, *, optimized: bool):
@@ -574,7 +579,15 @@ def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
 
 def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str]:
     """float64 ``[L]`` peak utilization (load / payload capacity, max over phases) of the
-    algorithm the collective model picks at ``size_bytes``, and that algorithm's name."""
+    algorithm the collective model picks at ``size_bytes``, and that algorithm's name.
+
+    Every link the flows cross has its load: under ``adaptive`` routing, whose routes
+    list one representative link per set of equal-cost links (each carrying the same
+    load), every link of the set gets its representative's
+    (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
+    """
+    from ..routing.clos import adaptive_link_values
+
     chosen = prepared.evaluate([size_bytes])[0]
     solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
     capacity = prepared.capacity
@@ -583,11 +596,14 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
     for phase in solved.phases:
         load = phase.link_load(capacity.shape[0])
         np.maximum(peak, np.where(usable, load / np.where(usable, capacity, 1.0), 0.0), out=peak)
+    if prepared.routing == "adaptive":
+        peak = adaptive_link_values(prepared.fabric, peak)
     return peak, chosen.algo
 
 
 def _utilization_section(fabric, model, job) -> dict:
     from ..collective.comm import CollectiveCache
+    from ..fabric.transport import routing_for
     from ..solve.maxmin.outputs import tier_summary
     from ..workload.placement import place
     from ..workload.step import register_groups
@@ -607,14 +623,20 @@ def _utilization_section(fabric, model, job) -> dict:
     )
     # The step model's own group sets and routing: the solves are shared with step_time
     # through the process-wide structure cache, so this re-solves nothing it already did.
+    routing = job.get("routing", "auto")
     cache = register_groups(
         CollectiveCache(
-            fabric, "fabric", seed=job.get("seed", 0), algorithms=job.get("algorithms")
+            fabric,
+            "fabric",
+            seed=job.get("seed", 0),
+            algorithms=job.get("algorithms"),
+            routing=routing,
         ),
         where,
         model,
         lay,
     )
+    resolved = routing_for(fabric) if routing == "auto" else routing
     rows, figures = [], []
     for name, op, size, what in job_collectives(model, lay):
         prepared = cache.collective(name, op)
@@ -656,7 +678,14 @@ def _utilization_section(fabric, model, job) -> dict:
         "with the algorithm the collective model picks for the message size the step model "
         "uses; its transfers are routed and their rates max-min solved. Utilization is each "
         "link's load over its payload capacity at the busiest phase of the algorithm; "
-        "statistics are over all links of a kind (idle ones included, failed ones left out)."
+        "statistics are over all links of a kind (idle ones included, failed ones left out). "
+        f"Routing {resolved}: "
+        + (
+            "each flow is split evenly over all its equal-cost paths, so every link of a "
+            "path set carries traffic and is counted."
+            if resolved in ("adaptive", "spray")
+            else "the links counted are those the flows' paths cross."
+        )
     )
     if not rows:
         text += " The job has no collective that crosses a link (one GPU, or every group of one)."
@@ -664,7 +693,10 @@ def _utilization_section(fabric, model, job) -> dict:
         "utilization",
         "Per-tier utilization under the job's collectives",
         text,
-        {"routing": "auto (the fabric's transport)", "seed": job.get("seed", 0)},
+        {
+            "routing": resolved + (" (auto: the fabric's transport)" if routing == "auto" else ""),
+            "seed": job.get("seed", 0),
+        },
         started,
         tables=[
             {
