@@ -64,7 +64,7 @@ MAX_SIZE = 2.0**80
 # The range of real network and scale-up parts, per direction: from 1 GbE (1.25e8 B/s,
 # here 1e8) to a whole NVL72 domain's NVLink (1.3e14 B/s, here 2e14); latencies from a
 # switch hop's ~100 ns down to 1 ns, up to 10 ms (a link between data centres ~2,000 km
-# apart; docs/references.md section 18). Plain numbers below ABSURD_PLAIN_BANDWIDTH
+# apart; docs/references.md §18). Plain numbers below ABSURD_PLAIN_BANDWIDTH
 # (8 Mb/s) or at ABSURD_PLAIN_LATENCY (1 s) and above are refused: no part comes near
 # them, a unit was left out.
 PART_BANDWIDTH = (1e8, 2e14)
