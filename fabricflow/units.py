@@ -254,19 +254,34 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
     return _check(number, field, "size", allow_zero, value)
 
 
+_BIT_RATES = (
+    ("Eb/s", 1e18),
+    ("Pb/s", 1e15),
+    ("Tb/s", 1e12),
+    ("Gb/s", 1e9),
+    ("Mb/s", 1e6),
+    ("Kb/s", 1e3),
+)
+
+
 def format_bandwidth(bytes_per_s: float) -> str:
     """Human-readable bandwidth, in Gb/s as network engineers quote it (e.g. ``'400 Gb/s'``)."""
     bits = bytes_per_s * 8
-    for unit, scale in (
-        ("Pb/s", 1e15),
-        ("Tb/s", 1e12),
-        ("Gb/s", 1e9),
-        ("Mb/s", 1e6),
-        ("Kb/s", 1e3),
-    ):
+    for unit, scale in _BIT_RATES[1:]:
         if bits >= scale:
             return f"{bits / scale:.4g} {unit}"
     return f"{bits:.4g} b/s"
+
+
+def bit_rate_unit(bytes_per_s: float) -> tuple[str, float]:
+    """``(unit, bytes/s per unit)`` of the bit-rate unit in which ``bytes_per_s`` (an
+    axis's largest value) reads as 1 to 1,000, from Gb/s up (``('Pb/s', 1.25e14)`` for
+    4e14 bytes/s): an axis in it needs no offset or exponent."""
+    bits = bytes_per_s * 8
+    for unit, scale in _BIT_RATES[:4]:
+        if bits >= scale:
+            return unit, scale / 8
+    return "Gb/s", 1e9 / 8
 
 
 def format_size(num_bytes: float) -> str:
