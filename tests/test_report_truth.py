@@ -207,9 +207,11 @@ def test_adaptive_link_loads_equal_spray_link_by_link(name):
 def test_partly_failed_bundles_are_reported(capsys):
     """1 % of the spine cables of meta-llama3-24k (bundles of 7) fail: no link goes down,
     but the bundles that lost a cable run at reduced capacity; step says so."""
-    from fabricflow.fabric.summary import failure_counts
+    from fabricflow.fabric.summary import failure_counts, failure_text
 
     fabric = ff.load_fabric("meta-llama3-24k")
+    assert failure_text(failure_counts(fabric)) == "none"
+    assert failure_text(ff.load_fabric("dgx-h100-superpod").summary()) == "none"
     broken = fabric.without(link_kind="spine", fraction=0.01, seed=0)
     counts = failure_counts(broken)
     reduced = (broken.capacity < fabric.capacity) & broken.link_up

@@ -167,8 +167,9 @@ def failure_counts(fabric) -> dict[str, int]:
 
 def failure_text(counts: dict) -> str:
     """``'35 cables failed: 0 directed links down, 70 up at reduced capacity (bundles
-    partly failed)'`` for :func:`failure_counts`; ``'none'`` when nothing failed."""
-    if not any(counts.values()):
+    partly failed)'`` for :func:`failure_counts` (or a summary holding its keys);
+    ``'none'`` when nothing failed."""
+    if not any(counts[key] for key in ("failed_cables", "failed_links", "reduced_links")):
         return "none"
     cables, links = counts["failed_cables"], counts["failed_links"]
     text = (

@@ -35,7 +35,12 @@ import numpy as np
 from ..errors import FabricflowError, SpecError
 from ..fabric.summary import cables_per_kind, failure_text, port_usage_text
 from ..units import format_bandwidth
-from ..workload.step_command import describe_step, step_arguments
+from ..workload.step_command import (
+    describe_layout,
+    describe_options,
+    describe_step,
+    step_arguments,
+)
 from .report_cost import cost_section
 
 SECTIONS = ("fabric", "layouts", "step", "utilization", "failures", "cost")
@@ -397,7 +402,19 @@ def _layouts_section(
         rows.append(
             {
                 "rank": rank,
-                "layout": _describe(kwargs),
+                # order and placement have their own columns
+                "layout": ", ".join(
+                    filter(
+                        None,
+                        [
+                            describe_layout(kwargs["layout"]),
+                            describe_options(
+                                placement_too=False,
+                                **{k: kwargs[k] for k in STEP_OPTIONS if k in kwargs},
+                            ),
+                        ],
+                    )
+                ),
                 "order": kwargs["order"],
                 "placement": kwargs["placement"],
                 "step_s": res.step_time_s,

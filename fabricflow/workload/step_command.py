@@ -21,7 +21,14 @@ import shlex
 from ..errors import SpecError
 from .layout import Layout
 
-__all__ = ["STEP_FLAGS", "describe_step", "step_arguments", "step_command"]
+__all__ = [
+    "STEP_FLAGS",
+    "describe_layout",
+    "describe_options",
+    "describe_step",
+    "step_arguments",
+    "step_command",
+]
 
 # Layout field -> (flag, how the value is written). "value": ``--flag VALUE`` whenever the
 # field differs from its default (the parallel sizes and the batch always); "on"/"off": a
@@ -139,11 +146,10 @@ def step_command(fabric: str, model: str, gpu: str, gpus: int, layout: Layout, *
     return " ".join(shlex.quote(word) for word in words)
 
 
-def describe_step(layout: Layout, **options) -> str:
-    """One line with everything that sets the step time of ``layout``: the parallel
-    label, micro-batch, recompute, ZeRO, sequence parallelism, then every other field
-    and option away from its default (e.g. ``TP8 CP1 PP1 DP2, mb1, recompute=none,
-    zero1, SP; order tp-cp-ep-dp-pp, contiguous placement``)."""
+def describe_layout(layout: Layout) -> str:
+    """The layout's part of :func:`describe_step`: the parallel label, micro-batch,
+    recompute, ZeRO, sequence parallelism, then every other field away from its default
+    (``TP8 CP1 PP1 DP2, mb1, recompute=none, zero1, SP``)."""
     parts = [
         layout.parallel_label(),
         f"mb{layout.micro_batch}",
@@ -157,8 +163,17 @@ def describe_step(layout: Layout, **options) -> str:
         value = getattr(layout, field)
         if field not in shown and value != default:
             parts.append(f"{field}={_text(value)}")
-    steps = [f"order {options.get('order') or _OPTIONS['order'][1]}"]
-    steps.append(f"{options.get('placement') or _OPTIONS['placement'][1]} placement")
+    return ", ".join(parts)
+
+
+def describe_options(*, placement_too: bool = True, **options) -> str:
+    """The options' part of :func:`describe_step`: rank order and placement (unless
+    ``placement_too`` is False), then routing, collective backend, congestion control,
+    algorithms and seed where not the defaults; ``''`` when nothing is left to say."""
+    steps = []
+    if placement_too:
+        steps.append(f"order {options.get('order') or _OPTIONS['order'][1]}")
+        steps.append(f"{options.get('placement') or _OPTIONS['placement'][1]} placement")
     for name in ("routing", "collectives", "cc"):
         value = options.get(name)
         if value is not None and value != _OPTIONS[name][1]:
@@ -167,4 +182,12 @@ def describe_step(layout: Layout, **options) -> str:
     steps += [f"{dim} {algo}" for dim, algo in sorted(algorithms.items())]
     if options.get("seed"):
         steps.append(f"seed {options['seed']}")
-    return ", ".join(parts) + "; " + ", ".join(steps)
+    return ", ".join(steps)
+
+
+def describe_step(layout: Layout, **options) -> str:
+    """One line with everything that sets the step time of ``layout`` with ``options``
+    (those of :func:`step_arguments`): :func:`describe_layout`, then
+    :func:`describe_options` (e.g. ``TP8 CP1 PP1 DP2, mb1, recompute=none, zero1, SP;
+    order tp-cp-ep-dp-pp, contiguous placement``)."""
+    return describe_layout(layout) + "; " + describe_options(**options)
