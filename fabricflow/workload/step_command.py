@@ -70,8 +70,10 @@ STEP_FLAGS: dict[str, tuple[str, str]] = {
     "grad_accum_fusion": ("--no-grad-accum-fusion", "off"),
 }
 # Written even when equal to the default: what a reader needs to see at once.
-_ALWAYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len")
-_ALWAYS += ("recompute", "zero")
+_ALWAYS = frozenset(
+    {"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len"}
+    | {"recompute", "zero"}
+)
 # Step options -> (flag, default). Algorithms are one flag per dimension.
 _OPTIONS = {
     "order": ("--order", "tp-cp-ep-dp-pp"),
