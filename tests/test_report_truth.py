@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -66,6 +67,13 @@ def test_report_of_a_given_layout_equals_step_with_its_printed_settings(tmp_path
     assert report["step_time_s"] == json.loads(out)["step_time_s"]
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "the same step alone" in page and "--global-batch 16" in page
+    # half the leaf-spine cables (bundles of 2) failed: the bundles that lost one of their
+    # two cables stay up at half capacity, and the failure table says how many
+    broken = ff.load_fabric("dgx-h100-superpod").without(link_kind="leaf", fraction=0.5, seed=0)
+    failures = page.split('<section id="failures">')[1].split("</section>")[0]
+    assert "links at reduced capacity" in failures
+    cells = re.findall(r'<td class="num">([^<]*)</td>', failures.split("<tbody>")[1])
+    assert int(cells[2].replace(",", "")) == broken.meta["reduced_links"] > 0
 
 
 def test_every_layout_field_has_a_step_flag_that_round_trips():

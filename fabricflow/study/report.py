@@ -746,10 +746,12 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
     cables = cables_per_kind(fabric).get(kind, 0)
     before = int(fabric.meta.get("failed_cables", 0))
     for fraction in sorted(float(f) for f in fractions):
-        times, failed, errors = [], [], []
+        times, failed, reduced, errors = [], [], [], []
         for draw in range(seed, seed + seeds):
             broken = fabric.without(link_kind=kind, fraction=fraction, seed=draw)
             failed.append(int(broken.meta.get("failed_cables", 0)) - before)
+            # links still up with fewer cables than built (partly failed bundles)
+            reduced.append(int(broken.meta.get("reduced_links", 0)))
             try:
                 result = step_time(model, gpu, fabric=broken, **kwargs)
             except FabricflowError as error:  # e.g. failures cut the job apart
@@ -760,6 +762,9 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         row = {
             "fraction_pct": 100 * fraction,
             "failed": f"{min(failed)}-{max(failed)}" if min(failed) != max(failed) else failed[0],
+            "reduced": f"{min(reduced)}-{max(reduced)}"
+            if min(reduced) != max(reduced)
+            else reduced[0],
             "draws": seeds,
             "mean_s": float(np.mean(times)) if times else None,
             "max_s": float(np.max(times)) if times else None,
@@ -809,8 +814,9 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         "Failure sensitivity",
         f"Step time of the same layout, order and placement with a random fraction of the "
         f"{cables:,} physical {kind} cables failed (both directions of a cable fail together; "
-        f"a bundle of parallel cables loses the capacity of its failed ones; routing then "
-        f"uses the surviving paths). {seeds} random draw(s) per fraction; the slowdown is "
+        f"a bundle of parallel cables loses the capacity of its failed ones and stays up at "
+        f"reduced capacity until its last one fails; routing then uses the surviving paths). "
+        f"{seeds} random draw{'' if seeds == 1 else 's'} per fraction; the slowdown is "
         f"the worst draw against the healthy step of {healthy.step_time_s:.4g} s.",
         {
             "link_kind": kind,
@@ -825,6 +831,7 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
                 "columns": [
                     ("fraction_pct", "failed (%)"),
                     ("failed", "cables failed"),
+                    ("reduced", "links at reduced capacity"),
                     ("draws", "draws"),
                     ("mean_s", "mean step (s)"),
                     ("max_s", "worst step (s)"),
