@@ -371,6 +371,14 @@ def _describe(kwargs: dict) -> str:
     return describe_step(kwargs["layout"], **{k: kwargs[k] for k in STEP_OPTIONS if k in kwargs})
 
 
+def _describe_apart(kwargs: dict) -> str:
+    """:func:`_describe` without the rank order and placement, for a table that gives them
+    in their own cells."""
+    options = {k: kwargs[k] for k in STEP_OPTIONS if k in kwargs}
+    rest = describe_options(placement_too=False, **options)
+    return describe_layout(kwargs["layout"]) + (", " + rest if rest else "")
+
+
 def _layouts_section(
     fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed
 ):
@@ -402,19 +410,7 @@ def _layouts_section(
         rows.append(
             {
                 "rank": rank,
-                # order and placement have their own columns
-                "layout": ", ".join(
-                    filter(
-                        None,
-                        [
-                            describe_layout(kwargs["layout"]),
-                            describe_options(
-                                placement_too=False,
-                                **{k: kwargs[k] for k in STEP_OPTIONS if k in kwargs},
-                            ),
-                        ],
-                    )
-                ),
+                "layout": _describe_apart(kwargs),  # order and placement have columns
                 "order": kwargs["order"],
                 "placement": kwargs["placement"],
                 "step_s": res.step_time_s,
@@ -509,7 +505,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
     lay = job["layout"]
     mem = result.memory.as_gib()
     headline = [
-        {"item": "layout", "value": _describe(job)},
+        {"item": "layout", "value": _describe_apart(job)},
         {"item": "rank order, placement", "value": f"{job['order']}, {job['placement']}"},
         {"item": "step time", "value": f"{total:.4g} s ({lay.num_micro_batches} micro-batches)"},
         {"item": "MFU", "value": f"{100 * result.mfu:.1f} %"},

@@ -57,6 +57,8 @@ def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = N
             "unit_price": round(line.unit_price),
             "price": round(line.price),
             "power_kW": line.power_W / 1e3,
+            # which end of a cable a transceiver sits at, the reach, the breakout
+            "detail": line.detail,
         }
         for line in network.lines
     ]
@@ -92,6 +94,7 @@ def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = N
             "columns": [
                 ("part", "part"), ("tier", "tier"), ("count", "count"),
                 ("unit_price", "unit price"), ("price", "price"), ("power_kW", "power kW"),
+                ("detail", "what"),
             ],
             "rows": lines,
         },
