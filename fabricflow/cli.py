@@ -30,11 +30,12 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 
 from .atomic import recording
 from .commands import _interrupt
 from .commands._interrupt import Interrupted
-from .errors import FabricflowError, OutputError, did_you_mean
+from .errors import FabricflowError, OutputError, UnitWarning, did_you_mean
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
@@ -295,10 +296,6 @@ def _unit_warnings():
     """Print each :class:`~fabricflow.errors.UnitWarning` (a quantity far from any real
     part) as one ``fabricflow: warning: ...`` line on stderr, every time it is raised;
     other warnings keep Python's display."""
-    import warnings
-
-    from .errors import UnitWarning
-
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):

@@ -484,6 +484,7 @@ def run(args) -> int:
     from ..collective.model import ROUTINGS
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
+    from ..fabric.summary import failure_counts
     from ..workload.model import load_model
     from ..workload.step import step_time
 
@@ -531,8 +532,6 @@ def run(args) -> int:
         if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
             args.plot = None
     if args.fail:
-        from ..fabric.summary import failure_counts
-
         # what --fail took: links down and links left at reduced capacity (partly
         # failed bundles), which slow the step as much as links down can
         result.details["failures"] = {"fail": args.fail, **failure_counts(fabric)}
@@ -560,6 +559,7 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
+    from ..fabric.summary import failure_text
     from ..units import format_time
 
     d = result.details
@@ -609,8 +609,6 @@ def print_result(result, plot: str | None) -> None:
             f"({format_time(coupling['isolated_step_s'])}){': ' + parts if parts else ''}"
         )
     if d.get("failures"):
-        from ..fabric.summary import failure_text
-
         print(f"  failures         --fail {d['failures']['fail']}: {failure_text(d['failures'])}")
     var = d.get("variability")
     if var:

@@ -34,6 +34,8 @@ import numpy as np
 
 from ..errors import FabricflowError, SpecError
 from ..fabric.summary import cables_per_kind, failure_text, port_usage_text
+from ..fabric.transport import routing_for
+from ..routing.clos import adaptive_link_values
 from ..units import format_bandwidth
 from ..workload.step_command import (
     describe_layout,
@@ -599,8 +601,6 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
     load), every link of the set gets its representative's
     (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
     """
-    from ..routing.clos import adaptive_link_values
-
     chosen = prepared.evaluate([size_bytes])[0]
     solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
     capacity = prepared.capacity
@@ -616,7 +616,6 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
 
 def _utilization_section(fabric, model, job) -> dict:
     from ..collective.comm import CollectiveCache
-    from ..fabric.transport import routing_for
     from ..solve.maxmin.outputs import tier_summary
     from ..workload.placement import place
     from ..workload.step import register_groups
