@@ -534,8 +534,8 @@ def run(args) -> int:
     if args.fail:
         # what --fail took: links down and links left at reduced capacity (partly
         # failed bundles), which slow the step as much as links down can
-        result.details["failures"] = {"fail": args.fail, **failure_counts(fabric)}
-        result.details["failed_links"] = result.details["failures"]["failed_links"]
+        # (the same keys as collective's: failed_cables, failed_links, reduced_links)
+        result.details.update(fail=args.fail, **failure_counts(fabric))
     if args.json:
         out = result.to_dict()
         if args.plot:
@@ -608,8 +608,8 @@ def print_result(result, plot: str | None) -> None:
             f"  coupling         +{format_time(coupling['added_s'])} over each dimension alone "
             f"({format_time(coupling['isolated_step_s'])}){': ' + parts if parts else ''}"
         )
-    if d.get("failures"):
-        print(f"  failures         --fail {d['failures']['fail']}: {failure_text(d['failures'])}")
+    if d.get("fail"):
+        print(f"  failures         --fail {d['fail']}: {failure_text(d)}")
     var = d.get("variability")
     if var:
         print(
