@@ -15,6 +15,7 @@ from fabricflow.workload.memory import (
     memory_per_gpu,
     usable_hbm,
 )
+from fabricflow.workload.stack import load_stack
 
 TOKENS = 4096
 
@@ -97,3 +98,13 @@ def test_deepseek_v3_fits_2048_h800_at_the_reports_layout():
     assert memory_per_gpu(model, report).total < usable_hbm(h800)
     plain = dataclasses.replace(report, adam_moments_dtype="fp32", fp8_activation_cache=False)
     assert memory_per_gpu(model, plain).total > usable_hbm(h800)
+
+
+def test_the_deepseek_v3_stack_carries_its_memory_choices():
+    """A user who names the published layout and ``--stack deepseek-v3`` gets the report's
+    storage choices and a run that fits the H800."""
+    stack = load_stack("deepseek-v3")
+    layout = stack.layout_for(pp=16, ep=64, dp=128, micro_batch=1, global_batch=15360, seq_len=4096)
+    assert layout.adam_moments_dtype == "bf16" and layout.fp8_activation_cache
+    model = ff.load_model("deepseek-v3")
+    assert memory_per_gpu(model, layout).total < usable_hbm(ff.load_gpu("h800"))
