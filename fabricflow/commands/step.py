@@ -380,6 +380,13 @@ def add_stack_flags(parser) -> None:
         "step (default: megatron-core)",
     )
     parser.add_argument(
+        "--stack-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a stack parameter, e.g. deepep_sms=20, host_module_ops=6 (repeatable)",
+    )
+    parser.add_argument(
         "--dispatcher",
         default=None,
         choices=list(DISPATCHERS),
@@ -411,11 +418,15 @@ def stack_from_args(args):
     from ..errors import SpecError
     from ..workload.stack import load_stack
 
+    sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
-        return load_stack(getattr(args, "stack", None))
+        return load_stack(getattr(args, "stack", None), **sets)
     except SpecError as error:
         if error.field == "stack":
             raise SpecError("--stack", str(error).removeprefix("stack: ")) from None
+        if error.field.startswith("stack.") and error.field.removeprefix("stack.") in sets:
+            message = str(error).removeprefix(f"{error.field}: ")
+            raise SpecError(f"--stack-set {error.field.removeprefix('stack.')}", message) from None
         raise
 
 

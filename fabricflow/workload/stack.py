@@ -148,6 +148,7 @@ class Stack:
                 raise SpecError(f"stack.{field}", f"must lie in (0, 1], got {value!r}")
             if value < 0:
                 raise SpecError(f"stack.{field}", f"must be >= 0, got {value!r}")
+            object.__setattr__(self, field, float(value))
         if self.unbound_host_factor < 1.0:
             raise SpecError(
                 "stack.unbound_host_factor",
