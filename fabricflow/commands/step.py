@@ -218,7 +218,8 @@ def register(subparsers) -> None:
         "--recompute-modules",
         default=None,
         help="with --recompute selective: comma-separated modules recomputed, of "
-        "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts ('': core_attn; "
+        "core_attn, layernorm, mla_up_proj, mlp (dense layers), moe (MoE layers), moe_act, "
+        "shared_experts ('': core_attn; "
         "default: the stack's, else '')",
     )
     parser.add_argument(
