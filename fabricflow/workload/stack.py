@@ -21,6 +21,7 @@ Presets live in ``presets/stacks.json``; :func:`list_stacks` names them. The har
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from importlib import resources
 from typing import Any
@@ -190,7 +191,9 @@ FRACTION_FIELDS = tuple(
 )
 
 
+@functools.lru_cache(maxsize=1)
 def _presets() -> dict:
+    """The presets of ``stacks.json`` (read once; callers copy what they change)."""
     from ..files import read_structured
 
     presets = read_structured(
