@@ -75,7 +75,7 @@ class GpuSpec:
             efficiencies above were measured; it scales every GEMM and attention kernel's
             rate. 1 in every preset: those efficiencies come from sustained loops (100
             back-to-back iterations) that already run at the capped clock, and no published
-            in-training clock trace gives a further factor (docs/references.md §18).
+            in-training clock trace gives a further factor (docs/references.md §19).
         host_op_s: host (CPU) seconds the system's CPU spends to issue one eager PyTorch op
             (dispatch and kernel launch), for the host model of
             :mod:`fabricflow.workload.host`.
