@@ -4,6 +4,7 @@ import importlib.util
 import json
 import pathlib
 
+import pytest
 import xarray as xr
 
 from fabricflow.study.deepseek_waterfall import FAST, STEPS, step_settings, summary
@@ -58,3 +59,19 @@ def test_study_script_fast(tmp_path, capsys):
     ep = data.breakdown.sel(part="ep").values
     assert ep[2] < ep[1]
     assert (tmp_path / "deepseek_v3_waterfall_steps.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_megatron_flops_halve_the_causal_attention_core():
+    """Megatron-LM's counter (``num_floating_point_operations``) for a GQA model:
+    ``3 * 2 * B s [L (h (q + k + v) + q s + q h + 3 h f) + h V]`` with the causal core
+    at ``q s`` (half of ``QK^T`` and ``(QK^T) V``), hand-computed for Llama 3 8B."""
+    import fabricflow as ff
+    from fabricflow.workload.flops import megatron_flops_per_step
+
+    m = ff.load_model("llama3-8b")
+    b, s = 8, 8192
+    h, f, layers, vocab = m.hidden_size, m.intermediate_size, m.num_layers, m.vocab_size
+    q = m.num_heads * m.head_dim
+    kv = m.num_kv_heads * m.head_dim
+    per_token = layers * (h * (q + 2 * kv) + q * s + q * h + 3 * h * f) + h * vocab
+    assert megatron_flops_per_step(m, s, b) == pytest.approx(6.0 * b * s * per_token, rel=1e-12)

@@ -112,6 +112,16 @@ def test_cli_stack_sets_defaults_flags_override_and_json_reports_it(capsys):
     assert default["stack"]["name"] == "megatron-core" and default["layout"]["zero"] == 1
 
 
+def test_cli_stack_set_overrides_a_parameter_and_names_a_bad_one(capsys):
+    out = _step_json(capsys, "--stack", "nemo-25.09", "--stack-set", "deepep_sms=20")
+    assert out["stack"]["deepep_sms"] == 20.0 and out["stack"]["name"] == "nemo-25.09"
+    args = ["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb"]
+    args += ["--model", "megatron-1.7b", "--gpus", "8", "--micro-batch", "1"]
+    args += ["--global-batch", "8", "--seq", "2048", "--stack-set", "hybridep_sms=-1"]
+    assert main(args) == 2
+    assert "--stack-set hybridep_sms" in capsys.readouterr().err
+
+
 def test_cli_unknown_stack_exits_2(capsys):
     args = ["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb"]
     args += ["--model", "megatron-1.7b", "--gpus", "8", "--micro-batch", "1"]

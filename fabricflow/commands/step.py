@@ -233,7 +233,8 @@ def register(subparsers) -> None:
         "--recompute-modules",
         default=None,
         help="with --recompute selective: comma-separated modules recomputed, of "
-        "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts ('': core_attn; "
+        "core_attn, layernorm, mla_up_proj, mlp (dense layers), moe (MoE layers), moe_act, "
+        "shared_experts ('': core_attn; "
         "default: the stack's, else '')",
     )
     parser.add_argument(
@@ -420,6 +421,13 @@ def add_stack_flags(parser) -> None:
         "step (default: megatron-core)",
     )
     parser.add_argument(
+        "--stack-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a stack parameter, e.g. deepep_sms=20, host_module_ops=6 (repeatable)",
+    )
+    parser.add_argument(
         "--dispatcher",
         default=None,
         choices=list(DISPATCHERS),
@@ -451,11 +459,15 @@ def stack_from_args(args):
     from ..errors import SpecError
     from ..workload.stack import load_stack
 
+    sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
-        return load_stack(getattr(args, "stack", None))
+        return load_stack(getattr(args, "stack", None), **sets)
     except SpecError as error:
         if error.field == "stack":
             raise SpecError("--stack", str(error).removeprefix("stack: ")) from None
+        if error.field.startswith("stack.") and error.field.removeprefix("stack.") in sets:
+            message = str(error).removeprefix(f"{error.field}: ")
+            raise SpecError(f"--stack-set {error.field.removeprefix('stack.')}", message) from None
         raise
 
 
@@ -645,10 +657,10 @@ def run(args) -> int:
         check_memory=not args.no_memory_check,
         collectives=collectives,
         seeds=args.seeds,
-        stack=stack_from_args(args),
         routing=args.routing,
         algorithms=algorithms,
         cc=args.cc,
+        stack=stack_from_args(args),
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown

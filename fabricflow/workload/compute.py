@@ -41,7 +41,13 @@ from .dispatch import dispatcher_sms
 from .efficiency import memory_time
 from .gpu import GpuSpec
 from .host import host_excess
-from .layer_cost import LayerCost, embedding_cost_table, head_cost_table, layer_cost_table
+from .layer_cost import (
+    LayerCost,
+    embedding_cost_table,
+    head_cost_table,
+    layer_cost_table,
+    recomputed_fraction,
+)
 from .memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
 from .model import ModelSpec
 from .overlap import exposed, slowdown
@@ -355,16 +361,6 @@ def _tensor_parallel_exposed(
         )
         out.append(np.where(on, value, zero))
     return out[0], out[1], out[2]
-
-
-def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
-    """Fraction ``[N]`` of the layers whose forward runs twice under full recompute (1 for
-    every layer; ``recompute_layers`` of an average virtual chunk; 0 without full
-    recompute): how often a layer's forward collectives run again."""
-    chunk = model.num_layers / (table.pp * table.vpp).astype(np.float64)
-    limit = table.recompute_layers.astype(np.float64)
-    share = np.where(limit > 0, np.minimum(1.0, limit / chunk), 1.0)
-    return np.where(table.recompute == "full", share, 0.0)
 
 
 # Per-rank values of one micro-batch kept for the slowest rank (seconds; layers).

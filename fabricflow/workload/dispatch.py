@@ -54,9 +54,9 @@ FLEX = ("deepep", "hybridep")
 def dispatch_efficiency(
     stack: Stack, table: LayoutTable, ep_nodes
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(dispatch, combine) fractions ``[N]`` of the collective model's rate that each
-    row's dispatcher reaches: its measured fraction of the NVLink line rate inside one
-    scale-up domain (``ep_nodes`` = 1), of the RDMA one across domains."""
+    """(dispatch, combine) fractions ``[N]`` each row's dispatcher reaches: NCCL's of the
+    collective model's rate (``alltoall_*``), a flex dispatcher's of the per-GPU line rate,
+    NVLink inside one scale-up domain (``ep_nodes`` = 1), RDMA across domains."""
     inside = np.asarray(ep_nodes) <= 1
     d = table.dispatcher
     out = []

@@ -32,7 +32,8 @@ quantization of an expert's input ``mxfp8_quantize_ops``; under MXFP8 every line
 module's quantization of its input (forward) or output gradient (backward) adds the
 ``mxfp8_quantize_ops - 1`` allocation, zero-fill and swizzle ops beyond the quantize kernel
 that a per-tensor recipe also launches (:data:`LINEAR_MODULES`; NVIDIA's GB200 guide,
-2.1.2-2.1.3). Without ``cpu_binding`` every
+2.1.2-2.1.3). A recomputed module (``recompute_modules``, or the whole layer under full
+recompute) is issued again by the host in the backward pass. Without ``cpu_binding`` every
 host op takes ``unbound_host_factor`` times as long. CUDA graphs replay captured work with
 one launch: ``cuda_graphs`` (the whole step) removes all host work, ``cuda_graph_scope`` the
 scopes it names (Megatron's ``attn``, ``mlp``, ``moe``, ``moe_router`` (with the shared
@@ -166,11 +167,22 @@ def op_seconds(gpu: GpuSpec, table: LayoutTable, stack: Stack) -> np.ndarray:
 
 
 def host_times(
-    model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool, stack: Stack | None = None
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: LayoutTable,
+    *,
+    moe: bool,
+    stack: Stack | None = None,
+    redo: dict | None = None,
 ) -> HostTimes:
     """Host seconds to issue one (dense or MoE) layer for one micro-batch, for every row of
     ``table`` under software ``stack`` (None: the default preset; see the module
-    docstring); zero under full-step CUDA graphs."""
+    docstring); zero under full-step CUDA graphs.
+
+    ``redo``: what the backward pass recomputes, re-issuing its forward host work:
+    ``full`` the share ``[N]`` of layers recomputed whole, and per selective module
+    (``core_attn``, ``mla_up_proj``, ``layernorm``, ``mlp``, ``moe_act``,
+    ``shared_experts``) a bool ``[N]``; None: nothing."""
     stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     n = len(table)
     fp8 = table.precision == "fp8"
@@ -195,6 +207,9 @@ def host_times(
     extra = np.where(mxfp8, stack.mxfp8_quantize_ops - 1.0, 0.0) * op_s
     linear = {key: extra * count for key, count in LINEAR_MODULES.items()}
     out = {}
+    # forward host seconds of the MLP (dense) or MoE block and of the shared experts: what
+    # recomputing them re-issues
+    parts = {"mlp": np.zeros(n), "shared": np.zeros(n)}
     for name, counts in (("forward", FORWARD), ("backward", BACKWARD)):
         attn = _cost(attention, counts, op_s, stack, fp8) + linear[attention[0][0]]
         attn = np.where(graphed["attn"], launch, attn)
@@ -202,6 +217,8 @@ def host_times(
             mlp = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
             mlp = np.where(graphed["mlp"], launch, mlp)
             out[name] = (attn + mlp, np.zeros(n))
+            if name == "forward":
+                parts["mlp"] = mlp
             continue
         local = model.num_experts / table.ep.astype(np.float64)
         if name == "forward":
@@ -222,19 +239,39 @@ def host_times(
             stack,
             fp8,
         )
+        shared = np.zeros(n)
         if model.num_shared_experts:
             # the shared experts run inside the router's graph when it is captured
             shared = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
-            dispatch = dispatch + np.where(graphed["moe_router"], 0.0, shared)
+            shared = np.where(graphed["moe_router"], 0.0, shared)
+            dispatch = dispatch + shared
         whole_moe = graphed["moe"]
         pre = np.where(whole_moe, launch, router + preprocess)
         post = np.where(whole_moe, 0.0, dispatch)
         out[name] = (attn + pre, post)
+        if name == "forward":
+            parts = {"mlp": pre + post, "shared": np.where(whole_moe, 0.0, shared)}
     synced = moe & (table.moe_capacity_factor == 0.0) & ~graphed["moe"]
     full = table.cuda_graphs
     zero = lambda x: np.where(full, 0.0, x).astype(np.float64)  # noqa: E731
     forward_pre, forward_post = out["forward"]
     backward = out["backward"][0] + out["backward"][1]
+    if redo is not None:
+        # the recomputed forward work is issued again by the host in the backward pass
+        redone = {
+            "core_attn": stack.host_module_ops * op_s * ~graphed["attn"],
+            "mla_up_proj": (2 * stack.host_module_ops * op_s + 2 * extra)
+            * (model.is_mla & ~graphed["attn"]),
+            "layernorm": 2 * stack.host_module_ops * op_s,
+            "moe_act": op_s * moe,
+            "mlp": parts["mlp"] * (not moe),
+            "moe": parts["mlp"] * moe,
+            "shared_experts": parts["shared"],
+        }
+        selective = np.zeros(n)
+        for key, cost in redone.items():
+            selective = selective + np.where(redo[key], cost, 0.0)
+        backward = backward + redo["full"] * (forward_pre + forward_post) + selective
     return HostTimes(
         pre=zero(forward_pre),
         post=zero(forward_post),

@@ -333,7 +333,14 @@ def layer_cost_table(
     forward = gemm_f + attn_mem_f + mlp_mem_f + core_f
     backward = gemm_b + attn_mem_b + mlp_mem_b + core_b
     recompute = _recomputed(model, gpu, table, z, forward, core_f, moe)
-    host = host_times(model, gpu, table, moe=moe, stack=stack)
+    host = host_times(
+        model,
+        gpu,
+        table,
+        moe=moe,
+        stack=stack,
+        redo={"full": recomputed_fraction(model, table), **module_masks(table)},
+    )
     as_array = lambda x: np.asarray(x, dtype=np.float64) * np.ones(len(table))  # noqa: E731
     return LayerCost(
         forward_s=np.asarray(forward, dtype=np.float64),
@@ -494,7 +501,7 @@ def _recomputed(model, gpu, table: LayoutTable, z: LayerShapes, forward, core_f,
         redo = redo + np.where(modules["moe_act"], _memory(gpu, [act]), 0.0)
         mlp_gemms, mlp_f, _ = _moe(model, table, z)
         mlp_time = _gemms(gpu, mlp_gemms + _expert_gemms(model, table, z), gemm_kind(table))[0]
-        redo = redo + np.where(modules["mlp"], mlp_time + _memory(gpu, mlp_f), 0.0)
+        redo = redo + np.where(modules["moe"], mlp_time + _memory(gpu, mlp_f), 0.0)
         if model.num_shared_experts:
             shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
             g, f, _ = _ffn(model, z, z.tokens, shared, z.sharded)
@@ -509,6 +516,16 @@ def _recomputed(model, gpu, table: LayoutTable, z: LayerShapes, forward, core_f,
             modules["mlp"], _gemms(gpu, g, gemm_kind(table))[0] + _memory(gpu, f), 0.0
         )
     return np.where(full, forward, np.where(selective, redo, 0.0))
+
+
+def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
+    """Fraction ``[N]`` of the layers whose forward runs twice under full recompute (1 for
+    every layer; ``recompute_layers`` of an average virtual chunk; 0 without full
+    recompute): how often a layer's forward collectives run again."""
+    chunk = model.num_layers / (table.pp * table.vpp).astype(np.float64)
+    limit = table.recompute_layers.astype(np.float64)
+    share = np.where(limit > 0, np.minimum(1.0, limit / chunk), 1.0)
+    return np.where(table.recompute == "full", share, 0.0)
 
 
 def module_masks(table: LayoutTable) -> dict[str, np.ndarray]:

@@ -52,9 +52,17 @@ FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise")
 # dispatcher's backends): see :mod:`fabricflow.workload.dispatch`.
 DISPATCHERS = ("alltoall", "allgather", "deepep", "hybridep")
 # Modules of selective recompute (Megatron-Core ``--recompute-modules``): the attention
-# core, the MLA up-projections, the whole MLP (dense or MoE), the MoE activation, the
-# norms, the shared experts.
-RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "mlp", "moe_act", "layernorm", "shared_experts")
+# core, the MLA up-projections, the dense MLP (``mlp``: dense layers only), the whole MoE
+# layer (``moe``), the MoE activation, the norms, the shared experts.
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "moe_act",
+    "layernorm",
+    "shared_experts",
+)
 DEFAULT_RECOMPUTE_MODULES = "core_attn"
 
 # Fraction of compute-phase wall time the GPU spends inside the modelled kernels. 1: every

@@ -21,6 +21,7 @@ Presets live in ``presets/stacks.json``; :func:`list_stacks` names them. The har
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from importlib import resources
 from typing import Any
@@ -150,6 +151,7 @@ class Stack:
                 raise SpecError(f"stack.{field}", f"must lie in (0, 1], got {value!r}")
             if value < 0:
                 raise SpecError(f"stack.{field}", f"must be >= 0, got {value!r}")
+            object.__setattr__(self, field, float(value))
         if self.unbound_host_factor < 1.0:
             raise SpecError(
                 "stack.unbound_host_factor",
@@ -191,7 +193,9 @@ FRACTION_FIELDS = tuple(
 )
 
 
+@functools.lru_cache(maxsize=1)
 def _presets() -> dict:
+    """The presets of ``stacks.json`` (read once; callers copy what they change)."""
     from ..files import read_structured
 
     presets = read_structured(
