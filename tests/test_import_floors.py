@@ -26,6 +26,7 @@ FLOORS = {
             "typing",
             "atomic",
             "files",
+            "schema",
             "memory",
             "jax_cache",
             "loads",

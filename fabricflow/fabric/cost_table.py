@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..files import parse_structured
-from . import spec_reader as sr
+from .. import schema as sr
 
 TABLE_KEYS = (
     "currency",

@@ -42,7 +42,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import SpecError
-from . import spec_reader as sr
+from .. import schema as sr
 from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 

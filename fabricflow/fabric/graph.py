@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from . import spec_reader as sr
+from .. import schema as sr
 from .assemble import Assembler
 from .scale_up import add_scale_up
 

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import SpecError
-from . import spec_reader as sr
+from .. import schema as sr
 from .assemble import Assembler
 
 SCALE_UP_KEYS = (

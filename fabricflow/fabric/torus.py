@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..errors import SpecError
-from . import spec_reader as sr
+from .. import schema as sr
 from .assemble import Assembler, check_build_size
 
 TORUS_KEYS = ("type", "dims", "wraparound", "link_bandwidth", "latency")

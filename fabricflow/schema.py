@@ -1,18 +1,33 @@
-"""Helpers for reading YAML/dict specs with errors that name the field.
+"""The one set of checks for values read from a file or a mapping, with errors that name
+the field.
 
-A :class:`Section` wraps one mapping of a spec with its dotted path; reading a key marks
-it used, and :meth:`Section.finish` rejects keys nobody read (typos such as ``raddix``)
-with the list of allowed keys.
+Every reader of a file the project takes (fabric specs, cost tables, layouts in result
+files, nccl-tests logs, cluster traces, tuning bounds) parses the file into plain data
+(:mod:`fabricflow.files` for YAML and JSON: duplicate keys, depth, size, int64 range) and
+then checks it here:
+
+- :class:`Section` wraps one mapping with its dotted path; keys outside its allowed set
+  (typos such as ``raddix``) are refused with the allowed keys and the closest one;
+- :func:`integer`, :func:`number` check a value's kind (a bool is not a number, a string
+  is not one either, ``2.5`` is not an integer) and its range, and refuse NaN and
+  infinities; :func:`choice` a word from a finite set (with did-you-mean);
+  :func:`finite_result` a total computed from checked values (``1e308 * 2`` overflows);
+- :func:`at_line` names a row of a text file (``FILE, line 12``) for the field of a value
+  read from it, and :func:`check_size` refuses an input whose estimated size is over a
+  limit before anything of that size is built.
+
+Every error is a :class:`~fabricflow.errors.SpecError`.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..errors import SpecError
-from ..units import parse_bandwidth, parse_size, parse_time
+from .errors import SpecError
+from .units import parse_bandwidth, parse_size, parse_time
 
 _REQUIRED = object()
 # Node and link ids are int32, so no count in a spec can be larger; this also keeps
@@ -161,3 +176,93 @@ def boolean(value: Any, field: str) -> bool:
 bandwidth = parse_bandwidth
 time = parse_time
 size = parse_size
+
+
+def integer(
+    value: Any, field: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """An integer (not a bool, not ``2.0`` or ``2.5``, not a string) in
+    ``[minimum, maximum]`` (either bound optional). numpy integers are accepted."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        kind = _range_words("an integer", minimum, maximum)
+        raise SpecError(field, f"must be {kind}, got {_short(value)}")
+    number = int(value)
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise SpecError(
+            field, f"must be {_range_words('an integer', minimum, maximum)}, got {_short(number)}"
+        )
+    return number
+
+
+def number(
+    value: Any,
+    field: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+) -> float:
+    """A finite real number (not a bool, not a string, not NaN or an infinity) that is
+    ``>= minimum``, ``<= maximum`` and ``> above`` (each optional), as a float."""
+    kind = _range_words("a finite number", minimum, maximum, above)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise SpecError(field, f"must be {kind}, got {_short(value)}")
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond the float range (about 1.8e308)
+        raise SpecError(field, f"must be {kind}, got {_short(value)}") from None
+    if (
+        not math.isfinite(result)
+        or (minimum is not None and result < minimum)
+        or (maximum is not None and result > maximum)
+        or (above is not None and result <= above)
+    ):
+        raise SpecError(field, f"must be {kind}, got {_short(value)}")
+    return result
+
+
+def _range_words(
+    kind: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+) -> str:
+    parts = []
+    if above is not None:
+        parts.append(f"> {above:g}")
+    if minimum is not None and maximum is not None:
+        parts.append(f"in [{minimum:g}, {maximum:g}]")
+    elif minimum is not None:
+        parts.append(f">= {minimum:g}")
+    elif maximum is not None:
+        parts.append(f"<= {maximum:g}")
+    return " ".join([kind, *parts])
+
+
+def finite_result(value: float, field: str, what: str) -> float:
+    """``value``, a total computed from checked inputs, if it is finite; else a SpecError
+    saying that ``what`` overflows (inputs near 1e308 multiply to an infinity)."""
+    if not math.isfinite(value):
+        raise SpecError(
+            field,
+            f"{what} is not a finite number ({value!r}): an input is too large for it to be "
+            "computed (about 1.8e308 is the largest float)",
+        )
+    return value
+
+
+def at_line(source: str, line: int, column: str | None = None) -> str:
+    """The field of a value read from a text file: ``"FILE, line 12"`` or, with a column,
+    ``"FILE, line 12, end_time"``."""
+    where = f"{source}, line {line}"
+    return f"{where}, {column}" if column else where
+
+
+def check_size(count: float, limit: int, field: str, what: str, unit: str, hint: str = "") -> None:
+    """Refuse an input whose estimated size ``count`` (in ``unit``: rows, points, jobs) is
+    over ``limit`` before anything of that size is read or built; the message names both
+    (``"the trace holds about 1,000,000 jobs, over the limit of 200,000"``)."""
+    if count > limit:
+        shown = f"{count:,.0f}" if count < 1e15 else f"{count:.3g}"
+        message = f"{what} holds about {shown} {unit}, over the limit of {limit:,}"
+        raise SpecError(field, message + (f"; {hint}" if hint else ""))
