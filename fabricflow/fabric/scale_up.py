@@ -13,8 +13,8 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import SpecError
 from .. import schema as sr
+from ..errors import SpecError
 from .assemble import Assembler
 
 SCALE_UP_KEYS = (
