@@ -33,7 +33,7 @@ from ..files import parse_structured
 from ..memory import check_memory
 from .jobspec import JobSpec, LoadedTrace
 from .synthetic import JOB_SPEC_BYTES, MixCache
-from .trace_files import count_csv_rows, csv_records, read_trace_text
+from .trace_files import check_trace_rows, count_csv_rows, csv_records, read_trace_text
 
 PUBLIC_FORMATS = ("pai-2020", "pai-2023", "philly", "helios", "acme")
 # Columns of each format (the released files' headers).
@@ -312,6 +312,7 @@ def _csv(
     """``(rows, records)`` of a public CSV (``header`` for the headerless PAI tables)."""
     text, _ = read_trace_text(path)
     total = count_csv_rows(text)
+    check_trace_rows(total, path)
     check_memory(total * JOB_SPEC_BYTES, f"a {format} trace of {total:,} rows ({path})")
     if header is not None and not text.lstrip("\ufeff").startswith(header[0] + ","):
         text = ",".join(header) + "\n" + text
