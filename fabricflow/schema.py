@@ -8,7 +8,8 @@ then checks it here:
 
 - :class:`Section` wraps one mapping with its dotted path; keys outside its allowed set
   (typos such as ``raddix``) are refused with the allowed keys and the closest one;
-- :func:`integer`, :func:`number` check a value's kind (a bool is not a number, a string
+- :func:`decimal` reads a number written as text (not ``1_000``, ``nan`` or ``inf``);
+  :func:`integer`, :func:`number` check a value's kind (a bool is not a number, a string
   is not one either, ``2.5`` is not an integer) and its range, and refuse NaN and
   infinities; :func:`choice` a word from a finite set (with did-you-mean);
   :func:`finite_result` a total computed from checked values (``1e308 * 2`` overflows);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -176,6 +178,26 @@ def boolean(value: Any, field: str) -> bool:
 bandwidth = parse_bandwidth
 time = parse_time
 size = parse_size
+
+
+# A decimal number as text: digits, one optional point, an optional exponent. Python's
+# float() also reads "1_000", "nan", "inf" and "infinity", which no tool writes for a
+# measured value: a file holding them is refused rather than read as a number.
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def decimal(text: str, field: str) -> float:
+    """The finite number a decimal text (:data:`DECIMAL`, spaces around allowed) writes,
+    else a SpecError naming ``field`` (``1e400`` overflows to an infinity: refused too)."""
+    stripped = str(text).strip()
+    if not DECIMAL.fullmatch(stripped):
+        raise SpecError(
+            field, f"expected a number in decimal digits (12, 1.5e3), got {_short(text)}"
+        )
+    value = float(stripped)
+    if not math.isfinite(value):
+        raise SpecError(field, f"{stripped!r} is beyond the float range (about 1.8e308)")
+    return value
 
 
 def integer(

@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from ..errors import SpecError
-from ..schema import at_line
+from ..schema import DECIMAL, at_line
 
 __all__ = ["NCCL_TESTS_OPS", "NcclTestsLog", "format_nccl_tests", "read_nccl_tests"]
 
@@ -227,12 +227,6 @@ def _data_line(line: str, name: str, number: int, has_root) -> tuple:
     )
 
 
-# A decimal number as nccl-tests prints it (``%7.2f``, ``%g``): digits, one optional point,
-# an optional exponent. Python's float() also takes ``1_000``, ``nan``, ``inf`` and
-# ``infinity``, none of which nccl-tests writes.
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
 def _integer(text: str, name: str, number: int, what: str, minimum: int) -> int:
     """A decimal integer field ``>= minimum`` (sizes and counts >= 0; root >= -1, where -1
     is nccl-tests' "no root")."""
@@ -251,7 +245,7 @@ def _number(text: str, name: str, number: int, what: str) -> float:
     """A finite decimal number ``>= 0`` (times, bandwidths)."""
     text = text.strip()
     where = at_line(name, number)
-    if not _DECIMAL.fullmatch(text):
+    if not DECIMAL.fullmatch(text):  # nccl-tests prints %7.2f and %g
         raise SpecError("nccl-tests", f"{where}: {what} {text!r} is not a decimal number")
     value = float(text)
     if not math.isfinite(value) or value < 0:
