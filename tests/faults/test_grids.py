@@ -19,6 +19,7 @@ from fault_helpers import ENV, ROOT, one_json
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import MemoryBudgetError, SpecError
+from fabricflow.study.sweep.spec import read_sweep_spec
 
 
 @pytest.mark.parametrize(
@@ -102,3 +103,10 @@ def test_a_grid_over_the_point_limit_is_refused_unless_allowed(tmp_path, capsys)
     message = json.loads(capsys.readouterr().out)["message"]
     assert "holds about 3 points, over the limit of 2" in message and "--max-points 3" in message
     assert main(argv) == 0
+
+
+def test_a_misspelled_spec_key_gets_the_closest_name(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("task: sweep_tasks:quad\ngrid: {x: [1]}\nfixd: {y: 1}\n")
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['fixd'\].*did you mean 'fixed'\?"):
+        read_sweep_spec(path)
