@@ -81,6 +81,9 @@ def test_the_model_and_gpu_count_come_from_the_result_or_the_flag(tmp_path, caps
     assert code == 0 and any("heads" in note for note in out["notes"])
     code, out = _run(tmp_path, capsys, json.dumps(best), "--model", "llama3-8b")
     assert code == 2 and "num_attention_heads=32" in out["message"]
+    # optimize --json names the model and the GPU count it searched for
+    code, out = _run(tmp_path, capsys, json.dumps({**best, "model": "llama3-8b", "num_gpus": 3}))
+    assert code == 2 and "num_attention_heads=32" in out["message"]
 
 
 def _notes_and_args(layout, order, framework="megatron"):
