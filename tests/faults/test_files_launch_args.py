@@ -82,7 +82,7 @@ def test_the_model_and_gpu_count_come_from_the_result_or_the_flag(tmp_path, caps
     code, out = _run(tmp_path, capsys, json.dumps(best), "--model", "llama3-8b")
     assert code == 2 and "num_attention_heads=32" in out["message"]
     # optimize --json names the model and the GPU count it searched for
-    code, out = _run(tmp_path, capsys, json.dumps({**best, "model": "llama3-8b", "num_gpus": 3}))
+    code, out = _run(tmp_path, capsys, json.dumps({**best, "model": "llama3-8b", "num_gpus": 6}))
     assert code == 2 and "num_attention_heads=32" in out["message"]
 
 
