@@ -208,9 +208,16 @@ def launch_arguments(
     if not isinstance(order, str):
         raise SpecError("order", f"must be a text such as {DEFAULT_ORDER!r}, got {order!r}")
     dims = parse_order(order)
-    if placement == "topology-aware":
-        dims = topology_aware_order(layout, model)
     arguments, notes = (_megatron if framework == "megatron" else _nemo)(layout)
+    if placement == "topology-aware" and dims == parse_order(DEFAULT_ORDER):
+        # the placement picks the order (a step result records the one it picked; an
+        # optimize result the default it was given): pick it as the step model does
+        dims = topology_aware_order(layout, model)
+        if model is None:
+            notes.append(
+                "placement topology-aware orders the dimensions by the model's bytes; "
+                "without the model the ranking TP > CP > EP > DP > PP was assumed"
+            )
     order_argument, order_notes = _order(layout, dims, framework)
     arguments += [order_argument] if order_argument else []
     return arguments, notes + order_notes + _placement_notes(placement)

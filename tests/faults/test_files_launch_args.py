@@ -136,3 +136,14 @@ def test_the_api_refuses_what_the_cli_refuses():
         result_arguments({**STEP, "num_gpus": 64})
     with pytest.raises(SpecError, match="^result: expected a JSON object, got list"):
         result_arguments([LAYOUT])
+
+
+def test_topology_aware_placement_launches_the_order_it_picked():
+    # a step result records the order the placement picked (here PP before DP)
+    picked = {**STEP, "order": "tp-ep-pp-dp-cp", "placement": "topology-aware"}
+    arguments, notes, launched = result_arguments(picked)
+    assert "--use-tp-pp-dp-mapping" in arguments and launched["order"] == "tp-ep-pp-dp-cp"
+    assert any("locality order" in note for note in notes)
+    # without a model to rank the dimensions, the assumed ranking is said
+    _, notes = launch_arguments(LAYOUT, "megatron", placement="topology-aware")
+    assert any("TP > CP > EP > DP > PP was assumed" in note for note in notes)
