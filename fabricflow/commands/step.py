@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..assignments import key_values
 from ._common import (
     add_fail_flag,
     add_json_flag,
@@ -10,6 +11,7 @@ from ._common import (
     print_json,
     write_outputs,
 )
+from .cc import CC_CHOICES
 
 
 def register(subparsers) -> None:
@@ -218,6 +220,28 @@ def register(subparsers) -> None:
         "the analytic alpha-beta estimate (no contention), for comparison",
     )
     parser.add_argument(
+        "--routing",
+        default="auto",
+        metavar="{auto,ecmp,multipath,spray,adaptive,optimized}",
+        help="routing of the collectives' flows (auto: what the fabric's transport does, "
+        "adaptive spraying on a Clos with adaptive routing, per-flow ECMP otherwise)",
+    )
+    parser.add_argument(
+        "--algo",
+        action="append",
+        default=[],
+        metavar="DIM=ALGO",
+        help="collective algorithm of one dimension (tp, cp, ep, pp, dp), e.g. dp=ring "
+        "(repeatable; default: the fastest per message size)",
+    )
+    parser.add_argument(
+        "--cc",
+        default=None,
+        choices=CC_CHOICES,
+        help="congestion control: scale each collective phase's rates by its flows' "
+        "efficiency under this rate law (default: ideal max-min rates; see docs/cc.md)",
+    )
+    parser.add_argument(
         "--no-memory-check",
         action="store_true",
         help="report memory over HBM instead of refusing the layout",
@@ -305,6 +329,29 @@ def layout_from_args(args):
     )
 
 
+def parse_algorithms(items: list[str]) -> dict[str, str]:
+    """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
+    with canonical names; errors name the flag, the dimension and the allowed values."""
+    from ..collective.comm import check_algorithms
+    from ..errors import SpecError
+
+    out: dict[str, str] = {}
+    for item in items:
+        dim, sep, algo = (word.strip() for word in item.partition("="))
+        if not sep or not dim or not algo:
+            raise SpecError("--algo", f"expected DIM=ALGO such as dp=ring, got {item!r}")
+        if dim in out:
+            raise SpecError(f"--algo {dim}", "given twice; give each dimension once")
+        out[dim] = algo
+    try:
+        return check_algorithms(out)
+    except SpecError as error:
+        raise SpecError(
+            error.field.replace("algorithms.", "--algo ").replace("algorithms", "--algo"),
+            str(error).split(": ", 1)[-1],
+        ) from None
+
+
 def parse_pp_split(text: str) -> tuple[int, ...]:
     """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
     import re
@@ -357,13 +404,7 @@ def _assignments(items: list[str], flag: str) -> dict:
     from ..files import parse_structured
 
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
-        if key in out:
-            raise SpecError(f"{flag} {key}", "given twice; set each field once")
+    for key, value in key_values(items, flag, example="FIELD=VALUE").items():
         field = f"{flag} {key}"
         text = value
         if re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
@@ -372,7 +413,7 @@ def _assignments(items: list[str], flag: str) -> dict:
             text = re.sub(r"^(\s*[-+]?)0+(?=[0-9])", r"\1", value)
         if value.strip():
             try:
-                parsed = parse_structured(text, what=field, source=f"{flag} {item!r}")
+                parsed = parse_structured(text, what=field, source=f"{flag} {key}={value!r}")
             except SpecError as error:
                 raise SpecError(field, str(error).removeprefix(f"{error.field}: ")) from None
         else:
@@ -435,8 +476,10 @@ def _check_plot_format(path: str) -> None:
 def run(args) -> int:
     import dataclasses
 
+    from ..collective.model import ROUTINGS
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
+    from ..fabric.summary import failure_counts
     from ..workload.model import load_model
     from ..workload.step import step_time
 
@@ -458,6 +501,9 @@ def run(args) -> int:
     fabric = failed_fabric(load_fabric(args.fabric), args.fail, args.seed)
     if args.seeds is not None and args.seeds < 1:
         raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
+    algorithms = parse_algorithms(args.algo)
+    if args.routing not in ROUTINGS:
+        raise SpecError("--routing", f"unknown routing {args.routing!r}; one of {list(ROUTINGS)}")
     result = step_time(
         model,
         gpu,
@@ -469,6 +515,9 @@ def run(args) -> int:
         check_memory=not args.no_memory_check,
         collectives=collectives,
         seeds=args.seeds,
+        routing=args.routing,
+        algorithms=algorithms,
+        cc=args.cc,
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown
@@ -478,7 +527,10 @@ def run(args) -> int:
         if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
             args.plot = None
     if args.fail:
-        result.details["failed_links"] = int(fabric.meta.get("failed_links", 0))
+        # what --fail took: links down and links left at reduced capacity (partly
+        # failed bundles), which slow the step as much as links down can
+        # (the same keys as collective's: failed_cables, failed_links, reduced_links)
+        result.details.update(fail=args.fail, **failure_counts(fabric))
     if args.json:
         out = result.to_dict()
         if args.plot:
@@ -502,6 +554,7 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
+    from ..fabric.summary import failure_text
     from ..units import format_time
 
     d = result.details
@@ -534,7 +587,11 @@ def print_result(result, plot: str | None) -> None:
     for key, value in result.breakdown.items():
         share = value / result.step_time_s if result.step_time_s else 0.0
         print(f"    {key:<10} {format_time(value) if value else '0':>10}  {100 * share:5.1f}%")
-    print(f"  collectives: {d['collective_backend']}")
+    extra = [f"routing {d['routing']}"] if d.get("routing", "auto") != "auto" else []
+    extra += [f"{dim} {algo}" for dim, algo in (d.get("algorithms") or {}).items()]
+    if d.get("cc"):
+        extra.append(f"congestion control {d['cc']} (phase rates scaled by its efficiency)")
+    print(f"  collectives: {', '.join([d['collective_backend'], *extra])}")
     coupling = d.get("coupling")
     if coupling and coupling.get("windows"):
         parts = ", ".join(
@@ -546,8 +603,8 @@ def print_result(result, plot: str | None) -> None:
             f"  coupling         +{format_time(coupling['added_s'])} over each dimension alone "
             f"({format_time(coupling['isolated_step_s'])}){': ' + parts if parts else ''}"
         )
-    if d.get("failed_links"):
-        print(f"  failed links     {d['failed_links']}")
+    if d.get("fail"):
+        print(f"  failures         --fail {d['fail']}: {failure_text(d)}")
     var = d.get("variability")
     if var:
         print(

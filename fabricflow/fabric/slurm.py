@@ -200,9 +200,11 @@ def slurm_fabric_spec(
     """
     if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
         raise SpecError("gpus_per_node", f"must be an integer >= 1, got {gpus_per_node!r}")
-    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth")
+    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth", part=True)
     fixed = (
-        None if switch_bandwidth is None else parse_bandwidth(switch_bandwidth, "switch_bandwidth")
+        None
+        if switch_bandwidth is None
+        else parse_bandwidth(switch_bandwidth, "switch_bandwidth", part=True)
     )
     if not isinstance(oversubscription, (int, float)) or not oversubscription >= 1:
         raise SpecError("oversubscription", f"must be a number >= 1, got {oversubscription!r}")

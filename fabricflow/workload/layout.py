@@ -54,6 +54,7 @@ DEFAULT_RECOMPUTE_MODULES = "core_attn"
 FRAMEWORK_EFFICIENCY = 1.0
 
 
+INT64_MAX = 2**63 - 1
 # Integer fields that must be >= 1 (``zero`` and the 0-means-default knobs are checked apart).
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
 POSITIVE_FIELDS = INT_FIELDS[:-1]
@@ -343,6 +344,8 @@ class Layout:
                         "layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {value!r}"
                     )
                 raise SpecError(f"layout.{field}", f"must be {kind}, got {value!r}")
+            if abs(value) > INT64_MAX:  # the rules run on int64 columns
+                raise SpecError(f"layout.{field}", f"{value} is too large: at most {INT64_MAX:,}")
         for field in BOOL_COLUMNS:
             # a string such as "no" would be truthy: only real booleans are accepted
             if not isinstance(getattr(self, field), bool):
@@ -567,9 +570,48 @@ def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> 
     checks += _scope_problems(t)
     checks += _size_problems(t, num_gpus)
     checks += _pipeline_problems(t)
+    checks += _knob_problems(t)
     if model is not None:
         checks += _model_problems(t, model)
     return first_problem(checks, len(t))
+
+
+def _knob_problems(t: LayoutTable) -> list[tuple]:
+    """Knobs that only mean something beside another setting: given without it they would
+    be silently ignored, so a user who sets one believes it acted (the compatibility rules
+    that ``step``, ``optimize`` and ``design`` share; the model-dependent ones are in
+    :func:`_model_problems`)."""
+    modules = np.array([bool(str(m).strip()) for m in t.recompute_modules], dtype=bool)
+    return [
+        (
+            "layout.microbatch_group",
+            (t.microbatch_group > 0) & (t.vpp < 2),
+            lambda rows: [
+                f"microbatch_group={t.microbatch_group[i]} sizes the micro-batch groups of the "
+                "interleaved schedule; it needs vpp >= 2 (vpp=1 runs 1F1B)"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.recompute_layers",
+            (t.recompute_layers > 0) & (t.recompute != "full"),
+            lambda rows: [
+                f"recompute_layers={t.recompute_layers[i]} counts the layers of full "
+                f"recompute; it needs recompute='full', got {str(t.recompute[i])!r}"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.recompute_modules",
+            modules & (t.recompute != "selective"),
+            lambda rows: [
+                f"{str(t.recompute_modules[i])!r} names the modules of selective recompute; "
+                f"it needs recompute='selective', got {str(t.recompute[i])!r}"
+                + (" (full recompute recomputes whole layers)" if t.recompute[i] == "full" else "")
+                for i in rows
+            ],
+        ),
+    ]
 
 
 def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
@@ -762,13 +804,27 @@ def _model_problems(t: LayoutTable, model: ModelSpec) -> list[tuple]:
             )
         )
     else:
-        out.append(
+        dense = f"but {model.name} has no experts (a dense model has no expert layers)"
+        out += [
             (
                 "layout.ep",
                 t.ep > 1,
-                lambda rows: [f"ep={t.ep[i]} > 1 but {model.name} has no experts" for i in rows],
-            )
-        )
+                lambda rows: [f"ep={t.ep[i]} > 1 {dense}" for i in rows],
+            ),
+            (
+                "layout.expert_tp",
+                t.expert_tp > 0,
+                lambda rows: [f"expert_tp={t.expert_tp[i]} is set {dense}" for i in rows],
+            ),
+            ("layout.ep_overlap", t.ep_overlap, f"hides the MoE all-to-all {dense}"),
+            (
+                "layout.moe_capacity_factor",
+                t.moe_capacity_factor > 0.0,
+                lambda rows: [
+                    f"{t.moe_capacity_factor[i]} caps the tokens per expert {dense}" for i in rows
+                ],
+            ),
+        ]
     out.append(
         (
             "layout.sequence_parallel",

@@ -348,6 +348,10 @@ def step_time(
         "placement": placement if isinstance(placement, str) else "custom",
         "num_micro_batches": layout.num_micro_batches,
         "collective_backend": comm.backend,
+        # what else sets the collectives' times: routing, its hash seed, algorithms
+        "routing": comm.routing,
+        "seed": comm.seed,
+        "algorithms": dict(comm.algorithms),
         "model_flops_per_step": flops,
         "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
