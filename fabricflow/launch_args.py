@@ -35,7 +35,14 @@ from .workload.layout import Layout
 from .workload.model import ModelSpec, list_models, load_model
 from .workload.placement import DEFAULT_ORDER, PLACEMENTS, parse_order, topology_aware_order
 
-__all__ = ["FRAMEWORKS", "FRAMEWORK_ORDERS", "launch_arguments", "layout_of", "result_arguments"]
+__all__ = [
+    "FRAMEWORKS",
+    "FRAMEWORK_ORDERS",
+    "checked_layout",
+    "launch_arguments",
+    "layout_of",
+    "result_arguments",
+]
 
 FRAMEWORKS = ("megatron", "nemo")
 # The rank orders (fastest-varying first) both frameworks can build, and the argument that
