@@ -252,19 +252,27 @@ def _order(layout: Layout, dims: tuple[str, ...], framework: str) -> tuple[str |
     note saying exactly which order was timed and that the framework cannot build it."""
     wanted = _active(layout, dims)
     choices = FRAMEWORK_ORDERS[framework]
+    shown = "-".join(dims)
+    why = ""
     for name, argument in choices.items():
         if _active(layout, parse_order(name)) != wanted:
             continue
         if name != DEFAULT_ORDER and layout.pp > 1 and layout.expert_dp != layout.dp:
-            continue  # both frameworks assert this under the pp-before-dp mapping
+            # both frameworks refuse an order not ending in pp unless the dense and expert
+            # data-parallel sizes agree (Megatron-Core's parallel_state)
+            why = (
+                f"; it matches {name}, but with pp > 1 that order needs the expert "
+                f"data-parallel size ({layout.expert_dp}) to equal dp ({layout.dp})"
+            )
+            continue
         return argument, []
-    shown = "-".join(dims)
+    flag = next(a for a in choices.values() if a)
     return None, [
         f"rank order {shown} (fastest-varying first; non-trivial dimensions dense "
         f"{'-'.join(wanted[0]) or 'none'}, expert {'-'.join(wanted[1]) or 'none'}) cannot be "
-        f"set: {framework} builds only {' or '.join(choices)} (the second with "
-        f"{[a for a in choices.values() if a][0]}), so the launch runs {DEFAULT_ORDER}, not "
-        f"the order timed; time that with 'fabricflow step --order {DEFAULT_ORDER}'"
+        f"set: {framework} builds only {' or '.join(choices)} (the second with {flag}){why}, "
+        f"so the launch runs {DEFAULT_ORDER}, not the order timed; time that with "
+        f"'fabricflow step --order {DEFAULT_ORDER}'"
     ]
 
 

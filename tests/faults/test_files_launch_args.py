@@ -147,3 +147,13 @@ def test_topology_aware_placement_launches_the_order_it_picked():
     # without a model to rank the dimensions, the assumed ranking is said
     _, notes = launch_arguments(LAYOUT, "megatron", placement="topology-aware")
     assert any("TP > CP > EP > DP > PP was assumed" in note for note in notes)
+
+
+def test_the_pp_before_dp_mapping_needs_equal_data_parallel_sizes():
+    # with cp 2 the expert data-parallel size is cp x dp = 4, not dp = 2: Megatron-Core
+    # refuses --use-tp-pp-dp-mapping with pp > 1, so the order is named, with the reason
+    layout = {**LAYOUT, "cp": 2, "dp": 2}
+    arguments, notes = launch_arguments(layout, "megatron", order="tp-cp-pp-ep-dp")
+    assert "--use-tp-pp-dp-mapping" not in arguments
+    (note,) = [n for n in notes if "rank order" in n]
+    assert "expert data-parallel size (4) to equal dp (2)" in note
