@@ -58,8 +58,9 @@ FRAMEWORK_ORDERS = {
 }
 # Keys a layout must give (the others have the step model's defaults).
 REQUIRED_KEYS = ("tp", "pp", "dp", "micro_batch", "global_batch", "seq_len")
-# Keys a result's layout may hold besides the Layout fields (optimize's ``best``).
-PLACEMENT_KEYS = ("order", "placement")
+# Keys a result's layout may hold besides the Layout fields (optimize's ``best``: the
+# other arguments of the step_time call that timed the winner).
+PLACEMENT_KEYS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
 
 
 def layout_of(result: Any) -> dict:
@@ -121,6 +122,7 @@ def result_arguments(
                 else "no model in the result: the layout's heads, layers and batch were not "
                 "checked (pass the model to check them)"
             )
+    notes += _timing_notes(raw)
     spec = load_model(model) if model is not None else None
     layout = checked_layout(
         {k: v for k, v in raw.items() if k not in PLACEMENT_KEYS}, spec, num_gpus
@@ -274,6 +276,25 @@ def _order(layout: Layout, dims: tuple[str, ...], framework: str) -> tuple[str |
         f"so the launch runs {DEFAULT_ORDER}, not the order timed; time that with "
         f"'fabricflow step --order {DEFAULT_ORDER}'"
     ]
+
+
+def _timing_notes(raw: dict) -> list[str]:
+    """Notes for what an optimize winner was timed with that no launch argument sets: the
+    fabric's routing and NCCL's algorithm per parallel dimension."""
+    notes = []
+    routing = raw.get("routing", "auto")
+    if routing != "auto":
+        notes.append(
+            f"routing {routing!r} was timed: a setting of the fabric (switches, NICs), not "
+            "of the launch (not written)"
+        )
+    algorithms = raw.get("algorithms")
+    if algorithms:
+        notes.append(
+            f"collective algorithms {algorithms} were timed: pin them with NCCL_ALGO for "
+            "the job (not written; NCCL picks per call otherwise)"
+        )
+    return notes
 
 
 def _placement_notes(placement: str) -> list[str]:

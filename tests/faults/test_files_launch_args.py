@@ -157,3 +157,20 @@ def test_the_pp_before_dp_mapping_needs_equal_data_parallel_sizes():
     assert "--use-tp-pp-dp-mapping" not in arguments
     (note,) = [n for n in notes if "rank order" in n]
     assert "expert data-parallel size (4) to equal dp (2)" in note
+
+
+def test_an_optimize_winner_with_step_arguments_launches_with_notes():
+    # optimize's best holds the other step_time arguments of the winner when they matter
+    best = {
+        **LAYOUT,
+        "order": "tp-cp-ep-dp-pp",
+        "placement": "scattered",
+        "seed": 3,
+        "routing": "spray",
+        "algorithms": {"dp": "tree"},
+        "collectives": "analytic",
+    }
+    arguments, notes, launched = result_arguments({"best": best})
+    assert launched["placement"] == "scattered" and "--micro-batch-size 1" in arguments
+    assert any("routing 'spray'" in n for n in notes)
+    assert any("{'dp': 'tree'}" in n and "NCCL_ALGO" in n for n in notes)
