@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._common import add_json_flag, output_folder, print_json, write_outputs
+from .step import stack_from_args
 
 
 def register(subparsers) -> None:
@@ -19,7 +20,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=["bf16", "fp8"],
+        help="GEMM precision (default: the stack's, else bf16)",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="software stack preset or .json/.yaml file: its choices are the values of the "
+        "knobs neither searched nor pinned, its parameters time every candidate "
+        "(default: megatron-core)",
+    )
     parser.add_argument(
         "--fix",
         action="append",
@@ -144,6 +157,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
     from ..optimize.search import optimize_layout
 
+    stack = stack_from_args(args)
     return optimize_layout(
         model,
         gpu,
@@ -151,7 +165,8 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         gpus=gpus,
         global_batch=args.global_batch,
         seq_len=args.seq,
-        precision=args.precision,
+        precision=args.precision or stack.choices.get("precision", "bf16"),
+        stack=stack,
         fixed=fixed,
         space=space,
         objective=args.objective,
