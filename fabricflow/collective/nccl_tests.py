@@ -148,12 +148,12 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
                 "a nccl-tests log (a run prints a few KB)",
             )
         with open(name, "rb") as handle:
-            raw = handle.read(MAX_LOG_BYTES + 1)
+            data = handle.read(MAX_LOG_BYTES + 1)
     except OSError as error:
         raise SpecError("nccl-tests", f"cannot read {name!r}: {error}") from error
-    if len(raw) > MAX_LOG_BYTES:  # grew while read, or a special file
+    if len(data) > MAX_LOG_BYTES:  # grew while read, or a special file
         raise SpecError("nccl-tests", f"{name} is over the limit of {MAX_LOG_BYTES:,} bytes")
-    lines = decode_text(raw, "nccl-tests", name).splitlines()
+    lines = decode_text(data, "nccl-tests", name).splitlines()
     rows: list[tuple] = []
     ranks, average = 0, None
     has_root = None  # from the column header line, where the log has one
