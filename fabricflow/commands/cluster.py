@@ -215,7 +215,7 @@ def run(args) -> int:
     began = time.perf_counter()
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
-    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
+    from ..cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
     from ..fabric.spec import load_fabric
@@ -250,6 +250,7 @@ def run(args) -> int:
             f"simulating {args.synthetic:,} synthetic jobs",
             hint="give fewer jobs",
         )
+        check_simulated_jobs(args.synthetic, "--synthetic")
         trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
         trace = load_trace(

@@ -156,7 +156,7 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     norm inputs; a MoE layer keeps fp32 router scores, and per routed token copy the expert
     input, up-projection output, activation output and its fp32 routing probability (the
     probability multiplies the activation, so the expert output is not kept;
-    docs/references.md §20); ``fp8_activation_cache`` keeps the up-projection output in
+    docs/references.md §21); ``fp8_activation_cache`` keeps the up-projection output in
     FP8 and the attention output once (DeepSeek-V3's storage); eager attention the
     ``s x s`` scores and softmax (and dropout mask and output); dropout masks 1 B. Norm
     tensors are per token of the SP shard, the rest per token of the TP-sharded widths.
