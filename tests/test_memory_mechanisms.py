@@ -3,11 +3,13 @@ precision, DeepSeek-V3's FP8 activation storage, and the report's layout fitting
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import pytest
 
 import fabricflow as ff
+from fabricflow.commands.step import layout_from_args, register
 from fabricflow.errors import SpecError
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.memory import (
@@ -16,6 +18,7 @@ from fabricflow.workload.memory import (
     usable_hbm,
 )
 from fabricflow.workload.stack import load_stack
+from fabricflow.workload.step_command import step_arguments
 
 TOKENS = 4096
 
@@ -108,3 +111,25 @@ def test_the_deepseek_v3_stack_carries_its_memory_choices():
     assert layout.adam_moments_dtype == "bf16" and layout.fp8_activation_cache
     model = ff.load_model("deepseek-v3")
     assert memory_per_gpu(model, layout).total < usable_hbm(ff.load_gpu("h800"))
+
+
+def test_the_memory_choices_round_trip_through_the_step_command():
+    layout = Layout(
+        pp=2, dp=4, global_batch=8, precision="fp8", adam_moments_dtype="bf16",
+        fp8_activation_cache=True,
+    )  # fmt: skip
+    words = step_arguments(layout)
+    assert "--fp8-activation-cache" in words
+    assert words[words.index("--adam-moments-dtype") + 1] == "bf16"
+    over = step_arguments(
+        dataclasses.replace(layout, fp8_activation_cache=False), stack="deepseek-v3"
+    )
+    assert "--no-fp8-activation-cache" in over
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    register(sub)
+    args = parser.parse_args(
+        ["step", "--fabric", "x", "--model", "m", "--gpu", "g", "--gpus", "8"] + words
+    )
+    again = layout_from_args(args)
+    assert again.adam_moments_dtype == "bf16" and again.fp8_activation_cache

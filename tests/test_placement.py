@@ -13,6 +13,7 @@ from fabricflow.optimize.space import default_space, default_value
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.placement import parse_order, place
 from fabricflow.workload.step import step_time
+from fabricflow.workload.step_command import step_arguments
 
 
 def _is_partition(groups, num_ranks):
@@ -181,3 +182,12 @@ def test_step_and_optimizer_place_as_deployed_by_default():
         model, ff.load_fabric("dgx-h100-superpod"), gpus=64, global_batch=64, seq_len=4096
     )
     assert "deployed" not in dgx["placement"] and "contiguous" in dgx["placement"]
+
+
+def test_a_printed_step_command_names_a_placement_other_than_the_default():
+    """``fabricflow step`` places as deployed by default, so a timed contiguous placement
+    must be written out for the command to repeat its number."""
+    layout = Layout(tp=2, dp=4, global_batch=4)
+    assert "--placement" not in step_arguments(layout, placement="deployed")
+    words = step_arguments(layout, placement="contiguous")
+    assert words[words.index("--placement") + 1] == "contiguous"

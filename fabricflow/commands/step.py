@@ -158,9 +158,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--fp8-activation-cache",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="with fp8: expert SwiGLU inputs saved in FP8, one copy of the attention output "
-        "(DeepSeek-V3's activation storage)",
+        "(DeepSeek-V3's activation storage; default: the stack's, else off)",
     )
     parser.add_argument(
         "--moe-imbalance",
@@ -374,7 +375,7 @@ def layout_from_args(args):
         fp8_norm_fusion=getattr(args, "fp8_norm_fusion", None),
         fp8_dispatch=getattr(args, "fp8_dispatch", None),
         adam_moments_dtype=getattr(args, "adam_moments_dtype", None),
-        fp8_activation_cache=True if getattr(args, "fp8_activation_cache", False) else None,
+        fp8_activation_cache=getattr(args, "fp8_activation_cache", None),
     )
     return stack_from_args(args).layout_for(
         tp=args.tp,
