@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.fabric.hostlist import HostlistError, compress_hostlist, expand_hostlist
+from fabricflow.fabric.hostlist import (
+    HostlistError,
+    compress_hostlist,
+    count_hostlist,
+    expand_hostlist,
+)
 from fabricflow.fabric.slurm import read_slurm_topology, slurm_block_text, slurm_tree_text
 from fabricflow.fabric.spec import load_fat_tree
 
@@ -188,3 +194,132 @@ def test_cli_import_and_export(tmp_path, capsys):
     assert main(["fabric", "fat-tree-k16", "--nic-bandwidth", "1Gbps", "--json"]) == 2
     capsys.readouterr()
     assert main(["fabric", "tpu-v4-pod", "--export", "slurm-block"]) == 2
+
+
+# ----------------------------------------------------------------------- files other tools wrote
+
+
+def test_separate_trees_are_refused_naming_their_tops(tmp_path):
+    path = tmp_path / "two.conf"
+    path.write_text(
+        "SwitchName=leaf0 Nodes=a[1-2]\nSwitchName=leaf1 Nodes=b[1-2]\n"
+        "SwitchName=spine0 Switches=leaf0\n"
+    )
+    with pytest.raises(ff.SpecError) as error:
+        ff.load_fabric(f"slurm:{path}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    message = str(error.value)
+    assert "2 separate trees" in message and str(path) in message
+    assert "'leaf1' (line 2)" in message and "'spine0' (line 3)" in message
+    # a node under two leaves joins them (rail-optimized): one tree, accepted
+    path.write_text("SwitchName=rail0 Nodes=a[1-2]\nSwitchName=rail1 Nodes=a[1-2]\n")
+    assert ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps").num_gpus == 4
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "SwitchName=le\x00af0 Nodes=a[1-2]",
+        "SwitchName=leaf0 Nodes=a\x00[1-2]",
+        "SwitchName=l Nodes=a\x07",
+    ],
+)
+def test_control_characters_are_refused_with_the_line(tmp_path, line):
+    path = tmp_path / "nul.conf"
+    path.write_text("# header\n" + line + "\n")
+    with pytest.raises(ff.SpecError, match=r"line 2: the control character"):
+        read_slurm_topology(path)
+
+
+@pytest.mark.parametrize("names", [("top_",), ("top", "top_"), ("top", "top0", "top1")])
+def test_blocks_named_like_the_joining_switch(tmp_path, names):
+    path = tmp_path / "blocks.conf"
+    path.write_text("".join(f"BlockName={name} Nodes=n{i}[1-2]\n" for i, name in enumerate(names)))
+    fabric = ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps")
+    tiers = np.asarray(fabric.node_tier)
+    assert fabric.num_gpus == 4 * len(names)
+    assert int(np.sum(tiers == 1)) == len(names) and int(np.sum(tiers == 2)) == 1
+
+
+def test_cost_of_an_imported_fabric_reads_its_cables(tmp_path):
+    """4 nodes of 8 GPUs per leaf: 32 x 400G down and 32 x 400G up, one 64-port switch."""
+    path = tmp_path / "ok.conf"
+    path.write_text(
+        "SwitchName=leaf0 Nodes=dgx[01-04]\nSwitchName=leaf1 Nodes=dgx[05-08]\n"
+        "SwitchName=spine0 Switches=leaf[0-1]\n"
+    )
+    fabric = ff.load_fabric(f"slurm:{path}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    cost = ff.fabric_cost(fabric)
+    assert cost.bom.count(category="switch", tier="leaf") == 2
+    assert cost.bom.count(category="switch", tier="spine") == 1
+    assert cost.bom.count(category="nic") == 64
+
+
+def test_uplinks_are_whole_cables_no_faster_than_the_nic(tmp_path):
+    path = tmp_path / "t.conf"
+    path.write_text(TREE)
+    fabric = ff.load_fabric(
+        f"slurm:{path}", gpus_per_node=4, nic_bandwidth="400Gbps", oversubscription=3
+    )
+    tiers = np.asarray(fabric.node_tier)
+    src, dst = np.asarray(fabric.link_src), np.asarray(fabric.link_dst)
+    up = (tiers[src] == 1) & (tiers[dst] == 2)
+    # 16 NICs / 3 = 5.33 NICs of uplink: 6 cables of 266.7 Gb/s each, the capacity exact
+    np.testing.assert_allclose(np.asarray(fabric.capacity)[up], 16 * 50e9 / 3)
+    assert list(np.asarray(fabric.link_cables)[up]) == [6, 6]
+
+
+ODD_NAMES = ["gpu,a", "rack[1]", 'q"uote', "h#1", "n,[0-3]", "plain7"]
+
+
+@pytest.mark.parametrize("odd", ODD_NAMES)
+def test_odd_host_names_survive_a_slurm_round_trip(tmp_path, odd):
+    """A netlist host named with hostlist syntax comes back as one host of 8 GPUs."""
+    net = tmp_path / "net.csv"
+    quoted = '"' + odd.replace('"', '""') + '"'
+    net.write_text(f"host,tor,agg,core\n{quoted},t0,,\nplain8,t0,,\n")
+    fabric = ff.load_fabric(f"netlist:{net}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    conf = tmp_path / "topology.conf"
+    conf.write_text(slurm_tree_text(fabric))
+    back = ff.load_fabric(f"slurm:{conf}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    assert back.num_gpus == 16
+    assert read_slurm_topology(conf).nodes == [odd, "plain8"]
+    assert slurm_tree_text(back).splitlines()[1:] == conf.read_text().splitlines()[1:]
+
+
+def test_hostlists_quote_every_odd_name():
+    names = [*ODD_NAMES, "a b", "n1", "n2", "x"]
+    text = compress_hostlist(names)
+    assert expand_hostlist(text) == names
+    assert count_hostlist(text) == len(names)
+
+
+def test_a_huge_range_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64MiB")
+    path = tmp_path / "huge.conf"
+    path.write_text("SwitchName=leaf0 Nodes=n[1-1000000]\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.MemoryBudgetError) as error:
+            read_slurm_topology(path, gpus_per_node=8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "at least 1,000,000 nodes x 8 GPUs per node" in str(error.value)
+    assert "GiB, over the memory budget of 0.06 GiB" in str(error.value)
+    assert peak < 4 * 2**20  # the names were never made
+
+
+def test_a_huge_gpus_per_node_is_refused_before_the_spec_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64MiB")
+    path = tmp_path / "t.conf"
+    path.write_text(TREE)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.MemoryBudgetError, match="at least 4 nodes x 200,000 GPUs per node"):
+            ff.load_fabric(f"slurm:{path}", gpus_per_node=200_000, nic_bandwidth="400Gbps")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20
+    with pytest.raises(ff.SpecError, match="32-bit ids"):
+        ff.load_fabric(f"slurm:{path}", gpus_per_node=10**30, nic_bandwidth="400Gbps")

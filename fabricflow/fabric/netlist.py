@@ -20,7 +20,8 @@ Checked, each error naming the file and line: the header, a host listed twice, a
 without a ToR (a GPU without a NIC), a level filled below an empty one (a cable to
 nowhere: ``host,,agg,core``), a row whose levels are not those of the others (one host
 with a core, another without), names with blanks or ``@``, and hosts that form separate
-trees (several top switches: no path between them).
+trees (several top switches: no path between them), control characters (a NUL) in a
+name, and a switch name used at two levels (a ToR named as an aggregation switch).
 """
 
 from __future__ import annotations
@@ -62,11 +63,21 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
             f"{name}, line {number}: expected the header {','.join(HEADER)}, got {','.join(header)}",
         )
     paths: dict[str, tuple] = {}
+    level_of: dict[str, tuple[int, int]] = {}  # switch name -> (level, first line)
     depth = None
     for number, row in numbered[1:]:
         host, levels = _row(row, number, name)
         if host in paths:
             raise SpecError("netlist", f"{name}, line {number}: host {host!r} is listed twice")
+        for level, switch in enumerate(levels):
+            first = level_of.setdefault(switch, (level, number)) if switch else (level, 0)
+            if first[0] != level:
+                raise SpecError(
+                    "netlist",
+                    f"{name}, line {number}: the {LEVELS[level]} {switch!r} has the name of "
+                    f"the {LEVELS[first[0]]} on line {first[1]}: a switch is at one level "
+                    "(name switches of different levels apart)",
+                )
         filled = sum(1 for level in levels if level)
         if depth is None:
             depth = filled
@@ -90,6 +101,13 @@ def _row(row: list[str], number: int, name: str) -> tuple[str, list[str]]:
     for cell in row:
         if any(c in cell for c in " \t@"):
             raise SpecError("netlist", f"{name}, line {number}: a blank or '@' in {cell!r}")
+        bad = next((c for c in cell if not c.isprintable()), None)
+        if bad is not None:
+            raise SpecError(
+                "netlist",
+                f"{name}, line {number}: the control character {bad!r} in {cell!r}: names "
+                "are printable text",
+            )
     host, *levels = row
     if not host:
         raise SpecError("netlist", f"{name}, line {number}: no host name")
