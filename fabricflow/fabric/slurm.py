@@ -18,16 +18,22 @@ dual-plane designs) gives each GPU ``k`` links of ``nic_bandwidth / k``, on swit
 Each switch's uplink to each of its ``p`` parents carries ``1/p`` of what enters the
 switch from below (non-blocking), unless the companion options say otherwise
 (``oversubscription``: down over up capacity at every switch; ``switch_bandwidth``: one
-fixed bandwidth per switch-to-switch cable). Block files get one switch per block and one
-``top`` switch joining the blocks.
+fixed bandwidth per switch-to-switch cable), written as whole cables no faster than the
+NIC. Block files get one switch per block and one switch joining the blocks (``top``, or
+the first of ``top0, top1, ...`` no block is named). The options ``scale_up`` and
+``transport`` are a fabric spec's sections of those names: a companion file gives an
+imported cluster its NVLink-style domains and its InfiniBand or RoCE transport.
 
 Errors name the file and line: a bad hostlist, a switch or block defined twice, a switch
 referenced before its definition, a line with neither ``Nodes`` nor ``Switches``, an
-unknown key. Switch kinds are their names less trailing digits (``leaf12`` -> ``leaf``).
+unknown key, a control character, switches that form separate trees (the tops named).
+Switch kinds are their names less trailing digits (``leaf12`` -> ``leaf``). Sizes are
+estimated from the hostlists' counts before any name is made (:func:`check_import_size`).
 
 :func:`slurm_tree_text` and :func:`slurm_block_text` write any fabric whose switches
 form tiers (no GPU-to-GPU links, switch links only between tiers) in the two forms; the
-export of an imported file gives the same file back.
+export of an imported file gives the same file back, host names that hostlists cannot
+hold bare (``gpu,a``, ``rack[1]``) in double quotes.
 """
 
 from __future__ import annotations
