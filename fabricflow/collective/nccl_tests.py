@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from ..errors import SpecError
+from ..schema import DECIMAL, at_line
 
 __all__ = ["NCCL_TESTS_OPS", "NcclTestsLog", "format_nccl_tests", "read_nccl_tests"]
 
@@ -126,7 +127,9 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
 
     Raises:
         SpecError: ``nccl-tests``, naming the file and line: a data line with another
-            number of fields or a field that is not a number, sizes not increasing, rows
+            number of fields, a field that is not a decimal number (``1_000``, ``nan``), a
+            negative size or count, a root below -1 or beyond the ranks listed, sizes not
+            increasing, rows
             of two data types or reductions, no data line, or a log that stops before its
             ``# Avg bus bandwidth`` line (a truncated run).
     """
@@ -162,6 +165,13 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
             f"{name}, line {rows[-1][0]}: the log stops here, before its '# Avg bus bandwidth' "
             "line (a truncated or failed run)",
         )
+    for line_number, *row in rows:
+        if ranks and row[4] >= ranks:
+            raise SpecError(
+                "nccl-tests",
+                f"{at_line(name, line_number)}: root {row[4]} is not one of the log's "
+                f"{ranks} ranks (0..{ranks - 1}, or -1 for none)",
+            )
     for (_, *a), (n1, *b) in zip(rows, rows[1:], strict=False):
         if b[0] <= a[0]:
             raise SpecError("nccl-tests", f"{name}, line {n1}: size {b[0]} after {a[0]}")
@@ -200,8 +210,8 @@ def _data_line(line: str, name: str, number: int, has_root) -> tuple:
     if len(fields) == 12:  # no root column (older nccl-tests)
         fields.insert(4, "-1")
     size, count, root = (
-        _integer(fields[i], name, number, what)
-        for i, what in ((0, "size"), (1, "count"), (4, "root"))
+        _integer(fields[i], name, number, what, minimum)
+        for i, what, minimum in ((0, "size", 0), (1, "count", 0), (4, "root", -1))
     )
     values = [_number(fields[i], name, number, "time/algbw/busbw") for i in (5, 6, 7, 9, 10, 11)]
     return (
@@ -217,22 +227,27 @@ def _data_line(line: str, name: str, number: int, has_root) -> tuple:
     )
 
 
-def _integer(text: str, name: str, number: int, what: str) -> int:
+def _integer(text: str, name: str, number: int, what: str, minimum: int) -> int:
+    """A decimal integer field ``>= minimum`` (sizes and counts >= 0; root >= -1, where -1
+    is nccl-tests' "no root")."""
     body = text.removeprefix("-")
+    where = at_line(name, number)
     if not (body.isascii() and body.isdigit()) or int(body) >= 2**63:
-        raise SpecError("nccl-tests", f"{name}, line {number}: {what} {text!r} is not an integer")
-    return int(text)
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} is not an integer")
+    value = int(text)
+    if value < minimum:
+        allowed = ">= 0" if minimum == 0 else f">= {minimum} (-1: no root)"
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} must be {allowed}")
+    return value
 
 
 def _number(text: str, name: str, number: int, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SpecError(
-            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} is not a number"
-        ) from None
+    """A finite decimal number ``>= 0`` (times, bandwidths)."""
+    text = text.strip()
+    where = at_line(name, number)
+    if not DECIMAL.fullmatch(text):  # nccl-tests prints %7.2f and %g
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} is not a decimal number")
+    value = float(text)
     if not math.isfinite(value) or value < 0:
-        raise SpecError(
-            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} must be >= 0"
-        )
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} must be finite and >= 0")
     return value

@@ -220,7 +220,7 @@ def run(args) -> int:
     began = time.perf_counter()
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
-    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
+    from ..cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
     from ..memory import check_memory
@@ -254,6 +254,7 @@ def run(args) -> int:
             f"simulating {args.synthetic:,} synthetic jobs",
             hint="give fewer jobs",
         )
+        check_simulated_jobs(args.synthetic, "--synthetic")
         trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
         trace = load_trace(

@@ -125,8 +125,8 @@ def run(args) -> int:
     import os
 
     from ..atomic import atomic_path
+    from ..fabric.cost_table import read_cost_file
     from ..study.design import design_fabric, plot_design_front
-    from .fabric import read_cost_file
 
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]

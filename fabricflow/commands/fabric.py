@@ -99,6 +99,7 @@ def _export(args, fabric) -> int:
 
 
 def run(args) -> int:
+    from ..fabric.cost_table import read_cost_file
     from ._common import check_out_folder
 
     fabric = load_fabric_flags(args)
@@ -144,17 +145,6 @@ def _write_files(fabric, summary: dict, folder: str) -> None:
     write_json_file(str(out / "summary.json"), summary)
     plot_tiers(fabric, out / "fabric_tiers.png")
     plot_topology_sketch(fabric, out / "topology.png")
-
-
-def read_cost_file(path: str) -> dict:
-    """The mapping of a ``--cost-file`` (same layout as a spec's ``cost:`` section)."""
-    from ..errors import SpecError
-    from ..files import read_structured
-
-    data = read_structured(path, what="cost table")
-    if not isinstance(data, dict):
-        raise SpecError("cost-file", f"{path} must hold a mapping at top level")
-    return data.get("cost", data) if isinstance(data.get("cost"), dict) else data
 
 
 def print_bom(bom: dict) -> None:

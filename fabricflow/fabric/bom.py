@@ -50,6 +50,7 @@ import numpy as np
 from ..errors import SpecError
 from ..units import format_bandwidth, parse_bandwidth
 from .cost_table import FAMILY_OF_PROTOCOL, CostTable, NicModel, SwitchModel, cost_table
+from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT
 
 CATEGORIES = ("switch", "nic", "scale_up", "transceiver", "cable")
 
@@ -120,6 +121,7 @@ def bill_of_materials(fabric, cost: dict | CostTable | None = None) -> BillOfMat
             family holds, a NIC speed no card reaches, a medium the reach cannot use.
     """
     table = cost if isinstance(cost, CostTable) else cost_table(fabric, cost)
+    _check_names(fabric, table)
     if not fabric.link_up.all():
         raise SpecError(
             "fabric",
@@ -191,6 +193,27 @@ def cages_needed(ports_by_speed: dict[float, int], cage_Bps: float) -> int:
     return sum(
         math.ceil(count * speed / cage_Bps - 1e-9) for speed, count in ports_by_speed.items()
     )
+
+
+def _check_names(fabric, table: CostTable) -> None:
+    """Refuse a tier in ``cost.switch_models`` or a link kind in ``cost.reach`` that is
+    neither this fabric's nor a standard name (a typo would otherwise pin nothing). A
+    standard name the fabric lacks (``core`` on a two-tier fabric) is accepted, so that one
+    cost file serves fabrics of several depths."""
+    for section, pinned, names in (
+        ("switch_models", table.switch_models, (*fabric.node_kinds, *NODE_KINDS_DEFAULT)),
+        ("reach", table.reach, (*fabric.link_kinds, *LINK_KINDS_DEFAULT)),
+    ):
+        known = [n for n in dict.fromkeys(names) if n != "gpu"]
+        for name in pinned:
+            if name not in known:
+                what = "switch tier" if section == "switch_models" else "link kind"
+                raise SpecError(
+                    f"cost.{section}.{name}",
+                    f"unknown {what} {name!r}; known: {known} ({fabric.name}'s first)",
+                    value=name,
+                    allowed=known,
+                )
 
 
 def _switch_items(fabric, table: CostTable, family, ports, speeds):

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
 from ..files import is_file, read_structured
 from ..memory import out_of_memory
-from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
 from .netlist import netlist_spec_from_file
