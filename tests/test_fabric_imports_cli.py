@@ -75,31 +75,6 @@ def test_an_imported_node_all_reduces_over_its_scale_up_domain(site, capsys):
     assert out["transport"]["protocol"] == "rocev2"
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ("scale_up: {domain_size: 8, bandwidth: 900GB/s}\n", "allowed keys"),
-        ("scale_up: {domain_size: 3, bandwidth_bidirectional: 900GB/s}\n", "neither fills"),
-        ("transport: ib\n", "unknown protocol 'ib'"),
-        ("gpus_per_node: 0\n", "must be an integer >= 1"),
-        ("sclae_up: {}\n", "did you mean 'scale_up'"),
-    ],
-)
-def test_companion_errors_name_the_file_and_the_allowed_values(site, capsys, extra, message):
-    bad = site / "bad.yaml"
-    bad.write_text(
-        "nic_bandwidth: 400Gbps\n"
-        + ("gpus_per_node: 8\n" if "gpus_per" not in extra else "")
-        + extra
-    )
-    code, out = run_json(
-        capsys, ["fabric", f"slurm:{site / 'topology.conf'}", "--companion", str(bad)]
-    )
-    assert code == 2 and out["error"] == "SpecError"
-    assert message in out["message"]
-    assert "neither fills" in message or str(bad) in out["message"]
-
-
 def test_import_flags_on_a_preset_are_refused(capsys):
     code, out = run_json(
         capsys,

@@ -60,17 +60,6 @@ BAD = [
     ("host,tor,agg,core\nh 1,t1,a1,c1\n", "line 2: a blank"),
     ("host,tor,agg,core\nh1,t1\n", "line 2: 2 fields"),
     ("host,tor,agg,core\n", "no host rows"),
-    # one name at two levels: a ToR named as an aggregation or a core switch
-    (
-        "host,tor,agg,core\nh1,x,agg1,c\nh2,t2,x,c\n",
-        "line 3: the agg 'x' has the name of the tor on line 2",
-    ),
-    (
-        "host,tor,agg,core\nh1,t1,a1,c\nh2,c,a2,c\n",
-        "line 3: the tor 'c' has the name of the core on line 2",
-    ),
-    ("host,tor,agg,core\nh1,t1,a1,c\nh2,a1,a2,c\n", "line 3: the tor 'a1' has the name of the agg"),
-    ("host,tor,agg,core\nh1,t\x001,a1,c\n", "line 2: the control character '\\x00'"),
 ]
 
 

@@ -31,6 +31,7 @@ import io
 import os
 
 from ..errors import SpecError
+from ..schema import at_line
 from .slurm import SlurmTopology, import_options, slurm_fabric_spec
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
@@ -60,7 +61,7 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
     if tuple(header) != HEADER:
         raise SpecError(
             "netlist",
-            f"{name}, line {number}: expected the header {','.join(HEADER)}, got {','.join(header)}",
+            f"{at_line(name, number)}: expected the header {','.join(HEADER)}, got {','.join(header)}",
         )
     paths: dict[str, tuple] = {}
     level_of: dict[str, tuple[int, int]] = {}  # switch name -> (level, first line)
@@ -68,13 +69,13 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
     for number, row in numbered[1:]:
         host, levels = _row(row, number, name)
         if host in paths:
-            raise SpecError("netlist", f"{name}, line {number}: host {host!r} is listed twice")
+            raise SpecError("netlist", f"{at_line(name, number)}: host {host!r} is listed twice")
         for level, switch in enumerate(levels):
             first = level_of.setdefault(switch, (level, number)) if switch else (level, 0)
             if first[0] != level:
                 raise SpecError(
                     "netlist",
-                    f"{name}, line {number}: the {LEVELS[level]} {switch!r} has the name of "
+                    f"{at_line(name, number)}: the {LEVELS[level]} {switch!r} has the name of "
                     f"the {LEVELS[first[0]]} on line {first[1]}: a switch is at one level "
                     "(name switches of different levels apart)",
                 )
@@ -84,7 +85,7 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
         elif filled != depth:
             raise SpecError(
                 "netlist",
-                f"{name}, line {number}: {filled} switch level(s), the rows above have "
+                f"{at_line(name, number)}: {filled} switch level(s), the rows above have "
                 f"{depth}: every host needs the same levels ({', '.join(LEVELS[:depth])})",
             )
         paths[host] = tuple(levels[:filled])
@@ -96,30 +97,30 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
 def _row(row: list[str], number: int, name: str) -> tuple[str, list[str]]:
     if len(row) != len(HEADER):
         raise SpecError(
-            "netlist", f"{name}, line {number}: {len(row)} fields, expected {len(HEADER)}"
+            "netlist", f"{at_line(name, number)}: {len(row)} fields, expected {len(HEADER)}"
         )
     for cell in row:
         if any(c in cell for c in " \t@"):
-            raise SpecError("netlist", f"{name}, line {number}: a blank or '@' in {cell!r}")
+            raise SpecError("netlist", f"{at_line(name, number)}: a blank or '@' in {cell!r}")
         bad = next((c for c in cell if not c.isprintable()), None)
         if bad is not None:
             raise SpecError(
                 "netlist",
-                f"{name}, line {number}: the control character {bad!r} in {cell!r}: names "
+                f"{at_line(name, number)}: the control character {bad!r} in {cell!r}: names "
                 "are printable text",
             )
     host, *levels = row
     if not host:
-        raise SpecError("netlist", f"{name}, line {number}: no host name")
+        raise SpecError("netlist", f"{at_line(name, number)}: no host name")
     if not levels[0]:
         raise SpecError(
-            "netlist", f"{name}, line {number}: host {host!r} has no ToR (a GPU without a NIC)"
+            "netlist", f"{at_line(name, number)}: host {host!r} has no ToR (a GPU without a NIC)"
         )
     for lower, upper, below, above in zip(levels, levels[1:], LEVELS, LEVELS[1:], strict=False):
         if upper and not lower:
             raise SpecError(
                 "netlist",
-                f"{name}, line {number}: {above} {upper!r} above an empty {below} (a cable to "
+                f"{at_line(name, number)}: {above} {upper!r} above an empty {below} (a cable to "
                 "nowhere)",
             )
     return host, levels

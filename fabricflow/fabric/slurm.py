@@ -45,11 +45,11 @@ import re
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
 from ..files import read_structured
 from ..memory import check_memory
 from ..units import format_bandwidth, parse_bandwidth, parse_time
-from . import spec_reader as sr
 from .hostlist import MAX_HOSTS, HostlistError, compress_hostlist, count_hostlist, expand_hostlist
 from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
 from .transport import parse_transport
@@ -129,7 +129,7 @@ def read_slurm_topology(path: str | os.PathLike, *, gpus_per_node: int = 1) -> S
     for number, pairs in parsed:
 
         def fail(message: str, number=number) -> SpecError:
-            return SpecError("slurm", f"{name}, line {number}: {message}")
+            return SpecError("slurm", f"{sr.at_line(name, number)}: {message}")
 
         if "blocksizes" in pairs and len(pairs) == 1:
             sizes = _block_sizes(pairs["blocksizes"], fail)
@@ -177,7 +177,7 @@ def _parse_lines(name: str, lines: list[str], gpus_per_node: int = 1) -> list[tu
     for number, raw in enumerate(lines, start=1):
 
         def fail(message: str, number=number) -> SpecError:
-            return SpecError("slurm", f"{name}, line {number}: {message}")
+            return SpecError("slurm", f"{sr.at_line(name, number)}: {message}")
 
         bad = next((c for c in raw if not c.isprintable() and c != "\t"), None)
         if bad is not None:
@@ -677,16 +677,8 @@ def _check_options(values: dict, where: str) -> None:
 
 
 def _gpus_per_node(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError("gpus_per_node", f"must be an integer >= 1, got {value!r}")
-    return value
+    return sr.integer(value, "gpus_per_node", minimum=1)
 
 
 def _oversubscription(value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 1 <= value < float("inf")
-    ):
-        raise SpecError("oversubscription", f"must be a finite number >= 1, got {value!r}")
-    return float(value)
+    return sr.number(value, "oversubscription", minimum=1)

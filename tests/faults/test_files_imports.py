@@ -1,0 +1,161 @@
+"""Files other tools wrote, imported as fabrics (Slurm topology.conf, per-host netlists,
+their companion files): every bad file refused with its file, line or key and the allowed
+values, and sizes refused from an estimate before anything of that size is made."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import fabricflow as ff
+from fabricflow.cli import main
+from fabricflow.fabric.netlist import read_netlist
+from fabricflow.fabric.slurm import read_slurm_topology
+
+TREE = """SwitchName=leaf0 Nodes=node[01-04]
+SwitchName=leaf1 Nodes=node[05-08]
+SwitchName=spine0 Switches=leaf[0-1]
+"""
+
+# ----------------------------------------------------------------------- Slurm topology.conf
+
+
+def test_separate_trees_are_refused_naming_their_tops(tmp_path):
+    path = tmp_path / "two.conf"
+    path.write_text(
+        "SwitchName=leaf0 Nodes=a[1-2]\nSwitchName=leaf1 Nodes=b[1-2]\n"
+        "SwitchName=spine0 Switches=leaf0\n"
+    )
+    with pytest.raises(ff.SpecError) as error:
+        ff.load_fabric(f"slurm:{path}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    message = str(error.value)
+    assert "2 separate trees" in message and str(path) in message
+    assert "'leaf1' (line 2)" in message and "'spine0' (line 3)" in message
+    # a node under two leaves joins them (rail-optimized): one tree, accepted
+    path.write_text("SwitchName=rail0 Nodes=a[1-2]\nSwitchName=rail1 Nodes=a[1-2]\n")
+    assert ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps").num_gpus == 4
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "SwitchName=le\x00af0 Nodes=a[1-2]",
+        "SwitchName=leaf0 Nodes=a\x00[1-2]",
+        "SwitchName=l Nodes=a\x07",
+    ],
+)
+def test_control_characters_are_refused_with_the_line(tmp_path, line):
+    path = tmp_path / "nul.conf"
+    path.write_text("# header\n" + line + "\n")
+    with pytest.raises(ff.SpecError, match=r"line 2: the control character"):
+        read_slurm_topology(path)
+
+
+@pytest.mark.parametrize("names", [("top_",), ("top", "top_"), ("top", "top0", "top1")])
+def test_blocks_named_like_the_joining_switch(tmp_path, names):
+    path = tmp_path / "blocks.conf"
+    path.write_text("".join(f"BlockName={name} Nodes=n{i}[1-2]\n" for i, name in enumerate(names)))
+    fabric = ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps")
+    tiers = np.asarray(fabric.node_tier)
+    assert fabric.num_gpus == 4 * len(names)
+    assert int(np.sum(tiers == 1)) == len(names) and int(np.sum(tiers == 2)) == 1
+
+
+def test_a_huge_range_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64MiB")
+    path = tmp_path / "huge.conf"
+    path.write_text("SwitchName=leaf0 Nodes=n[1-1000000]\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.MemoryBudgetError) as error:
+            read_slurm_topology(path, gpus_per_node=8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "at least 1,000,000 nodes x 8 GPUs per node" in str(error.value)
+    assert "GiB, over the memory budget of 0.06 GiB" in str(error.value)
+    assert peak < 4 * 2**20  # the names were never made
+
+
+def test_a_huge_gpus_per_node_is_refused_before_the_spec_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64MiB")
+    path = tmp_path / "t.conf"
+    path.write_text(TREE)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.MemoryBudgetError, match="at least 4 nodes x 200,000 GPUs per node"):
+            ff.load_fabric(f"slurm:{path}", gpus_per_node=200_000, nic_bandwidth="400Gbps")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20
+    with pytest.raises(ff.SpecError, match="32-bit ids"):
+        ff.load_fabric(f"slurm:{path}", gpus_per_node=10**30, nic_bandwidth="400Gbps")
+
+
+# ----------------------------------------------------------------------- netlists
+
+BAD_NETLISTS = [
+    # one name at two levels: a ToR named as an aggregation or a core switch
+    (
+        "host,tor,agg,core\nh1,x,agg1,c\nh2,t2,x,c\n",
+        "line 3: the agg 'x' has the name of the tor on line 2",
+    ),
+    (
+        "host,tor,agg,core\nh1,t1,a1,c\nh2,c,a2,c\n",
+        "line 3: the tor 'c' has the name of the core on line 2",
+    ),
+    ("host,tor,agg,core\nh1,t1,a1,c\nh2,a1,a2,c\n", "line 3: the tor 'a1' has the name of the agg"),
+    ("host,tor,agg,core\nh1,t\x001,a1,c\n", "line 2: the control character '\\x00'"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_NETLISTS)
+def test_bad_netlists_name_the_file_and_line(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ff.SpecError) as error:
+        read_netlist(path)
+    assert str(path) in str(error.value) and message in str(error.value)
+
+
+# ----------------------------------------------------------------------- companion files
+
+
+@pytest.fixture
+def site(tmp_path):
+    (tmp_path / "topology.conf").write_text(TREE)
+    return tmp_path
+
+
+def run_json(capsys, argv: list[str]) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("scale_up: {domain_size: 8, bandwidth: 900GB/s}\n", "allowed keys"),
+        ("scale_up: {domain_size: 3, bandwidth_bidirectional: 900GB/s}\n", "neither fills"),
+        ("transport: ib\n", "unknown protocol 'ib'"),
+        ("gpus_per_node: 0\n", "must be an integer >= 1"),
+        ("sclae_up: {}\n", "did you mean 'scale_up'"),
+    ],
+)
+def test_companion_errors_name_the_file_and_the_allowed_values(site, capsys, extra, message):
+    bad = site / "bad.yaml"
+    bad.write_text(
+        "nic_bandwidth: 400Gbps\n"
+        + ("gpus_per_node: 8\n" if "gpus_per" not in extra else "")
+        + extra
+    )
+    code, out = run_json(
+        capsys, ["fabric", f"slurm:{site / 'topology.conf'}", "--companion", str(bad)]
+    )
+    assert code == 2 and out["error"] == "SpecError"
+    assert message in out["message"]
+    assert "neither fills" in message or str(bad) in out["message"]
