@@ -32,7 +32,7 @@ import os
 
 from ..errors import SpecError
 from ..schema import at_line
-from .slurm import SlurmTopology, import_options, slurm_fabric_spec
+from .slurm import SlurmTopology, check_import_size, import_options, slurm_fabric_spec
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
 
@@ -40,18 +40,27 @@ HEADER = ("host", "tor", "agg", "core")
 LEVELS = ("tor", "agg", "core")
 
 
-def read_netlist(path: str | os.PathLike) -> SlurmTopology:
+def read_netlist(path: str | os.PathLike, *, gpus_per_node: int = 1) -> SlurmTopology:
     """The tree of a per-host netlist (module docs), as a :class:`SlurmTopology` whose
     switch names are unique (``t1@agg-a`` where a name repeats under two parents).
 
+    ``gpus_per_node``: the GPUs each host will get; the file's lines are counted before
+    it is read, and a file whose rows, or whose hosts at that many GPUs, would not fit the
+    memory budget is refused then (:func:`fabricflow.fabric.slurm.check_import_size`).
+
     Raises:
         SpecError: ``netlist``, naming the file and line.
+        MemoryBudgetError: the rows or GPUs would not fit (sizes and budget named).
     """
     name = os.fspath(path)
     try:
+        rows = _count_lines(name)
+        check_import_size(
+            name, names=len(HEADER) * rows, nodes=max(rows - 1, 0), gpus_per_node=gpus_per_node
+        )
         with open(name, encoding="utf-8", newline="") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         raise SpecError("netlist", f"cannot read {name!r}: {error}") from error
     rows = list(csv.reader(io.StringIO(text)))
     numbered = [(n, [c.strip() for c in row]) for n, row in enumerate(rows, 1) if any(row)]
@@ -92,6 +101,16 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
     if not paths:
         raise SpecError("netlist", f"{name}: no host rows below the header")
     return _tree(paths, name)
+
+
+def _count_lines(name: str) -> int:
+    """Lines of the file ``name``, counted a megabyte at a time (nothing kept)."""
+    lines, last = 0, b"\n"
+    with open(name, "rb") as handle:
+        for chunk in iter(lambda: handle.read(2**20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
 
 
 def _row(row: list[str], number: int, name: str) -> tuple[str, list[str]]:
@@ -180,4 +199,4 @@ def netlist_spec_from_file(path: str, options: dict) -> dict:
         SpecError: a missing or bad option, or a bad file (named).
     """
     values = import_options(options, "netlist")
-    return slurm_fabric_spec(read_netlist(path), **values)
+    return slurm_fabric_spec(read_netlist(path, gpus_per_node=values["gpus_per_node"]), **values)

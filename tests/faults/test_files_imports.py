@@ -122,6 +122,20 @@ def test_bad_netlists_name_the_file_and_line(tmp_path, text, message):
     assert str(path) in str(error.value) and message in str(error.value)
 
 
+def test_a_huge_netlist_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "16MiB")
+    path = tmp_path / "big.csv"
+    path.write_text("host,tor,agg,core\n" + "".join(f"h{i},t{i // 32},,\n" for i in range(20_000)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.MemoryBudgetError, match="20,000 nodes x 8 GPUs per node"):
+            ff.load_fabric(f"netlist:{path}", gpus_per_node=8, nic_bandwidth="400Gbps")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20  # 20,000 rows of text were never read in
+
+
 # ----------------------------------------------------------------------- companion files
 
 
