@@ -244,6 +244,19 @@ def test_odd_host_names_survive_a_slurm_round_trip(tmp_path, odd):
     assert slurm_tree_text(back).splitlines()[1:] == conf.read_text().splitlines()[1:]
 
 
+def test_odd_switch_names_survive_a_slurm_round_trip(tmp_path):
+    conf = tmp_path / "odd.conf"
+    conf.write_text(
+        'SwitchName="sw,a[1]" Nodes="n,1",n2  # a comment\nSwitchName=top Switches="sw,a[1]"\n'
+    )
+    fabric = ff.load_fabric(f"slurm:{conf}", gpus_per_node=2, nic_bandwidth="400Gbps")
+    assert fabric.num_gpus == 4 and "sw,a[1]" in fabric.node_kinds
+    again = tmp_path / "again.conf"
+    again.write_text(slurm_tree_text(fabric))
+    assert read_slurm_topology(again).nodes == ["n,1", "n2"]
+    assert ff.load_fabric(f"slurm:{again}", gpus_per_node=2, nic_bandwidth="400Gbps").num_gpus == 4
+
+
 def test_hostlists_quote_every_odd_name():
     names = [*ODD_NAMES, "a b", "n1", "n2", "x"]
     text = compress_hostlist(names)

@@ -538,7 +538,7 @@ def slurm_tree_text(fabric) -> str:
             under[switch].append(host)
     lines = [f"# Slurm topology/tree for {fabric.name} (written by fabricflow)"]
     for name in order:
-        fields = [f"SwitchName={name}"]
+        fields = [f"SwitchName={compress_hostlist([name])}"]  # quoted where it must be
         if children[name]:
             fields.append(f"Switches={compress_hostlist(children[name])}")
         if under[name]:
