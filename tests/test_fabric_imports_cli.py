@@ -12,6 +12,7 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import _subparsers, build_parser, main
+from fabricflow.collective.model import prepare_collective
 from fabricflow.fabric.spec import build_fabric, load_fat_tree, spec_yaml_text
 from fabricflow.optimize.design import design_spec
 from fabricflow.study.sweep.overrides import resolved_spec
@@ -157,3 +158,28 @@ def test_yaml_export_reads_back_to_the_same_fabric(site, tmp_path, capsys):
     assert back.num_gpus == 64 and back.meta["scale_up_domain_size"] == 8
     with pytest.raises(ff.SpecError, match="failed cables"):
         spec_yaml_text(imported.without(link_kind="leaf", fraction=0.5, seed=1))
+
+
+def test_an_imported_transport_sets_the_routing(site):
+    """InfiniBand's adaptive routing on an imported tree is the generic router's even
+    split (spray): 8 pairs across two leaves, 8:1 oversubscribed under two spines, are not
+    hashed onto fewer uplinks as RoCEv2's per-flow ECMP does."""
+    conf = site / "two-spines.conf"
+    conf.write_text(TOPOLOGY + "SwitchName=spine1 Switches=leaf[0-1]\n")
+    ib = ff.load_fabric(f"slurm:{conf}", companion=str(site / "site.yaml"), oversubscription=8)
+    roce = ff.load_fabric(
+        f"slurm:{conf}", companion=str(site / "site.yaml"), oversubscription=8, transport="rocev2"
+    )
+    groups = np.array([[i, 32 + i] for i in range(0, 32, 4)])
+    size = 2.0**28
+    assert prepare_collective(ib, "all_to_all", groups).routing == "spray"
+    assert prepare_collective(roce, "all_to_all", groups).routing == "ecmp"
+    adaptive = ff.collective_time(ib, "all_to_all", groups, size)
+    hashed = ff.collective_time(roce, "all_to_all", groups, size)
+    assert adaptive.time_s == pytest.approx(
+        ff.collective_time(ib, "all_to_all", groups, size, routing="spray").time_s, rel=1e-9
+    )
+    assert (
+        hashed.time_s == ff.collective_time(ib, "all_to_all", groups, size, routing="ecmp").time_s
+    )
+    assert hashed.time_s > 1.1 * adaptive.time_s
