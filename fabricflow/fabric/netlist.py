@@ -54,13 +54,16 @@ def read_netlist(path: str | os.PathLike, *, gpus_per_node: int = 1) -> SlurmTop
     """
     name = os.fspath(path)
     try:
-        rows = _count_lines(name)
-        check_import_size(
-            name, names=len(HEADER) * rows, nodes=max(rows - 1, 0), gpus_per_node=gpus_per_node
-        )
+        lines = _count_lines(name)
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+        raise SpecError("netlist", f"cannot read {name!r}: {error}") from error
+    check_import_size(
+        name, names=len(HEADER) * lines, nodes=max(lines - 1, 0), gpus_per_node=gpus_per_node
+    )
+    try:
         with open(name, encoding="utf-8", newline="") as handle:
             text = handle.read()
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError) as error:
         raise SpecError("netlist", f"cannot read {name!r}: {error}") from error
     rows = list(csv.reader(io.StringIO(text)))
     numbered = [(n, [c.strip() for c in row]) for n, row in enumerate(rows, 1) if any(row)]

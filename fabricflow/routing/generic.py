@@ -111,7 +111,7 @@ def route_generic(
     links[rest, : walked.shape[1]] = walked
     if local.any():
         links[local, :2] = local_links[local]
-    if not split:
+    if shares is None:
         return Routes(links, None, src, dst, fabric.num_links, policy)
     coef = np.where(links >= 0, 1.0, 0.0).astype(np.float32)
     coef[rest, : shares.shape[1]] = shares
