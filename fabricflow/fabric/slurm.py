@@ -67,7 +67,10 @@ __all__ = [
 
 # Limits of an import, checked before anything is made (check_import_size): node and link
 # ids are 32-bit, and the estimate below must fit the memory budget.
-MAX_IMPORT_GPUS = 2**31 - 1
+# An imported file becomes a graph fabric, routed by the generic router, which refuses
+# all but a few destinations on graphs of millions of nodes: twice clos-1m's million GPUs
+# is beyond any cluster an operator's file describes.
+MAX_IMPORT_GPUS = 2**21
 BYTES_PER_NAME = 200  # peak bytes per name listed (expanded, kept, indexed): 160 measured
 BYTES_PER_GPU = 1500  # peak bytes per GPU of the spec and its fabric: 1,170 measured
 
@@ -214,8 +217,8 @@ def check_import_size(
 ) -> None:
     """Refuse, before it is made, an import whose names (``names`` host and switch names
     listed) or fabric (``nodes`` x ``gpus_per_node`` GPUs; ``at_least``: ``nodes`` is a
-    lower bound, counted before the names are known) is over the limits: the GPU
-    ids of a fabric are 32-bit (:data:`MAX_IMPORT_GPUS`), and the estimate
+    lower bound, counted before the names are known) is over the limits: at most
+    :data:`MAX_IMPORT_GPUS` GPUs, and the estimate
     (:data:`BYTES_PER_NAME`, :data:`BYTES_PER_GPU`) must fit the memory budget
     (:func:`fabricflow.memory.check_memory`).
 
@@ -228,8 +231,9 @@ def check_import_size(
     if gpus > MAX_IMPORT_GPUS:
         raise SpecError(
             "gpus_per_node",
-            f"{source}: {count} = {gpus:,} GPUs, "
-            f"more than a fabric holds ({MAX_IMPORT_GPUS:,}: 32-bit ids)",
+            f"{source}: {count} = {gpus:,} GPUs, over the limit of {MAX_IMPORT_GPUS:,} for an "
+            "imported fabric (a graph, routed by the generic router): describe a fabric that "
+            "large as a clos spec",
         )
     check_memory(
         names * BYTES_PER_NAME + gpus * BYTES_PER_GPU,

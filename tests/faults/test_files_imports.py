@@ -67,7 +67,7 @@ def test_blocks_named_like_the_joining_switch(tmp_path, names):
 def test_a_huge_range_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "64MiB")
     path = tmp_path / "huge.conf"
-    path.write_text("SwitchName=leaf0 Nodes=n[1-1000000]\n")
+    path.write_text("SwitchName=leaf0 Nodes=n[1-200000]\n")
     tracemalloc.start()
     try:
         with pytest.raises(ff.MemoryBudgetError) as error:
@@ -75,7 +75,7 @@ def test_a_huge_range_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert "at least 1,000,000 nodes x 8 GPUs per node" in str(error.value)
+    assert "at least 200,000 nodes x 8 GPUs per node" in str(error.value)
     assert "GiB, over the memory budget of 0.06 GiB" in str(error.value)
     assert peak < 4 * 2**20  # the names were never made
 
@@ -92,8 +92,22 @@ def test_a_huge_gpus_per_node_is_refused_before_the_spec_is_made(tmp_path, monke
     finally:
         tracemalloc.stop()
     assert peak < 4 * 2**20
-    with pytest.raises(ff.SpecError, match="32-bit ids"):
-        ff.load_fabric(f"slurm:{path}", gpus_per_node=10**30, nic_bandwidth="400Gbps")
+    for per_node in (10**30, 2**20):  # at least 4 x 2**20 = 4,194,304 GPUs, over 2**21
+        with pytest.raises(ff.SpecError, match="over the limit of 2,097,152"):
+            ff.load_fabric(f"slurm:{path}", gpus_per_node=per_node, nic_bandwidth="400Gbps")
+
+
+def test_ten_million_nodes_are_refused_before_their_names_are_made(tmp_path):
+    path = tmp_path / "e7.conf"
+    path.write_text("SwitchName=leaf0 Nodes=n[1-10000000]\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ff.SpecError, match="at least 10,000,000 nodes x 1 GPUs per node"):
+            ff.load_fabric(f"slurm:{path}", gpus_per_node=1, nic_bandwidth="400Gbps")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20
 
 
 # ----------------------------------------------------------------------- netlists
