@@ -15,7 +15,7 @@ from fabricflow.cli import _subparsers, build_parser, main
 from fabricflow.collective.model import prepare_collective
 from fabricflow.fabric.spec import build_fabric, load_fat_tree, spec_yaml_text
 from fabricflow.optimize.design import design_spec
-from fabricflow.study.sweep.overrides import resolved_spec
+from fabricflow.study.sweep.overrides import check_paths, resolved_spec
 
 TOPOLOGY = """# two leaves of four 8-GPU nodes, one spine
 SwitchName=leaf0 Nodes=dgx[001-004]
@@ -111,6 +111,11 @@ def test_a_sweep_takes_an_import_and_its_options(site):
     assert build_fabric(deeper).meta["scale_up_domain_size"] == 8
     with pytest.raises(ff.SpecError, match="gpus_per_node"):
         resolved_spec(fabric, {})
+    # a grid over one option is checked beside the fixed others (the companion)
+    check_paths(
+        [fabric],
+        {"fabric.gpus_per_node": [4, 8], "fabric.companion": [str(site / "site.yaml")]},
+    )
 
 
 def same(a, b) -> bool:

@@ -114,7 +114,17 @@ def _build(spec_json: str):
 def check_paths(fabrics: list, keys_values: dict[str, list]) -> None:
     """Resolve every ``fabric.*`` key against every base fabric before any point runs, so
     that a path that does not resolve is bad input (exit 2), not a failure of every point."""
+    from ...fabric.spec import IMPORT_OPTIONS, is_import
+
+    options = {FABRIC_PREFIX + key for key in IMPORT_OPTIONS}
     for fabric in fabrics:
+        # an import reads its options together (a companion gives what a flag leaves
+        # out): each value is checked beside the first value of the other options
+        base = {
+            key: values[0]
+            for key, values in keys_values.items()
+            if is_import(fabric) and key in options and values
+        }
         for key, values in keys_values.items():
             for value in values:
-                resolved_spec(fabric, {key: value})
+                resolved_spec(fabric, {**base, key: value})
