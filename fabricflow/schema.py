@@ -175,8 +175,16 @@ def boolean(value: Any, field: str) -> bool:
     return value
 
 
-bandwidth = parse_bandwidth
-time = parse_time
+def bandwidth(value: Any, field: str) -> float:
+    """A part's bandwidth (bytes/s): every bandwidth of a fabric spec is one."""
+    return parse_bandwidth(value, field, part=True)
+
+
+def time(value: Any, field: str) -> float:
+    """A part's latency (s): every time of a fabric spec is one."""
+    return parse_time(value, field, part=True)
+
+
 size = parse_size
 
 

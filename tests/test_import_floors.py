@@ -22,6 +22,7 @@ FLOORS = {
     **dict.fromkeys(
         [
             "errors",
+            "assignments",
             "units",
             "typing",
             "atomic",

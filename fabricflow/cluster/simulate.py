@@ -46,6 +46,7 @@ from .failures import (
     FailureModel,
     failure_model,
     job_mtbf,
+    log_failure_slowdown,
     young_daly_interval,
 )
 from .jobspec import JobSpec, parse_duration
@@ -69,6 +70,13 @@ from .state import DOWN, FREE, SPARE, ClusterState
 from .trace import load_trace
 
 MAX_EVENTS = 5_000_000
+# A job expected to take more than this many times its failure-free time (its failures
+# come faster than it can restart and reach a checkpoint) makes practically no progress:
+# refused before the run instead of simulating failure after failure.
+NO_PROGRESS_SLOWDOWN = 1e3
+# Events with no job committing a checkpoint or finishing, after which a run without a
+# horizon stops as stalled (every running job is brought up to date first).
+STALL_EVENTS = 1_000_000
 EVENTS_PER_JOB = 50  # the event bound grows with the trace: MAX_EVENTS or this per job
 TIMELINE_POINTS = 2000
 # At most this many (time, job) cells in the timeline: a trace of many jobs gets fewer time
@@ -317,6 +325,9 @@ class _Simulator:
                 )
             )
         self.max_events = max(MAX_EVENTS, EVENTS_PER_JOB * len(self.jobs))
+        if horizon is None and model is not None:
+            self._refuse_hopeless_jobs()
+        self.progress_event = 0  # the event count when a job last committed or finished
         self.tau = policy.interval_s
         self.delta = policy.write_s if self.tau is not None else 0.0
         self.heap: list = []
@@ -457,6 +468,7 @@ class _Simulator:
         steps = work / job.step_s
         if commits:
             job.committed = job.steps + to_commit / job.step_s
+            self.progress_event = self.events
         job.steps += steps
         job.work_s += work
         job.steps_computed += steps
@@ -818,6 +830,41 @@ class _Simulator:
         self.counts_log.append((self.t, state.num_busy, state.num_down, state.num_spare))
         self.frag_now = state.fragmentation()
 
+    def _refuse_hopeless_jobs(self) -> None:
+        """Refuse a job whose failures come faster than it can restart and reach a
+        checkpoint (expected slowdown over :data:`NO_PROGRESS_SLOWDOWN`): without a
+        horizon the simulation would fail and restart it for ever."""
+        assert self.model is not None
+        for job in self.jobs:
+            mtbf = job_mtbf(job.spec.gpus, self.gpn, self.model)
+            work = job.target * job.standalone_s  # co-located slowdowns only make it worse
+            log_slowdown = log_failure_slowdown(work, mtbf, self.policy)
+            if log_slowdown > math.log(NO_PROGRESS_SLOWDOWN):
+                piece = (
+                    f"checkpoints every {self.policy.interval_s:g} s (+ {self.policy.write_s:g} s "
+                    "to write)"
+                    if self.policy.interval_s is not None
+                    else f"no checkpoints: all {work:.3g} s of its work in one piece"
+                )
+                raise SpecError(
+                    f"jobs[{job.key}] (id {job.spec.id!r})",
+                    f"makes practically no progress: its MTBF is {mtbf:.3g} s ({job.spec.gpus} "
+                    f"GPUs) against a restart of {self.policy.restart_s:g} s and {piece}, "
+                    f"so it would take about 10^{log_slowdown / math.log(10):.0f} times its "
+                    "failure-free time; checkpoint more often (--checkpoint-interval), "
+                    "raise the MTBFs (--mtbf) or give a --horizon",
+                )
+
+    def _stalled(self) -> bool:
+        """No job has committed a checkpoint or finished for :data:`STALL_EVENTS` events,
+        with every running job's progress brought up to date."""
+        if self.events - self.progress_event <= STALL_EVENTS:
+            return False
+        for job in self.jobs:
+            if job.state == RUNNING:
+                self._advance(job)  # commits are counted lazily: bring them up to date
+        return self.events - self.progress_event > STALL_EVENTS
+
     def run(self) -> None:
         self._replenish_spares()
         self._snapshot()
@@ -841,6 +888,13 @@ class _Simulator:
             if self.alloc_changed:
                 self.alloc_changed = False
                 self._snapshot()
+            if self.horizon is None and self.done < total and self._stalled():
+                raise SolverError(
+                    f"no progress: in the last {STALL_EVENTS:,} events (to t = {self.t:.3g} s) "
+                    f"no job committed a checkpoint or finished, {total - self.done} jobs "
+                    "unfinished; their failures come faster than they can restart and "
+                    "checkpoint (raise the MTBFs or checkpoint more often) or give a horizon"
+                )
             if self.events > self.max_events:
                 raise SolverError(
                     f"more than {self.max_events:,} events at t = {self.t:.3g} s with "
@@ -872,6 +926,7 @@ class _Simulator:
             self._stop_running(job)
             job.state = DONE
             job.end_s = self.t
+            self.progress_event = self.events
             self._release(job)
             self.done += 1
             self._log(job)

@@ -28,6 +28,7 @@ import math
 import os
 import time
 
+from ..assignments import key_values
 from ._common import (
     add_fabric_flags,
     add_json_flag,
@@ -190,17 +191,13 @@ def prediction_options(items):
     if not items:
         return None
     options: dict = {}
-    for item in items:
-        if item == "default":
-            continue
-        key, sep, value = str(item).partition("=")
-        key = key.strip()
-        if not sep or key not in PREDICT_KEYS:
-            raise SpecError(
-                "--predict",
-                f"expected 'default' or KEY=VALUE with KEY one of {sorted(PREDICT_KEYS)}, "
-                f"got {item!r}",
-            )
+    pairs = key_values(
+        [item for item in items if item != "default"],
+        "--predict",
+        example="'default' or KEY=VALUE",
+        keys=PREDICT_KEYS,
+    )
+    for key, value in pairs.items():
         if key in ("recall", "precision"):
             try:
                 options[PREDICT_KEYS[key]] = float(value)

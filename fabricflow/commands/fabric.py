@@ -176,7 +176,7 @@ def print_cost(cost: dict) -> None:
 
 
 def print_summary(summary: dict) -> None:
-    from ..fabric.summary import port_usage_text
+    from ..fabric.summary import failure_text, port_usage_text
     from ..units import format_bandwidth
 
     scale_up = summary.get("scale_up_link_kind")
@@ -196,9 +196,8 @@ def print_summary(summary: dict) -> None:
         )
     )
     failed = (
-        f"; failed: {summary['failed_cables']:,} cables ({summary['failed_links']:,} directed "
-        "links down)"
-        if summary["failed_links"] or summary["failed_cables"]
+        f"; failures: {failure_text(summary)}"
+        if summary["failed_links"] or summary["failed_cables"] or summary["reduced_links"]
         else ""
     )
     print(f"  directed links {summary['num_links']:,} (a cable is two){failed}")

@@ -10,6 +10,7 @@ from ._common import (
     print_json,
     write_outputs,
 )
+from .step import stack_from_args
 
 
 def register(subparsers) -> None:
@@ -26,7 +27,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=["bf16", "fp8"],
+        help="GEMM precision (default: the stack's, else bf16)",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="software stack preset or .json/.yaml file: its choices are the values of the "
+        "knobs neither searched nor pinned, its parameters time every candidate "
+        "(default: megatron-core)",
+    )
     parser.add_argument(
         "--fix",
         action="append",
@@ -146,6 +159,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
     from ..optimize.search import optimize_layout
 
+    stack = stack_from_args(args)
     return optimize_layout(
         model,
         gpu,
@@ -153,7 +167,8 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         gpus=gpus,
         global_batch=args.global_batch,
         seq_len=args.seq,
-        precision=args.precision,
+        precision=args.precision or stack.choices.get("precision", "bf16"),
+        stack=stack,
         fixed=fixed,
         space=space,
         objective=args.objective,

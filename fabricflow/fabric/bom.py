@@ -26,7 +26,9 @@ kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up
   cages (a twin-port 800G cage to two 400G NICs is one splitter, a breakout), named by
   the wider end (``dac-800G``). Optics: one transceiver per used cage at each end, named
   by medium and cage bandwidth (``multimode-800G`` for a twin-port 2 x SR4), plus one fibre
-  patch cable per logical link. NIC ends have one cage per port.
+  patch cable per logical link. NIC ends have one cage per port. Where both ends take the
+  same module it is one line (its detail gives each end's count); else one line per end,
+  naming the end (``gpu``, ``leaf``, ...).
 * **NICs.** Every GPU gets the cards of one NIC model (fewest cards, then least
   bandwidth, among those of the family whose port speed reaches the GPU's ports).
 * **Scale-up.** A scale-up domain of one node is an HGX baseboard (its NVSwitches are in
@@ -78,6 +80,7 @@ class CableSet:
     media: str
     cages: tuple[int, int]  # used cages at the lower and the upper end, all switches
     cage_Bps: tuple[float, float]  # cage bandwidth at each end
+    ends: tuple[str, str] = ("lower", "upper")  # node kind at each end (gpu, leaf, ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,15 +374,25 @@ def _cable_set(fabric, table, kind, mask, ports, port_Bps, cage_of_node) -> Cabl
     src, dst = fabric.link_src[mask], fabric.link_dst[mask]
     lower = (tier[src] < tier[dst]) | ((tier[src] == tier[dst]) & (src < dst))
     count = ports[mask][lower]
-    ends, cage_bw = [], []
+    ends, cage_bw, names = [], [], []
     for side in (src[lower], dst[lower]):
         per_node = np.bincount(side, weights=count, minlength=fabric.num_nodes)
         used = np.flatnonzero(per_node > 0)
         bw = np.where(cage_of_node[used] > 0, cage_of_node[used], port_Bps)
         ends.append(int(np.ceil(per_node[used] * port_Bps / bw - 1e-9).sum()))
         cage_bw.append(float(bw.max()) if bw.size else port_Bps)
+        kinds = np.bincount(fabric.node_kind_id[side].astype(np.int64))
+        name = fabric.node_kinds[int(kinds.argmax())] if kinds.size else ""
+        names.append("NIC" if name == "gpu" else name)  # a GPU's cable ends in its NIC
     return CableSet(
-        kind, int(count.sum()), port_Bps, reach, media, (ends[0], ends[1]), (cage_bw[0], cage_bw[1])
+        kind,
+        int(count.sum()),
+        port_Bps,
+        reach,
+        media,
+        (ends[0], ends[1]),
+        (cage_bw[0], cage_bw[1]),
+        (names[0] or "lower", names[1] or "upper"),
     )
 
 
@@ -396,19 +409,19 @@ def _cable_items(s: CableSet) -> list[BomItem]:
             )
         ]
     fibre = "fiber-multimode" if s.media == "multimode" else "fiber-singlemode"
-    items = []
-    for end, (cages, cage_Bps) in enumerate(zip(s.cages, s.cage_Bps, strict=True)):
-        side = "lower" if end == 0 else "upper"
-        items.append(
-            BomItem(
-                "transceiver",
-                "transceivers",
-                f"{s.media}-{bw(cage_Bps)}",
-                s.kind,
-                cages,
-                f"{side} end, {where}",
-            )
-        )
+    # one transceiver per used cage at each end of the cables; where both ends take the
+    # same module it is one line of both ends' modules (two identical lines read as a
+    # line printed twice), else one line per end, each naming its end
+    names = [f"{s.media}-{bw(cage_Bps)}" for cage_Bps in s.cage_Bps]
+    at = [f"{cages:,} at the {end} end" for cages, end in zip(s.cages, s.ends, strict=True)]
+    if names[0] == names[1]:
+        detail = f"both ends of each cable ({at[0]}, {at[1]}), {where}"
+        items = [BomItem("transceiver", "transceivers", names[0], s.kind, sum(s.cages), detail)]
+    else:
+        items = [
+            BomItem("transceiver", "transceivers", name, s.kind, cages, f"{end} end, {where}")
+            for name, cages, end in zip(names, s.cages, s.ends, strict=True)
+        ]
     items.append(BomItem("cable", "cables", fibre, s.kind, s.links, where))
     return items
 

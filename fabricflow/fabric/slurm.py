@@ -353,9 +353,11 @@ def slurm_fabric_spec(
             without a single root where switches are unconnected.
     """
     _gpus_per_node(gpus_per_node)
-    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth")
+    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth", part=True)
     fixed = (
-        None if switch_bandwidth is None else parse_bandwidth(switch_bandwidth, "switch_bandwidth")
+        None
+        if switch_bandwidth is None
+        else parse_bandwidth(switch_bandwidth, "switch_bandwidth", part=True)
     )
     oversubscription = _oversubscription(oversubscription)
     check_import_size(
@@ -665,11 +667,11 @@ def _check_options(values: dict, where: str) -> None:
             _gpus_per_node(values["gpus_per_node"])
         for key in ("nic_bandwidth", "switch_bandwidth"):
             if values.get(key) is not None:
-                parse_bandwidth(values[key], key)
+                parse_bandwidth(values[key], key, part=True)
         if "oversubscription" in values:
             _oversubscription(values["oversubscription"])
         if "latency" in values:
-            parse_time(values["latency"], "latency")
+            parse_time(values["latency"], "latency", part=True)
         if values.get("scale_up") is not None:
             ScaleUpSpec.parse(sr.Section(values["scale_up"], "scale_up", SCALE_UP_KEYS))
         if values.get("transport") is not None:

@@ -20,7 +20,7 @@ from .layout import FAILED
 from .overrides import check_paths
 from .plan import chunk_size, iter_units
 from .spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
-from .store import SweepStore
+from .store import SweepStore, stored_counts
 from .tasks import SweepTask, check_arguments, get_task
 from .work import Unit
 
@@ -110,8 +110,9 @@ def sweep(
         store: folder of the zarr store. A store of the same SPEC is resumed: only
             points not done are computed; one of another SPEC is refused (SpecError
             naming what differs) unless ``overwrite``.
-        workers: local processes (default: ``min(points, os.cpu_count())``; 0 or 1 runs in
-            this process).
+        workers: local processes (default: ``min(points, os.cpu_count())``; 0 runs in
+            this process, any other count in that many worker processes, even for one
+            point, so that a point that ends its process is retried as in a full run).
         scheduler: ``tcp://HOST:PORT`` of a Dask scheduler: run there instead.
         overwrite: replace a store of another SPEC (or start this one again).
         repair: rebuild the damaged parts of a store (metadata written again from the
@@ -304,9 +305,11 @@ def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) 
     stats: dict = {}
     if scheduler is not None:
         run.backend, stream = "dask", run_dask(units, scheduler, DASK_IN_FLIGHT)
-    elif count <= 1 or pending <= 1:
+    elif count == 0 or pending == 0:
+        # only asked for (workers=0): a point that kills its process would take the run's
+        # own process with it (a rerun of one failed point exited 9 with no output)
         run.backend, stream = "inline", run_inline(units)
-        count = min(count, 1)
+        count = 0
     else:
         count = min(count, -(-pending // chunk))  # no more workers than units
         run.backend, stream = "processes", run_processes(units, count, stats)
@@ -343,7 +346,12 @@ def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) 
         )
         raise
     except OutputError as error:  # the disk filled up, or the store went read-only
-        stored = opened.counts()
+        # read back: a status write cut off by the full disk may have stored some chunks
+        # (their points are whole: metrics go first), which the in-memory status lacks
+        try:
+            stored = stored_counts(opened.path)
+        except OutputError:
+            stored = opened.counts()
         raise OutputError(
             f"{error}; the run stopped: {stored['done']:,} of {spec.size:,} points are stored "
             f"(whole; {run.computed:,} computed by this run), {stored['pending']:,} are not: "
