@@ -35,7 +35,14 @@ from .workload.layout import Layout
 from .workload.model import ModelSpec, list_models, load_model
 from .workload.placement import DEFAULT_ORDER, PLACEMENTS, parse_order, topology_aware_order
 
-__all__ = ["FRAMEWORKS", "FRAMEWORK_ORDERS", "launch_arguments", "layout_of", "result_arguments"]
+__all__ = [
+    "FRAMEWORKS",
+    "FRAMEWORK_ORDERS",
+    "checked_layout",
+    "launch_arguments",
+    "layout_of",
+    "result_arguments",
+]
 
 FRAMEWORKS = ("megatron", "nemo")
 # The rank orders (fastest-varying first) both frameworks can build, and the argument that
@@ -51,8 +58,9 @@ FRAMEWORK_ORDERS = {
 }
 # Keys a layout must give (the others have the step model's defaults).
 REQUIRED_KEYS = ("tp", "pp", "dp", "micro_batch", "global_batch", "seq_len")
-# Keys a result's layout may hold besides the Layout fields (optimize's ``best``).
-PLACEMENT_KEYS = ("order", "placement")
+# Keys a result's layout may hold besides the Layout fields (optimize's ``best``: the
+# other arguments of the step_time call that timed the winner).
+PLACEMENT_KEYS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
 
 
 def layout_of(result: Any) -> dict:
@@ -114,6 +122,7 @@ def result_arguments(
                 else "no model in the result: the layout's heads, layers and batch were not "
                 "checked (pass the model to check them)"
             )
+    notes += _timing_notes(raw)
     spec = load_model(model) if model is not None else None
     layout = checked_layout(
         {k: v for k, v in raw.items() if k not in PLACEMENT_KEYS}, spec, num_gpus
@@ -208,9 +217,16 @@ def launch_arguments(
     if not isinstance(order, str):
         raise SpecError("order", f"must be a text such as {DEFAULT_ORDER!r}, got {order!r}")
     dims = parse_order(order)
-    if placement == "topology-aware":
-        dims = topology_aware_order(layout, model)
     arguments, notes = (_megatron if framework == "megatron" else _nemo)(layout)
+    if placement == "topology-aware" and dims == parse_order(DEFAULT_ORDER):
+        # the placement picks the order (a step result records the one it picked; an
+        # optimize result the default it was given): pick it as the step model does
+        dims = topology_aware_order(layout, model)
+        if model is None:
+            notes.append(
+                "placement topology-aware orders the dimensions by the model's bytes; "
+                "without the model the ranking TP > CP > EP > DP > PP was assumed"
+            )
     order_argument, order_notes = _order(layout, dims, framework)
     arguments += [order_argument] if order_argument else []
     return arguments, notes + order_notes + _placement_notes(placement)
@@ -238,20 +254,47 @@ def _order(layout: Layout, dims: tuple[str, ...], framework: str) -> tuple[str |
     note saying exactly which order was timed and that the framework cannot build it."""
     wanted = _active(layout, dims)
     choices = FRAMEWORK_ORDERS[framework]
+    shown = "-".join(dims)
+    why = ""
     for name, argument in choices.items():
         if _active(layout, parse_order(name)) != wanted:
             continue
         if name != DEFAULT_ORDER and layout.pp > 1 and layout.expert_dp != layout.dp:
-            continue  # both frameworks assert this under the pp-before-dp mapping
+            # both frameworks refuse an order not ending in pp unless the dense and expert
+            # data-parallel sizes agree (Megatron-Core's parallel_state)
+            why = (
+                f"; it matches {name}, but with pp > 1 that order needs the expert "
+                f"data-parallel size ({layout.expert_dp}) to equal dp ({layout.dp})"
+            )
+            continue
         return argument, []
-    shown = "-".join(dims)
+    flag = next(a for a in choices.values() if a)
     return None, [
         f"rank order {shown} (fastest-varying first; non-trivial dimensions dense "
         f"{'-'.join(wanted[0]) or 'none'}, expert {'-'.join(wanted[1]) or 'none'}) cannot be "
-        f"set: {framework} builds only {' or '.join(choices)} (the second with "
-        f"{[a for a in choices.values() if a][0]}), so the launch runs {DEFAULT_ORDER}, not "
-        f"the order timed; time that with 'fabricflow step --order {DEFAULT_ORDER}'"
+        f"set: {framework} builds only {' or '.join(choices)} (the second with {flag}){why}, "
+        f"so the launch runs {DEFAULT_ORDER}, not the order timed; time that with "
+        f"'fabricflow step --order {DEFAULT_ORDER}'"
     ]
+
+
+def _timing_notes(raw: dict) -> list[str]:
+    """Notes for what an optimize winner was timed with that no launch argument sets: the
+    fabric's routing and NCCL's algorithm per parallel dimension."""
+    notes = []
+    routing = raw.get("routing", "auto")
+    if routing != "auto":
+        notes.append(
+            f"routing {routing!r} was timed: a setting of the fabric (switches, NICs), not "
+            "of the launch (not written)"
+        )
+    algorithms = raw.get("algorithms")
+    if algorithms:
+        notes.append(
+            f"collective algorithms {algorithms} were timed: pin them with NCCL_ALGO for "
+            "the job (not written; NCCL picks per call otherwise)"
+        )
+    return notes
 
 
 def _placement_notes(placement: str) -> list[str]:

@@ -288,11 +288,22 @@ def at_line(source: str, line: int, column: str | None = None) -> str:
     return f"{where}, {column}" if column else where
 
 
-def check_size(count: float, limit: int, field: str, what: str, unit: str, hint: str = "") -> None:
-    """Refuse an input whose estimated size ``count`` (in ``unit``: rows, points, jobs) is
-    over ``limit`` before anything of that size is read or built; the message names both
-    (``"the trace holds about 1,000,000 jobs, over the limit of 200,000"``)."""
+def check_size(
+    count: float,
+    limit: int,
+    field: str,
+    what: str,
+    unit: str,
+    hint: str = "",
+    *,
+    estimate: bool = False,
+) -> None:
+    """Refuse an input whose size ``count`` (in ``unit``: rows, points, jobs; ``estimate``:
+    an upper bound, said as "about") is over ``limit`` before anything of that size is
+    read or built; the message names both (``"the trace holds 1,000,000 jobs, over the
+    limit of 20,000"``)."""
     if count > limit:
         shown = f"{count:,.0f}" if count < 1e15 else f"{count:.3g}"
-        message = f"{what} holds about {shown} {unit}, over the limit of {limit:,}"
+        about = "about " if estimate else ""
+        message = f"{what} holds {about}{shown} {unit}, over the limit of {limit:,}"
         raise SpecError(field, message + (f"; {hint}" if hint else ""))

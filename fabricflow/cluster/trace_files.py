@@ -154,6 +154,7 @@ def check_trace_rows(total: int, path: str) -> None:
         f"{path}",
         "rows",
         "cut it to a window of the trace (rows of one period) before simulating",
+        estimate=True,
     )
 
 

@@ -24,7 +24,11 @@ import re
 import numpy as np
 
 from ..errors import SpecError
+from ..files import MAX_FILE_BYTES, decode_text
 from ..schema import DECIMAL, at_line
+
+# The largest log read: a run prints about 100 bytes per message size.
+MAX_LOG_BYTES = MAX_FILE_BYTES
 
 __all__ = ["NCCL_TESTS_OPS", "NcclTestsLog", "format_nccl_tests", "read_nccl_tests"]
 
@@ -126,7 +130,8 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
     the average.
 
     Raises:
-        SpecError: ``nccl-tests``, naming the file and line: a data line with another
+        SpecError: ``nccl-tests``, naming the file and line: a file over
+            :data:`MAX_LOG_BYTES` or not UTF-8 text, a data line with another
             number of fields, a field that is not a decimal number (``1_000``, ``nan``), a
             negative size or count, a root below -1 or beyond the ranks listed, sizes not
             increasing, rows
@@ -135,10 +140,20 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
     """
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
+        size = os.path.getsize(name)
+        if size > MAX_LOG_BYTES:
+            raise SpecError(
+                "nccl-tests",
+                f"{name} is {size:,} bytes, over the limit of {MAX_LOG_BYTES:,} bytes for "
+                "a nccl-tests log (a run prints a few KB)",
+            )
+        with open(name, "rb") as handle:
+            data = handle.read(MAX_LOG_BYTES + 1)
     except OSError as error:
         raise SpecError("nccl-tests", f"cannot read {name!r}: {error}") from error
+    if len(data) > MAX_LOG_BYTES:  # grew while read, or a special file
+        raise SpecError("nccl-tests", f"{name} is over the limit of {MAX_LOG_BYTES:,} bytes")
+    lines = decode_text(data, "nccl-tests", name).splitlines()
     rows: list[tuple] = []
     ranks, average = 0, None
     has_root = None  # from the column header line, where the log has one

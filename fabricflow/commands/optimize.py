@@ -125,6 +125,10 @@ def run(args) -> int:
     if args.out:  # a file that cannot be written is reported after the result (exit 1)
         written = write_outputs(args, "--out", _write_out, search, args.out)
     out = search.to_dict()
+    # what the winner was searched for, so that launch-args checks it against the model
+    out["model"] = model.name
+    if isinstance(gpus, int):
+        out["num_gpus"] = gpus
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
         out["sweep"] = _sweep_rows(search.sweep)

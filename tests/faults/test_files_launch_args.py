@@ -81,6 +81,9 @@ def test_the_model_and_gpu_count_come_from_the_result_or_the_flag(tmp_path, caps
     assert code == 0 and any("heads" in note for note in out["notes"])
     code, out = _run(tmp_path, capsys, json.dumps(best), "--model", "llama3-8b")
     assert code == 2 and "num_attention_heads=32" in out["message"]
+    # optimize --json names the model and the GPU count it searched for
+    code, out = _run(tmp_path, capsys, json.dumps({**best, "model": "llama3-8b", "num_gpus": 6}))
+    assert code == 2 and "num_attention_heads=32" in out["message"]
 
 
 def _notes_and_args(layout, order, framework="megatron"):
@@ -133,3 +136,41 @@ def test_the_api_refuses_what_the_cli_refuses():
         result_arguments({**STEP, "num_gpus": 64})
     with pytest.raises(SpecError, match="^result: expected a JSON object, got list"):
         result_arguments([LAYOUT])
+
+
+def test_topology_aware_placement_launches_the_order_it_picked():
+    # a step result records the order the placement picked (here PP before DP)
+    picked = {**STEP, "order": "tp-ep-pp-dp-cp", "placement": "topology-aware"}
+    arguments, notes, launched = result_arguments(picked)
+    assert "--use-tp-pp-dp-mapping" in arguments and launched["order"] == "tp-ep-pp-dp-cp"
+    assert any("locality order" in note for note in notes)
+    # without a model to rank the dimensions, the assumed ranking is said
+    _, notes = launch_arguments(LAYOUT, "megatron", placement="topology-aware")
+    assert any("TP > CP > EP > DP > PP was assumed" in note for note in notes)
+
+
+def test_the_pp_before_dp_mapping_needs_equal_data_parallel_sizes():
+    # with cp 2 the expert data-parallel size is cp x dp = 4, not dp = 2: Megatron-Core
+    # refuses --use-tp-pp-dp-mapping with pp > 1, so the order is named, with the reason
+    layout = {**LAYOUT, "cp": 2, "dp": 2}
+    arguments, notes = launch_arguments(layout, "megatron", order="tp-cp-pp-ep-dp")
+    assert "--use-tp-pp-dp-mapping" not in arguments
+    (note,) = [n for n in notes if "rank order" in n]
+    assert "expert data-parallel size (4) to equal dp (2)" in note
+
+
+def test_an_optimize_winner_with_step_arguments_launches_with_notes():
+    # optimize's best holds the other step_time arguments of the winner when they matter
+    best = {
+        **LAYOUT,
+        "order": "tp-cp-ep-dp-pp",
+        "placement": "scattered",
+        "seed": 3,
+        "routing": "spray",
+        "algorithms": {"dp": "tree"},
+        "collectives": "analytic",
+    }
+    arguments, notes, launched = result_arguments({"best": best})
+    assert launched["placement"] == "scattered" and "--micro-batch-size 1" in arguments
+    assert any("routing 'spray'" in n for n in notes)
+    assert any("{'dp': 'tree'}" in n and "NCCL_ALGO" in n for n in notes)

@@ -45,3 +45,16 @@ def test_a_valid_log_with_a_root_reads(tmp_path):
     log = read_nccl_tests(path)
     assert log.root.tolist() == [0, 0] and log.ranks == 2
     assert log.time_us[0].tolist() == [20.51, 28.05]
+
+
+def test_a_log_that_is_not_text_or_too_large_is_refused(tmp_path, monkeypatch):
+    from fabricflow.collective import nccl_tests
+
+    path = tmp_path / "all_reduce.log"
+    path.write_bytes(LOG.encode().replace(b"float", b"fl\xffat", 1))
+    with pytest.raises(SpecError, match=r"is not UTF-8 text: byte 0xff at line 5"):
+        read_nccl_tests(path)  # the byte was replaced and the type read as 'fl?at'
+    path.write_text(LOG)
+    monkeypatch.setattr(nccl_tests, "MAX_LOG_BYTES", 100)
+    with pytest.raises(SpecError, match=r"is \d+ bytes, over the limit of 100 bytes"):
+        read_nccl_tests(path)

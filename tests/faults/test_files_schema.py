@@ -52,6 +52,8 @@ def test_finite_result_and_sizes_and_lines():
     with pytest.raises(SpecError, match="capex is not a finite number"):
         schema.finite_result(1e308 * 10, "cost", "capex")
     assert schema.at_line("log.txt", 12, "size") == "log.txt, line 12, size"
-    with pytest.raises(SpecError, match=r"^trace: the trace holds about 1,000,000 jobs, over"):
+    with pytest.raises(SpecError, match=r"^trace: the trace holds 1,000,000 jobs, over"):
         schema.check_size(10**6, 200_000, "trace", "the trace", "jobs")
+    with pytest.raises(SpecError, match=r"holds about 1,000,000 rows, over the limit of 10"):
+        schema.check_size(10**6, 10, "trace", "the file", "rows", estimate=True)
     schema.check_size(10, 200_000, "trace", "a trace", "jobs")

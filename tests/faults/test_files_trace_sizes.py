@@ -20,7 +20,7 @@ def test_a_million_synthetic_jobs_are_refused_at_once(capsys):
     argv = ["cluster", "--fabric", "dgx-h100-superpod", "--synthetic", "1000000", "--json"]
     assert main(argv) == 2
     message = json.loads(capsys.readouterr().out)["message"]
-    assert message.startswith("--synthetic: the trace holds about 1,000,000 jobs")
+    assert message.startswith("--synthetic: the trace holds 1,000,000 jobs")
     assert "over the limit of 20,000" in message and "min of CPU" in message
 
 
@@ -33,7 +33,7 @@ def test_the_simulator_refuses_a_trace_over_the_limit_before_running(monkeypatch
         raise AssertionError("the simulation started")
 
     monkeypatch.setattr(simulate._Simulator, "run", no_run)
-    with pytest.raises(SpecError, match="holds about 6 jobs, over the limit of 5") as error:
+    with pytest.raises(SpecError, match="holds 6 jobs, over the limit of 5") as error:
         ff.simulate_cluster(fabric, jobs)
     assert error.value.field == "trace"
 

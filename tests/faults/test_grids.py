@@ -19,6 +19,7 @@ from fault_helpers import ENV, ROOT, one_json
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import MemoryBudgetError, SpecError
+from fabricflow.study.sweep.spec import read_sweep_spec
 
 
 @pytest.mark.parametrize(
@@ -92,7 +93,7 @@ def test_a_grid_over_the_point_limit_is_refused_unless_allowed(tmp_path, capsys)
     the limit and how to allow it; the CLI says the same with exit code 2."""
     grid = {"x": list(range(10_000)), "y": list(range(1_000))}
     started = time.process_time()
-    with pytest.raises(SpecError, match=r"^grid: the grid holds about 10,000,000 points, over"):
+    with pytest.raises(SpecError, match=r"^grid: the grid holds 10,000,000 points, over"):
         ff.sweep("sweep_tasks:quad", grid, store=tmp_path / "s", workers=0)
     assert time.process_time() - started < 10 and not (tmp_path / "s").exists()
     spec = tmp_path / "spec.json"
@@ -100,5 +101,12 @@ def test_a_grid_over_the_point_limit_is_refused_unless_allowed(tmp_path, capsys)
     argv = ["sweep", str(spec), "--out", str(tmp_path / "t"), "--workers", "0", "--json"]
     assert main([*argv, "--max-points", "2"]) == 2
     message = json.loads(capsys.readouterr().out)["message"]
-    assert "holds about 3 points, over the limit of 2" in message and "--max-points 3" in message
+    assert "holds 3 points, over the limit of 2" in message and "--max-points 3" in message
     assert main(argv) == 0
+
+
+def test_a_misspelled_spec_key_gets_the_closest_name(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("task: sweep_tasks:quad\ngrid: {x: [1]}\nfixd: {y: 1}\n")
+    with pytest.raises(SpecError, match=r"unknown key\(s\) \['fixd'\].*did you mean 'fixed'\?"):
+        read_sweep_spec(path)
