@@ -65,11 +65,10 @@ __all__ = [
     "slurm_tree_text",
 ]
 
-# Limits of an import, checked before anything is made (check_import_size): node and link
-# ids are 32-bit, and the estimate below must fit the memory budget.
-# An imported file becomes a graph fabric, routed by the generic router, which refuses
-# all but a few destinations on graphs of millions of nodes: twice clos-1m's million GPUs
-# is beyond any cluster an operator's file describes.
+# Limits of an import, checked before anything is made (check_import_size). An imported
+# file becomes a graph fabric, routed by the generic router, which refuses all but a few
+# destinations on graphs of millions of nodes: twice clos-1m's million GPUs is beyond any
+# cluster an operator's file describes. The byte estimates must fit the memory budget.
 MAX_IMPORT_GPUS = 2**21
 BYTES_PER_NAME = 200  # peak bytes per name listed (expanded, kept, indexed): 160 measured
 BYTES_PER_GPU = 1500  # peak bytes per GPU of the spec and its fabric: 1,170 measured
@@ -300,7 +299,7 @@ def _check_connected(topology: SlurmTopology, where: dict[str, int]) -> None:
             i = parent[i]
         return i
 
-    first_leaf: dict[str, int] = {}  # node -> the first switch listing it
+    first_leaf: dict[str, str] = {}  # node -> the first switch listing it
     for name, (children, nodes) in topology.switches.items():
         me = index[name]
         for other in [index[c] for c in children] + [
