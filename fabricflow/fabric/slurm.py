@@ -133,9 +133,16 @@ def read_slurm_topology(path: str | os.PathLike, *, gpus_per_node: int = 1) -> S
         def fail(message: str, number=number) -> SpecError:
             return SpecError("slurm", f"{sr.at_line(name, number)}: {message}")
 
-        if "blocksizes" in pairs and len(pairs) == 1:
+        if "blocksizes" in pairs:
+            if len(pairs) > 1:
+                raise fail("BlockSizes= stands on a line of its own")
+            if sizes:
+                raise fail("BlockSizes given twice")
             sizes = _block_sizes(pairs["blocksizes"], fail)
             continue
+        speed = pairs.get("linkspeed", "0")
+        if not (speed.isascii() and speed.isdigit()):
+            raise fail(f"LinkSpeed must be a whole number (Slurm's relative units), got {speed!r}")
         if "switchname" in pairs:
             kinds.add("tree")
             key = _one_name(pairs["switchname"], "SwitchName", fail)

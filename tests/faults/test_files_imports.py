@@ -54,6 +54,30 @@ def test_control_characters_are_refused_with_the_line(tmp_path, line):
         read_slurm_topology(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("BlockName=b1 Nodes=a[1-2] BlockSizes=2\n", "line 1: BlockSizes= stands on a line"),
+        ("BlockName=b1 Nodes=a[1-2]\nBlockSizes=2\nBlockSizes=1\n", "line 3: BlockSizes given"),
+    ],
+)
+def test_block_sizes_are_read_once_on_their_own_line(tmp_path, text, message):
+    path = tmp_path / "blocks.conf"
+    path.write_text(text)
+    with pytest.raises(ff.SpecError, match=message):
+        read_slurm_topology(path)
+
+
+@pytest.mark.parametrize("speed", ["fast", "-1", "1e3", '"100"'])
+def test_a_link_speed_is_a_whole_number(tmp_path, speed):
+    path = tmp_path / "speed.conf"
+    path.write_text(f"SwitchName=leaf0 Nodes=a[1-2] LinkSpeed={speed}\n")
+    with pytest.raises(ff.SpecError, match=r"line 1: LinkSpeed must be a whole number"):
+        read_slurm_topology(path)
+    path.write_text("SwitchName=leaf0 Nodes=a[1-2] LinkSpeed=100\n")
+    assert read_slurm_topology(path).nodes == ["a1", "a2"]
+
+
 @pytest.mark.parametrize("names", [("top_",), ("top", "top_"), ("top", "top0", "top1")])
 def test_blocks_named_like_the_joining_switch(tmp_path, names):
     path = tmp_path / "blocks.conf"
