@@ -628,6 +628,10 @@ def import_options(options: dict, what: str) -> dict:
         )
     values: dict = {}
     if companion is not None:
+        if not isinstance(companion, (str, os.PathLike)) or not os.fspath(companion):
+            raise SpecError(
+                "companion", f"must be the path of a YAML or JSON file, got {companion!r}"
+            )
         data = read_structured(companion, what=f"{what} companion")
         if not isinstance(data, dict):
             raise SpecError(

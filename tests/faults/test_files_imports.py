@@ -211,3 +211,9 @@ def test_companion_errors_name_the_file_and_the_allowed_values(site, capsys, ext
     assert code == 2 and out["error"] == "SpecError"
     assert message in out["message"]
     assert "neither fills" in message or str(bad) in out["message"]
+
+
+@pytest.mark.parametrize("companion", [5, ["site.yaml"], ""])
+def test_a_companion_is_a_path(site, companion):
+    with pytest.raises(ff.SpecError, match="companion: must be the path of a YAML or JSON file"):
+        ff.load_fabric(f"slurm:{site / 'topology.conf'}", companion=companion)
