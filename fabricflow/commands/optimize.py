@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_folder, print_json, write_outputs
+from ._common import (
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_folder,
+    print_json,
+    write_outputs,
+)
 from .step import stack_from_args
 
 
@@ -10,7 +17,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "optimize", help="search layouts, rank orders and placements for the shortest step"
     )
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument(
@@ -97,7 +104,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 def run(args) -> int:
     import sys
 
-    from ..fabric.spec import load_fabric
     from ..optimize.search import SearchInterrupted
     from ..optimize.space import parse_assignments
     from ..workload.gpu import load_gpu
@@ -108,7 +114,7 @@ def run(args) -> int:
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     quiet = args.json
     try:
         search = _search(args, model, gpu, fabric, gpus, fixed, space, quiet)

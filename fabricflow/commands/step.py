@@ -6,9 +6,11 @@ import argparse
 
 from ..assignments import key_values
 from ._common import (
+    add_fabric_flags,
     add_fail_flag,
     add_json_flag,
     failed_fabric,
+    load_fabric_flags,
     output_file,
     print_json,
     write_outputs,
@@ -18,7 +20,7 @@ from .cc import CC_CHOICES
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument(
         "--gpu",
         default=None,
@@ -621,7 +623,6 @@ def run(args) -> int:
 
     from ..collective.model import ROUTINGS
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..fabric.summary import failure_counts
     from ..workload.model import load_model
     from ..workload.step import step_time
@@ -641,7 +642,7 @@ def run(args) -> int:
     if args.attention:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
-    fabric = failed_fabric(load_fabric(args.fabric), args.fail, args.seed)
+    fabric = failed_fabric(load_fabric_flags(args), args.fail, args.seed)
     if args.seeds is not None and args.seeds < 1:
         raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
     algorithms = parse_algorithms(args.algo)

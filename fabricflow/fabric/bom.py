@@ -8,7 +8,7 @@ kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up
   ``uplink_bundle`` and bundled NIC ports count cable by cable) of the kind's port speed
   ``s_k``: a Clos knows its NIC and uplink port speeds; other generators take
   ``<kind>_bandwidth`` from their topology section (dragonfly ``local_bandwidth``...),
-  else the smallest link of the kind.
+  else the slowest cable of the kind (a link's bandwidth over its cables).
 * **Switches.** A switch tier gets the smallest switch of the transport's family
   (InfiniBand, Ethernet for RoCEv2, Slingshot) whose cages hold the tier's ports: a cage
   of bandwidth ``B`` holds ``B / s`` ports of speed ``s`` (QM9700: 32 twin-port OSFP cages
@@ -173,7 +173,8 @@ def _port_speeds(fabric) -> dict[str, float]:
         if isinstance(given, str | int | float) and not isinstance(given, bool):
             speeds[kind] = parse_bandwidth(given, f"topology.{kind}_bandwidth")
             continue
-        caps = fabric.capacity[fabric.link_kind_id == kind_id]
+        mask = fabric.link_kind_id == kind_id  # a bundle of n cables is n ports
+        caps = fabric.capacity[mask] / np.maximum(fabric.link_cables[mask], 1)
         speeds[kind] = float(caps.min()) if caps.size else 1.0
     return speeds
 
