@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -92,6 +93,23 @@ def test_import_flags_on_a_preset_are_refused(capsys):
         ],
     )
     assert code == 2 and "--gpus-per-node applies to slurm:PATH and netlist:PATH" in out["message"]
+
+
+def test_the_step_a_report_prints_reads_the_same_imported_fabric(site, capsys, tmp_path):
+    """The report on an imported fabric prints a step command with the import flags it
+    was given (it used to print '--fabric slurm:PATH' alone, which 'step' refuses for
+    want of --gpus-per-node), and that command gives the report's step time."""
+    fabric = ["--fabric", f"slurm:{site / 'topology.conf'}"]
+    flags = ["--companion", str(site / "site.yaml"), "--nic-bandwidth", "200Gbps"]
+    job = ["--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "16", "--tp", "8"]
+    argv = ["report", *fabric, *flags, *job, "--budget", "0", "--fail-fractions", "0.5"]
+    code, report = run_json(capsys, [*argv, "--fail-seeds", "1", "--out", str(tmp_path)])
+    assert code == 0
+    words = shlex.split(report["step_command"])
+    assert words[:4] == ["fabricflow", "step", *fabric]
+    code, step = run_json(capsys, words[1:])
+    assert code == 0
+    assert step["step_time_s"] == report["step_time_s"]
 
 
 def test_a_sweep_takes_an_import_and_its_options(site):

@@ -12,6 +12,7 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 from __future__ import annotations
 
 from ._common import (
+    IMPORT_FLAGS,
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,
@@ -176,7 +177,10 @@ def step_command_of(args, job: dict) -> str:
         fields["pp_split"] = tuple(fields["pp_split"])
     options = {k: job[k] for k in ("order", "placement", "seed", "routing", "algorithms")}
     options["collectives"] = job["collectives"]
-    return step_command(args.fabric, args.model, args.gpu, args.gpus, Layout(**fields), **options)
+    fabric_flags = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
+    return step_command(
+        args.fabric, args.model, args.gpu, args.gpus, Layout(**fields), fabric_flags, **options
+    )
 
 
 def command_line(args) -> str:

@@ -167,10 +167,26 @@ def step_arguments(layout: Layout, **options) -> list[str]:
     return words
 
 
-def step_command(fabric: str, model: str, gpu: str, gpus: int, layout: Layout, **options) -> str:
+def step_command(
+    fabric: str,
+    model: str,
+    gpu: str,
+    gpus: int,
+    layout: Layout,
+    fabric_flags: dict | None = None,
+    **options,
+) -> str:
     """``fabricflow step --fabric F --model M --gpu G --gpus N ...``, shell-quoted: the
-    command that times ``layout`` with ``options`` (:func:`step_arguments`) again."""
-    words = ["fabricflow", "step", "--fabric", fabric, "--model", model, "--gpu", gpu]
+    command that times ``layout`` with ``options`` (:func:`step_arguments`) again.
+    ``fabric_flags``: the import flags that read ``fabric`` when it is a ``slurm:PATH`` or
+    ``netlist:PATH`` file (``{"gpus_per_node": 8, "nic_bandwidth": "400Gbps",
+    "companion": "site.yaml"}``; ``None`` values left out), each written as its flag
+    after ``--fabric`` so that the command reads the same fabric."""
+    words = ["fabricflow", "step", "--fabric", fabric]
+    for name, value in (fabric_flags or {}).items():
+        if value is not None:
+            words += ["--" + name.replace("_", "-"), str(value)]
+    words += ["--model", model, "--gpu", gpu]
     words += ["--gpus", str(gpus), *step_arguments(layout, **options)]
     return " ".join(shlex.quote(word) for word in words)
 
