@@ -41,11 +41,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    import os
+
+    from ..errors import SpecError
     from ..files import parse_structured, read_structured
     from ..launch_args import result_arguments
 
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")
+    elif os.path.isdir(args.result):
+        raise SpecError(
+            "result",
+            f"{args.result} is a folder; give the JSON object that 'fabricflow step --json' or "
+            "'fabricflow optimize --json' printed, saved to a file ('optimize --out' writes "
+            "candidates and plots, no result object)",
+        )
     else:
         result = read_structured(args.result, what="result", syntax="json")
     arguments, notes, launched = result_arguments(result, args.framework, model=args.model)

@@ -174,3 +174,12 @@ def test_an_optimize_winner_with_step_arguments_launches_with_notes():
     assert launched["placement"] == "scattered" and "--micro-batch-size 1" in arguments
     assert any("routing 'spray'" in n for n in notes)
     assert any("{'dp': 'tree'}" in n and "NCCL_ALGO" in n for n in notes)
+
+
+def test_a_folder_is_refused_with_what_to_give(tmp_path, capsys):
+    """An 'optimize --out' folder holds no result object: the error says what to give
+    (it used to say only that the folder is not a file)."""
+    code = main(["launch-args", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert out["message"].startswith("result:") and "optimize --json" in out["message"], out
