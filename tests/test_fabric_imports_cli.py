@@ -183,6 +183,15 @@ def test_yaml_export_reads_back_to_the_same_fabric(site, tmp_path, capsys):
         spec_yaml_text(imported.without(link_kind="leaf", fraction=0.5, seed=1))
 
 
+@pytest.mark.parametrize("flags", [["--bom"], ["--cost"], ["--cost-file", "prices.yaml"]])
+def test_export_refuses_the_summary_flags_it_would_drop(capsys, flags):
+    """'--export yaml --bom' used to write the spec and drop --bom without a word."""
+    argv = ["fabric", "fat-tree-k4", "--export", "yaml", *flags]
+    code, out = run_json(capsys, argv)
+    assert code == 2
+    assert out["message"].startswith(f"{flags[0].lstrip('-')}:") and "--export" in out["message"]
+
+
 def test_an_imported_transport_sets_the_routing(site):
     """InfiniBand's adaptive routing on an imported tree is the generic router's even
     split (spray): 8 pairs across two leaves, 8:1 oversubscribed under two spines, are not

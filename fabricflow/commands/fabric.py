@@ -99,9 +99,23 @@ def _export(args, fabric) -> int:
 
 
 def run(args) -> int:
+    from ..errors import SpecError
     from ..fabric.cost_table import read_cost_file
     from ._common import check_out_folder
 
+    if args.export is not None:
+        # the export writes the topology file alone: a summary flag would be dropped
+        for flag, given in (
+            ("--bom", args.bom),
+            ("--cost", args.cost),
+            ("--cost-file", args.cost_file),
+        ):
+            if given:
+                raise SpecError(
+                    flag.lstrip("-"),
+                    f"{flag} prints a summary; --export {args.export} writes the fabric's "
+                    "file only: give one or the other",
+                )
     fabric = load_fabric_flags(args)
     if args.export is not None:
         return _export(args, fabric)
