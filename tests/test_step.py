@@ -190,6 +190,22 @@ def test_cli_overrides_and_backend(capsys):
     assert data["parameters"] < 2e9
 
 
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [({"routing": "ecmp"}, "routing"), ({"algorithms": {"dp": "tree"}}, "algorithms.dp")],
+)
+def test_alpha_beta_refuses_the_routing_and_algorithms_it_ignores(h100, options, field):
+    """The alpha-beta estimate neither routes nor picks an algorithm: a routing or an
+    algorithm given with it was dropped without a word (same step time, and the result
+    still named the routing); it is refused as --cc is."""
+    layout = Layout(tp=8, dp=2, micro_batch=1, global_batch=16, seq_len=4096)
+    with pytest.raises(SpecError, match="needs the fabric collective backend") as error:
+        step_time("llama3-8b", "h100-sxm", layout, h100, collectives="alpha-beta", **options)
+    assert error.value.field == field
+    auto = {"routing": "auto", "algorithms": {"dp": "auto"}}
+    step_time("llama3-8b", "h100-sxm", layout, h100, collectives="alpha-beta", **auto)
+
+
 def test_ep_overlap_and_fp8_dispatch_reduce_exposed_all_to_all(h100):
     base = dict(tp=1, dp=16, ep=8, micro_batch=1, global_batch=16, seq_len=4096)
     plain = step_time("mixtral-8x7b", "h100-sxm", Layout(**base), h100, check_memory=False)

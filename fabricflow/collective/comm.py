@@ -283,6 +283,18 @@ class CollectiveCache:
             raise SpecError("cc", f"needs the fabric collective backend, not {self.backend!r}")
         self.field: str = field
         self.algorithms: dict[str, str] = check_algorithms(algorithms)
+        if self.backend != "fabric":  # the estimate neither routes nor picks an algorithm
+            chosen = {f"algorithms.{dim}": a for dim, a in self.algorithms.items() if a != "auto"}
+            if routing != "auto":
+                chosen = {"routing": routing, **chosen}
+            if chosen:
+                name, value = next(iter(chosen.items()))
+                raise SpecError(
+                    name,
+                    f"{value!r} needs the fabric collective backend: the {self.backend!r} "
+                    "estimate neither routes flows nor picks an algorithm, so it would "
+                    "ignore it; drop it or use the fabric backend",
+                )
         self._fabric_fingerprint: str | None = None
         self.groups: dict[str, np.ndarray] = {}
         self._prepared: dict[tuple, Callable[[float], np.ndarray]] = {}
