@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import schema as sr
-from ..errors import SpecError
+from ..errors import SpecError, UnitWarning
 from ..files import is_file, read_structured
 from ..memory import out_of_memory
 from .assemble import Assembler
@@ -306,7 +307,15 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
         options = {}
         if is_import(name_or_path):
             options = {k: overrides.pop(k) for k in IMPORT_OPTIONS if k in overrides}
-        return build_fabric(_merge(fabric_spec(name_or_path, **options), overrides))
+        spec = _merge(fabric_spec(name_or_path, **options), overrides)
+        if not is_import(name_or_path) or overrides:
+            return build_fabric(spec)
+        # An import's spec holds numbers it derived from the options, which were checked
+        # (and warned about under their own names) as they were read: building must not
+        # warn again about each generated link as if the user had written a plain number.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnitWarning)
+            return build_fabric(spec)
     except MemoryError as error:
         raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error
 

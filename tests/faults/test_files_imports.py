@@ -12,6 +12,7 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
+from fabricflow.errors import UnitWarning
 from fabricflow.fabric.netlist import read_netlist
 from fabricflow.fabric.slurm import read_slurm_topology
 
@@ -37,6 +38,18 @@ def test_separate_trees_are_refused_naming_their_tops(tmp_path):
     # a node under two leaves joins them (rail-optimized): one tree, accepted
     path.write_text("SwitchName=rail0 Nodes=a[1-2]\nSwitchName=rail1 Nodes=a[1-2]\n")
     assert ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps").num_gpus == 4
+
+
+def test_a_slow_nic_is_warned_about_under_its_own_name_only(tmp_path):
+    """A 100 Mb/s NIC is warned about as nic_bandwidth; building the imported fabric
+    used to warn again per generated link ('topology.links[67].bandwidth: the plain
+    number 12500000.0 ...; write the unit'), a number and a field the user never wrote."""
+    path = tmp_path / "topology.conf"
+    path.write_text(TREE)
+    with pytest.warns(UnitWarning) as record:
+        ff.load_fabric(f"slurm:{path}", gpus_per_node=8, nic_bandwidth="100Mbps")
+    fields = {str(warning.message).split(":")[0] for warning in record}
+    assert fields == {"nic_bandwidth"}
 
 
 @pytest.mark.parametrize(
