@@ -222,6 +222,27 @@ def test_gpu_overrides_reject_fractional_units_and_text():
             load_gpu("h100-sxm", **{field: value})
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("hbm", 80),
+        ("hbm", "80"),
+        ("peak_bf16", 989),
+        ("peak_fp8", 1979.0),
+        ("hbm_bandwidth", 3.35),
+        ("host_link_bandwidth", "64"),
+    ],
+)
+def test_gpu_quantities_without_their_unit_are_refused(field, value):
+    """'--gpu-set hbm=80' was 80 bytes and 'hbm_bandwidth=3.35' 3.35 B/s: the step ran
+    and printed MFU 0.0% or a memory error of '-2.0 GiB usable'; now the field is named
+    with the unit to write, and the same figures with their units still load."""
+    with pytest.raises(SpecError, match="write the unit") as error:
+        load_gpu("h100-sxm", **{field: value})
+    assert error.value.field == f"gpu.{field}"
+    load_gpu("h100-sxm", hbm="80GB", peak_bf16=989e12, hbm_bandwidth="3.35TB/s")
+
+
 def test_step_json_success_is_one_object():
     # 1.28e5 is text to YAML 1.1; --model-set must read it as the number it is
     proc = _run(*STEP, "--model-set", "vocab_size=1.28e5", "--json")

@@ -257,19 +257,25 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         raise SpecError(f"gpu.{missing[0]}", f"missing; a GPU spec needs {list(missing)}")
     return GpuSpec(
         name=str(raw.get("name", "custom")),
-        peak_bf16=parse_flops(raw["peak_bf16"], "gpu.peak_bf16"),
+        peak_bf16=_plain_floor(
+            parse_flops(raw["peak_bf16"], "gpu.peak_bf16"), raw["peak_bf16"], "gpu.peak_bf16"
+        ),
         peak_fp8=None
         if raw.get("peak_fp8") is None
-        else parse_flops(raw["peak_fp8"], "gpu.peak_fp8"),
-        hbm=parse_size(raw["hbm"], "gpu.hbm", allow_zero=False),
-        hbm_bandwidth=parse_bandwidth(raw["hbm_bandwidth"], "gpu.hbm_bandwidth"),
+        else _plain_floor(
+            parse_flops(raw["peak_fp8"], "gpu.peak_fp8"), raw["peak_fp8"], "gpu.peak_fp8"
+        ),
+        hbm=_plain_floor(
+            parse_size(raw["hbm"], "gpu.hbm", allow_zero=False), raw["hbm"], "gpu.hbm"
+        ),
+        hbm_bandwidth=parse_bandwidth(raw["hbm_bandwidth"], "gpu.hbm_bandwidth", part=True),
         compute_units=_whole(raw["compute_units"], "gpu.compute_units"),
         gemm_efficiency=_fraction(raw["gemm_efficiency"], "gpu.gemm_efficiency"),
         attention_efficiency=_fraction(raw["attention_efficiency"], "gpu.attention_efficiency"),
         host_link=_host_link(raw.get("host_link")),
         host_link_bandwidth=None
         if raw.get("host_link_bandwidth") is None
-        else parse_bandwidth(raw["host_link_bandwidth"], "gpu.host_link_bandwidth"),
+        else parse_bandwidth(raw["host_link_bandwidth"], "gpu.host_link_bandwidth", part=True),
         gemm_efficiency_fp8=None
         if raw.get("gemm_efficiency_fp8") is None
         else _fraction(raw["gemm_efficiency_fp8"], "gpu.gemm_efficiency_fp8"),
@@ -285,6 +291,34 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         ),
         host_op_s=parse_time(raw.get("host_op_s", HOST_OP_S), "gpu.host_op_s"),
     )
+
+
+# A plain number (no unit) below these is no accelerator: a unit left out ('hbm=80' is 80
+# bytes, 'peak_bf16=989' 989 FLOP/s). The smallest parts in use are far above both (a
+# 16 GB V100, an 8 TFLOP/s-class inference card).
+_PLAIN_FLOORS = {
+    "gpu.hbm": (2.0**30, "bytes", "'80GB' or '80GiB'"),
+    "gpu.peak_bf16": (1e12, "FLOP/s", "'989TFLOPS'"),
+    "gpu.peak_fp8": (1e12, "FLOP/s", "'1979TFLOPS'"),
+}
+
+
+def _plain_floor(number: float, value, field: str) -> float:
+    """``number`` (SI), refused where ``value`` was written without a unit and reads as
+    less than any accelerator has (:data:`_PLAIN_FLOORS`); SpecError naming ``field``."""
+    floor, unit, example = _PLAIN_FLOORS[field]
+    try:
+        float(value)  # a number, or text that is one: no unit given
+        plain = not isinstance(value, bool)
+    except (TypeError, ValueError):
+        plain = False
+    if plain and number < floor:
+        raise SpecError(
+            field,
+            f"the plain number {value!r} reads as {number:g} {unit} (plain numbers are SI), "
+            f"far below any accelerator; write the unit, e.g. {example}",
+        )
+    return number
 
 
 def _host_link(value) -> str | None:
