@@ -81,6 +81,12 @@ def layout_of(result: Any) -> dict:
             return result[key]
     if {"tp", "pp", "micro_batch"} <= set(result):
         return result
+    if isinstance(result.get("error"), str):  # what a failed command printed with --json
+        raise SpecError(
+            "result",
+            f"is the error a command printed, not a result ({result['error']}: "
+            f"{str(result.get('message', ''))[:300]})",
+        )
     raise SpecError(
         "result",
         "holds no layout: give the object of 'fabricflow step --json' (key 'layout') or "

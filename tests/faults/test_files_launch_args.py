@@ -183,3 +183,12 @@ def test_a_folder_is_refused_with_what_to_give(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 2
     assert out["message"].startswith("result:") and "optimize --json" in out["message"], out
+
+
+def test_an_error_object_is_named_as_one(tmp_path, capsys):
+    """A step that failed with --json printed {"error", "message"}: saved and given to
+    launch-args it was 'holds no layout'; now the error it holds is quoted."""
+    text = json.dumps({"error": "SpecError", "message": "layout: needs 75.7 GiB per GPU"})
+    code, out = _run(tmp_path, capsys, text)
+    assert code == 2
+    assert out["message"].startswith("result: is the error") and "75.7 GiB" in out["message"]
