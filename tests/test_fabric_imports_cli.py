@@ -186,7 +186,7 @@ def test_yaml_export_reads_back_to_the_same_fabric(site, tmp_path, capsys):
 @pytest.mark.parametrize("flags", [["--bom"], ["--cost"], ["--cost-file", "prices.yaml"]])
 def test_export_refuses_the_summary_flags_it_would_drop(capsys, flags):
     """'--export yaml --bom' used to write the spec and drop --bom without a word."""
-    argv = ["fabric", "fat-tree-k4", "--export", "yaml", *flags]
+    argv = ["fabric", "fat-tree-k16", "--export", "yaml", *flags]
     code, out = run_json(capsys, argv)
     assert code == 2
     assert out["message"].startswith(f"{flags[0].lstrip('-')}:") and "--export" in out["message"]
