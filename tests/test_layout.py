@@ -138,3 +138,20 @@ def test_integers_beyond_int64_are_refused_by_the_api_and_the_cli(capsys):
                  "--global-batch", "8", "--seq", "2048", "--json"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert code == 2 and "--gpus: 1180591620717411303424 is too large" in out["message"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "match"),
+    [
+        # 8 x (2^63 - 1) wrapped to -8, which divides 512: the layout passed and the step
+        # failed later on a negative message size ('size_bytes: ... got -33554432.0')
+        ({"dp": 8, "micro_batch": 2**63 - 1}, "layout.global_batch", "smaller than dp x"),
+        ({"dp": 8, "micro_batch": 128}, "layout.global_batch", "smaller than dp x"),
+        ({"global_batch": 2**62, "seq_len": 4096}, "layout.seq_len", "tokens per step"),
+        ({"tp": 2**61, "dp": 8}, "layout", "GPUs"),
+    ],
+)
+def test_sizes_whose_products_overflow_int64_are_refused(kwargs, field, match):
+    with pytest.raises(SpecError, match=match) as error:
+        Layout(**{"global_batch": 512, **kwargs}).validate()
+    assert error.value.field == field

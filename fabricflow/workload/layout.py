@@ -675,7 +675,32 @@ def _knob_problems(t: LayoutTable) -> list[tuple]:
 
 
 def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
-    out: list[tuple] = []
+    # Products of the int64 columns, in float64 first: beyond INT64_MAX the integer
+    # products below wrap around (dp x micro_batch = 8 x (2^63 - 1) reads as -8, which
+    # divides any batch) and the step then fails far away, or times a wrapped size.
+    gpus = t.tp.astype(np.float64) * t.cp * t.dp * t.pp
+    per_step = t.dp.astype(np.float64) * t.micro_batch
+    tokens = t.global_batch.astype(np.float64) * t.seq_len
+    out: list[tuple] = [
+        (
+            "layout",
+            gpus > INT64_MAX,
+            lambda rows: [
+                f"tp x cp x dp x pp = {t.tp[i]} x {t.cp[i]} x {t.dp[i]} x {t.pp[i]} is over "
+                f"{INT64_MAX:,} GPUs"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.seq_len",
+            tokens > INT64_MAX,
+            lambda rows: [
+                f"global_batch x seq_len = {t.global_batch[i]} x {t.seq_len[i]} tokens per "
+                f"step is over {INT64_MAX:,}"
+                for i in rows
+            ],
+        ),
+    ]
     if num_gpus is not None:
         out.append(
             (
@@ -698,6 +723,15 @@ def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
                 f"ep x expert_tp = {t.ep[i]} x {t.expert_tensor[i]} must divide tp x cp x dp "
                 f"= {folded[i]} (expert layers regroup the tensor-, context- and "
                 "data-parallel ranks of a stage)"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.global_batch",
+            per_step > t.global_batch,
+            lambda rows: [
+                f"{t.global_batch[i]} is smaller than dp x micro_batch = "
+                f"{t.dp[i]} x {t.micro_batch[i]} (one micro-batch per data-parallel rank)"
                 for i in rows
             ],
         ),
