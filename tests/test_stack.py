@@ -45,6 +45,9 @@ def test_explicit_layout_fields_override_the_stack():
         ({"host_module_ops": -1.0}, "stack.host_module_ops"),
         ({"unbound_host_factor": 0.5}, "stack.unbound_host_factor"),
         ({"layout": {"tp": 8}}, "stack.layout.tp"),
+        # a list (a YAML stack file's 'layout: [1]') was a TypeError, exit 1
+        ({"layout": [1]}, "stack.layout"),
+        ({"layout": "zero=1"}, "stack.layout"),
         ({"no_such_field": 1.0}, "stack.no_such_field"),
     ],
 )

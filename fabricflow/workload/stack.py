@@ -131,6 +131,15 @@ class Stack:
         if isinstance(layout, dict):
             layout = tuple(layout.items())
             object.__setattr__(self, "layout", layout)
+        if not isinstance(layout, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+            for pair in layout
+        ):
+            raise SpecError(
+                "stack.layout",
+                "must be a mapping of Layout choices (e.g. {zero: 1, dispatcher: deepep}), "
+                f"got {layout!r}"[:300],
+            )
         for key, _ in layout:
             if key not in LAYOUT_CHOICES:
                 raise SpecError(
@@ -244,8 +253,17 @@ def load_stack(spec: Stack | str | dict | None = None, **overrides) -> Stack:
         raise SpecError(
             "stack", f"expected a preset name, a file, a dict or a Stack, got {type(spec).__name__}"
         )
-    layout = dict(raw.get("layout") or {})
-    layout.update(overrides.pop("layout", None) or {})
+    layout: dict = {}
+    for given in (raw.get("layout"), overrides.pop("layout", None)):
+        if isinstance(given, tuple):  # a Stack's own frozen form
+            given = dict(given)
+        if given is not None and not isinstance(given, dict):
+            raise SpecError(
+                "stack.layout",
+                "must be a mapping of Layout choices (e.g. {zero: 1, dispatcher: deepep}), "
+                f"got {given!r}"[:300],
+            )
+        layout.update(given or {})
     raw.update(overrides)
     raw["layout"] = layout
     known = [f.name for f in dataclasses.fields(Stack)]
