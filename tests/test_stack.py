@@ -48,6 +48,8 @@ def test_explicit_layout_fields_override_the_stack():
         # a list (a YAML stack file's 'layout: [1]') was a TypeError, exit 1
         ({"layout": [1]}, "stack.layout"),
         ({"layout": "zero=1"}, "stack.layout"),
+        ({"release": [2025]}, "stack.release"),
+        ({"name": 5}, "stack.name"),
         ({"no_such_field": 1.0}, "stack.no_such_field"),
     ],
 )

@@ -127,6 +127,11 @@ class Stack:
     dispatch_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
+        for field in ("name", "framework", "release"):  # printed and written as text
+            if not isinstance(getattr(self, field), str):
+                raise SpecError(
+                    f"stack.{field}", f"must be text, got {getattr(self, field)!r}"[:300]
+                )
         layout = self.layout
         if isinstance(layout, dict):
             layout = tuple(layout.items())
