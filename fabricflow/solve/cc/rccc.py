@@ -10,7 +10,8 @@ never exceeds that.
 
 **In the fluid** the pacer's round robin is an equal split: a flow into a receiver with
 ``n`` sending flows gets credit at ``pull_rate x C / n`` bytes/s (``C``: the receiver's
-downlink), one feedback delay late (the credit travels back to the sender). The flow's
+downlink), one feedback delay late (the credit travels back to the sender; none comes
+before the receiver has seen the flow). The flow's
 credit balance grows by that and shrinks by what it sends; it sends at its line rate while
 it holds credit and at the credit rate once it has none. At rest (:func:`credit_rate`,
 :func:`~fabricflow.solve.cc.uet_analysis.rccc_fixed_point`) every flow into a receiver
@@ -68,8 +69,12 @@ class RcccState(NamedTuple):
 
 def credit_rate(receiver_capacity, receiver_flows, params):
     """Credit per flow, bytes/s: the pacer's ``pull_rate x C`` split over the ``n`` flows
-    sending to the receiver (``n`` counts this flow, at least 1)."""
-    return params.pull_rate * receiver_capacity / jnp.maximum(receiver_flows, 1.0)
+    sending to the receiver; 0 while the receiver has seen no sender (``n = 0``: the
+    flow's first bytes have not reached it yet, so no credit comes back)."""
+    seen = receiver_flows > 0
+    return jnp.where(
+        seen, params.pull_rate * receiver_capacity / jnp.where(seen, receiver_flows, 1.0), 0.0
+    )
 
 
 @dataclasses.dataclass(frozen=True)

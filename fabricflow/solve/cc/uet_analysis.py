@@ -91,19 +91,25 @@ def rccc_fixed_point(
     base_rtt: float,
     params: RcccParams | None = None,
     line_rate: float | None = None,
+    feedback_delay: float = 0.0,
 ) -> dict:
     """RCCC at rest (module docs): ``rate_Bps`` per flow, ``utilization``,
-    ``queue_bytes`` (0) and ``settle_s``, when a flow's speculative credit is spent."""
+    ``queue_bytes`` (0) and ``settle_s``, when a flow's speculative credit is spent
+    (``feedback_delay``: s before the first credit arrives)."""
     _check(capacity, num_flows, base_rtt)
     params = params or RcccParams()
     line = capacity if line_rate is None else float(line_rate)
     grant = min(params.pull_rate * capacity / num_flows, line)
     max_wnd = params.max_wnd_bdp * line * base_rtt
+    if max_wnd <= line * feedback_delay:  # spent before the first credit arrives
+        settle = max_wnd / line
+    else:
+        settle = (max_wnd - grant * feedback_delay) / (line - grant) if line > grant else 0.0
     return {
         "rate_Bps": grant,
         "utilization": num_flows * grant / capacity,
         "queue_bytes": 0.0,
-        "settle_s": max_wnd / (line - grant) if line > grant else 0.0,
+        "settle_s": settle,
     }
 
 
