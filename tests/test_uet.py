@@ -162,3 +162,26 @@ def test_uet_and_scale_up_presets_build(name):
     fabric = ff.load_fabric(name)
     assert fabric.meta["sources"] and fabric.meta["assumptions"]
     assert fabric.summary()["num_gpus"] == fabric.num_gpus > 0
+
+
+@pytest.mark.slow  # the study's fast run: three incast runs at 800G and three all-to-alls (~10 s)
+def test_uet_compare_study_fast_run(tmp_path):
+    import importlib.util
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "studies" / "uet_compare.py"
+    spec = importlib.util.spec_from_file_location("study_uet_compare", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    numbers = module.run(tmp_path, fast=True)
+    assert json.loads((tmp_path / "uet_compare.json").read_text()) == numbers
+    assert (tmp_path / "uet_compare.png").exists()
+    roce, nscc, rccc = numbers["incast"].values()
+    assert roce["most_paused_link_fraction"] > 0 and roce["retransmitted_bytes"] == 0
+    assert roce["victim_throughput_of_line"] < 0.5  # PFC pauses spread to the victim
+    for uet in (nscc, rccc):
+        assert uet["most_paused_link_fraction"] == 0 and uet["retransmitted_bytes"] > 0
+        assert uet["victim_throughput_of_line"] > 0.99
+    a2a = numbers["alltoall"]
+    assert a2a["uet"] == pytest.approx(a2a["infiniband"]) and a2a["uet"] < a2a["rocev2"]
