@@ -376,7 +376,9 @@ def step(state: State, problem: Problem, law: RateLaw, params, pfc_params, confi
     inject, queue, served, per_link, egress = _serve(state, problem, rate, sending, config)
     queue, egress, cut, trimmed = _trim(problem, queue, egress, config)
     # trimmed bytes are sent again: they leave the injected count (selective retransmission)
-    injected, injected_c = _kahan(state.injected, state.injected_c, inject - cut)
+    injected, injected_c = _kahan(
+        state.injected, state.injected_c, inject - cut if config.trim else inject
+    )
     out = jnp.take_along_axis(served, problem.last_hop[:, None], axis=1)[:, 0]
     delivered, delivered_c = _kahan(state.delivered, state.delivered_c, out)
     done = jnp.isinf(state.finish) & (delivered >= problem.size * (1.0 - 1e-6))
@@ -407,8 +409,8 @@ def step(state: State, problem: Problem, law: RateLaw, params, pfc_params, confi
         rings=rings,
         pause_time=pause_time,
         flow_pause_time=flow_pause_time,
-        retransmitted=state.retransmitted + cut,
-        trimmed=state.trimmed + trimmed,
+        retransmitted=state.retransmitted + cut if config.trim else state.retransmitted,
+        trimmed=state.trimmed + trimmed if config.trim else state.trimmed,
         nonfinite=state.nonfinite,
     )
 

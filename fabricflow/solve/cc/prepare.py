@@ -446,12 +446,13 @@ def _check_size(
 ):
     itemsize = np.dtype(jnp.dtype(dtype)).itemsize
     records = timing.num_records
+    flow_rings = 1 + len({"ack", "nack"} & law.signals)  # rate, then per-flow signals
     estimate = (
         max(batch, 1)
         * itemsize
         * (
             records * (2 * num_flows + 2 * num_links)
-            + ring_slots * (num_flows + 4 * num_links + 4)
+            + ring_slots * (flow_rings * num_flows + 4 * num_links + 4)
             + 6 * num_flows * hops
             + 20 * num_flows
         )
