@@ -278,7 +278,14 @@ def optimize_layout(
     )  # fmt: skip
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
-    cut_short = _analyse(table, Analyser(model, gpu, count), deadline)
+    visit = Visit(
+        model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
+        gpus=count, say=say, ranking=ranking, work=work,
+    )  # fmt: skip
+    # under a wall budget the first candidate is timed as soon as one is feasible, while
+    # the enumeration goes on: the budget then holds, an answer being there already
+    first = None if deadline is None else (lambda: _time_first(visit, started))
+    cut_short = _analyse(table, Analyser(model, gpu, count), deadline, first)
     say(
         f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
         f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "
@@ -287,12 +294,8 @@ def optimize_layout(
     )
     if table.feasible_candidates == 0 and not cut_short:
         raise_infeasible(model, gpu, table, count, global_batch)
-    visit = Visit(
-        model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
-        gpus=count, say=say, ranking=ranking, work=work,
-    )  # fmt: skip
     if table.feasible_candidates:
-        # cut short: time the best-bounded candidate examined, then stop
+        # cut short: time the best-bounded candidate examined (if none is yet), then stop
         visit.run(started if cut_short else deadline)
     if cut_short:
         visit.stopped = cut_short if visit.stopped != "interrupted" else "interrupted"
@@ -364,11 +367,21 @@ def _check_arguments(fabric, gpus, global_batch, seq_len, top_k, objective, budg
     )
 
 
-def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None) -> str | None:
+def _time_first(visit: Visit, started: float) -> None:
+    """Time the best-bounded candidate analysed so far (``started``: the deadline has
+    passed for this visit, so it stops after one); Ctrl-C meanwhile stops the search."""
+    visit.run(started, quiet=True)
+    if visit.stopped == "interrupted":
+        raise KeyboardInterrupt
+
+
+def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None,
+             first: Callable[[], None] | None = None) -> str | None:  # fmt: skip
     """Analyse the table's sized keys chunk by chunk; returns ``None`` when all are
     analysed, ``"budget"`` or ``"interrupted"`` when the budget (once a feasible key is
     found: a search under a budget returns an answer) or Ctrl-C stopped it (the chunks
-    done so far stay recorded)."""
+    done so far stay recorded). ``first`` is called once, after the first chunk that
+    has a feasible key."""
     todo = np.flatnonzero(table.sized_ok)
     try:
         for start in range(0, len(todo), ANALYSIS_CHUNK):
@@ -377,6 +390,9 @@ def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None) 
                 return "budget"
             keys = todo[start : start + ANALYSIS_CHUNK]
             table.record(keys, analyser.analyse(table.rows(keys)))
+            if first is not None and table.feasible.any():
+                first()
+                first = None
     except KeyboardInterrupt:
         return "interrupted"
     return None

@@ -113,17 +113,29 @@ class Visit:
         # excluded by it (never timed, not ruled out by a bound)
         self._estimate: dict[tuple, float] = {}
         self._ranked: set = set()
+        self._deadline: float | None = None  # of the current run
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, deadline: float | None) -> None:
+    def run(self, deadline: float | None, *, quiet: bool = False) -> None:
         """Visit until the bound stops it, everything is timed, ``deadline`` passes or the
         work budget is spent (once a candidate is timed) or Ctrl-C; ``stopped`` says which
-        (``bound``, ``exhausted``, ``budget``, ``work``, ``interrupted``)."""
+        (``bound``, ``exhausted``, ``budget``, ``work``, ``interrupted``).
+
+        It may run again once more of the table is analysed (a budgeted search times its
+        first candidate while the enumeration goes on): each run visits every feasible
+        candidate analysed so far from scratch, keeping what was timed and solved."""
         table = self.table
+        kept = self.counts
+        self.counts = Counts(evaluated=kept.evaluated, failed=kept.failed,
+                             over_budget=kept.over_budget,
+                             structures_opened=kept.structures_opened)  # fmt: skip
+        self._heap, self._pending, self._deferred = [], {}, {}
+        self._estimate, self._ranked = {}, set()
         keys = np.flatnonzero(table.feasible & table.runnable.any(axis=1))
         order = keys[np.lexsort((table.memory_bytes[keys], table.bound_s[keys]))]
         pointer, chunk = 0, FIRST_CHUNK
+        self._deadline = deadline
         try:
             while True:
                 next_b1 = table.bound_s[order[pointer]] if pointer < len(order) else math.inf
@@ -149,11 +161,15 @@ class Visit:
                     continue
                 if self._step(deadline):
                     break
+        except Late:
+            self.stopped = "budget"
         except KeyboardInterrupt:
             self.stopped = "interrupted"
             self._answer_after_interrupt()
         self._account(order[pointer:])
         c = self.counts
+        if quiet:
+            return
         self.say(
             f"timed {c.evaluated:,} candidates with contention ({c.structures_opened:,} group "
             f"structures solved), {c.bounded:,} got a network bound; stopped: {self.stopped}"
@@ -184,7 +200,7 @@ class Visit:
                 _, _, _, key, combo, sid = heapq.heappop(self._heap)
                 if (key, combo) not in self.done and (key, combo) not in self._ranked:
                     self._time(key, combo, sid)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Late):
             pass
 
     def _step(self, deadline: float | None) -> bool:
@@ -203,18 +219,11 @@ class Visit:
             return True
         self._note(bound)
         if level == 2 and self.counts.evaluated:
-            # open the structure; its engine batches check the budget (an answer exists)
-            self.structures.deadline = deadline
-            try:
+            try:  # its engine batches check the budget (an answer exists)
                 self._open(sid)
-            except (Late, KeyboardInterrupt) as stop:
+            except (Late, KeyboardInterrupt):
                 heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
-                if isinstance(stop, KeyboardInterrupt):
-                    raise
-                self.stopped = "budget"
-                return True
-            finally:
-                self.structures.deadline = None
+                raise
             return False
         # the first candidate is timed at once (its evaluation solves its structure), so
         # that a budget or Ctrl-C from now on always has an answer to return
@@ -264,6 +273,12 @@ class Visit:
         table = self.table
         k_idx, combos = np.nonzero(table.runnable[keys])
         cand_keys = keys[k_idx]
+        if self.done:  # timed in an earlier run (the first candidate of a budgeted search)
+            fresh = np.asarray(
+                [(k, c) not in self.done for k, c in zip(cand_keys.tolist(), combos.tolist(),
+                                                         strict=True)], dtype=bool,
+            )  # fmt: skip
+            cand_keys, combos = cand_keys[fresh], combos[fresh]
         sids = self.structures.ids(cand_keys, combos)
         bounds = self.bound(cand_keys, combos, sids, isolated=False)
         self.counts.bounded += len(bounds)
@@ -339,6 +354,8 @@ class Visit:
         self._opened.add(sid)
         self.counts.structures_opened += 1
         pending = self._pending.pop(sid, [])
+        # past the deadline the engine batches stop (raise Late) once there is an answer
+        self.structures.deadline = self._deadline if self.counts.evaluated else None
         waiting = [
             (k, c, b)
             for k, c, b in pending
@@ -356,6 +373,8 @@ class Visit:
             self.counts.structures_opened -= 1
             self._pending[sid] = pending
             raise
+        finally:
+            self.structures.deadline = None
 
     def bound(self, keys, combos, sids, *, isolated: bool, classed: bool = False) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
