@@ -310,3 +310,24 @@ def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "rail" in labels and "tor" not in labels and "rail-only" not in labels
     assert "USD" in ax.get_ylabel()
+
+
+def test_layout_code_round_trips_through_floats():
+    """A design's layout crosses the float sweep store: every coded knob comes back with
+    its type, text knobs through the job's space list or the knob's vocabulary."""
+    from fabricflow.optimize.layoutcode import candidate_of, coded_knobs, decode, encode
+
+    job = {**JOB, "space": {"tp": [8], "routing": ["ecmp", "spray"]}, "fixed": {"pp": 2}}
+    layout = ff.Layout(tp=8, pp=2, dp=4, vpp=2, micro_batch=2, recompute="selective", zero=3,
+                       sequence_parallel=True, dp_overlap=False)  # fmt: skip
+    kwargs = {"layout": layout, "order": "cp-tp-ep-dp-pp", "placement": "topology-aware",
+              "routing": "spray"}  # fmt: skip
+    coded = encode(candidate_of(kwargs), job, "job0_")
+    assert all(isinstance(v, float) for v in coded.values())
+    assert "job0_pp" not in coded and "job0_routing" in coded  # pinned: not coded
+    back = decode(coded, job, "job0_")
+    for knob in coded_knobs(job):
+        assert back[knob] == candidate_of(kwargs)[knob] and type(back[knob]) is type(
+            candidate_of(kwargs)[knob]
+        )
+    assert back["pp"] == 2  # filled in from the job's pin

@@ -188,3 +188,20 @@ def test_negative_seed_and_disconnected_fabric_are_refused_at_once():
         space={"tp": [1, 2, 4]},
     )  # fmt: skip
     assert alone.best is not None
+
+
+def test_cli_refuses_a_negative_seed_and_stops_on_work(capsys):
+    import json
+
+    from fabricflow.cli import main
+
+    base = [
+        "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU, "--model", "megatron-1.7b",
+        "--gpus", "16", "--global-batch", "32", "--seq", "2048", "--space", "tp=1,2,4",
+        "--space", "pp=1,2", "--json",
+    ]  # fmt: skip
+    assert main([*base, "--seed", "-1", "--fix", "placement=scattered"]) == 2
+    assert "seed" in json.loads(capsys.readouterr().out)["message"]
+    assert main([*base, "--budget-work", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stopped"] in ("work", "bound") and out["counts"]["evaluated"] == 1

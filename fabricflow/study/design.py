@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,8 +148,9 @@ def design_fabric(
     fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_work": layout_work}
     if cost:
         fixed["cost"] = cost
-    options = {"workers": workers, "scheduler": scheduler, "overwrite": overwrite,
-               "progress": progress, "metrics": design_metrics(jobs)}  # fmt: skip
+    options: dict[str, Any] = {"workers": workers, "scheduler": scheduler,
+                               "overwrite": overwrite, "progress": progress,
+                               "metrics": design_metrics(jobs)}  # fmt: skip
     say(f"{len(feasible)} designs to evaluate ({len(infeasible)} infeasible): each job's layout "
         f"search within {layout_work} units of work")  # fmt: skip
     dataset = sweep(TASK, {"design": feasible}, fixed=fixed, store=str(store), **options)
@@ -208,7 +210,8 @@ def _rows(dataset, jobs: list) -> tuple[list[dict], dict[str, str]]:
             failed[code] = str(errors[i]) or "not computed"
             continue
         values = {m: float(dataset[m].values[i]) for m in metrics}
-        row = {"design": code, **{m: v for m, v in values.items() if not m.startswith("job")}}
+        row: dict[str, Any] = {"design": code}
+        row.update({m: v for m, v in values.items() if not m.startswith("job")})
         for j, job in enumerate(jobs):
             row[f"job{j}"] = decode(values, job, f"job{j}_")
         row["layout"] = describe(row["job0"])
