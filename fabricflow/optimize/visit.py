@@ -274,10 +274,9 @@ class Visit:
         k_idx, combos = np.nonzero(table.runnable[keys])
         cand_keys = keys[k_idx]
         if self.done:  # timed in an earlier run (the first candidate of a budgeted search)
-            fresh = np.asarray(
-                [(k, c) not in self.done for k, c in zip(cand_keys.tolist(), combos.tolist(),
-                                                         strict=True)], dtype=bool,
-            )  # fmt: skip
+            width = table.runnable.shape[1]
+            done = np.asarray([k * width + c for k, c in self.done], dtype=np.int64)
+            fresh = ~np.isin(cand_keys * width + combos, done)
             cand_keys, combos = cand_keys[fresh], combos[fresh]
         sids = self.structures.ids(cand_keys, combos)
         bounds = self.bound(cand_keys, combos, sids, isolated=False)
@@ -354,8 +353,6 @@ class Visit:
         self._opened.add(sid)
         self.counts.structures_opened += 1
         pending = self._pending.pop(sid, [])
-        # past the deadline the engine batches stop (raise Late) once there is an answer
-        self.structures.deadline = self._deadline if self.counts.evaluated else None
         waiting = [
             (k, c, b)
             for k, c, b in pending
@@ -366,6 +363,8 @@ class Visit:
         keys = np.asarray([w[0] for w in waiting], dtype=np.int64)
         combos = np.asarray([w[1] for w in waiting], dtype=np.int64)
         bounds = np.asarray([w[2] for w in waiting])
+        # past the deadline the engine batches stop (raise Late) once there is an answer
+        self.structures.deadline = self._deadline if self.counts.evaluated else None
         try:
             self._push(keys, combos, bounds, np.full(len(keys), sid, dtype=np.int64))
         except (Late, KeyboardInterrupt):

@@ -216,6 +216,7 @@ def _rows(dataset, jobs: list) -> tuple[list[dict], dict[str, str]]:
             row[f"job{j}"] = decode(values, job, f"job{j}_")
         row["layout"] = describe(row["job0"])
         row["search"] = "finished" if row["layouts_exhaustive"] else "stopped"
+        row["layout_from"] = "own"
         rows.append(row)
     return rows, failed
 
@@ -242,8 +243,6 @@ def _merge(rows: list[dict], timed: list[dict], errors: dict, failed: dict) -> l
         if other is not None and other["step_time_s"] < row["step_time_s"]:
             row = {**other, "layouts_exhaustive": row["layouts_exhaustive"],
                    "search": row["search"], "layout_from": "common"}  # fmt: skip
-        else:
-            row = {**row, "layout_from": "own"}
         out.append(row)
     failed.update({code: f"common layouts: {error}" for code, error in errors.items()})
     return out
