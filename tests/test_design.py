@@ -295,6 +295,8 @@ def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp
          "cost_per_million_tokens": 2.0, "over_budget": False},
         {"design": "2t/3:1/rail/1p/400G/su8/ib", "step_time_s": 1.5,
          "cost_per_million_tokens": 1.0, "over_budget": False},
+        {"design": "2t/1:1/rail-only/1p/400G/su8/ib", "step_time_s": 1.0,
+         "cost_per_million_tokens": 2.0, "over_budget": False},
     ]  # fmt: skip
     mark_pareto(rows, "step_time_s", "cost_per_million_tokens")
     search = DesignSearch(rows, rows[0], {}, {}, None, "step_time", None, None, "USD")
@@ -308,8 +310,12 @@ def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp
     fig = save.call_args[0][0]
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "rail" in labels and "tor" not in labels and "rail-only" not in labels
+    assert "rail" in labels and "rail-only" in labels and "tor" not in labels
     assert "USD" in ax.get_ylabel()
+    # two designs at one point share a label instead of printing over each other
+    texts = [t.get_text() for t in ax.texts]
+    assert "2t/1:1/rail/1p/400G/su8/ib\n2t/1:1/rail-only/1p/400G/su8/ib" in texts
+    assert len(texts) == 2
 
 
 def test_layout_code_round_trips_through_floats():

@@ -279,9 +279,15 @@ def plot_design_front(search: DesignSearch, path: str | Path, *, label: int = 3)
     if front:
         named.setdefault(front[0]["design"], front[0])
         named.setdefault(front[-1]["design"], front[-1])
+    # designs at the same point (to 4 digits) share one label, one code per line
+    spots: dict[tuple, list[str]] = {}
     for code, r in named.items():
-        ax.annotate(code, (r["step_time_s"], r["cost_per_million_tokens"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        spot = (f"{r['step_time_s']:.4g}", f"{r['cost_per_million_tokens']:.4g}")
+        spots.setdefault(spot, []).append(code)
+    for codes in spots.values():
+        r = named[codes[0]]
+        ax.annotate("\n".join(codes), (r["step_time_s"], r["cost_per_million_tokens"]),
+                    fontsize=7, xytext=(4, 4), textcoords="offset points")  # fmt: skip
     if search.best is not None:
         ax.scatter([search.best["step_time_s"]], [search.best["cost_per_million_tokens"]],
                    marker="*", s=180, color="red", label=f"best ({search.objective})")  # fmt: skip
