@@ -234,15 +234,11 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 
 def describe(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    extra = [f"mb{lay.micro_batch}", f"rc={lay.recompute}", f"z{lay.zero}"]
-    if lay.sequence_parallel:
-        extra.append("sp")
-    if lay.tp_overlap:
-        extra.append("tpo")
-    if not lay.dp_overlap:
-        extra.append("no-dpo")
-    return lay.parallel_label() + " " + ",".join(extra)
+    """The table's layout column: complete but for the order and placement columns."""
+    from ..optimize.layoutcode import candidate_of
+    from ..optimize.layoutcode import describe as line
+
+    return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:

@@ -104,10 +104,11 @@ def decode(metrics: dict, job: dict, prefix: str) -> dict:
     return out
 
 
-def describe(candidate: dict, *, wrap: bool = False) -> str:
+def describe(candidate: dict, *, wrap: bool = False, where: bool = True) -> str:
     """A complete line (``wrap``: a few short lines) of a candidate: sizes, micro-batch,
     recompute, ZeRO stage, the switches that differ from their default, rank order and
-    placement. Two candidates that differ in any searched knob read differently."""
+    placement (``where=False``: without these two, for a table that shows them apart).
+    Two candidates that differ in any searched knob read differently."""
     lay = candidate
     sizes = f"TP{lay['tp']} CP{lay['cp']} PP{lay['pp']}"
     sizes += f"x{lay['vpp']}" if lay.get("vpp", 1) > 1 else ""
@@ -120,7 +121,8 @@ def describe(candidate: dict, *, wrap: bool = False) -> str:
                         ("ep_overlap", "ep-overlap")):  # fmt: skip
         if knob in lay and lay[knob] != _space.default_value(knob):
             switches.append(("" if lay[knob] else "no-") + short)
-    parts = [sizes, memory, ",".join(switches), lay["order"], lay["placement"]]
+    parts = [sizes, memory, ",".join(switches)]
+    parts += [lay["order"], lay["placement"]] if where else []
     for knob in ("routing", *_space.ALGO_KNOBS):
         if lay.get(knob, "auto") != "auto":
             parts.append(f"{knob}={lay[knob]}")
