@@ -9,7 +9,7 @@ import json
 import types
 
 import pytest
-from optimize_cases import GPU, SEQ, small_model, tiny_oversubscribed
+from optimize_cases import GPU, SEQ, tiny_oversubscribed
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
