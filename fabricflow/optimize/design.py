@@ -72,8 +72,8 @@ RADIX = {
 # Work of each job's layout search per design (group structures solved plus candidates
 # timed; optimize_layout's budget_work): Llama-3-405B on 16,384 H100 searched the default
 # space exhaustively in 89 (3-tier 3:1 rail) and 96 (3:1 rail-only) units on InfiniBand
-# designs (docs/cost.md).
-DEFAULT_LAYOUT_WORK = 256
+# designs, 335 on the 1:1 rail RoCE-ECMP one (docs/cost.md).
+DEFAULT_LAYOUT_WORK = 512
 METRICS = (
     "step_time_s",
     "tokens_per_s",
