@@ -33,7 +33,6 @@ from ..fabric.cost import fabric_cost, work_cost
 from ..fabric.spec import build_fabric
 from ..units import parse_bandwidth
 from ..workload.step import StepResult
-from . import space as _space
 from .layoutcode import candidate_of, coded_knobs, encode, metric_names
 from .search import optimize_layout
 
@@ -318,17 +317,13 @@ def fastest_of(candidates: list, job: dict, gpu: str, fabric) -> tuple[dict, Ste
     best: tuple[dict, StepResult] | None = None
     refusals = []
     for candidate in candidates:
-        # one point: the candidate's values where they differ from the default (every
-        # other knob then takes the job's fixed value or its default, as in its search)
-        point = {"tp": [candidate["tp"]]} | {
-            k: [candidate[k]]
-            for k in coded_knobs(job)
-            if k != "dp" and candidate[k] != _space.default_value(k)
-        }
+        # one point: every coded knob at the candidate's value (the others take the job's
+        # fixed value or the default, as in its search)
+        point = {k: [candidate[k]] for k in coded_knobs(job) if k != "dp"}
         try:
             search = optimize_layout(
                 job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
-                seq_len=job["seq_len"], fixed=job.get("fixed"), space=point, top_k=1,
+                seq_len=job["seq_len"], fixed=job.get("fixed"), space=point or None, top_k=1,
             )  # fmt: skip
         except (SpecError, RoutingError) as error:
             refusals.append(str(error))
