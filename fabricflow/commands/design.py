@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 
+from ..assignments import key_values
+from ..errors import SpecError
 from ._common import add_json_flag, output_folder, print_json, print_table
 
 DESIGN_COLUMNS = [
@@ -106,18 +108,15 @@ def parse_job(text: str, fixed: dict) -> dict:
 
 
 def parse_assignments(items: list[str], flag: str, *, lists: bool) -> dict:
-    """``KNOB=V1,V2`` (or ``KNOB=V``) flags as a mapping; numbers read as numbers."""
-    from ..errors import SpecError
-
+    """``KNOB=V1,V2`` (or ``KNOB=V``) flags as a mapping; numbers read as numbers. A knob
+    given twice with different values is refused (:func:`fabricflow.assignments.key_values`).
+    """
+    example = "KNOB=VALUE[,VALUE...]" if lists else "KNOB=VALUE"
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise SpecError(
-                flag, f"expected KNOB=VALUE{'[,VALUE...]' if lists else ''}, got {item!r}"
-            )
-        values = [_number(v) for v in value.split(",")] if lists else _number(value)
-        out[key] = values
+    for key, value in key_values(items, flag, example=example, lists=lists).items():
+        if not value.strip():
+            raise SpecError(f"{flag} {key}", f"expected {example}, got an empty value")
+        out[key] = [_number(v.strip()) for v in value.split(",")] if lists else _number(value)
     return out
 
 
@@ -133,8 +132,8 @@ def _number(text: str):
 def run(args) -> int:
     import os
 
+    from ..fabric.cost_table import read_cost_file
     from ..study.design import design_fabric, plot_design_front
-    from .fabric import read_cost_file
 
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]

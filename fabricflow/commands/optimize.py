@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_folder, print_json, write_outputs
+from ._common import (
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_folder,
+    print_json,
+    write_outputs,
+)
+from .step import stack_from_args
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "optimize", help="search layouts, rank orders and placements for the shortest step"
     )
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument(
@@ -19,7 +27,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=["bf16", "fp8"],
+        help="GEMM precision (default: the stack's, else bf16)",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="software stack preset or .json/.yaml file: its choices are the values of the "
+        "knobs neither searched nor pinned, its parameters time every candidate "
+        "(default: megatron-core)",
+    )
     parser.add_argument(
         "--fix",
         action="append",
@@ -95,7 +115,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 def run(args) -> int:
     import sys
 
-    from ..fabric.spec import load_fabric
     from ..optimize.search import SearchInterrupted
     from ..optimize.space import parse_assignments
     from ..workload.gpu import load_gpu
@@ -106,7 +125,7 @@ def run(args) -> int:
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     quiet = args.json
     try:
         search = _search(args, model, gpu, fabric, gpus, fixed, space, quiet)
@@ -115,6 +134,10 @@ def run(args) -> int:
     interrupted = search.stopped == "interrupted"
     written = []
     out = search.to_dict()
+    # what the winner was searched for, so that launch-args checks it against the model
+    out["model"] = model.name
+    if isinstance(gpus, int):
+        out["num_gpus"] = gpus
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
         out["sweep"] = _sweep_rows(search.sweep)
@@ -151,6 +174,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
     from ..optimize.search import optimize_layout
 
+    stack = stack_from_args(args)
     return optimize_layout(
         model,
         gpu,
@@ -158,7 +182,8 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         gpus=gpus,
         global_batch=args.global_batch,
         seq_len=args.seq,
-        precision=args.precision,
+        precision=args.precision or stack.choices.get("precision", "bf16"),
+        stack=stack,
         fixed=fixed,
         space=space,
         objective=args.objective,

@@ -35,6 +35,7 @@ from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.model import ModelSpec, load_model
+from ..workload.stack import Stack, load_stack
 from ..workload.step import StepResult
 from . import space as _space
 from .analytic import Analyser
@@ -211,6 +212,7 @@ def optimize_layout(
     collectives: str = "fabric",
     ranking: str = "bound",
     progress: Callable[[str], None] | None = None,
+    stack: Stack | str | None = None,
 ) -> LayoutSearch:
     """Search the layout, rank order, placement and collective algorithms with the
     shortest step (or most tokens per GPU-second) of ``model`` on ``fabric``.
@@ -249,6 +251,9 @@ def optimize_layout(
             on hashed fabrics, ``exhaustive=False`` when it excluded any
             (``counts["ranked_by_class_model"]``).
         progress: called with a line of text at each stage (the CLI prints it on stderr).
+        stack: the software stack (:func:`fabricflow.load_stack`; None: the default
+            preset): its choices are the values of the knobs neither searched nor pinned,
+            its physical parameters time every candidate.
     """
     if isinstance(gpus, (list, tuple, np.ndarray)):
         from .capacity import capacity_sweep
@@ -257,9 +262,10 @@ def optimize_layout(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
             budget_s=budget_s, budget_work=budget_work, seed=seed, collectives=collectives,
-            ranking=ranking, progress=progress,
+            ranking=ranking, progress=progress, stack=stack,
         )  # fmt: skip
     started = time.monotonic()
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
     count, global_batch, seq_len, top_k = _check_arguments(
@@ -274,18 +280,18 @@ def optimize_layout(
     say = progress or (lambda line: None)
     searched, single = _space.resolve_space(
         model, fabric, gpus=count, global_batch=global_batch, seq_len=seq_len,
-        precision=precision, fixed=fixed, space=space,
+        precision=precision, fixed=fixed, space=space, defaults=stack.choices,
     )  # fmt: skip
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
     visit = Visit(
         model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
-        gpus=count, say=say, ranking=ranking, work=work,
+        gpus=count, say=say, ranking=ranking, work=work, stack=stack,
     )  # fmt: skip
     # under a wall budget the first candidate is timed as soon as one is feasible, while
     # the enumeration goes on: the budget then holds, an answer being there already
     first = None if deadline is None else (lambda: _time_first(visit, started))
-    cut_short = _analyse(table, Analyser(model, gpu, count), deadline, first)
+    cut_short = _analyse(table, Analyser(model, gpu, count, stack), deadline, first)
     say(
         f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
         f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "

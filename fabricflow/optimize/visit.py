@@ -89,10 +89,11 @@ class Visit:
 
     def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
                  collectives: str, gpus: int, say: Callable[[str], None],
-                 ranking: str = "bound", work: int | None = None):  # fmt: skip
+                 ranking: str = "bound", work: int | None = None, stack=None):  # fmt: skip
         self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
         self.ranking = ranking
         self.work = work  # most group structures solved plus candidates timed
+        self.stack = stack  # the software stack every candidate is timed with
         self.top_k, self.seed, self.collectives, self.gpus = top_k, seed, collectives, gpus
         self.say = say
         self.structures = Structures(model, fabric, table, seed=seed, collectives=collectives)
@@ -396,7 +397,7 @@ class Visit:
             seconds = self.structures.classed(needs, sids)
         else:
             seconds = self.structures.comm(needs, sids, isolated=isolated)
-        bound = step_bound(self.model, self.gpu, candidates, seconds)
+        bound = step_bound(self.model, self.gpu, candidates, seconds, self.stack)
         return np.maximum(bound, b1)
 
     def dominators(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
@@ -472,7 +473,7 @@ class Visit:
         self.done.add((key, combo))
         kwargs = self.kwargs(key, combo)
         try:
-            result = step_time(self.model, self.gpu, fabric=self.fabric, **kwargs)
+            result = step_time(self.model, self.gpu, fabric=self.fabric, stack=self.stack, **kwargs)
         except (SpecError, RoutingError) as error:
             self.counts.failed += 1
             self.errors.append(str(error))

@@ -158,8 +158,9 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     tensors are per token of the SP shard, the rest per token of the TP-sharded widths.
     Selective recompute drops: ``core_attn`` the ``s x s`` tensors (a fused kernel keeps
     none), ``layernorm`` the norm outputs, ``mla_up_proj`` Q, K, V (the latents stay),
-    ``mlp`` the FFN / MoE internals (its input stays), ``moe_act`` the expert activation
-    outputs, ``shared_experts`` the shared experts' internals.
+    ``mlp`` a dense layer's FFN internals, ``moe`` a MoE layer's (its input stays),
+    ``moe_act`` the expert activation outputs, ``shared_experts`` the shared experts'
+    internals (Megatron-Core's modules: ``mlp`` is the dense MLP only).
     """
     z = layer_shapes(model, table)
     modules = module_masks(table)
@@ -194,12 +195,12 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
         width = model.moe_intermediate_size / table.expert_tensor
         per_copy = fp8_width * h + 2.0 * up_factor * width + 2.0 * h
         per_copy = per_copy + keep("moe_act") * fp8_width * width
-        experts = per_copy * pairs * keep("mlp") + 4.0 * model.num_experts * z.sharded
+        experts = per_copy * pairs * keep("moe") + 4.0 * model.num_experts * z.sharded
         saved = saved + experts
         if model.num_shared_experts:
             shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
             inner = (2.0 * up_factor + fp8_width) * shared * z.tokens
-            saved = saved + inner * keep("mlp") * keep("shared_experts")
+            saved = saved + inner * keep("moe") * keep("shared_experts")
     else:
         width = model.intermediate_size / z.tp
         saved = saved + (2.0 * up_factor + fp8_width) * width * z.tokens * keep("mlp")

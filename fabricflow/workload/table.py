@@ -51,6 +51,10 @@ BOOL_COLUMNS = (
     "fused_cross_entropy",
     "tp_backward_overlap",
     "grad_accum_fusion",
+    "moe_router_fusion",
+    "cpu_binding",
+    "fp8_dispatch",
+    "fp8_norm_fusion",
 )
 FLOAT_COLUMNS = (
     "moe_imbalance",
@@ -67,6 +71,8 @@ NAME_COLUMNS = (
     "pipeline_schedule",
     "recompute_modules",
     "cuda_graph_scope",
+    "fp8_recipe",
+    "dispatcher",
 )
 OBJECT_COLUMNS = ("pp_split",)
 
