@@ -62,7 +62,9 @@ def register(subparsers) -> None:
     )
     layout.add_argument("--order", default=None, help="rank order (default tp-cp-ep-dp-pp)")
     layout.add_argument(
-        "--placement", default=None, choices=["contiguous", "scattered", "topology-aware"]
+        "--placement",
+        default=None,
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
     )
     parser.add_argument(
         "--budget",

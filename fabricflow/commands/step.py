@@ -152,6 +152,20 @@ def register(subparsers) -> None:
         "performance recipes)",
     )
     parser.add_argument(
+        "--adam-moments-dtype",
+        default=None,
+        choices=["fp32", "bf16"],
+        help="Adam's first and second moments (default: the stack's, else fp32; bf16: 8 B "
+        "of optimizer state per parameter, as DeepSeek-V3)",
+    )
+    parser.add_argument(
+        "--fp8-activation-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with fp8: expert SwiGLU inputs saved in FP8, one copy of the attention output "
+        "(DeepSeek-V3's activation storage; default: the stack's, else off)",
+    )
+    parser.add_argument(
         "--moe-imbalance",
         type=float,
         default=None,
@@ -241,10 +255,11 @@ def register(subparsers) -> None:
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
         "--placement",
-        default="contiguous",
-        choices=["contiguous", "scattered", "topology-aware", "domain-aligned"],
-        help="rank placement; domain-aligned: 64 ranks per scale-up domain of 64 or more "
-        "GPUs (an NVL72 rack keeps 8 spares)",
+        default="deployed",
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
+        help="rank placement; deployed: as racks are run (on scale-up domains of 64 or more "
+        "GPUs whole trays, spares kept, TP/EP groups inside one domain when they fit; "
+        "contiguous elsewhere); domain-aligned: 64 ranks per such domain",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -361,6 +376,8 @@ def layout_from_args(args):
         cpu_binding=getattr(args, "cpu_binding", None),
         fp8_norm_fusion=getattr(args, "fp8_norm_fusion", None),
         fp8_dispatch=getattr(args, "fp8_dispatch", None),
+        adam_moments_dtype=getattr(args, "adam_moments_dtype", None),
+        fp8_activation_cache=getattr(args, "fp8_activation_cache", None),
     )
     return stack_from_args(args).layout_for(
         tp=args.tp,

@@ -75,7 +75,7 @@ def default_value(knob: str) -> Any:
     if knob in fields:
         return fields[knob].default
     # routing "auto": what the fabric's transport does (adaptive spraying or per-flow ECMP)
-    return {"order": "tp-cp-ep-dp-pp", "placement": "contiguous"}.get(knob, "auto")
+    return {"order": "tp-cp-ep-dp-pp", "placement": "deployed"}.get(knob, "auto")
 
 
 def check_knob(knob: str, field: str) -> None:
@@ -211,6 +211,8 @@ def default_space(
         "order": list(DEFAULT_ORDERS),
         "placement": [p for p in placements() if p not in NOT_CHOSEN_PLACEMENTS],
     }
+    if domain < _placement.DOMAIN_ALIGN:  # no domain keeps spares: deployed is contiguous
+        space["placement"].remove("deployed")
     if model.is_moe:
         space["ep_overlap"] = [True, False]
     return space

@@ -168,6 +168,18 @@ class Structures:
                 self._groups.popitem(last=False)
         return self._groups[sid]
 
+    def tp_in_one_domain(self, sids: np.ndarray) -> np.ndarray:
+        """bool ``[n]``: every TP group of structure ``sids[i]`` lies in one scale-up domain,
+        the condition ``step_time`` puts on Transformer Engine's TP comm-GEMM overlap
+        (False for a refused placement)."""
+        out = np.zeros(len(sids), dtype=bool)
+        for sid in np.unique(sids):
+            groups = self.groups(int(sid))
+            if groups is not None:
+                domains = self.fabric.gpu_domain[groups["tp"]]
+                out[sids == sid] = bool(np.all(domains == domains[:, :1]))
+        return out
+
     # ------------------------------------------------------------------ collective bounds
 
     def comm(self, needs: dict, sids: np.ndarray, *, isolated: bool) -> dict:

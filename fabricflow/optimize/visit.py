@@ -391,6 +391,9 @@ class Visit:
             if knob in rows:  # a Layout field searched among the network knobs
                 values = np.asarray(table.searched[knob])
                 rows[knob] = values[table.network_column(knob, combos)]
+        # no TP comm-GEMM overlap where a TP group spans scale-up domains (as step_time)
+        overlap = np.broadcast_to(np.asarray(rows.get("tp_overlap", True), dtype=bool), keys.shape)
+        rows["tp_overlap"] = overlap & self.structures.tp_in_one_domain(sids)
         candidates = candidate_table(rows)
         needs = collective_needs(self.model, candidates)
         if classed:

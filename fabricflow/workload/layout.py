@@ -41,6 +41,9 @@ SCHEDULES = ("1f1b", "interleaved")
 # Values of ``Layout.pipeline_schedule``: ``auto`` derives 1F1B / interleaved from ``vpp``.
 PIPELINE_SCHEDULES = ("auto", "1f1b", "interleaved", "dualpipe")
 GRAD_DTYPES = ("fp32", "bf16")
+# dtypes of Adam's two moments (Megatron-Core's precision-aware optimizer ``exp_avg_dtype``
+# / ``exp_avg_sq_dtype``; the master weights stay fp32)
+MOMENT_DTYPES = ("fp32", "bf16")
 # FP8 scaling recipes (Megatron-Core ``--fp8-recipe``): per-tensor current scaling
 # (``tensorwise``), per-tensor delayed scaling from an amax history, MXFP8 (1x32 blocks,
 # E8M0 scales; Blackwell) and blockwise (1x128 activations, 128x128 weights; DeepSeek-V3).
@@ -117,6 +120,17 @@ class Layout:
         grad_reduce_dtype: dtype of the main gradients and their reduction: ``bf16``
             (default, as every bf16 / fp8 performance recipe sets
             ``grad_reduce_in_fp32 = False``) or ``fp32`` (Megatron-LM's own default).
+        adam_moments_dtype: dtype of Adam's first and second moments: ``fp32`` (default)
+            or ``bf16`` (DeepSeek-V3's training; Megatron-Core's precision-aware optimizer
+            with ``exp_avg_dtype = exp_avg_sq_dtype = bf16``, as NVIDIA's DeepSeek-V3
+            recipes set it): optimizer state 8 B per parameter instead of 12 (fp32 master
+            weights kept).
+        fp8_activation_cache: with ``precision="fp8"``, the MoE expert up-projection output
+            (the SwiGLU input) is saved for backward in FP8 (1 B per element, fine-grained
+            scaling) instead of bf16, and the attention output once (the output
+            projection's backward reads the same copy, no separate FP8 one): DeepSeek-V3's
+            low-precision activation storage (report section 3.3.3; it recomputes the SwiGLU
+            output, ``recompute_modules`` ``moe_act``).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
             the slowest rank sets the all-to-all and expert-GEMM time.
         framework_efficiency: fraction of compute-phase time spent inside the modelled
@@ -203,6 +217,8 @@ class Layout:
     pp_overlap: bool = True
     ep_overlap: bool = False
     grad_reduce_dtype: str = "bf16"
+    adam_moments_dtype: str = "fp32"
+    fp8_activation_cache: bool = False
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY
     offload_optimizer: float = 0.0
@@ -565,6 +581,7 @@ def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> 
         _choice(t, "recompute", RECOMPUTE),
         _choice(t, "precision", PRECISIONS),
         _choice(t, "grad_reduce_dtype", GRAD_DTYPES),
+        _choice(t, "adam_moments_dtype", MOMENT_DTYPES),
         _choice(t, "fp8_recipe", FP8_RECIPES),
         _choice(t, "dispatcher", DISPATCHERS),
         (
@@ -694,6 +711,11 @@ def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
             ],
         ),
         ("layout.vpp", (t.vpp > 1) & (t.pp == 1), "virtual pipeline stages need pp > 1"),
+        (
+            "layout.fp8_activation_cache",
+            t.fp8_activation_cache & (t.precision != "fp8"),
+            "FP8 activation storage needs precision='fp8'",
+        ),
     ]
     return out
 

@@ -39,6 +39,8 @@ LAYOUT_CHOICES = (
     "ep_overlap",
     "grad_accum_fusion",
     "grad_reduce_dtype",
+    "adam_moments_dtype",
+    "fp8_activation_cache",
     "fused_cross_entropy",
     "recompute",
     "recompute_modules",

@@ -140,7 +140,7 @@ def step_time(
     fabric: Fabric,
     *,
     order: str = DEFAULT_ORDER,
-    placement: str | Placement = "contiguous",
+    placement: str | Placement = "deployed",
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
@@ -162,7 +162,9 @@ def step_time(
         layout: the parallel layout (validated here against the model).
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
-        placement: ``contiguous``, ``scattered`` (seeded, whole servers),
+        placement: ``deployed`` (default: as racks are run; on fabrics without
+            spare-keeping scale-up domains the same as ``contiguous``), ``contiguous``,
+            ``domain-aligned``, ``scattered`` (seeded, whole servers),
             ``topology-aware`` (picks the order: heaviest dimension into the smallest
             subtree of ``fabric``; ``order`` stays at its default) or a
             :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
@@ -282,6 +284,12 @@ def step_time(
             fabric=fabric,
             model=model,
         )
+    # Transformer Engine's userbuffers (TP comm-GEMM overlap) works only inside one NVLink
+    # domain (docs/references.md): a TP group over the scale-out network runs NCCL
+    # collectives, asynchronous in the backward pass where tp_backward_overlap allows
+    userbuffers = layout.tp_overlap and _tp_in_one_domain(where, fabric)
+    if layout.tp_overlap and not userbuffers:
+        layout = dataclasses.replace(layout, tp_overlap=False)
     comm = register_groups(
         CollectiveCache(
             fabric,
@@ -375,6 +383,8 @@ def step_time(
         "coupling": coupled,
         "memory": memory_margin,
         "overlap": slow["overlap"],
+        # TP comm-GEMM overlap in force (asked for and every TP group in one NVLink domain)
+        "tp_userbuffers": bool(userbuffers and layout.sequence_parallel and layout.tp > 1),
         # compute seconds the slowest rank's GPU waits for its host to issue work (eager
         # layers whose host time exceeds their kernels'; included in "compute")
         "host_wait_s": slow["host"] * layout.num_micro_batches,
@@ -586,6 +596,12 @@ def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float
         "edp": 3.0,
     }
     return {name: count / slow["total"] for name, count in per_micro_batch.items()}
+
+
+def _tp_in_one_domain(where: Placement, fabric: Fabric) -> bool:
+    """Every tensor-parallel group of ``where`` lies inside one scale-up domain."""
+    domains = fabric.gpu_domain[where.groups("tp")]
+    return bool(np.all(domains == domains[:, :1]))
 
 
 def _ep_domains(where: Placement, fabric: Fabric, model: ModelSpec) -> int:

@@ -48,6 +48,7 @@ STEP_FLAGS: dict[str, tuple[str, str]] = {
     "precision": ("--precision", "value"),
     "zero": ("--zero", "value"),
     "grad_reduce_dtype": ("--grad-reduce-dtype", "value"),
+    "adam_moments_dtype": ("--adam-moments-dtype", "value"),
     "moe_imbalance": ("--moe-imbalance", "value"),
     "offload_optimizer": ("--offload-optimizer", "value"),
     "offload_weights": ("--offload-weights", "value"),
@@ -79,6 +80,7 @@ SWITCHES: dict[str, tuple[str | None, str | None]] = {
     "cpu_binding": ("--cpu-binding", "--no-cpu-binding"),
     "fp8_norm_fusion": ("--fp8-norm-fusion", "--no-fp8-norm-fusion"),
     "fp8_dispatch": ("--fp8-dispatch", "--no-fp8-dispatch"),
+    "fp8_activation_cache": ("--fp8-activation-cache", "--no-fp8-activation-cache"),
 }
 # Written even when equal to the default: what a reader needs to see at once.
 _ALWAYS = frozenset(
@@ -88,7 +90,7 @@ _ALWAYS = frozenset(
 # Step options -> (flag, default). Algorithms are one flag per dimension.
 _OPTIONS = {
     "order": ("--order", "tp-cp-ep-dp-pp"),
-    "placement": ("--placement", "contiguous"),
+    "placement": ("--placement", "deployed"),
     "seed": ("--seed", 0),
     "routing": ("--routing", "auto"),
     "collectives": ("--collectives", "fabric"),
