@@ -563,10 +563,12 @@ _MB_MOE: dict = {
     },
     ("qwen3-30b-a3b", "b200"): {
         "0.3": dict(dispatcher="deepep", graphs="moe_router,moe_preprocess"),
+        "0.3.1": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
         "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
     },
     ("qwen3-30b-a3b", "h100"): {
         "0.3": dict(dispatcher="deepep", graphs="", ep_overlap=True),
+        "0.3.1": dict(dispatcher="hybridep", graphs=""),
         "0.4": dict(dispatcher="hybridep", graphs=""),
         "0.5": dict(dispatcher="hybridep", graphs=""),
     },
@@ -600,7 +602,7 @@ _MB_MOE: dict = {
 # NeMo release -> Megatron-Bridge minor release of its performance recipes
 _MB_RELEASE = {
     "26.02": "0.3",
-    "26.02.01": "0.3",
+    "26.02.01": "0.3.1",
     "26.04": "0.4",
     "26.04.01": "0.4",
     "26.06": "0.5",
@@ -612,7 +614,10 @@ _MB_RELEASE = {
 def _mb_moe_recipe(model: str, system: str, release: str) -> dict:
     """Layout fields of the MoE settings :data:`_MB_MOE` gives ``model`` on ``system`` in
     ``release`` ({} where the table has none)."""
-    entry = _MB_MOE.get((model, system), {}).get(_MB_RELEASE.get(release, ""))
+    version = _MB_RELEASE.get(release, "")
+    entries = _MB_MOE.get((model, system), {})
+    # a patch release keeps its minor release's settings unless the table names it
+    entry = entries.get(version, entries.get(version[:3]))
     if entry is None:
         return {}
     out: dict = {"dispatcher": entry["dispatcher"], "ep_overlap": entry.get("ep_overlap", False)}
