@@ -288,6 +288,7 @@ MODERN_RUNS = (
         notes="25.09 table: dropless; recipe: DeepEP, a2a overlap",
         model_overrides={"num_nextn_predict_layers": 0},
         **FORCED,
+        dispatcher="deepep",
     ),
     _modern(
         "llama3-8b b200 fp8",
@@ -437,6 +438,7 @@ MODERN_RUNS = (
         notes="without MTP",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "deepseek-v3 gb200 fp8",
@@ -457,6 +459,7 @@ MODERN_RUNS = (
         notes="MXFP8 (timed as fp8), without MTP",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "gpt-oss-120b gb200 bf16",
@@ -486,6 +489,7 @@ MODERN_RUNS = (
         notes="MXFP8 (timed as fp8)",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "qwen3-235b gb200 bf16",
@@ -501,6 +505,7 @@ MODERN_RUNS = (
         seq_len=4096,
         **FORCED,
         cuda_graph_scope="attn,moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
 )
 
@@ -541,8 +546,8 @@ MODELS = {
 # perf_recipes/<model>/<system>/): the MoE settings they set per model and system, by
 # Megatron-Bridge minor release. ``graphs``: ``full`` = Megatron's full-iteration CUDA graph
 # (dropless shapes padded to a per-rank capacity with paged stashing: no host sync), else the
-# Transformer Engine graph scope. A flex dispatcher without a backend runs Megatron-Core's
-# default backend, DeepEP.
+# Transformer Engine graph scope. Up to 0.3.0 a recipe without a flex backend keeps the
+# model's NCCL all-to-all (apply_flex_dispatcher_backend skips a missing backend).
 _MB_MOE: dict = {
     ("deepseek-v3", "gb200"): {
         "0.3": dict(
@@ -562,7 +567,7 @@ _MB_MOE: dict = {
         "0.6": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
     },
     ("qwen3-30b-a3b", "b200"): {
-        "0.3": dict(dispatcher="deepep", graphs="moe_router,moe_preprocess"),
+        "0.3": dict(dispatcher="alltoall", graphs="moe_router,moe_preprocess"),
         "0.3.1": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
         "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
     },
