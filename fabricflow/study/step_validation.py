@@ -548,8 +548,13 @@ MODELS = {
 # (dropless shapes padded to a per-rank capacity with paged stashing: no host sync), else the
 # Transformer Engine graph scope. Up to 0.3.0 a recipe without a flex backend keeps the
 # model's NCCL all-to-all (apply_flex_dispatcher_backend skips a missing backend).
+# 25.09 (0.1.0rc3, scripts/performance/configs/<model>/*_llm_pretrain.yaml perf_matrix and
+# run_script.py): the token-drop runs (static shapes) set Megatron's enable_cuda_graph, which
+# captures whole transformer layers; DeepEP is off with token drop.
+LAYER_GRAPHS = "attn,mlp,moe"
 _MB_MOE: dict = {
     ("deepseek-v3", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=""),
         "0.3": dict(
             dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess", modules="mla_up_proj"
         ),
@@ -558,15 +563,20 @@ _MB_MOE: dict = {
         "0.6": dict(dispatcher="hybridep", graphs="full", modules="mla_up_proj", ep_overlap=True),
     },
     ("deepseek-v3", "b200"): {
-        v: dict(dispatcher="hybridep", graphs="", modules="mla_up_proj") for v in ("0.3", "0.4")
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
+        **{
+            v: dict(dispatcher="hybridep", graphs="", modules="mla_up_proj") for v in ("0.3", "0.4")
+        },
     },
     ("qwen3-30b-a3b", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
         "0.3": dict(dispatcher="hybridep", graphs="moe_router,moe_preprocess"),
         "0.4": dict(dispatcher="hybridep", graphs="moe_router,moe_preprocess"),
         "0.5": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
         "0.6": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
     },
     ("qwen3-30b-a3b", "b200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
         "0.3": dict(dispatcher="alltoall", graphs="moe_router,moe_preprocess"),
         "0.3.1": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
         "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
@@ -578,13 +588,14 @@ _MB_MOE: dict = {
         "0.5": dict(dispatcher="hybridep", graphs=""),
     },
     ("qwen3-235b-a22b", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
         "0.3": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
         "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
         "0.5": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
         "0.6": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
     },
     ("qwen3-235b-a22b", "b200"): {
-        v: dict(dispatcher="alltoall", graphs="") for v in ("0.3", "0.4")
+        v: dict(dispatcher="alltoall", graphs="") for v in ("0.1", "0.3", "0.4")
     },
     ("qwen3-235b-a22b", "h100"): {
         v: dict(dispatcher="alltoall", graphs="", ep_overlap=True) for v in ("0.3", "0.4")
@@ -606,6 +617,7 @@ _MB_MOE: dict = {
 }
 # NeMo release -> Megatron-Bridge minor release of its performance recipes
 _MB_RELEASE = {
+    "25.09": "0.1",
     "26.02": "0.3",
     "26.02.01": "0.3.1",
     "26.04": "0.4",
