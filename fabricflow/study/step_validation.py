@@ -71,11 +71,13 @@ class PublishedRun:
             (on NVL72 racks 64 GPUs of each rack run the job, 8 are spares, and no TP / EP
             group straddles two racks).
         stack: the software release that ran it (``nemo-25.11``, ``megatron-2021``, ...):
-            a label for now, the name of a ``--stack`` preset where one exists.
-        published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8 current
-            or delayed per-tensor scaling), ``mxfp8`` (32-element blocks) or ``fp8-block``
-            (128 x 128 weight / 1 x 128 activation blocks); the layout times every FP8
-            flavour as ``fp8``.
+            the ``--stack`` preset it runs on (every release but Meta's, which names no
+            software choice and runs on the default stack).
+        published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8
+            per-tensor current scaling), ``mxfp8`` (32-element blocks), ``fp8-block``
+            (128 x 128 weight / 1 x 128 activation blocks) or ``fp8`` (scaling not named:
+            the release stack's default); the layout runs ``precision="fp8"`` with the
+            matching ``fp8_recipe`` (:data:`FP8_RECIPE`).
     """
 
     name: str
