@@ -21,7 +21,13 @@ from fabricflow.cli import main
 from fabricflow.commands import step as step_command
 from fabricflow.errors import SpecError
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.step_command import STEP_FLAGS, describe_step, step_arguments
+from fabricflow.workload.stack import load_stack
+from fabricflow.workload.step_command import (
+    STEP_FLAGS,
+    SWITCHES,
+    describe_step,
+    step_arguments,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fabric_specs import fat_tree_spec  # noqa: E402
@@ -80,7 +86,7 @@ def test_every_layout_field_has_a_step_flag_that_round_trips():
     """Each Layout field away from its default is written as a step flag that the step
     command reads back into the same Layout (a field without a flag fails this test)."""
     fields = {f.name for f in dataclasses.fields(Layout)}
-    assert fields - set(STEP_FLAGS) == {"framework_efficiency"}
+    assert fields - set(STEP_FLAGS) - set(SWITCHES) == {"framework_efficiency"}
     changed = Layout(
         tp=2,
         pp=2,
@@ -110,8 +116,20 @@ def test_every_layout_field_has_a_step_flag_that_round_trips():
         fused_cross_entropy=False,
         tp_backward_overlap=False,
         grad_accum_fusion=False,
+        fp8_recipe="mxfp8",
+        moe_router_fusion=False,
+        cpu_binding=False,
+        fp8_norm_fusion=True,
+        fp8_dispatch=True,
     )
-    others = Layout(ep=2, ep_overlap=True, expert_tp=1, moe_capacity_factor=1.25, cuda_graphs=True)
+    others = Layout(
+        dispatcher="deepep",
+        ep=2,
+        ep_overlap=True,
+        expert_tp=1,
+        moe_capacity_factor=1.25,
+        cuda_graphs=True,
+    )
     full = Layout(recompute="full", recompute_layers=2)
     parser = _step_parser()
     for layout in (changed, others, full, Layout()):
@@ -121,6 +139,20 @@ def test_every_layout_field_has_a_step_flag_that_round_trips():
         assert (args.order, args.placement, args.seed) == ("pp-tp-cp-ep-dp", "scattered", 3)
     with pytest.raises(SpecError, match="framework_efficiency"):
         step_arguments(Layout(framework_efficiency=0.9))
+
+
+def test_a_stack_is_named_and_switches_are_written_against_its_choices():
+    """Over a stack that turns an overlap off, a layout that keeps it on says so: the
+    command names the stack (its parameters time the step) and writes --dp-overlap."""
+    stack = load_stack("megatron-2022")
+    assert stack.choices["dp_overlap"] is False
+    layout = stack.layout_for(tp=2, dp=4, global_batch=8, dp_overlap=True)
+    words = step_arguments(layout, stack="megatron-2022")
+    assert words[-2:] == ["--stack", "megatron-2022"] and "--dp-overlap" in words
+    args = _step_parser().parse_args(
+        ["step", "--fabric", "x", "--model", "y", "--gpus", "8", *words]
+    )
+    assert step_command.layout_from_args(args) == layout
 
 
 def test_step_options_are_written_and_described():

@@ -34,6 +34,7 @@ from ..collective.structure_cache import fabric_fingerprint
 from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory
+from ..schema import check_size
 from . import events as ev
 from . import interference as _interference
 from . import schedulers as _schedulers
@@ -83,10 +84,19 @@ TIMELINE_POINTS = 2000
 TIMELINE_CELLS = 10_000_000
 # Measured bytes of simulator state per job (its record, event log and result row).
 STATE_BYTES_PER_JOB = 6_000
+# CPU seconds the simulator spends per job, measured: synthetic traces on
+# dgx-h100-superpod with interference, 2,000 jobs in 7.6 s and 20,000 in 77 s of CPU
+# (user + sys, start-up included) on the 2-core development machine at load 5-8. A trace
+# of more jobs than MAX_SIMULATED_JOBS (about 75 s at that rate) is refused before the run,
+# so that a run ends within two minutes instead of running for hours.
+SECONDS_PER_JOB = 3.7e-3
+MAX_SIMULATED_JOBS = 20_000
 
 __all__ = [
+    "MAX_SIMULATED_JOBS",
     "STATE_NAMES",
     "ClusterRun",
+    "check_simulated_jobs",
     "estimated_run_bytes",
     "simulate_cluster",
     "timeline_points_for",
@@ -171,6 +181,7 @@ def simulate_cluster(
     specs = trace if _all_jobspecs(trace) else load_trace(trace, fabric=fabric, usable_gpus=usable)
     if not specs:
         raise SpecError("trace", "holds no jobs")
+    check_simulated_jobs(len(specs), "trace")
     check_memory(
         estimated_run_bytes(len(specs), int(timeline_points)),
         f"simulating a trace of {len(specs):,} jobs",
@@ -192,6 +203,23 @@ def simulate_cluster(
     sim.progress = progress
     sim.run()
     return sim.result(timeline_points_for(len(specs), int(timeline_points)))
+
+
+def check_simulated_jobs(num_jobs: int, field: str) -> None:
+    """Refuse, before the run, a trace of more than :data:`MAX_SIMULATED_JOBS` jobs: the
+    simulator spends a few ms of CPU per job (:data:`SECONDS_PER_JOB`), so a larger trace
+    would run for minutes to hours (10**6 jobs: about an hour) with no answer."""
+    seconds = num_jobs * SECONDS_PER_JOB
+    check_size(
+        num_jobs,
+        MAX_SIMULATED_JOBS,
+        field,
+        "the trace",
+        "jobs",
+        f"simulating them would take about {seconds / 60:,.0f} min of CPU "
+        f"({SECONDS_PER_JOB * 1e3:g} ms per job); simulate a window of the trace (the jobs "
+        "of one period) or fewer synthetic jobs",
+    )
 
 
 def estimated_run_bytes(num_jobs: int, timeline_points: int = TIMELINE_POINTS) -> int:

@@ -30,7 +30,9 @@ import time
 
 from ..assignments import key_values
 from ._common import (
+    add_fabric_flags,
     add_json_flag,
+    load_fabric_flags,
     mark_done,
     output_folder,
     print_json,
@@ -84,7 +86,7 @@ def register(subparsers) -> None:
         "by a scheduler, step times with co-located jobs' traffic, component failures, "
         "checkpoints, restarts and hot spares; per-job and cluster goodput.",
     )
-    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    add_fabric_flags(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
     source.add_argument(
@@ -215,10 +217,9 @@ def run(args) -> int:
     began = time.perf_counter()
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
-    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
+    from ..cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
@@ -233,7 +234,7 @@ def run(args) -> int:
         restart_s=args.restart_time,
         spares=args.spares,
     )
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     usable = fabric.num_gpus - args.spares * max(1, int(fabric.gpus_per_node))
     if usable <= 0:
         raise SpecError(
@@ -250,6 +251,7 @@ def run(args) -> int:
             f"simulating {args.synthetic:,} synthetic jobs",
             hint="give fewer jobs",
         )
+        check_simulated_jobs(args.synthetic, "--synthetic")
         trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
         trace = load_trace(

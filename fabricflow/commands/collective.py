@@ -10,9 +10,11 @@ Example::
 from __future__ import annotations
 
 from ._common import (
+    add_fabric_flags,
     add_fail_flag,
     add_json_flag,
     failed_fabric,
+    load_fabric_flags,
     output_file,
     output_folder,
     print_json,
@@ -31,7 +33,7 @@ def register(subparsers) -> None:
         description="Time a collective run by all groups at once on a fabric; prints an "
         "nccl-tests-style table (size, count, time, algbw, busbw).",
     )
-    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--op", required=True, help=OPS_HELP)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job (the first N)")
     parser.add_argument(
@@ -116,7 +118,6 @@ def run(args) -> int:
     from ..collective.model import MAX_CHANNELS
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..fabric.summary import failure_counts, failure_text
     from ..fabric.transport import routing_for
     from ..units import format_size
@@ -131,7 +132,7 @@ def run(args) -> int:
         )
     if not math.isfinite(args.stepfactor):
         raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     routing = routing_for(fabric) if args.routing == "auto" else args.routing
     fabric = failed_fabric(fabric, args.fail, args.seed)
     if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value

@@ -11,7 +11,14 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_folder, print_json, write_outputs
+from ._common import (
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_folder,
+    print_json,
+    write_outputs,
+)
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
 # The report command's options, in the order of --help, for the page's command line.
@@ -28,7 +35,7 @@ def register(subparsers) -> None:
         "bisection, best layouts, step breakdown, per-tier utilization, failure "
         "sensitivity) and write it as one self-contained HTML page, OUT/report.html.",
     )
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
@@ -55,7 +62,9 @@ def register(subparsers) -> None:
     )
     layout.add_argument("--order", default=None, help="rank order (default tp-cp-ep-dp-pp)")
     layout.add_argument(
-        "--placement", default=None, choices=["contiguous", "scattered", "topology-aware"]
+        "--placement",
+        default=None,
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
     )
     parser.add_argument(
         "--budget",
@@ -191,7 +200,6 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..study.report import build_report
     from ..study.report_html import fabricflow_version, render_html
     from ..workload.gpu import load_gpu
@@ -204,7 +212,7 @@ def run(args) -> int:
     if args.seq < 1:
         raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
     fractions = _fractions(args.fail_fractions)
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
     if args.gpus > fabric.num_gpus:

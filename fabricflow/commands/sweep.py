@@ -60,6 +60,14 @@ def register(subparsers) -> None:
         help="rebuild the damaged parts of a store (from the SPEC) and compute their points "
         "again, keeping every intact point",
     )
+    parser.add_argument(
+        "--max-points",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the largest grid this run takes (default 1,000,000); raise it to run a "
+        "larger grid on purpose",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -68,7 +76,7 @@ def run(args) -> int:
     import warnings
 
     from ..errors import OutputError
-    from ..study.sweep.run import failed_points, run_sweep
+    from ..study.sweep.run import MAX_POINTS, failed_points, run_sweep
     from ..study.sweep.store import ignore_zarr_notices
     from ._interrupt import Interrupted
 
@@ -85,6 +93,7 @@ def run(args) -> int:
                 overwrite=args.overwrite,
                 repair=args.repair,
                 progress=False if args.json else None,
+                max_points=MAX_POINTS if args.max_points is None else args.max_points,
             )
     except Interrupted:
         # the interrupt's one object says how many points the store holds now

@@ -8,7 +8,7 @@ kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up
   ``uplink_bundle`` and bundled NIC ports count cable by cable) of the kind's port speed
   ``s_k``: a Clos knows its NIC and uplink port speeds; other generators take
   ``<kind>_bandwidth`` from their topology section (dragonfly ``local_bandwidth``...),
-  else the smallest link of the kind.
+  else the slowest cable of the kind (a link's bandwidth over its cables).
 * **Switches.** A switch tier gets the smallest switch of the transport's family
   (InfiniBand, Ethernet for RoCEv2, Slingshot) whose cages hold the tier's ports: a cage
   of bandwidth ``B`` holds ``B / s`` ports of speed ``s`` (QM9700: 32 twin-port OSFP cages
@@ -52,6 +52,7 @@ import numpy as np
 from ..errors import SpecError
 from ..units import format_bandwidth, parse_bandwidth
 from .cost_table import FAMILY_OF_PROTOCOL, CostTable, NicModel, SwitchModel, cost_table
+from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT
 
 CATEGORIES = ("switch", "nic", "scale_up", "transceiver", "cable")
 
@@ -123,6 +124,7 @@ def bill_of_materials(fabric, cost: dict | CostTable | None = None) -> BillOfMat
             family holds, a NIC speed no card reaches, a medium the reach cannot use.
     """
     table = cost if isinstance(cost, CostTable) else cost_table(fabric, cost)
+    _check_names(fabric, table)
     if not fabric.link_up.all():
         raise SpecError(
             "fabric",
@@ -171,7 +173,8 @@ def _port_speeds(fabric) -> dict[str, float]:
         if isinstance(given, str | int | float) and not isinstance(given, bool):
             speeds[kind] = parse_bandwidth(given, f"topology.{kind}_bandwidth")
             continue
-        caps = fabric.capacity[fabric.link_kind_id == kind_id]
+        mask = fabric.link_kind_id == kind_id  # a bundle of n cables is n ports
+        caps = fabric.capacity[mask] / np.maximum(fabric.link_cables[mask], 1)
         speeds[kind] = float(caps.min()) if caps.size else 1.0
     return speeds
 
@@ -193,6 +196,27 @@ def cages_needed(ports_by_speed: dict[float, int], cage_Bps: float) -> int:
     return sum(
         math.ceil(count * speed / cage_Bps - 1e-9) for speed, count in ports_by_speed.items()
     )
+
+
+def _check_names(fabric, table: CostTable) -> None:
+    """Refuse a tier in ``cost.switch_models`` or a link kind in ``cost.reach`` that is
+    neither this fabric's nor a standard name (a typo would otherwise pin nothing). A
+    standard name the fabric lacks (``core`` on a two-tier fabric) is accepted, so that one
+    cost file serves fabrics of several depths."""
+    for section, pinned, names in (
+        ("switch_models", table.switch_models, (*fabric.node_kinds, *NODE_KINDS_DEFAULT)),
+        ("reach", table.reach, (*fabric.link_kinds, *LINK_KINDS_DEFAULT)),
+    ):
+        known = [n for n in dict.fromkeys(names) if n != "gpu"]
+        for name in pinned:
+            if name not in known:
+                what = "switch tier" if section == "switch_models" else "link kind"
+                raise SpecError(
+                    f"cost.{section}.{name}",
+                    f"unknown {what} {name!r}; known: {known} ({fabric.name}'s first)",
+                    value=name,
+                    allowed=known,
+                )
 
 
 def _switch_items(fabric, table: CostTable, family, ports, speeds):

@@ -75,7 +75,7 @@ def default_value(knob: str) -> Any:
     if knob in fields:
         return fields[knob].default
     # routing "auto": what the fabric's transport does (adaptive spraying or per-flow ECMP)
-    return {"order": "tp-cp-ep-dp-pp", "placement": "contiguous"}.get(knob, "auto")
+    return {"order": "tp-cp-ep-dp-pp", "placement": "deployed"}.get(knob, "auto")
 
 
 def check_knob(knob: str, field: str) -> None:
@@ -211,6 +211,8 @@ def default_space(
         "order": list(DEFAULT_ORDERS),
         "placement": [p for p in placements() if p not in NOT_CHOSEN_PLACEMENTS],
     }
+    if domain < _placement.DOMAIN_ALIGN:  # no domain keeps spares: deployed is contiguous
+        space["placement"].remove("deployed")
     if model.is_moe:
         space["ep_overlap"] = [True, False]
     return space
@@ -226,11 +228,13 @@ def resolve_space(
     precision: str,
     fixed: dict | None,
     space: dict | None,
+    defaults: dict | None = None,
 ) -> tuple[dict[str, list], dict[str, Any]]:
     """(searched knob -> values, every other knob -> its single value).
 
     ``space`` given: exactly its product is searched; knobs not in it take their ``fixed``
-    value or their default. No ``space``: the default space, with ``fixed`` knobs pinned.
+    value or their default (``defaults``, a software stack's choices, over
+    :func:`default_value`). No ``space``: the default space, with ``fixed`` knobs pinned.
     SpecError for an unknown knob, a value of the wrong type, an empty list, or a pin that
     contradicts ``space`` or ``precision``.
     """
@@ -285,7 +289,10 @@ def resolve_space(
             if knob in fixed:
                 searched[knob] = [fixed[knob]]
     # dp follows from the GPU count: a pinned or searched dp only filters the sizes.
-    single = {k: default_value(k) for k in known_knobs() if k not in searched and k != "dp"}
+    chosen = {k: v for k, v in (defaults or {}).items() if k != "precision"}
+    single = {
+        k: chosen.get(k, default_value(k)) for k in known_knobs() if k not in searched and k != "dp"
+    }
     single.update({k: v for k, v in fixed.items() if k not in searched})
     return searched, single
 

@@ -142,7 +142,7 @@ def build_report(
         gpus: GPUs of the job (the fabric's first ones, or where the placement puts them).
         layout: the job's :class:`Layout`; ``None`` takes the layout optimizer's best.
         order, placement: rank order and placement of a given layout (default
-            ``tp-cp-ep-dp-pp``, ``contiguous``); with ``layout=None`` the optimizer's.
+            ``tp-cp-ep-dp-pp``, ``deployed``); with ``layout=None`` the optimizer's.
         global_batch, seq_len: sequences per step (default: one per GPU) and tokens per
             sequence, for the optimizer; a given layout carries its own.
         budget_s: seconds the layout optimizer may time candidates (0: skip the search,
@@ -182,7 +182,7 @@ def build_report(
     step = None
     if layout is not None:
         job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed}
-        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "contiguous")
+        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "deployed")
         # timed before the search: a layout over the memory budget is refused at once
         step = _step_section(fabric, model, gpu, job, optimized=False)
     if budget_s > 0:

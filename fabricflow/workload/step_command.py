@@ -20,6 +20,7 @@ import shlex
 
 from ..errors import SpecError
 from .layout import Layout
+from .stack import DEFAULT_STACK, load_stack
 
 __all__ = [
     "STEP_FLAGS",
@@ -31,8 +32,8 @@ __all__ = [
 ]
 
 # Layout field -> (flag, how the value is written). "value": ``--flag VALUE`` whenever the
-# field differs from its default (the parallel sizes and the batch always); "on"/"off": a
-# switch given when the field is True / False.
+# field differs from its default (the parallel sizes and the batch always). Switches are in
+# ``SWITCHES``.
 STEP_FLAGS: dict[str, tuple[str, str]] = {
     "tp": ("--tp", "value"),
     "pp": ("--pp", "value"),
@@ -40,18 +41,14 @@ STEP_FLAGS: dict[str, tuple[str, str]] = {
     "cp": ("--cp", "value"),
     "ep": ("--ep", "value"),
     "vpp": ("--vpp", "value"),
-    "sequence_parallel": ("--no-sequence-parallel", "off"),
     "micro_batch": ("--micro-batch", "value"),
     "global_batch": ("--global-batch", "value"),
     "seq_len": ("--seq", "value"),
     "recompute": ("--recompute", "value"),
     "precision": ("--precision", "value"),
     "zero": ("--zero", "value"),
-    "dp_overlap": ("--no-dp-overlap", "off"),
-    "tp_overlap": ("--no-tp-overlap", "off"),
-    "pp_overlap": ("--no-pp-overlap", "off"),
-    "ep_overlap": ("--ep-overlap", "on"),
     "grad_reduce_dtype": ("--grad-reduce-dtype", "value"),
+    "adam_moments_dtype": ("--adam-moments-dtype", "value"),
     "moe_imbalance": ("--moe-imbalance", "value"),
     "offload_optimizer": ("--offload-optimizer", "value"),
     "offload_weights": ("--offload-weights", "value"),
@@ -63,11 +60,27 @@ STEP_FLAGS: dict[str, tuple[str, str]] = {
     "recompute_layers": ("--recompute-layers", "value"),
     "recompute_modules": ("--recompute-modules", "value"),
     "moe_capacity_factor": ("--moe-capacity-factor", "value"),
-    "cuda_graphs": ("--cuda-graphs", "on"),
     "cuda_graph_scope": ("--cuda-graph-scope", "value"),
-    "fused_cross_entropy": ("--no-fused-cross-entropy", "off"),
-    "tp_backward_overlap": ("--no-tp-backward-overlap", "off"),
-    "grad_accum_fusion": ("--no-grad-accum-fusion", "off"),
+    "dispatcher": ("--dispatcher", "value"),
+    "fp8_recipe": ("--fp8-recipe", "value"),
+}
+# Boolean Layout field -> (flag that turns it on, flag that turns it off; None: no such
+# flag). A stack may set either way, so both directions are written where they exist.
+SWITCHES: dict[str, tuple[str | None, str | None]] = {
+    "sequence_parallel": ("--sequence-parallel", "--no-sequence-parallel"),
+    "dp_overlap": ("--dp-overlap", "--no-dp-overlap"),
+    "tp_overlap": ("--tp-overlap", "--no-tp-overlap"),
+    "pp_overlap": ("--pp-overlap", "--no-pp-overlap"),
+    "ep_overlap": ("--ep-overlap", None),
+    "cuda_graphs": ("--cuda-graphs", None),
+    "fused_cross_entropy": ("--fused-cross-entropy", "--no-fused-cross-entropy"),
+    "tp_backward_overlap": ("--tp-backward-overlap", "--no-tp-backward-overlap"),
+    "grad_accum_fusion": ("--grad-accum-fusion", "--no-grad-accum-fusion"),
+    "moe_router_fusion": ("--moe-router-fusion", "--no-moe-router-fusion"),
+    "cpu_binding": ("--cpu-binding", "--no-cpu-binding"),
+    "fp8_norm_fusion": ("--fp8-norm-fusion", "--no-fp8-norm-fusion"),
+    "fp8_dispatch": ("--fp8-dispatch", "--no-fp8-dispatch"),
+    "fp8_activation_cache": ("--fp8-activation-cache", "--no-fp8-activation-cache"),
 }
 # Written even when equal to the default: what a reader needs to see at once.
 _ALWAYS = frozenset(
@@ -77,11 +90,12 @@ _ALWAYS = frozenset(
 # Step options -> (flag, default). Algorithms are one flag per dimension.
 _OPTIONS = {
     "order": ("--order", "tp-cp-ep-dp-pp"),
-    "placement": ("--placement", "contiguous"),
+    "placement": ("--placement", "deployed"),
     "seed": ("--seed", 0),
     "routing": ("--routing", "auto"),
     "collectives": ("--collectives", "fabric"),
     "cc": ("--cc", None),
+    "stack": ("--stack", DEFAULT_STACK),
 }
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Layout)}
 
@@ -99,7 +113,8 @@ def step_arguments(layout: Layout, **options) -> list[str]:
         layout: the timed layout.
         **options: the other arguments given to :func:`step_time`: ``order``,
             ``placement`` (a name), ``seed``, ``routing``, ``algorithms`` (``{dim:
-            algo}``), ``collectives``, ``cc`` (a law's name); missing ones are defaults.
+            algo}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
+            its choices are the defaults the flags start from); missing ones are defaults.
 
     Returns:
         The flags as words (without ``fabricflow step`` and the job: fabric, model, GPU
@@ -109,8 +124,24 @@ def step_arguments(layout: Layout, **options) -> list[str]:
         SpecError: a layout field or option the command line cannot express.
     """
     words: list[str] = []
-    for field, default in _DEFAULTS.items():
+    stack = options.get("stack")
+    # the defaults the command starts from: the Layout's, with the stack's choices
+    defaults = {**_DEFAULTS, **(load_stack(stack).choices if stack is not None else {})}
+    for field, default in defaults.items():
         value = getattr(layout, field)
+        if field in SWITCHES:
+            on, off = SWITCHES[field]
+            flag = on if value else off
+            if value == default:
+                continue
+            if flag is None:
+                raise SpecError(
+                    f"layout.{field}",
+                    f"{value!r} over a stack that sets {default!r} has no 'fabricflow step' "
+                    "flag; the command cannot repeat it",
+                )
+            words.append(flag)
+            continue
         if field not in STEP_FLAGS:
             if value != default:
                 raise SpecError(
@@ -118,12 +149,8 @@ def step_arguments(layout: Layout, **options) -> list[str]:
                     f"{value!r} has no 'fabricflow step' flag; the command cannot repeat it",
                 )
             continue
-        flag, kind = STEP_FLAGS[field]
-        if kind == "on" and value:
-            words.append(flag)
-        elif kind == "off" and not value:
-            words.append(flag)
-        elif kind == "value" and (field in _ALWAYS or value != default):
+        flag, _ = STEP_FLAGS[field]
+        if field in _ALWAYS or value != default:
             words += [flag, _text(value)]
     unknown = sorted(set(options) - set(_OPTIONS) - {"algorithms"})
     if unknown:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import schema
 from ...errors import OutputError, SpecError
 from .backends import check_scheduler, dask_connect_timeout_s, run_dask, run_inline, run_processes
 from .layout import FAILED
@@ -25,6 +26,12 @@ from .work import Unit
 
 DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
 DASK_IN_FLIGHT = 4 * DASK_WORKERS  # units submitted to Dask at a time
+# Grid points one run takes unless the caller allows more (max_points): at the fastest a
+# point costs tens of us of bookkeeping (a trivial task: 400,000 points a minute, in this
+# process) and a step or collective point ms to s, so 10**6 points already run for minutes
+# to days. A larger grid is refused before the store is touched, naming its size, unless
+# the caller says it means it (the run is resumable and can be interrupted).
+MAX_POINTS = 1_000_000
 BYTES_PER_POINT = 24  # status, its reordered copy, masks and one metric read while checking
 LAZY_FRACTION = 0.25  # a dataset over this share of the memory budget is returned lazily
 
@@ -89,6 +96,7 @@ def sweep(
     repair: bool = False,
     metrics=None,
     progress: bool | None = None,
+    max_points: int = MAX_POINTS,
 ):
     """Evaluate ``task`` at every point of ``grid`` into the zarr ``store``; return it.
 
@@ -112,6 +120,9 @@ def sweep(
             every intact point; without it a damaged store is refused, naming the damage.
         metrics: metric names to record (default: the task's).
         progress: a tqdm bar with ETA on stderr (default: when stderr is a terminal).
+        max_points: the largest grid this run takes (default :data:`MAX_POINTS`, 10**6);
+            a larger one is refused before the store is touched. Raise it to run a larger
+            grid on purpose.
 
     Returns:
         :class:`xarray.Dataset`: one dimension per grid key (coordinates = the values),
@@ -146,6 +157,7 @@ def sweep(
         overwrite=overwrite,
         repair=repair,
         progress=progress,
+        max_points=max_points,
     )
     dataset = run.dataset
     dataset.attrs["last_run"] = json.dumps(run.summary())
@@ -190,12 +202,23 @@ def run_sweep(
     overwrite: bool = False,
     repair: bool = False,
     progress: bool | None = None,
+    max_points: int = MAX_POINTS,
 ) -> SweepRun:
     """Run (or resume) ``spec`` into ``store``; the counts and the dataset (see :func:`sweep`)."""
     start = time.perf_counter()
     if not isinstance(spec, SweepSpec):
         spec = read_sweep_spec(spec)
     _check_options(workers, scheduler, store, overwrite, repair)
+    limit = schema.integer(max_points, "max_points", minimum=1)
+    schema.check_size(
+        spec.size,
+        limit,
+        "grid",
+        "the grid",
+        "points",
+        "a run of that many takes hours at the least; split the grid, or allow it with "
+        f"max_points={spec.size} (--max-points {spec.size})",
+    )
     task, metrics = prepare(spec)
     check_size(spec, metrics, Path(store))
     if scheduler is not None:  # an address that does not answer fails before the store
