@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -21,9 +22,12 @@ def test_budgets_fit_the_eight_minutes_with_every_case_named():
 
 
 @pytest.mark.skipif(gpu.has_gpu(), reason="the skip is for machines without a GPU")
-def test_without_a_gpu_the_run_is_skipped_with_the_reason_and_exit_0(capsys, tmp_path):
+def test_without_a_gpu_the_run_is_skipped_with_the_reason_and_exit_0(capsys, tmp_path, monkeypatch):
+    environ = {k: v for k, v in os.environ.items() if k != "XLA_PYTHON_CLIENT_PREALLOCATE"}
+    monkeypatch.setattr(os, "environ", environ)  # the command sets a variable: keep it here
     out = tmp_path / "gpu.json"
     assert main(["bench", "--gpu", "--json", "--out", str(out)]) == 0
+    assert environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"  # this process looks only
     report = json.loads(capsys.readouterr().out)
     assert list(report) == ["machine", "quick", "gpu"]  # --gpu alone runs this section only
     assert "no GPU visible to JAX" in report["gpu"]["skipped"]

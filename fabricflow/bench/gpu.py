@@ -138,7 +138,12 @@ def run(args) -> dict:
             "CUDA build of JAX, or pass --quick for the reduced cases on this device"
         )
         return result
-    result["cases"] = run_cases(list(BUDGETS_S), quick=quick, out=getattr(args, "out", None))
+    result["cases"] = run_cases(
+        list(BUDGETS_S),
+        quick=quick,
+        out=getattr(args, "out", None),
+        drop_env=getattr(args, "case_env_drop", ()),
+    )
     result["within_total_budget"] = bool(
         sum(case["wall_s"] for case in result["cases"].values()) <= TOTAL_BUDGET_S
     )
@@ -146,11 +151,17 @@ def run(args) -> dict:
 
 
 def run_cases(
-    names: list[str], *, quick: bool, out: str | None = None, budgets: dict | None = None
+    names: list[str],
+    *,
+    quick: bool,
+    out: str | None = None,
+    budgets: dict | None = None,
+    drop_env: tuple = (),
 ) -> dict:
     """Run the cases ``names`` one after another, each in its own process cut at its
     budget (``budgets``: case -> s, default :data:`BUDGETS_S` or, quick, 120 s each) and at
-    what is left of :data:`TOTAL_BUDGET_S`; rewrite ``out`` (a JSON path) after each."""
+    what is left of :data:`TOTAL_BUDGET_S`; rewrite ``out`` (a JSON path) after each.
+    ``drop_env``: environment variables of this process the cases do not inherit."""
     budgets = budgets or (QUICK_BUDGETS_S if quick else BUDGETS_S)
     deadline = time.perf_counter() + TOTAL_BUDGET_S - RESERVE_S
     cases: dict = {}
@@ -159,14 +170,14 @@ def run_cases(
         if left <= 1.0:
             cases[name] = {"skipped": "the total budget was spent", "wall_s": 0.0}
         else:
-            cases[name] = run_case(name, min(budgets[name], left), quick=quick)
+            cases[name] = run_case(name, min(budgets[name], left), quick=quick, drop_env=drop_env)
         if out:
             with open(out, "w") as handle:
                 json.dump(cases, handle, default=float)
     return cases
 
 
-def run_case(name: str, budget_s: float, *, quick: bool) -> dict:
+def run_case(name: str, budget_s: float, *, quick: bool, drop_env: tuple = ()) -> dict:
     """One case in a child process, killed (with its process group) after ``budget_s``.
 
     Returns the child's figures plus ``wall_s``, ``cpu_s`` and ``peak_rss_bytes`` (the
@@ -181,7 +192,10 @@ def run_case(name: str, budget_s: float, *, quick: bool) -> dict:
         command + (["--quick"] if quick else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": path},
+        env={
+            **{k: v for k, v in os.environ.items() if k not in drop_env},
+            "PYTHONPATH": path,
+        },
         start_new_session=True,  # its own process group, killed whole at the budget
     )
     streams: dict[str, list[bytes]] = {"stdout": [], "stderr": []}

@@ -50,10 +50,12 @@ def run(args) -> int:
         raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
     import os
 
-    if "gpu" in chosen:
+    if "gpu" in chosen and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
         # each gpu case runs in its own process: this one must not reserve the device's
-        # memory (JAX takes 75% of it at start by default), only look at it
+        # memory (JAX takes 75% of it at start by default), only look at it; the cases
+        # get JAX's default back
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        args.case_env_drop = ("XLA_PYTHON_CLIENT_PREALLOCATE",)
     import jax
 
     report = {
