@@ -319,6 +319,12 @@ def _placement_notes(placement: str) -> list[str]:
             "placement domain-aligned: launch on the first 64 GPUs of each scale-up domain "
             "of 64 or more GPUs, in host order (the host list is not written)"
         ],
+        "deployed": [
+            "placement deployed: on scale-up domains that keep spares (NVL72 racks) launch "
+            "on whole trays with the spares left out and each tensor- and expert-parallel "
+            "group inside one rack, in host order (the host list is not written); elsewhere "
+            "it is contiguous"
+        ],
     }[placement]
 
 

@@ -5,14 +5,17 @@ Example::
     fabricflow design --gpu h100-sxm --job llama3-405b:16384:2048:8192 \\
         --space attachment=rail,rail-only --out design-405b
 
-writes ``DIR/designs.zarr`` (the sweep store: a rerun resumes it), ``DIR/designs.csv``
-(one row per design, best first) and ``DIR/pareto.png`` (cost per million tokens against
-step time, the Pareto front and the winners labelled).
+writes ``DIR/designs.zarr`` (the sweep store: a rerun resumes it; ``DIR/designs-common.zarr``
+when some layout search did not finish and the designs' best layouts were timed on each),
+``DIR/designs.csv`` (one row per design, best first: its layout, whether its search
+finished, the GPUs built) and ``DIR/pareto.png`` (cost per million tokens against step
+time, the Pareto front and the winners labelled).
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 from ..assignments import key_values
 from ..errors import SpecError
@@ -20,13 +23,18 @@ from ._common import add_json_flag, output_folder, print_json, print_table
 
 DESIGN_COLUMNS = [
     ("design", "design"),
+    ("layout", "layout (first job)"),
+    ("search", "search"),
+    ("fabric_gpus", "GPUs built"),
     ("step_time_s", "step s"),
     ("tokens_per_s", "tokens/s"),
-    ("network_capex_per_gpu", "net $/GPU"),
+    ("network_capex_per_gpu", "net/job GPU"),
     ("network_power_W", "net W"),
-    ("cost_per_million_tokens", "$/Mtok"),
+    ("cost_per_million_tokens", "per Mtok"),
     ("pareto", "pareto"),
 ]
+# designs.csv: these first, then every other metric (each job's layout as one line)
+CSV_FIRST = ("design", "layout", "search", "layout_from", "gpus", "fabric_gpus")
 
 
 def register(subparsers) -> None:
@@ -49,7 +57,7 @@ def register(subparsers) -> None:
         default=[],
         metavar="KNOB=V1,V2",
         help="values of a design knob: tiers, oversubscription, attachment, planes, "
-        "nic_speed, scale_up, transport (ib|roce); others take the default space",
+        "nic_speed, scale_up, transport (ib|roce|uet); others take the default space",
     )
     parser.add_argument(
         "--fix",
@@ -67,8 +75,10 @@ def register(subparsers) -> None:
         choices=["tokens_per_dollar", "cost_per_million_tokens", "step_time", "capex", "power"],
     )
     parser.add_argument(
-        "--layout-budget", type=float, default=10.0, metavar="S",
-        help="seconds of layout search per job and design (default 10)",
+        "--layout-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_WORK
+        help="work of each job's layout search per design: group structures solved plus "
+        "candidates timed (the same answer on every run, unlike seconds); where a search "
+        "stops short, every design's best layouts are timed on that design",
     )  # fmt: skip
     parser.add_argument("--cost-file", metavar="PATH", help="price table overrides (YAML/JSON)")
     parser.add_argument("--out", required=True, type=output_folder, metavar="DIR")
@@ -121,9 +131,6 @@ def _number(text: str):
 
 
 def run(args) -> int:
-    import os
-
-    from ..atomic import atomic_path
     from ..fabric.cost_table import read_cost_file
     from ..study.design import design_fabric, plot_design_front
 
@@ -136,35 +143,115 @@ def run(args) -> int:
         budget=args.budget,
         objective=args.objective,
         store=os.path.join(args.out, "designs.zarr"),
-        layout_budget_s=args.layout_budget,
+        layout_work=args.layout_work,
         cost=read_cost_file(args.cost_file) if args.cost_file else None,
         workers=args.workers,
         scheduler=args.scheduler,
         overwrite=args.overwrite,
+        progress=not args.json,
     )
     figure = plot_design_front(search, os.path.join(args.out, "pareto.png"))
-    table = os.path.join(args.out, "designs.csv")
-    keys = list(search.rows[0]) if search.rows else ["design"]
-    with atomic_path(table) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(",".join(keys) + "\n")
-        for row in search.rows:
-            handle.write(",".join(str(row[k]) for k in keys) + "\n")
+    table = write_csv(search, os.path.join(args.out, "designs.csv"))
+    stores = [os.path.join(args.out, "designs.zarr")]
+    if search.common is not None:
+        from ..study.design import common_store
+
+        stores.append(common_store(stores[0]))
+    rows = search.rows
+    fabrics = write_fabrics(search, os.path.join(args.out, "fabrics"))
     out = {
         "designs": len(search.rows),
         "infeasible": search.infeasible,
         "failed": search.failed,
         "best": search.best,
         "objective": search.objective,
+        "currency": search.currency,
         "pareto": [r["design"] for r in search.rows if r["pareto"]],
-        "top": search.rows[: args.top],
-        "files": [str(figure), table, os.path.join(args.out, "designs.zarr")],
+        "searches_finished": sum(r["search"] == "finished" for r in search.rows),
+        "top": rows[: args.top],
+        "files": [str(figure), table, *stores, *fabrics],
     }
     if args.json:
         print_json(out)
     else:
-        print_table(search.rows[: args.top], DESIGN_COLUMNS)
-        best = search.best
-        print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
-        print(f"{len(search.rows)} designs evaluated, {len(search.infeasible)} infeasible, "
-              f"{len(search.failed)} failed; wrote {json.dumps(out['files'])}")  # fmt: skip
+        print_text(search, args.top)
+        print(f"wrote {json.dumps(out['files'])}")
     return 1 if search.failed else 0
+
+
+def print_text(search, top: int) -> None:
+    """The ranked table, what the columns mean, and every infeasible or failed design."""
+    shown = [
+        {**r, "fabric_gpus": int(r["fabric_gpus"]), "network_capex_per_gpu":
+         round(r["network_capex_per_gpu"]), "network_power_W": round(r["network_power_W"])}
+        for r in search.rows[:top]
+    ]  # fmt: skip
+    print_table(shown, DESIGN_COLUMNS)
+    rows = search.rows
+    gpus = int(rows[0]["gpus"]) if rows else 0
+    finished = sum(r["search"] == "finished" for r in rows)
+    common = sum(r.get("layout_from") == "common" for r in rows)
+    print(
+        f"costs in {search.currency or 'the price table currency'}; net/job GPU: network "
+        f"capex over the workload's {gpus:,} GPUs (the fabric is built for 'GPUs built')"
+    )
+    print(
+        f"layout searches finished on {finished} of {len(rows)} designs"
+        + (
+            f"; where one stopped, the designs' best layouts were timed on it "
+            f"({common} design(s) took a layout another design's search found)"
+            if finished < len(rows)
+            else ""
+        )
+    )
+    best = search.best
+    print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
+    print(f"{len(rows)} designs evaluated, {len(search.infeasible)} infeasible, "
+          f"{len(search.failed)} failed")  # fmt: skip
+    for code, reason in search.infeasible.items():
+        print(f"  infeasible {code}: {reason.removeprefix('design: ')}")
+    for code, reason in search.failed.items():
+        print(f"  failed {code}: {reason}")
+
+
+def write_fabrics(search, folder: str) -> list[str]:
+    """``FOLDER/<design>.yaml``: each evaluated design's fabric as a YAML spec (what
+    ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
+    evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
+    from ..atomic import atomic_path
+    from ..fabric.spec import spec_text
+    from ..optimize.design import design_spec
+
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for row in search.rows:
+        code = row["design"]
+        spec = design_spec(code, int(row["gpus"]))
+        path = os.path.join(folder, code.replace("/", "_").replace(":", "-") + ".yaml")
+        text = spec_text(spec, f"fabric of design {code} (written by fabricflow design)")
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        paths.append(path)
+    return paths
+
+
+def write_csv(search, path: str) -> str:
+    """``designs.csv``: one row per design, best first (each job's layout as one line)."""
+    import csv
+
+    from ..atomic import atomic_path
+    from ..optimize.layoutcode import describe
+
+    rows = []
+    for row in search.rows:
+        flat = {k: v for k, v in row.items() if not (k.startswith("job") and k[3:].isdigit())}
+        for key, value in row.items():
+            if key.startswith("job") and key[3:].isdigit() and key != "job0":
+                flat[f"layout_{key}"] = describe(value)
+        rows.append(flat)
+    keys = list(CSV_FIRST) + [k for k in (rows[0] if rows else {}) if k not in CSV_FIRST]
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys if rows else ["design"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -63,7 +63,17 @@ def register(subparsers) -> None:
         default=None,
         help="seconds to search at most (default: no limit, every candidate is timed or bounded)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")
+    parser.add_argument(
+        "--budget-work",
+        type=int,
+        default=None,
+        metavar="N",
+        help="most group structures solved plus candidates timed (default: no limit); "
+        "unlike --budget, the answer does not depend on the machine's load",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the scattered placement (>= 0)"
+    )
     parser.add_argument(
         "--collectives",
         default="fabric",
@@ -82,7 +92,8 @@ def register(subparsers) -> None:
         "--out",
         type=output_folder,
         default=None,
-        help="folder for candidates.nc and the figures (Pareto front, top-K breakdown)",
+        help="folder for best.json (the --json object: 'fabricflow launch-args' reads it), "
+        "candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -122,8 +133,6 @@ def run(args) -> int:
         return _interrupted_before_any(args, stop)
     interrupted = search.stopped == "interrupted"
     written = []
-    if args.out:  # a file that cannot be written is reported after the result (exit 1)
-        written = write_outputs(args, "--out", _write_out, search, args.out)
     out = search.to_dict()
     # what the winner was searched for, so that launch-args checks it against the model
     out["model"] = model.name
@@ -132,6 +141,8 @@ def run(args) -> int:
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
         out["sweep"] = _sweep_rows(search.sweep)
+    if args.out:  # a file that cannot be written is reported after the result (exit 1)
+        written = write_outputs(args, "--out", _write_out, search, args.out, dict(out))
     if written:
         out["written"] = written
     if interrupted:
@@ -178,6 +189,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         objective=args.objective,
         top_k=args.top,
         budget_s=args.budget,
+        budget_work=args.budget_work,
         seed=args.seed,
         collectives=args.collectives,
         ranking=args.ranking,
@@ -198,11 +210,7 @@ def _interrupted_before_any(args, stop) -> int:
         sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
         mark_reported()
     else:
-        counts = out["counts"]
-        print(
-            f"interrupted after {out['seconds']:.1f} s, before any candidate could be timed: "
-            f"{counts['considered']:,} candidates examined, {counts['unexamined']:,} not yet"
-        )
+        print(stop.message())
     print("fabricflow optimize: interrupted; no candidate was timed", file=sys.stderr)
     return 130
 
@@ -216,13 +224,22 @@ def _sweep_rows(sweep) -> list[dict]:
     return rows
 
 
-def _write_out(search, folder: str) -> list[str]:
+def _write_out(search, folder: str, result: dict) -> list[str]:
+    """``best.json`` (``result``: the object ``--json`` prints, which ``launch-args``
+    reads), ``candidates.nc`` and the figures into ``folder``."""
+    import json
     import os
 
     from ..atomic import atomic_path
+    from ..files import to_jsonable
     from ..study.optimize_plots import plot_breakdown_top, plot_pareto
 
     paths = []
+    best = os.path.join(folder, "best.json")
+    with atomic_path(best) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(to_jsonable(result), handle, indent=1)
+        handle.write("\n")
+    paths.append(best)
     nc = os.path.join(folder, "candidates.nc")
     with atomic_path(nc) as tmp:
         search.candidates.to_netcdf(tmp)
@@ -242,15 +259,11 @@ def _write_out(search, folder: str) -> list[str]:
 
 
 def describe(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    extra = [f"mb{lay.micro_batch}", f"rc={lay.recompute}", f"z{lay.zero}"]
-    if lay.sequence_parallel:
-        extra.append("sp")
-    if lay.tp_overlap:
-        extra.append("tpo")
-    if not lay.dp_overlap:
-        extra.append("no-dpo")
-    return lay.parallel_label() + " " + ",".join(extra)
+    """The table's layout column: complete but for the order and placement columns."""
+    from ..optimize.layoutcode import candidate_of
+    from ..optimize.layoutcode import describe as line
+
+    return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:

@@ -12,11 +12,12 @@ A design is a point of these knobs (its code joins the values with ``/``, e.g.
 - ``planes``: independent copies of the network, each GPU with one port per plane;
 - ``nic_speed``: scale-out bandwidth per GPU (split over the planes);
 - ``scale_up``: GPUs per scale-up (NVLink) domain, a multiple of the node;
-- ``transport``: ``ib`` (InfiniBand, adaptive routing) or ``roce`` (RoCEv2, ECMP).
+- ``transport``: ``ib`` (InfiniBand, adaptive routing), ``roce`` (RoCEv2, ECMP) or
+  ``uet`` (Ultra Ethernet: per-packet spraying, trimming instead of PFC).
 
 Switch radix follows from the transport and the port speed: InfiniBand Quantum-2 (64 x
 400G, 128 x 200G split), Quantum-X800 (144 x 800G); Ethernet 51.2T (128 x 400G, 64 x 800G,
-256 x 200G). The fabric is built for the smallest GPU count at or above the workload's
+256 x 200G), for RoCEv2 and Ultra Ethernet alike. The fabric is built for the smallest GPU count at or above the workload's
 that fills whole leaves and top-tier blocks (the workload uses the first GPUs; the spare
 ones' network is paid for). The uplinks into the top tier are bundled so that a partly
 used top tier has fewer, fuller switches (same bandwidth: 4 pods under 128-port cores
@@ -28,10 +29,12 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..errors import SpecError
+from ..errors import RoutingError, SpecError
 from ..fabric.cost import fabric_cost, work_cost
 from ..fabric.spec import build_fabric
 from ..units import parse_bandwidth
+from ..workload.step import StepResult
+from .layoutcode import candidate_of, coded_knobs, encode, metric_names
 from .search import optimize_layout
 
 DESIGN_KNOBS = (
@@ -55,6 +58,7 @@ DEFAULT_SPACE: dict[str, list] = {
 TRANSPORTS = {
     "ib": {"protocol": "infiniband", "adaptive_routing": True},
     "roce": {"protocol": "rocev2", "adaptive_routing": False},
+    "uet": {"protocol": "uet", "adaptive_routing": True},
 }
 # (transport, port speed in Gb/s) -> switch radix (ports at that speed)
 RADIX = {
@@ -65,7 +69,16 @@ RADIX = {
     ("roce", 200): 256,
     ("roce", 400): 128,
     ("roce", 800): 64,
+    ("uet", 100): 512,
+    ("uet", 200): 256,
+    ("uet", 400): 128,
+    ("uet", 800): 64,
 }
+# Work of each job's layout search per design (group structures solved plus candidates
+# timed; optimize_layout's budget_work): Llama-3-405B on 16,384 H100 searched the default
+# space exhaustively in 89 (3-tier 3:1 rail) and 96 (3:1 rail-only) units on InfiniBand
+# designs, 335 on the 1:1 rail RoCE-ECMP one (docs/cost.md).
+DEFAULT_LAYOUT_WORK = 512
 METRICS = (
     "step_time_s",
     "tokens_per_s",
@@ -79,6 +92,7 @@ METRICS = (
     "cost_per_million_tokens",
     "tokens_per_dollar",
     "cost_per_pflops_day",
+    "gpus",
     "fabric_gpus",
     "switches",
     "layouts_exhaustive",
@@ -230,17 +244,27 @@ def evaluate_design(
     design: str,
     jobs: list,
     gpu: str,
-    layout_budget_s: float = 10.0,
+    layout_work: int = DEFAULT_LAYOUT_WORK,
     cost: dict | None = None,
     scale_up_bandwidth: str = "900GB/s",
+    common: list | None = None,
 ) -> dict[str, float]:
-    """Build design ``design``, give each job its best layout (``optimize_layout`` with
-    ``layout_budget_s`` seconds per job, alone on the fabric's first GPUs) and price it.
+    """Build design ``design``, give each job its best layout (alone on the fabric's first
+    GPUs) and price it.
+
+    Without ``common``, each job's layout comes from ``optimize_layout`` with a budget of
+    ``layout_work`` units of work (group structures solved plus candidates timed: the
+    same answer on every run, however loaded the machine). With ``common`` (one list of
+    candidates per job, each a mapping knob -> value of :mod:`.layoutcode`), each
+    candidate is timed on this design and the fastest is the job's layout: the same
+    candidate set timed on every design.
 
     ``jobs``: mappings ``{model, gpus, global_batch, seq_len}`` with optional ``fixed`` and
-    ``space`` for the layout search. Returns :data:`METRICS`: the step time and MFU of the
-    first job, tokens per second of all, network and total capex and power, cost per hour,
-    per million tokens, per PFLOP/s-day, tokens per dollar.
+    ``space`` for the layout search. Returns :data:`METRICS` (the step time and MFU of the
+    first job, tokens per second of all, network and total capex and power, network capex
+    per GPU of the workload, cost per hour, per million tokens, per PFLOP/s-day, tokens per
+    dollar, the GPUs built and the workload's, whether every layout search finished) and
+    each job's layout coded as ``job<i>_<knob>`` (:func:`.layoutcode.encode`).
     """
     checked = check_jobs(jobs)
     total = sum(job["gpus"] for job in checked)
@@ -249,16 +273,22 @@ def evaluate_design(
     tokens = flops = 0.0
     first = []
     exhaustive = True
-    for job in checked:
-        search = optimize_layout(
-            job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
-            seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"), top_k=1,
-            budget_s=layout_budget_s,
-        )  # fmt: skip
-        first.append(search.best)
-        exhaustive &= bool(search.exhaustive)
-        tokens += search.best.tokens_per_s
-        flops += search.best.tflops_per_gpu * job["gpus"]
+    coded: dict[str, float] = {}
+    for i, job in enumerate(checked):
+        if common is None:
+            search = optimize_layout(
+                job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
+                seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"),
+                top_k=1, budget_work=layout_work,
+            )  # fmt: skip
+            exhaustive &= bool(search.exhaustive)
+            kwargs, best = search.best_kwargs, search.best
+        else:
+            kwargs, best = fastest_of(common[i], job, gpu, fabric)
+        coded.update(encode(candidate_of(kwargs), job, f"job{i}_"))
+        first.append(best)
+        tokens += best.tokens_per_s
+        flops += best.tflops_per_gpu * job["gpus"]
     work = work_cost(network, gpu, tokens_per_s=tokens, model_tflops_per_gpu=flops / total,
                      gpus=total, whole_network=True)  # fmt: skip
     return {
@@ -267,17 +297,56 @@ def evaluate_design(
         "mfu": first[0].mfu,
         "network_capex": network.capex,
         "network_power_W": network.power_W,
-        "network_capex_per_gpu": network.capex_per_gpu,
+        "network_capex_per_gpu": network.capex / total,
         "capex": work.capex,
         "power_W": work.power_W,
         "cost_per_hour": work.per_hour,
         "cost_per_million_tokens": work.per_million_tokens,
         "tokens_per_dollar": work.tokens_per_dollar,
         "cost_per_pflops_day": work.per_pflops_day,
+        "gpus": float(total),
         "fabric_gpus": float(fabric.num_gpus),
         "switches": float(network.bom.count(category="switch")),
         "layouts_exhaustive": float(exhaustive),
+        **coded,
     }
+
+
+def fastest_of(candidates: list, job: dict, gpu: str, fabric) -> tuple[dict, StepResult]:
+    """``(kwargs, result)`` of the fastest of ``candidates`` (knob -> value mappings) for
+    ``job`` on ``fabric``, each timed alone (``optimize_layout`` with every knob pinned);
+    candidates that do not run on this fabric are skipped.
+
+    Raises:
+        SpecError: (``layout``) none of them runs here, with the first refusal.
+    """
+    best: tuple[dict, StepResult] | None = None
+    refusals = []
+    for candidate in candidates:
+        # one point: every coded knob at the candidate's value (the others take the job's
+        # fixed value or the default, as in its search)
+        point = {k: [candidate[k]] for k in coded_knobs(job) if k != "dp"}
+        try:
+            search = optimize_layout(
+                job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
+                seq_len=job["seq_len"], fixed=job.get("fixed"), space=point or None, top_k=1,
+            )  # fmt: skip
+        except (SpecError, RoutingError) as error:
+            refusals.append(str(error))
+            continue
+        if best is None or search.best.step_time_s < best[1].step_time_s:
+            best = (search.best_kwargs, search.best)
+    if best is None:
+        raise SpecError("layout", "no common layout runs on this design: " + refusals[0])
+    return best
+
+
+def design_metrics(jobs: list) -> tuple[str, ...]:
+    """The metrics :func:`evaluate_design` returns for ``jobs``: :data:`METRICS` and each
+    job's coded layout."""
+    checked = check_jobs(jobs)
+    coded = [name for i, job in enumerate(checked) for name in metric_names(f"job{i}_", job)]
+    return (*METRICS, *coded)
 
 
 evaluate_design.metrics = METRICS  # type: ignore[attr-defined]

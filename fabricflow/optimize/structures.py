@@ -20,6 +20,7 @@ of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import numpy as np
@@ -45,6 +46,10 @@ GROUP_MEMO = 64
 PREPARE_BATCH = 16
 STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
                    "algo_pp", "algo_dp")  # fmt: skip
+
+
+class Late(Exception):
+    """The search's deadline passed between two engine batches of :meth:`Structures.comm`."""
 
 
 class Structures:
@@ -78,6 +83,9 @@ class Structures:
         self._classed: dict[tuple, float] = {}
         self._asked: set[tuple] = set()  # group sets handed to the engine (_prepare)
         self.class_model: ClassModel | None = None  # built on first use
+        # monotonic seconds: isolated bounds raise Late past it, between engine batches
+        # (set by the visit while it opens a structure; None: never)
+        self.deadline: float | None = None
 
     # ------------------------------------------------------------------ identification
 
@@ -207,9 +215,14 @@ class Structures:
                 if memo not in self._asked:
                     self._asked.add(memo)
                     batches.setdefault(routing, {})[memo] = (op, groups[name], algo)
+        left = [memo for requests in batches.values() for memo in requests]
         for routing, requests in batches.items():
             todo = list(requests.values())
             for start in range(0, len(todo), PREPARE_BATCH):
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    self._asked.difference_update(left)  # asked again when reopened
+                    raise Late
+                del left[: len(todo[start : start + PREPARE_BATCH])]
                 try:
                     prepared_collectives(
                         self.fabric, todo[start : start + PREPARE_BATCH], routing=routing,
