@@ -32,7 +32,12 @@ import os
 
 from ..errors import SpecError
 from ..schema import at_line
-from .slurm import SlurmTopology, check_import_size, import_options, slurm_fabric_spec
+from .slurm import (
+    SlurmTopology,
+    check_import_size,
+    checked_import_spec,
+    import_options,
+)
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
 
@@ -202,4 +207,4 @@ def netlist_spec_from_file(path: str, options: dict) -> dict:
         SpecError: a missing or bad option, or a bad file (named).
     """
     values = import_options(options, "netlist")
-    return slurm_fabric_spec(read_netlist(path, gpus_per_node=values["gpus_per_node"]), **values)
+    return checked_import_spec(read_netlist(path, gpus_per_node=values["gpus_per_node"]), values)

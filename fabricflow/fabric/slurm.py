@@ -42,11 +42,12 @@ import dataclasses
 import math
 import os
 import re
+import warnings
 
 import numpy as np
 
 from .. import schema as sr
-from ..errors import SpecError
+from ..errors import SpecError, UnitWarning
 from ..files import read_structured
 from ..memory import check_memory
 from ..units import format_bandwidth, parse_bandwidth, parse_time
@@ -603,7 +604,15 @@ def slurm_spec_from_file(path: str, options: dict) -> dict:
     """
     values = import_options(options, "Slurm topology")
     topology = read_slurm_topology(path, gpus_per_node=values["gpus_per_node"])
-    return slurm_fabric_spec(topology, **values)
+    return checked_import_spec(topology, values)
+
+
+def checked_import_spec(topology: SlurmTopology, values: dict) -> dict:
+    """:func:`slurm_fabric_spec` of ``values`` that :func:`import_options` returned: they
+    were checked, and warned about, as they were read, so they are not warned about twice."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnitWarning)
+        return slurm_fabric_spec(topology, **values)
 
 
 def import_options(options: dict, what: str) -> dict:
