@@ -286,3 +286,30 @@ def write_json_file(path: str, obj) -> None:
     from ..atomic import write_text
 
     write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")
+
+
+def add_calibration_flags(parser) -> None:
+    """``--calibration FILE`` (a ``fabricflow calibrate`` output) and ``--interval-level``."""
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML written by 'fabricflow calibrate': its fitted GPU and network "
+        "parameters replace the model's, and intervals come from its uncertainty",
+    )
+    parser.add_argument(
+        "--interval-level",
+        type=float,
+        default=0.8,
+        help="level of the prediction intervals (share of outcomes inside)",
+    )
+
+
+def calibration_from_args(args):
+    """The :class:`~fabricflow.workload.calibration.Calibration` of ``--calibration``
+    (None without one); ``--interval-level`` checked."""
+    from ..workload.calibration import read_calibration
+    from ..workload.intervals import check_level
+
+    check_level(args.interval_level)
+    return None if args.calibration is None else read_calibration(args.calibration)

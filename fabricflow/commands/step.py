@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ._common import (
+    add_calibration_flags,
     add_fail_flag,
     add_json_flag,
+    calibration_from_args,
     failed_fabric,
     output_file,
     print_json,
@@ -229,6 +231,7 @@ def register(subparsers) -> None:
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -443,6 +446,7 @@ def run(args) -> int:
     if args.plot:
         _check_plot_format(args.plot)
     collectives = _backend(args.collectives)
+    calibration = calibration_from_args(args)
     if args.job is not None and args.gpu is not None:
         raise SpecError("--job", "gives the GPUs; drop --gpu")
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
@@ -469,6 +473,8 @@ def run(args) -> int:
         check_memory=not args.no_memory_check,
         collectives=collectives,
         seeds=args.seeds,
+        calibration=calibration,
+        interval_level=args.interval_level,
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown
@@ -511,12 +517,29 @@ def print_result(result, plot: str | None) -> None:
         f" (vpp {lay['vpp']}) DP {lay['dp']} CP {lay['cp']} EP {lay['ep']}, order {d['order']}, "
         f"{d['placement']} placement"
     )
+    bands = result.intervals()
+    band = {
+        key: (
+            f"  [{interval.low:,.4g} .. {interval.high:,.4g}]"
+            if key != "mfu"
+            else f"  [{100 * interval.low:.1f}% .. {100 * interval.high:.1f}%]"
+        )
+        for key, interval in bands.items()
+    }
     print(
         f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)"
+        + (band["step_time_s"] + " s" if bands else "")
     )
-    print(f"  tokens/s         {result.tokens_per_s:,.0f}")
+    print(f"  tokens/s         {result.tokens_per_s:,.0f}" + band.get("tokens_per_s", ""))
     print(f"  TFLOP/s per GPU  {flops_text(result, lay['recompute'])}")
-    print(f"  MFU              {100 * result.mfu:.1f}%")
+    print(f"  MFU              {100 * result.mfu:.1f}%" + band.get("mfu", ""))
+    if bands:
+        interval = bands["step_time_s"]
+        print(
+            f"  interval         {100 * interval.level:.0f}% prediction interval from "
+            f"{'the calibration' if interval.method == 'calibration' else 'published runs'}:"
+            f" {interval.basis}"
+        )
     if lay["pp"] > 1:
         layers = ",".join(str(n) for n in d["rank_layers"])
         # under DualPipe rank r also holds stage pp-1-r: the list is per stage

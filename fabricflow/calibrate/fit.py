@@ -1,0 +1,214 @@
+"""The least-squares fit behind every calibration: physical parameters from measurements.
+
+The measurements ``y`` (times, seconds) and the model ``f(p)`` are compared in log space,
+each residual divided by the measurement's relative noise ``sigma``:
+``r = (log f(p) - log y) / sigma``. Parameters are fitted as ``theta = log(p / prior)``
+within their physical bounds (an efficiency in ``(0, 1]``).
+
+1. **Identifiability.** The Jacobian ``J = dr / dtheta`` at the prior (finite
+   differences) is factorised with column pivoting (QR): a parameter whose column is, to
+   within :data:`RANK_TOLERANCE`, a combination of those before it, or moves the
+   residuals by less than one sigma when it doubles (:data:`MIN_SENSITIVITY`), cannot be
+   determined by these measurements and keeps its prior. Only as many parameters as
+   measurements are fitted.
+2. **Fit.** ``scipy.optimize.least_squares`` (trust region, bounds) over the determined
+   parameters.
+3. **Uncertainty.** The covariance ``s^2 (J^T J)^-1`` at the solution, ``s^2`` the
+   reduced chi-square when there are more measurements than parameters (at least 1);
+   a parameter whose one-sigma range exceeds a factor ``e^`` :data:`MAX_LOG_SIGMA` is
+   reported as undetermined and the fit runs again without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["FitProblem", "FitResult", "fit"]
+
+RANK_TOLERANCE = 1e-6
+"""Relative size of a pivot below which a parameter's column is a combination of others."""
+
+MIN_SENSITIVITY = 1.0 / math.log(2.0)
+"""Least residual change (in sigmas) per unit of ``theta`` for a parameter to count: a
+doubling of it must move the fit by one sigma."""
+
+MAX_LOG_SIGMA = 0.5
+"""Largest one-sigma uncertainty of ``log(value)`` of a parameter reported as determined."""
+
+DIFF_STEP = 1e-4
+"""Finite-difference step in ``theta`` (relative change of a parameter)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FitProblem:
+    """What to fit.
+
+    Attributes:
+        names: ``[P]`` parameter names.
+        prior: float64 ``[P]`` prior values (> 0).
+        bounds: ``[P]`` ``(low, high)`` physical range of each value.
+        predict: values float64 ``[P]`` -> predicted measurements float64 ``[M]`` (> 0).
+        measured: float64 ``[M]`` measured values (> 0).
+        sigma: float64 ``[M]`` relative noise of each measurement (log-space sigma).
+    """
+
+    names: tuple[str, ...]
+    prior: np.ndarray
+    bounds: tuple[tuple[float, float], ...]
+    predict: Callable[[np.ndarray], np.ndarray]
+    measured: np.ndarray
+    sigma: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """The fit.
+
+    Attributes:
+        value: float64 ``[P]`` fitted values (the prior where not determined).
+        uncertainty: float64 ``[P]`` one-sigma uncertainty of each value (0 where not
+            determined).
+        determined: bool ``[P]``.
+        why: ``[P]`` why a parameter kept its prior (empty where determined).
+        predicted: float64 ``[M]`` the model at ``value``.
+        prior_predicted: float64 ``[M]`` the model at the prior.
+        log_sigma: float64 ``[M]`` one-sigma uncertainty of ``log(predicted)`` from the
+            parameters' covariance (delta method).
+        chi2: sum of squared normalised residuals at the fit.
+    """
+
+    value: np.ndarray
+    uncertainty: np.ndarray
+    determined: np.ndarray
+    why: tuple[str, ...]
+    predicted: np.ndarray
+    prior_predicted: np.ndarray
+    log_sigma: np.ndarray
+    chi2: float
+
+
+def _values(problem: FitProblem, theta: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    values = problem.prior.copy()
+    values[chosen] = problem.prior[chosen] * np.exp(theta)
+    return values
+
+
+def _residuals(problem: FitProblem, values: np.ndarray) -> np.ndarray:
+    predicted = np.asarray(problem.predict(values), dtype=np.float64)
+    return (np.log(predicted) - np.log(problem.measured)) / problem.sigma
+
+
+def _jacobian(problem: FitProblem, values: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """``[M, len(chosen)]`` d residual / d theta by central differences (one-sided at a bound)."""
+    base = _residuals(problem, values)
+    columns = []
+    for index in chosen:
+        low, high = problem.bounds[index]
+        up, down = values.copy(), values.copy()
+        up[index] *= math.exp(DIFF_STEP)
+        down[index] *= math.exp(-DIFF_STEP)
+        if up[index] > high:
+            columns.append((base - _residuals(problem, down)) / DIFF_STEP)
+        elif down[index] < low:
+            columns.append((_residuals(problem, up) - base) / DIFF_STEP)
+        else:
+            columns.append((_residuals(problem, up) - _residuals(problem, down)) / (2 * DIFF_STEP))
+    return np.stack(columns, axis=1) if columns else np.zeros((base.size, 0))
+
+
+def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int, str]]:
+    """Columns of ``jacobian`` the measurements determine, and why each other is not."""
+    import scipy.linalg
+
+    why: dict[int, str] = {}
+    norms = np.linalg.norm(jacobian, axis=0)
+    for column in np.flatnonzero(norms < MIN_SENSITIVITY):
+        why[int(column)] = "the measurements barely depend on it"
+    live = [c for c in range(jacobian.shape[1]) if c not in why]
+    if not live:
+        return [], why
+    _, r, pivots = scipy.linalg.qr(jacobian[:, live], mode="economic", pivoting=True)
+    diagonal = np.abs(np.diag(r))
+    keep: list[int] = []
+    for rank, pivot in enumerate(pivots):
+        column = live[int(pivot)]
+        if (
+            rank < diagonal.size
+            and diagonal[rank] > RANK_TOLERANCE * diagonal[0]
+            and (len(keep) < limit)
+        ):
+            keep.append(column)
+        else:
+            why[column] = "its effect equals a combination of parameters fitted before it"
+    return sorted(keep), why
+
+
+def fit(problem: FitProblem) -> FitResult:
+    """Fit ``problem`` (module docstring)."""
+    from scipy.optimize import least_squares
+
+    count = len(problem.names)
+    prior_residuals = _residuals(problem, problem.prior)
+    prior_predicted = problem.measured * np.exp(prior_residuals * problem.sigma)
+    everything = np.arange(count)
+    jacobian = _jacobian(problem, problem.prior, everything)
+    chosen_list, why = _identifiable(jacobian, limit=problem.measured.size)
+    while True:
+        chosen = np.array(chosen_list, dtype=np.int64)
+        theta = np.zeros(chosen.size)
+        if chosen.size:
+            low = np.array([math.log(problem.bounds[i][0] / problem.prior[i]) if problem.bounds[i][0] > 0 else -np.inf for i in chosen])  # fmt: skip
+            high = np.array([math.log(problem.bounds[i][1] / problem.prior[i]) if math.isfinite(problem.bounds[i][1]) else np.inf for i in chosen])  # fmt: skip
+            start = np.clip(theta, low + 1e-9, high - 1e-9)
+            solution = least_squares(
+                lambda t: _residuals(problem, _values(problem, t, chosen)),
+                start,
+                bounds=(low, high),
+                method="trf",
+                x_scale=1.0,
+                diff_step=DIFF_STEP,
+                xtol=1e-12,
+                ftol=1e-12,
+                gtol=1e-12,
+                max_nfev=200 * (chosen.size + 1),
+            )
+            theta = solution.x
+        values = _values(problem, theta, chosen)
+        residuals = _residuals(problem, values)
+        chi2 = float(residuals @ residuals)
+        dof = problem.measured.size - chosen.size
+        scale = max(1.0, chi2 / dof) if dof > 0 else 1.0
+        local = _jacobian(problem, values, chosen)
+        covariance = np.linalg.pinv(local.T @ local) * scale
+        theta_sigma = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+        loose = [i for i, s in zip(chosen_list, theta_sigma, strict=True) if s > MAX_LOG_SIGMA]
+        if not loose:
+            break
+        worst = chosen_list[int(np.argmax(theta_sigma))]
+        why[worst] = (
+            f"the measurements leave it uncertain by more than a factor {math.exp(MAX_LOG_SIGMA):.2f}"
+        )
+        chosen_list = [c for c in chosen_list if c != worst]
+    uncertainty = np.zeros(count)
+    uncertainty[chosen] = values[chosen] * theta_sigma
+    determined = np.zeros(count, dtype=bool)
+    determined[chosen] = True
+    # d log(predicted) / d theta = sigma * d residual / d theta
+    sensitivity = local * problem.sigma[:, None]
+    log_sigma = np.sqrt(
+        np.clip(np.einsum("mi,ij,mj->m", sensitivity, covariance, sensitivity), 0, None)
+    )
+    return FitResult(
+        value=values,
+        uncertainty=uncertainty,
+        determined=determined,
+        why=tuple(why.get(i, "") if not determined[i] else "" for i in range(count)),
+        predicted=problem.measured * np.exp(residuals * problem.sigma),
+        prior_predicted=prior_predicted,
+        log_sigma=log_sigma,
+        chi2=chi2,
+    )
