@@ -76,6 +76,11 @@ _EXPORTS: dict[str, str] = {
     # training step
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
+    # calibration and prediction intervals
+    "calibrate": "fabricflow.calibrate.run",
+    "Calibration": "fabricflow.workload.calibration",
+    "read_calibration": "fabricflow.workload.calibration",
+    "Interval": "fabricflow.workload.intervals",
     "Layout": "fabricflow.workload.layout",
     "place": "fabricflow.workload.placement",
     "Placement": "fabricflow.workload.placement",
@@ -190,6 +195,10 @@ __all__ = [
     "simulate_cluster",
     "simulate_dcqcn",
     "step_time",
+    "calibrate",
+    "Calibration",
+    "read_calibration",
+    "Interval",
     "sweep",
     "synthetic_trace",
     "tune_cc",
@@ -287,4 +296,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .workload.memory import memory_per_gpu
     from .workload.model import ModelSpec, list_models, load_model
     from .workload.placement import Placement, place
+    from .calibrate.run import calibrate
+    from .workload.calibration import Calibration, read_calibration
+    from .workload.intervals import Interval
     from .workload.step import StepResult, step_time

@@ -165,7 +165,7 @@ def fit(problem: FitProblem) -> FitResult:
             high = np.array([math.log(problem.bounds[i][1] / problem.prior[i]) if math.isfinite(problem.bounds[i][1]) else np.inf for i in chosen])  # fmt: skip
             start = np.clip(theta, low + 1e-9, high - 1e-9)
             solution = least_squares(
-                lambda t: _residuals(problem, _values(problem, t, chosen)),
+                lambda t, c=chosen: _residuals(problem, _values(problem, t, c)),
                 start,
                 bounds=(low, high),
                 method="trf",

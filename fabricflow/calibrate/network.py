@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from ..collective.cost import DEFAULT_COST, CostModel
+from ..collective.cost import CostModel
 from ..collective.model import prepare_collective
 from ..collective.nccl_tests import NCCL_TESTS_OPS, NcclTestsLog, read_nccl_tests
 from ..collective.ops import busbw_factor, canonical_op
@@ -73,7 +73,7 @@ class NcclInput:
         return self.bytes / time_s * busbw_factor(self.op, self.gpus) / 1e9
 
 
-def _op_of(path: str, log: NcclTestsLog, op: str | None) -> str:
+def _op_of(path: str, log: NcclTestsLog, op: str | None, ranks: int | None) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             found = _BINARY.search(handle.read(4096))
@@ -86,13 +86,40 @@ def _op_of(path: str, log: NcclTestsLog, op: str | None) -> str:
         if op is not None and canonical_op(op) != named:
             raise SpecError("--op", f"{path} is a {named} log, not {op}")
         return named
-    if op is None:
+    if op is not None:
+        return canonical_op(op)
+    inferred = _infer_op(log, ranks or 0)
+    if inferred is None:
         raise SpecError(
             "--op",
-            f"{path} does not name its nccl-tests binary; give the op "
-            f"(one of {sorted(NCCL_TESTS_OPS)})",
+            f"{path} does not name its nccl-tests binary and its columns fit several ops; "
+            f"give the op (one of {sorted(NCCL_TESTS_OPS)})",
         )
-    return canonical_op(op)
+    return inferred
+
+
+_TYPE_BYTES = {
+    "float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "uint8": 1, "int32": 4,
+    "uint32": 4, "int64": 8, "uint64": 8, "float8e4m3": 1, "float8e5m2": 1,
+}  # fmt: skip
+
+
+def _infer_op(log: NcclTestsLog, ranks: int) -> str | None:
+    """The op of a log from its columns (nccl-tests' ``count`` is per rank's buffer):
+    a reduction whose count covers the size is an all-reduce, one whose count is a rank's
+    share a reduce-scatter; a root marks a broadcast, a whole-size count without a
+    reduction a send/receive. None when the columns fit several ops (all-gather and
+    all-to-all) or the type is unknown."""
+    width = _TYPE_BYTES.get(log.data_type)
+    if width is None or ranks < 2:
+        return None
+    whole = bool(np.all(log.count * width == log.bytes))
+    share = bool(np.all(log.count * width * ranks == log.bytes))
+    if log.redop != "none":
+        return "all_reduce" if whole else ("reduce_scatter" if share else None)
+    if np.all(log.root >= 0):
+        return "broadcast"
+    return "sendrecv" if whole else None
 
 
 def network_inputs(
@@ -114,8 +141,8 @@ def network_inputs(
     for path in paths:
         name = os.fspath(path)
         log = read_nccl_tests(name)
-        collective = _op_of(name, log, op)
         ranks = log.ranks or gpus
+        collective = _op_of(name, log, op, ranks)
         if ranks is None:
             raise SpecError("--gpus", f"{name} lists no ranks; give the job's GPU count")
         if gpus is not None and log.ranks and log.ranks != gpus:
@@ -165,8 +192,3 @@ def _refuse_contradictions(inputs: list[NcclInput]) -> None:
                     f"{b.busbw_GBps[ib[k]]:.1f} GB/s bus bandwidth (more than "
                     f"{100 * CONTRADICTION:.0f}% apart); drop one, or rerun both",
                 )
-
-
-def network_cost(values: dict[str, float], base: CostModel = DEFAULT_COST) -> CostModel:
-    """``base`` with ``{"network.<field>": value}`` applied."""
-    return dataclasses.replace(base, **{k.split(".", 1)[1]: v for k, v in values.items()})

@@ -8,7 +8,6 @@ the GPU's efficiencies absorb no network error the logs already measured. Each s
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
@@ -23,6 +22,7 @@ from ..workload.calibration import (
     NETWORK_PARAMETERS,
     Calibration,
     Parameter,
+    apply_network,
     parameter_bounds,
 )
 from .fit import FitProblem, FitResult, fit
@@ -109,7 +109,7 @@ def calibrate(
         logs = network_inputs(paths, network, gpus, op=op, min_bytes=min_bytes)
         chosen = [n for n in NETWORK_PARAMETERS if f"network.{n}" in wanted]
         names = tuple(f"network.{n}" for n in chosen)
-        prior = np.array([getattr(DEFAULT_COST, n) for n in chosen], dtype=float)
+        prior = np.array([_default(n) for n in chosen], dtype=float)
         measured = np.concatenate([log.time_s for log in logs])
 
         def predict_network(values: np.ndarray) -> np.ndarray:
@@ -215,7 +215,15 @@ def calibrate(
     )
 
 
+def _default(field: str) -> float:
+    """The default cost model's value of a ``network.`` field (a protocol entry too)."""
+    if field.startswith("protocol_efficiency."):
+        return float(DEFAULT_COST.protocol_efficiency[field.split(".", 1)[1]])
+    return float(getattr(DEFAULT_COST, field))
+
+
 def _cost(names, values):
     """The default cost model with ``{name: value}`` of the ``network.*`` parameters."""
-    chosen = {n.split(".", 1)[1]: float(v) for n, v in zip(names, values, strict=True)}
-    return dataclasses.replace(DEFAULT_COST, **chosen)
+    return apply_network(
+        DEFAULT_COST, {n.split(".", 1)[1]: float(v) for n, v in zip(names, values, strict=True)}
+    )

@@ -26,6 +26,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from ..collective.cost import DEFAULT_COST, CostModel
 from ..errors import SpecError
@@ -37,6 +38,7 @@ __all__ = [
     "NETWORK_PARAMETERS",
     "Calibration",
     "Parameter",
+    "apply_network",
     "as_calibration",
     "calibration_text",
     "read_calibration",
@@ -60,8 +62,12 @@ NETWORK_PARAMETERS = (
     "sharp_efficiency",
     "scale_up_latency_scale",
     "network_latency_scale",
+    "protocol_efficiency.LL",
+    "protocol_efficiency.LL128",
 )
-"""The :class:`CostModel` fields a calibration may set (``network.<field>``)."""
+"""The :class:`CostModel` fields a calibration may set (``network.<field>``;
+``protocol_efficiency.<protocol>`` is one entry of that mapping: the achieved bandwidth
+fraction of NCCL's low-latency protocols, below their wire-format bound)."""
 
 _FRACTIONS = {
     "gemm_efficiency",
@@ -73,13 +79,22 @@ _FRACTIONS = {
     "network_efficiency",
     "nvls_efficiency",
     "sharp_efficiency",
+    "protocol_efficiency.LL",
+    "protocol_efficiency.LL128",
 }
+
+
+# A protocol's payload share of its wire format: LL carries 4 data bytes per 8-byte word,
+# LL128 120 bytes per 128-byte line; achieved efficiencies lie below.
+_WIRE_BOUNDS = {"protocol_efficiency.LL": 0.5, "protocol_efficiency.LL128": 120.0 / 128.0}
 
 
 def parameter_bounds(name: str) -> tuple[float, float]:
     """The physical range of parameter ``name``: ``(0, 1]`` for an efficiency, ``[0,
     inf)`` for a time or a latency scale."""
     field = name.split(".", 1)[1]
+    if field in _WIRE_BOUNDS:
+        return (0.0, _WIRE_BOUNDS[field])
     return (0.0, 1.0) if field in _FRACTIONS else (0.0, math.inf)
 
 
@@ -196,7 +211,7 @@ class Calibration:
             for name, p in self.parameters.items()
             if name.startswith("network.") and p.determined
         }
-        return dataclasses.replace(base, **fields) if fields else base
+        return apply_network(base, fields)
 
     def applies_to(self, gpu: GpuSpec) -> bool:
         """Whether the compute side of this calibration was measured on ``gpu``."""
@@ -260,6 +275,21 @@ class Calibration:
             inputs=tuple(inputs),
             **sigmas,
         )
+
+
+def apply_network(base: CostModel, fields: Mapping[str, float]) -> CostModel:
+    """``base`` with ``{field: value}`` of :data:`NETWORK_PARAMETERS` (without the
+    ``network.`` prefix) applied; ``base`` itself when ``fields`` is empty."""
+    if not fields:
+        return base
+    plain = {k: float(v) for k, v in fields.items() if "." not in k}
+    protocols = dict(base.protocol_efficiency)
+    for key, value in fields.items():
+        if key.startswith("protocol_efficiency."):
+            protocols[key.split(".", 1)[1]] = float(value)
+    if protocols != dict(base.protocol_efficiency):
+        plain["protocol_efficiency"] = MappingProxyType(protocols)  # type: ignore[assignment]
+    return dataclasses.replace(base, **plain)
 
 
 def calibration_text(calibration: Calibration) -> str:
