@@ -251,6 +251,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
+    from .calibrate.run import calibrate
     from .cc import simulate_cc, simulate_dcqcn
     from .cluster.run import ClusterRun
     from .cluster.simulate import simulate_cluster
@@ -291,12 +292,11 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
+    from .workload.calibration import Calibration, read_calibration
     from .workload.gpu import GpuSpec, list_gpus, load_gpu
+    from .workload.intervals import Interval
     from .workload.layout import Layout
     from .workload.memory import memory_per_gpu
     from .workload.model import ModelSpec, list_models, load_model
     from .workload.placement import Placement, place
-    from .calibrate.run import calibrate
-    from .workload.calibration import Calibration, read_calibration
-    from .workload.intervals import Interval
     from .workload.step import StepResult, step_time

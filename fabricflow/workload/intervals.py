@@ -44,6 +44,7 @@ __all__ = [
     "collective_interval",
     "gpu_generation",
     "interval_table",
+    "relative_log_sigma",
     "step_interval",
 ]
 
@@ -225,3 +226,16 @@ def collective_interval(
         "published-runs",
         f"published nccl-tests bus bandwidths ({ratios.size} cases)",
     )
+
+
+def relative_log_sigma(gpu: str, calibration: Calibration | None = None) -> float:
+    """One sigma of the error of the *ratio* of two step times predicted for one GPU and
+    software stack, in log space: the part of the model's error that does not cancel
+    between two layouts of one job. It is the spread between runs of one GPU and release
+    once each group's own offset is removed (``calibrated_log_sigma`` of the table), with
+    a calibration's own sigma added for a calibrated GPU. Used to tell which optimizer
+    candidates the model cannot separate."""
+    spread = float(interval_table()["calibrated_log_sigma"])
+    if calibration is not None and calibration.gpu == gpu and calibration.step_log_sigma:
+        return math.hypot(spread, calibration.step_log_sigma)
+    return spread
