@@ -311,5 +311,5 @@ def calibration_from_args(args):
     from ..workload.calibration import read_calibration
     from ..workload.intervals import check_level
 
-    check_level(args.interval_level)
+    check_level(getattr(args, "interval_level", 0.8))
     return None if args.calibration is None else read_calibration(args.calibration)

@@ -30,6 +30,7 @@ import time
 
 from ._common import (
     add_json_flag,
+    calibration_from_args,
     mark_done,
     output_folder,
     print_json,
@@ -159,6 +160,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every job; job rows give calibrated intervals",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -276,6 +284,7 @@ def run(args) -> int:
         horizon=args.horizon,
         seed=args.seed,
         interference=not args.no_interference,
+        calibration=calibration_from_args(args),
         progress=lambda t, done, total: say(
             f"simulated {t / 86400:,.2f} days, {done:,} of {total:,} jobs done"
         ),

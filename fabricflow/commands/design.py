@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_json_flag, output_folder, print_json, print_table
+from ._common import (
+    add_json_flag,
+    calibration_from_args,
+    output_folder,
+    print_json,
+    print_table,
+)
 
 DESIGN_COLUMNS = [
     ("design", "design"),
@@ -76,6 +82,13 @@ def register(subparsers) -> None:
         "--overwrite", action="store_true", help="replace a store of another search"
     )
     parser.add_argument("--top", type=int, default=10, help="designs printed (default 10)")
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every design's layouts",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -142,6 +155,7 @@ def run(args) -> int:
         workers=args.workers,
         scheduler=args.scheduler,
         overwrite=args.overwrite,
+        calibration=calibration_from_args(args),
     )
     figure = plot_design_front(search, os.path.join(args.out, "pareto.png"))
     table = os.path.join(args.out, "designs.csv")

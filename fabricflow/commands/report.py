@@ -11,7 +11,14 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_folder, print_json, write_outputs
+from ._common import (
+    add_calibration_flags,
+    add_json_flag,
+    calibration_from_args,
+    output_folder,
+    print_json,
+    write_outputs,
+)
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
 # The report command's options, in the order of --help, for the page's command line.
@@ -82,6 +89,7 @@ def register(subparsers) -> None:
         default=".",
         help="folder for report.html (default: the current folder)",
     )
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
     _PARSER_ACTIONS[:] = [action for action in parser._actions if action.option_strings]
@@ -208,6 +216,8 @@ def run(args) -> int:
             fail_seeds=args.fail_seeds,
             seed=args.seed,
             progress=say,
+            calibration=calibration_from_args(args),
+            interval_level=args.interval_level,
         )
     except KeyboardInterrupt:
         # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the

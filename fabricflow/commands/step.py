@@ -518,12 +518,13 @@ def print_result(result, plot: str | None) -> None:
         f"{d['placement']} placement"
     )
     bands = result.intervals()
+    formats = {
+        "step_time_s": lambda v: f"{v:.4g}",
+        "tokens_per_s": lambda v: f"{v:,.0f}",
+        "mfu": lambda v: f"{100 * v:.1f}%",
+    }
     band = {
-        key: (
-            f"  [{interval.low:,.4g} .. {interval.high:,.4g}]"
-            if key != "mfu"
-            else f"  [{100 * interval.low:.1f}% .. {100 * interval.high:.1f}%]"
-        )
+        key: f"  [{formats[key](interval.low)} .. {formats[key](interval.high)}]"
         for key, interval in bands.items()
     }
     print(

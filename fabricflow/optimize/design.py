@@ -32,6 +32,7 @@ from ..errors import SpecError
 from ..fabric.cost import fabric_cost, work_cost
 from ..fabric.spec import build_fabric
 from ..units import parse_bandwidth
+from ..workload.calibration import Calibration
 from .search import optimize_layout
 
 DESIGN_KNOBS = (
@@ -233,6 +234,7 @@ def evaluate_design(
     layout_budget_s: float = 10.0,
     cost: dict | None = None,
     scale_up_bandwidth: str = "900GB/s",
+    calibration: dict | None = None,
 ) -> dict[str, float]:
     """Build design ``design``, give each job its best layout (``optimize_layout`` with
     ``layout_budget_s`` seconds per job, alone on the fabric's first GPUs) and price it.
@@ -240,8 +242,11 @@ def evaluate_design(
     ``jobs``: mappings ``{model, gpus, global_batch, seq_len}`` with optional ``fixed`` and
     ``space`` for the layout search. Returns :data:`METRICS`: the step time and MFU of the
     first job, tokens per second of all, network and total capex and power, cost per hour,
-    per million tokens, per PFLOP/s-day, tokens per dollar.
+    per million tokens, per PFLOP/s-day, tokens per dollar. ``calibration``: a
+    :meth:`Calibration.to_dict <fabricflow.workload.calibration.Calibration.to_dict>`
+    mapping every layout search uses.
     """
+    calibrated = None if calibration is None else Calibration.from_dict(calibration)
     checked = check_jobs(jobs)
     total = sum(job["gpus"] for job in checked)
     fabric = build_fabric(design_spec(design, total, scale_up_bandwidth=scale_up_bandwidth))
@@ -253,7 +258,7 @@ def evaluate_design(
         search = optimize_layout(
             job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
             seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"), top_k=1,
-            budget_s=layout_budget_s,
+            budget_s=layout_budget_s, calibration=calibrated,
         )  # fmt: skip
         first.append(search.best)
         exhaustive &= bool(search.exhaustive)

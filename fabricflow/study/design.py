@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..optimize.design import check_jobs, design_codes, design_spec
+from ..workload.calibration import as_calibration
 from .figures import new_figure, save_figure
 from .sweep.run import sweep
 
@@ -70,6 +71,7 @@ def design_fabric(
     scheduler: str | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
+    calibration=None,
 ) -> DesignSearch:
     """Search fabric designs for ``workload`` into the sweep store ``store``.
 
@@ -85,6 +87,8 @@ def design_fabric(
         layout_budget_s: seconds of layout search per job and design (the search returns
             its best so far when they run out: ``layouts_exhaustive`` says whether it did).
         cost: price table overrides (the layout of a spec's ``cost:`` section).
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its
+            file) every layout search uses (it becomes part of the store's SPEC).
         workers, scheduler, overwrite, progress: as :func:`fabricflow.sweep` (the store
             resumes: a rerun computes only the designs not done).
     """
@@ -116,6 +120,9 @@ def design_fabric(
     fixed = {"jobs": jobs, "gpu": gpu, "layout_budget_s": float(layout_budget_s)}
     if cost:
         fixed["cost"] = cost
+    calibration = as_calibration(calibration)
+    if calibration is not None:
+        fixed["calibration"] = calibration.to_dict()
     dataset = sweep(
         TASK,
         {"design": feasible},

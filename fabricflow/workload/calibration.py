@@ -40,6 +40,7 @@ __all__ = [
     "Parameter",
     "apply_network",
     "as_calibration",
+    "calibration_key",
     "calibration_text",
     "read_calibration",
 ]
@@ -290,6 +291,20 @@ def apply_network(base: CostModel, fields: Mapping[str, float]) -> CostModel:
     if protocols != dict(base.protocol_efficiency):
         plain["protocol_efficiency"] = MappingProxyType(protocols)  # type: ignore[assignment]
     return dataclasses.replace(base, **plain)
+
+
+def calibration_key(calibration: Calibration | None) -> tuple:
+    """A hashable key of what a calibration changes (for caches of results)."""
+    if calibration is None:
+        return ()
+    return (
+        calibration.gpu,
+        tuple(
+            (name, p.value) for name, p in sorted(calibration.parameters.items()) if p.determined
+        ),
+        calibration.step_log_sigma,
+        calibration.collective_log_sigma,
+    )
 
 
 def calibration_text(calibration: Calibration) -> str:
