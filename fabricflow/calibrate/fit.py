@@ -5,14 +5,16 @@ each residual divided by the measurement's relative noise ``sigma``:
 ``r = (log f(p) - log y) / sigma``. Parameters are fitted as ``theta = log(p / prior)``
 within their physical bounds (an efficiency in ``(0, 1]``).
 
-1. **Identifiability.** The Jacobian ``J = dr / dtheta`` at the prior (finite
-   differences) is factorised with column pivoting (QR): a parameter whose column is, to
+1. **Identifiability.** The secant Jacobian ``J = dr / dtheta`` at the prior (steps of
+   :data:`REACH`, so that a bottleneck that binds once a parameter moved is seen) is factorised with column pivoting (QR): a parameter whose column is, to
    within :data:`RANK_TOLERANCE`, a combination of those before it, or moves the
    residuals by less than one sigma when it doubles (:data:`MIN_SENSITIVITY`), cannot be
    determined by these measurements and keeps its prior. Only as many parameters as
    measurements are fitted.
 2. **Fit.** ``scipy.optimize.least_squares`` (trust region, bounds) over the determined
-   parameters.
+   parameters, from the prior; a poor fit (reduced chi-square above :data:`POOR_FIT`) is
+   started again from each parameter's best value over :data:`SCAN` (moved alone), the
+   better fit kept.
 3. **Uncertainty.** The covariance ``s^2 (J^T J)^-1`` at the solution, ``s^2`` the
    reduced chi-square when there are more measurements than parameters (at least 1);
    a parameter whose one-sigma range exceeds a factor ``e^`` :data:`MAX_LOG_SIGMA` is
@@ -41,6 +43,19 @@ MAX_LOG_SIGMA = 0.5
 
 DIFF_STEP = 1e-4
 """Finite-difference step in ``theta`` (relative change of a parameter)."""
+
+REACH = 0.3
+"""Step in ``theta`` (about 30 %) of the secant sensitivities the identifiability check
+uses, and of the fit's extra starting points: a bound that binds only once a parameter
+moved (a network tier that becomes the bottleneck) is seen, where a derivative at the
+prior is zero."""
+
+SCAN = (-2 * REACH, -REACH, 0.0, REACH)
+"""Moves in ``theta`` each parameter is tried at, alone, when the first fit is poor."""
+
+POOR_FIT = 4.0
+"""Reduced chi-square above which the fit is started again from the best value of each
+parameter over :data:`SCAN` (the better fit is kept)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,21 +117,25 @@ def _residuals(problem: FitProblem, values: np.ndarray) -> np.ndarray:
     return (np.log(predicted) - np.log(problem.measured)) / problem.sigma
 
 
-def _jacobian(problem: FitProblem, values: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    """``[M, len(chosen)]`` d residual / d theta by central differences (one-sided at a bound)."""
+def _jacobian(
+    problem: FitProblem, values: np.ndarray, chosen: np.ndarray, step: float = DIFF_STEP
+) -> np.ndarray:
+    """``[M, len(chosen)]`` d residual / d theta by central differences of ``step`` (one-
+    sided, or shortened to the bound, at a bound)."""
     base = _residuals(problem, values)
     columns = []
     for index in chosen:
         low, high = problem.bounds[index]
+        up_step = min(step, math.log(high / values[index])) if math.isfinite(high) else step
         up, down = values.copy(), values.copy()
-        up[index] *= math.exp(DIFF_STEP)
-        down[index] *= math.exp(-DIFF_STEP)
-        if up[index] > high:
-            columns.append((base - _residuals(problem, down)) / DIFF_STEP)
-        elif down[index] < low:
-            columns.append((_residuals(problem, up) - base) / DIFF_STEP)
+        up[index] *= math.exp(up_step)
+        down[index] *= math.exp(-step)
+        if up_step <= step * 1e-3:
+            columns.append((base - _residuals(problem, down)) / step)
+        elif down[index] <= low:
+            columns.append((_residuals(problem, up) - base) / up_step)
         else:
-            columns.append((_residuals(problem, up) - _residuals(problem, down)) / (2 * DIFF_STEP))
+            columns.append((_residuals(problem, up) - _residuals(problem, down)) / (up_step + step))
     return np.stack(columns, axis=1) if columns else np.zeros((base.size, 0))
 
 
@@ -147,36 +166,63 @@ def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int
     return sorted(keep), why
 
 
-def fit(problem: FitProblem) -> FitResult:
-    """Fit ``problem`` (module docstring)."""
+def _solve(problem: FitProblem, chosen: np.ndarray) -> np.ndarray:
+    """``theta`` of the chosen parameters minimising the residuals (from the prior; when
+    that fit is poor, also from each parameter's best value over :data:`SCAN`)."""
     from scipy.optimize import least_squares
 
+    bounds = [problem.bounds[i] for i in chosen]
+    low = np.array([math.log(lo / problem.prior[i]) if lo > 0 else -np.inf for i, (lo, _) in zip(chosen, bounds, strict=True)])  # fmt: skip
+    high = np.array([math.log(hi / problem.prior[i]) if math.isfinite(hi) else np.inf for i, (_, hi) in zip(chosen, bounds, strict=True)])  # fmt: skip
+
+    def run(start: np.ndarray, evaluations: int):
+        return least_squares(
+            lambda t: _residuals(problem, _values(problem, t, chosen)),
+            np.clip(start, low + 1e-9, high - 1e-9),
+            bounds=(low, high),
+            method="trf",
+            x_scale=1.0,
+            diff_step=DIFF_STEP,
+            xtol=1e-12,
+            ftol=1e-12,
+            gtol=1e-12,
+            max_nfev=evaluations * (chosen.size + 1),
+        )
+
+    best = run(np.zeros(chosen.size), 60)
+    dof = problem.measured.size - chosen.size
+    if dof > 0 and 2 * best.cost / dof > POOR_FIT:
+        # a parameter may sit on the wrong side of a kink (a bottleneck that does not
+        # bind yet, where the residuals do not move): scan each alone over SCAN, start
+        # from the best value of each, keep the better fit
+        start = np.zeros(chosen.size)
+        for index in range(chosen.size):
+            costs = []
+            for move in SCAN:
+                trial = np.zeros(chosen.size)
+                trial[index] = np.clip(move, low[index] + 1e-9, high[index] - 1e-9)
+                residual = _residuals(problem, _values(problem, trial, chosen))
+                costs.append((float(residual @ residual), trial[index]))
+            start[index] = min(costs)[1]
+        other = run(start, 60)
+        if other.cost < best.cost:
+            best = other
+    return best.x
+
+
+def fit(problem: FitProblem) -> FitResult:
+    """Fit ``problem`` (module docstring)."""
     count = len(problem.names)
     prior_residuals = _residuals(problem, problem.prior)
     prior_predicted = problem.measured * np.exp(prior_residuals * problem.sigma)
     everything = np.arange(count)
-    jacobian = _jacobian(problem, problem.prior, everything)
-    chosen_list, why = _identifiable(jacobian, limit=problem.measured.size)
+    reach = _jacobian(problem, problem.prior, everything, REACH)
+    chosen_list, why = _identifiable(reach, limit=problem.measured.size)
     while True:
         chosen = np.array(chosen_list, dtype=np.int64)
         theta = np.zeros(chosen.size)
         if chosen.size:
-            low = np.array([math.log(problem.bounds[i][0] / problem.prior[i]) if problem.bounds[i][0] > 0 else -np.inf for i in chosen])  # fmt: skip
-            high = np.array([math.log(problem.bounds[i][1] / problem.prior[i]) if math.isfinite(problem.bounds[i][1]) else np.inf for i in chosen])  # fmt: skip
-            start = np.clip(theta, low + 1e-9, high - 1e-9)
-            solution = least_squares(
-                lambda t, c=chosen: _residuals(problem, _values(problem, t, c)),
-                start,
-                bounds=(low, high),
-                method="trf",
-                x_scale=1.0,
-                diff_step=DIFF_STEP,
-                xtol=1e-12,
-                ftol=1e-12,
-                gtol=1e-12,
-                max_nfev=200 * (chosen.size + 1),
-            )
-            theta = solution.x
+            theta = _solve(problem, chosen)
         values = _values(problem, theta, chosen)
         residuals = _residuals(problem, values)
         chi2 = float(residuals @ residuals)

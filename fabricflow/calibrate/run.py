@@ -195,7 +195,9 @@ def calibrate(
         )
         parameters.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
         step_sigma = _log_sigma(result, measured)
-        for run, uncal, cal in zip(runs, result.prior_predicted, result.predicted, strict=True):
+        nothing = Calibration({}, gpu=gpu_name)
+        for run, cal in zip(runs, result.predicted, strict=True):
+            uncal = run.predict(nothing)  # the model with no calibration at all
             inputs.append(
                 {
                     "input": run.name,
