@@ -88,7 +88,9 @@ class FitResult:
         uncertainty: float64 ``[P]`` one-sigma uncertainty of each value (0 where not
             determined).
         determined: bool ``[P]``.
-        why: ``[P]`` why a parameter kept its prior (empty where determined).
+        why: ``[P]`` why a parameter kept its prior; for a determined one, empty or which
+            others it is determined jointly with (its uncertainty is then the least-norm
+            one of the group).
         predicted: float64 ``[M]`` the model at ``value``.
         prior_predicted: float64 ``[M]`` the model at the prior.
         log_sigma: float64 ``[M]`` one-sigma uncertainty of ``log(predicted)`` from the
@@ -161,6 +163,11 @@ def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int
             and (len(keep) < limit)
         ):
             keep.append(column)
+        elif rank < diagonal.size and diagonal[rank] > RANK_TOLERANCE * diagonal[0]:
+            why[column] = (
+                f"{limit} measurement(s) determine at most {limit} parameter(s); "
+                "the more sensitive ones were fitted"
+            )
         else:
             why[column] = "its effect equals a combination of parameters fitted before it"
     return sorted(keep), why
@@ -218,26 +225,72 @@ def fit(problem: FitProblem) -> FitResult:
     everything = np.arange(count)
     reach = _jacobian(problem, problem.prior, everything, REACH)
     chosen_list, why = _identifiable(reach, limit=problem.measured.size)
+    needed: set[int] = set()  # parameters a fit without them was worse for
+    joint: dict[int, str] = {}
+    previous = None  # (chosen_list, theta, chi2) of the fit before a parameter was dropped
     while True:
         chosen = np.array(chosen_list, dtype=np.int64)
-        theta = np.zeros(chosen.size)
-        if chosen.size:
-            theta = _solve(problem, chosen)
+        theta = _solve(problem, chosen) if chosen.size else np.zeros(0)
         values = _values(problem, theta, chosen)
         residuals = _residuals(problem, values)
         chi2 = float(residuals @ residuals)
+        if previous is not None and chi2 > previous[2] + max(1.0, 0.1 * previous[2]):
+            # the parameter dropped last was needed after all: restore that fit
+            dropped = next(c for c in previous[0] if c not in chosen_list)
+            needed.add(dropped)
+            why.pop(dropped, None)
+            chosen_list, theta, chi2 = previous
+            chosen = np.array(chosen_list, dtype=np.int64)
+            values = _values(problem, theta, chosen)
+            residuals = _residuals(problem, values)
+        previous = None
         dof = problem.measured.size - chosen.size
         scale = max(1.0, chi2 / dof) if dof > 0 else 1.0
         local = _jacobian(problem, values, chosen)
+        # A parameter that moved an option out of contention (a protocol slower than its
+        # table) has no local effect; a secant shows what it holds: its column is the
+        # secant's
+        secant = _jacobian(problem, values, chosen, REACH)
+        flat = np.linalg.norm(local, axis=0) < MIN_SENSITIVITY
+        local[:, flat] = secant[:, flat]
+        # at the solution, other algorithms or protocols may bind than at the prior: a
+        # parameter whose effect there is a combination of others' is dropped, unless the
+        # fit needs it (then it is determined jointly with them)
+        kept, lost = _identifiable(local, limit=chosen.size)
+        dropped_now = [p for p in range(chosen.size) if p not in kept]
+        candidates = [p for p in dropped_now if chosen_list[p] not in needed]
+        if candidates:
+            position = candidates[-1]
+            worst = chosen_list[position]
+            why[worst] = lost[position] + " (at the fitted values)"
+            previous = (chosen_list, theta, chi2)
+            chosen_list = [c for c in chosen_list if c != worst]
+            continue
+        if dropped_now:
+            # the groups of parameters whose combination alone the measurements fix: the
+            # columns with weight in the near-null right singular vectors
+            unit = local / np.maximum(np.linalg.norm(local, axis=0), 1e-300)
+            _, singular, vt = np.linalg.svd(unit, full_matrices=True)
+            singular = np.concatenate([singular, np.zeros(vt.shape[0] - singular.size)])
+            for vector in vt[singular < 1e-6 * max(singular[0], 1e-300)]:
+                group = [chosen_list[q] for q in np.flatnonzero(np.abs(vector) > 0.1)]
+                for member in group:
+                    others = [problem.names[o] for o in group if o != member]
+                    joint[member] = f"; only jointly with {', '.join(others)}"
         covariance = np.linalg.pinv(local.T @ local) * scale
         theta_sigma = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
-        loose = [i for i, s in zip(chosen_list, theta_sigma, strict=True) if s > MAX_LOG_SIGMA]
+        loose = [
+            i
+            for i, s in zip(chosen_list, theta_sigma, strict=True)
+            if s > MAX_LOG_SIGMA and i not in needed
+        ]
         if not loose:
             break
-        worst = chosen_list[int(np.argmax(theta_sigma))]
+        worst = max(loose, key=lambda i: theta_sigma[chosen_list.index(i)])
         why[worst] = (
             f"the measurements leave it uncertain by more than a factor {math.exp(MAX_LOG_SIGMA):.2f}"
         )
+        previous = (chosen_list, theta, chi2)
         chosen_list = [c for c in chosen_list if c != worst]
     uncertainty = np.zeros(count)
     uncertainty[chosen] = values[chosen] * theta_sigma
@@ -252,7 +305,7 @@ def fit(problem: FitProblem) -> FitResult:
         value=values,
         uncertainty=uncertainty,
         determined=determined,
-        why=tuple(why.get(i, "") if not determined[i] else "" for i in range(count)),
+        why=tuple(why.get(i, "") if not determined[i] else joint.get(i, "") for i in range(count)),
         predicted=problem.measured * np.exp(residuals * problem.sigma),
         prior_predicted=prior_predicted,
         log_sigma=log_sigma,

@@ -44,7 +44,7 @@ def _parameters(names, result: FitResult, prior: np.ndarray, what: str) -> dict:
             value=float(result.value[i]),
             uncertainty=float(result.uncertainty[i]),
             determined=determined,
-            source=f"fitted to {what}" if determined else f"prior: {result.why[i]}",
+            source=f"fitted to {what}{result.why[i]}" if determined else f"prior: {result.why[i]}",
         )
     return out
 

@@ -6,7 +6,8 @@ log-ratios ``log(measured / predicted)`` of the step-validation study's runs
 ``presets/step_intervals.json`` (written by ``python -m fabricflow.study.step_intervals``,
 which predicts every run the study has). A prediction's class is (GPU generation,
 dense or MoE, precision); when that class has fewer than :data:`MIN_RUNS` runs, the rows
-of (generation, dense/MoE), then of the generation, then all rows are used. The interval
+of the next class of :data:`POOLING` are used: (generation, dense/MoE), (dense/MoE,
+precision), dense/MoE, then all rows. The interval
 at level ``L`` is ``[t exp(q_lo), t exp(q_hi)]`` with ``q_lo``, ``q_hi`` the empirical
 ``(1 - L) / 2`` and ``(1 + L) / 2`` quantiles of those log-ratios (linear interpolation
 between order statistics, numpy's default), widened to contain the point ``t`` itself.
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_LEVEL",
     "INTERVALS_FILE",
     "MIN_RUNS",
+    "POOLING",
     "Interval",
     "check_level",
     "collective_interval",
@@ -140,15 +142,32 @@ def _quantile_interval(point: float, log_ratios: np.ndarray, level: float) -> tu
     return point * math.exp(min(float(low_q), 0.0)), point * math.exp(max(float(high_q), 0.0))
 
 
-def _pooled(rows: list[dict], keys: list[tuple[str, object]]) -> tuple[np.ndarray, str]:
-    """Log-ratios of the narrowest class (``keys`` dropped from the right) with
-    :data:`MIN_RUNS` rows or more, and its description."""
-    for width in range(len(keys), -1, -1):
-        chosen = [r for r in rows if all(r[k] == v for k, v in keys[:width])]
-        if len(chosen) >= MIN_RUNS or width == 0:
-            label = ", ".join(f"{k} {v}" for k, v in keys[:width]) or "all classes"
+POOLING = (
+    ("generation", "moe", "precision"),
+    ("generation", "moe"),
+    ("moe", "precision"),
+    ("moe",),
+    (),
+)
+"""The classes tried in turn, narrowest first: the first with :data:`MIN_RUNS` runs
+stands for a prediction (dense and MoE are kept apart longest: their errors differ most)."""
+
+
+def _pooled(rows: list[dict], keys: dict) -> tuple[np.ndarray, str]:
+    """Log-ratios of the first class of :data:`POOLING` with :data:`MIN_RUNS` rows or
+    more (all rows at last), and its description."""
+    for names in POOLING:
+        chosen = [r for r in rows if all(r[name] == keys[name] for name in names)]
+        if len(chosen) >= MIN_RUNS or not names:
+            label = ", ".join(_label(name, keys[name]) for name in names) or "all classes"
             return np.array([r["log_ratio"] for r in chosen], dtype=float), label
-    raise AssertionError("unreachable")
+    raise AssertionError("unreachable: the last class takes every row")
+
+
+def _label(name: str, value) -> str:
+    if name == "moe":
+        return "MoE" if value else "dense"
+    return f"{name} {value}"
 
 
 def _calibrated(point: float, sigma: float, level: float, basis: str) -> Interval:
@@ -193,11 +212,7 @@ def step_interval(
             f"calibration on {gpu}: fit log-sigma {calibration.step_log_sigma:.3f}, "
             f"within-release spread {spread:.3f}",
         )
-    keys: list[tuple[str, object]] = [
-        ("generation", gpu_generation(gpu)),
-        ("moe", bool(moe)),
-        ("precision", precision),
-    ]
+    keys = {"generation": gpu_generation(gpu), "moe": bool(moe), "precision": precision}
     ratios, label = _pooled(table["steps"], keys)
     low, high = _quantile_interval(point_s, ratios, level)
     return Interval(point_s, low, high, level, "published-runs", f"{label} ({ratios.size} runs)")
