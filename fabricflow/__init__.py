@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
     # calibration and prediction intervals
-    "calibrate": "fabricflow.calibrate.run",
+    "calibrate": "fabricflow.fitting.run",
     "Calibration": "fabricflow.workload.calibration",
     "read_calibration": "fabricflow.workload.calibration",
     "Interval": "fabricflow.workload.intervals",
@@ -251,7 +251,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from . import errors
-    from .calibrate.run import calibrate
     from .cc import simulate_cc, simulate_dcqcn
     from .cluster.run import ClusterRun
     from .cluster.simulate import simulate_cluster
@@ -272,6 +271,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
     from .fct import FlowTimes, flow_completion_times
+    from .fitting.run import calibrate
     from .optimize.cc_tuning import CCTuning, tune_cc
     from .optimize.routing.optimize import optimize_routing
     from .optimize.routing.plan import RoutingPlan

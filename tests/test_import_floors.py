@@ -39,7 +39,7 @@ FLOORS = {
     "solve": 3,
     "collective": 4,
     **dict.fromkeys(["workload", "fct", "cc"], 5),
-    **dict.fromkeys(["optimize", "calibrate"], 6),
+    **dict.fromkeys(["optimize", "fitting"], 6),
     "cluster": 7,
     "study": 8,
     "bench": 9,

@@ -63,7 +63,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..calibrate import calibrate
+    from ..fitting import calibrate
     from ..units import parse_size
     from ..workload.calibration import calibration_text
 

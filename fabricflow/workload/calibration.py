@@ -15,7 +15,7 @@ prior). Parameters are addressed by where they live:
 A calibration never holds a factor per measured case: applying it replaces physical
 constants (:meth:`Calibration.gpu_spec`, :meth:`Calibration.cost_model`), which every
 prediction then uses. ``step_time(..., calibration=)`` and ``collective_time(...,
-cost=calibration.cost_model())`` take it; the fitter is :func:`fabricflow.calibrate`.
+cost=calibration.cost_model())`` take it; the fitter is :func:`fabricflow.calibrate` (:mod:`fabricflow.fitting`).
 The file is YAML (:func:`read_calibration`, :func:`calibration_text`), described in
 docs/calibration.md.
 """

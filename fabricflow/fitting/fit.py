@@ -173,9 +173,10 @@ def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int
     return sorted(keep), why
 
 
-def _solve(problem: FitProblem, chosen: np.ndarray) -> np.ndarray:
-    """``theta`` of the chosen parameters minimising the residuals (from the prior; when
-    that fit is poor, also from each parameter's best value over :data:`SCAN`)."""
+def _solve(problem: FitProblem, chosen: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    """``theta`` of the chosen parameters minimising the residuals. From ``start`` (a
+    previous fit's values) when given; otherwise from the prior and, when that fit is
+    poor, also from each parameter's best value over :data:`SCAN`."""
     from scipy.optimize import least_squares
 
     bounds = [problem.bounds[i] for i in chosen]
@@ -190,13 +191,15 @@ def _solve(problem: FitProblem, chosen: np.ndarray) -> np.ndarray:
             method="trf",
             x_scale=1.0,
             diff_step=DIFF_STEP,
-            xtol=1e-12,
-            ftol=1e-12,
-            gtol=1e-12,
-            max_nfev=evaluations * (chosen.size + 1),
+            xtol=1e-10,
+            ftol=1e-10,
+            gtol=1e-10,
+            max_nfev=evaluations,  # iterations, roughly: each also takes a Jacobian
         )
 
-    best = run(np.zeros(chosen.size), 60)
+    if start is not None:
+        return run(start, 30).x
+    best = run(np.zeros(chosen.size), 30)
     dof = problem.measured.size - chosen.size
     if dof > 0 and 2 * best.cost / dof > POOR_FIT:
         # a parameter may sit on the wrong side of a kink (a bottleneck that does not
@@ -211,7 +214,7 @@ def _solve(problem: FitProblem, chosen: np.ndarray) -> np.ndarray:
                 residual = _residuals(problem, _values(problem, trial, chosen))
                 costs.append((float(residual @ residual), trial[index]))
             start[index] = min(costs)[1]
-        other = run(start, 60)
+        other = run(start, 30)
         if other.cost < best.cost:
             best = other
     return best.x
@@ -230,7 +233,10 @@ def fit(problem: FitProblem) -> FitResult:
     previous = None  # (chosen_list, theta, chi2) of the fit before a parameter was dropped
     while True:
         chosen = np.array(chosen_list, dtype=np.int64)
-        theta = _solve(problem, chosen) if chosen.size else np.zeros(0)
+        warm = None
+        if previous is not None:  # a refit without one parameter: from the last fit
+            warm = np.array([previous[1][previous[0].index(c)] for c in chosen_list])
+        theta = _solve(problem, chosen, warm) if chosen.size else np.zeros(0)
         values = _values(problem, theta, chosen)
         residuals = _residuals(problem, values)
         chi2 = float(residuals @ residuals)

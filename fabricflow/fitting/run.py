@@ -75,7 +75,7 @@ def calibrate(
         fabric: the fabric the logs ran on (a preset name, a YAML path or a Fabric).
         gpus: the logs' GPU count where a log lists no ranks.
         steps: measured steps: the path of a steps YAML file or its list of entries
-            (:mod:`fabricflow.calibrate.steps`).
+            (:mod:`fabricflow.fitting.steps`).
         op: the op of logs that do not name their binary.
         min_bytes: smallest message size fitted (default 1 MiB).
         parameters: names of the parameters to fit (``gpu.<field>``,

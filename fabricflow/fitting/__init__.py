@@ -1,4 +1,4 @@
-"""Calibration: fit the model's physical parameters to a user's own measurements.
+"""Fitting: the model's physical parameters fitted to a user's own measurements (calibration).
 
 :func:`calibrate` takes nccl-tests logs (the network side: :mod:`.network`) and measured
 training steps (the compute side: :mod:`.steps`) and returns a
