@@ -147,8 +147,8 @@ def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int
 
     why: dict[int, str] = {}
     norms = np.linalg.norm(jacobian, axis=0)
-    for column in np.flatnonzero(norms < MIN_SENSITIVITY):
-        why[int(column)] = "the measurements barely depend on it"
+    for flat in np.flatnonzero(norms < MIN_SENSITIVITY).tolist():
+        why[flat] = "the measurements barely depend on it"
     live = [c for c in range(jacobian.shape[1]) if c not in why]
     if not live:
         return [], why

@@ -99,7 +99,7 @@ def calibrate(
     paths = [os.fspath(p) for p in ([nccl_tests] if isinstance(nccl_tests, (str, os.PathLike)) else nccl_tests)]  # fmt: skip
     if not paths and steps is None:
         raise SpecError("calibrate", "give nccl-tests logs, measured steps, or both")
-    parameters: dict = {}
+    fitted: dict = {}
     inputs: list[dict] = []
     collective_sigma = step_sigma = None
     if paths:
@@ -126,7 +126,7 @@ def calibrate(
                 np.full(measured.size, NETWORK_SIGMA),
             )
         )
-        parameters.update(_parameters(names, result, prior, f"{len(logs)} nccl-tests log(s)"))
+        fitted.update(_parameters(names, result, prior, f"{len(logs)} nccl-tests log(s)"))
         collective_sigma = _log_sigma(result, measured)
         start = 0
         for log in logs:
@@ -167,7 +167,7 @@ def calibrate(
         fields = [f for f in GPU_PARAMETERS if (getattr(gpu, f) or 0) > 0 and f"gpu.{f}" in wanted]
         names = tuple(f"gpu.{f}" for f in fields)
         prior = np.array([getattr(gpu, f) for f in fields], dtype=float)
-        network_fixed = {k: p for k, p in parameters.items() if p.determined}
+        network_fixed = {k: p for k, p in fitted.items() if p.determined}
         measured = np.array([run.step_time_s for run in runs])
 
         def predict_steps(values: np.ndarray) -> np.ndarray:
@@ -193,7 +193,7 @@ def calibrate(
                 np.full(measured.size, STEP_SIGMA),
             )
         )
-        parameters.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
+        fitted.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
         step_sigma = _log_sigma(result, measured)
         nothing = Calibration({}, gpu=gpu_name)
         for run, cal in zip(runs, result.predicted, strict=True):
@@ -209,7 +209,7 @@ def calibrate(
                 }
             )
     return Calibration(
-        parameters=parameters,
+        parameters=fitted,
         gpu=gpu_name,
         inputs=tuple(inputs),
         step_log_sigma=step_sigma,

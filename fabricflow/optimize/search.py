@@ -291,11 +291,11 @@ def optimize_layout(
         )  # fmt: skip
     started = time.monotonic()
     model = load_model(model) if not isinstance(model, ModelSpec) else model
-    gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    spec = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
     calibration = as_calibration(calibration)
     interval_level = check_level(interval_level)
-    if calibration is not None:
-        gpu = calibration.gpu_spec(gpu)  # the bounds see the calibrated GPU too
+    # the bounds see the calibrated GPU too
+    gpu = spec if calibration is None else calibration.gpu_spec(spec)
     count, global_batch, seq_len, top_k = _check_arguments(
         fabric, gpus, global_batch, seq_len, top_k, objective, budget_s, collectives, progress
     )

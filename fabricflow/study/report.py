@@ -489,8 +489,10 @@ def _layouts_section(
 
 def _step_kwargs(job: dict) -> dict:
     """What :func:`step_time` takes from the job (layout, order, placement, seed, algorithms)."""
-    keys = ("layout", "order", "placement", "seed", "algorithms", "collectives")
-    keys += ("calibration", "interval_level")
+    keys = (
+        *("layout", "order", "placement", "seed", "algorithms", "collectives"),
+        *("calibration", "interval_level"),
+    )
     return {k: job[k] for k in keys if k in job}
 
 

@@ -202,7 +202,7 @@ class Calibration:
             for name, p in self.parameters.items()
             if name.startswith("gpu.") and p.determined
         }
-        return dataclasses.replace(gpu, **fields) if fields else gpu
+        return dataclasses.replace(gpu, **fields) if fields else gpu  # type: ignore[arg-type]
 
     def cost_model(self, base: CostModel = DEFAULT_COST) -> CostModel:
         """``base`` with the ``network.*`` parameters applied (``base`` itself when the
@@ -290,7 +290,7 @@ def apply_network(base: CostModel, fields: Mapping[str, float]) -> CostModel:
             protocols[key.split(".", 1)[1]] = float(value)
     if protocols != dict(base.protocol_efficiency):
         plain["protocol_efficiency"] = MappingProxyType(protocols)  # type: ignore[assignment]
-    return dataclasses.replace(base, **plain)
+    return dataclasses.replace(base, **plain)  # type: ignore[arg-type]
 
 
 def calibration_key(calibration: Calibration | None) -> tuple:
