@@ -90,6 +90,9 @@ _EXPORTS: dict[str, str] = {
     "load_gpu": "fabricflow.workload.gpu",
     "list_gpus": "fabricflow.workload.gpu",
     "GpuSpec": "fabricflow.workload.gpu",
+    "load_stack": "fabricflow.workload.stack",
+    "list_stacks": "fabricflow.workload.stack",
+    "Stack": "fabricflow.workload.stack",
     "memory_per_gpu": "fabricflow.workload.memory",
     # layout search
     "optimize_layout": "fabricflow.optimize.search",
@@ -157,6 +160,7 @@ __all__ = [
     "SolverError",
     "SolverStatus",
     "SpecError",
+    "Stack",
     "StepResult",
     "Transport",
     "WorkCost",
@@ -176,9 +180,11 @@ __all__ = [
     "list_gpus",
     "list_models",
     "list_presets",
+    "list_stacks",
     "load_fabric",
     "load_gpu",
     "load_model",
+    "load_stack",
     "load_trace",
     "max_min_rates",
     "max_min_solution",
@@ -299,4 +305,5 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .workload.memory import memory_per_gpu
     from .workload.model import ModelSpec, list_models, load_model
     from .workload.placement import Placement, place
+    from .workload.stack import Stack, list_stacks, load_stack
     from .workload.step import StepResult, step_time

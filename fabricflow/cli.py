@@ -30,11 +30,12 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 
 from .atomic import recording
 from .commands import _interrupt
 from .commands._interrupt import Interrupted
-from .errors import FabricflowError, OutputError, did_you_mean
+from .errors import FabricflowError, OutputError, UnitWarning, did_you_mean
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
@@ -124,14 +125,35 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         )
 
 
+INT64_MAX = 2**63 - 1
+
+
+def _int64(text: str) -> int:
+    """An integer option's value: Python reads any length, but every count ends up in an
+    int64 array (``--gpus 1180591620717411303424`` overflowed deep in the step model)."""
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is too large: at most {INT64_MAX:,}")
+    return value
+
+
+_int64.__name__ = "int"  # argparse names the type in "invalid int value: 'x'"
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Raises :class:`UsageError` instead of exiting, so that ``--json`` can report it; a
     value outside the choices gets the closest ones suggested; ``--help`` shows every
-    default (:class:`DefaultsHelpFormatter`). Subcommand parsers are of this class too."""
+    default (:class:`DefaultsHelpFormatter`); every ``type=int`` option is bounded to int64.
+    Subcommand parsers are of this class too."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if kwargs.get("type") is int:
+            kwargs["type"] = _int64
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message):
         match = _INVALID_CHOICE.search(message)
@@ -280,7 +302,7 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
 
         enable_persistent_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
-    with _interrupt.handling():
+    with _interrupt.handling(), _unit_warnings():
         try:
             return _main(argv)
         except Interrupted as interrupt:
@@ -288,6 +310,25 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
             return _interrupted(getattr(interrupt, "args_namespace", None), argv, name, hard_exit)
         except KeyboardInterrupt:  # raised by other code (a debugger, a test) as SIGINT
             return _interrupted(None, argv, "SIGINT", hard_exit)
+
+
+@contextlib.contextmanager
+def _unit_warnings():
+    """Print each :class:`~fabricflow.errors.UnitWarning` (a quantity far from any real
+    part) as one ``fabricflow: warning: ...`` line on stderr, every time it is raised;
+    other warnings keep Python's display."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, UnitWarning):
+            print(f"fabricflow: warning: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnitWarning)
+        warnings.showwarning = show
+        yield
 
 
 class StdoutWriteError(Exception):

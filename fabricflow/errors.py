@@ -85,6 +85,12 @@ class SpecError(FabricflowError, ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class UnitWarning(UserWarning):
+    """A quantity that parses but lies far from any real part (a NIC of 400 bytes/s, a
+    cable latency of 600 s): most likely a unit left out. The command line prints it as
+    one ``warning:`` line on stderr."""
+
+
 class RoutingError(FabricflowError, ValueError):
     """Flows cannot be routed (unreachable pairs, unsupported policy, too large)."""
 

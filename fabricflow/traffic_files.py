@@ -27,6 +27,7 @@ import re
 import numpy as np
 
 from .errors import SpecError
+from .schema import DECIMAL
 
 _FLOW = re.compile(r"^(\S+)->(\S+)((?:\s+\S+\s+\S+)*)\s*$")
 _KNOWN = ("id", "start", "size")
@@ -197,8 +198,9 @@ def write_connection_matrix(
 
 
 def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
+    """The finite number a decimal text writes, else None (``1_000``, ``nan`` and ``inf``,
+    which Python's float() reads, are not numbers here)."""
+    if not DECIMAL.fullmatch(text):
         return None
+    value = float(text)
     return value if np.isfinite(value) else None

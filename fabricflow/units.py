@@ -21,6 +21,14 @@ beyond any real hardware, so that sums and products of many of them stay finite:
   a GPU's NVLink-5 bundle 1.8e12 B/s, an NVL72 domain 1.3e14 B/s in total);
 - time <= :data:`MAX_TIME` = 1e9 s (about 32 years);
 - size <= :data:`MAX_SIZE` = 2**80 bytes (1 YiB).
+
+A hardware part's bandwidth or latency (``part=True``: every fabric spec field, the
+``--nic-bandwidth`` of an import) is also held to the range of real parts
+(:data:`PART_BANDWIDTH`, :data:`PART_LATENCY`), since a plain number is SI and a unit left
+out gives a NIC of ``400`` bytes/s or a cable of ``600`` s. A plain number outside the
+range is refused where no part comes near (below 8 Mb/s, or 1 s and more) and warned
+about otherwise (:class:`~fabricflow.errors.UnitWarning`); a value written with its unit
+outside the range is warned about. Both name the field and suggest the unit.
 """
 
 from __future__ import annotations
@@ -28,8 +36,9 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import warnings
 
-from .errors import SpecError
+from .errors import SpecError, UnitWarning
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
@@ -52,6 +61,17 @@ SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
 MAX_BANDWIDTH = 1e15
 MAX_TIME = 1e9
 MAX_SIZE = 2.0**80
+# The range of real network and scale-up parts, per direction: from 1 GbE (1.25e8 B/s,
+# here 1e8) up, with no upper bound below MAX_BANDWIDTH (an imported tree's logical link
+# aggregates the cables of thousands of NICs); latencies from a switch hop's ~100 ns down
+# to 1 ns, up to 10 ms (a link between data centres ~2,000 km apart; docs/references.md
+# §18). Plain numbers below ABSURD_PLAIN_BANDWIDTH
+# (8 Mb/s) or at ABSURD_PLAIN_LATENCY (1 s) and above are refused: no part comes near
+# them, a unit was left out.
+PART_BANDWIDTH = (1e8, MAX_BANDWIDTH)
+PART_LATENCY = (1e-9, 1e-2)
+ABSURD_PLAIN_BANDWIDTH = 1e6
+ABSURD_PLAIN_LATENCY = 1.0
 _CEILING = {
     "bandwidth": (MAX_BANDWIDTH, "bytes/s (8 Pb/s)"),
     "time": (MAX_TIME, "s"),
@@ -123,8 +143,41 @@ def _check(number: float, field: str, kind: str, allow_zero: bool, value: object
     return number
 
 
-def parse_bandwidth(value: object, field: str = "bandwidth", *, allow_zero: bool = False) -> float:
-    """Bandwidth in bytes/s from ``'400Gbps'``, ``'900GB/s'``, ``'46GBps'`` or a number (B/s)."""
+def _part_range(number: float, unit: str, field: str, kind: str, value: object) -> None:
+    """Refuse or warn about a part's bandwidth or latency far from any real part (module
+    docs); ``number`` in SI, ``unit`` as written ('' for a plain number)."""
+    if number == 0:  # "no latency" (an ideal link) and an explicit 0 are the caller's
+        return
+    low, high = PART_BANDWIDTH if kind == "bandwidth" else PART_LATENCY
+    if low <= number <= high:
+        return
+    if kind == "bandwidth":
+        shown = f"{number:.4g} bytes/s ({format_bandwidth(number)})"
+        hint = f"write the unit, e.g. '{value}Gbps' or '{value}GB/s'"
+        absurd = not unit and number < ABSURD_PLAIN_BANDWIDTH
+        span = f"{format_bandwidth(low)} and more"
+    else:
+        shown = format_time(number)
+        hint = f"write the unit, e.g. '{value}ns' or '{value}us'"
+        absurd = not unit and number >= ABSURD_PLAIN_LATENCY
+        span = f"{format_time(low)} to {format_time(high)}"
+    if unit:
+        message = f"{value!r} is {shown}, far from any real part ({span}); check the unit"
+    else:
+        message = f"the plain number {value!r} reads as {shown} (plain numbers are SI), "
+        message += f"far from any real part ({span}); {hint}"
+    if absurd:
+        raise SpecError(field, message)
+    warnings.warn(f"{field}: {message}", UnitWarning, stacklevel=4)
+
+
+def parse_bandwidth(
+    value: object, field: str = "bandwidth", *, allow_zero: bool = False, part: bool = False
+) -> float:
+    """Bandwidth in bytes/s from ``'400Gbps'``, ``'900GB/s'``, ``'46GBps'`` or a number (B/s).
+
+    ``part``: the bandwidth of a hardware part, held to :data:`PART_BANDWIDTH` (module
+    docs: refused or :class:`~fabricflow.errors.UnitWarning`)."""
     number, unit = _split(value, field, "bandwidth")
     if unit:
         scale = _bandwidth_unit_scale(unit)
@@ -137,7 +190,10 @@ def parse_bandwidth(value: object, field: str = "bandwidth", *, allow_zero: bool
                 allowed=BANDWIDTH_UNITS,
             )
         number *= scale
-    return _check(number, field, "bandwidth", allow_zero, value)
+    number = _check(number, field, "bandwidth", allow_zero, value)
+    if part:
+        _part_range(number, unit, field, "bandwidth", value)
+    return number
 
 
 def _bandwidth_unit_scale(unit: str) -> float | None:
@@ -149,8 +205,13 @@ def _bandwidth_unit_scale(unit: str) -> float | None:
     return None
 
 
-def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -> float:
-    """Duration in seconds from ``'1.5us'``, ``'0.2ms'``, ``'50ns'`` or a number (s)."""
+def parse_time(
+    value: object, field: str = "time", *, allow_zero: bool = True, part: bool = False
+) -> float:
+    """Duration in seconds from ``'1.5us'``, ``'0.2ms'``, ``'50ns'`` or a number (s).
+
+    ``part``: the latency of a hardware part, held to :data:`PART_LATENCY` (module docs:
+    refused or :class:`~fabricflow.errors.UnitWarning`)."""
     number, unit = _split(value, field, "time")
     if unit:
         if unit not in _TIME:
@@ -161,7 +222,10 @@ def parse_time(value: object, field: str = "time", *, allow_zero: bool = True) -
                 allowed=_TIME,
             )
         number *= _TIME[unit]
-    return _check(number, field, "time", allow_zero, value)
+    number = _check(number, field, "time", allow_zero, value)
+    if part:
+        _part_range(number, unit, field, "time", value)
+    return number
 
 
 def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -> float:
@@ -189,19 +253,34 @@ def parse_size(value: object, field: str = "size", *, allow_zero: bool = True) -
     return _check(number, field, "size", allow_zero, value)
 
 
+_BIT_RATES = (
+    ("Eb/s", 1e18),
+    ("Pb/s", 1e15),
+    ("Tb/s", 1e12),
+    ("Gb/s", 1e9),
+    ("Mb/s", 1e6),
+    ("Kb/s", 1e3),
+)
+
+
 def format_bandwidth(bytes_per_s: float) -> str:
     """Human-readable bandwidth, in Gb/s as network engineers quote it (e.g. ``'400 Gb/s'``)."""
     bits = bytes_per_s * 8
-    for unit, scale in (
-        ("Pb/s", 1e15),
-        ("Tb/s", 1e12),
-        ("Gb/s", 1e9),
-        ("Mb/s", 1e6),
-        ("Kb/s", 1e3),
-    ):
+    for unit, scale in _BIT_RATES[1:]:
         if bits >= scale:
             return f"{bits / scale:.4g} {unit}"
     return f"{bits:.4g} b/s"
+
+
+def bit_rate_unit(bytes_per_s: float) -> tuple[str, float]:
+    """``(unit, bytes/s per unit)`` of the bit-rate unit in which ``bytes_per_s`` (an
+    axis's largest value) reads as 1 to 1,000, from Gb/s up (``('Pb/s', 1.25e14)`` for
+    4e14 bytes/s): an axis in it needs no offset or exponent."""
+    bits = bytes_per_s * 8
+    for unit, scale in _BIT_RATES[:4]:
+        if bits >= scale:
+            return unit, scale / 8
+    return "Gb/s", 1e9 / 8
 
 
 def format_size(num_bytes: float) -> str:

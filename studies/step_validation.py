@@ -6,18 +6,25 @@ Writes into OUT:
   step_validation.nc            the dataset (dims run, part): measured, predicted, error,
                                 refused, breakdown
   step_validation_errors.png    predicted vs published step time, and the error of each run
-and prints the MAPE and refused share by era, system and dense/MoE as one JSON object.
+  step_validation_residuals.json  one record per run: class, stack, measured, predicted,
+                                log ratio, refusal (what prediction intervals are built from)
+and prints the MAPE, signed mean error and refusals by era, system, dense/MoE, GPU
+generation, precision and class (generation, dense/MoE, precision) as one JSON object.
 The runs and the prediction are fabricflow.study.step_validation (nothing is fitted to
-them). Full run: 39 step evaluations, about 1 min on 2 cores; --fast: 6 runs (the tests).
+them). Full run: 151 step evaluations, about 1 min of CPU; --fast: 6 runs (the tests).
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
 import time
 
-from fabricflow.atomic import ensure_folder
+from fabricflow.atomic import ensure_folder, write_text
+from fabricflow.files import to_jsonable
 from fabricflow.study.step_validation import (
     PUBLISHED_RUNS,
+    residuals,
     summary,
     validation_dataset,
     validation_table,
@@ -44,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     data = validation_dataset(rows)
     data.attrs["seconds"] = time.perf_counter() - start
     write_plotted_study(args, "step_validation", data, {"errors": plot_validation}, summary(rows))
+    records = json.dumps(to_jsonable(residuals(rows), infinity_as_text=False), indent=1)
+    write_text(pathlib.Path(args.out) / "step_validation_residuals.json", records)
     return 0
 
 

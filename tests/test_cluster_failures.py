@@ -15,6 +15,7 @@ from fabricflow.cluster.failures import (
     best_checkpoint_interval,
     expected_goodput,
     job_mtbf,
+    log_failure_slowdown,
     young_daly_interval,
 )
 from fabricflow.errors import SpecError
@@ -108,3 +109,36 @@ def test_no_checkpoint_loses_everything_since_start():
     standalone = job["standalone_step_s"] * job["steps"]
     assert job["end_s"] - job["start_s"] == pytest.approx(standalone + job["lost_work_s"])
     assert np.isclose(job["goodput"], standalone / (job["end_s"] - job["start_s"]))
+
+
+def test_failure_slowdown_is_renewal_theory_in_logs():
+    """Four checkpointed pieces: the expected wall time is the work over Daly's goodput
+    (less the last write, which is not taken); without failures no slowdown; a 1-s MTBF
+    against a 10-minute restart is astronomically slow but finite in logs."""
+    interval, write, restart, mtbf = 400.0, 40.0, 120.0, 2000.0
+    policy = CheckpointPolicy(interval_s=interval, write_s=write, restart_s=restart)
+    slowdown = math.exp(log_failure_slowdown(4 * interval, mtbf, policy))
+    wall = 4 * interval / expected_goodput(interval, write, restart, mtbf)
+    assert slowdown == pytest.approx(wall / (4 * interval + 3 * write), rel=1e-9)
+    assert log_failure_slowdown(4 * interval, math.inf, policy) == 0.0
+    hopeless = log_failure_slowdown(1e6, 1.0, CheckpointPolicy(restart_s=600.0))
+    assert math.isfinite(hopeless) and hopeless > 1e5
+
+
+def test_a_job_whose_failures_outpace_its_restarts_is_refused_before_the_run():
+    """GPU MTBF 1 s per job against a 10-minute restart: it would fail and restart for
+    ever; refused up front naming the job, its MTBF and what to change."""
+    with pytest.raises(SpecError, match=r"jobs\[0\] \(id 'solo'\): makes practically no progress"):
+        solo_run(400.0, 40.0, 600.0, 1.0, steps=1000, seed=0)
+
+
+def test_a_run_that_stops_progressing_is_stopped_as_stalled(monkeypatch):
+    """The run-time detector behind the up-front check: with the check lifted, no job
+    commits a checkpoint for STALL_EVENTS events and the run stops with a clear error."""
+    from fabricflow.cluster import simulate
+    from fabricflow.errors import SolverError
+
+    monkeypatch.setattr(simulate, "NO_PROGRESS_SLOWDOWN", math.inf)
+    monkeypatch.setattr(simulate, "STALL_EVENTS", 300)
+    with pytest.raises(SolverError, match="no progress: in the last 300 events"):
+        solo_run(400.0, 40.0, 600.0, 1.0, steps=1000, seed=0)

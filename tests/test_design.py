@@ -106,7 +106,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "designs.zarr",
         workers=0,
-        layout_budget_s=5,
+        layout_work=8,
     )
     assert [r["design"] for r in search.rows] == [
         search.best["design"],
@@ -131,7 +131,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "doubled.zarr",
         workers=0,
-        layout_budget_s=5,
+        layout_work=8,
         cost=_doubled(),
     )
     assert [r["design"] for r in doubled.rows] == [r["design"] for r in search.rows]
@@ -143,7 +143,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "designs.zarr",  # resumed: nothing is computed again
         workers=0,
-        layout_budget_s=5,
+        layout_work=8,
         budget=1.0,
     )
     assert poor.best is None and all(r["over_budget"] for r in poor.rows)
@@ -173,3 +173,167 @@ def test_rail_only_study_takes_the_fewest_tiers():
     # rail-optimized 1:1 on 128 ports: 2 tiers hold 8,192 GPUs, 16,384 need 3
     assert len(fewest_tiers(FABRICS["rail-optimized"], 8192)["topology"]["tiers"]) == 2
     assert len(fewest_tiers(FABRICS["rail-optimized"], 16384)["topology"]["tiers"]) == 3
+
+
+# a job whose layout search has work left after its first timed candidate
+SEARCHED = {
+    "model": "llama3-70b",
+    "gpus": 256,
+    "global_batch": 256,
+    "seq_len": 2048,
+    "space": {"tp": [1, 2, 4, 8], "pp": [1, 2], "micro_batch": [1, 2], "zero": [1, 3],
+              "order": ["tp-cp-ep-dp-pp", "tp-dp-cp-ep-pp"]},
+}  # fmt: skip
+TWO = {**SMALL, "oversubscription": [1, 3], "transport": ["roce"]}
+
+
+def _direct(code: str, candidate: dict, job: dict) -> float:
+    """Step seconds of ``candidate`` on design ``code``, timed with ff.step_time."""
+    from fabricflow.optimize.layoutcode import SEARCHED_KNOBS
+
+    fabric = ff.build_fabric(design_spec(code, job["gpus"]))
+    fields = {k: v for k, v in candidate.items() if k in SEARCHED_KNOBS}
+    order, placement = fields.pop("order"), fields.pop("placement")
+    fields["dp"] = job["gpus"] // (fields["tp"] * fields["pp"] * fields["cp"])
+    layout = ff.Layout(global_batch=job["global_batch"], seq_len=job["seq_len"], **fields)
+    result = ff.step_time(
+        job["model"], "h100-sxm", layout, fabric, order=order, placement=placement
+    )
+    return result.step_time_s
+
+
+def test_designs_are_ranked_on_the_same_layouts_reproducibly(tmp_path, monkeypatch):
+    """Searches cut short by a work budget: each design then takes the fastest of every
+    design's best layouts (here with one more layout added to that set), timed on it; its
+    step time is that layout's own step time on the design, the table names the layout and
+    that the search stopped, and a second run (fresh stores) gives the same rows."""
+    import fabricflow.study.design as study
+
+    extra = {"tp": 8, "pp": 2, "micro_batch": 1, "zero": 1, "order": "tp-dp-cp-ep-pp"}
+    real = study._common_layouts
+
+    def with_extra(rows, jobs):
+        common = real(rows, jobs)
+        return [[*c, {**c[0], **extra}] for c in common]
+
+    monkeypatch.setattr(study, "_common_layouts", with_extra)
+    runs = [
+        design_fabric(
+            {"gpu": "h100-sxm", "jobs": [SEARCHED]},
+            space=TWO,
+            store=tmp_path / f"{i}.zarr",
+            workers=0,
+            layout_work=1,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    first, second = runs
+    assert first.common is not None and (tmp_path / "0-common.zarr").is_dir()
+    assert [(r["design"], r["layout"], r["step_time_s"]) for r in first.rows] == [
+        (r["design"], r["layout"], r["step_time_s"]) for r in second.rows
+    ]
+    assert {r["search"] for r in first.rows} == {"stopped"}
+    union = with_extra(first.rows, [SEARCHED])[0]
+    for row in first.rows:
+        # the layout it shows is the one it was timed with...
+        assert row["step_time_s"] == pytest.approx(
+            _direct(row["design"], row["job0"], SEARCHED), rel=1e-9
+        )
+        # ...and no layout of the common set is faster on it
+        for candidate in union:
+            assert row["step_time_s"] <= _direct(row["design"], candidate, SEARCHED) * (1 + 1e-9)
+        assert row["layout"].startswith(f"TP{row['job0']['tp']} ")
+        assert row["gpus"] == 256 and row["fabric_gpus"] >= 256
+        # network capex per GPU of the workload, not of the GPUs built
+        assert row["network_capex_per_gpu"] == pytest.approx(row["network_capex"] / 256)
+
+
+def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
+    from fabricflow.cli import main
+
+    code = main(
+        [
+            "design", "--gpu", "h100-sxm", "--job", "llama3-8b:64:64:2048", "--fix", "tp=8",
+            "--fix", "pp=1", "--fix", "micro_batch=1", "--space", "tiers=1,2",
+            "--space", "oversubscription=1", "--space", "attachment=rail",
+            "--space", "planes=1", "--space", "nic_speed=400Gbps", "--space", "transport=ib",
+            "--layout-work", "4", "--out", str(tmp_path / "out"), "--workers", "0",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "layout (first job)" in text and "GPUs built" in text and "search" in text
+    assert "TP8 CP1 PP1 DP8" in text and "finished" in text
+    # the 1-tier rail design is infeasible, and the reason is printed
+    assert "infeasible 1t/1:1/rail/1p/400G/su8/ib: " in text and "rails cannot meet" in text
+    assert "designs to evaluate" in captured.err  # progress on stderr
+    import csv
+
+    with open(tmp_path / "out" / "designs.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["layout"].startswith("TP8 CP1 PP1 DP8") and rows[0]["search"] == "finished"
+    assert float(rows[0]["fabric_gpus"]) >= float(rows[0]["gpus"]) == 64
+
+
+def test_design_cli_default_work_matches_the_api():
+    from fabricflow.cli import build_parser
+    from fabricflow.optimize.design import DEFAULT_LAYOUT_WORK
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["design", "--gpu", "h100-sxm", "--job", "llama3-8b:64:64:2048", "--out", "x"]
+    )
+    assert args.layout_work == DEFAULT_LAYOUT_WORK
+
+
+def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp_path):
+    from fabricflow.study.design import DesignSearch
+
+    rows = [
+        {"design": "2t/1:1/rail/1p/400G/su8/ib", "step_time_s": 1.0,
+         "cost_per_million_tokens": 2.0, "over_budget": False},
+        {"design": "2t/3:1/rail/1p/400G/su8/ib", "step_time_s": 1.5,
+         "cost_per_million_tokens": 1.0, "over_budget": False},
+        {"design": "2t/1:1/rail-only/1p/400G/su8/ib", "step_time_s": 1.0,
+         "cost_per_million_tokens": 2.0, "over_budget": False},
+    ]  # fmt: skip
+    mark_pareto(rows, "step_time_s", "cost_per_million_tokens")
+    search = DesignSearch(rows, rows[0], {}, {}, None, "step_time", None, None, "USD")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from unittest import mock
+
+    with mock.patch("fabricflow.study.design.save_figure") as save:
+        plot_design_front(search, tmp_path / "p.png")
+    fig = save.call_args[0][0]
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "rail" in labels and "rail-only" in labels and "tor" not in labels
+    assert "USD" in ax.get_ylabel()
+    # two designs at one point share a label instead of printing over each other
+    texts = [t.get_text() for t in ax.texts]
+    assert "2t/1:1/rail/1p/400G/su8/ib\n2t/1:1/rail-only/1p/400G/su8/ib" in texts
+    assert len(texts) == 2
+
+
+def test_layout_code_round_trips_through_floats():
+    """A design's layout crosses the float sweep store: every coded knob comes back with
+    its type, text knobs through the job's space list or the knob's vocabulary."""
+    from fabricflow.optimize.layoutcode import candidate_of, coded_knobs, decode, encode
+
+    job = {**JOB, "space": {"tp": [8], "routing": ["ecmp", "spray"]}, "fixed": {"pp": 2}}
+    layout = ff.Layout(tp=8, pp=2, dp=4, vpp=2, micro_batch=2, recompute="selective", zero=3,
+                       sequence_parallel=True, dp_overlap=False)  # fmt: skip
+    kwargs = {"layout": layout, "order": "cp-tp-ep-dp-pp", "placement": "topology-aware",
+              "routing": "spray"}  # fmt: skip
+    coded = encode(candidate_of(kwargs), job, "job0_")
+    assert all(isinstance(v, float) for v in coded.values())
+    assert "job0_pp" not in coded and "job0_routing" in coded  # pinned: not coded
+    back = decode(coded, job, "job0_")
+    for knob in coded_knobs(job):
+        assert back[knob] == candidate_of(kwargs)[knob] and type(back[knob]) is type(
+            candidate_of(kwargs)[knob]
+        )
+    assert back["pp"] == 2  # filled in from the job's pin

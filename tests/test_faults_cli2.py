@@ -194,7 +194,7 @@ def test_empty_output_paths_are_usage_errors(capsys, argv):
     ("sets", "key"),
     [
         (["kmax=400KB", "kmax=500KB"], "kmax"),
-        (["kmax=400KB", " kmax = 400KB"], "kmax"),
+        (["kmax=400KB", " kmax = 4MB"], "kmax"),
         (["pfc.xoff=50KB", "pfc.xoff=60KB"], "pfc.xoff"),
     ],
 )

@@ -133,3 +133,52 @@ def test_routing_matrix_of_generic_routes():
     assert np.allclose(
         np.asarray(matrix @ rates.astype(np.float32)), routes.link_load(rates), rtol=1e-5
     )
+
+
+@pytest.mark.parametrize("tiers", [2, 3])
+def test_generic_spray_splits_as_the_clos_spray_does(tiers):
+    """On a symmetric fat tree an even split at every hop is the even split over paths:
+    the generic router's spray gives the Clos router's link loads and latencies."""
+    fabric = build_fabric(fat_tree_spec(8, tiers=tiers))
+    src, dst = random_pairs(fabric.num_gpus, 1500, seed=7)
+    clos = ff.route(fabric, src, dst, policy="spray")
+    plain = ff.route(unstructured(fabric), src, dst, policy="adaptive")
+    assert plain.policy == "spray" and plain.coef is not None
+    np.testing.assert_allclose(plain.link_load(), clos.link_load(), atol=1e-5)
+    np.testing.assert_allclose(
+        plain.path_latency(fabric.latency), clos.path_latency(fabric.latency), rtol=1e-6
+    )
+    # every hop level's shares sum to one: a flow's shares add up to its hop count
+    np.testing.assert_allclose(plain.coef.sum(axis=1), clos.coef.sum(axis=1), rtol=1e-6)
+
+
+def test_generic_spray_on_an_irregular_tree_by_hand():
+    """Two leaves under two spines, one of them reached by a second leaf only: leaf0 ->
+    leaf1 splits over both spines, half each; leaf0 -> leaf2 has one way."""
+    spec = {
+        "name": "irregular",
+        "gpus": 3,
+        "gpus_per_node": 1,
+        "topology": {
+            "type": "graph",
+            "defaults": {"bandwidth": "400Gbps", "latency": "1us"},
+            "nodes": [{"name": f"leaf{i}", "kind": "leaf", "tier": 1} for i in range(3)]
+            + [{"name": f"spine{i}", "kind": "spine", "tier": 2} for i in range(2)],
+            "gpus": ["g0", "g1", "g2"],
+            "links": [{"a": f"g{i}", "b": f"leaf{i}", "kind": "nic"} for i in range(3)]
+            + [
+                {"a": "leaf0", "b": "spine0", "kind": "leaf"},
+                {"a": "leaf0", "b": "spine1", "kind": "leaf"},
+                {"a": "leaf1", "b": "spine0", "kind": "leaf"},
+                {"a": "leaf1", "b": "spine1", "kind": "leaf"},
+                {"a": "leaf2", "b": "spine1", "kind": "leaf"},
+            ],
+        },
+    }
+    fabric = build_fabric(spec)
+    routes = ff.route(fabric, np.array([0, 0]), np.array([1, 2]), policy="spray")
+    load = routes.link_load(np.array([1.0, 0.0]))
+    up = (fabric.node_tier[fabric.link_src] == 1) & (fabric.node_tier[fabric.link_dst] == 2)
+    assert sorted(load[up & (load > 0)]) == [0.5, 0.5]
+    to_leaf2 = routes.link_load(np.array([0.0, 1.0]))
+    assert sorted(to_leaf2[to_leaf2 > 0]) == [1.0, 1.0, 1.0, 1.0]  # nic, up, down, nic

@@ -28,7 +28,7 @@ LAYOUT = {
     "tp_overlap": True,
     "grad_reduce_dtype": "fp32",
     "offload_optimizer": 0.5,
-    "pp_split": [3, 4],
+    "pp_split": [3, 4, 4, 4, 4, 4, 4, 5],
 }
 
 
@@ -54,7 +54,9 @@ def test_megatron_arguments_of_a_layout():
         "--optimizer-offload-fraction 0.5",
     ):
         assert expected in arguments, expected
-    assert any("pipeline split [3, 4]" in note for note in notes)  # said, not dropped
+    assert any(
+        "pipeline split [3, 4, 4, 4, 4, 4, 4, 5]" in note for note in notes
+    )  # said, not dropped
     plain = {**LAYOUT, "recompute": "none", "zero": 0, "tp": 1, "vpp": 1, "offload_optimizer": 0}
     arguments, _ = launch_arguments(plain, "megatron")
     assert not any(
@@ -88,7 +90,9 @@ def test_layouts_of_step_and_optimize_results_and_bad_input():
         launch_arguments(LAYOUT, "deepspeed")
     assert error.value.field == "framework"
     with pytest.raises(ff.SpecError, match="lacks 'seq_len'"):
-        launch_arguments({"tp": 1, "pp": 1, "micro_batch": 1, "global_batch": 8}, "megatron")
+        launch_arguments(
+            {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 1, "global_batch": 8}, "megatron"
+        )
 
 
 def test_cli_reads_a_result_file(tmp_path, capsys):
@@ -101,4 +105,4 @@ def test_cli_reads_a_result_file(tmp_path, capsys):
     assert "trainer.strategy.tensor_model_parallel_size=4" in capsys.readouterr().out
     path.write_text("{not json")
     assert main(["launch-args", str(path), "--json"]) == 2
-    assert "line 1: not JSON" in json.loads(capsys.readouterr().out)["message"]
+    assert "is not valid JSON: " in json.loads(capsys.readouterr().out)["message"]

@@ -78,3 +78,63 @@ def test_parallel_label_names_each_degree():
 
     assert Layout(tp=8, pp=4, vpp=2, ep=8, dp=4).parallel_label() == "TP8 CP1 EP8 PP4x2 DP4"
     assert Layout(tp=2, cp=2, dp=4).parallel_label() == "TP2 CP2 PP1 DP4"
+
+
+@pytest.mark.parametrize(
+    "kwargs, model, field, words",
+    [
+        # knobs that act only beside another setting are refused alone, not ignored
+        (dict(pp=2, microbatch_group=2, global_batch=8), LLAMA, "microbatch_group", "vpp >= 2"),
+        (dict(recompute_layers=4), LLAMA, "recompute_layers", "recompute='full'"),
+        (dict(recompute_layers=4, recompute="selective"), LLAMA, "recompute_layers", "'full'"),
+        (dict(recompute_modules="mlp"), LLAMA, "recompute_modules", "recompute='selective'"),
+        (dict(recompute="full", recompute_modules="mlp"), LLAMA, "recompute_modules", "whole"),
+        # MoE knobs on a dense model
+        (dict(expert_tp=1), LLAMA, "expert_tp", "has no experts"),
+        (dict(ep_overlap=True), LLAMA, "ep_overlap", "has no experts"),
+        (dict(moe_capacity_factor=1.25), LLAMA, "moe_capacity_factor", "has no experts"),
+    ],
+)
+def test_knobs_without_the_setting_they_act_on_are_refused(kwargs, model, field, words):
+    with pytest.raises(SpecError) as info:
+        Layout(**kwargs).validate(model)
+    assert info.value.field == f"layout.{field}" and words in str(info.value)
+
+
+def test_the_same_knobs_beside_their_setting_are_accepted():
+    Layout(pp=2, vpp=2, microbatch_group=2, global_batch=8).validate(LLAMA)
+    Layout(recompute="full", recompute_layers=4).validate(LLAMA)
+    Layout(recompute="selective", recompute_modules="mlp").validate(LLAMA)
+    Layout(dp=8, ep=8, expert_tp=1, ep_overlap=True, moe_capacity_factor=1.25,
+           global_batch=8).validate(MIXTRAL)  # fmt: skip
+
+
+def test_step_and_optimize_refuse_a_knob_without_its_setting(capsys):
+    """One rule set: the step command and the layout search both refuse it."""
+    import json
+
+    from fabricflow.cli import main
+
+    common = ["--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model", "llama3-8b",
+              "--gpus", "8", "--global-batch", "8", "--seq", "2048", "--json"]  # fmt: skip
+    code = main(["step", *common, "--tp", "8", "--micro-batch", "1", "--ep-overlap"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 and out["message"].startswith("layout.ep_overlap:")
+    code = main(["optimize", *common, "--fix", "recompute_layers=2", "--fix", "recompute=none"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 and "recompute_layers" in out["message"], out
+
+
+def test_integers_beyond_int64_are_refused_by_the_api_and_the_cli(capsys):
+    """The rules run on int64 columns: a larger Python int overflowed inside numpy."""
+    import json
+
+    from fabricflow.cli import main
+
+    with pytest.raises(SpecError, match=r"layout.dp: 1180591620717411303424 is too large"):
+        Layout(dp=2**70).validate(LLAMA)
+    code = main(["step", "--fabric", "dgx-a100-superpod", "--gpu", "a100-80gb", "--model",
+                 "llama3-8b", "--gpus", str(2**70), "--tp", "8", "--micro-batch", "1",
+                 "--global-batch", "8", "--seq", "2048", "--json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 and "--gpus: 1180591620717411303424 is too large" in out["message"]

@@ -82,7 +82,7 @@ def test_interrupt_before_anything_is_examined_raises_with_the_counts(monkeypatc
     stop = info.value
     assert isinstance(stop, KeyboardInterrupt)  # a caller's Ctrl-C still propagates
     assert stop.counts["evaluated"] == 0 and stop.counts["unexamined"] > 0
-    assert stop.to_dict()["best"] is None and stop.to_dict()["stopped"] == "interrupted"
+    assert stop.to_dict()["error"] == "Interrupted" and stop.to_dict()["stopped"] == "interrupted"
     _check_counts(stop.counts)
 
 
@@ -110,5 +110,98 @@ def test_cli_interrupt_at_any_phase_prints_one_object(phase, monkeypatch, capsys
     )  # fmt: skip
     assert code == 130
     out = json.loads(capsys.readouterr().out)
-    assert out["stopped"] == "interrupted" and out["best"] is None
+    # the commands' interrupted object, not a result with an empty best
+    assert out["error"] == "Interrupted" and "before any candidate" in out["message"]
+    assert out["stopped"] == "interrupted" and "best" not in out
     assert out["counts"]["evaluated"] == 0
+
+
+def test_interrupt_while_structures_are_solved_returns_an_answer(monkeypatch):
+    """The first candidate is timed at once: a Ctrl-C while later structures are solved
+    (the long phase of a big search) still returns the best found so far."""
+    from fabricflow.optimize import structures
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(structures, "prepared_collectives", interrupted)
+    result = run()
+    assert result.stopped == "interrupted" and not result.exhaustive
+    assert result.best is not None and result.counts["evaluated"] >= 1
+    _check_counts(result.counts)
+
+
+def test_budget_holds_while_structures_are_solved(monkeypatch):
+    """Each engine batch takes 1 s: the budget is checked between batches, so the search
+    ends within one batch of it (it used to finish every structure it had begun)."""
+    from fabricflow.optimize import structures
+
+    def slow(*args, **kwargs):
+        time.sleep(1.0)
+
+    monkeypatch.setattr(structures, "prepared_collectives", slow)
+    monkeypatch.setattr(structures, "PREPARE_BATCH", 1)
+    started = time.monotonic()
+    result = run(budget_s=0.5)
+    elapsed = time.monotonic() - started
+    assert result.stopped == "budget" and result.counts["evaluated"] >= 1
+    assert result.counts["unvisited"] > 0
+    _check_counts(result.counts)
+    assert elapsed < 0.5 + 1.0 + 0.7, elapsed  # the budget, one batch, some slack
+
+
+def test_work_budget_answers_the_same_every_time():
+    """A budget counted in work (structures solved + candidates timed) stops at the same
+    point on every run, however loaded the machine: the same answer and counts."""
+    first = run(budget_work=4)
+    second = run(budget_work=4)
+    assert first.stopped == second.stopped == "work" and not first.exhaustive
+    assert first.counts["structures"] + first.counts["evaluated"] == 4
+    assert first.counts == second.counts
+    assert first.best_kwargs == second.best_kwargs
+    assert [r.step_time_s for _, r in first.top] == [r.step_time_s for _, r in second.top]
+    _check_counts(first.counts)
+    # enough work: the exact answer, as without a budget
+    exact = run()
+    roomy = run(budget_work=10_000)
+    assert roomy.exhaustive and roomy.best_kwargs == exact.best_kwargs
+
+
+def test_negative_seed_and_disconnected_fabric_are_refused_at_once():
+    from fabricflow.errors import RoutingError, SpecError
+
+    with pytest.raises(SpecError, match="seed"):
+        run(seed=-1)
+    with pytest.raises(SpecError, match="budget_work"):
+        run(budget_work=0)
+    no_nics = tiny_oversubscribed().without(link_kind="nic", fraction=1.0)
+    started = time.process_time()
+    with pytest.raises(RoutingError, match="no path between GPU 0 and GPU 4"):
+        search.optimize_layout(
+            small_model(), GPU, no_nics, gpus=32, global_batch=64, seq_len=SEQ,
+            space=SPACE, budget_s=5,
+        )  # fmt: skip
+    assert time.process_time() - started < 1.0
+    # a job inside one NVLink domain needs no NIC
+    alone = search.optimize_layout(
+        small_model(), GPU, no_nics, gpus=4, global_batch=64, seq_len=SEQ,
+        space={"tp": [1, 2, 4]},
+    )  # fmt: skip
+    assert alone.best is not None
+
+
+def test_cli_refuses_a_negative_seed_and_stops_on_work(capsys):
+    import json
+
+    from fabricflow.cli import main
+
+    base = [
+        "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU, "--model", "megatron-1.7b",
+        "--gpus", "16", "--global-batch", "32", "--seq", "2048", "--space", "tp=1,2,4",
+        "--space", "pp=1,2", "--json",
+    ]  # fmt: skip
+    assert main([*base, "--seed", "-1", "--fix", "placement=scattered"]) == 2
+    assert "seed" in json.loads(capsys.readouterr().out)["message"]
+    assert main([*base, "--budget-work", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stopped"] in ("work", "bound") and out["counts"]["evaluated"] == 1

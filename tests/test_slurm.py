@@ -9,7 +9,12 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.fabric.hostlist import HostlistError, compress_hostlist, expand_hostlist
+from fabricflow.fabric.hostlist import (
+    HostlistError,
+    compress_hostlist,
+    count_hostlist,
+    expand_hostlist,
+)
 from fabricflow.fabric.slurm import read_slurm_topology, slurm_block_text, slurm_tree_text
 from fabricflow.fabric.spec import load_fat_tree
 
@@ -188,3 +193,72 @@ def test_cli_import_and_export(tmp_path, capsys):
     assert main(["fabric", "fat-tree-k16", "--nic-bandwidth", "1Gbps", "--json"]) == 2
     capsys.readouterr()
     assert main(["fabric", "tpu-v4-pod", "--export", "slurm-block"]) == 2
+
+
+# ----------------------------------------------------------------------- files other tools wrote
+
+
+def test_cost_of_an_imported_fabric_reads_its_cables(tmp_path):
+    """4 nodes of 8 GPUs per leaf: 32 x 400G down and 32 x 400G up, one 64-port switch."""
+    path = tmp_path / "ok.conf"
+    path.write_text(
+        "SwitchName=leaf0 Nodes=dgx[01-04]\nSwitchName=leaf1 Nodes=dgx[05-08]\n"
+        "SwitchName=spine0 Switches=leaf[0-1]\n"
+    )
+    fabric = ff.load_fabric(f"slurm:{path}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    cost = ff.fabric_cost(fabric)
+    assert cost.bom.count(category="switch", tier="leaf") == 2
+    assert cost.bom.count(category="switch", tier="spine") == 1
+    assert cost.bom.count(category="nic") == 64
+
+
+def test_uplinks_are_whole_cables_no_faster_than_the_nic(tmp_path):
+    path = tmp_path / "t.conf"
+    path.write_text(TREE)
+    fabric = ff.load_fabric(
+        f"slurm:{path}", gpus_per_node=4, nic_bandwidth="400Gbps", oversubscription=3
+    )
+    tiers = np.asarray(fabric.node_tier)
+    src, dst = np.asarray(fabric.link_src), np.asarray(fabric.link_dst)
+    up = (tiers[src] == 1) & (tiers[dst] == 2)
+    # 16 NICs / 3 = 5.33 NICs of uplink: 6 cables of 266.7 Gb/s each, the capacity exact
+    np.testing.assert_allclose(np.asarray(fabric.capacity)[up], 16 * 50e9 / 3)
+    assert list(np.asarray(fabric.link_cables)[up]) == [6, 6]
+
+
+ODD_NAMES = ["gpu,a", "rack[1]", 'q"uote', "h#1", "n,[0-3]", "plain7"]
+
+
+@pytest.mark.parametrize("odd", ODD_NAMES)
+def test_odd_host_names_survive_a_slurm_round_trip(tmp_path, odd):
+    """A netlist host named with hostlist syntax comes back as one host of 8 GPUs."""
+    net = tmp_path / "net.csv"
+    quoted = '"' + odd.replace('"', '""') + '"'
+    net.write_text(f"host,tor,agg,core\n{quoted},t0,,\nplain8,t0,,\n")
+    fabric = ff.load_fabric(f"netlist:{net}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    conf = tmp_path / "topology.conf"
+    conf.write_text(slurm_tree_text(fabric))
+    back = ff.load_fabric(f"slurm:{conf}", gpus_per_node=8, nic_bandwidth="400Gbps")
+    assert back.num_gpus == 16
+    assert read_slurm_topology(conf).nodes == [odd, "plain8"]
+    assert slurm_tree_text(back).splitlines()[1:] == conf.read_text().splitlines()[1:]
+
+
+def test_odd_switch_names_survive_a_slurm_round_trip(tmp_path):
+    conf = tmp_path / "odd.conf"
+    conf.write_text(
+        'SwitchName="sw,a[1]" Nodes="n,1",n2  # a comment\nSwitchName=top Switches="sw,a[1]"\n'
+    )
+    fabric = ff.load_fabric(f"slurm:{conf}", gpus_per_node=2, nic_bandwidth="400Gbps")
+    assert fabric.num_gpus == 4 and "sw,a[1]" in fabric.node_kinds
+    again = tmp_path / "again.conf"
+    again.write_text(slurm_tree_text(fabric))
+    assert read_slurm_topology(again).nodes == ["n,1", "n2"]
+    assert ff.load_fabric(f"slurm:{again}", gpus_per_node=2, nic_bandwidth="400Gbps").num_gpus == 4
+
+
+def test_hostlists_quote_every_odd_name():
+    names = [*ODD_NAMES, "a b", "n1", "n2", "x"]
+    text = compress_hostlist(names)
+    assert expand_hostlist(text) == names
+    assert count_hostlist(text) == len(names)

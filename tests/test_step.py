@@ -194,7 +194,11 @@ def test_ep_overlap_and_fp8_dispatch_reduce_exposed_all_to_all(h100):
     base = dict(tp=1, dp=16, ep=8, micro_batch=1, global_batch=16, seq_len=4096)
     plain = step_time("mixtral-8x7b", "h100-sxm", Layout(**base), h100, check_memory=False)
     fp8 = step_time(
-        "mixtral-8x7b", "h100-sxm", Layout(precision="fp8", **base), h100, check_memory=False
+        "mixtral-8x7b",
+        "h100-sxm",
+        Layout(precision="fp8", fp8_dispatch=True, **base),
+        h100,
+        check_memory=False,
     )
     hidden = step_time(
         "mixtral-8x7b", "h100-sxm", Layout(ep_overlap=True, **base), h100, check_memory=False

@@ -17,13 +17,14 @@ def test_dense_layer_costs_its_modules_and_ops_on_the_systems_cpu():
     """A Llama layer in bf16 on a DGX H100 (x86): 5 Transformer Engine modules forward
     (QKV, attention, projection, FC1, FC2) at 115 us and 6 other ops at 13.5 us."""
     h100, gb200 = ff.load_gpu("h100-sxm"), ff.load_gpu("gb200")
-    assert (h100.host_op_s, h100.host_module_s) == pytest.approx((13.5e-6, 115e-6))
+    module_s = h100.host_op_s * ff.load_stack().host_module_ops
+    assert (h100.host_op_s, module_s) == pytest.approx((13.5e-6, 115e-6), rel=0.01)
     model = ff.load_model("llama3-8b")
     host = host_times(model, h100, _table(dp=8), moe=False)
     modules = FORWARD["attention"][0] + FORWARD["mlp"][0]
     ops = FORWARD["attention"][1] + FORWARD["mlp"][1]
     assert (modules, ops) == (5, 6)
-    assert host.pre[0] == pytest.approx(5 * 115e-6 + 6 * 13.5e-6)
+    assert host.pre[0] == pytest.approx(5 * module_s + 6 * 13.5e-6)
     assert host.post[0] == 0.0 and host.synced[0] == 0.0
     # a Grace host issues the same ops 37.08 / 13.48 = 2.75x slower (measured per op)
     grace = host_times(model, gb200, _table(dp=8), moe=False)
@@ -57,7 +58,10 @@ def test_cuda_graphs_remove_the_host_work_they_capture():
     assert full.total[0] == 0.0 and full.synced[0] == 0.0
     # the router and preprocessing become one graph launch; the experts stay eager
     assert scoped.pre[0] < eager.pre[0] and scoped.post[0] == eager.post[0]
-    router = FORWARD["router"][0] * h100.host_module_s + FORWARD["router"][1] * h100.host_op_s
+    stack = ff.load_stack()
+    module_s = h100.host_op_s * stack.host_module_ops
+    # the router's forward: its norm module and the measured kernel count of the fused router
+    router = FORWARD["router"][0] * module_s + stack.router_ops * h100.host_op_s
     preprocess = FORWARD["preprocess"][1] * h100.host_op_s
     assert eager.pre[0] - scoped.pre[0] == pytest.approx(router + preprocess - h100.host_op_s)
 
@@ -89,3 +93,19 @@ def test_host_bound_step_is_slower_than_its_kernels_and_graphs_recover_it():
     assert eager.step_time_s > graphs.step_time_s
     assert eager.details["host_wait_s"] > 0 and graphs.details["host_wait_s"] == 0
     assert waited > 0
+
+
+def test_mxfp8_quantization_adds_its_host_ops_per_linear_module():
+    """Under MXFP8 each linear module's quantization also allocates its data and scale
+    tensors, zero-fills and swizzles the scales (NVIDIA's GB200 guide 2.1.2-2.1.3): the
+    stack's ``mxfp8_quantize_ops`` minus the quantize kernel a per-tensor recipe launches
+    too, per linear module and pass (a Llama layer: QKV, projection, FC1, FC2)."""
+    model = ff.load_model("llama3-8b")
+    gpu = ff.load_gpu("gb200")
+    stack = ff.load_stack("mcore-dsv3-gb200-baseline")
+    base = dict(dp=8, precision="fp8")
+    tensorwise = host_times(model, gpu, _table(**base), moe=False, stack=stack)
+    mxfp8 = host_times(model, gpu, _table(fp8_recipe="mxfp8", **base), moe=False, stack=stack)
+    per_pass = 4 * (stack.mxfp8_quantize_ops - 1.0) * gpu.host_op_s
+    assert mxfp8.pre[0] - tensorwise.pre[0] == pytest.approx(per_pass)
+    assert mxfp8.backward[0] - tensorwise.backward[0] == pytest.approx(per_pass)

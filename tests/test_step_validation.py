@@ -10,7 +10,16 @@ import pathlib
 
 import pytest
 
-from fabricflow.study.step_validation import PUBLISHED_RUNS, predict, summary
+import fabricflow as ff
+from fabricflow.study.step_validation import (
+    PUBLISHED_RUNS,
+    predict,
+    residuals,
+    run_class,
+    run_setup,
+    summary,
+)
+from fabricflow.workload.memory import memory_per_gpu, usable_hbm
 
 xr = pytest.importorskip("xarray")
 
@@ -20,9 +29,80 @@ RUNS = {run.name: run for run in PUBLISHED_RUNS}
 
 def test_the_table_holds_both_sets_with_sources():
     eras = [run.era for run in PUBLISHED_RUNS]
-    assert eras.count("a100") == 18 and eras.count("modern") == 21
+    assert eras.count("a100") == 18 and eras.count("modern") == 153
     assert all(run.source and run.measured_step_s > 0 for run in PUBLISHED_RUNS)
     assert len(RUNS) == len(PUBLISHED_RUNS)  # names are unique
+    # every row names the software release that ran it and its published precision
+    assert all(run.stack and run.published_precision for run in PUBLISHED_RUNS)
+    releases = {run.stack for run in PUBLISHED_RUNS}
+    assert {"megatron-2021", "megatron-2022", "nemo-25.09", "nemo-26.08"} <= releases
+    assert {run_class(run).split()[0] for run in PUBLISHED_RUNS} == {
+        "ampere",
+        "hopper",
+        "blackwell",
+    }
+
+
+def test_a_recipe_row_is_read_as_published():
+    """26.04.01, DGX-B200, DeepSeek-V3 MXFP8: 256 GPUs, GBS 4096, MBS 1, seq 4096, PP 8,
+    VP 2, EP 32, 3,328 tokens/s/GPU."""
+    run = RUNS["dsv3 b200 mxfp8 26.04.01"]
+    assert run.stack == "nemo-26.04.01" and run.published_precision == "mxfp8"
+    assert run.layout["pp"] == 8 and run.layout["vpp"] == 2 and run.layout["ep"] == 32
+    assert run.layout["precision"] == "fp8"
+    assert run.measured_step_s == pytest.approx(4096 * 4096 / (3328 * 256))
+    assert run_class(run) == "blackwell moe mxfp8"
+
+
+def test_published_layouts_that_ran_fit():
+    """DeepSeek-V3 on 2,048 H800 at its report's layout, Llama 3 405B at Meta's layout on
+    16,384 H100 and the recipes' layouts the memory check refused before (GPT-OSS and
+    Qwen3 30B on H100, Qwen3 235B on B200) all fit in the usable HBM."""
+    for name in (
+        "deepseek-v3 h800 2048",
+        "llama3-405b meta 16384",
+        "gpt-oss-120b h100 bf16",
+        "qwen3-30b h100 fp8",
+        "qwen3-235b b200 fp8",
+        "oss h100 bf16 26.04.01",
+        "q30 h100 fp8-cs 26.04.01",
+        "q235 b200 mxfp8 26.04.01",
+    ):
+        run = RUNS[name]
+        model, layout, _ = run_setup(run)
+        layout.validate(model)
+        assert memory_per_gpu(model, layout).total < usable_hbm(ff.load_gpu(run.gpu)), name
+
+
+def test_residuals_are_one_record_per_row():
+    rows = [
+        {
+            "name": "a",
+            "class": "hopper dense bf16",
+            "generation": "hopper",
+            "moe": False,
+            "precision": "bf16",
+            "stack": "nemo-25.11",
+            "measured_step_s": 2.0,
+            "predicted_step_s": 1.0,
+            "refused": "",
+        },
+        {
+            "name": "b",
+            "class": "hopper moe bf16",
+            "generation": "hopper",
+            "moe": True,
+            "precision": "bf16",
+            "stack": "nemo-25.11",
+            "measured_step_s": 2.0,
+            "predicted_step_s": float("nan"),
+            "refused": "memory",
+        },
+    ]
+    out = residuals(rows)
+    assert out[0]["log_ratio"] == pytest.approx(-0.6931471805599453)
+    assert out[1]["refused"] == "memory" and out[1]["log_ratio"] != out[1]["log_ratio"]
+    assert out[0]["class"] == "hopper dense bf16" and out[0]["stack"] == "nemo-25.11"
 
 
 @pytest.mark.parametrize(
@@ -45,9 +125,10 @@ def test_published_runs_within_tolerance(name, tolerance):
 
 def test_nvl72_jobs_run_64_gpus_per_rack():
     """Qwen3 235B on GB200 (EP 32): contiguous ranks straddle 72-GPU racks and push the
-    all-to-all onto the 400G network; 64 GPUs per rack keep every EP group on NVLink."""
+    all-to-all onto the 400G network; the default placement (as the racks are run: 64 GPUs
+    per rack) keeps every EP group on NVLink."""
     run = RUNS["qwen3-235b gb200 bf16"]
-    assert run.placement == "domain-aligned"
+    assert run.placement == "deployed"
     aligned = predict(run)
     contiguous = predict(dataclasses.replace(run, placement="contiguous"))
     assert contiguous["breakdown"]["ep"] > 5 * aligned["breakdown"]["ep"]
@@ -70,6 +151,8 @@ def test_study_script_fast(tmp_path, capsys):
     assert total == pytest.approx(data.predicted_step_s.values[ran], rel=1e-9)
     assert numbers["a100"]["cases"] == 3 and numbers["modern"]["cases"] == 3
     assert (tmp_path / "step_validation_errors.png").read_bytes()[:4] == b"\x89PNG"
+    records = json.loads((tmp_path / "step_validation_residuals.json").read_text())
+    assert len(records) == len(module.FAST) and {"class", "log_ratio"} <= set(records[0])
 
 
 def test_summary_counts_refusals_apart():
@@ -84,5 +167,32 @@ def test_summary_counts_refusals_apart():
         "mape": pytest.approx(0.1),
         "signed": pytest.approx(-0.1),
         "refused": 0.5,
+        "refused_runs": 1,
     }
     assert "a100" not in out
+
+
+def test_summary_reports_each_class():
+    def row(cls, error, refused=""):
+        generation, kind, precision = cls.split()
+        return {
+            "era": "modern",
+            "system": "S",
+            "moe": kind == "moe",
+            "generation": generation,
+            "precision": precision,
+            "class": cls,
+            "refused": refused,
+            "error": error,
+        }
+
+    rows = [
+        row("hopper dense fp8-cs", -0.2),
+        row("hopper dense fp8-cs", 0.1),
+        row("blackwell moe mxfp8", float("nan"), "memory"),
+    ]
+    out = summary(rows)
+    assert out["modern hopper dense fp8-cs"]["mape"] == pytest.approx(0.15)
+    assert out["modern hopper dense fp8-cs"]["signed"] == pytest.approx(-0.05)
+    assert out["modern blackwell moe mxfp8"]["refused_runs"] == 1
+    assert out["modern hopper"]["cases"] == 2 and out["modern mxfp8"]["ran"] == 0

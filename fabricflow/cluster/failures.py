@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from ..assignments import key_values
 from ..errors import SpecError
 from .jobspec import parse_duration
 
@@ -310,14 +311,44 @@ def job_mtbf(gpus: int, gpus_per_node: int, model: FailureModel) -> float:
 
 
 def parse_component_durations(items, flag: str) -> dict[str, float]:
-    """``["gpu=50000h", "link=2e6h"]`` -> ``{"gpu": 1.8e8, ...}`` (seconds)."""
-    out: dict[str, float] = {}
-    for item in items or ():
-        kind, sep, value = str(item).partition("=")
-        kind = kind.strip()
-        if not sep:
-            raise SpecError(flag, f"expected COMPONENT=DURATION (e.g. gpu=50000h), got {item!r}")
-        if kind not in COMPONENTS:
-            raise SpecError(flag, f"unknown component {kind!r}; allowed: {list(COMPONENTS)}")
-        out[kind] = parse_duration(value, f"{flag} {kind}", allow_zero=False)
-    return out
+    """``["gpu=50000h", "link=2e6h"]`` -> ``{"gpu": 1.8e8, ...}`` (seconds); a component
+    given twice with different durations is refused."""
+    pairs = key_values(
+        items,
+        flag,
+        example="COMPONENT=DURATION (e.g. gpu=50000h)",
+        keys=COMPONENTS,
+        key_name="component",
+    )
+    return {
+        kind: parse_duration(value, f"{flag} {kind}", allow_zero=False)
+        for kind, value in pairs.items()
+    }
+
+
+def log_failure_slowdown(work_s: float, mtbf_s: float, policy: CheckpointPolicy) -> float:
+    """Natural log of the expected wall time to compute ``work_s`` seconds under failures
+    over the failure-free wall time (0 when nothing fails), for a job whose failures are
+    exponential with mean ``mtbf_s`` (Daly 2006, as :func:`expected_goodput`).
+
+    A failure loses the work since the last completed checkpoint write and costs
+    ``policy.restart_s`` (a failure during a restart starts it over). A piece of ``T``
+    seconds (one checkpoint interval plus its write, or the whole job without checkpoints)
+    then takes ``M e^{R/M} (e^{T/M} - 1)`` seconds on average. Computed in logs: ``T / M``
+    of hundreds would overflow.
+    """
+    if work_s <= 0.0 or not math.isfinite(mtbf_s):
+        return 0.0
+    if policy.interval_s is None:
+        piece, pieces, writes = work_s, 1, 0.0
+    else:
+        pieces = math.ceil(work_s / policy.interval_s)
+        piece = work_s / pieces + policy.write_s
+        writes = (pieces - 1) * policy.write_s  # none after the last piece
+    ratio = piece / mtbf_s
+    # log(expm1(x)) without overflow: x + log1p(-exp(-x)) for large x
+    log_expm1 = (
+        math.log(math.expm1(ratio)) if ratio < 50.0 else ratio + math.log1p(-math.exp(-ratio))
+    )
+    expected = math.log(pieces) + math.log(mtbf_s) + policy.restart_s / mtbf_s + log_expm1
+    return expected - math.log(work_s + writes)

@@ -369,14 +369,21 @@ class Interference:
         return self._link_load.copy()
 
     def kind_load(self, link_kind: np.ndarray, num_kinds: int) -> np.ndarray:
-        """float64 ``[num_kinds]`` bytes/s offered on the links of each kind (``link_kind``:
-        int ``[L]``, a kind id per link) at the current rates: :meth:`link_load` summed by
-        kind, from the jobs' entries (each job's sum is kept until its rates change)."""
+        """float64 ``[num_kinds]`` bytes/s on the links of each kind (``link_kind``: int
+        ``[L]``, a kind id per link) with every running job's collectives in flight
+        together, max-min shared: a job that shares links with others at its joint rates,
+        a job alone in its component at its own rates (all its sets together,
+        :meth:`_own_rate`), not at each set's rate alone, which on links two of its sets
+        share would add up past the capacity. So no link carries more than its capacity
+        and the load over the kind's capacity lies in [0, 1] (each job's sum is kept until
+        its rates change)."""
         if self._dirty:
             self._evaluate()
         total = np.zeros(num_kinds)
         for key, job in self._jobs.items():
             rate = self._load.get(key, job.alone_rate)
+            if rate is job.alone_rate:  # alone in its component: its sets share its links
+                rate = self._own_rate(job, self._capacity_of(job.model))
             cached = self._kind_cache.get(key)
             if cached is None or cached[0] is not rate:
                 weights = job.entry_coef * np.repeat(rate, job.row_entries)

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ..errors import SpecError
+from ..files import INT64_MAX
+from ..schema import DECIMAL
 from ..workload.gpu import GpuSpec
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec
@@ -157,11 +159,10 @@ def parse_duration(value: object, field: str, *, allow_zero: bool = True) -> flo
     """
     if isinstance(value, bool) or value is None:
         raise SpecError(field, f"expected a duration such as 45s, 30m, 12h or 3d, got {value!r}")
-    if isinstance(value, str):
-        try:  # a bare number of seconds (the common CSV cell) skips the patterns
-            value = float(value)
-        except ValueError:
-            pass
+    if isinstance(value, str) and DECIMAL.fullmatch(value.strip()):
+        # a bare number of seconds (the common CSV cell) skips the patterns; float() alone
+        # would also read "1_0", "nan" and "inf"
+        value = float(value)
     if isinstance(value, (int, float, numbers.Real)):
         seconds = float(value)
     elif isinstance(value, str) and _COMPOUND.match(value):
@@ -201,6 +202,8 @@ def positive_int(value: object, field: str, *, zero: bool = False) -> int:
         raise SpecError(
             field, f"must be a{' non-negative' if zero else ' positive'} integer, got {number}"
         )
+    if number > INT64_MAX:  # the simulator's counters are int64
+        raise SpecError(field, f"{number} is outside the 64-bit integer range (<= {INT64_MAX})")
     return number
 
 

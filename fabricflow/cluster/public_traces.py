@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterator
 from ..errors import SpecError
 from ..files import parse_structured
 from ..memory import check_memory
+from ..schema import DECIMAL, decimal
 from .jobspec import JobSpec, LoadedTrace
 from .synthetic import JOB_SPEC_BYTES, MixCache
-from .trace_files import count_csv_rows, csv_records, read_trace_text
+from .trace_files import check_trace_rows, count_csv_rows, csv_records, read_trace_text
 
 PUBLIC_FORMATS = ("pai-2020", "pai-2023", "philly", "helios", "acme")
 # Columns of each format (the released files' headers).
@@ -231,16 +232,20 @@ class _Builder:
 
 # ---------------------------------------------------------------------------- cells
 def _number(row: dict, column: str, name: str, *, default: float | None = None) -> float:
-    """A finite number >= 0 from the cell ``column`` (missing: ``default`` or an error)."""
+    """A finite number >= 0 from the cell ``column`` (missing: ``default`` or an error);
+    a text cell must be a plain decimal (:func:`~fabricflow.schema.decimal`: not ``inf``,
+    ``nan`` or ``1_000``)."""
     cell = row.get(column)
     if cell in (None, "", "nan", "NaN", "NA", "None"):
         if default is not None:
             return default
         raise SpecError(f"{name}.{column}", "missing")
-    try:
+    if isinstance(cell, str):
+        value = decimal(cell, f"{name}.{column}")
+    elif isinstance(cell, (int, float)) and not isinstance(cell, bool):
         value = float(cell)
-    except (TypeError, ValueError):
-        raise SpecError(f"{name}.{column}", f"expected a number, got {cell!r}") from None
+    else:
+        raise SpecError(f"{name}.{column}", f"expected a number, got {cell!r:.60}")
     if not math.isfinite(value) or value < 0:
         raise SpecError(f"{name}.{column}", f"expected a finite number >= 0, got {cell!r}")
     return value
@@ -259,26 +264,31 @@ _EPOCH_UTC = _EPOCH.replace(tzinfo=datetime.UTC)
 
 def _time(row: dict, column: str, name: str) -> float | None:
     """Seconds of a wall-clock cell (``2023-03-01 00:18:22+08:00``, ``2017-10-07
-    01:12:09``; naive times are taken as they are) or of a number; None when empty."""
+    01:12:09``; naive times are taken as they are) or of a number of seconds (finite and
+    >= 0: ``inf``, ``-inf`` and ``nan`` are refused); None when empty."""
     cell = row.get(column)
     if cell in (None, "", "None", "nan", "NaT"):
         return None
+    field = f"{name}.{column}"
     if isinstance(cell, (int, float)) and not isinstance(cell, bool):
-        return float(cell)
-    text = str(cell).strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise SpecError(
-            f"{name}.{column}", f"expected a time like 2023-03-01 00:18:22, got {cell!r}"
-        ) from None
-    if moment.tzinfo is None:
-        return (moment - _EPOCH).total_seconds()
-    return (moment - _EPOCH_UTC).total_seconds()
+        seconds = float(cell)
+    elif isinstance(cell, str) and DECIMAL.fullmatch(cell.strip()):
+        seconds = decimal(cell, field)
+    elif isinstance(cell, str):
+        try:
+            moment = datetime.datetime.fromisoformat(cell.strip())
+        except ValueError:
+            raise SpecError(
+                field, f"expected a time like 2023-03-01 00:18:22 or seconds, got {cell!r:.60}"
+            ) from None
+        if moment.tzinfo is None:
+            return (moment - _EPOCH).total_seconds()
+        return (moment - _EPOCH_UTC).total_seconds()
+    else:
+        raise SpecError(field, f"expected a time or a number of seconds, got {cell!r:.60}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SpecError(field, f"a time in seconds must be finite and >= 0, got {cell!r}")
+    return seconds
 
 
 def _span(
@@ -312,6 +322,7 @@ def _csv(
     """``(rows, records)`` of a public CSV (``header`` for the headerless PAI tables)."""
     text, _ = read_trace_text(path)
     total = count_csv_rows(text)
+    check_trace_rows(total, path)
     check_memory(total * JOB_SPEC_BYTES, f"a {format} trace of {total:,} rows ({path})")
     if header is not None and not text.lstrip("\ufeff").startswith(header[0] + ","):
         text = ",".join(header) + "\n" + text
@@ -429,6 +440,24 @@ def _pai_2020(path: str, builder: _Builder) -> None:
             builder.keep(entry.name, job, entry.gpus, submits.get(job, entry.start), span)
 
 
+def _philly_gpus(detail: list, field: str) -> int:
+    """GPUs of a Philly attempt: the lengths of its servers' ``gpus`` lists (a server is
+    ``{"ip": ..., "gpus": ["gpu0", ...]}``); anything else is refused, naming the server:
+    a count given as a number or a string would otherwise be miscounted."""
+    total = 0
+    for index, server in enumerate(detail):
+        if not isinstance(server, dict):
+            raise SpecError(f"{field}[{index}]", f"expected a server object, got {server!r:.60}")
+        gpus = server.get("gpus", [])
+        if not isinstance(gpus, list):
+            raise SpecError(
+                f"{field}[{index}].gpus",
+                f'expected a list of GPU names (e.g. ["gpu0", "gpu1"]), got {gpus!r:.60}',
+            )
+        total += len(gpus)
+    return total
+
+
 class _PaiJob:
     """The tasks of one PAI 2020 job, folded: whole GPUs (each instance's share rounded
     up), whether any share is fractional, first start, last end, all tasks finished."""
@@ -484,7 +513,7 @@ def _philly(path: str, builder: _Builder) -> None:
             raise SpecError(
                 f"{name}.attempts[{len(attempts) - 1}].detail", "expected a list of servers"
             )
-        gpus = sum(len(server.get("gpus") or []) for server in detail if isinstance(server, dict))
+        gpus = _philly_gpus(detail, f"{name}.attempts[{len(attempts) - 1}].detail")
         if gpus == 0:
             builder.skip("cpu_only")
             continue

@@ -34,6 +34,7 @@ from ..collective.structure_cache import fabric_fingerprint
 from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory
+from ..schema import check_size
 from ..workload.calibration import as_calibration
 from . import events as ev
 from . import interference as _interference
@@ -46,6 +47,7 @@ from .failures import (
     FailureModel,
     failure_model,
     job_mtbf,
+    log_failure_slowdown,
     young_daly_interval,
 )
 from .jobspec import JobSpec, parse_duration
@@ -69,6 +71,13 @@ from .state import DOWN, FREE, SPARE, ClusterState
 from .trace import load_trace
 
 MAX_EVENTS = 5_000_000
+# A job expected to take more than this many times its failure-free time (its failures
+# come faster than it can restart and reach a checkpoint) makes practically no progress:
+# refused before the run instead of simulating failure after failure.
+NO_PROGRESS_SLOWDOWN = 1e3
+# Events with no job committing a checkpoint or finishing, after which a run without a
+# horizon stops as stalled (every running job is brought up to date first).
+STALL_EVENTS = 1_000_000
 EVENTS_PER_JOB = 50  # the event bound grows with the trace: MAX_EVENTS or this per job
 TIMELINE_POINTS = 2000
 # At most this many (time, job) cells in the timeline: a trace of many jobs gets fewer time
@@ -76,10 +85,19 @@ TIMELINE_POINTS = 2000
 TIMELINE_CELLS = 10_000_000
 # Measured bytes of simulator state per job (its record, event log and result row).
 STATE_BYTES_PER_JOB = 6_000
+# CPU seconds the simulator spends per job, measured: synthetic traces on
+# dgx-h100-superpod with interference, 2,000 jobs in 7.6 s and 20,000 in 77 s of CPU
+# (user + sys, start-up included) on the 2-core development machine at load 5-8. A trace
+# of more jobs than MAX_SIMULATED_JOBS (about 75 s at that rate) is refused before the run,
+# so that a run ends within two minutes instead of running for hours.
+SECONDS_PER_JOB = 3.7e-3
+MAX_SIMULATED_JOBS = 20_000
 
 __all__ = [
+    "MAX_SIMULATED_JOBS",
     "STATE_NAMES",
     "ClusterRun",
+    "check_simulated_jobs",
     "estimated_run_bytes",
     "simulate_cluster",
     "timeline_points_for",
@@ -169,6 +187,7 @@ def simulate_cluster(
     specs = trace if _all_jobspecs(trace) else load_trace(trace, fabric=fabric, usable_gpus=usable)
     if not specs:
         raise SpecError("trace", "holds no jobs")
+    check_simulated_jobs(len(specs), "trace")
     check_memory(
         estimated_run_bytes(len(specs), int(timeline_points)),
         f"simulating a trace of {len(specs):,} jobs",
@@ -191,6 +210,23 @@ def simulate_cluster(
     sim.progress = progress
     sim.run()
     return sim.result(timeline_points_for(len(specs), int(timeline_points)))
+
+
+def check_simulated_jobs(num_jobs: int, field: str) -> None:
+    """Refuse, before the run, a trace of more than :data:`MAX_SIMULATED_JOBS` jobs: the
+    simulator spends a few ms of CPU per job (:data:`SECONDS_PER_JOB`), so a larger trace
+    would run for minutes to hours (10**6 jobs: about an hour) with no answer."""
+    seconds = num_jobs * SECONDS_PER_JOB
+    check_size(
+        num_jobs,
+        MAX_SIMULATED_JOBS,
+        field,
+        "the trace",
+        "jobs",
+        f"simulating them would take about {seconds / 60:,.0f} min of CPU "
+        f"({SECONDS_PER_JOB * 1e3:g} ms per job); simulate a window of the trace (the jobs "
+        "of one period) or fewer synthetic jobs",
+    )
 
 
 def estimated_run_bytes(num_jobs: int, timeline_points: int = TIMELINE_POINTS) -> int:
@@ -301,6 +337,9 @@ class _Simulator:
                 )
             )
         self.max_events = max(MAX_EVENTS, EVENTS_PER_JOB * len(self.jobs))
+        if horizon is None and model is not None:
+            self._refuse_hopeless_jobs()
+        self.progress_event = 0  # the event count when a job last committed or finished
         self.tau = policy.interval_s
         self.delta = policy.write_s if self.tau is not None else 0.0
         self.heap: list = []
@@ -441,6 +480,7 @@ class _Simulator:
         steps = work / job.step_s
         if commits:
             job.committed = job.steps + to_commit / job.step_s
+            self.progress_event = self.events
         job.steps += steps
         job.work_s += work
         job.steps_computed += steps
@@ -802,6 +842,41 @@ class _Simulator:
         self.counts_log.append((self.t, state.num_busy, state.num_down, state.num_spare))
         self.frag_now = state.fragmentation()
 
+    def _refuse_hopeless_jobs(self) -> None:
+        """Refuse a job whose failures come faster than it can restart and reach a
+        checkpoint (expected slowdown over :data:`NO_PROGRESS_SLOWDOWN`): without a
+        horizon the simulation would fail and restart it for ever."""
+        assert self.model is not None
+        for job in self.jobs:
+            mtbf = job_mtbf(job.spec.gpus, self.gpn, self.model)
+            work = job.target * job.standalone_s  # co-located slowdowns only make it worse
+            log_slowdown = log_failure_slowdown(work, mtbf, self.policy)
+            if log_slowdown > math.log(NO_PROGRESS_SLOWDOWN):
+                piece = (
+                    f"checkpoints every {self.policy.interval_s:g} s (+ {self.policy.write_s:g} s "
+                    "to write)"
+                    if self.policy.interval_s is not None
+                    else f"no checkpoints: all {work:.3g} s of its work in one piece"
+                )
+                raise SpecError(
+                    f"jobs[{job.key}] (id {job.spec.id!r})",
+                    f"makes practically no progress: its MTBF is {mtbf:.3g} s ({job.spec.gpus} "
+                    f"GPUs) against a restart of {self.policy.restart_s:g} s and {piece}, "
+                    f"so it would take about 10^{log_slowdown / math.log(10):.0f} times its "
+                    "failure-free time; checkpoint more often (--checkpoint-interval), "
+                    "raise the MTBFs (--mtbf) or give a --horizon",
+                )
+
+    def _stalled(self) -> bool:
+        """No job has committed a checkpoint or finished for :data:`STALL_EVENTS` events,
+        with every running job's progress brought up to date."""
+        if self.events - self.progress_event <= STALL_EVENTS:
+            return False
+        for job in self.jobs:
+            if job.state == RUNNING:
+                self._advance(job)  # commits are counted lazily: bring them up to date
+        return self.events - self.progress_event > STALL_EVENTS
+
     def run(self) -> None:
         self._replenish_spares()
         self._snapshot()
@@ -825,6 +900,13 @@ class _Simulator:
             if self.alloc_changed:
                 self.alloc_changed = False
                 self._snapshot()
+            if self.horizon is None and self.done < total and self._stalled():
+                raise SolverError(
+                    f"no progress: in the last {STALL_EVENTS:,} events (to t = {self.t:.3g} s) "
+                    f"no job committed a checkpoint or finished, {total - self.done} jobs "
+                    "unfinished; their failures come faster than they can restart and "
+                    "checkpoint (raise the MTBFs or checkpoint more often) or give a horizon"
+                )
             if self.events > self.max_events:
                 raise SolverError(
                     f"more than {self.max_events:,} events at t = {self.t:.3g} s with "
@@ -856,6 +938,7 @@ class _Simulator:
             self._stop_running(job)
             job.state = DONE
             job.end_s = self.t
+            self.progress_event = self.events
             self._release(job)
             self.done += 1
             self._log(job)

@@ -49,7 +49,13 @@ from .jobspec import (
 )
 from .public_traces import detect_format, read_public_trace
 from .synthetic import DEFAULT_SIZES, JOB_SPEC_BYTES, SYNTHETIC_MIX, synthetic_trace
-from .trace_files import count_csv_rows, csv_records, read_trace_text, yaml_trace_rows
+from .trace_files import (
+    check_trace_rows,
+    count_csv_rows,
+    csv_records,
+    read_trace_text,
+    yaml_trace_rows,
+)
 
 JOB_KEYS = (
     "id",
@@ -179,6 +185,7 @@ def _read_file(path: str, fabric, limit, progress) -> LoadedTrace:
     text, size = read_trace_text(path)
     if path.lower().endswith(".csv"):
         total = count_csv_rows(text)
+        check_trace_rows(total, path)
         check_memory(total * JOB_SPEC_BYTES, f"a trace of {total:,} jobs ({path})")
         _, records = csv_records(text, path)
         return _validated(_unflattened(records), total, fabric, limit, progress)

@@ -25,8 +25,14 @@ from collections.abc import Iterator, Mapping
 from ..errors import SpecError
 from ..files import MAX_FILE_BYTES, decode_text, parse_structured
 from ..memory import check_memory
+from ..schema import check_size
 
 MAX_YAML_BYTES = MAX_FILE_BYTES
+# Rows of a CSV trace read at most: reading and checking a row takes 14-25 us of CPU
+# (a public Helios-like table: 10**5 rows in 1.4 s; this project's format with layouts:
+# 20,000 rows in 0.5 s, on the 2-core development machine), so 2,000,000 rows take under
+# a minute; a larger file is refused before reading, with its row count.
+MAX_TRACE_ROWS = 2_000_000
 # Measured on a synthetic trace dumped as YAML (356 bytes per job): peak memory per byte
 # of text while PyYAML composes the document, and seconds per byte.
 YAML_BYTES_PER_BYTE = 22
@@ -136,6 +142,20 @@ def yaml_trace_rows(text: str, size: int, path: str) -> list:
     if not isinstance(data, list):
         raise SpecError("trace", f"{path}: expected 'jobs:' with a list of jobs")
     return data
+
+
+def check_trace_rows(total: int, path: str) -> None:
+    """Refuse a trace of more than :data:`MAX_TRACE_ROWS` rows before reading any (the
+    count from :func:`count_csv_rows`)."""
+    check_size(
+        total,
+        MAX_TRACE_ROWS,
+        "trace",
+        f"{path}",
+        "rows",
+        "cut it to a window of the trace (rows of one period) before simulating",
+        estimate=True,
+    )
 
 
 def count_csv_rows(text: str) -> int:

@@ -24,6 +24,11 @@ import re
 import numpy as np
 
 from ..errors import SpecError
+from ..files import MAX_FILE_BYTES, decode_text
+from ..schema import DECIMAL, at_line
+
+# The largest log read: a run prints about 100 bytes per message size.
+MAX_LOG_BYTES = MAX_FILE_BYTES
 
 __all__ = ["NCCL_TESTS_OPS", "NcclTestsLog", "format_nccl_tests", "read_nccl_tests"]
 
@@ -125,17 +130,30 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
     the average.
 
     Raises:
-        SpecError: ``nccl-tests``, naming the file and line: a data line with another
-            number of fields or a field that is not a number, sizes not increasing, rows
+        SpecError: ``nccl-tests``, naming the file and line: a file over
+            :data:`MAX_LOG_BYTES` or not UTF-8 text, a data line with another
+            number of fields, a field that is not a decimal number (``1_000``, ``nan``), a
+            negative size or count, a root below -1 or beyond the ranks listed, sizes not
+            increasing, rows
             of two data types or reductions, no data line, or a log that stops before its
             ``# Avg bus bandwidth`` line (a truncated run).
     """
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
+        size = os.path.getsize(name)
+        if size > MAX_LOG_BYTES:
+            raise SpecError(
+                "nccl-tests",
+                f"{name} is {size:,} bytes, over the limit of {MAX_LOG_BYTES:,} bytes for "
+                "a nccl-tests log (a run prints a few KB)",
+            )
+        with open(name, "rb") as handle:
+            data = handle.read(MAX_LOG_BYTES + 1)
     except OSError as error:
         raise SpecError("nccl-tests", f"cannot read {name!r}: {error}") from error
+    if len(data) > MAX_LOG_BYTES:  # grew while read, or a special file
+        raise SpecError("nccl-tests", f"{name} is over the limit of {MAX_LOG_BYTES:,} bytes")
+    lines = decode_text(data, "nccl-tests", name).splitlines()
     rows: list[tuple] = []
     ranks, average = 0, None
     has_root = None  # from the column header line, where the log has one
@@ -162,6 +180,13 @@ def read_nccl_tests(path: str | os.PathLike) -> NcclTestsLog:
             f"{name}, line {rows[-1][0]}: the log stops here, before its '# Avg bus bandwidth' "
             "line (a truncated or failed run)",
         )
+    for line_number, *row in rows:
+        if ranks and row[4] >= ranks:
+            raise SpecError(
+                "nccl-tests",
+                f"{at_line(name, line_number)}: root {row[4]} is not one of the log's "
+                f"{ranks} ranks (0..{ranks - 1}, or -1 for none)",
+            )
     for (_, *a), (n1, *b) in zip(rows, rows[1:], strict=False):
         if b[0] <= a[0]:
             raise SpecError("nccl-tests", f"{name}, line {n1}: size {b[0]} after {a[0]}")
@@ -200,8 +225,8 @@ def _data_line(line: str, name: str, number: int, has_root) -> tuple:
     if len(fields) == 12:  # no root column (older nccl-tests)
         fields.insert(4, "-1")
     size, count, root = (
-        _integer(fields[i], name, number, what)
-        for i, what in ((0, "size"), (1, "count"), (4, "root"))
+        _integer(fields[i], name, number, what, minimum)
+        for i, what, minimum in ((0, "size", 0), (1, "count", 0), (4, "root", -1))
     )
     values = [_number(fields[i], name, number, "time/algbw/busbw") for i in (5, 6, 7, 9, 10, 11)]
     return (
@@ -217,22 +242,27 @@ def _data_line(line: str, name: str, number: int, has_root) -> tuple:
     )
 
 
-def _integer(text: str, name: str, number: int, what: str) -> int:
+def _integer(text: str, name: str, number: int, what: str, minimum: int) -> int:
+    """A decimal integer field ``>= minimum`` (sizes and counts >= 0; root >= -1, where -1
+    is nccl-tests' "no root")."""
     body = text.removeprefix("-")
+    where = at_line(name, number)
     if not (body.isascii() and body.isdigit()) or int(body) >= 2**63:
-        raise SpecError("nccl-tests", f"{name}, line {number}: {what} {text!r} is not an integer")
-    return int(text)
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} is not an integer")
+    value = int(text)
+    if value < minimum:
+        allowed = ">= 0" if minimum == 0 else f">= {minimum} (-1: no root)"
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} must be {allowed}")
+    return value
 
 
 def _number(text: str, name: str, number: int, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SpecError(
-            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} is not a number"
-        ) from None
+    """A finite decimal number ``>= 0`` (times, bandwidths)."""
+    text = text.strip()
+    where = at_line(name, number)
+    if not DECIMAL.fullmatch(text):  # nccl-tests prints %7.2f and %g
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} is not a decimal number")
+    value = float(text)
     if not math.isfinite(value) or value < 0:
-        raise SpecError(
-            "nccl-tests", f"{name}, line {number}: {what} {text.strip()!r} must be >= 0"
-        )
+        raise SpecError("nccl-tests", f"{where}: {what} {text!r} must be finite and >= 0")
     return value

@@ -44,6 +44,67 @@ def failed_fabric(fabric, fail: str | None, seed: int):
     return fabric.without(link_kind=kind, fraction=value, seed=seed)
 
 
+# ----------------------------------------------------------------------------- fabrics
+#
+# Every command that takes a fabric reads it through these two: a preset, a YAML spec, or
+# another tool's file (slurm:PATH, netlist:PATH) with the import flags.
+
+IMPORT_FLAGS = ("gpus_per_node", "nic_bandwidth", "companion")
+
+
+def add_fabric_flags(parser, *, positional: bool = False, default: str | None = None) -> None:
+    """``--fabric F`` (or a positional ``fabric``) and the import flags of ``slurm:PATH``
+    and ``netlist:PATH`` fabrics (``--gpus-per-node``, ``--nic-bandwidth``,
+    ``--companion FILE``), read by :func:`load_fabric_flags`. ``default``: the fabric when
+    ``--fabric`` is not given (else it is required)."""
+    what = "preset name, YAML spec path, slurm:PATH or netlist:PATH"
+    if positional:
+        parser.add_argument("fabric", help=what)
+    elif default is None:
+        parser.add_argument("--fabric", required=True, help=what)
+    else:
+        parser.add_argument("--fabric", default=default, help=f"{what} (default {default})")
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs per node (slurm: and netlist: fabrics)",
+    )
+    parser.add_argument(
+        "--nic-bandwidth",
+        default=None,
+        help="bandwidth of each GPU's NIC (slurm: and netlist: fabrics)",
+    )
+    parser.add_argument(
+        "--companion",
+        default=None,
+        metavar="FILE",
+        help="YAML with gpus_per_node, nic_bandwidth, oversubscription, switch_bandwidth, "
+        "latency, scale_up, transport (slurm: and netlist: fabrics; flags win)",
+    )
+
+
+def load_fabric_flags(args):
+    """The fabric of ``args.fabric`` with the import flags of :func:`add_fabric_flags`
+    (:func:`fabricflow.fabric.spec.fabric_spec`: one reader for every command).
+
+    Raises:
+        SpecError: a bad fabric or file (named); an import flag given for a preset or
+            YAML spec (``--gpus-per-node`` ... named).
+    """
+    from ..errors import SpecError
+    from ..fabric.spec import is_import, load_fabric
+
+    options = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
+    given = {key: value for key, value in options.items() if value is not None}
+    if given and not is_import(args.fabric):
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise SpecError(
+            flag.lstrip("-"), f"{flag} applies to slurm:PATH and netlist:PATH fabrics only"
+        )
+    return load_fabric(args.fabric, **given)
+
+
 def print_json(obj) -> None:
     """Print the command's one JSON object; an output that could not be written (see
     :func:`write_outputs`) is named in it as ``error`` and ``message`` beside the result."""

@@ -8,7 +8,8 @@ Example::
 With ``--json`` it prints one object: ``mean_rate_Bps`` (per flow, over the second
 half), ``roles`` (flow ids per role) and ``role_summary``, ``queue_mean_bytes``,
 ``queue_p50_bytes``, ``queue_p99_bytes`` and ``bottleneck_utilization`` (bottleneck
-link), ``jain_fairness``, ``pause_fraction``, ``convergence_time_s``,
+link), ``jain_fairness`` (over the ``jain_flows`` flows that share the bottleneck link),
+``pause_fraction``, ``convergence_time_s``,
 ``max_min_rate_Bps``, ``victim_flows``, ``deadlocks``, ``fct_s``, ``warnings`` (a
 minimum rate above some flows' max-min share) and the settings.
 ``--out DIR`` writes ``<cc>.nc`` (netCDF), ``summary.json``, ``rates_queues.png`` and
@@ -232,7 +233,8 @@ def _print_text(args, law, result, scenario, summary, report) -> None:
         f" KB, p99 {summary['queue_p99_bytes'] / 1e3:.1f} KB"
     )
     print(
-        f"  Jain fairness {summary['jain_fairness']:.4f}, pause fraction "
+        f"  Jain fairness {summary['jain_fairness']:.4f} over the {summary['jain_flows']} flows "
+        f"sharing the bottleneck, pause fraction "
         f"{summary['pause_fraction']:.4f}, settled "
         f"{'never' if settled is None else f'at {settled * 1e3:.3g} ms'}, "
         f"victims {_short(victims)}, deadlocks {summary['deadlocks']}"

@@ -28,9 +28,12 @@ import math
 import os
 import time
 
+from ..assignments import key_values
 from ._common import (
+    add_fabric_flags,
     add_json_flag,
     calibration_from_args,
+    load_fabric_flags,
     mark_done,
     output_folder,
     print_json,
@@ -84,7 +87,7 @@ def register(subparsers) -> None:
         "by a scheduler, step times with co-located jobs' traffic, component failures, "
         "checkpoints, restarts and hot spares; per-job and cluster goodput.",
     )
-    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    add_fabric_flags(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
     source.add_argument(
@@ -196,17 +199,13 @@ def prediction_options(items):
     if not items:
         return None
     options: dict = {}
-    for item in items:
-        if item == "default":
-            continue
-        key, sep, value = str(item).partition("=")
-        key = key.strip()
-        if not sep or key not in PREDICT_KEYS:
-            raise SpecError(
-                "--predict",
-                f"expected 'default' or KEY=VALUE with KEY one of {sorted(PREDICT_KEYS)}, "
-                f"got {item!r}",
-            )
+    pairs = key_values(
+        [item for item in items if item != "default"],
+        "--predict",
+        example="'default' or KEY=VALUE",
+        keys=PREDICT_KEYS,
+    )
+    for key, value in pairs.items():
         if key in ("recall", "precision"):
             try:
                 options[PREDICT_KEYS[key]] = float(value)
@@ -226,10 +225,9 @@ def run(args) -> int:
     began = time.perf_counter()
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.jobspec import LoadedTrace
-    from ..cluster.simulate import estimated_run_bytes, simulate_cluster
+    from ..cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
     from ..cluster.trace import load_trace, synthetic_trace
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
@@ -244,7 +242,7 @@ def run(args) -> int:
         restart_s=args.restart_time,
         spares=args.spares,
     )
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     usable = fabric.num_gpus - args.spares * max(1, int(fabric.gpus_per_node))
     if usable <= 0:
         raise SpecError(
@@ -261,6 +259,7 @@ def run(args) -> int:
             f"simulating {args.synthetic:,} synthetic jobs",
             hint="give fewer jobs",
         )
+        check_simulated_jobs(args.synthetic, "--synthetic")
         trace = synthetic_trace(args.synthetic, seed=args.seed, fabric=fabric, usable_gpus=usable)
     else:
         trace = load_trace(

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from ._common import (
     add_calibration_flags,
+    add_fabric_flags,
     add_fail_flag,
     add_json_flag,
     calibration_from_args,
     failed_fabric,
+    load_fabric_flags,
     output_file,
     output_folder,
     print_json,
     print_table,
     write_outputs,
 )
+from .cc import CC_CHOICES
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
@@ -32,7 +35,7 @@ def register(subparsers) -> None:
         description="Time a collective run by all groups at once on a fabric; prints an "
         "nccl-tests-style table (size, count, time, algbw, busbw).",
     )
-    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--op", required=True, help=OPS_HELP)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job (the first N)")
     parser.add_argument(
@@ -69,6 +72,14 @@ def register(subparsers) -> None:
         help="auto|ecmp|multipath|spray|adaptive|optimized (default auto: what the fabric's "
         "transport does, an even split over all equal-cost paths under adaptive routing on "
         "a Clos, per-flow ECMP otherwise; optimized: paths chosen by the routing optimizer)",
+    )
+    parser.add_argument(
+        "--cc",
+        default=None,
+        choices=CC_CHOICES,
+        help="congestion control: each phase's rates are its max-min rates times its flows' "
+        "efficiency under this rate law, from the congestion-control fluid (default: ideal "
+        "max-min rates; see docs/cc.md)",
     )
     parser.add_argument(
         "--channels",
@@ -110,7 +121,7 @@ def run(args) -> int:
     from ..collective.model import MAX_CHANNELS
     from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
+    from ..fabric.summary import failure_counts, failure_text
     from ..fabric.transport import routing_for
     from ..units import format_size
     from .step import _check_plot_format
@@ -125,7 +136,7 @@ def run(args) -> int:
     calibration = calibration_from_args(args)
     if not math.isfinite(args.stepfactor):
         raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     routing = routing_for(fabric) if args.routing == "auto" else args.routing
     fabric = failed_fabric(fabric, args.fail, args.seed)
     if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value
@@ -145,6 +156,12 @@ def run(args) -> int:
             f"must be >= --minbytes ({format_size(smallest)}), got {format_size(largest)}",
         )
     sizes = nccl_sizes(smallest, largest, args.stepfactor)
+    solver = None
+    if args.cc is not None:
+        # deferred: the congestion-control fluid is JAX
+        from ..collective.cc_rates import as_cc_rates
+
+        solver = as_cc_rates(fabric, args.cc, None)
     results = collective_sweep(
         fabric,
         args.op,
@@ -158,6 +175,7 @@ def run(args) -> int:
         rail_aware=not args.no_rail_aware,
         progress=_progress,
         **({} if calibration is None else {"cost": calibration.cost_model()}),
+        solver=solver,
     )
     rows = table_rows(results)
     from ..workload.intervals import collective_interval
@@ -181,6 +199,8 @@ def run(args) -> int:
         "layout": args.layout,
         "routing": routing,
         "transport": fabric.transport.to_dict(),
+        **failure_counts(fabric),
+        "cc": args.cc,
         "failed_links": int(fabric.meta.get("failed_links", 0)),
         "interval_level": args.interval_level,
         "calibration": args.calibration,
@@ -189,8 +209,10 @@ def run(args) -> int:
         from ..study.collective_plots import plot_collective
 
         title = (
-            f"{header['op']} on {fabric.name}: {header['num_groups']} group(s) of {group_size} "
-            f"({args.layout}), routing {routing}"
+            f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
+            + (f" ({args.layout})" if header["num_groups"] > 1 else "")
+            + f", routing {routing}"
+            + (f", {args.cc}" if args.cc else "")
         )
         # a plot that cannot be written is reported after the result (exit 1)
         if write_outputs(args, "--plot", plot_collective, results, args.plot, title=title):
@@ -203,9 +225,16 @@ def run(args) -> int:
         return 0
     print(
         f"# fabricflow collective: {header['op']} on {fabric.name}, {args.gpus} GPUs in "
-        f"{header['num_groups']} group(s) of {group_size} ({args.layout}), routing {routing}"
+        f"{groups_text(header['num_groups'], group_size)} ({args.layout}), routing {routing}"
         + (f" (auto: {_transport_text(fabric.transport)})" if args.routing == "auto" else "")
+        + (
+            f", congestion control {args.cc} (max-min rates x its flows' efficiency)"
+            if args.cc
+            else ""
+        )
     )
+    if args.fail:
+        print(f"# failures: --fail {args.fail}: {failure_text(failure_counts(fabric))}")
     print("# time, algbw and busbw of the slowest group; busbw factor as nccl-tests")
     print(
         f"# busbw range: {100 * args.interval_level:.0f}% prediction interval "
@@ -235,6 +264,13 @@ def run(args) -> int:
     return 0
 
 
+def groups_text(num_groups: int, group_size: int) -> str:
+    """``'one group of 64 GPUs'``, ``'8 groups of 8 GPUs'``: the groups of a header or title."""
+    if num_groups == 1:
+        return f"one group of {group_size} GPUs"
+    return f"{num_groups:,} groups of {group_size} GPUs"
+
+
 def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
     import os
@@ -249,7 +285,7 @@ def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     write_text(os.path.join(folder, "collective.csv"), csv_text(columns))
     if header["op"] in NCCL_TESTS_OPS:
         title = (
-            f"{header['fabric']}, {header['num_groups']} group(s) of {header['group_size']} "
+            f"{header['fabric']}, {groups_text(header['num_groups'], header['group_size'])} "
             f"({header['layout']}), routing {header['routing']}"
         )
         text = format_nccl_tests(rows, header["op"], gpus=header["group_size"], title=title)

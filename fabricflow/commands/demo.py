@@ -11,7 +11,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._common import add_json_flag, output_folder, print_json, write_outputs
+from ._common import (
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_folder,
+    print_json,
+    write_outputs,
+)
 
 DEFAULT_PRESET = "clos-100k"
 DEFAULT_GROUP_SIZE = 8
@@ -21,9 +28,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo", help="route and solve traffic on the default preset, write plots"
     )
-    parser.add_argument(
-        "--fabric", default=DEFAULT_PRESET, help=f"preset or YAML (default {DEFAULT_PRESET})"
-    )
+    add_fabric_flags(parser, default=DEFAULT_PRESET)
     parser.add_argument(
         "--out",
         default="fabricflow-out",
@@ -45,7 +50,6 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..fabric.spec import load_fabric
     from ..routing.route import route
     from ..solve.maxmin.checked import max_min_solution
     from ..solve.maxmin.outputs import link_utilization, tier_summary
@@ -55,7 +59,7 @@ def run(args) -> int:
     out = Path(args.out)
     timings = {}
     start = time.perf_counter()
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     timings["build_s"] = time.perf_counter() - start
     args.group_size = _group_size(fabric, args.group_size)
     summary = fabric.summary()

@@ -5,15 +5,19 @@ Example::
     fabricflow design --gpu h100-sxm --job llama3-405b:16384:2048:8192 \\
         --space attachment=rail,rail-only --out design-405b
 
-writes ``DIR/designs.zarr`` (the sweep store: a rerun resumes it), ``DIR/designs.csv``
-(one row per design, best first) and ``DIR/pareto.png`` (cost per million tokens against
-step time, the Pareto front and the winners labelled).
+writes ``DIR/designs.zarr`` (the sweep store: a rerun resumes it; ``DIR/designs-common.zarr``
+when some layout search did not finish and the designs' best layouts were timed on each),
+``DIR/designs.csv`` (one row per design, best first: its layout, whether its search
+finished, the GPUs built) and ``DIR/pareto.png`` (cost per million tokens against step
+time, the Pareto front and the winners labelled).
 """
 
 from __future__ import annotations
 
 import json
 
+from ..assignments import key_values
+from ..errors import SpecError
 from ._common import (
     add_json_flag,
     calibration_from_args,
@@ -24,13 +28,18 @@ from ._common import (
 
 DESIGN_COLUMNS = [
     ("design", "design"),
+    ("layout", "layout (first job)"),
+    ("search", "search"),
+    ("fabric_gpus", "GPUs built"),
     ("step_time_s", "step s"),
     ("tokens_per_s", "tokens/s"),
-    ("network_capex_per_gpu", "net $/GPU"),
+    ("network_capex_per_gpu", "net/job GPU"),
     ("network_power_W", "net W"),
-    ("cost_per_million_tokens", "$/Mtok"),
+    ("cost_per_million_tokens", "per Mtok"),
     ("pareto", "pareto"),
 ]
+# designs.csv: these first, then every other metric (each job's layout as one line)
+CSV_FIRST = ("design", "layout", "search", "layout_from", "gpus", "fabric_gpus")
 
 
 def register(subparsers) -> None:
@@ -71,8 +80,10 @@ def register(subparsers) -> None:
         choices=["tokens_per_dollar", "cost_per_million_tokens", "step_time", "capex", "power"],
     )
     parser.add_argument(
-        "--layout-budget", type=float, default=10.0, metavar="S",
-        help="seconds of layout search per job and design (default 10)",
+        "--layout-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_WORK
+        help="work of each job's layout search per design: group structures solved plus "
+        "candidates timed (the same answer on every run, unlike seconds); where a search "
+        "stops short, every design's best layouts are timed on that design",
     )  # fmt: skip
     parser.add_argument("--cost-file", metavar="PATH", help="price table overrides (YAML/JSON)")
     parser.add_argument("--out", required=True, type=output_folder, metavar="DIR")
@@ -110,18 +121,15 @@ def parse_job(text: str, fixed: dict) -> dict:
 
 
 def parse_assignments(items: list[str], flag: str, *, lists: bool) -> dict:
-    """``KNOB=V1,V2`` (or ``KNOB=V``) flags as a mapping; numbers read as numbers."""
-    from ..errors import SpecError
-
+    """``KNOB=V1,V2`` (or ``KNOB=V``) flags as a mapping; numbers read as numbers. A knob
+    given twice with different values is refused (:func:`fabricflow.assignments.key_values`).
+    """
+    example = "KNOB=VALUE[,VALUE...]" if lists else "KNOB=VALUE"
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise SpecError(
-                flag, f"expected KNOB=VALUE{'[,VALUE...]' if lists else ''}, got {item!r}"
-            )
-        values = [_number(v) for v in value.split(",")] if lists else _number(value)
-        out[key] = values
+    for key, value in key_values(items, flag, example=example, lists=lists).items():
+        if not value.strip():
+            raise SpecError(f"{flag} {key}", f"expected {example}, got an empty value")
+        out[key] = [_number(v.strip()) for v in value.split(",")] if lists else _number(value)
     return out
 
 
@@ -137,9 +145,8 @@ def _number(text: str):
 def run(args) -> int:
     import os
 
-    from ..atomic import atomic_path
+    from ..fabric.cost_table import read_cost_file
     from ..study.design import design_fabric, plot_design_front
-    from .fabric import read_cost_file
 
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]
@@ -150,36 +157,94 @@ def run(args) -> int:
         budget=args.budget,
         objective=args.objective,
         store=os.path.join(args.out, "designs.zarr"),
-        layout_budget_s=args.layout_budget,
+        layout_work=args.layout_work,
         cost=read_cost_file(args.cost_file) if args.cost_file else None,
         workers=args.workers,
         scheduler=args.scheduler,
         overwrite=args.overwrite,
         calibration=calibration_from_args(args),
+        progress=not args.json,
     )
     figure = plot_design_front(search, os.path.join(args.out, "pareto.png"))
-    table = os.path.join(args.out, "designs.csv")
-    keys = list(search.rows[0]) if search.rows else ["design"]
-    with atomic_path(table) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(",".join(keys) + "\n")
-        for row in search.rows:
-            handle.write(",".join(str(row[k]) for k in keys) + "\n")
+    table = write_csv(search, os.path.join(args.out, "designs.csv"))
+    stores = [os.path.join(args.out, "designs.zarr")]
+    if search.common is not None:
+        from ..study.design import common_store
+
+        stores.append(common_store(stores[0]))
+    rows = search.rows
     out = {
         "designs": len(search.rows),
         "infeasible": search.infeasible,
         "failed": search.failed,
         "best": search.best,
         "objective": search.objective,
+        "currency": search.currency,
         "pareto": [r["design"] for r in search.rows if r["pareto"]],
-        "top": search.rows[: args.top],
-        "files": [str(figure), table, os.path.join(args.out, "designs.zarr")],
+        "searches_finished": sum(r["search"] == "finished" for r in search.rows),
+        "top": rows[: args.top],
+        "files": [str(figure), table, *stores],
     }
     if args.json:
         print_json(out)
     else:
-        print_table(search.rows[: args.top], DESIGN_COLUMNS)
-        best = search.best
-        print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
-        print(f"{len(search.rows)} designs evaluated, {len(search.infeasible)} infeasible, "
-              f"{len(search.failed)} failed; wrote {json.dumps(out['files'])}")  # fmt: skip
+        print_text(search, args.top)
+        print(f"wrote {json.dumps(out['files'])}")
     return 1 if search.failed else 0
+
+
+def print_text(search, top: int) -> None:
+    """The ranked table, what the columns mean, and every infeasible or failed design."""
+    shown = [
+        {**r, "fabric_gpus": int(r["fabric_gpus"]), "network_capex_per_gpu":
+         round(r["network_capex_per_gpu"]), "network_power_W": round(r["network_power_W"])}
+        for r in search.rows[:top]
+    ]  # fmt: skip
+    print_table(shown, DESIGN_COLUMNS)
+    rows = search.rows
+    gpus = int(rows[0]["gpus"]) if rows else 0
+    finished = sum(r["search"] == "finished" for r in rows)
+    common = sum(r.get("layout_from") == "common" for r in rows)
+    print(
+        f"costs in {search.currency or 'the price table currency'}; net/job GPU: network "
+        f"capex over the workload's {gpus:,} GPUs (the fabric is built for 'GPUs built')"
+    )
+    print(
+        f"layout searches finished on {finished} of {len(rows)} designs"
+        + (
+            f"; where one stopped, the designs' best layouts were timed on it "
+            f"({common} design(s) took a layout another design's search found)"
+            if finished < len(rows)
+            else ""
+        )
+    )
+    best = search.best
+    print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
+    print(f"{len(rows)} designs evaluated, {len(search.infeasible)} infeasible, "
+          f"{len(search.failed)} failed")  # fmt: skip
+    for code, reason in search.infeasible.items():
+        print(f"  infeasible {code}: {reason.removeprefix('design: ')}")
+    for code, reason in search.failed.items():
+        print(f"  failed {code}: {reason}")
+
+
+def write_csv(search, path: str) -> str:
+    """``designs.csv``: one row per design, best first (each job's layout as one line)."""
+    import csv
+
+    from ..atomic import atomic_path
+    from ..optimize.layoutcode import describe
+
+    rows = []
+    for row in search.rows:
+        flat = {k: v for k, v in row.items() if not (k.startswith("job") and k[3:].isdigit())}
+        for key, value in row.items():
+            if key.startswith("job") and key[3:].isdigit() and key != "job0":
+                flat[f"layout_{key}"] = describe(value)
+        rows.append(flat)
+    keys = list(CSV_FIRST) + [k for k in (rows[0] if rows else {}) if k not in CSV_FIRST]
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys if rows else ["design"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -8,7 +8,8 @@ switches and the links among them).
 ``slurm:PATH`` reads a Slurm ``topology.conf`` and ``netlist:PATH`` a per-host
 ``host,tor,agg,core`` CSV (``--gpus-per-node``, ``--nic-bandwidth``, optionally
 ``--companion FILE``; docs/netlist.md); ``--export slurm-tree|slurm-block --out FILE`` writes the
-fabric as one (to stdout without ``--out``). docs/slurm.md.
+fabric as one (to stdout without ``--out``; docs/slurm.md), and ``--export yaml`` as a
+fabric spec that ``load_fabric`` reads back to the same fabric.
 """
 
 from __future__ import annotations
@@ -16,14 +17,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
+from ._common import (
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_folder,
+    print_json,
+    write_json_file,
+    write_outputs,
+)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("fabric", help="summary of a fabric preset or YAML spec")
-    parser.add_argument(
-        "fabric", help="preset name (see `fabricflow presets`) or path to a YAML spec"
-    )
+    add_fabric_flags(parser, positional=True)
     parser.add_argument(
         "--out",
         default=None,
@@ -36,26 +43,8 @@ def register(subparsers) -> None:
         "--export",
         choices=EXPORTS,
         default=None,
-        help="write the fabric as a Slurm topology.conf (tree or block form) to --out FILE "
-        "(stdout without --out)",
-    )
-    parser.add_argument(
-        "--gpus-per-node",
-        type=int,
-        default=None,
-        help="GPUs per node (slurm: and netlist: fabrics)",
-    )
-    parser.add_argument(
-        "--nic-bandwidth",
-        default=None,
-        help="bandwidth of each GPU's NIC (slurm: and netlist: fabrics)",
-    )
-    parser.add_argument(
-        "--companion",
-        default=None,
-        metavar="FILE",
-        help="YAML with gpus_per_node, nic_bandwidth, oversubscription, switch_bandwidth, "
-        "latency (slurm: and netlist: fabrics; flags win)",
+        help="write the fabric as a Slurm topology.conf (tree or block form) or as a YAML "
+        "spec that reads back to the same fabric, to --out FILE (stdout without --out)",
     )
     parser.add_argument(
         "--bom",
@@ -76,7 +65,7 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-EXPORTS = ("slurm-tree", "slurm-block")
+EXPORTS = ("slurm-tree", "slurm-block", "yaml")
 
 
 def _out_path(text: str) -> str:
@@ -85,35 +74,15 @@ def _out_path(text: str) -> str:
     return output_folder(text)
 
 
-def _load(args):
-    """The fabric of ``args.fabric``, with the import options where it is ``slurm:`` or
-    ``netlist:``."""
-    from ..errors import SpecError
-    from ..fabric.spec import load_fabric
-
-    options = {
-        "gpus_per_node": args.gpus_per_node,
-        "nic_bandwidth": args.nic_bandwidth,
-        "companion": args.companion,
-    }
-    given = {k: v for k, v in options.items() if v is not None}
-    if not str(args.fabric).startswith(("slurm:", "netlist:")):
-        if given:
-            flag = "--" + next(iter(given)).replace("_", "-")
-            raise SpecError(
-                flag.lstrip("-"), f"{flag} applies to slurm:PATH and netlist:PATH fabrics only"
-            )
-        return load_fabric(args.fabric)
-    return load_fabric(args.fabric, **given)
-
-
 def _export(args, fabric) -> int:
     """``--export``: the topology file to ``--out`` or stdout."""
     from ..atomic import write_text
     from ..fabric.slurm import slurm_block_text, slurm_tree_text
+    from ..fabric.spec import spec_yaml_text
     from ._common import check_out_file
 
-    text = (slurm_tree_text if args.export == "slurm-tree" else slurm_block_text)(fabric)
+    writer = {"slurm-tree": slurm_tree_text, "slurm-block": slurm_block_text}
+    text = writer.get(args.export, spec_yaml_text)(fabric)
     if args.out is None:
         if args.json:
             print_json({"fabric": fabric.name, "export": args.export, "text": text})
@@ -125,14 +94,15 @@ def _export(args, fabric) -> int:
     if args.json:
         print_json({"fabric": fabric.name, "export": args.export, "files": [args.out]})
     else:
-        print(f"# {args.export} topology of {fabric.name} written to {args.out}")
+        print(f"# {args.export} of {fabric.name} written to {args.out}")
     return 0
 
 
 def run(args) -> int:
+    from ..fabric.cost_table import read_cost_file
     from ._common import check_out_folder
 
-    fabric = _load(args)
+    fabric = load_fabric_flags(args)
     if args.export is not None:
         return _export(args, fabric)
     if args.out is not None:
@@ -177,17 +147,6 @@ def _write_files(fabric, summary: dict, folder: str) -> None:
     plot_topology_sketch(fabric, out / "topology.png")
 
 
-def read_cost_file(path: str) -> dict:
-    """The mapping of a ``--cost-file`` (same layout as a spec's ``cost:`` section)."""
-    from ..errors import SpecError
-    from ..files import read_structured
-
-    data = read_structured(path, what="cost table")
-    if not isinstance(data, dict):
-        raise SpecError("cost-file", f"{path} must hold a mapping at top level")
-    return data.get("cost", data) if isinstance(data.get("cost"), dict) else data
-
-
 def print_bom(bom: dict) -> None:
     print("  bill of materials:")
     for item in bom["items"]:
@@ -217,7 +176,7 @@ def print_cost(cost: dict) -> None:
 
 
 def print_summary(summary: dict) -> None:
-    from ..fabric.summary import port_usage_text
+    from ..fabric.summary import failure_text, port_usage_text
     from ..units import format_bandwidth
 
     scale_up = summary.get("scale_up_link_kind")
@@ -237,9 +196,8 @@ def print_summary(summary: dict) -> None:
         )
     )
     failed = (
-        f"; failed: {summary['failed_cables']:,} cables ({summary['failed_links']:,} directed "
-        "links down)"
-        if summary["failed_links"] or summary["failed_cables"]
+        f"; failures: {failure_text(summary)}"
+        if summary["failed_links"] or summary["failed_cables"] or summary["reduced_links"]
         else ""
     )
     print(f"  directed links {summary['num_links']:,} (a cable is two){failed}")

@@ -25,7 +25,9 @@ import os
 import time
 
 from ._common import (
+    add_fabric_flags,
     add_json_flag,
+    load_fabric_flags,
     mark_done,
     output_folder,
     print_json,
@@ -43,7 +45,7 @@ def register(subparsers) -> None:
         description="Per-flow completion times on a fabric: max-min fluid, or packet "
         "fidelity (headers, store-and-forward, ACK path, PFC head-of-line blocking).",
     )
-    parser.add_argument("--fabric", required=True, help="preset name or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument(
         "--traffic",
         required=True,
@@ -87,7 +89,6 @@ def register(subparsers) -> None:
 def run(args) -> int:
     began = time.perf_counter()
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..fct import flow_completion_times
     from ..routing.route import route
     from ..solve.packet.overheads import PacketParams
@@ -104,7 +105,7 @@ def run(args) -> int:
         if args.pfc == "on"
         else False
     )
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     src, dst, size, start, traffic = _traffic(args, fabric.num_gpus, size_default)
     built = time.perf_counter()
     routes = route(fabric, src, dst, policy=args.routing, seed=args.seed)

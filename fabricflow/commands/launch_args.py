@@ -8,13 +8,14 @@ Example::
     fabricflow launch-args best.json --framework nemo
 
 ``RESULT`` is the object ``fabricflow step --json`` or ``fabricflow optimize --json``
-printed (``-``: read it from stdin). With ``--json`` it prints ``{"framework",
-"arguments", "argv", "notes", "layout"}`` (``argv``: the arguments as single tokens).
+printed (``-``: read it from stdin); it is read as strictly as any spec file (duplicate
+keys, NaN, depth) and its layout checked as the step model checks one. With ``--json`` it
+prints ``{"framework", "arguments", "argv", "notes", "layout", "order", "placement",
+"num_gpus", "model"}`` (``argv``: the arguments as single tokens).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ._common import add_json_flag, print_json
@@ -29,28 +30,25 @@ def register(subparsers) -> None:
     )
     parser.add_argument("result", help="JSON file of a step or optimize result ('-': stdin)")
     parser.add_argument("--framework", default="megatron", choices=["megatron", "nemo"])
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model preset or config file to check the layout against (default: the "
+        "result's model when it is a preset)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..errors import SpecError
-    from ..launch_args import launch_arguments, layout_of
+    from ..files import parse_structured, read_structured
+    from ..launch_args import result_arguments
 
-    try:
-        if args.result == "-":
-            result = json.load(sys.stdin)
-        else:
-            with open(args.result, encoding="utf-8") as handle:
-                result = json.load(handle)
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError("result", f"cannot read {args.result!r}: {error}") from None
-    except json.JSONDecodeError as error:
-        raise SpecError(
-            "result", f"{args.result}: line {error.lineno}: not JSON ({error.msg})"
-        ) from None
-    layout = layout_of(result)
-    arguments, notes = launch_arguments(layout, args.framework)
+    if args.result == "-":
+        result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")
+    else:
+        result = read_structured(args.result, what="result", syntax="json")
+    arguments, notes, launched = result_arguments(result, args.framework, model=args.model)
     if args.json:
         argv = [token for argument in arguments for token in argument.split(" ", 1)]
         print_json(
@@ -59,7 +57,7 @@ def run(args) -> int:
                 "arguments": arguments,
                 "argv": argv,
                 "notes": notes,
-                "layout": layout,
+                **launched,
             }
         )
         return 0

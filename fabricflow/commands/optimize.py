@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from ._common import (
     add_calibration_flags,
+    add_fabric_flags,
     add_json_flag,
     calibration_from_args,
+    load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
 )
+from .step import stack_from_args
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "optimize", help="search layouts, rank orders and placements for the shortest step"
     )
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument(
@@ -26,7 +29,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per step")
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=["bf16", "fp8"],
+        help="GEMM precision (default: the stack's, else bf16)",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="software stack preset or .json/.yaml file: its choices are the values of the "
+        "knobs neither searched nor pinned, its parameters time every candidate "
+        "(default: megatron-core)",
+    )
     parser.add_argument(
         "--fix",
         action="append",
@@ -56,7 +71,17 @@ def register(subparsers) -> None:
         default=None,
         help="seconds to search at most (default: no limit, every candidate is timed or bounded)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the scattered placement")
+    parser.add_argument(
+        "--budget-work",
+        type=int,
+        default=None,
+        metavar="N",
+        help="most group structures solved plus candidates timed (default: no limit); "
+        "unlike --budget, the answer does not depend on the machine's load",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the scattered placement (>= 0)"
+    )
     parser.add_argument(
         "--collectives",
         default="fabric",
@@ -75,7 +100,8 @@ def register(subparsers) -> None:
         "--out",
         type=output_folder,
         default=None,
-        help="folder for candidates.nc and the figures (Pareto front, top-K breakdown)",
+        help="folder for best.json (the --json object: 'fabricflow launch-args' reads it), "
+        "candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
     add_calibration_flags(parser)
     add_json_flag(parser)
@@ -98,7 +124,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 def run(args) -> int:
     import sys
 
-    from ..fabric.spec import load_fabric
     from ..optimize.search import SearchInterrupted
     from ..optimize.space import parse_assignments
     from ..workload.gpu import load_gpu
@@ -109,7 +134,7 @@ def run(args) -> int:
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     quiet = args.json
     try:
         search = _search(args, model, gpu, fabric, gpus, fixed, space, quiet)
@@ -117,12 +142,16 @@ def run(args) -> int:
         return _interrupted_before_any(args, stop)
     interrupted = search.stopped == "interrupted"
     written = []
-    if args.out:  # a file that cannot be written is reported after the result (exit 1)
-        written = write_outputs(args, "--out", _write_out, search, args.out)
     out = search.to_dict()
+    # what the winner was searched for, so that launch-args checks it against the model
+    out["model"] = model.name
+    if isinstance(gpus, int):
+        out["num_gpus"] = gpus
     out["why"] = explain(search)
     if getattr(search, "sweep", None) is not None:
         out["sweep"] = _sweep_rows(search.sweep)
+    if args.out:  # a file that cannot be written is reported after the result (exit 1)
+        written = write_outputs(args, "--out", _write_out, search, args.out, dict(out))
     if written:
         out["written"] = written
     if interrupted:
@@ -154,6 +183,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
     from ..optimize.search import optimize_layout
 
+    stack = stack_from_args(args)
     return optimize_layout(
         model,
         gpu,
@@ -161,12 +191,14 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         gpus=gpus,
         global_batch=args.global_batch,
         seq_len=args.seq,
-        precision=args.precision,
+        precision=args.precision or stack.choices.get("precision", "bf16"),
+        stack=stack,
         fixed=fixed,
         space=space,
         objective=args.objective,
         top_k=args.top,
         budget_s=args.budget,
+        budget_work=args.budget_work,
         seed=args.seed,
         collectives=args.collectives,
         ranking=args.ranking,
@@ -189,11 +221,7 @@ def _interrupted_before_any(args, stop) -> int:
         sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
         mark_reported()
     else:
-        counts = out["counts"]
-        print(
-            f"interrupted after {out['seconds']:.1f} s, before any candidate could be timed: "
-            f"{counts['considered']:,} candidates examined, {counts['unexamined']:,} not yet"
-        )
+        print(stop.message())
     print("fabricflow optimize: interrupted; no candidate was timed", file=sys.stderr)
     return 130
 
@@ -207,13 +235,22 @@ def _sweep_rows(sweep) -> list[dict]:
     return rows
 
 
-def _write_out(search, folder: str) -> list[str]:
+def _write_out(search, folder: str, result: dict) -> list[str]:
+    """``best.json`` (``result``: the object ``--json`` prints, which ``launch-args``
+    reads), ``candidates.nc`` and the figures into ``folder``."""
+    import json
     import os
 
     from ..atomic import atomic_path
+    from ..files import to_jsonable
     from ..study.optimize_plots import plot_breakdown_top, plot_pareto
 
     paths = []
+    best = os.path.join(folder, "best.json")
+    with atomic_path(best) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(to_jsonable(result), handle, indent=1)
+        handle.write("\n")
+    paths.append(best)
     nc = os.path.join(folder, "candidates.nc")
     with atomic_path(nc) as tmp:
         search.candidates.to_netcdf(tmp)
@@ -233,15 +270,11 @@ def _write_out(search, folder: str) -> list[str]:
 
 
 def describe(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    extra = [f"mb{lay.micro_batch}", f"rc={lay.recompute}", f"z{lay.zero}"]
-    if lay.sequence_parallel:
-        extra.append("sp")
-    if lay.tp_overlap:
-        extra.append("tpo")
-    if not lay.dp_overlap:
-        extra.append("no-dpo")
-    return lay.parallel_label() + " " + ",".join(extra)
+    """The table's layout column: complete but for the order and placement columns."""
+    from ..optimize.layoutcode import candidate_of
+    from ..optimize.layoutcode import describe as line
+
+    return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:

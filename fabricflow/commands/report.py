@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from ._common import (
     add_calibration_flags,
+    add_fabric_flags,
     add_json_flag,
     calibration_from_args,
+    load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
@@ -24,6 +26,7 @@ from ._common import (
 # The report command's options, in the order of --help, for the page's command line.
 _PARSER_ACTIONS: list = []
 _LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero")
+_LAYOUT_SWITCHES = ("no_sequence_parallel",)
 
 
 def register(subparsers) -> None:
@@ -34,7 +37,7 @@ def register(subparsers) -> None:
         "bisection, best layouts, step breakdown, per-tier utilization, failure "
         "sensitivity) and write it as one self-contained HTML page, OUT/report.html.",
     )
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
@@ -45,18 +48,25 @@ def register(subparsers) -> None:
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
     layout = parser.add_argument_group(
         "job layout",
-        "give any of these to fix the layout (others default to 1, micro-batch "
-        "1, no recompute, ZeRO 1); without them the layout optimizer's best is the job's",
+        "give any of these to fix the layout (the others take 'fabricflow step' defaults: "
+        "1, micro-batch 1, no recompute, ZeRO 1, sequence parallelism on); without them the "
+        "layout optimizer's best is the job's",
     )
     for flag in ("tp", "pp", "cp", "ep", "vpp"):
         layout.add_argument(f"--{flag}", type=int, default=None)
     layout.add_argument("--micro-batch", type=int, default=None)
     layout.add_argument("--recompute", default=None, choices=["none", "selective", "full"])
     layout.add_argument("--zero", type=int, default=None, choices=[0, 1, 2, 3])
-    layout.add_argument("--sequence-parallel", action="store_true")
+    layout.add_argument(
+        "--no-sequence-parallel",
+        action="store_true",
+        help="turn sequence parallelism off (on by default, as in 'fabricflow step')",
+    )
     layout.add_argument("--order", default=None, help="rank order (default tp-cp-ep-dp-pp)")
     layout.add_argument(
-        "--placement", default=None, choices=["contiguous", "scattered", "topology-aware"]
+        "--placement",
+        default=None,
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
     )
     parser.add_argument(
         "--budget",
@@ -120,21 +130,26 @@ def _layout(args):
     from ..workload.layout import Layout
 
     given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
-    if not given and not args.sequence_parallel:
+    if not given and not any(getattr(args, flag) for flag in _LAYOUT_SWITCHES):
         for flag in ("order", "placement"):
             if getattr(args, flag) is not None:
                 raise SpecError(f"--{flag}", "applies to a given layout; give --tp, --pp, ...")
         return None
-    values = {flag: getattr(args, flag) or 1 for flag in ("tp", "pp", "cp", "ep", "vpp")}
+    values = {
+        flag: 1 if getattr(args, flag) is None else getattr(args, flag)
+        for flag in ("tp", "pp", "cp", "ep", "vpp")
+    }
     for flag, value in values.items():
         if value < 1:
             raise SpecError(f"--{flag}", f"must be an integer >= 1, got {value}")
-    micro = args.micro_batch or 1
+    micro = 1 if args.micro_batch is None else args.micro_batch
     if micro < 1:
         raise SpecError("--micro-batch", f"must be an integer >= 1, got {micro}")
     denominator = values["tp"] * values["cp"] * values["pp"]
     if args.gpus % denominator:
         raise SpecError("--gpus", f"{args.gpus} is not divisible by tp x cp x pp = {denominator}")
+    # every field not given keeps the Layout default, which is what 'fabricflow step'
+    # gives without its flag: the two commands time the same layout for the same flags
     return Layout(
         tp=values["tp"],
         pp=values["pp"],
@@ -145,11 +160,26 @@ def _layout(args):
         micro_batch=micro,
         global_batch=args.global_batch or args.gpus,
         seq_len=args.seq,
-        sequence_parallel=args.sequence_parallel,
+        sequence_parallel=not args.no_sequence_parallel,
         recompute=args.recompute or "none",
         precision=args.precision,
         zero=1 if args.zero is None else args.zero,
     )
+
+
+def step_command_of(args, job: dict) -> str:
+    """The ``fabricflow step`` command that times the report's job again (its headline
+    step time): the report's fabric, model, GPU and GPU count as given, then the job's
+    layout and options (:func:`~fabricflow.workload.step_command.step_command`)."""
+    from ..workload.layout import Layout
+    from ..workload.step_command import step_command
+
+    fields = dict(job["layout"])
+    if fields.get("pp_split") is not None:
+        fields["pp_split"] = tuple(fields["pp_split"])
+    options = {k: job[k] for k in ("order", "placement", "seed", "routing", "algorithms")}
+    options["collectives"] = job["collectives"]
+    return step_command(args.fabric, args.model, args.gpu, args.gpus, Layout(**fields), **options)
 
 
 def command_line(args) -> str:
@@ -173,7 +203,6 @@ def run(args) -> int:
 
     from ..atomic import write_text
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
     from ..study.report import build_report
     from ..study.report_html import fabricflow_version, render_html
     from ..workload.gpu import load_gpu
@@ -186,7 +215,7 @@ def run(args) -> int:
     if args.seq < 1:
         raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
     fractions = _fractions(args.fail_fractions)
-    fabric = load_fabric(args.fabric)
+    fabric = load_fabric_flags(args)
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
     if args.gpus > fabric.num_gpus:
@@ -238,6 +267,7 @@ def run(args) -> int:
             raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
         raise
     path = os.path.join(args.out, "report.html")
+    report["step_command"] = step_command_of(args, report["job"])
     html = render_html(report, version=fabricflow_version(), command=command_line(args))
     # a report that cannot be written is said after its headline (exit 1), not lost unseen
     written = write_outputs(args, "--out", write_text, path, html)
@@ -252,6 +282,7 @@ def run(args) -> int:
                 "figures": sum(len(s["figures"]) for s in report["sections"]),
                 **head,
                 "job": report["job"],
+                "step_command": report["step_command"],
             }
         )
     else:
@@ -265,6 +296,7 @@ def run(args) -> int:
                 else ""
             )
         )
+        print(f"  the same step: {report['step_command']}")
         if written:
             print(f"  wrote {path} ({report['seconds']:.0f} s)")
     return 0

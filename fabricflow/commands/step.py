@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
+
+from ..assignments import key_values
 from ._common import (
     add_calibration_flags,
+    add_fabric_flags,
     add_fail_flag,
     add_json_flag,
     calibration_from_args,
     failed_fabric,
+    load_fabric_flags,
     output_file,
     print_json,
     write_outputs,
 )
+from .cc import CC_CHOICES
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
-    parser.add_argument("--fabric", required=True, help="fabric preset or YAML path")
+    add_fabric_flags(parser)
     parser.add_argument(
         "--gpu",
         default=None,
@@ -58,9 +64,19 @@ def register(subparsers) -> None:
     parser.add_argument("--micro-batch", type=int, required=True)
     parser.add_argument("--global-batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    parser.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp8"])
-    parser.add_argument("--zero", type=int, default=1, choices=[0, 1, 2, 3])
+    add_stack_flags(parser)
+    parser.add_argument(
+        "--recompute",
+        default=None,
+        choices=["none", "selective", "full"],
+        help="default: the stack's, else none",
+    )
+    parser.add_argument(
+        "--precision", default=None, choices=["bf16", "fp8"], help="default: the stack's, else bf16"
+    )
+    parser.add_argument(
+        "--zero", type=int, default=None, choices=[0, 1, 2, 3], help="default: the stack's, else 1"
+    )
     parser.add_argument(
         "--schedule",
         default=None,
@@ -71,6 +87,31 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
+    )
+    parser.add_argument(
+        "--dp-overlap",
+        action="store_true",
+        help="overlap DP gradient comm with backward (over a stack that turns it off)",
+    )
+    parser.add_argument(
+        "--tp-backward-overlap",
+        action="store_true",
+        help="backward TP collectives beside their GEMMs (over a stack that turns it off)",
+    )
+    parser.add_argument(
+        "--grad-accum-fusion",
+        action="store_true",
+        help="fused gradient accumulation (over a stack that turns it off)",
+    )
+    parser.add_argument(
+        "--fused-cross-entropy",
+        action="store_true",
+        help="fused cross entropy (over a stack that turns it off)",
+    )
+    parser.add_argument(
+        "--pp-overlap",
+        action="store_true",
+        help="overlap pipeline send/receive (over a stack that turns it off)",
     )
     parser.add_argument(
         "--tp-overlap",
@@ -107,12 +148,30 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--grad-reduce-dtype",
-        default="bf16",
+        default=None,
         choices=["fp32", "bf16"],
-        help="main gradients and their reduction (bf16, as the performance recipes)",
+        help="main gradients and their reduction (default: the stack's, else bf16, as the "
+        "performance recipes)",
     )
     parser.add_argument(
-        "--moe-imbalance", type=float, default=1.1, help="max/mean tokens per expert-parallel rank"
+        "--adam-moments-dtype",
+        default=None,
+        choices=["fp32", "bf16"],
+        help="Adam's first and second moments (default: the stack's, else fp32; bf16: 8 B "
+        "of optimizer state per parameter, as DeepSeek-V3)",
+    )
+    parser.add_argument(
+        "--fp8-activation-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with fp8: expert SwiGLU inputs saved in FP8, one copy of the attention output "
+        "(DeepSeek-V3's activation storage; default: the stack's, else off)",
+    )
+    parser.add_argument(
+        "--moe-imbalance",
+        type=float,
+        default=None,
+        help="max/mean tokens per expert-parallel rank (default: the stack's, else 1.1)",
     )
     for state, what in (
         ("optimizer", "optimizer state (fp32 master weights, Adam moments)"),
@@ -158,9 +217,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--moe-capacity-factor",
         type=float,
-        default=0.0,
+        default=None,
         help="tokens an expert takes, as a multiple of its balanced share; excess dropped "
-        "(0: dropless)",
+        "(0: dropless; default: the stack's, else 0)",
     )
     parser.add_argument(
         "--microbatch-group",
@@ -177,9 +236,11 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--recompute-modules",
-        default="",
+        default=None,
         help="with --recompute selective: comma-separated modules recomputed, of "
-        "core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts ('': core_attn)",
+        "core_attn, layernorm, mla_up_proj, mlp (dense layers), moe (MoE layers), moe_act, "
+        "shared_experts ('': core_attn; "
+        "default: the stack's, else '')",
     )
     parser.add_argument(
         "--cuda-graphs",
@@ -188,17 +249,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--cuda-graph-scope",
-        default="",
+        default=None,
         help="parts of each layer captured in CUDA graphs, comma-separated, of attn, mlp, "
-        "moe, moe_router, moe_preprocess ('': none; ignored with --cuda-graphs)",
+        "moe, moe_router, moe_preprocess ('': none; ignored with --cuda-graphs; default: the "
+        "stack's, else '')",
     )
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
         "--placement",
-        default="contiguous",
-        choices=["contiguous", "scattered", "topology-aware", "domain-aligned"],
-        help="rank placement; domain-aligned: 64 ranks per scale-up domain of 64 or more "
-        "GPUs (an NVL72 rack keeps 8 spares)",
+        default="deployed",
+        choices=["deployed", "contiguous", "scattered", "topology-aware", "domain-aligned"],
+        help="rank placement; deployed: as racks are run (on scale-up domains of 64 or more "
+        "GPUs whole trays, spares kept, TP/EP groups inside one domain when they fit; "
+        "contiguous elsewhere); domain-aligned: 64 ranks per such domain",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -220,6 +283,28 @@ def register(subparsers) -> None:
         "the analytic alpha-beta estimate (no contention), for comparison",
     )
     parser.add_argument(
+        "--routing",
+        default="auto",
+        metavar="{auto,ecmp,multipath,spray,adaptive,optimized}",
+        help="routing of the collectives' flows (auto: what the fabric's transport does, "
+        "adaptive spraying on a Clos with adaptive routing, per-flow ECMP otherwise)",
+    )
+    parser.add_argument(
+        "--algo",
+        action="append",
+        default=[],
+        metavar="DIM=ALGO",
+        help="collective algorithm of one dimension (tp, cp, ep, pp, dp), e.g. dp=ring "
+        "(repeatable; default: the fastest per message size)",
+    )
+    parser.add_argument(
+        "--cc",
+        default=None,
+        choices=CC_CHOICES,
+        help="congestion control: scale each collective phase's rates by its flows' "
+        "efficiency under this rate law (default: ideal max-min rates; see docs/cc.md)",
+    )
+    parser.add_argument(
         "--no-memory-check",
         action="store_true",
         help="report memory over HBM instead of refusing the layout",
@@ -239,7 +324,6 @@ def register(subparsers) -> None:
 def layout_from_args(args):
     """The :class:`Layout` described by the CLI flags (errors name the flag)."""
     from ..errors import SpecError
-    from ..workload.layout import Layout
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
@@ -270,42 +354,150 @@ def layout_from_args(args):
         )
     if getattr(args, "no_tp_overlap", False) and getattr(args, "tp_overlap", False):
         raise SpecError("--no-tp-overlap", "give --tp-overlap or --no-tp-overlap, not both")
-    return Layout(
+    explicit = dict(
+        sequence_parallel=_switch(args, "sequence_parallel"),
+        recompute=args.recompute,
+        precision=args.precision,
+        zero=args.zero,
+        dp_overlap=_switch(args, "dp_overlap"),
+        tp_overlap=_switch(args, "tp_overlap"),
+        tp_backward_overlap=_switch(args, "tp_backward_overlap"),
+        grad_accum_fusion=_switch(args, "grad_accum_fusion"),
+        fused_cross_entropy=_switch(args, "fused_cross_entropy"),
+        pp_overlap=_switch(args, "pp_overlap"),
+        ep_overlap=True if getattr(args, "ep_overlap", False) else None,
+        grad_reduce_dtype=args.grad_reduce_dtype,
+        moe_imbalance=args.moe_imbalance,
+        pipeline_schedule=args.schedule,
+        moe_capacity_factor=getattr(args, "moe_capacity_factor", None),
+        recompute_modules=getattr(args, "recompute_modules", None),
+        cuda_graphs=True if getattr(args, "cuda_graphs", False) else None,
+        cuda_graph_scope=getattr(args, "cuda_graph_scope", None),
+        dispatcher=getattr(args, "dispatcher", None),
+        fp8_recipe=getattr(args, "fp8_recipe", None),
+        moe_router_fusion=getattr(args, "moe_router_fusion", None),
+        cpu_binding=getattr(args, "cpu_binding", None),
+        fp8_norm_fusion=getattr(args, "fp8_norm_fusion", None),
+        fp8_dispatch=getattr(args, "fp8_dispatch", None),
+        adam_moments_dtype=getattr(args, "adam_moments_dtype", None),
+        fp8_activation_cache=getattr(args, "fp8_activation_cache", None),
+    )
+    return stack_from_args(args).layout_for(
         tp=args.tp,
         pp=args.pp,
         dp=dp,
         cp=args.cp,
         ep=args.ep,
         vpp=args.vpp,
-        sequence_parallel=not getattr(args, "no_sequence_parallel", False),
         micro_batch=args.micro_batch,
         global_batch=args.global_batch,
         seq_len=args.seq,
-        recompute=args.recompute,
-        precision=args.precision,
-        zero=args.zero,
-        dp_overlap=not args.no_dp_overlap,
-        tp_overlap=not getattr(args, "no_tp_overlap", False),
-        tp_backward_overlap=not getattr(args, "no_tp_backward_overlap", False),
-        grad_accum_fusion=not getattr(args, "no_grad_accum_fusion", False),
-        fused_cross_entropy=not getattr(args, "no_fused_cross_entropy", False),
-        pp_overlap=not args.no_pp_overlap,
-        ep_overlap=args.ep_overlap,
-        grad_reduce_dtype=args.grad_reduce_dtype,
-        moe_imbalance=args.moe_imbalance,
         offload_optimizer=args.offload_optimizer,
         offload_weights=args.offload_weights,
         offload_activations=args.offload_activations,
         pp_split=pp_split,
-        pipeline_schedule=args.schedule or "auto",
         expert_tp=getattr(args, "expert_tp", 0),
-        moe_capacity_factor=getattr(args, "moe_capacity_factor", 0.0),
         microbatch_group=getattr(args, "microbatch_group", 0),
         recompute_layers=getattr(args, "recompute_layers", 0),
-        recompute_modules=getattr(args, "recompute_modules", ""),
-        cuda_graphs=getattr(args, "cuda_graphs", False),
-        cuda_graph_scope=getattr(args, "cuda_graph_scope", ""),
+        **{key: value for key, value in explicit.items() if value is not None},
     )
+
+
+def _switch(args, name: str) -> bool | None:
+    """True for ``--NAME``, False for ``--no-NAME``, None (the stack decides) for neither."""
+    from ..errors import SpecError
+
+    on = getattr(args, name, False)
+    off = getattr(args, f"no_{name}", False)
+    flag = name.replace("_", "-")
+    if on and off:
+        raise SpecError(f"--no-{flag}", f"give --{flag} or --no-{flag}, not both")
+    return True if on else (False if off else None)
+
+
+def add_stack_flags(parser) -> None:
+    """``--stack`` and the software-choice flags a stack sets and a user may override."""
+    from ..workload.layout import DISPATCHERS, FP8_RECIPES
+
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="software stack preset (megatron-core, nemo-25.09, ...) or a .json/.yaml file: its "
+        "choices are the defaults of the flags below, its measured parameters time the "
+        "step (default: megatron-core)",
+    )
+    parser.add_argument(
+        "--stack-set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a stack parameter, e.g. deepep_sms=20, host_module_ops=6 (repeatable)",
+    )
+    parser.add_argument(
+        "--dispatcher",
+        default=None,
+        choices=list(DISPATCHERS),
+        help="MoE token dispatcher (default: the stack's, else alltoall)",
+    )
+    parser.add_argument(
+        "--fp8-recipe",
+        default=None,
+        choices=list(FP8_RECIPES),
+        help="FP8 scaling recipe under --precision fp8 (default: the stack's, else tensorwise)",
+    )
+    for name, what in (
+        ("moe-router-fusion", "fused MoE router kernels"),
+        ("cpu-binding", "each rank bound to its GPU's NUMA node"),
+        ("fp8-norm-fusion", "FP8 quantization fused into the norms"),
+        ("fp8-dispatch", "MoE dispatch in fp8 under --precision fp8"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=f"{what} (default: the stack's)",
+        )
+
+
+def stack_from_args(args):
+    """The :class:`~fabricflow.workload.stack.Stack` of ``--stack`` (the default preset
+    without one); errors name the flag."""
+    from ..errors import SpecError
+    from ..workload.stack import load_stack
+
+    sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
+    try:
+        return load_stack(getattr(args, "stack", None), **sets)
+    except SpecError as error:
+        if error.field == "stack":
+            raise SpecError("--stack", str(error).removeprefix("stack: ")) from None
+        if error.field.startswith("stack.") and error.field.removeprefix("stack.") in sets:
+            message = str(error).removeprefix(f"{error.field}: ")
+            raise SpecError(f"--stack-set {error.field.removeprefix('stack.')}", message) from None
+        raise
+
+
+def parse_algorithms(items: list[str]) -> dict[str, str]:
+    """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
+    with canonical names; errors name the flag, the dimension and the allowed values."""
+    from ..collective.comm import check_algorithms
+    from ..errors import SpecError
+
+    out: dict[str, str] = {}
+    for item in items:
+        dim, sep, algo = (word.strip() for word in item.partition("="))
+        if not sep or not dim or not algo:
+            raise SpecError("--algo", f"expected DIM=ALGO such as dp=ring, got {item!r}")
+        if dim in out:
+            raise SpecError(f"--algo {dim}", "given twice; give each dimension once")
+        out[dim] = algo
+    try:
+        return check_algorithms(out)
+    except SpecError as error:
+        raise SpecError(
+            error.field.replace("algorithms.", "--algo ").replace("algorithms", "--algo"),
+            str(error).split(": ", 1)[-1],
+        ) from None
 
 
 def parse_pp_split(text: str) -> tuple[int, ...]:
@@ -360,13 +552,7 @@ def _assignments(items: list[str], flag: str) -> dict:
     from ..files import parse_structured
 
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SpecError(flag, f"expected FIELD=VALUE, got {item!r}")
-        if key in out:
-            raise SpecError(f"{flag} {key}", "given twice; set each field once")
+    for key, value in key_values(items, flag, example="FIELD=VALUE").items():
         field = f"{flag} {key}"
         text = value
         if re.fullmatch(r"\s*[-+]?[0-9]+\s*", value):
@@ -375,7 +561,7 @@ def _assignments(items: list[str], flag: str) -> dict:
             text = re.sub(r"^(\s*[-+]?)0+(?=[0-9])", r"\1", value)
         if value.strip():
             try:
-                parsed = parse_structured(text, what=field, source=f"{flag} {item!r}")
+                parsed = parse_structured(text, what=field, source=f"{flag} {key}={value!r}")
             except SpecError as error:
                 raise SpecError(field, str(error).removeprefix(f"{error.field}: ")) from None
         else:
@@ -438,8 +624,9 @@ def _check_plot_format(path: str) -> None:
 def run(args) -> int:
     import dataclasses
 
+    from ..collective.model import ROUTINGS
     from ..errors import SpecError
-    from ..fabric.spec import load_fabric
+    from ..fabric.summary import failure_counts
     from ..workload.model import load_model
     from ..workload.step import step_time
 
@@ -459,9 +646,12 @@ def run(args) -> int:
     if args.attention:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
-    fabric = failed_fabric(load_fabric(args.fabric), args.fail, args.seed)
+    fabric = failed_fabric(load_fabric_flags(args), args.fail, args.seed)
     if args.seeds is not None and args.seeds < 1:
         raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
+    algorithms = parse_algorithms(args.algo)
+    if args.routing not in ROUTINGS:
+        raise SpecError("--routing", f"unknown routing {args.routing!r}; one of {list(ROUTINGS)}")
     result = step_time(
         model,
         gpu,
@@ -475,6 +665,10 @@ def run(args) -> int:
         seeds=args.seeds,
         calibration=calibration,
         interval_level=args.interval_level,
+        routing=args.routing,
+        algorithms=algorithms,
+        cc=args.cc,
+        stack=stack_from_args(args),
     )
     if args.plot:
         from ..study.step_plots import plot_breakdown
@@ -484,7 +678,10 @@ def run(args) -> int:
         if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
             args.plot = None
     if args.fail:
-        result.details["failed_links"] = int(fabric.meta.get("failed_links", 0))
+        # what --fail took: links down and links left at reduced capacity (partly
+        # failed bundles), which slow the step as much as links down can
+        # (the same keys as collective's: failed_cables, failed_links, reduced_links)
+        result.details.update(fail=args.fail, **failure_counts(fabric))
     if args.json:
         out = result.to_dict()
         if args.plot:
@@ -508,6 +705,7 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
+    from ..fabric.summary import failure_text
     from ..units import format_time
 
     d = result.details
@@ -546,6 +744,12 @@ def print_result(result, plot: str | None) -> None:
         # under DualPipe rank r also holds stage pp-1-r: the list is per stage
         unit = "stage" if d["pipeline_schedule"] == "dualpipe" else "rank"
         print(f"  pipeline         {d['pipeline_schedule']}, layers per {unit} {layers}")
+    if "stack" in d:
+        stack = d["stack"]
+        print(
+            f"  stack            {stack['name']}"
+            + (f" ({stack['release']})" if stack["release"] else "")
+        )
     mem = result.memory.as_gib()
     print(
         f"  memory per GPU   {mem['total']:.1f} GiB (weights {mem['weights']:.1f}, grads "
@@ -558,7 +762,11 @@ def print_result(result, plot: str | None) -> None:
     for key, value in result.breakdown.items():
         share = value / result.step_time_s if result.step_time_s else 0.0
         print(f"    {key:<10} {format_time(value) if value else '0':>10}  {100 * share:5.1f}%")
-    print(f"  collectives: {d['collective_backend']}")
+    extra = [f"routing {d['routing']}"] if d.get("routing", "auto") != "auto" else []
+    extra += [f"{dim} {algo}" for dim, algo in (d.get("algorithms") or {}).items()]
+    if d.get("cc"):
+        extra.append(f"congestion control {d['cc']} (phase rates scaled by its efficiency)")
+    print(f"  collectives: {', '.join([d['collective_backend'], *extra])}")
     coupling = d.get("coupling")
     if coupling and coupling.get("windows"):
         parts = ", ".join(
@@ -570,8 +778,8 @@ def print_result(result, plot: str | None) -> None:
             f"  coupling         +{format_time(coupling['added_s'])} over each dimension alone "
             f"({format_time(coupling['isolated_step_s'])}){': ' + parts if parts else ''}"
         )
-    if d.get("failed_links"):
-        print(f"  failed links     {d['failed_links']}")
+    if d.get("fail"):
+        print(f"  failures         --fail {d['fail']}: {failure_text(d)}")
     var = d.get("variability")
     if var:
         print(

@@ -61,6 +61,14 @@ def register(subparsers) -> None:
         "again, keeping every intact point",
     )
     parser.add_argument(
+        "--max-points",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the largest grid this run takes (default 1,000,000); raise it to run a "
+        "larger grid on purpose",
+    )
+    parser.add_argument(
         "--calibration",
         default=None,
         metavar="FILE",
@@ -76,7 +84,7 @@ def run(args) -> int:
     import warnings
 
     from ..errors import OutputError
-    from ..study.sweep.run import failed_points, run_sweep
+    from ..study.sweep.run import MAX_POINTS, failed_points, run_sweep
     from ..study.sweep.store import ignore_zarr_notices
     from ._interrupt import Interrupted
 
@@ -93,6 +101,7 @@ def run(args) -> int:
                 overwrite=args.overwrite,
                 repair=args.repair,
                 progress=False if args.json else None,
+                max_points=MAX_POINTS if args.max_points is None else args.max_points,
             )
     except Interrupted:
         # the interrupt's one object says how many points the store holds now

@@ -8,7 +8,7 @@ kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up
   ``uplink_bundle`` and bundled NIC ports count cable by cable) of the kind's port speed
   ``s_k``: a Clos knows its NIC and uplink port speeds; other generators take
   ``<kind>_bandwidth`` from their topology section (dragonfly ``local_bandwidth``...),
-  else the smallest link of the kind.
+  else the slowest cable of the kind (a link's bandwidth over its cables).
 * **Switches.** A switch tier gets the smallest switch of the transport's family
   (InfiniBand, Ethernet for RoCEv2, Slingshot) whose cages hold the tier's ports: a cage
   of bandwidth ``B`` holds ``B / s`` ports of speed ``s`` (QM9700: 32 twin-port OSFP cages
@@ -26,7 +26,9 @@ kind (``nic``: GPU-leaf cables; a Clos tier's name: the cables from that tier up
   cages (a twin-port 800G cage to two 400G NICs is one splitter, a breakout), named by
   the wider end (``dac-800G``). Optics: one transceiver per used cage at each end, named
   by medium and cage bandwidth (``multimode-800G`` for a twin-port 2 x SR4), plus one fibre
-  patch cable per logical link. NIC ends have one cage per port.
+  patch cable per logical link. NIC ends have one cage per port. Where both ends take the
+  same module it is one line (its detail gives each end's count); else one line per end,
+  naming the end (``gpu``, ``leaf``, ...).
 * **NICs.** Every GPU gets the cards of one NIC model (fewest cards, then least
   bandwidth, among those of the family whose port speed reaches the GPU's ports).
 * **Scale-up.** A scale-up domain of one node is an HGX baseboard (its NVSwitches are in
@@ -50,6 +52,7 @@ import numpy as np
 from ..errors import SpecError
 from ..units import format_bandwidth, parse_bandwidth
 from .cost_table import FAMILY_OF_PROTOCOL, CostTable, NicModel, SwitchModel, cost_table
+from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT
 
 CATEGORIES = ("switch", "nic", "scale_up", "transceiver", "cable")
 
@@ -77,6 +80,7 @@ class CableSet:
     media: str
     cages: tuple[int, int]  # used cages at the lower and the upper end, all switches
     cage_Bps: tuple[float, float]  # cage bandwidth at each end
+    ends: tuple[str, str] = ("lower", "upper")  # node kind at each end (gpu, leaf, ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +124,7 @@ def bill_of_materials(fabric, cost: dict | CostTable | None = None) -> BillOfMat
             family holds, a NIC speed no card reaches, a medium the reach cannot use.
     """
     table = cost if isinstance(cost, CostTable) else cost_table(fabric, cost)
+    _check_names(fabric, table)
     if not fabric.link_up.all():
         raise SpecError(
             "fabric",
@@ -168,7 +173,8 @@ def _port_speeds(fabric) -> dict[str, float]:
         if isinstance(given, str | int | float) and not isinstance(given, bool):
             speeds[kind] = parse_bandwidth(given, f"topology.{kind}_bandwidth")
             continue
-        caps = fabric.capacity[fabric.link_kind_id == kind_id]
+        mask = fabric.link_kind_id == kind_id  # a bundle of n cables is n ports
+        caps = fabric.capacity[mask] / np.maximum(fabric.link_cables[mask], 1)
         speeds[kind] = float(caps.min()) if caps.size else 1.0
     return speeds
 
@@ -190,6 +196,27 @@ def cages_needed(ports_by_speed: dict[float, int], cage_Bps: float) -> int:
     return sum(
         math.ceil(count * speed / cage_Bps - 1e-9) for speed, count in ports_by_speed.items()
     )
+
+
+def _check_names(fabric, table: CostTable) -> None:
+    """Refuse a tier in ``cost.switch_models`` or a link kind in ``cost.reach`` that is
+    neither this fabric's nor a standard name (a typo would otherwise pin nothing). A
+    standard name the fabric lacks (``core`` on a two-tier fabric) is accepted, so that one
+    cost file serves fabrics of several depths."""
+    for section, pinned, names in (
+        ("switch_models", table.switch_models, (*fabric.node_kinds, *NODE_KINDS_DEFAULT)),
+        ("reach", table.reach, (*fabric.link_kinds, *LINK_KINDS_DEFAULT)),
+    ):
+        known = [n for n in dict.fromkeys(names) if n != "gpu"]
+        for name in pinned:
+            if name not in known:
+                what = "switch tier" if section == "switch_models" else "link kind"
+                raise SpecError(
+                    f"cost.{section}.{name}",
+                    f"unknown {what} {name!r}; known: {known} ({fabric.name}'s first)",
+                    value=name,
+                    allowed=known,
+                )
 
 
 def _switch_items(fabric, table: CostTable, family, ports, speeds):
@@ -347,15 +374,25 @@ def _cable_set(fabric, table, kind, mask, ports, port_Bps, cage_of_node) -> Cabl
     src, dst = fabric.link_src[mask], fabric.link_dst[mask]
     lower = (tier[src] < tier[dst]) | ((tier[src] == tier[dst]) & (src < dst))
     count = ports[mask][lower]
-    ends, cage_bw = [], []
+    ends, cage_bw, names = [], [], []
     for side in (src[lower], dst[lower]):
         per_node = np.bincount(side, weights=count, minlength=fabric.num_nodes)
         used = np.flatnonzero(per_node > 0)
         bw = np.where(cage_of_node[used] > 0, cage_of_node[used], port_Bps)
         ends.append(int(np.ceil(per_node[used] * port_Bps / bw - 1e-9).sum()))
         cage_bw.append(float(bw.max()) if bw.size else port_Bps)
+        kinds = np.bincount(fabric.node_kind_id[side].astype(np.int64))
+        name = fabric.node_kinds[int(kinds.argmax())] if kinds.size else ""
+        names.append("NIC" if name == "gpu" else name)  # a GPU's cable ends in its NIC
     return CableSet(
-        kind, int(count.sum()), port_Bps, reach, media, (ends[0], ends[1]), (cage_bw[0], cage_bw[1])
+        kind,
+        int(count.sum()),
+        port_Bps,
+        reach,
+        media,
+        (ends[0], ends[1]),
+        (cage_bw[0], cage_bw[1]),
+        (names[0] or "lower", names[1] or "upper"),
     )
 
 
@@ -372,19 +409,19 @@ def _cable_items(s: CableSet) -> list[BomItem]:
             )
         ]
     fibre = "fiber-multimode" if s.media == "multimode" else "fiber-singlemode"
-    items = []
-    for end, (cages, cage_Bps) in enumerate(zip(s.cages, s.cage_Bps, strict=True)):
-        side = "lower" if end == 0 else "upper"
-        items.append(
-            BomItem(
-                "transceiver",
-                "transceivers",
-                f"{s.media}-{bw(cage_Bps)}",
-                s.kind,
-                cages,
-                f"{side} end, {where}",
-            )
-        )
+    # one transceiver per used cage at each end of the cables; where both ends take the
+    # same module it is one line of both ends' modules (two identical lines read as a
+    # line printed twice), else one line per end, each naming its end
+    names = [f"{s.media}-{bw(cage_Bps)}" for cage_Bps in s.cage_Bps]
+    at = [f"{cages:,} at the {end} end" for cages, end in zip(s.cages, s.ends, strict=True)]
+    if names[0] == names[1]:
+        detail = f"both ends of each cable ({at[0]}, {at[1]}), {where}"
+        items = [BomItem("transceiver", "transceivers", names[0], s.kind, sum(s.cages), detail)]
+    else:
+        items = [
+            BomItem("transceiver", "transceivers", name, s.kind, cages, f"{end} end, {where}")
+            for name, cages, end in zip(names, s.cages, s.ends, strict=True)
+        ]
     items.append(BomItem("cable", "cables", fibre, s.kind, s.links, where))
     return items
 

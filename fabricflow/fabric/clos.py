@@ -50,8 +50,8 @@ import operator
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
-from . import spec_reader as sr
 from .assemble import Assembler, check_build_size
 from .scale_up import ScaleUpLinks, add_scale_up
 

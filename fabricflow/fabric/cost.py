@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 from ..errors import SpecError
+from ..schema import finite_result
 from .bom import BillOfMaterials, bill_of_materials
 from .cost_table import CostTable, cost_table, positive_number
 
@@ -130,7 +131,13 @@ def fabric_cost(fabric, cost: dict | None = None) -> FabricCost:
                 item.detail + (f" (included in the {part.note})" if part.note else ""),
             )
         )
-    return FabricCost(fabric.name, fabric.num_gpus, table.currency, tuple(lines), bom, table)
+        key = f"cost.{item.section}.{item.part}"
+        finite_result(lines[-1].price, f"{key}.price", f"{item.count:,} x its price")
+        finite_result(lines[-1].power_W, f"{key}.power_W", f"{item.count:,} x its power")
+    result = FabricCost(fabric.name, fabric.num_gpus, table.currency, tuple(lines), bom, table)
+    finite_result(result.capex, "cost", "the network capex (the sum of the priced lines)")
+    finite_result(result.power_W, "cost", "the network power (the sum of the priced lines)")
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +242,7 @@ def work_cost(
         positive_number(model_tflops_per_gpu, "model_tflops_per_gpu")
     part = table.part("gpus", gpu, f"{count:,} GPUs")
     share = 1.0 if whole_network else count / network.gpus
-    return WorkCost(
+    result = WorkCost(
         gpu=gpu,
         gpus=count,
         currency=table.currency,
@@ -249,3 +256,8 @@ def work_cost(
         tokens_per_s=rate,
         model_tflops_per_gpu=float(model_tflops_per_gpu),
     )
+    finite_result(result.gpu_capex, f"cost.gpus.{gpu}.price", f"{count:,} GPUs x their price")
+    finite_result(result.gpu_power_W, f"cost.gpus.{gpu}.power_W", f"{count:,} GPUs x their power")
+    finite_result(result.capex, "cost", "the capex of GPUs and network")
+    finite_result(result.per_hour, "cost", "the cost per hour (capex over the lifetime + energy)")
+    return result

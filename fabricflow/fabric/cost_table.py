@@ -35,9 +35,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from .. import schema as sr
 from ..errors import SpecError
-from ..files import parse_structured
-from . import spec_reader as sr
+from ..files import parse_structured, read_structured
 
 TABLE_KEYS = (
     "currency",
@@ -158,6 +158,41 @@ def _default_raw() -> dict:
     return parse_structured(text, what="cost table", source="prices.yaml")
 
 
+def read_cost_file(path) -> dict:
+    """The override mapping of a cost file (``--cost-file``), checked against the table.
+
+    The file holds the table's keys either at top level or under one ``cost:`` key (the
+    layout of a fabric spec's section), not both: a file with both would leave it unclear
+    which applies. The merged table is checked at once (:func:`parse_table`: unknown keys
+    with the closest, numbers finite and in range, names among their choices), so a bad
+    file is refused before any fabric is built; errors name the file and the key.
+
+    Raises:
+        SpecError: unreadable, not a mapping, both layouts, or a bad entry.
+    """
+    data = read_structured(path, what="cost-file")
+    if not isinstance(data, dict):
+        raise SpecError("cost-file", f"{path} must hold a mapping at top level")
+    if "cost" in data:
+        others = sorted(str(k) for k in data if k != "cost")
+        if others:
+            raise SpecError(
+                "cost-file",
+                f"{path} has both a 'cost:' section and top-level table keys {others}; write "
+                "the table either under 'cost:' (as in a fabric spec) or at top level, not both",
+            )
+        data = data["cost"]
+        if not isinstance(data, dict):
+            raise SpecError("cost-file", f"{path}: 'cost:' must be a mapping, got {data!r}")
+    try:
+        parse_table(merge(default_table(), data))
+    except SpecError as error:
+        raise SpecError(
+            error.field, f"{str(error).removeprefix(error.field + ': ')} (in {path})"
+        ) from None
+    return data
+
+
 def merge(base: dict, override: dict | None, field: str = "cost") -> dict:
     """``base`` updated by ``override``: nested mappings merge key by key."""
     if override is None:
@@ -203,7 +238,12 @@ def parse_table(raw: dict) -> CostTable:
     }
     unknown = sorted(set(media) - set(REACHES))
     if unknown:
-        raise SpecError("cost.media", f"unknown reach {unknown}; reaches: {list(REACHES)}")
+        raise SpecError(
+            f"cost.media.{unknown[0]}",
+            f"unknown reach {unknown[0]!r}; reaches: {list(REACHES)}",
+            value=unknown[0],
+            allowed=REACHES,
+        )
     switch_models = {
         str(k): sr.text(v, f"cost.switch_models.{k}")
         for k, v in _mapping(top, "switch_models").items()

@@ -239,8 +239,11 @@ class Fabric:
 
         Link ids stay the same; failed links get ``capacity == 0`` and ``link_up == False``;
         ``meta["failed_links"]`` counts the directed links down, ``meta["failed_cables"]``
-        the physical cables failed (each once, not per direction). Routing then uses
-        only surviving paths, and partly failed bundles at their remaining capacity.
+        the physical cables failed (each once, not per direction) and
+        ``meta["reduced_links"]`` the directed links still up with fewer cables than built
+        (bundles partly failed, at reduced capacity); ``meta["built_link_cables"]`` keeps
+        the cables per link as built, so repeated failures count against it. Routing then
+        uses only surviving paths, and partly failed bundles at their remaining capacity.
         """
         assert self.link_up is not None and self.link_cables is not None  # __post_init__
         down = ~self.link_up.copy()
@@ -278,6 +281,9 @@ class Fabric:
         # each cable once: on its src < dst direction, or on its only direction
         once = (self.link_src < self.link_dst) | (self.reverse_links() < 0)
         lost = int((self.link_cables - cables)[once].sum())
+        built = self.meta.get("built_link_cables")
+        built = self.link_cables if built is None else built
+        reduced = ~down & (cables < built)
         return dataclasses.replace(
             self,
             capacity=capacity,
@@ -287,6 +293,8 @@ class Fabric:
                 **self.meta,
                 "failed_links": int(down.sum()),
                 "failed_cables": int(self.meta.get("failed_cables", 0)) + lost,
+                "reduced_links": int(reduced.sum()),
+                "built_link_cables": built,
             },
         )
 

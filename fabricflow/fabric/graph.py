@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
-from . import spec_reader as sr
 from .assemble import Assembler
 from .scale_up import add_scale_up
 

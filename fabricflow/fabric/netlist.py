@@ -20,7 +20,8 @@ Checked, each error naming the file and line: the header, a host listed twice, a
 without a ToR (a GPU without a NIC), a level filled below an empty one (a cable to
 nowhere: ``host,,agg,core``), a row whose levels are not those of the others (one host
 with a core, another without), names with blanks or ``@``, and hosts that form separate
-trees (several top switches: no path between them).
+trees (several top switches: no path between them), control characters (a NUL) in a
+name, and a switch name used at two levels (a ToR named as an aggregation switch).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import io
 import os
 
 from ..errors import SpecError
-from .slurm import SlurmTopology, import_options, slurm_fabric_spec
+from ..schema import at_line
+from .slurm import SlurmTopology, check_import_size, import_options, slurm_fabric_spec
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
 
@@ -38,14 +40,26 @@ HEADER = ("host", "tor", "agg", "core")
 LEVELS = ("tor", "agg", "core")
 
 
-def read_netlist(path: str | os.PathLike) -> SlurmTopology:
+def read_netlist(path: str | os.PathLike, *, gpus_per_node: int = 1) -> SlurmTopology:
     """The tree of a per-host netlist (module docs), as a :class:`SlurmTopology` whose
     switch names are unique (``t1@agg-a`` where a name repeats under two parents).
 
+    ``gpus_per_node``: the GPUs each host will get; the file's lines are counted before
+    it is read, and a file whose rows, or whose hosts at that many GPUs, would not fit the
+    memory budget is refused then (:func:`fabricflow.fabric.slurm.check_import_size`).
+
     Raises:
         SpecError: ``netlist``, naming the file and line.
+        MemoryBudgetError: the rows or GPUs would not fit (sizes and budget named).
     """
     name = os.fspath(path)
+    try:
+        lines = _count_lines(name)
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
+        raise SpecError("netlist", f"cannot read {name!r}: {error}") from error
+    check_import_size(
+        name, names=len(HEADER) * lines, nodes=max(lines - 1, 0), gpus_per_node=gpus_per_node
+    )
     try:
         with open(name, encoding="utf-8", newline="") as handle:
             text = handle.read()
@@ -59,21 +73,31 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
     if tuple(header) != HEADER:
         raise SpecError(
             "netlist",
-            f"{name}, line {number}: expected the header {','.join(HEADER)}, got {','.join(header)}",
+            f"{at_line(name, number)}: expected the header {','.join(HEADER)}, got {','.join(header)}",
         )
     paths: dict[str, tuple] = {}
+    level_of: dict[str, tuple[int, int]] = {}  # switch name -> (level, first line)
     depth = None
     for number, row in numbered[1:]:
         host, levels = _row(row, number, name)
         if host in paths:
-            raise SpecError("netlist", f"{name}, line {number}: host {host!r} is listed twice")
+            raise SpecError("netlist", f"{at_line(name, number)}: host {host!r} is listed twice")
+        for level, switch in enumerate(levels):
+            first = level_of.setdefault(switch, (level, number)) if switch else (level, 0)
+            if first[0] != level:
+                raise SpecError(
+                    "netlist",
+                    f"{at_line(name, number)}: the {LEVELS[level]} {switch!r} has the name of "
+                    f"the {LEVELS[first[0]]} on line {first[1]}: a switch is at one level "
+                    "(name switches of different levels apart)",
+                )
         filled = sum(1 for level in levels if level)
         if depth is None:
             depth = filled
         elif filled != depth:
             raise SpecError(
                 "netlist",
-                f"{name}, line {number}: {filled} switch level(s), the rows above have "
+                f"{at_line(name, number)}: {filled} switch level(s), the rows above have "
                 f"{depth}: every host needs the same levels ({', '.join(LEVELS[:depth])})",
             )
         paths[host] = tuple(levels[:filled])
@@ -82,26 +106,43 @@ def read_netlist(path: str | os.PathLike) -> SlurmTopology:
     return _tree(paths, name)
 
 
+def _count_lines(name: str) -> int:
+    """Lines of the file ``name``, counted a megabyte at a time (nothing kept)."""
+    lines, last = 0, b"\n"
+    with open(name, "rb") as handle:
+        for chunk in iter(lambda: handle.read(2**20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
 def _row(row: list[str], number: int, name: str) -> tuple[str, list[str]]:
     if len(row) != len(HEADER):
         raise SpecError(
-            "netlist", f"{name}, line {number}: {len(row)} fields, expected {len(HEADER)}"
+            "netlist", f"{at_line(name, number)}: {len(row)} fields, expected {len(HEADER)}"
         )
     for cell in row:
         if any(c in cell for c in " \t@"):
-            raise SpecError("netlist", f"{name}, line {number}: a blank or '@' in {cell!r}")
+            raise SpecError("netlist", f"{at_line(name, number)}: a blank or '@' in {cell!r}")
+        bad = next((c for c in cell if not c.isprintable()), None)
+        if bad is not None:
+            raise SpecError(
+                "netlist",
+                f"{at_line(name, number)}: the control character {bad!r} in {cell!r}: names "
+                "are printable text",
+            )
     host, *levels = row
     if not host:
-        raise SpecError("netlist", f"{name}, line {number}: no host name")
+        raise SpecError("netlist", f"{at_line(name, number)}: no host name")
     if not levels[0]:
         raise SpecError(
-            "netlist", f"{name}, line {number}: host {host!r} has no ToR (a GPU without a NIC)"
+            "netlist", f"{at_line(name, number)}: host {host!r} has no ToR (a GPU without a NIC)"
         )
     for lower, upper, below, above in zip(levels, levels[1:], LEVELS, LEVELS[1:], strict=False):
         if upper and not lower:
             raise SpecError(
                 "netlist",
-                f"{name}, line {number}: {above} {upper!r} above an empty {below} (a cable to "
+                f"{at_line(name, number)}: {above} {upper!r} above an empty {below} (a cable to "
                 "nowhere)",
             )
     return host, levels
@@ -161,4 +202,4 @@ def netlist_spec_from_file(path: str, options: dict) -> dict:
         SpecError: a missing or bad option, or a bad file (named).
     """
     values = import_options(options, "netlist")
-    return slurm_fabric_spec(read_netlist(path), **values)
+    return slurm_fabric_spec(read_netlist(path, gpus_per_node=values["gpus_per_node"]), **values)

@@ -13,8 +13,8 @@ import dataclasses
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
-from . import spec_reader as sr
 from .assemble import Assembler
 
 SCALE_UP_KEYS = (

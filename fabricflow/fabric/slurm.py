@@ -18,30 +18,41 @@ dual-plane designs) gives each GPU ``k`` links of ``nic_bandwidth / k``, on swit
 Each switch's uplink to each of its ``p`` parents carries ``1/p`` of what enters the
 switch from below (non-blocking), unless the companion options say otherwise
 (``oversubscription``: down over up capacity at every switch; ``switch_bandwidth``: one
-fixed bandwidth per switch-to-switch cable). Block files get one switch per block and one
-``top`` switch joining the blocks.
+fixed bandwidth per switch-to-switch cable), written as whole cables no faster than the
+NIC. Block files get one switch per block and one switch joining the blocks (``top``, or
+the first of ``top0, top1, ...`` no block is named). The options ``scale_up`` and
+``transport`` are a fabric spec's sections of those names: a companion file gives an
+imported cluster its NVLink-style domains and its InfiniBand or RoCE transport.
 
 Errors name the file and line: a bad hostlist, a switch or block defined twice, a switch
 referenced before its definition, a line with neither ``Nodes`` nor ``Switches``, an
-unknown key. Switch kinds are their names less trailing digits (``leaf12`` -> ``leaf``).
+unknown key, a control character, switches that form separate trees (the tops named).
+Switch kinds are their names less trailing digits (``leaf12`` -> ``leaf``). Sizes are
+estimated from the hostlists' counts before any name is made (:func:`check_import_size`).
 
 :func:`slurm_tree_text` and :func:`slurm_block_text` write any fabric whose switches
 form tiers (no GPU-to-GPU links, switch links only between tiers) in the two forms; the
-export of an imported file gives the same file back.
+export of an imported file gives the same file back, host names that hostlists cannot
+hold bare (``gpu,a``, ``rack[1]``) in double quotes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
 from ..files import read_structured
-from ..units import format_bandwidth, parse_bandwidth
-from .hostlist import HostlistError, compress_hostlist, expand_hostlist
+from ..memory import check_memory
+from ..units import format_bandwidth, parse_bandwidth, parse_time
+from .hostlist import MAX_HOSTS, HostlistError, compress_hostlist, count_hostlist, expand_hostlist
+from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
+from .transport import parse_transport
 
 __all__ = [
     "SLURM_OPTIONS",
@@ -54,8 +65,16 @@ __all__ = [
     "slurm_tree_text",
 ]
 
+# Limits of an import, checked before anything is made (check_import_size). An imported
+# file becomes a graph fabric, routed by the generic router, which refuses all but a few
+# destinations on graphs of millions of nodes: twice clos-1m's million GPUs is beyond any
+# cluster an operator's file describes. The byte estimates must fit the memory budget.
+MAX_IMPORT_GPUS = 2**21
+BYTES_PER_NAME = 200  # peak bytes per name listed (expanded, kept, indexed): 160 measured
+BYTES_PER_GPU = 1500  # peak bytes per GPU of the spec and its fabric: 1,170 measured
+
 _KEYS = {"switchname", "switches", "nodes", "linkspeed", "blockname", "blocksizes"}
-_PAIR = re.compile(r"(\w+)=(\S+)")
+_PAIR = re.compile(r'(\w+)=((?:"(?:[^"]|"")*"|[^\s"])+)')  # a value may hold quoted names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,39 +106,49 @@ class SlurmTopology:
         return list(seen)
 
 
-def read_slurm_topology(path: str | os.PathLike) -> SlurmTopology:
+def read_slurm_topology(path: str | os.PathLike, *, gpus_per_node: int = 1) -> SlurmTopology:
     """Parse a tree or block ``topology.conf`` (module docs).
+
+    ``gpus_per_node``: the GPUs each node will get; the file's node names are counted
+    before any hostlist is expanded, and a file whose names, or whose nodes at that many
+    GPUs, would not fit the memory budget is refused then (:func:`check_import_size`).
 
     Raises:
         SpecError: ``slurm``, naming the file and line of the first problem.
+        MemoryBudgetError: the names or GPUs would not fit (sizes and budget named).
     """
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         raise SpecError("slurm", f"cannot read {name!r}: {error}") from error
+    parsed = _parse_lines(name, lines, gpus_per_node)
     switches: dict[str, tuple[list[str], list[str]]] = {}
+    where: dict[str, int] = {}
     kinds: set[str] = set()
     sizes: tuple = ()
-    for number, raw in enumerate(lines, start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
+    for number, pairs in parsed:
 
         def fail(message: str, number=number) -> SpecError:
-            return SpecError("slurm", f"{name}, line {number}: {message}")
+            return SpecError("slurm", f"{sr.at_line(name, number)}: {message}")
 
-        pairs = _pairs(line, fail)
-        if "blocksizes" in pairs and len(pairs) == 1:
+        if "blocksizes" in pairs:
+            if len(pairs) > 1:
+                raise fail("BlockSizes= stands on a line of its own")
+            if sizes:
+                raise fail("BlockSizes given twice")
             sizes = _block_sizes(pairs["blocksizes"], fail)
             continue
+        speed = pairs.get("linkspeed", "0")
+        if not (speed.isascii() and speed.isdigit()):
+            raise fail(f"LinkSpeed must be a whole number (Slurm's relative units), got {speed!r}")
         if "switchname" in pairs:
             kinds.add("tree")
-            key = pairs["switchname"]
+            key = _one_name(pairs["switchname"], "SwitchName", fail)
         elif "blockname" in pairs:
             kinds.add("block")
-            key = pairs["blockname"]
+            key = _one_name(pairs["blockname"], "BlockName", fail)
             if "switches" in pairs:
                 raise fail("a block lists Nodes only, not Switches")
         else:
@@ -127,22 +156,107 @@ def read_slurm_topology(path: str | os.PathLike) -> SlurmTopology:
         if len(kinds) > 1:
             raise fail("SwitchName and BlockName lines in one file: pick the tree or block form")
         if key in switches:
-            raise fail(f"{key!r} is defined twice")
+            raise fail(f"{key!r} is defined twice (first on line {where[key]})")
         if "nodes" not in pairs and "switches" not in pairs:
             raise fail(f"{key!r} has neither Nodes= nor Switches=")
         children = _hosts(pairs.get("switches", ""), fail)
         for child in children:
-            if child not in switches:
-                raise fail(f"switch {child!r} is referenced before its definition")
             if child == key:
                 raise fail(f"switch {key!r} lists itself")
+            if child not in switches:
+                raise fail(f"switch {child!r} is referenced before its definition")
         switches[key] = (children, _hosts(pairs.get("nodes", ""), fail))
+        where[key] = number
     if not switches:
         raise SpecError("slurm", f"{name}: no SwitchName= or BlockName= line")
     topology = SlurmTopology(kinds.pop(), switches, sizes, name)
     if not topology.nodes:
         raise SpecError("slurm", f"{name}: no switch or block lists any Nodes=")
+    if topology.kind == "tree":
+        _check_connected(topology, where)
     return topology
+
+
+def _parse_lines(name: str, lines: list[str], gpus_per_node: int = 1) -> list[tuple[int, dict]]:
+    """``(line number, {key: value})`` of every line that is not blank or a comment, the
+    hostlists' names counted (not expanded) and the total checked against the limits."""
+    parsed = []
+    listed = 0  # names in all hostlists, duplicates counted
+    largest = 0  # names of the largest Nodes= (distinct nodes are at least as many)
+    for number, raw in enumerate(lines, start=1):
+
+        def fail(message: str, number=number) -> SpecError:
+            return SpecError("slurm", f"{sr.at_line(name, number)}: {message}")
+
+        bad = next((c for c in raw if not c.isprintable() and c != "\t"), None)
+        if bad is not None:
+            raise fail(
+                f"the control character {bad!r} at column {raw.index(bad) + 1}: names and "
+                "keys are printable text"
+            )
+        line = _strip_comment(raw).strip()
+        if not line:
+            continue
+        pairs = _pairs(line, fail)
+        for key in ("nodes", "switches"):
+            if key in pairs:
+                try:
+                    count = count_hostlist(pairs[key])
+                except HostlistError as error:
+                    raise fail(f"bad hostlist: {error}") from None
+                listed += count
+                if key == "nodes":
+                    largest = max(largest, count)
+        parsed.append((number, pairs))
+    if listed > MAX_HOSTS:
+        raise SpecError(
+            "slurm",
+            f"{name}: its hostlists name {listed:,} nodes and switches, more than the limit "
+            f"of {MAX_HOSTS:,}",
+        )
+    check_import_size(name, names=listed, nodes=largest, gpus_per_node=gpus_per_node, at_least=True)
+    return parsed
+
+
+def check_import_size(
+    source: str, *, names: int, nodes: int, gpus_per_node: int, at_least: bool = False
+) -> None:
+    """Refuse, before it is made, an import whose names (``names`` host and switch names
+    listed) or fabric (``nodes`` x ``gpus_per_node`` GPUs; ``at_least``: ``nodes`` is a
+    lower bound, counted before the names are known) is over the limits: at most
+    :data:`MAX_IMPORT_GPUS` GPUs, and the estimate
+    (:data:`BYTES_PER_NAME`, :data:`BYTES_PER_GPU`) must fit the memory budget
+    (:func:`fabricflow.memory.check_memory`).
+
+    Raises:
+        SpecError: ``gpus_per_node`` (the GPU count over :data:`MAX_IMPORT_GPUS`).
+        MemoryBudgetError: the estimate over the budget (both named).
+    """
+    gpus = nodes * gpus_per_node
+    count = f"{'at least ' if at_least else ''}{nodes:,} nodes x {gpus_per_node:,} GPUs per node"
+    if gpus > MAX_IMPORT_GPUS:
+        raise SpecError(
+            "gpus_per_node",
+            f"{source}: {count} = {gpus:,} GPUs, over the limit of {MAX_IMPORT_GPUS:,} for an "
+            "imported fabric (a graph, routed by the generic router): describe a fabric that "
+            "large as a clos spec",
+        )
+    check_memory(
+        names * BYTES_PER_NAME + gpus * BYTES_PER_GPU,
+        f"importing {source} ({names:,} names listed, {count} = {gpus:,} GPUs)",
+        hint="give fewer GPUs per node, or a file of fewer nodes",
+    )
+
+
+def _strip_comment(raw: str) -> str:
+    """``raw`` before its first ``#`` outside double quotes."""
+    quoted = False
+    for index, char in enumerate(raw):
+        if char == '"':
+            quoted = not quoted
+        elif char == "#" and not quoted:
+            return raw[:index]
+    return raw
 
 
 def _pairs(line: str, fail) -> dict[str, str]:
@@ -163,6 +277,14 @@ def _pairs(line: str, fail) -> dict[str, str]:
     return pairs
 
 
+def _one_name(value: str, key: str, fail) -> str:
+    """The one switch or block name of ``key=value`` (quoted names unquoted)."""
+    names = _hosts(value, fail)
+    if len(names) != 1:
+        raise fail(f"{key}={value} names {len(names):,} switches; one line names one")
+    return names[0]
+
+
 def _hosts(expression: str, fail) -> list[str]:
     if not expression:
         return []
@@ -170,6 +292,39 @@ def _hosts(expression: str, fail) -> list[str]:
         return expand_hostlist(expression)
     except HostlistError as error:
         raise fail(f"bad hostlist: {error}") from None
+
+
+def _check_connected(topology: SlurmTopology, where: dict[str, int]) -> None:
+    """Refuse a tree whose switches and nodes fall apart into separate parts (two roots
+    with nothing in common): GPUs of one part could not reach the other's."""
+    index = {name: i for i, name in enumerate(topology.switches)}
+    parent = list(range(len(index)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_leaf: dict[str, str] = {}  # node -> the first switch listing it
+    for name, (children, nodes) in topology.switches.items():
+        me = index[name]
+        for other in [index[c] for c in children] + [
+            index[first_leaf.setdefault(n, name)] for n in nodes
+        ]:
+            parent[root(other)] = root(me)
+    parts: dict[int, list[str]] = {}
+    for name in topology.switches:
+        parts.setdefault(root(index[name]), []).append(name)
+    if len(parts) > 1:
+        tops = [names[-1] for names in parts.values()]
+        shown = ", ".join(f"{t!r} (line {where[t]})" for t in tops[:3])
+        raise SpecError(
+            "slurm",
+            f"{topology.source}: the switches form {len(parts)} separate trees (tops "
+            f"{shown}{', ...' if len(tops) > 3 else ''}): nodes of one cannot reach "
+            "another's; add the switch that joins them (SwitchName=... Switches=...)",
+        )
 
 
 def _block_sizes(text: str, fail) -> tuple:
@@ -190,25 +345,35 @@ def slurm_fabric_spec(
     oversubscription: float = 1.0,
     switch_bandwidth=None,
     latency="1us",
+    scale_up: dict | None = None,
+    transport=None,
 ) -> dict:
     """The graph-fabric spec of ``topology`` (module docs). ``nic_bandwidth`` and
-    ``switch_bandwidth``: bandwidths (``"400Gbps"`` or bytes/s).
+    ``switch_bandwidth``: bandwidths (``"400Gbps"`` or bytes/s); ``scale_up`` and
+    ``transport``: the sections of a fabric spec of those names (the GPUs of a scale-up
+    domain talk over it, not the network; the transport sets the load balancing and the
+    switch family of the bill of materials).
 
     Raises:
         SpecError: a bad ``gpus_per_node``, bandwidth or ``oversubscription``; a tree
             without a single root where switches are unconnected.
     """
-    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
-        raise SpecError("gpus_per_node", f"must be an integer >= 1, got {gpus_per_node!r}")
-    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth")
+    _gpus_per_node(gpus_per_node)
+    nic = parse_bandwidth(nic_bandwidth, "nic_bandwidth", part=True)
     fixed = (
-        None if switch_bandwidth is None else parse_bandwidth(switch_bandwidth, "switch_bandwidth")
+        None
+        if switch_bandwidth is None
+        else parse_bandwidth(switch_bandwidth, "switch_bandwidth", part=True)
     )
-    if not isinstance(oversubscription, (int, float)) or not oversubscription >= 1:
-        raise SpecError("oversubscription", f"must be a number >= 1, got {oversubscription!r}")
+    oversubscription = _oversubscription(oversubscription)
+    check_import_size(
+        topology.source, names=0, nodes=len(topology.nodes), gpus_per_node=gpus_per_node
+    )
     switches = dict(topology.switches)
     if topology.kind == "block":
-        top = "top" if "top" not in switches else "top_"
+        top = next(
+            t for t in ("top", *(f"top{i}" for i in range(len(switches) + 1))) if t not in switches
+        )
         switches[top] = (list(topology.switches), [])
     tier, parents = _tiers(switches)
     leaves_of: dict[str, list[str]] = {}
@@ -252,6 +417,7 @@ def slurm_fabric_spec(
     nodes = [
         {"name": s, "kind": topology.kinds.get(s) or _kind(s), "tier": tier[s]} for s in switches
     ]
+    site = {"scale_up": scale_up, "transport": transport}
     return {
         "name": f"{topology.origin}-{os.path.splitext(os.path.basename(topology.source))[0] or 'topology'}",
         "gpus": len(gpus),
@@ -260,6 +426,7 @@ def slurm_fabric_spec(
         f"topology {topology.source}: "
         f"{len(topology.nodes):,} nodes, {len(topology.switches):,} "
         f"{'switches' if topology.kind == 'tree' else 'blocks'}, NIC {format_bandwidth(nic)}",
+        **{key: value for key, value in site.items() if value is not None},
         "topology": {
             "type": "graph",
             "defaults": {"latency": latency, "kind": "nic"},
@@ -271,12 +438,14 @@ def slurm_fabric_spec(
 
 
 def _bundle(bandwidth: float, nic: float) -> dict:
-    """A switch-to-switch link as cables of the NIC's speed where it divides evenly
-    (so that ports and cables count as built), else one cable of ``bandwidth``."""
-    cables = bandwidth / nic
-    if cables >= 1 and abs(cables - round(cables)) < 1e-9:
-        return {"bandwidth": float(nic), "count": int(round(cables))}
-    return {"bandwidth": float(bandwidth)}
+    """A switch-to-switch link of ``bandwidth`` as whole cables no faster than the NIC
+    (so that ports and cables count as built): ``ceil(bandwidth / nic)`` cables of
+    ``bandwidth / count`` each (the NIC's speed where it divides evenly); a link slower
+    than one NIC is one cable of its bandwidth."""
+    count = max(1, math.ceil(bandwidth / nic - 1e-9))
+    if count == 1:
+        return {"bandwidth": float(bandwidth)}
+    return {"bandwidth": float(bandwidth / count), "count": count}
 
 
 def _kind(name: str) -> str:
@@ -381,7 +550,7 @@ def slurm_tree_text(fabric) -> str:
             under[switch].append(host)
     lines = [f"# Slurm topology/tree for {fabric.name} (written by fabricflow)"]
     for name in order:
-        fields = [f"SwitchName={name}"]
+        fields = [f"SwitchName={compress_hostlist([name])}"]  # quoted where it must be
         if children[name]:
             fields.append(f"Switches={compress_hostlist(children[name])}")
         if under[name]:
@@ -416,7 +585,11 @@ SLURM_OPTIONS = (
     "oversubscription",
     "switch_bandwidth",
     "latency",
+    "scale_up",
+    "transport",
 )
+"""The keywords of :func:`slurm_fabric_spec`: what an imported file does not say (the
+keys of a companion file)."""
 
 
 def slurm_spec_from_file(path: str, options: dict) -> dict:
@@ -426,37 +599,57 @@ def slurm_spec_from_file(path: str, options: dict) -> dict:
 
     Raises:
         SpecError: a missing or bad option (named), or a bad file.
+        MemoryBudgetError: the file's names or GPUs would not fit (before expanding).
     """
     values = import_options(options, "Slurm topology")
-    return slurm_fabric_spec(read_slurm_topology(path), **values)
+    topology = read_slurm_topology(path, gpus_per_node=values["gpus_per_node"])
+    return slurm_fabric_spec(topology, **values)
 
 
 def import_options(options: dict, what: str) -> dict:
     """The keywords of :func:`slurm_fabric_spec` for an imported file (``what`` names its
     kind in messages): ``options`` with its ``companion`` file's keys beneath them (keywords
     given win, None ones are left out); ``gpus_per_node`` and ``nic_bandwidth`` required.
+    Every value is checked here, a companion's named with its file.
 
     Raises:
         SpecError: a companion that is not a mapping of :data:`SLURM_OPTIONS` or names an
-            unknown key, or a required option missing (each named).
+            unknown key, a bad value, or a required option missing (each named).
     """
     options = dict(options)
     companion = options.pop("companion", None)
+    unknown = sorted(set(options) - set(SLURM_OPTIONS))
+    if unknown:
+        raise SpecError(
+            unknown[0],
+            f"not an option of a {what}; options: {[*SLURM_OPTIONS, 'companion']}",
+            value=unknown[0],
+            allowed=(*SLURM_OPTIONS, "companion"),
+        )
     values: dict = {}
     if companion is not None:
+        if not isinstance(companion, (str, os.PathLike)) or not os.fspath(companion):
+            raise SpecError(
+                "companion", f"must be the path of a YAML or JSON file, got {companion!r}"
+            )
         data = read_structured(companion, what=f"{what} companion")
         if not isinstance(data, dict):
             raise SpecError(
                 "companion", f"{companion} must hold a mapping of {list(SLURM_OPTIONS)}"
             )
-        unknown = sorted(set(data) - set(SLURM_OPTIONS))
+        unknown = sorted(set(map(str, data)) - set(SLURM_OPTIONS))
         if unknown:
             raise SpecError(
                 "companion",
                 f"{companion}: unknown key {unknown[0]!r}; known: {list(SLURM_OPTIONS)}",
+                value=unknown[0],
+                allowed=SLURM_OPTIONS,
             )
+        _check_options(data, f"{companion}: ")
         values.update(data)
-    values.update({k: v for k, v in options.items() if v is not None})
+    given = {k: v for k, v in options.items() if v is not None}
+    _check_options(given, "")
+    values.update(given)
     for key in ("gpus_per_node", "nic_bandwidth"):
         if key not in values:
             raise SpecError(
@@ -464,4 +657,44 @@ def import_options(options: dict, what: str) -> dict:
                 f"a {what} does not give its {key.replace('_', ' ')}: give {key}= (CLI "
                 f"--{key.replace('_', '-')}) or put it in a companion file",
             )
+    gpus_per_node, scale_up = values["gpus_per_node"], values.get("scale_up")
+    if scale_up is not None:
+        size = scale_up["domain_size"]
+        if size % gpus_per_node and gpus_per_node % size:
+            raise SpecError(
+                "scale_up.domain_size",
+                f"a scale-up domain of {size} GPUs neither fills whole nodes of "
+                f"{gpus_per_node} GPUs nor divides one",
+            )
     return values
+
+
+def _check_options(values: dict, where: str) -> None:
+    """Check the option values of ``values`` (``where``: the companion file, or ``""``)
+    as :func:`slurm_fabric_spec` and a fabric spec would, naming ``where``."""
+    try:
+        if "gpus_per_node" in values:
+            _gpus_per_node(values["gpus_per_node"])
+        for key in ("nic_bandwidth", "switch_bandwidth"):
+            if values.get(key) is not None:
+                parse_bandwidth(values[key], key, part=True)
+        if "oversubscription" in values:
+            _oversubscription(values["oversubscription"])
+        if "latency" in values:
+            parse_time(values["latency"], "latency", part=True)
+        if values.get("scale_up") is not None:
+            ScaleUpSpec.parse(sr.Section(values["scale_up"], "scale_up", SCALE_UP_KEYS))
+        if values.get("transport") is not None:
+            parse_transport(values["transport"])
+    except SpecError as error:
+        if not where:
+            raise
+        raise SpecError(error.field, f"{where}{str(error).split(': ', 1)[-1]}") from None
+
+
+def _gpus_per_node(value) -> int:
+    return sr.integer(value, "gpus_per_node", minimum=1)
+
+
+def _oversubscription(value) -> float:
+    return sr.number(value, "oversubscription", minimum=1)

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
 from ..files import is_file, read_structured
 from ..memory import out_of_memory
-from . import spec_reader as sr
 from .assemble import Assembler
 from .fabric import Fabric
 from .netlist import netlist_spec_from_file
@@ -222,6 +222,70 @@ def read_spec(name_or_path: str | Path) -> dict:
     return spec
 
 
+def spec_yaml_text(fabric: Fabric) -> str:
+    """A YAML spec of ``fabric`` (a preset, a YAML spec, an imported file, a design): the
+    spec it was built from, every override applied, which :func:`load_fabric` reads back
+    to an equal fabric (an imported file as its ``graph`` spec, so the YAML stands alone).
+
+    Raises:
+        SpecError: ``export``: a fabric not built from a spec, or with failed cables
+            (a spec describes the fabric as built).
+    """
+    import yaml  # only here: the export is the one writer of YAML specs
+
+    spec = fabric.meta.get("spec")
+    if not isinstance(spec, dict):
+        raise SpecError("export", f"{fabric.name!r} was not built from a spec: no YAML to write")
+    if fabric.meta.get("failed_cables") or fabric.meta.get("failed_links"):
+        raise SpecError(
+            "export", f"{fabric.name!r} has failed cables: a spec describes a fabric as built"
+        )
+    header = f"# fabric spec of {fabric.name} (written by fabricflow fabric --export yaml)\n"
+    body = yaml.safe_dump(
+        spec, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
+    )
+    return header + body
+
+
+IMPORT_PREFIXES = ("slurm:", "netlist:")
+"""Fabric names that read another tool's file: ``slurm:PATH`` and ``netlist:PATH``."""
+IMPORT_OPTIONS = (*SLURM_OPTIONS, "companion")
+"""The keywords of an imported fabric (:func:`fabric_spec`)."""
+
+
+def is_import(name_or_path) -> bool:
+    """Whether ``name_or_path`` names an imported file (``slurm:PATH``, ``netlist:PATH``)."""
+    return isinstance(name_or_path, str) and name_or_path.startswith(IMPORT_PREFIXES)
+
+
+def fabric_spec(name_or_path: str | Path, **options) -> dict:
+    """The spec mapping of any fabric name: a preset, a YAML spec's path, or an imported
+    file (``slurm:PATH``, ``netlist:PATH``) with its :data:`IMPORT_OPTIONS` (the keywords
+    of :func:`fabricflow.fabric.slurm.slurm_fabric_spec` and ``companion``, a YAML/JSON
+    file of them; None values are left out). The one reader behind :func:`load_fabric`,
+    every command's ``--fabric`` and a sweep's ``fabric``.
+
+    Raises:
+        SpecError: a bad file or option (named); import options for a preset or YAML spec.
+        MemoryBudgetError: an import too large for this process (before it is made).
+    """
+    given = {key: value for key, value in options.items() if value is not None}
+    if not is_import(name_or_path):
+        if given:
+            key = next(iter(given))
+            raise SpecError(
+                key,
+                f"applies to imported fabrics ({' or '.join(p + 'PATH' for p in IMPORT_PREFIXES)}) "
+                f"only, not to {str(name_or_path)!r}",
+            )
+        return read_spec(name_or_path)
+    prefix, _, path = str(name_or_path).partition(":")
+    if not path:
+        raise SpecError("fabric", f"{name_or_path!r} names no file: give {prefix}:PATH")
+    reader = slurm_spec_from_file if prefix == "slurm" else netlist_spec_from_file
+    return reader(path, given)
+
+
 def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
     """Build a preset (by name) or a YAML spec (by path), with top-level overrides.
 
@@ -229,24 +293,20 @@ def load_fabric(name_or_path: str | Path, **overrides) -> Fabric:
     ``load_fabric("clos-100k", gpus=8192, topology={"planes": 2})`` changes just those.
 
     ``"slurm:PATH"`` reads a Slurm ``topology.conf`` (tree or block form; docs/slurm.md)
-    and takes the keywords ``gpus_per_node`` and ``nic_bandwidth`` (required), and
-    ``oversubscription``, ``switch_bandwidth``, ``latency``, ``companion`` (a YAML file
-    with those keys) (:mod:`fabricflow.fabric.slurm`). ``"netlist:PATH"`` reads a per-host
-    ``host,tor,agg,core`` CSV with the same keywords (:mod:`fabricflow.fabric.netlist`).
+    and ``"netlist:PATH"`` a per-host ``host,tor,agg,core`` CSV (docs/netlist.md); they
+    take the keywords of :data:`IMPORT_OPTIONS`: ``gpus_per_node`` and ``nic_bandwidth``
+    (required), ``oversubscription``, ``switch_bandwidth``, ``latency``, ``scale_up`` and
+    ``transport`` (as in a spec), and ``companion`` (a YAML file with those keys).
 
     Raises:
         SpecError: a bad file or field (named).
         MemoryBudgetError: the fabric is too large for this process.
     """
     try:
-        if isinstance(name_or_path, str) and name_or_path.startswith(("slurm:", "netlist:")):
-            options = {k: overrides.pop(k) for k in (*SLURM_OPTIONS, "companion") if k in overrides}
-            prefix, _, path = name_or_path.partition(":")
-            reader = slurm_spec_from_file if prefix == "slurm" else netlist_spec_from_file
-            spec = reader(path, options)
-        else:
-            spec = read_spec(name_or_path)
-        return build_fabric(_merge(spec, overrides))
+        options = {}
+        if is_import(name_or_path):
+            options = {k: overrides.pop(k) for k in IMPORT_OPTIONS if k in overrides}
+        return build_fabric(_merge(fabric_spec(name_or_path, **options), overrides))
     except MemoryError as error:
         raise out_of_memory(error, f"loading fabric {str(name_or_path)!r}") from error
 

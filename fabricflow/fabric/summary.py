@@ -68,6 +68,8 @@ def _fabric_summary(fabric) -> dict:
         "num_links": fabric.num_links,
         "failed_links": int((~up).sum()),
         "failed_cables": int(fabric.meta.get("failed_cables", 0)),
+        # up, but with fewer cables than built: bundles partly failed, at reduced capacity
+        "reduced_links": int(fabric.meta.get("reduced_links", 0)),
         "scale_up_domain_size": int(fabric.meta.get("scale_up_domain_size", 1)),
         "links_per_kind": links_per_kind,
         "cables_per_kind": cables_per_kind(fabric),
@@ -149,6 +151,37 @@ def _tiers(fabric) -> list[dict]:
             )
         tiers.append(entry)
     return tiers
+
+
+def failure_counts(fabric) -> dict[str, int]:
+    """What failures (:meth:`Fabric.without`) took from ``fabric``: ``failed_cables``
+    (physical cables, each once), ``failed_links`` (directed links down) and
+    ``reduced_links`` (directed links still up with fewer cables than built: bundles
+    partly failed, at reduced capacity). All 0 on an intact fabric."""
+    return {
+        "failed_cables": int(fabric.meta.get("failed_cables", 0)),
+        "failed_links": int((~np.asarray(fabric.link_up, bool)).sum()),
+        "reduced_links": int(fabric.meta.get("reduced_links", 0)),
+    }
+
+
+def failure_text(counts: dict) -> str:
+    """``'35 cables failed: 0 directed links down, 70 up at reduced capacity (bundles
+    partly failed)'`` for :func:`failure_counts` (or a summary holding its keys);
+    ``'none'`` when nothing failed."""
+    if not any(counts[key] for key in ("failed_cables", "failed_links", "reduced_links")):
+        return "none"
+    cables, links = counts["failed_cables"], counts["failed_links"]
+    text = (
+        f"{cables:,} cable{'' if cables == 1 else 's'} failed: {links:,} directed "
+        f"link{'' if links == 1 else 's'} down"
+    )
+    if counts["reduced_links"]:
+        text += (
+            f", {counts['reduced_links']:,} up at reduced capacity (bundles of parallel "
+            "cables partly failed)"
+        )
+    return text
 
 
 def port_usage_text(tier: dict) -> str:
@@ -237,6 +270,8 @@ __all__ = [
     "bisection_bandwidth",
     "cables_per_kind",
     "fabric_summary",
+    "failure_counts",
+    "failure_text",
     "max_flow_between",
     "port_usage_text",
 ]

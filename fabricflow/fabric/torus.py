@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
+from .. import schema as sr
 from ..errors import SpecError
-from . import spec_reader as sr
 from .assemble import Assembler, check_build_size
 
 TORUS_KEYS = ("type", "dims", "wraparound", "link_bandwidth", "latency")

@@ -24,7 +24,7 @@ Protocols:
 :func:`routing_for` turns the transport into the routing policy the collective and step
 models use by default (``routing="auto"``): an even split over all equal-cost paths
 (``adaptive``, spray's compact form) where adaptive routing is on and the fabric's router
-can spray (Clos), one
+can spray (Clos; ``spray`` on graph fabrics such as imported files), one
 hashed path per flow (``ecmp``) otherwise. A spec without ``transport`` gets ``rocev2``
 without adaptive routing: one path per flow.
 """
@@ -159,8 +159,10 @@ def routing_for(fabric) -> str:
     ``adaptive`` (an even split over all equal-cost paths, the fluid limit of per-packet
     adaptive routing; the Clos router's compact form of ``spray``, with the same max-min
     rates at the cost of ECMP) when adaptive routing is on and the fabric is a Clos;
-    ``ecmp`` (one hashed path per flow) otherwise. Torus and dragonfly routers have no
-    spray: their adaptive routing (Slingshot's non-minimal UGAL-style choices) is not
+    ``spray`` (the generic router's even split at every hop over the minimal out-links)
+    when adaptive routing is on and the fabric is a graph (a ``graph`` spec, an imported
+    Slurm file or netlist); ``ecmp`` (one hashed path per flow) otherwise. Torus and
+    dragonfly routers have no spray: their adaptive routing (Slingshot's non-minimal UGAL-style choices) is not
     modelled and flows keep one minimal path each.
     """
     from .clos import ClosStructure
@@ -168,4 +170,6 @@ def routing_for(fabric) -> str:
     transport = fabric.transport
     if transport.adaptive_routing and isinstance(fabric.structure, ClosStructure):
         return "adaptive"
+    if transport.adaptive_routing and fabric.structure is None:
+        return "spray"  # a graph fabric (an imported file): the generic router's even split
     return "ecmp"

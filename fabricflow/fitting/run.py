@@ -20,8 +20,10 @@ from ..fabric.spec import load_fabric
 from ..workload.calibration import (
     GPU_PARAMETERS,
     NETWORK_PARAMETERS,
+    STACK_PARAMETERS,
     Calibration,
     Parameter,
+    all_parameters,
     apply_network,
     parameter_bounds,
 )
@@ -92,7 +94,7 @@ def calibrate(
         SpecError: no input, a bad log or steps entry, or inputs that contradict each
             other (the message names them).
     """
-    allowed = [f"gpu.{f}" for f in GPU_PARAMETERS] + [f"network.{f}" for f in NETWORK_PARAMETERS]
+    allowed = all_parameters()
     wanted = set(allowed) if parameters is None else set(parameters)
     for name in sorted(wanted - set(allowed)):
         raise SpecError("parameters", f"unknown parameter {name!r}", value=name, allowed=allowed)
@@ -157,16 +159,26 @@ def calibrate(
                     ],
                 }
             )
-    gpu_name = None
+    gpu_name = stack_name = None
     if steps is not None:
         source = os.fspath(steps) if isinstance(steps, (str, os.PathLike)) else "steps"
         entries = read_steps(steps) if isinstance(steps, (str, os.PathLike)) else list(steps)
         runs = step_inputs(entries, source)
         gpu = runs[0].gpu
         gpu_name = gpu.name
-        fields = [f for f in GPU_PARAMETERS if (getattr(gpu, f) or 0) > 0 and f"gpu.{f}" in wanted]
-        names = tuple(f"gpu.{f}" for f in fields)
-        prior = np.array([getattr(gpu, f) for f in fields], dtype=float)
+        stack = runs[0].stack
+        # a parameter whose prior is 0 or unset (a host time the preset does not give)
+        # has no scale to fit in; it keeps its prior
+        fields: list[tuple[str, object, str]] = [("gpu", gpu, f) for f in GPU_PARAMETERS] + [
+            ("stack", stack, f) for f in STACK_PARAMETERS
+        ]
+        fields = [
+            (space, spec, f)
+            for space, spec, f in fields
+            if (getattr(spec, f) or 0) > 0 and f"{space}.{f}" in wanted
+        ]
+        names = tuple(f"{space}.{f}" for space, _, f in fields)
+        prior = np.array([getattr(spec, f) for _, spec, f in fields], dtype=float)
         network_fixed = {k: p for k, p in fitted.items() if p.determined}
         measured = np.array([run.step_time_s for run in runs])
 
@@ -180,6 +192,7 @@ def calibrate(
                     },
                 },
                 gpu=gpu_name,
+                stack=stack.name,
             )
             return np.array([run.predict(trial) for run in runs])
 
@@ -195,7 +208,8 @@ def calibrate(
         )
         fitted.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
         step_sigma = _log_sigma(result, measured)
-        nothing = Calibration({}, gpu=gpu_name)
+        stack_name = stack.name
+        nothing = Calibration({}, gpu=gpu_name, stack=stack.name)
         for run, cal in zip(runs, result.predicted, strict=True):
             uncal = run.predict(nothing)  # the model with no calibration at all
             inputs.append(
@@ -211,6 +225,7 @@ def calibrate(
     return Calibration(
         parameters=fitted,
         gpu=gpu_name,
+        stack=stack_name,
         inputs=tuple(inputs),
         step_log_sigma=step_sigma,
         collective_log_sigma=collective_sigma,

@@ -16,11 +16,12 @@ as keys and the measured ``step_time_s``::
       step_time_s: 9.07
 
 Keys: ``fabric``, ``gpu``, ``model``, ``gpus``, ``step_time_s`` (required), ``name``,
-``placement``, ``order``, ``seq`` (``seq_len``), ``schedule`` (``pipeline_schedule``)
+``stack`` (a preset or file, :func:`~fabricflow.workload.stack.load_stack`), ``placement``, ``order``, ``seq`` (``seq_len``), ``schedule`` (``pipeline_schedule``)
 and every :class:`~fabricflow.workload.layout.Layout` field (``tp``, ``pp``, ``dp``
 (default ``gpus / (tp cp pp)``), ``cp``, ``ep``, ``vpp``, ``micro_batch``,
 ``global_batch``, ``precision``, ``recompute``, ``zero``, ...). Every run must be on one
-GPU type (a calibration describes one GPU; calibrate each type into its own file).
+GPU type and stack (a calibration describes one GPU and one stack; calibrate each into its
+own file).
 
 Two runs with the same options whose step times differ by more than
 :data:`CONTRADICTION` are refused, naming both.
@@ -42,6 +43,7 @@ from ..workload.calibration import Calibration
 from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec, load_model
+from ..workload.stack import Stack, load_stack
 from ..workload.step import step_time
 
 __all__ = ["CONTRADICTION", "LOG_SIGMA", "StepInput", "read_steps", "step_inputs"]
@@ -54,7 +56,17 @@ CONTRADICTION = 0.10
 
 _LAYOUT_FIELDS = {f.name for f in dataclasses.fields(Layout)}
 _ALIASES = {"seq": "seq_len", "schedule": "pipeline_schedule"}
-_RUN_KEYS = {"name", "fabric", "gpu", "model", "gpus", "step_time_s", "placement", "order"}
+_RUN_KEYS = {
+    "name",
+    "fabric",
+    "gpu",
+    "model",
+    "gpus",
+    "step_time_s",
+    "placement",
+    "order",
+    "stack",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +88,7 @@ class StepInput:
     order: str
     step_time_s: float
     options: tuple
+    stack: Stack
 
     def predict(self, calibration: Calibration) -> float:
         """Modeled step seconds with ``calibration`` applied (no interval)."""
@@ -88,6 +101,7 @@ class StepInput:
             order=self.order,
             calibration=calibration,
             interval_level=None,
+            stack=self.stack,
         ).step_time_s
 
 
@@ -130,8 +144,9 @@ def _entry(entry: dict, label: str, fabrics: dict) -> StepInput:
         if gpus % (tp * pp * cp):
             raise SpecError(f"{label}.gpus", f"{gpus} is not divisible by tp x cp x pp")
         fields["dp"] = gpus // (tp * pp * cp)
-    try:
-        layout = Layout(**fields).validate(num_gpus=gpus)
+    stack = load_stack(entry.get("stack"))
+    try:  # the stack's software choices are the defaults, as 'fabricflow step --stack'
+        layout = stack.layout_for(**fields).validate(num_gpus=gpus)
     except SpecError as error:
         raise SpecError(f"{label}.{error.field}", str(error).split(": ", 1)[-1]) from None
     except TypeError as error:
@@ -151,6 +166,7 @@ def _entry(entry: dict, label: str, fabrics: dict) -> StepInput:
         options=tuple(
             sorted((k, repr(v)) for k, v in entry.items() if k not in ("step_time_s", "name"))
         ),
+        stack=stack,
     )
 
 
@@ -166,6 +182,11 @@ def step_inputs(entries: list[dict], source: str = "steps") -> list[StepInput]:
     if len(names) > 1:
         raise SpecError(
             "steps", f"{source}: runs on {names}; calibrate each GPU type into its own file"
+        )
+    stacks = sorted({s.stack.name for s in inputs})
+    if len(stacks) > 1:
+        raise SpecError(
+            "steps", f"{source}: runs with stacks {stacks}; calibrate each stack into its own file"
         )
     for i, a in enumerate(inputs):
         for b in inputs[i + 1 :]:

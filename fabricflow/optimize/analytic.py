@@ -29,6 +29,7 @@ from ..workload.gpu import GpuSpec
 from ..workload.layout import table_problems
 from ..workload.memory import GIB, memory_table, usable_hbm
 from ..workload.model import ModelSpec
+from ..workload.stack import Stack
 from ..workload.stages import stage_groups
 from ..workload.table import LayoutTable, layout_table
 
@@ -57,8 +58,9 @@ class Analytic:
 class Analyser:
     """Feasibility, memory and compute bound of layouts of ``num_gpus`` GPUs."""
 
-    def __init__(self, model: ModelSpec, gpu: GpuSpec, num_gpus: int):
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, num_gpus: int, stack: Stack | None = None):
         self.model, self.gpu, self.num_gpus = model, gpu, num_gpus
+        self.stack = stack
         self.usable = usable_hbm(gpu)
 
     def analyse(self, rows: dict[str, np.ndarray]) -> Analytic:
@@ -83,7 +85,9 @@ class Analyser:
                 )
             good = valid[fits]
             if len(good):
-                bound[good] = compute_table(self.model, self.gpu, table.take(good)).bound_s
+                bound[good] = compute_table(
+                    self.model, self.gpu, table.take(good), self.stack
+                ).bound_s
         feasible = np.isfinite(bound)
         return Analytic(feasible, memory, bound, reason)
 
@@ -111,7 +115,11 @@ def collective_needs(
 
 
 def step_bound(
-    model: ModelSpec, gpu: GpuSpec, table: LayoutTable, seconds: dict[str, np.ndarray]
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: LayoutTable,
+    seconds: dict[str, np.ndarray],
+    stack: Stack | None = None,
 ) -> np.ndarray:
     """float64 ``[N]``: the step time of every row of ``table`` composed by the step model
     with collective ``key`` taking ``seconds[key]`` ``[N]`` (missing keys: 0). With lower
@@ -123,7 +131,7 @@ def step_bound(
     for group in stage_groups(model, table):
         rows = group.rows
         comm = CommTimes({key: value[rows] for key, value in seconds.items()})
-        parts = compose(model, gpu, table.take(rows), comm).breakdown
+        parts = compose(model, gpu, table.take(rows), comm, stack=stack).breakdown
         out[rows] = sum(parts.values())
     return out
 

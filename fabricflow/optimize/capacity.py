@@ -25,7 +25,8 @@ def capacity_sweep(model, gpu, fabric, *, gpus: list[int], objective: str = "tok
     ``mfu``, ``tokens_per_gpu_s``, ``tokens_per_s``, ``memory_gib_per_gpu``, the winning
     layout's sizes, ``order``, ``placement``, ``evaluated``, ``considered``, ``reason``).
 
-    ``budget_s`` is shared by all counts. Other options as :func:`optimize_layout`.
+    ``budget_s`` is shared by all counts; ``budget_work`` (in ``options``) bounds each
+    count's search. Other options as :func:`optimize_layout`.
     """
     import xarray as xr
 

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import schema
 from ..cc import prepare_fabric_run
 from ..errors import SpecError
 from ..solve.cc import integrator
@@ -157,9 +158,11 @@ class TuningProblem:
                 f"{unknown[0]!r} is not a {law.title} parameter; those are "
                 f"{sorted(law.params_class.FIELDS)}",
             )
-        low, high = _bounds(prepared.params, names, bounds or {})
+        low, high = _bounds(prepared.params, names, {} if bounds is None else bounds)
         if bottleneck is None:
             bottleneck = _busiest_link(routes.links, fabric.capacity)
+        num_links = int(np.asarray(fabric.capacity).shape[0])
+        bottleneck = schema.integer(bottleneck, "bottleneck", minimum=0, maximum=num_links - 1)
         return cls(
             names=names,
             low=low,
@@ -375,20 +378,37 @@ def _default_names(cc: str) -> tuple:
     }[cc]
 
 
-def _bounds(base: Parameters, names, given: dict) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(base: Parameters, names, given) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper bounds of the tuned parameters ``names`` (SI units): ``given``
+    (name -> ``(low, high)``, two finite numbers) or x/4 .. 4x the start, within the
+    field's range. A key that names no tuned parameter is refused with the closest."""
+    if not isinstance(given, dict):
+        raise SpecError("bounds", f"expected a mapping name -> (low, high), got {given!r:.60}")
+    for key in given:
+        if key not in names:
+            fields = type(base).FIELDS
+            hint = (
+                f"{key!r} is a parameter of the law but not tuned; add it to params"
+                if key in fields
+                else f"unknown parameter {key!r}; the tuned ones are {list(names)}"
+            )
+            raise SpecError(f"bounds.{key}", hint, value=key, allowed=names)
     low, high = [], []
     for name in names:
         value = float(np.asarray(getattr(base, name)))
         bound = type(base).FIELDS[name][1]
-        lo, hi = given.get(name, (value / 4, value * 4))
+        pair = given.get(name, (value / 4, value * 4))
+        field = f"bounds.{name}"
+        if isinstance(pair, (str, bytes, dict)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise SpecError(field, f"expected (low, high), two numbers, got {pair!r:.60}")
+        lo = schema.number(pair[0], f"{field}[0]", above=0)
+        hi = schema.number(pair[1], f"{field}[1]", above=0)
         if bound in ("(0, 1]", "[0, 1]", "(0, 1)"):
             hi = min(hi, 1.0 - (1e-9 if bound == "(0, 1)" else 0.0))
-        if not 0 < lo < hi or not np.isfinite(hi):
-            raise SpecError(
-                f"bounds.{name}", f"needs 0 < low < high, got ({lo:g}, {hi:g}) around {value:g}"
-            )
+        if not lo < hi:
+            raise SpecError(field, f"needs 0 < low < high, got ({lo:g}, {hi:g}) around {value:g}")
         if not lo <= value <= hi:
-            raise SpecError(f"bounds.{name}", f"({lo:g}, {hi:g}) must contain the start {value:g}")
+            raise SpecError(field, f"({lo:g}, {hi:g}) must contain the start {value:g}")
         low.append(lo)
         high.append(hi)
     return np.asarray(low), np.asarray(high)

@@ -73,7 +73,9 @@ def class_model_error(
         estimate = float(visit.bound(k, c, visit.structures.ids(k, c), isolated=False,
                                      classed=True)[0])  # fmt: skip
         try:
-            full = step_time(model, gpu, fabric=fabric, **visit.kwargs(key, combo)).step_time_s
+            full = step_time(
+                model, gpu, fabric=fabric, stack=visit.stack, **visit.kwargs(key, combo)
+            ).step_time_s
         except (SpecError, RoutingError, MemoryBudgetError):
             continue  # refused on the fabric: no full time to compare with
         ratios.append(estimate / full)

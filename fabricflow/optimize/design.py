@@ -28,11 +28,13 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..errors import SpecError
+from ..errors import RoutingError, SpecError
 from ..fabric.cost import fabric_cost, work_cost
 from ..fabric.spec import build_fabric
 from ..units import parse_bandwidth
 from ..workload.calibration import Calibration
+from ..workload.step import StepResult
+from .layoutcode import candidate_of, coded_knobs, encode, metric_names
 from .search import optimize_layout
 
 DESIGN_KNOBS = (
@@ -67,6 +69,11 @@ RADIX = {
     ("roce", 400): 128,
     ("roce", 800): 64,
 }
+# Work of each job's layout search per design (group structures solved plus candidates
+# timed; optimize_layout's budget_work): Llama-3-405B on 16,384 H100 searched the default
+# space exhaustively in 89 (3-tier 3:1 rail) and 96 (3:1 rail-only) units on InfiniBand
+# designs, 335 on the 1:1 rail RoCE-ECMP one (docs/cost.md).
+DEFAULT_LAYOUT_WORK = 512
 METRICS = (
     "step_time_s",
     "tokens_per_s",
@@ -80,6 +87,7 @@ METRICS = (
     "cost_per_million_tokens",
     "tokens_per_dollar",
     "cost_per_pflops_day",
+    "gpus",
     "fabric_gpus",
     "switches",
     "layouts_exhaustive",
@@ -231,18 +239,28 @@ def evaluate_design(
     design: str,
     jobs: list,
     gpu: str,
-    layout_budget_s: float = 10.0,
+    layout_work: int = DEFAULT_LAYOUT_WORK,
     cost: dict | None = None,
     scale_up_bandwidth: str = "900GB/s",
     calibration: dict | None = None,
+    common: list | None = None,
 ) -> dict[str, float]:
-    """Build design ``design``, give each job its best layout (``optimize_layout`` with
-    ``layout_budget_s`` seconds per job, alone on the fabric's first GPUs) and price it.
+    """Build design ``design``, give each job its best layout (alone on the fabric's first
+    GPUs) and price it.
+
+    Without ``common``, each job's layout comes from ``optimize_layout`` with a budget of
+    ``layout_work`` units of work (group structures solved plus candidates timed: the
+    same answer on every run, however loaded the machine). With ``common`` (one list of
+    candidates per job, each a mapping knob -> value of :mod:`.layoutcode`), each
+    candidate is timed on this design and the fastest is the job's layout: the same
+    candidate set timed on every design.
 
     ``jobs``: mappings ``{model, gpus, global_batch, seq_len}`` with optional ``fixed`` and
-    ``space`` for the layout search. Returns :data:`METRICS`: the step time and MFU of the
-    first job, tokens per second of all, network and total capex and power, cost per hour,
-    per million tokens, per PFLOP/s-day, tokens per dollar. ``calibration``: a
+    ``space`` for the layout search. Returns :data:`METRICS` (the step time and MFU of the
+    first job, tokens per second of all, network and total capex and power, network capex
+    per GPU of the workload, cost per hour, per million tokens, per PFLOP/s-day, tokens per
+    dollar, the GPUs built and the workload's, whether every layout search finished) and
+    each job's layout coded as ``job<i>_<knob>`` (:func:`.layoutcode.encode`). ``calibration``: a
     :meth:`Calibration.to_dict <fabricflow.workload.calibration.Calibration.to_dict>`
     mapping every layout search uses.
     """
@@ -254,16 +272,22 @@ def evaluate_design(
     tokens = flops = 0.0
     first = []
     exhaustive = True
-    for job in checked:
-        search = optimize_layout(
-            job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
-            seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"), top_k=1,
-            budget_s=layout_budget_s, calibration=calibrated,
-        )  # fmt: skip
-        first.append(search.best)
-        exhaustive &= bool(search.exhaustive)
-        tokens += search.best.tokens_per_s
-        flops += search.best.tflops_per_gpu * job["gpus"]
+    coded: dict[str, float] = {}
+    for i, job in enumerate(checked):
+        if common is None:
+            search = optimize_layout(
+                job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
+                seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"),
+                top_k=1, budget_work=layout_work, calibration=calibrated,
+            )  # fmt: skip
+            exhaustive &= bool(search.exhaustive)
+            kwargs, best = search.best_kwargs, search.best
+        else:
+            kwargs, best = fastest_of(common[i], job, gpu, fabric, calibrated)
+        coded.update(encode(candidate_of(kwargs), job, f"job{i}_"))
+        first.append(best)
+        tokens += best.tokens_per_s
+        flops += best.tflops_per_gpu * job["gpus"]
     work = work_cost(network, gpu, tokens_per_s=tokens, model_tflops_per_gpu=flops / total,
                      gpus=total, whole_network=True)  # fmt: skip
     return {
@@ -272,17 +296,59 @@ def evaluate_design(
         "mfu": first[0].mfu,
         "network_capex": network.capex,
         "network_power_W": network.power_W,
-        "network_capex_per_gpu": network.capex_per_gpu,
+        "network_capex_per_gpu": network.capex / total,
         "capex": work.capex,
         "power_W": work.power_W,
         "cost_per_hour": work.per_hour,
         "cost_per_million_tokens": work.per_million_tokens,
         "tokens_per_dollar": work.tokens_per_dollar,
         "cost_per_pflops_day": work.per_pflops_day,
+        "gpus": float(total),
         "fabric_gpus": float(fabric.num_gpus),
         "switches": float(network.bom.count(category="switch")),
         "layouts_exhaustive": float(exhaustive),
+        **coded,
     }
+
+
+def fastest_of(
+    candidates: list, job: dict, gpu: str, fabric, calibration=None
+) -> tuple[dict, StepResult]:
+    """``(kwargs, result)`` of the fastest of ``candidates`` (knob -> value mappings) for
+    ``job`` on ``fabric``, each timed alone (``optimize_layout`` with every knob pinned,
+    ``calibration`` applied); candidates that do not run on this fabric are skipped.
+
+    Raises:
+        SpecError: (``layout``) none of them runs here, with the first refusal.
+    """
+    best: tuple[dict, StepResult] | None = None
+    refusals = []
+    for candidate in candidates:
+        # one point: every coded knob at the candidate's value (the others take the job's
+        # fixed value or the default, as in its search)
+        point = {k: [candidate[k]] for k in coded_knobs(job) if k != "dp"}
+        try:
+            search = optimize_layout(
+                job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
+                seq_len=job["seq_len"], fixed=job.get("fixed"), space=point or None, top_k=1,
+                calibration=calibration,
+            )  # fmt: skip
+        except (SpecError, RoutingError) as error:
+            refusals.append(str(error))
+            continue
+        if best is None or search.best.step_time_s < best[1].step_time_s:
+            best = (search.best_kwargs, search.best)
+    if best is None:
+        raise SpecError("layout", "no common layout runs on this design: " + refusals[0])
+    return best
+
+
+def design_metrics(jobs: list) -> tuple[str, ...]:
+    """The metrics :func:`evaluate_design` returns for ``jobs``: :data:`METRICS` and each
+    job's coded layout."""
+    checked = check_jobs(jobs)
+    coded = [name for i, job in enumerate(checked) for name in metric_names(f"job{i}_", job)]
+    return (*METRICS, *coded)
 
 
 evaluate_design.metrics = METRICS  # type: ignore[attr-defined]

@@ -6,16 +6,19 @@ from __future__ import annotations
 from ..workload.memory import stage_parameters
 from ..workload.placement import place
 from ..workload.step import BREAKDOWN_KEYS
+from .layoutcode import candidate_of, describe, differences
 
 COMM_PARTS = ("tp", "cp", "ep", "pp", "dp")
 
 
-def _label(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    text = f"TP{lay.tp} CP{lay.cp} PP{lay.pp}"
-    text += f"x{lay.vpp}" if lay.vpp > 1 else ""
-    text += f" EP{lay.ep}" if lay.ep > 1 else ""
-    return f"{text} DP{lay.dp} mb{lay.micro_batch} {lay.recompute} z{lay.zero}, {kwargs['order']} {kwargs['placement']}"
+# Step times within this fraction of each other tie: the model's own differences there
+# (e.g. ZeRO-1 against ZeRO-2 when the optimizer state is not the bottleneck) are noise.
+TIE_RTOL = 1e-4
+
+
+def label(kwargs: dict) -> str:
+    """The complete one-line label of a search's ``kwargs`` (:func:`.layoutcode.describe`)."""
+    return describe(candidate_of(kwargs))
 
 
 def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
@@ -58,17 +61,33 @@ def why_best(search, fabric=None, model=None) -> str:
     if len(search.top) < 2:
         return "the only feasible candidate timed"
     best_kw, best = search.top[0]
-    # The runner-up worth explaining: the best candidate of another layout or order.
-    runner_kw, runner = search.top[1]
+    # The runner-up worth explaining: the best candidate of another layout or order that
+    # is really slower; those within TIE_RTOL of the winner tie with it.
+    ties, runner_kw, runner = [], None, None
     for kwargs, result in search.top[1:]:
-        if kwargs["layout"] != best_kw["layout"] or kwargs["order"] != best_kw["order"]:
-            runner_kw, runner = kwargs, result
-            break
+        if kwargs["layout"] == best_kw["layout"] and kwargs["order"] == best_kw["order"]:
+            continue
+        if result.step_time_s - best.step_time_s <= TIE_RTOL * best.step_time_s:
+            ties.append(kwargs)
+            continue
+        runner_kw, runner = kwargs, result
+        break
+    tie_text = ""
+    if ties:
+        changes = "; ".join(
+            ", ".join(differences(candidate_of(best_kw), candidate_of(k))) for k in ties[:3]
+        )
+        tie_text = (
+            f"{len(ties)} other layout(s) tie with the winner within "
+            f"{100 * TIE_RTOL:g}% ({changes}{'; ...' if len(ties) > 3 else ''})"
+        )
+    if runner_kw is None or runner is None:
+        return tie_text or "the top candidates are variants of the winner's layout"
     gap = runner.step_time_s - best.step_time_s
     losses = {k: runner.breakdown.get(k, 0.0) - best.breakdown.get(k, 0.0) for k in BREAKDOWN_KEYS}
     part = max(losses, key=lambda k: losses[k])
     text = (
-        f"runner-up {_label(runner_kw)} is {gap:.3g} s slower "
+        f"runner-up {label(runner_kw)} is {gap:.3g} s slower "
         f"({100 * gap / best.step_time_s:.2f}%); it loses most in {part} "
         f"(+{losses[part]:.3g} s)"
     )
@@ -79,4 +98,4 @@ def why_best(search, fabric=None, model=None) -> str:
             kinds = f"? ({type(error).__name__})"
         if kinds:
             text += f", bound by {kinds} links"
-    return text
+    return f"{tie_text}; {text}" if tie_text else text

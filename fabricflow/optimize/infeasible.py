@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..errors import SpecError
+from ..workload.layout import table_problems
 from ..workload.memory import GIB
+from ..workload.table import layout_table
 from . import space as _space
 from .table import CandidateTable
+
+SIZE_FIELDS = ("tp", "cp", "pp", "vpp", "micro_batch")
 
 
 def raise_infeasible(model, gpu, table: CandidateTable, gpus: int, global_batch: int) -> None:
@@ -17,8 +23,11 @@ def raise_infeasible(model, gpu, table: CandidateTable, gpus: int, global_batch:
     the layouts broke."""
     searched, single = table.searched, table.single
     if not table.sized_ok.any():
-        near = closest_gpu_counts(model, searched, single, gpus, global_batch)
-        hint = f"; closest GPU counts that factorize: {near}" if near else ""
+        near, why = closest_gpu_counts(model, searched, single, gpus, global_batch)
+        if near:
+            hint = f"; closest GPU counts whose layouts pass every rule: {near}"
+        else:
+            hint = f"; no nearby GPU count helps, every layout of the space breaks a rule ({why})"
         raise SpecError(
             "gpus",
             f"{gpus} GPUs have no valid factorization tp x cp x pp x dp with these sizes "
@@ -49,27 +58,44 @@ def raise_infeasible(model, gpu, table: CandidateTable, gpus: int, global_batch:
     raise SpecError("space", "no layout of the space is valid: " + "; ".join(reasons[:3]))
 
 
-def closest_gpu_counts(model, searched, single, gpus, global_batch, limit=4) -> list:
-    """GPU counts near ``gpus`` for which some tp x cp x pp x dp of the space factorizes."""
+def closest_gpu_counts(
+    model, searched, single, gpus, global_batch, limit=4, scan=256
+) -> tuple[list[int], str]:
+    """GPU counts near ``gpus`` for which some tp x cp x pp x dp of the space passes every
+    layout rule with this model (:func:`~fabricflow.workload.layout.table_problems`: heads,
+    KV heads, experts, layers, batch and pipeline divisibility), so that a suggested count
+    runs; the ``scan`` counts nearest ``gpus`` that factorize are checked, closest first.
+    Returns ``(counts, why)``: ``why`` is the rule the nearest count broke when none passes
+    ("" otherwise)."""
 
     def values(knob):
         return searched.get(knob, [single.get(knob, _space.default_value(knob))])
 
-    counts = set()
-    for tp in values("tp"):
-        for cp in values("cp"):
-            for pp in values("pp"):
-                stages_ok = any(
-                    model.num_layers % (pp * v) == 0 or (model.num_layers + 2) % (pp * v) == 0
-                    for v in values("vpp")
-                )
-                if not stages_ok:
-                    continue
-                for mb in values("micro_batch"):
-                    if global_batch % mb:
-                        continue
-                    per = global_batch // mb
-                    for d in (x for x in range(1, per + 1) if per % x == 0):
-                        counts.add(tp * cp * pp * d)
-    near = sorted(counts, key=lambda c: (abs(c - gpus), c))
-    return sorted(near[:limit])
+    sizes = list(itertools.product(*(values(k) for k in SIZE_FIELDS)))
+    grid = {k: np.asarray([s[i] for s in sizes], dtype=np.int64) for i, k in enumerate(SIZE_FIELDS)}
+    ranks = grid["tp"] * grid["cp"] * grid["pp"]
+    counts = {int(r) * d for r in set(ranks.tolist()) for d in _batch_divisors(global_batch)}
+    near = sorted(counts - {gpus}, key=lambda c: (abs(c - gpus), c))[:scan]
+    fixed = {k: values(k)[0] for k in _space.layout_fields() if k not in (*SIZE_FIELDS, "dp", "ep")}
+    fixed.update(global_batch=global_batch, ep=values("ep")[0])
+    found: list[int] = []
+    why = ""
+    for count in near:
+        fits = count % ranks == 0
+        if not fits.any():
+            continue
+        pick = {k: v[fits] for k, v in grid.items()}
+        dp = count // (pick["tp"] * pick["cp"] * pick["pp"])
+        table = layout_table(**fixed, **pick, dp=dp)
+        ok, field, message = table_problems(table, model, num_gpus=count)
+        if ok.any():
+            found.append(count)
+            if len(found) == limit:
+                break
+        elif not why:
+            why = f"{field[0]}: {message[0]}"
+    return sorted(found), "" if found else why
+
+
+def _batch_divisors(global_batch: int) -> list[int]:
+    return [d for d in range(1, global_batch + 1) if global_batch % d == 0]

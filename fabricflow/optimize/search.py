@@ -12,10 +12,12 @@ tie, so the result is exact (``exhaustive=True``). The network part of a candida
 (:mod:`fabricflow.collective.structure_cache`), so candidates that share a group structure
 and differ in micro-batch, recompute, ZeRO or interleaving cost milliseconds.
 
-``budget_s`` bounds the wall time of the whole search, enumeration included, and Ctrl-C
-stops it at any phase: the best found so far is returned with ``exhaustive=False`` and its
-counts (when the stop comes before any candidate was timed, the best-bounded candidate
-examined so far is timed first, so that there is an answer).
+``budget_s`` bounds the wall time of the whole search, enumeration included;
+``budget_work`` bounds its work (group structures solved plus candidates timed), which
+does not depend on the machine's load, so a search under it answers the same on every run.
+Ctrl-C stops it at any phase: the best found so far is returned with ``exhaustive=False``
+and its counts (the first candidate the visit takes is timed at once, so that there is an
+answer; a stop before it times the best-bounded candidate examined so far first).
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.calibration import as_calibration
 from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.intervals import DEFAULT_LEVEL, check_level
 from ..workload.model import ModelSpec, load_model
+from ..workload.stack import Stack, load_stack
 from ..workload.step import StepResult, step_time
 from . import space as _space
 from .analytic import Analyser
@@ -89,7 +92,8 @@ class LayoutSearch:
             :class:`~fabricflow.workload.calibration.Calibration` applied, or None.
         upper_s: under ``step_time_upper``, each answer of ``top``'s upper quantile
             (:mod:`.uncertainty`), seconds.
-        stopped: ``bound``, ``exhausted``, ``budget`` or ``interrupted``.
+        stopped: ``bound``, ``exhausted``, ``budget`` (wall seconds), ``work`` (the work
+            budget) or ``interrupted``.
         searched: knob -> values searched; fixed: every other knob's value.
     """
 
@@ -186,22 +190,29 @@ class LayoutSearch:
 class SearchInterrupted(KeyboardInterrupt):
     """Ctrl-C came before the search could time any candidate: there is no best to
     return. ``counts``, ``seconds`` and ``space_size`` say how far it got;
-    :meth:`to_dict` is the object ``fabricflow optimize --json`` prints."""
+    :meth:`to_dict` is the object ``fabricflow optimize --json`` prints (the commands'
+    interrupted object, ``{"error": "Interrupted", "message": ...}``, with the counts)."""
 
     def __init__(self, counts: dict, seconds: float, space_size: int):
         super().__init__("interrupted before any candidate could be timed")
         self.counts, self.seconds, self.space_size = counts, seconds, space_size
 
+    def message(self) -> str:
+        c = self.counts
+        return (
+            f"interrupted after {self.seconds:.1f} s, before any candidate could be timed: "
+            f"{c['considered']:,} candidates examined, {c['unexamined']:,} not yet"
+        )
+
     def to_dict(self) -> dict:
         return {
-            "best": None,
-            "step_time_s": None,
+            "error": "Interrupted",
+            "message": self.message(),
             "counts": dict(self.counts),
             "exhaustive": False,
             "stopped": "interrupted",
             "seconds": self.seconds,
             "space_size": self.space_size,
-            "top": [],
         }
 
 
@@ -234,12 +245,14 @@ def optimize_layout(
     objective: str = "step_time",
     top_k: int = 10,
     budget_s: float | None = None,
+    budget_work: int | None = None,
     seed: int = 0,
     collectives: str = "fabric",
     ranking: str = "bound",
     progress: Callable[[str], None] | None = None,
     calibration=None,
     interval_level: float = DEFAULT_LEVEL,
+    stack: Stack | str | None = None,
 ) -> LayoutSearch:
     """Search the layout, rank order, placement and collective algorithms with the
     shortest step (or most tokens per GPU-second) of ``model`` on ``fabric``.
@@ -264,8 +277,14 @@ def optimize_layout(
             is exhaustive).
         budget_s: wall time of the whole search, enumeration included; past it the best
             found so far is returned (``exhaustive=False``) after at least one candidate
-            is timed.
-        seed: seed of the ``scattered`` placement.
+            is timed, within about a second (the budget is checked before every expansion,
+            structure and candidate and between engine batches; only the first timed
+            candidate, the answer, can run past it).
+        budget_work: most group structures solved plus candidates timed (the enumeration
+            and the bounds are not counted); past it the best found so far is returned
+            (``stopped="work"``). Unlike ``budget_s`` it does not depend on the machine's
+            speed or load: the same search answers the same every time.
+        seed: seed of the ``scattered`` placement (an integer >= 0).
         collectives: ``fabric`` (contention on the fabric) or ``alpha-beta`` (no contention).
         ranking: ``bound`` (every candidate is timed or ruled out by a lower bound: exact)
             or ``class``: on top of the bounds, a candidate whose class-level estimate
@@ -279,6 +298,9 @@ def optimize_layout(
             network parameters the collective model's constants.
         interval_level: level of the prediction intervals and of the indistinguishable
             answers (``to_dict()["indistinguishable"]``).
+        stack: the software stack (:func:`fabricflow.load_stack`; None: the default
+            preset): its choices are the values of the knobs neither searched nor pinned,
+            its physical parameters time every candidate.
     """
     if isinstance(gpus, (list, tuple, np.ndarray)):
         from .capacity import capacity_sweep
@@ -286,10 +308,12 @@ def optimize_layout(
         return capacity_sweep(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
-            budget_s=budget_s, seed=seed, collectives=collectives, ranking=ranking,
-            progress=progress, calibration=calibration, interval_level=interval_level,
+            budget_s=budget_s, budget_work=budget_work, seed=seed, collectives=collectives,
+            ranking=ranking, progress=progress, stack=stack, calibration=calibration,
+            interval_level=interval_level,
         )  # fmt: skip
     started = time.monotonic()
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     spec = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
     calibration = as_calibration(calibration)
@@ -299,17 +323,28 @@ def optimize_layout(
     count, global_batch, seq_len, top_k = _check_arguments(
         fabric, gpus, global_batch, seq_len, top_k, objective, budget_s, collectives, progress
     )
+    work = None if budget_work is None else _check_int(budget_work, "budget_work")
+    seed = _check_int(seed, "seed", low=0)
+    require_connected(fabric, count)
     if ranking not in RANKINGS:
         raise SpecError("ranking", f"unknown ranking {ranking!r}; one of {list(RANKINGS)}")
     gpu.peak(precision)  # SpecError for fp8 on a chip without it
     say = progress or (lambda line: None)
     searched, single = _space.resolve_space(
         model, fabric, gpus=count, global_batch=global_batch, seq_len=seq_len,
-        precision=precision, fixed=fixed, space=space,
+        precision=precision, fixed=fixed, space=space, defaults=stack.choices,
     )  # fmt: skip
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
-    cut_short = _analyse(table, Analyser(model, gpu, count), deadline)
+    visit = Visit(
+        model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
+        gpus=count, say=say, ranking=ranking, work=work, stack=stack, calibration=calibration,
+        interval_level=interval_level,
+    )  # fmt: skip
+    # under a wall budget the first candidate is timed as soon as one is feasible, while
+    # the enumeration goes on: the budget then holds, an answer being there already
+    first = None if deadline is None else (lambda: _time_first(visit, started))
+    cut_short = _analyse(table, Analyser(model, gpu, count, stack), deadline, first)
     say(
         f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
         f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "
@@ -318,13 +353,8 @@ def optimize_layout(
     )
     if table.feasible_candidates == 0 and not cut_short:
         raise_infeasible(model, gpu, table, count, global_batch)
-    visit = Visit(
-        model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
-        gpus=count, say=say, ranking=ranking, calibration=calibration,
-        interval_level=interval_level,
-    )  # fmt: skip
     if table.feasible_candidates:
-        # cut short: time the best-bounded candidate examined, then stop
+        # cut short: time the best-bounded candidate examined (if none is yet), then stop
         visit.run(started if cut_short else deadline)
     if cut_short:
         visit.stopped = cut_short if visit.stopped != "interrupted" else "interrupted"
@@ -338,6 +368,7 @@ def optimize_layout(
                 gpu,
                 fabric=fabric,
                 seeds=ROBUST_SEEDS,
+                stack=stack,
                 calibration=calibration,
                 interval_level=interval_level,
                 **kwargs,
@@ -348,6 +379,40 @@ def optimize_layout(
         search.upper_s = [upper for _, _, upper in ranked]
         search.best_kwargs, search.best = search.top[0]
     return search
+
+
+def require_connected(fabric: Fabric, gpus: int) -> None:
+    """RoutingError at once when the first ``gpus`` GPUs of ``fabric`` (where a job is
+    placed) are not all joined by working links: every layout spanning them would fail on
+    the fabric, one candidate after another."""
+    parts = gpu_components(fabric)[:gpus]
+    if len(parts) < 2 or (parts == parts[0]).all():
+        return
+    other = int(np.argmax(parts != parts[0]))
+    sizes = np.bincount(gpu_components(fabric))
+    raise RoutingError(
+        f"fabric {fabric.name!r} has no path between GPU 0 and GPU {other} (server 0 and "
+        f"server {other // max(fabric.gpus_per_node, 1)}): its GPUs fall "
+        f"into {len(sizes)} parts not joined by working links (the largest holds "
+        f"{int(sizes.max())} GPUs; e.g. no NIC links, or every uplink failed), and a job of "
+        f"{gpus} GPUs spans more than one"
+    )
+
+
+def gpu_components(fabric: Fabric) -> np.ndarray:
+    """int ``[G]``: the connected part (over working links) of each GPU of ``fabric``."""
+    from scipy.sparse import coo_matrix  # deferred: scipy is slow to import
+    from scipy.sparse.csgraph import connected_components
+
+    up = np.asarray(fabric.capacity) > 0
+    if fabric.link_up is not None:
+        up &= np.asarray(fabric.link_up, dtype=bool)
+    n = len(fabric.node_tier)
+    graph = coo_matrix(
+        (np.ones(int(up.sum())), (fabric.link_src[up], fabric.link_dst[up])), shape=(n, n)
+    )
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    return labels[np.asarray(fabric.gpu_node)]
 
 
 def _check_arguments(fabric, gpus, global_batch, seq_len, top_k, objective, budget_s,
@@ -381,11 +446,21 @@ def _check_arguments(fabric, gpus, global_batch, seq_len, top_k, objective, budg
     )
 
 
-def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None) -> str | None:
+def _time_first(visit: Visit, started: float) -> None:
+    """Time the best-bounded candidate analysed so far (``started``: the deadline has
+    passed for this visit, so it stops after one); Ctrl-C meanwhile stops the search."""
+    visit.run(started, quiet=True)
+    if visit.stopped == "interrupted":
+        raise KeyboardInterrupt
+
+
+def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None,
+             first: Callable[[], None] | None = None) -> str | None:  # fmt: skip
     """Analyse the table's sized keys chunk by chunk; returns ``None`` when all are
     analysed, ``"budget"`` or ``"interrupted"`` when the budget (once a feasible key is
     found: a search under a budget returns an answer) or Ctrl-C stopped it (the chunks
-    done so far stay recorded)."""
+    done so far stay recorded). ``first`` is called once, after the first chunk that
+    has a feasible key."""
     todo = np.flatnonzero(table.sized_ok)
     try:
         for start in range(0, len(todo), ANALYSIS_CHUNK):
@@ -394,6 +469,9 @@ def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None) 
                 return "budget"
             keys = todo[start : start + ANALYSIS_CHUNK]
             table.record(keys, analyser.analyse(table.rows(keys)))
+            if first is not None and table.feasible.any():
+                first()
+                first = None
     except KeyboardInterrupt:
         return "interrupted"
     return None

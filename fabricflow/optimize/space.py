@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..assignments import key_values
 from ..collective.comm import DIMENSION_OPS
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
@@ -74,7 +75,7 @@ def default_value(knob: str) -> Any:
     if knob in fields:
         return fields[knob].default
     # routing "auto": what the fabric's transport does (adaptive spraying or per-flow ECMP)
-    return {"order": "tp-cp-ep-dp-pp", "placement": "contiguous"}.get(knob, "auto")
+    return {"order": "tp-cp-ep-dp-pp", "placement": "deployed"}.get(knob, "auto")
 
 
 def check_knob(knob: str, field: str) -> None:
@@ -141,40 +142,20 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
 def parse_assignments(items: list[str] | None, *, many: bool, field: str) -> dict:
     """``["tp=8", "zero=1"]`` (``--fix``) or ``["tp=4,8"]`` (``--space``) as a dict.
 
-    A knob given twice is refused rather than letting the last one win: ``--fix`` twice
-    with different values contradicts itself, and ``--space`` twice is ambiguous (union or
-    replacement?), so it must be given once with every value (``--space tp=4,8``).
+    Split by :func:`fabricflow.assignments.key_values`: a knob given twice with different
+    values is refused (``--space`` twice is ambiguous: union or replacement?).
     """
+    example = "KNOB=VALUES (e.g. tp=4,8)" if many else "KNOB=VALUE (e.g. tp=8)"
     out: dict = {}
-    for item in items or []:
-        if "=" not in item:
-            example = "tp=4,8" if many else "tp=8"
-            raise SpecError(
-                field, f"expected KNOB=VALUE{'S' if many else ''} (e.g. {example}), got {item!r}"
-            )
-        knob, _, text = item.partition("=")
-        knob = knob.strip()
+    for knob, text in key_values(items, field, example=example, lists=many).items():
         check_knob(knob, field)
         if many:
             words = [w for w in text.split(",") if w.strip()]
             if not words:
-                raise SpecError(f"{field}.{knob}", "needs at least one value")
-            value: Any = [parse_value(knob, w, field) for w in words]
-            if knob in out:
-                joined = ",".join(str(v) for v in dict.fromkeys([*out[knob], *value]))
-                raise SpecError(
-                    f"{field}.{knob}",
-                    f"given twice ({out[knob]} and {value}); give the knob once with every "
-                    f"value to search, e.g. {field} {knob}={joined}",
-                )
+                raise SpecError(f"{field} {knob}", "needs at least one value")
+            out[knob] = [parse_value(knob, w, field) for w in words]
         else:
-            value = parse_value(knob, text, field)
-            if knob in out and out[knob] != value:
-                raise SpecError(
-                    f"{field}.{knob}",
-                    f"pinned twice to different values ({out[knob]!r} and {value!r}); give one",
-                )
-        out[knob] = value
+            out[knob] = parse_value(knob, text, field)
     return out
 
 
@@ -230,6 +211,8 @@ def default_space(
         "order": list(DEFAULT_ORDERS),
         "placement": [p for p in placements() if p not in NOT_CHOSEN_PLACEMENTS],
     }
+    if domain < _placement.DOMAIN_ALIGN:  # no domain keeps spares: deployed is contiguous
+        space["placement"].remove("deployed")
     if model.is_moe:
         space["ep_overlap"] = [True, False]
     return space
@@ -245,11 +228,13 @@ def resolve_space(
     precision: str,
     fixed: dict | None,
     space: dict | None,
+    defaults: dict | None = None,
 ) -> tuple[dict[str, list], dict[str, Any]]:
     """(searched knob -> values, every other knob -> its single value).
 
     ``space`` given: exactly its product is searched; knobs not in it take their ``fixed``
-    value or their default. No ``space``: the default space, with ``fixed`` knobs pinned.
+    value or their default (``defaults``, a software stack's choices, over
+    :func:`default_value`). No ``space``: the default space, with ``fixed`` knobs pinned.
     SpecError for an unknown knob, a value of the wrong type, an empty list, or a pin that
     contradicts ``space`` or ``precision``.
     """
@@ -304,7 +289,10 @@ def resolve_space(
             if knob in fixed:
                 searched[knob] = [fixed[knob]]
     # dp follows from the GPU count: a pinned or searched dp only filters the sizes.
-    single = {k: default_value(k) for k in known_knobs() if k not in searched and k != "dp"}
+    chosen = {k: v for k, v in (defaults or {}).items() if k != "precision"}
+    single = {
+        k: chosen.get(k, default_value(k)) for k in known_knobs() if k not in searched and k != "dp"
+    }
     single.update({k: v for k, v in fixed.items() if k not in searched})
     return searched, single
 

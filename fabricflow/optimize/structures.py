@@ -20,6 +20,7 @@ of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import numpy as np
@@ -46,6 +47,10 @@ GROUP_MEMO = 64
 PREPARE_BATCH = 16
 STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
                    "algo_pp", "algo_dp")  # fmt: skip
+
+
+class Late(Exception):
+    """The search's deadline passed between two engine batches of :meth:`Structures.comm`."""
 
 
 class Structures:
@@ -80,6 +85,9 @@ class Structures:
         self._classed: dict[tuple, float] = {}
         self._asked: set[tuple] = set()  # group sets handed to the engine (_prepare)
         self.class_model: ClassModel | None = None  # built on first use
+        # monotonic seconds: isolated bounds raise Late past it, between engine batches
+        # (set by the visit while it opens a structure; None: never)
+        self.deadline: float | None = None
 
     # ------------------------------------------------------------------ identification
 
@@ -162,6 +170,18 @@ class Structures:
                 self._groups.popitem(last=False)
         return self._groups[sid]
 
+    def tp_in_one_domain(self, sids: np.ndarray) -> np.ndarray:
+        """bool ``[n]``: every TP group of structure ``sids[i]`` lies in one scale-up domain,
+        the condition ``step_time`` puts on Transformer Engine's TP comm-GEMM overlap
+        (False for a refused placement)."""
+        out = np.zeros(len(sids), dtype=bool)
+        for sid in np.unique(sids):
+            groups = self.groups(int(sid))
+            if groups is not None:
+                domains = self.fabric.gpu_domain[groups["tp"]]
+                out[sids == sid] = bool(np.all(domains == domains[:, :1]))
+        return out
+
     # ------------------------------------------------------------------ collective bounds
 
     def comm(self, needs: dict, sids: np.ndarray, *, isolated: bool) -> dict:
@@ -197,9 +217,14 @@ class Structures:
                 if memo not in self._asked:
                     self._asked.add(memo)
                     batches.setdefault(routing, {})[memo] = (op, groups[name], algo)
+        left = [memo for requests in batches.values() for memo in requests]
         for routing, requests in batches.items():
             todo = list(requests.values())
             for start in range(0, len(todo), PREPARE_BATCH):
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    self._asked.difference_update(left)  # asked again when reopened
+                    raise Late
+                del left[: len(todo[start : start + PREPARE_BATCH])]
                 try:
                     prepared_collectives(
                         self.fabric, todo[start : start + PREPARE_BATCH], routing=routing,

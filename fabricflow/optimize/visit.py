@@ -15,8 +15,13 @@ lowest bound is taken next:
 Opening a structure costs its isolated solves, which the full evaluation needs anyway, and
 every structure whose cut bound is below the final ``top_k``-th answer must be opened for
 the result to be exact, so opening before timing adds no work; the isolated bound, within
-a few percent of the full model, then decides which candidates are worth timing. When the
-budget has run out before anything is timed, the next candidate is timed at once.
+a few percent of the full model, then decides which candidates are worth timing.
+
+The first candidate taken is timed at once (its structure opened by its own evaluation),
+so that a budget or Ctrl-C always finds an answer; from then on the budget (wall seconds
+or work: group structures solved plus candidates timed) is checked before every
+expansion, every structure opened and every candidate timed, and between the engine
+batches of an opening structure.
 
 The visit stops when the lowest bound left is no better than the ``top_k``-th best answer
 (:mod:`.topk`): every candidate left could at best tie, so the result is exact. A
@@ -47,7 +52,7 @@ from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 from . import space as _space
 from .analytic import candidate_table, collective_needs, step_bound
-from .structures import Structures
+from .structures import Late, Structures
 from .table import CandidateTable
 from .topk import TopK
 
@@ -60,6 +65,9 @@ RANKINGS = ("bound", "class")
 # random candidates of the benchmark cases (docs/optimize.md), rounded up.
 CLASS_MARGIN = 0.5
 FIRST_CHUNK, LAST_CHUNK = 64, 4096
+# An expansion (cut bounds of a chunk of keys) should take at most this long, so that a
+# budget is checked often enough: the chunk doubles only while expansions stay below it.
+EXPAND_S = 0.25
 
 
 @dataclasses.dataclass
@@ -82,10 +90,12 @@ class Visit:
 
     def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
                  collectives: str, gpus: int, say: Callable[[str], None],
-                 ranking: str = "bound", calibration=None,
-                 interval_level: float | None = None):  # fmt: skip
+                 ranking: str = "bound", work: int | None = None, stack=None,
+                 calibration=None, interval_level: float | None = None):  # fmt: skip
         self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
         self.ranking = ranking
+        self.work = work  # most group structures solved plus candidates timed
+        self.stack = stack  # the software stack every candidate is timed with
         self.top_k, self.seed, self.collectives, self.gpus = top_k, seed, collectives, gpus
         self.say = say
         # a calibration's network constants time every collective, bounds included
@@ -111,16 +121,29 @@ class Visit:
         # excluded by it (never timed, not ruled out by a bound)
         self._estimate: dict[tuple, float] = {}
         self._ranked: set = set()
+        self._deadline: float | None = None  # of the current run
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, deadline: float | None) -> None:
-        """Visit until the bound stops it, everything is timed, ``deadline`` passes (once a
-        candidate is timed) or Ctrl-C; ``stopped`` says which."""
+    def run(self, deadline: float | None, *, quiet: bool = False) -> None:
+        """Visit until the bound stops it, everything is timed, ``deadline`` passes or the
+        work budget is spent (once a candidate is timed) or Ctrl-C; ``stopped`` says which
+        (``bound``, ``exhausted``, ``budget``, ``work``, ``interrupted``).
+
+        It may run again once more of the table is analysed (a budgeted search times its
+        first candidate while the enumeration goes on): each run visits every feasible
+        candidate analysed so far from scratch, keeping what was timed and solved."""
         table = self.table
+        kept = self.counts
+        self.counts = Counts(evaluated=kept.evaluated, failed=kept.failed,
+                             over_budget=kept.over_budget,
+                             structures_opened=kept.structures_opened)  # fmt: skip
+        self._heap, self._pending, self._deferred = [], {}, {}
+        self._estimate, self._ranked = {}, set()
         keys = np.flatnonzero(table.feasible & table.runnable.any(axis=1))
         order = keys[np.lexsort((table.memory_bytes[keys], table.bound_s[keys]))]
         pointer, chunk = 0, FIRST_CHUNK
+        self._deadline = deadline
         try:
             while True:
                 next_b1 = table.bound_s[order[pointer]] if pointer < len(order) else math.inf
@@ -131,23 +154,62 @@ class Visit:
                     if next_b1 >= self.top.threshold():
                         self.stopped = "bound"
                         break
+                    if self._spent(deadline):
+                        break
+                    began = time.monotonic()
                     self._expand(order[pointer : pointer + chunk])
                     pointer += len(order[pointer : pointer + chunk])
-                    chunk = min(2 * chunk, LAST_CHUNK)
+                    took = time.monotonic() - began
+                    chunk = min(2 * chunk, LAST_CHUNK) if took < EXPAND_S else max(
+                        chunk // 2, FIRST_CHUNK
+                    )  # fmt: skip
                     continue
                 if self.ranking == "class" and not self.done:
                     self._time_best_estimate()
                     continue
                 if self._step(deadline):
                     break
+        except Late:
+            self.stopped = "budget"
         except KeyboardInterrupt:
             self.stopped = "interrupted"
+            self._answer_after_interrupt()
         self._account(order[pointer:])
         c = self.counts
+        if quiet:
+            return
         self.say(
             f"timed {c.evaluated:,} candidates with contention ({c.structures_opened:,} group "
             f"structures solved), {c.bounded:,} got a network bound; stopped: {self.stopped}"
         )
+
+    def _spent(self, deadline: float | None) -> bool:
+        """True (and ``stopped`` set) when the wall budget or the work budget is spent and
+        there is an answer (a candidate timed): the visit must stop."""
+        if not self.counts.evaluated:
+            return False
+        if self.work is not None and self.counts.structures_opened + self.counts.evaluated >= (
+            self.work
+        ):
+            self.stopped = "work"
+            return True
+        if self._late(deadline):
+            self.stopped = "budget"
+            return True
+        return False
+
+    def _answer_after_interrupt(self) -> None:
+        """Ctrl-C before any candidate was timed: time the best-bounded candidate waiting
+        (a second Ctrl-C gives up: the search then has no answer)."""
+        if self.counts.evaluated or not self._heap:
+            return
+        try:
+            while self._heap and not self.counts.evaluated:
+                _, _, _, key, combo, sid = heapq.heappop(self._heap)
+                if (key, combo) not in self.done and (key, combo) not in self._ranked:
+                    self._time(key, combo, sid)
+        except (KeyboardInterrupt, Late):
+            pass
 
     def _step(self, deadline: float | None) -> bool:
         """Take the best waiting candidate; True when the visit must stop."""
@@ -160,23 +222,19 @@ class Visit:
             return False  # timed already, or stale (re-queued with its isolated bound)
         if (key, combo) in self._ranked or self._ranked_out(key, combo):
             return False
-        late = self._late(deadline)
-        if late and self.counts.evaluated:
+        if self._spent(deadline):
             heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
-            self.stopped = "budget"
             return True
         self._note(bound)
-        if level == 2 and not late:
-            self._open(sid)
-            return False
-        if level == 2:
-            # late with nothing timed: the search must return an answer, and the best
-            # candidate of a solved structure (its bound within a few percent of its
-            # time) is a better one than an unsolved structure's
-            ready = [e for e in self._heap if e[1] == 3 and (e[3], e[4]) not in self.done]
-            if ready:
+        if level == 2 and self.counts.evaluated:
+            try:  # its engine batches check the budget (an answer exists)
+                self._open(sid)
+            except (Late, KeyboardInterrupt):
                 heapq.heappush(self._heap, (bound, level, -1, key, combo, sid))
-                _, _, _, key, combo, sid = min(ready)
+                raise
+            return False
+        # the first candidate is timed at once (its evaluation solves its structure), so
+        # that a budget or Ctrl-C from now on always has an answer to return
         self._time(key, combo, sid)
         return False
 
@@ -223,6 +281,11 @@ class Visit:
         table = self.table
         k_idx, combos = np.nonzero(table.runnable[keys])
         cand_keys = keys[k_idx]
+        if self.done:  # timed in an earlier run (the first candidate of a budgeted search)
+            width = table.runnable.shape[1]
+            done = np.asarray([k * width + c for k, c in self.done], dtype=np.int64)
+            fresh = ~np.isin(cand_keys * width + combos, done)
+            cand_keys, combos = cand_keys[fresh], combos[fresh]
         sids = self.structures.ids(cand_keys, combos)
         bounds = self.bound(cand_keys, combos, sids, isolated=False)
         self.counts.bounded += len(bounds)
@@ -293,12 +356,14 @@ class Visit:
 
     def _open(self, sid: int) -> None:
         """Solve structure ``sid`` alone on the fabric and re-queue its waiting candidates
-        with their isolated bound."""
+        with their isolated bound. :class:`Late` (the budget ran out between two engine
+        batches) or Ctrl-C leaves the structure unopened, its candidates waiting."""
         self._opened.add(sid)
         self.counts.structures_opened += 1
+        pending = self._pending.pop(sid, [])
         waiting = [
             (k, c, b)
-            for k, c, b in self._pending.pop(sid, [])
+            for k, c, b in pending
             if (k, c) not in self.done and (k, c) not in self._ranked
         ]
         if not waiting:
@@ -306,7 +371,17 @@ class Visit:
         keys = np.asarray([w[0] for w in waiting], dtype=np.int64)
         combos = np.asarray([w[1] for w in waiting], dtype=np.int64)
         bounds = np.asarray([w[2] for w in waiting])
-        self._push(keys, combos, bounds, np.full(len(keys), sid, dtype=np.int64))
+        # past the deadline the engine batches stop (raise Late) once there is an answer
+        self.structures.deadline = self._deadline if self.counts.evaluated else None
+        try:
+            self._push(keys, combos, bounds, np.full(len(keys), sid, dtype=np.int64))
+        except (Late, KeyboardInterrupt):
+            self._opened.discard(sid)
+            self.counts.structures_opened -= 1
+            self._pending[sid] = pending
+            raise
+        finally:
+            self.structures.deadline = None
 
     def bound(self, keys, combos, sids, *, isolated: bool, classed: bool = False) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
@@ -323,13 +398,16 @@ class Visit:
             if knob in rows:  # a Layout field searched among the network knobs
                 values = np.asarray(table.searched[knob])
                 rows[knob] = values[table.network_column(knob, combos)]
+        # no TP comm-GEMM overlap where a TP group spans scale-up domains (as step_time)
+        overlap = np.broadcast_to(np.asarray(rows.get("tp_overlap", True), dtype=bool), keys.shape)
+        rows["tp_overlap"] = overlap & self.structures.tp_in_one_domain(sids)
         candidates = candidate_table(rows)
         needs = collective_needs(self.model, candidates)
         if classed:
             seconds = self.structures.classed(needs, sids)
         else:
             seconds = self.structures.comm(needs, sids, isolated=isolated)
-        bound = step_bound(self.model, self.gpu, candidates, seconds)
+        bound = step_bound(self.model, self.gpu, candidates, seconds, self.stack)
         return np.maximum(bound, b1)
 
     def dominators(self, keys: np.ndarray, combos: np.ndarray) -> np.ndarray:
@@ -406,8 +484,8 @@ class Visit:
         kwargs = self.kwargs(key, combo)
         try:
             result = step_time(
-                self.model, self.gpu, fabric=self.fabric, calibration=self.calibration,
-                interval_level=self.interval_level, **kwargs,
+                self.model, self.gpu, fabric=self.fabric, stack=self.stack,
+                calibration=self.calibration, interval_level=self.interval_level, **kwargs,
             )  # fmt: skip
         except (SpecError, RoutingError) as error:
             self.counts.failed += 1

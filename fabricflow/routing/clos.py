@@ -327,6 +327,51 @@ def _spray_sets_uniform(fabric) -> bool:
     return True
 
 
+def spray_set_of_links(fabric) -> np.ndarray:
+    """int64 ``[L]``: for every link, the link that stands for its spray set in
+    ``adaptive`` routes (:func:`_spray_representatives`); itself for a link outside any set
+    (scale-up links, links of other structures) and for the representatives.
+
+    A set is, per level ``i`` and direction, the uplinks of one level-``i`` block (all its
+    switches' uplinks, every plane) or the downlinks from one level-``(i+1)`` block into
+    one child block (every choice and plane); its representative is the plane-0, choice-0
+    member. ``values[spray_set_of_links(fabric)]`` turns per-link values of ``adaptive``
+    routes (loads, utilizations: the representatives' only) into every link's value,
+    which is what ``spray`` gives link by link on a fabric whose sets are uniform.
+    """
+    rep = np.arange(fabric.num_links, dtype=np.int64)
+    st = fabric.structure
+    if not isinstance(st, ClosStructure):
+        return rep
+    for level in range(st.levels):
+        choices = int(st.W[level + 1])
+        ups = st.slots if level == 0 else int(st.N[level]) * int(st.w[level + 1])
+        r = np.arange(ups, dtype=np.int64)
+        for plane in range(st.planes):
+            # uplink numbering: block * W[i+1] + (choice x parent index), see build_clos
+            rep[st.up_offset[plane, level] + r] = st.up_offset[0, level] + r // choices * choices
+        fan = int(st.m[level + 1])
+        downs = st.slots if level == 0 else int(st.N[level + 1]) * fan
+        r = np.arange(downs, dtype=np.int64)
+        node, digit = (r, 0) if level == 0 else (r // fan, r % fan)
+        first = node - node % choices  # choice 0 of the parent's block
+        target = first if level == 0 else first * fan + digit
+        for plane in range(st.planes):
+            rep[st.down_offset[plane, level] + r] = st.down_offset[0, level] + target
+    return rep
+
+
+def adaptive_link_values(fabric, values: np.ndarray) -> np.ndarray:
+    """Per-link ``values`` ``[L]`` of flows routed ``adaptive`` as every link carries them:
+    each spray set's links take their representative's value (:func:`spray_set_of_links`)
+    where ``adaptive`` used representatives (a Clos whose sets are uniform); elsewhere
+    ``adaptive`` listed every path and ``values`` is returned as it is."""
+    values = np.asarray(values)
+    if not isinstance(fabric.structure, ClosStructure) or not _spray_sets_uniform(fabric):
+        return values
+    return values[spray_set_of_links(fabric)]
+
+
 def _spray_representatives(fabric, st: ClosStructure, src, dst) -> tuple[np.ndarray, np.ndarray]:
     """``adaptive`` rows: per level and direction, the first link of the flow's spray set
     (plane 0, choice 0) with the set's share ``1 / (planes x W[i+1])``. int32 / float32

@@ -14,6 +14,14 @@ Algorithm (no per-flow Python):
        per-hop ECMP as switches do it: every route is a minimal-hop path over working
        links, and ties are split by hash at every hop (not uniformly over whole paths).
 
+``spray`` (also accepted as ``adaptive``, the fluid limit of per-packet adaptive routing on
+InfiniBand or Spectrum-X): instead of one hashed choice, every hop splits the flow evenly
+over all out-links whose far end is closest to the destination, so the routes carry
+``coef`` (the share of the flow on each link; the shares of one hop level sum to one).
+On a symmetric Clos this is the Clos router's ``spray``; on an irregular tree (an
+imported Slurm file) it is what switches that balance per packet over their minimal
+ports do.
+
 Scale-up domains: flows between two GPUs of one scale-up domain take its switch
 (GPU -> NVSwitch-like tier -1 node -> GPU) while those two links work, as NCCL keeps such
 traffic on NVLink, instead of an equally short path through the NICs.
@@ -36,19 +44,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RoutingError, SpecError
+from ..memory import check_memory
 from . import hashing
 from .route import GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY, unreachable_error
 from .routes import Routes
 
-POLICIES = ("ecmp",)
+POLICIES = ("ecmp", "spray", "adaptive")
+SPLIT_POLICIES = ("spray", "adaptive")  # per-hop even splits over the minimal out-links
 GENERIC_MAX_WORK = 1_000_000_000
 DIST_BLOCK_ENTRIES = 8_000_000  # distances held at once: destinations x nodes (int32)
 WALK_BLOCK_ENTRIES = 4_000_000  # candidate links examined at once: flows x max out-degree
+SPLIT_BYTES_PER_CANDIDATE = 64  # a split step's candidate table: int64 slots, links, dists
 _UNREACHED = np.iinfo(np.int32).max
 
 
 def route_width(structure: None, policy: str, options: dict) -> tuple[int, int]:
-    """(route entries per flow, peak bytes per entry): a guess, paths are found later."""
+    """(route entries per flow, peak bytes per entry): a guess, paths are found later
+    (splits are checked again once their width is known)."""
     return GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY
 
 
@@ -60,11 +72,14 @@ def route_generic(
     Args:
         fabric: any :class:`~fabricflow.fabric.fabric.Fabric`.
         src, dst: int64 ``[F]`` GPU indices (validated by ``ff.route``).
-        policy: ``"ecmp"`` (the only policy of the generic router).
+        policy: ``"ecmp"`` (one hashed minimal path per flow), ``"spray"`` or
+            ``"adaptive"`` (the same: an even split at every hop over the minimal
+            out-links; module docs).
         seed: hash seed for the ECMP choices.
 
     Returns:
-        :class:`Routes` with ``links`` int32 ``[F, H]``, ``H`` = the longest path.
+        :class:`Routes` with ``links`` int32 ``[F, H]``, ``H`` = the longest path (ECMP) or
+        the most links one flow's split uses, and ``coef`` for splits (policy ``spray``).
 
     Raises:
         RoutingError: flows with no working path (count and an example), or a fabric
@@ -81,7 +96,8 @@ def route_generic(
     key = hashing.flow_key(src, dst, seed)
     local, local_links = scale_up_paths(fabric, src, dst)
     rest = np.flatnonzero(~local)
-    walked = shortest_path_links(
+    split = policy in SPLIT_POLICIES
+    walked, shares = shortest_path_links(
         fabric,
         fabric.gpu_node[src[rest]],
         fabric.gpu_node[dst[rest]],
@@ -89,12 +105,17 @@ def route_generic(
         src_gpu=src,
         dst_gpu=dst,
         flow_index=rest,
+        split=split,
     )
     links = np.full((src.shape[0], max(walked.shape[1], 2 if local.any() else 1)), -1, np.int32)
     links[rest, : walked.shape[1]] = walked
     if local.any():
         links[local, :2] = local_links[local]
-    return Routes(links, None, src, dst, fabric.num_links, policy)
+    if shares is None:
+        return Routes(links, None, src, dst, fabric.num_links, policy)
+    coef = np.where(links >= 0, 1.0, 0.0).astype(np.float32)
+    coef[rest, : shares.shape[1]] = shares
+    return Routes(links, coef, src, dst, fabric.num_links, "spray")
 
 
 def scale_up_paths(fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,8 +165,11 @@ def shortest_path_links(
     dst_gpu: np.ndarray,
     flow_index: np.ndarray | None = None,
     why: str = "over the working links",
-) -> np.ndarray:
-    """Minimal-hop walks ``src_node[f] -> dst_node[f]``; int32 ``[F, H]``, ``-1`` padded.
+    split: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Minimal-hop walks ``src_node[f] -> dst_node[f]``: int32 ``[F, H]`` links, ``-1``
+    padded, and None; with ``split``, every hop's share split evenly over all minimal
+    out-links, the links of each flow and float32 ``[F, H]`` shares.
 
     ``key`` (uint64 ``[F]``, from :func:`hashing.flow_key`) drives the per-hop choices.
     ``src_gpu``/``dst_gpu`` (all flows of the request) only name flows in errors;
@@ -153,7 +177,7 @@ def shortest_path_links(
     """
     num_flows = src_node.shape[0]
     if num_flows == 0:
-        return np.full((0, 1), -1, np.int32)
+        return np.full((0, 1), -1, np.int32), (np.zeros((0, 1), np.float32) if split else None)
     targets, target_of_flow = np.unique(dst_node, return_inverse=True)
     work = targets.size * (fabric.num_nodes + fabric.num_links)
     if work > GENERIC_MAX_WORK:
@@ -166,6 +190,7 @@ def shortest_path_links(
     graph = _Graph(fabric)
     block = max(1, DIST_BLOCK_ENTRIES // max(fabric.num_nodes, 1))
     paths = np.full((num_flows, 1), -1, np.int64)
+    shares = np.zeros((num_flows, 1), np.float32)
     unreachable = np.zeros(num_flows, bool)
     order = np.argsort(target_of_flow, kind="stable")
     bounds = np.searchsorted(target_of_flow[order], np.arange(0, targets.size + block, block))
@@ -175,12 +200,18 @@ def shortest_path_links(
         flows = order[lo:hi]
         dist = graph.distances_to(targets[index * block : (index + 1) * block])
         rows = target_of_flow[flows] - index * block
-        walked, bad = graph.walk(src_node[flows], dst_node[flows], rows, dist, key[flows])
+        if split:
+            walked, share, bad = graph.split(src_node[flows], dst_node[flows], rows, dist)
+        else:
+            walked, bad = graph.walk(src_node[flows], dst_node[flows], rows, dist, key[flows])
+            share = np.zeros((0, 0), np.float32)
         if walked.shape[1] > paths.shape[1]:
-            paths = np.pad(
-                paths, ((0, 0), (0, walked.shape[1] - paths.shape[1])), constant_values=-1
-            )
+            grow = ((0, 0), (0, walked.shape[1] - paths.shape[1]))
+            paths = np.pad(paths, grow, constant_values=-1)
+            shares = np.pad(shares, grow) if split else shares
         paths[flows, : walked.shape[1]] = walked
+        if split:
+            shares[flows, : walked.shape[1]] = share
         unreachable[flows] = bad
     if unreachable.any():
         bad = unreachable
@@ -188,7 +219,7 @@ def shortest_path_links(
             bad = np.zeros(src_gpu.shape[0], bool)
             bad[flow_index[unreachable]] = True
         raise unreachable_error(src_gpu, dst_gpu, bad, why)
-    return paths.astype(np.int32)
+    return paths.astype(np.int32), (shares if split else None)
 
 
 class _Graph:
@@ -291,3 +322,68 @@ class _Graph:
         links = np.stack(columns, axis=1)
         links[bad] = -1
         return links, bad
+
+    def split(self, src, dst, rows, dist) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Even per-hop splits of flows ``src -> dst`` over every minimal out-link: int64
+        ``[n, W]`` links (``-1`` padded), float32 ``[n, W]`` shares and bool ``[n]``
+        unreachable. Each step carries ``(flow, node, share)`` entries one hop on; entries
+        of a flow that meet at a node merge, so the work is flows x links used, not paths."""
+        fabric = self.fabric
+        num, nodes = src.shape[0], fabric.num_nodes
+        flow = np.arange(num, dtype=np.int64)
+        here = src.astype(np.int64).copy()
+        share = np.ones(num)
+        bad = np.zeros(num, bool)
+        out_flow, out_link, out_share = [], [], []
+        offsets = np.arange(max(self.max_degree, 1))
+        for _ in range(nodes + 1):  # a minimal path visits each node at most once
+            moving = here != dst[flow]
+            flow, here, share = flow[moving], here[moving], share[moving]
+            if flow.size == 0:
+                break
+            check_memory(
+                flow.size * max(self.max_degree, 1) * SPLIT_BYTES_PER_CANDIDATE,
+                f"splitting {num:,} flows over their minimal paths on {fabric.name!r}",
+                hint="route fewer flows at a time, or use policy='ecmp'",
+            )
+            valid = offsets[None, :] < self.degree[here][:, None]
+            slot = np.minimum(
+                self.indptr[here][:, None] + offsets[None, :], max(self.out_links.size - 1, 0)
+            )
+            cand = self.out_links[slot] if self.out_links.size else np.zeros_like(slot)
+            cand_dist = np.where(
+                valid, dist[rows[flow][:, None], fabric.link_dst[cand]], _UNREACHED
+            )
+            best = cand_dist.min(axis=1)
+            stuck = best == _UNREACHED
+            bad[flow[stuck]] = True
+            ok = (cand_dist == best[:, None]) & ~stuck[:, None]
+            entry, column = np.nonzero(ok)
+            link = cand[entry, column]
+            part = share[entry] / ok.sum(axis=1)[entry]
+            out_flow.append(flow[entry])
+            out_link.append(link)
+            out_share.append(part)
+            # the entries of a flow that reach one node go on as one
+            key, inverse = np.unique(
+                flow[entry] * nodes + fabric.link_dst[link], return_inverse=True
+            )
+            flow, here = key // nodes, key % nodes
+            share = np.bincount(inverse, weights=part, minlength=key.size)
+        if not out_flow:
+            return np.full((num, 1), -1, np.int64), np.zeros((num, 1), np.float32), bad
+        flows = np.concatenate(out_flow)
+        links = np.concatenate(out_link)
+        parts = np.concatenate(out_share)
+        keep = ~bad[flows]
+        flows, links, parts = flows[keep], links[keep], parts[keep]
+        order = np.argsort(flows, kind="stable")  # hop order kept within a flow
+        flows, links, parts = flows[order], links[order], parts[order]
+        starts = np.searchsorted(flows, np.arange(num))
+        column = np.arange(flows.size) - starts[flows]
+        width = int(column.max(initial=0)) + 1
+        out = np.full((num, width), -1, np.int64)
+        shares = np.zeros((num, width), np.float32)
+        out[flows, column] = links
+        shares[flows, column] = parts
+        return out, shares, bad

@@ -64,7 +64,7 @@ def redraw_then_detour(
         pending = pending[~ok]
     if pending.size:
         s_node, t_node = fabric.gpu_node[src[pending]], fabric.gpu_node[dst[pending]]
-        detour = shortest_path_links(
+        detour, _ = shortest_path_links(
             fabric,
             s_node,
             t_node,

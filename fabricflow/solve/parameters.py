@@ -28,6 +28,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 
+from ..assignments import key_values
 from ..errors import SpecError
 from ..units import parse_bandwidth, parse_size, parse_time
 
@@ -188,18 +189,14 @@ def parse_number(value, field: str) -> float:
 def parse_overrides(pairs: list[str] | None, prefix: str = "pfc.") -> tuple[dict, dict]:
     """Split ``KEY=VALUE`` strings into law and PFC overrides (``pfc.xoff=200KB``).
 
-    Raises :class:`SpecError` on ``--set`` for a pair without ``=`` or a key given twice.
+    Raises :class:`SpecError` on ``--set`` for a pair without ``=`` or a key given twice
+    with different values (:func:`fabricflow.assignments.key_values`).
     """
     law: dict[str, str] = {}
     pfc: dict[str, str] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}")
-        key, value = (part.strip() for part in pair.split("=", 1))
+    for key, value in key_values(pairs, "--set").items():
         target, name = (pfc, key[len(prefix) :]) if key.startswith(prefix) else (law, key)
-        if name in target:  # as step's --gpu-set: last-one-wins would hide a typo
-            raise SpecError(f"--set {key}", "given twice; set each field once")
-        target[name] = value
+        target[name] = value.strip()
     return law, pfc
 
 

@@ -59,14 +59,11 @@ def plot_gantt(run, path, *, max_jobs: int = 200):
 
 
 def plot_utilization(run, path):
-    """Busy / down / spare GPU fraction over time; below, per link kind, the running jobs'
-    collective traffic over the kind's capacity.
-
-    That lower panel adds up every collective of every job at the rate it gets while it
-    runs (the timeline's ``tier_utilization``). A job's collectives take turns within its
-    step (tensor-parallel, then data-parallel traffic, ...), so the sum can exceed 1
-    without any job being slowed: it is the load if they all ran at once, an upper bound
-    on the time-averaged utilization, and the panel says so."""
+    """Busy / down / spare GPU fraction over time; below, per link kind, the utilization
+    of its links while the running jobs communicate (the timeline's ``tier_utilization``):
+    every running job's collectives in flight together, max-min shared, over the kind's
+    capacity, in [0, 1]. A job's collectives take turns within its step, so the links
+    idle between them and the time mean is lower; the caption says so."""
     timeline = run.timeline
     hours = np.asarray(timeline["time"]) / 3600.0
     total = float(timeline.attrs.get("gpus_total", 1))
@@ -86,18 +83,27 @@ def plot_utilization(run, path):
         for column, name in enumerate(np.asarray(timeline["tier"])):
             if np.isfinite(tiers[:, column]).any() and np.nanmax(tiers[:, column]) > 0:
                 low.step(hours, tiers[:, column], where="post", label=str(name))
-        low.set_ylabel("collective rates / capacity")
-        low.set_title(
-            "each job's collectives at their own rates, added up: they take turns within a "
-            "step, so above 1 is not congestion (slowdowns show that)",
-            fontsize=8,
-        )
+        low.set_ylabel("link utilization")
+        low.set_ylim(0, 1.02)
+        low.set_title("link utilization per link kind while the jobs communicate", fontsize=10)
         low.grid(alpha=0.3)
         if low.get_legend_handles_labels()[0]:
             low.legend(fontsize=8)
         low.set_xlabel("time (h)")
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.text(
+            0.01,
+            0.01,
+            "Link utilization: the load on the links of each kind over their capacity, with "
+            "every running job's collectives\nin flight at once and sharing the links at "
+            "max-min fair rates. Collectives take turns within a step, so links idle\n"
+            "between them and the time mean is lower; job slowdowns show the contention.",
+            fontsize=9,
+            va="bottom",
+        )
     else:
         ax.set_xlabel("time (h)")
+        fig.tight_layout()
     return save_figure(fig, path)
 
 

@@ -191,7 +191,8 @@ def summarize(
         since: start of the averaging window, s (default: half the duration).
 
     Returns:
-        dict with ``mean_rate_Bps`` (per flow, over the window), ``jain_fairness``,
+        dict with ``mean_rate_Bps`` (per flow, over the window), ``jain_fairness`` (Jain's
+        index of the rates of the ``jain_flows`` flows that cross the bottleneck link),
         ``bottleneck_link``, ``queue_mean_bytes`` / ``queue_p50_bytes`` /
         ``queue_p99_bytes`` (bottleneck, over the recorded samples of the window),
         ``bottleneck_utilization`` (the bottleneck's throughput over its capacity),
@@ -216,7 +217,11 @@ def summarize(
     settled = convergence_time(result, since=since)
     summary = {
         "mean_rate_Bps": rate,
-        "jain_fairness": jain_fairness(rate),
+        # over the flows that share the bottleneck: flows on other links (a victim of
+        # PFC, a flow elsewhere) have other fair shares, and mixing them in would read a
+        # law that keeps them at their own rate as unfair
+        "jain_fairness": jain_fairness(rate[crossing]) if crossing.any() else jain_fairness(rate),
+        "jain_flows": int(crossing.sum()) if crossing.any() else int(rate.shape[0]),
         "bottleneck_link": bottleneck,
         "bottleneck_utilization": float(rate[crossing].sum() / result.capacity[bottleneck]),
         "queue_mean_bytes": float(series.mean()),

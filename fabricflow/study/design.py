@@ -3,7 +3,12 @@
 Every design of the space (:mod:`fabricflow.optimize.design`) is one point of a resumable
 sweep (:func:`fabricflow.sweep`, task :func:`~fabricflow.optimize.design.evaluate_design`,
 local processes or a Dask scheduler): the fabric is built, priced, and each job gets its
-best layout from :func:`fabricflow.optimize_layout` within ``layout_budget_s`` seconds.
+best layout from :func:`fabricflow.optimize_layout` within ``layout_work`` units of work
+(structures solved plus candidates timed: reproducible, unlike seconds). Where some
+design's search did not finish, a second sweep (its store beside the first,
+``<store>-common``) times the union of every design's best layouts on each such design,
+which then takes the fastest of them: designs are compared on the same candidate set, so
+a design never ranks behind another for a layout its own search missed.
 Designs whose spec cannot hold the workload are listed with the reason and not run.
 The answer ranks the designs by ``objective`` (those over ``budget``, a cap on total
 capex, are not eligible), marks the Pareto front of cost per million tokens against step
@@ -15,11 +20,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import SpecError
-from ..optimize.design import check_jobs, design_codes, design_spec
+from ..fabric.cost_table import default_table
+from ..optimize.design import (
+    DEFAULT_LAYOUT_WORK,
+    check_jobs,
+    design_codes,
+    design_metrics,
+    design_spec,
+)
+from ..optimize.layoutcode import decode, describe
 from ..workload.calibration import as_calibration
 from .figures import new_figure, save_figure
 from .sweep.run import sweep
@@ -46,6 +60,15 @@ class DesignSearch:
         failed: design code -> the error of a design that failed while evaluated.
         dataset: the sweep store's ``xarray.Dataset`` (dimension ``design``).
         objective, budget: as given.
+        common: the common-layout sweep's Dataset (None when every search finished).
+        currency: of every cost in the rows (the price table's).
+
+    A row holds every metric of :func:`~fabricflow.optimize.design.evaluate_design`, each
+    job's layout (``job0``, ... : knob -> value), ``layout`` (the first job's, as one
+    line), ``search`` (``finished`` when every job's layout search of the design was
+    exhaustive, else ``stopped``), ``layout_from`` (``own``: its own search's best;
+    ``common``: a faster one another design's search found) and ``pareto``,
+    ``over_budget``.
     """
 
     rows: list[dict]
@@ -55,6 +78,8 @@ class DesignSearch:
     dataset: object
     objective: str
     budget: float | None
+    common: object = None
+    currency: str = ""
 
 
 def design_fabric(
@@ -65,7 +90,7 @@ def design_fabric(
     objective: str = "tokens_per_dollar",
     store: str | Path,
     gpu: str | None = None,
-    layout_budget_s: float = 10.0,
+    layout_work: int = DEFAULT_LAYOUT_WORK,
     cost: dict | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
@@ -84,13 +109,17 @@ def design_fabric(
         budget: most total capex (GPUs and network, the table's currency) a winner may
             cost; None: no cap.
         objective: one of :data:`OBJECTIVES`.
-        layout_budget_s: seconds of layout search per job and design (the search returns
-            its best so far when they run out: ``layouts_exhaustive`` says whether it did).
+        layout_work: work of each job's layout search per design (group structures solved
+            plus candidates timed, ``optimize_layout(budget_work=...)``); a search that
+            runs out returns its best so far (``layouts_exhaustive`` 0) and the design
+            then takes the fastest of every design's best layouts (module doc).
         cost: price table overrides (the layout of a spec's ``cost:`` section).
         calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its
             file) every layout search uses (it becomes part of the store's SPEC).
-        workers, scheduler, overwrite, progress: as :func:`fabricflow.sweep` (the store
-            resumes: a rerun computes only the designs not done).
+        workers, scheduler, overwrite: as :func:`fabricflow.sweep` (the stores resume: a
+            rerun computes only the designs not done).
+        progress: a bar per sweep and a line per phase on stderr (default: when stderr
+            is a terminal).
     """
     if objective not in OBJECTIVES:
         raise SpecError("objective", f"one of {list(OBJECTIVES)}, got {objective!r}")
@@ -99,6 +128,8 @@ def design_fabric(
         or not math.isfinite(budget)
     ):  # fmt: skip
         raise SpecError("budget", f"must be a finite capex > 0, got {budget!r}")
+    if isinstance(layout_work, bool) or not isinstance(layout_work, int) or layout_work < 1:
+        raise SpecError("layout_work", f"must be an integer >= 1, got {layout_work!r}")
     if isinstance(workload, dict):
         gpu = workload.get("gpu", gpu)
         jobs = check_jobs(workload.get("jobs"))
@@ -117,32 +148,65 @@ def design_fabric(
         feasible.append(code)
     if not feasible:
         raise SpecError("space", f"no design of the space holds {total:,} GPUs: {infeasible}")
-    fixed = {"jobs": jobs, "gpu": gpu, "layout_budget_s": float(layout_budget_s)}
+    say = _say(progress)
+    fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_work": layout_work}
     if cost:
         fixed["cost"] = cost
     calibration = as_calibration(calibration)
     if calibration is not None:
         fixed["calibration"] = calibration.to_dict()
-    dataset = sweep(
-        TASK,
-        {"design": feasible},
-        fixed=fixed,
-        store=str(store),
-        workers=workers,
-        scheduler=scheduler,
-        overwrite=overwrite,
-        progress=progress,
-    )
-    rows, failed = _rows(dataset, budget)
+    options: dict[str, Any] = {"workers": workers, "scheduler": scheduler,
+                               "overwrite": overwrite, "progress": progress,
+                               "metrics": design_metrics(jobs)}  # fmt: skip
+    say(f"{len(feasible)} designs to evaluate ({len(infeasible)} infeasible): each job's layout "
+        f"search within {layout_work} units of work")  # fmt: skip
+    dataset = sweep(TASK, {"design": feasible}, fixed=fixed, store=str(store), **options)
+    rows, failed = _rows(dataset, jobs)
+    unfinished = [r["design"] for r in rows if not r["layouts_exhaustive"]]
+    common = _common_layouts(rows, jobs)
+    common_dataset = None
+    if unfinished and any(len(c) > 1 for c in common):
+        say(f"{len(unfinished)} layout searches did not finish: timing the "
+            f"{max(len(c) for c in common)} best layouts of all designs on each of them")  # fmt: skip
+        common_dataset = sweep(
+            TASK, {"design": unfinished}, fixed={**fixed, "common": common},
+            store=common_store(store), **options,
+        )  # fmt: skip
+        rows = _merge(rows, *_rows(common_dataset, jobs), failed)
+    for row in rows:
+        row["over_budget"] = budget is not None and row["capex"] > budget
+    mark_pareto(rows, "step_time_s", "cost_per_million_tokens")
     metric, sign = OBJECTIVES[objective]
-    rows.sort(key=lambda r: (r["over_budget"], -sign * r[metric]))
+    rows.sort(key=lambda r: (r["over_budget"], -sign * r[metric], r["design"]))
     eligible = [r for r in rows if not r["over_budget"]]
     return DesignSearch(rows, eligible[0] if eligible else None, infeasible, failed, dataset,
-                        objective, budget)  # fmt: skip
+                        objective, budget, common_dataset, _currency(cost))  # fmt: skip
 
 
-def _rows(dataset, budget) -> tuple[list[dict], dict[str, str]]:
-    """Done designs as rows (with the Pareto flag) and failed ones with their error."""
+def common_store(store: str | Path) -> str:
+    """The store of the common-layout sweep beside ``store`` (``designs.zarr`` ->
+    ``designs-common.zarr``)."""
+    path = Path(store)
+    return str(path.with_name(f"{path.stem}-common{path.suffix}"))
+
+
+def _say(progress: bool | None):
+    import sys
+
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    if not show:
+        return lambda line: None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def _currency(cost: dict | None) -> str:
+    currency = (cost or {}).get("currency", default_table().get("currency", ""))
+    return str(currency)
+
+
+def _rows(dataset, jobs: list) -> tuple[list[dict], dict[str, str]]:
+    """Done designs as rows (metrics, each job's layout ``job<i>`` as a candidate mapping
+    and ``layout`` the first job's label) and failed ones with their error."""
     status = np.asarray(dataset["status"].values)
     codes = [str(c) for c in dataset["design"].values]
     errors = np.asarray(dataset["error"].values)
@@ -152,11 +216,43 @@ def _rows(dataset, budget) -> tuple[list[dict], dict[str, str]]:
         if status[i] != 1:
             failed[code] = str(errors[i]) or "not computed"
             continue
-        row = {"design": code, **{m: float(dataset[m].values[i]) for m in metrics}}
-        row["over_budget"] = budget is not None and row["capex"] > budget
+        values = {m: float(dataset[m].values[i]) for m in metrics}
+        row: dict[str, Any] = {"design": code}
+        row.update({m: v for m, v in values.items() if not m.startswith("job")})
+        for j, job in enumerate(jobs):
+            row[f"job{j}"] = decode(values, job, f"job{j}_")
+        row["layout"] = describe(row["job0"])
+        row["search"] = "finished" if row["layouts_exhaustive"] else "stopped"
+        row["layout_from"] = "own"
         rows.append(row)
-    mark_pareto(rows, "step_time_s", "cost_per_million_tokens")
     return rows, failed
+
+
+def _common_layouts(rows: list[dict], jobs: list) -> list[list[dict]]:
+    """Per job, the distinct best layouts of every design (in design order)."""
+    out = []
+    for j in range(len(jobs)):
+        seen: list[dict] = []
+        for row in sorted(rows, key=lambda r: r["design"]):
+            if row[f"job{j}"] not in seen:
+                seen.append(row[f"job{j}"])
+        out.append(seen)
+    return out
+
+
+def _merge(rows: list[dict], timed: list[dict], errors: dict, failed: dict) -> list[dict]:
+    """Each design's row where the common set found a faster layout for it replaced by the
+    common sweep's row (which keeps ``search``: whether its own search finished)."""
+    by_code = {r["design"]: r for r in timed}
+    out = []
+    for row in rows:
+        other = by_code.get(row["design"])
+        if other is not None and other["step_time_s"] < row["step_time_s"]:
+            row = {**other, "layouts_exhaustive": row["layouts_exhaustive"],
+                   "search": row["search"], "layout_from": "common"}  # fmt: skip
+        out.append(row)
+    failed.update({code: f"common layouts: {error}" for code, error in errors.items()})
+    return out
 
 
 def mark_pareto(rows: list[dict], x: str, y: str) -> None:
@@ -177,18 +273,28 @@ def plot_design_front(search: DesignSearch, path: str | Path, *, label: int = 3)
     colours = {"rail": "tab:blue", "tor": "tab:orange", "rail-only": "tab:green"}
     for attachment, colour in colours.items():
         pick = [r for r in rows if r["design"].split("/")[2] == attachment]
+        if not pick:  # the legend lists only what the figure shows
+            continue
         ax.scatter([r["step_time_s"] for r in pick], [r["cost_per_million_tokens"] for r in pick],
                    s=22, color=colour, alpha=0.7, label=attachment)  # fmt: skip
     front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["step_time_s"])
-    ax.plot([r["step_time_s"] for r in front], [r["cost_per_million_tokens"] for r in front],
-            color="black", lw=1, label="Pareto front")  # fmt: skip
+    if len(front) > 1:
+        ax.plot([r["step_time_s"] for r in front],
+                [r["cost_per_million_tokens"] for r in front],
+                color="black", lw=1, label="Pareto front")  # fmt: skip
     named = {r["design"]: r for r in [r for r in rows if not r["over_budget"]][:label]}
     if front:
         named.setdefault(front[0]["design"], front[0])
         named.setdefault(front[-1]["design"], front[-1])
+    # designs at the same point (to 4 digits) share one label, one code per line
+    spots: dict[tuple, list[str]] = {}
     for code, r in named.items():
-        ax.annotate(code, (r["step_time_s"], r["cost_per_million_tokens"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        spot = (f"{r['step_time_s']:.4g}", f"{r['cost_per_million_tokens']:.4g}")
+        spots.setdefault(spot, []).append(code)
+    for codes in spots.values():
+        r = named[codes[0]]
+        ax.annotate("\n".join(codes), (r["step_time_s"], r["cost_per_million_tokens"]),
+                    fontsize=7, xytext=(4, 4), textcoords="offset points")  # fmt: skip
     if search.best is not None:
         ax.scatter([search.best["step_time_s"]], [search.best["cost_per_million_tokens"]],
                    marker="*", s=180, color="red", label=f"best ({search.objective})")  # fmt: skip
@@ -197,7 +303,8 @@ def plot_design_front(search: DesignSearch, path: str | Path, *, label: int = 3)
         if values and max(values) > 10 * min(values):  # spans a decade: log scale
             getattr(ax, f"set_{axis}scale")("log")
     ax.set_xlabel("step time of the first job (s)")
-    ax.set_ylabel("cost per million tokens (capex amortized + energy)")
+    currency = f"{search.currency}, " if search.currency else ""
+    ax.set_ylabel(f"cost per million tokens ({currency}capex amortized + energy)")
     ax.set_title(f"{len(rows)} fabric designs" + (f", {len(search.infeasible)} infeasible"
                                                   if search.infeasible else ""))  # fmt: skip
     ax.legend(fontsize=8)

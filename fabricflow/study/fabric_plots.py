@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fabric.summary import port_usage_text
-from ..units import format_bandwidth
+from ..units import bit_rate_unit, format_bandwidth
 from .figures import new_figure, save_figure
 
 # Switches (or GPUs) drawn per row of the sketch.
@@ -45,12 +45,16 @@ def plot_tiers(fabric, path: str | Path) -> Path:
 
 
 def tiers_figure(fabric):
-    """Left: total capacity per link kind (Tb/s, both directions; cable counts on the
-    bars). Right: per switch tier, the capacity of its down- and uplinks (Tb/s) with the
-    oversubscription and the ports used per switch. Linear axes."""
+    """Left: total capacity per link kind (both directions; cable counts on the bars).
+    Right: per switch tier, the capacity of its down- and uplinks with the
+    oversubscription and the ports used per switch. Linear axes, each in the bit-rate unit
+    (Gb/s, Tb/s, Pb/s, Eb/s) in which its largest bar reads 1 to 1,000."""
     summary = fabric.summary()
     kinds = list(summary["links_per_kind"])
-    capacity = np.array([summary["capacity_per_kind_Bps"][k] * 8 / 1e12 for k in kinds])
+    capacity = np.array([summary["capacity_per_kind_Bps"][k] for k in kinds])
+    # each axis in the bit-rate unit of its largest bar (Gb/s .. Eb/s): no 1e7 offsets
+    unit, scale = bit_rate_unit(capacity.max(initial=0.0))
+    capacity = capacity / scale
     tiers = summary["tiers"]
     fig = new_figure(figsize=(11, 4.4))
     axes = fig.subplots(1, 2 if tiers else 1, squeeze=False)[0]
@@ -64,15 +68,17 @@ def tiers_figure(fabric):
             va="bottom",
             fontsize=8,
         )
-    ax.set_ylabel("total capacity, both directions (Tb/s)")
+    ax.set_ylabel(f"total capacity, both directions ({unit})")
     ax.set_xlabel("link kind")
     ax.set_ylim(0, capacity.max(initial=1.0) * 1.15)
     ax.set_title("capacity per link kind", fontsize=9)
     if tiers:
         ax = axes[1]
         x = np.arange(len(tiers))
-        down = np.array([t["down_capacity_Bps"] for t in tiers]) * 8 / 1e12
-        upper = np.array([t["up_capacity_Bps"] for t in tiers]) * 8 / 1e12
+        down = np.array([t["down_capacity_Bps"] for t in tiers])
+        upper = np.array([t["up_capacity_Bps"] for t in tiers])
+        unit, scale = bit_rate_unit(max(down.max(initial=0.0), upper.max(initial=0.0)))
+        down, upper = down / scale, upper / scale
         ax.bar(x - 0.2, down, 0.4, label="down (towards the GPUs)", color="tab:green")
         ax.bar(x + 0.2, upper, 0.4, label="up (towards the top tier)", color="tab:orange")
         for i, t in enumerate(tiers):
@@ -88,7 +94,7 @@ def tiers_figure(fabric):
             )
         ax.set_xticks(x)
         ax.set_xticklabels([f"{t['name']}\n({t['switches']:,} switches)" for t in tiers])
-        ax.set_ylabel("capacity out of the tier's switches (Tb/s)")
+        ax.set_ylabel(f"capacity out of the tier's switches ({unit})")
         ax.set_ylim(0, max(down.max(initial=0), upper.max(initial=0), 1e-9) * 1.45)
         ax.legend(fontsize=8, loc="upper center", ncol=2)
         ax.set_title("switch tiers: down vs up (oversubscription)", fontsize=9)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..optimize.layoutcode import candidate_of, describe
 from .figures import new_figure, save_figure
 from .step_plots import COLORS
 
@@ -59,13 +60,7 @@ def plot_breakdown_top(search, path: str) -> str:
             continue
         ax.bar(x, values, bottom=bottom, label=key, color=COLORS.get(key))
         bottom += values
-    labels = []
-    for kwargs, _ in top:
-        lay = kwargs["layout"]
-        labels.append(
-            f"TP{lay.tp} CP{lay.cp} PP{lay.pp}x{lay.vpp}\nDP{lay.dp} mb{lay.micro_batch}\n"
-            f"{kwargs['order']}\n{kwargs['placement']}"
-        )
+    labels = [describe(candidate_of(kwargs), wrap=True) for kwargs, _ in top]
     ax.set_xticks(x, labels, fontsize=6)
     ax.set_ylabel("seconds per step")
     ax.set_title(f"Top {len(top)} candidates: step time breakdown", fontsize=10)

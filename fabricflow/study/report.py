@@ -33,8 +33,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import FabricflowError, SpecError
-from ..fabric.summary import cables_per_kind, port_usage_text
+from ..fabric.summary import cables_per_kind, failure_text, port_usage_text
+from ..fabric.transport import routing_for
+from ..routing.clos import adaptive_link_values
 from ..units import format_bandwidth
+from ..workload.step_command import (
+    describe_layout,
+    describe_options,
+    describe_step,
+    step_arguments,
+)
 from .report_cost import cost_section
 
 SECTIONS = ("fabric", "layouts", "step", "utilization", "failures", "cost")
@@ -136,7 +144,7 @@ def build_report(
         gpus: GPUs of the job (the fabric's first ones, or where the placement puts them).
         layout: the job's :class:`Layout`; ``None`` takes the layout optimizer's best.
         order, placement: rank order and placement of a given layout (default
-            ``tp-cp-ep-dp-pp``, ``contiguous``); with ``layout=None`` the optimizer's.
+            ``tp-cp-ep-dp-pp``, ``deployed``); with ``layout=None`` the optimizer's.
         global_batch, seq_len: sequences per step (default: one per GPU) and tokens per
             sequence, for the optimizer; a given layout carries its own.
         budget_s: seconds the layout optimizer may time candidates (0: skip the search,
@@ -180,7 +188,7 @@ def build_report(
     step = None
     if layout is not None:
         job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed, **timing}
-        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "contiguous")
+        job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "deployed")
         # timed before the search: a layout over the memory budget is refused at once
         step = _step_section(fabric, model, gpu, job, optimized=False)
     if budget_s > 0:
@@ -251,6 +259,13 @@ def build_report(
             "layout": dataclasses.asdict(lay),
             "order": job["order"],
             "placement": job["placement"],
+            "seed": job.get("seed", 0),
+            "routing": job.get("routing", "auto"),
+            "algorithms": dict(job.get("algorithms") or {}),
+            "collectives": job.get("collectives", "fabric"),
+            # the flags of 'fabricflow step' that time this job again (after the job's
+            # fabric, model, GPU and GPU count): the headline's number, exactly
+            "step_arguments": step_arguments(lay, **{k: job[k] for k in STEP_OPTIONS if k in job}),
         },
         "headline": headline,
         "sections": sections,
@@ -293,11 +308,7 @@ def _fabric_section(fabric) -> dict:
             else "0",
         },
         {"item": "directed links", "value": f"{summary['num_links']:,}"},
-        {
-            "item": "failed",
-            "value": f"{summary['failed_cables']:,} cables ({summary['failed_links']:,} "
-            "directed links down)",
-        },
+        {"item": "failures", "value": failure_text(summary)},
         {
             "item": "bisection bandwidth (one way)",
             "value": format_bandwidth(summary["bisection_bandwidth_Bps"])
@@ -377,12 +388,21 @@ def _fabric_section(fabric) -> dict:
     )
 
 
+# step_time's options besides the layout that a job (or an optimizer candidate) carries
+STEP_OPTIONS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
+
+
 def _describe(kwargs: dict) -> str:
-    lay = kwargs["layout"]
-    extra = [f"mb{lay.micro_batch}", f"recompute={lay.recompute}", f"zero{lay.zero}"]
-    if lay.sequence_parallel:
-        extra.append("SP")
-    return lay.parallel_label() + ", " + ", ".join(extra)
+    """Everything that sets the step time of ``kwargs`` (a job or a candidate), one line."""
+    return describe_step(kwargs["layout"], **{k: kwargs[k] for k in STEP_OPTIONS if k in kwargs})
+
+
+def _describe_apart(kwargs: dict) -> str:
+    """:func:`_describe` without the rank order and placement, for a table that gives them
+    in their own cells."""
+    options = {k: kwargs[k] for k in STEP_OPTIONS if k in kwargs}
+    rest = describe_options(placement_too=False, **options)
+    return describe_layout(kwargs["layout"]) + (", " + rest if rest else "")
 
 
 def _layouts_section(
@@ -418,7 +438,7 @@ def _layouts_section(
         rows.append(
             {
                 "rank": rank,
-                "layout": _describe(kwargs),
+                "layout": _describe_apart(kwargs),  # order and placement have columns
                 "order": kwargs["order"],
                 "placement": kwargs["placement"],
                 "step_s": res.step_time_s,
@@ -488,11 +508,10 @@ def _layouts_section(
 
 
 def _step_kwargs(job: dict) -> dict:
-    """What :func:`step_time` takes from the job (layout, order, placement, seed, algorithms)."""
-    keys = (
-        *("layout", "order", "placement", "seed", "algorithms", "collectives"),
-        *("calibration", "interval_level"),
-    )
+    """What :func:`step_time` takes from the job: the layout and every option it carries
+    (order, placement, seed, routing, algorithms, collective backend), and the
+    calibration and interval level of the report."""
+    keys = ("layout", *STEP_OPTIONS, "calibration", "interval_level")
     return {k: job[k] for k in keys if k in job}
 
 
@@ -530,7 +549,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
     lay = job["layout"]
     mem = result.memory.as_gib()
     headline = [
-        {"item": "layout", "value": _describe(job)},
+        {"item": "layout", "value": _describe_apart(job)},
         {"item": "rank order, placement", "value": f"{job['order']}, {job['placement']}"},
         {"item": "step time", "value": f"{total:.4g} s ({lay.num_micro_batches} micro-batches)"},
         *_interval_rows(result),
@@ -618,7 +637,13 @@ def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
 
 def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str]:
     """float64 ``[L]`` peak utilization (load / payload capacity, max over phases) of the
-    algorithm the collective model picks at ``size_bytes``, and that algorithm's name."""
+    algorithm the collective model picks at ``size_bytes``, and that algorithm's name.
+
+    Every link the flows cross has its load: under ``adaptive`` routing, whose routes
+    list one representative link per set of equal-cost links (each carrying the same
+    load), every link of the set gets its representative's
+    (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
+    """
     chosen = prepared.evaluate([size_bytes])[0]
     solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
     capacity = prepared.capacity
@@ -627,6 +652,8 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
     for phase in solved.phases:
         load = phase.link_load(capacity.shape[0])
         np.maximum(peak, np.where(usable, load / np.where(usable, capacity, 1.0), 0.0), out=peak)
+    if prepared.routing == "adaptive":
+        peak = adaptive_link_values(prepared.fabric, peak)
     return peak, chosen.algo
 
 
@@ -651,14 +678,20 @@ def _utilization_section(fabric, model, job) -> dict:
     )
     # The step model's own group sets and routing: the solves are shared with step_time
     # through the process-wide structure cache, so this re-solves nothing it already did.
+    routing = job.get("routing", "auto")
     cache = register_groups(
         CollectiveCache(
-            fabric, "fabric", seed=job.get("seed", 0), algorithms=job.get("algorithms")
+            fabric,
+            "fabric",
+            seed=job.get("seed", 0),
+            algorithms=job.get("algorithms"),
+            routing=routing,
         ),
         where,
         model,
         lay,
     )
+    resolved = routing_for(fabric) if routing == "auto" else routing
     rows, figures = [], []
     for name, op, size, what in job_collectives(model, lay):
         prepared = cache.collective(name, op)
@@ -700,7 +733,14 @@ def _utilization_section(fabric, model, job) -> dict:
         "with the algorithm the collective model picks for the message size the step model "
         "uses; its transfers are routed and their rates max-min solved. Utilization is each "
         "link's load over its payload capacity at the busiest phase of the algorithm; "
-        "statistics are over all links of a kind (idle ones included, failed ones left out)."
+        "statistics are over all links of a kind (idle ones included, failed ones left out). "
+        f"Routing {resolved}: "
+        + (
+            "each flow is split evenly over all its equal-cost paths, so every link of a "
+            "path set carries traffic and is counted."
+            if resolved in ("adaptive", "spray")
+            else "the links counted are those the flows' paths cross."
+        )
     )
     if not rows:
         text += " The job has no collective that crosses a link (one GPU, or every group of one)."
@@ -708,7 +748,10 @@ def _utilization_section(fabric, model, job) -> dict:
         "utilization",
         "Per-tier utilization under the job's collectives",
         text,
-        {"routing": "auto (the fabric's transport)", "seed": job.get("seed", 0)},
+        {
+            "routing": resolved + (" (auto: the fabric's transport)" if routing == "auto" else ""),
+            "seed": job.get("seed", 0),
+        },
         started,
         tables=[
             {
@@ -741,10 +784,12 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
     cables = cables_per_kind(fabric).get(kind, 0)
     before = int(fabric.meta.get("failed_cables", 0))
     for fraction in sorted(float(f) for f in fractions):
-        times, failed, errors = [], [], []
+        times, failed, reduced, errors = [], [], [], []
         for draw in range(seed, seed + seeds):
             broken = fabric.without(link_kind=kind, fraction=fraction, seed=draw)
             failed.append(int(broken.meta.get("failed_cables", 0)) - before)
+            # links still up with fewer cables than built (partly failed bundles)
+            reduced.append(int(broken.meta.get("reduced_links", 0)))
             try:
                 result = step_time(model, gpu, fabric=broken, **kwargs)
             except FabricflowError as error:  # e.g. failures cut the job apart
@@ -755,6 +800,9 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         row = {
             "fraction_pct": 100 * fraction,
             "failed": f"{min(failed)}-{max(failed)}" if min(failed) != max(failed) else failed[0],
+            "reduced": f"{min(reduced)}-{max(reduced)}"
+            if min(reduced) != max(reduced)
+            else reduced[0],
             "draws": seeds,
             "mean_s": float(np.mean(times)) if times else None,
             "max_s": float(np.max(times)) if times else None,
@@ -804,8 +852,9 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         "Failure sensitivity",
         f"Step time of the same layout, order and placement with a random fraction of the "
         f"{cables:,} physical {kind} cables failed (both directions of a cable fail together; "
-        f"a bundle of parallel cables loses the capacity of its failed ones; routing then "
-        f"uses the surviving paths). {seeds} random draw(s) per fraction; the slowdown is "
+        f"a bundle of parallel cables loses the capacity of its failed ones and stays up at "
+        f"reduced capacity until its last one fails; routing then uses the surviving paths). "
+        f"{seeds} random draw{'' if seeds == 1 else 's'} per fraction; the slowdown is "
         f"the worst draw against the healthy step of {healthy.step_time_s:.4g} s.",
         {
             "link_kind": kind,
@@ -820,6 +869,7 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
                 "columns": [
                     ("fraction_pct", "failed (%)"),
                     ("failed", "cables failed"),
+                    ("reduced", "links at reduced capacity"),
                     ("draws", "draws"),
                     ("mean_s", "mean step (s)"),
                     ("max_s", "worst step (s)"),

@@ -57,6 +57,8 @@ def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = N
             "unit_price": round(line.unit_price),
             "price": round(line.price),
             "power_kW": line.power_W / 1e3,
+            # which end of a cable a transceiver sits at, the reach, the breakout
+            "detail": line.detail,
         }
         for line in network.lines
     ]
@@ -92,6 +94,7 @@ def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = N
             "columns": [
                 ("part", "part"), ("tier", "tier"), ("count", "count"),
                 ("unit_price", "unit price"), ("price", "price"), ("power_kW", "power kW"),
+                ("detail", "what"),
             ],
             "rows": lines,
         },
@@ -102,18 +105,29 @@ def plot_cost_by_tier(network: FabricCost, path: str | Path) -> Path:
     """Bar charts: network capex and power per tier."""
     tiers = network.by("tier")
     names = list(tiers)
-    fig = new_figure(figsize=(10, 4))
+    fig = new_figure(figsize=(10, 4.4))
     axes = fig.subplots(1, 2)
     axes[0].bar(names, [tiers[n]["capex"] / 1e6 for n in names], color="tab:blue")
     axes[0].set_ylabel(f"capex (million {network.currency})")
+    axes[0].set_title("network capex", fontsize=9)
     axes[1].bar(names, [tiers[n]["power_W"] / 1e3 for n in names], color="tab:orange")
     axes[1].set_ylabel("power (kW)")
+    axes[1].set_title("network power", fontsize=9)
     for ax in axes:
-        ax.set_xlabel("tier (switches and the cables up from them; nic: NICs and GPU cables)")
+        ax.set_xlabel("tier")
+        ax.tick_params(axis="x", labelrotation=30 if len(names) > 5 else 0)
     fig.suptitle(
         f"{network.fabric}: {network.capex_per_gpu:,.0f} {network.currency} and "
-        f"{network.power_W_per_gpu:,.0f} W of network per GPU"
+        f"{network.power_W_per_gpu:,.0f} W of network per GPU",
+        fontsize=10,
     )
+    # what a tier holds, said once under both panels (a long label per panel overlapped)
+    fig.supxlabel(
+        "a tier: its switches and the cables up from them; nic: the NICs and the GPU-to-leaf "
+        "cables; scale-up: the scale-up switches (NVLink switch trays or in-server)",
+        fontsize=8,
+    )
+    fig.tight_layout()
     return save_figure(fig, path)
 
 

@@ -112,6 +112,8 @@ def render_html(report: dict, *, version: str, command: str) -> str:
         {"item": "memory per GPU", "value": f"{head['memory_gib_per_gpu']:.1f} GiB"},
         {"item": "bisection (one way)", "value": f"{head['bisection_Bps'] * 8 / 1e12:,.1f} Tb/s"},
     ]
+    if "step_command" in report:  # the command line adds it: the step timed, to repeat
+        headline_rows.append({"item": "the same step alone", "value": report["step_command"]})
     if "best_layout" in head:
         headline_rows.append(
             {

@@ -36,6 +36,9 @@ import xarray as xr
 
 from ..errors import FabricflowError
 from ..workload.compute import BREAKDOWN_KEYS
+from ..workload.memory import GIB, memory_per_gpu
+from ..workload.model import load_model
+from ..workload.stack import list_stacks, load_stack
 
 NEMO_2511 = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -64,8 +67,15 @@ class PublishedRun:
         measured_step_s: the published step time, seconds.
         source: where the numbers come from.
         notes: what of the run the layout encodes beyond the published columns.
-        placement: rank placement on the fabric (``domain-aligned`` on NVL72 racks: 64 GPUs
-            of each rack run the job, 8 are spares).
+        placement: rank placement on the fabric: the step model's default ``deployed``
+            (on NVL72 racks 64 GPUs of each rack run the job, 8 are spares, and no TP / EP
+            group straddles two racks).
+        stack: the software release that ran it (``nemo-25.11``, ``megatron-2021``, ...):
+            a label for now, the name of a ``--stack`` preset where one exists.
+        published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8 current
+            or delayed per-tensor scaling), ``mxfp8`` (32-element blocks) or ``fp8-block``
+            (128 x 128 weight / 1 x 128 activation blocks); the layout times every FP8
+            flavour as ``fp8``.
     """
 
     name: str
@@ -79,7 +89,9 @@ class PublishedRun:
     measured_step_s: float
     source: str
     notes: str = ""
-    placement: str = "contiguous"
+    placement: str = "deployed"
+    stack: str = ""
+    published_precision: str = ""
     fabric_overrides: dict = dataclasses.field(default_factory=dict)
     model_overrides: dict = dataclasses.field(default_factory=dict)
 
@@ -91,6 +103,17 @@ class PublishedRun:
             or "qwen3" in self.model
             or "gpt-oss" in self.model
         )
+
+
+# published precision -> the layout's precision and FP8 scaling recipe
+PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8", "fp8": "fp8"}
+# "fp8": the table names FP8 without its scaling (timed as per-tensor current scaling)
+FP8_RECIPE = {
+    "fp8-cs": "tensorwise",
+    "mxfp8": "mxfp8",
+    "fp8-block": "blockwise",
+    "fp8": "tensorwise",
+}
 
 
 def _step(global_batch: int, seq: int, tokens_per_s_gpu: float, gpus: int) -> float:
@@ -108,9 +131,16 @@ def _modern(
     source=NEMO_2511,
     notes="",
     model_overrides=None,
+    stack="nemo-25.11",
+    published_precision="",
     **layout,
 ):
     tp = layout.get("tp", 1)
+    fp8 = layout.get("precision", "bf16") == "fp8"
+    if not published_precision:
+        published_precision = ("mxfp8" if "MXFP8" in notes else "fp8-cs") if fp8 else "bf16"
+    if fp8:  # the FP8 scaling recipe the row ran
+        layout.setdefault("fp8_recipe", FP8_RECIPE[published_precision])
     layout.setdefault("sequence_parallel", tp > 1)
     layout.setdefault("tp_overlap", tp > 1)
     layout.setdefault("grad_reduce_dtype", "bf16")  # every recipe: grad_reduce_in_fp32 = False
@@ -127,7 +157,8 @@ def _modern(
         source=source,
         notes=notes,
         model_overrides=model_overrides or {},
-        placement="domain-aligned" if "nvl72" in fabric else "contiguous",
+        stack=stack,
+        published_precision=published_precision,
     )
 
 
@@ -240,6 +271,7 @@ MODERN_RUNS = (
         1024,
         1297,
         source=NEMO_2509,
+        stack="nemo-25.09",
         tp=2,
         pp=8,
         vpp=4,
@@ -472,6 +504,328 @@ MODERN_RUNS = (
 )
 
 
+ARCHIVE = (
+    "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary-archive.md"
+)
+SUMMARY = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary.md"
+# the NeMo releases before Megatron-Bridge published their tables in NeMo itself
+NEMO_DOCS = {
+    "24.07": "https://github.com/NVIDIA/NeMo/blob/8e3d65dcfe/docs/source/performance/"
+    "performance_summary.md (NeMo 24.07 container, DGX-H100, FP8)",
+    "25.02": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/"
+    "performance_summary.html (NeMo 25.02 container, DGX-B200, FP8)",
+    "25.04": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/archive/"
+    "25.04-performance-summary.html (NeMo 25.04 container, DGX-GB200, FP8 current scaling)",
+    "25.07": "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/"
+    "performance-summary.html (NeMo 25.07 container, DGX-GB200)",
+}
+SYSTEMS = {"h100": H100, "b200": B200, "gb200": GB200}
+MODELS = {
+    "8b": "llama3-8b",
+    "70b": "llama3-70b",
+    "405b": "llama3-405b",
+    "dsv3": "deepseek-v3",
+    "oss": "gpt-oss-120b",
+    "q30": "qwen3-30b-a3b",
+    "q235": "qwen3-235b-a22b",
+    "gpt175": "gpt3-175b",
+    "mx7": "mixtral-8x7b",
+}
+
+
+def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
+    """Layout settings the tables do not print, per model and system, as the 25.11
+    recipes set them (the rows above): recompute, CUDA-graph scopes, all-to-all overlap,
+    force-balanced dropless routing (``capacity``: a token-drop row, capacity factor 1,
+    as the 25.09 token-drop recipes set it)."""
+    out: dict = {}
+    if model in ("gpt3-175b", "mixtral-8x7b"):  # no setting beyond the table's is known
+        return out
+    if model.startswith("llama3"):
+        if system == "h100" and model == "llama3-8b" and fsdp:
+            out.update(recompute="full", recompute_layers=5)
+        if system != "h100" and model == "llama3-8b":
+            out.update(cuda_graphs=True)
+        if fsdp:
+            out.update(zero=3)
+        if fsdp and system == "gb200" and model == "llama3-70b":
+            out.update(offload_activations=40 / 80)  # 40 layers' activations on the Grace CPU
+        if fsdp and system == "gb200" and model == "llama3-405b":
+            out.update(offload_activations=92 / 126)
+        return out
+    out.update(moe_capacity_factor=1.0) if capacity else out.update(FORCED)
+    if model == "gpt-oss-120b":
+        out.update(recompute="selective", recompute_modules="layernorm,moe_act")
+    elif model == "deepseek-v3":
+        modules = "mla_up_proj,mlp" if system == "h100" else "mla_up_proj"
+        out.update(recompute="selective", recompute_modules=modules)
+    elif model == "qwen3-30b-a3b" and system != "h100":
+        out.update(cuda_graph_scope="moe_router,moe_preprocess")
+    elif model == "qwen3-235b-a22b" and system == "gb200":
+        out.update(cuda_graph_scope="attn,moe_router,moe_preprocess")
+    if model in ("qwen3-235b-a22b", "deepseek-v3") and system == "h100":
+        out.update(ep_overlap=True)
+    if model == "qwen3-30b-a3b" and system == "h100":
+        out.update(ep_overlap=True)
+    return out
+
+
+# release, system, model, precision, GPUs, GBS, MBS, sequence, FSDP, TP, PP, CP, VP, EP,
+# tokens / s / GPU; "td" after the model: a token-drop run. The 25.11 rows not above are its
+# parenthesised MXFP8 figures; 25.09's table has no precision column: its main figures are
+# FP8 current scaling, the parenthesised ones MXFP8 (B200, GB200). Its 70B GB200 MXFP8 row
+# runs micro-batch 1 (the release's LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_BASE_CONFIG sets
+# no micro-batch: the default 1; the table prints one MBS column for both variants).
+_NEMO = """
+24.07 h100 8b fp8 8 128 1 8192 0 1 1 2 1 1 12273
+24.07 h100 70b fp8 64 128 1 8192 0 4 4 2 5 1 1524
+24.07 h100 gpt175 fp8 128 256 1 2048 0 4 8 1 6 1 716
+24.07 h100 gpt175 fp8 512 2048 2 2048 0 4 8 1 6 1 825
+25.02 b200 gpt175 fp8 512 2048 2 2048 0 4 4 1 6 1 1600
+25.02 b200 8b fp8 8 128 2 8192 0 1 1 1 1 1 26006
+25.02 b200 70b fp8 64 128 1 8192 0 2 4 2 5 1 3062
+25.02 b200 405b fp8 128 64 1 8192 0 4 8 2 8 1 625
+25.02 b200 mx7 fp8 64 256 2 4096 0 1 1 1 1 8 15457
+25.04 gb200 gpt175 fp8-cs 128 256 2 2048 0 4 4 1 12 1 1804
+25.04 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 33099
+25.04 gb200 70b fp8-cs 64 128 1 8192 1 1 1 1 1 1 4035
+25.04 gb200 405b fp8-cs 128 64 1 8192 0 4 8 2 8 1 665
+25.04 gb200 mx7 fp8-cs 64 256 2 4096 0 1 1 1 1 8 19275
+25.07 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 31737
+25.07 gb200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 30341
+25.07 gb200 70b fp8-cs 64 128 1 8192 1 1 1 1 1 1 4066
+25.07 gb200 70b mxfp8 64 128 1 8192 0 2 4 2 5 1 2605
+25.07 gb200 405b fp8-cs 128 64 1 8192 1 2 1 1 1 1 706
+25.07 gb200 405b mxfp8 128 64 1 8192 0 4 8 2 8 1 638
+25.09 gb200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 31357
+25.09 gb200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 29925
+25.09 gb200 70b fp8-cs 64 128 2 8192 1 1 1 1 1 1 3986
+25.09 gb200 70b mxfp8 64 128 1 8192 0 2 4 1 5 1 3546
+25.09 gb200 405b fp8-cs 128 64 1 8192 1 2 1 1 1 1 729
+25.09 gb200 405b mxfp8 128 64 1 8192 0 4 8 2 8 1 578
+25.09 gb200 dsv3td fp8-cs 256 2048 1 4096 0 1 4 1 4 64 3454
+25.09 gb200 dsv3td mxfp8 256 2048 1 4096 0 1 8 1 2 64 2835
+25.09 gb200 q30td fp8-cs 8 512 4 4096 0 1 1 1 1 8 22775
+25.09 gb200 q30td mxfp8 8 512 4 4096 0 1 1 1 1 8 23723
+25.09 gb200 q235td fp8-cs 64 1024 1 4096 0 2 1 1 1 64 4452
+25.09 gb200 q235td mxfp8 64 1024 1 4096 0 2 1 1 1 64 4416
+25.09 b200 8b fp8-cs 8 128 2 8192 0 1 1 1 1 1 29994
+25.09 b200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 29388
+25.09 b200 405b fp8-cs 128 64 1 8192 0 4 8 2 8 1 664
+25.09 b200 405b mxfp8 128 64 1 8192 0 4 8 2 8 1 622
+25.09 b200 dsv3td fp8-cs 256 2048 1 4096 0 1 16 1 1 8 2265
+25.09 b200 dsv3td mxfp8 256 2048 1 4096 0 1 16 1 1 8 2159
+25.09 b200 q30td fp8-cs 8 512 1 4096 0 1 1 1 1 8 18066
+25.09 b200 q235td fp8-cs 64 1024 1 4096 0 1 8 1 2 8 4104
+25.09 b200 q235td mxfp8 64 1024 1 4096 0 1 8 1 2 8 4275
+25.09 h100 8b fp8-cs 8 128 1 8192 1 1 1 1 1 1 14079
+25.09 h100 70b fp8-cs 64 128 1 8192 0 4 8 1 5 1 1619
+25.09 h100 405b fp8-cs 1024 512 1 8192 0 8 8 2 8 1 302
+25.09 h100 q30td fp8-cs 16 512 2 4096 0 1 2 1 24 8 10494
+25.09 h100 q235td fp8-cs 256 2048 1 4096 0 2 8 1 4 32 1204
+25.11 gb200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 29789
+25.11 b200 8b mxfp8 8 128 2 8192 0 1 1 1 1 1 29521
+25.11 b200 405b mxfp8 128 64 1 8192 0 4 8 2 8 1 624
+26.02 gb200 70b mxfp8 64 256 1 8192 0 2 4 1 5 1 3613
+26.02 gb200 70b fp8-cs 64 256 2 8192 1 1 1 1 1 1 4040
+26.02 h100 70b fp8-cs 64 256 1 8192 0 4 8 1 5 1 1621
+26.02 gb200 405b mxfp8 256 1536 1 8192 0 4 16 1 8 1 786
+26.02 gb200 405b fp8-cs 256 1536 1 8192 0 4 16 1 4 1 793
+26.02 h100 405b fp8-cs 1024 1536 1 8192 0 8 8 2 8 1 311
+26.02 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 3955
+26.02 b200 dsv3 mxfp8 256 4096 1 4096 0 1 16 1 1 8 2689
+26.02 gb200 oss bf16 64 1280 4 4096 0 1 1 1 1 64 15784
+26.02 b200 oss bf16 64 1280 4 4096 0 1 1 1 1 64 8047
+26.02 h100 oss bf16 64 1280 1 4096 0 1 4 1 1 8 5993
+26.02 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26084
+26.02 b200 q30 mxfp8 8 512 1 4096 0 1 1 1 1 8 9691
+26.02 h100 q30 fp8-cs 16 1024 1 4096 0 1 2 1 12 8 5113
+26.02 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 1 32 5448
+26.02 b200 q235 mxfp8 256 8192 1 4096 0 1 8 1 1 8 3805
+26.02 h100 q235 fp8-cs 256 8192 1 4096 0 2 8 1 4 32 1633
+26.02.01 gb200 70b mxfp8 64 256 1 8192 0 2 4 1 5 1 3837
+26.02.01 gb200 70b fp8-cs 64 256 2 8192 1 1 1 1 1 1 4357
+26.02.01 h100 70b fp8-cs 64 256 1 8192 0 4 8 1 5 1 1639
+26.02.01 gb200 405b mxfp8 256 1536 1 8192 0 4 16 1 8 1 775
+26.02.01 gb200 405b fp8-cs 256 1536 1 8192 0 4 16 1 4 1 818
+26.02.01 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4021
+26.02.01 b200 dsv3 mxfp8 256 4096 1 4096 0 1 16 1 1 8 2790
+26.02.01 gb200 oss bf16 64 1280 4 4096 0 1 1 1 1 64 15754
+26.02.01 b200 oss bf16 64 1280 4 4096 0 1 1 1 1 8 13722
+26.02.01 h100 oss bf16 64 1280 1 4096 0 1 4 1 1 8 5984
+26.02.01 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26373
+26.02.01 b200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26695
+26.02.01 h100 q30 fp8-cs 16 1024 1 4096 0 1 2 1 12 8 9058
+26.02.01 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 1 32 5530
+26.02.01 h100 q235 fp8-cs 256 8192 1 4096 0 2 8 1 4 32 1611
+26.04 gb200 70b mxfp8 64 256 1 8192 0 2 4 1 5 1 3828
+26.04 gb200 70b fp8-cs 64 256 2 8192 1 1 1 1 1 1 4143
+26.04 h100 70b fp8-cs 64 256 1 8192 0 4 8 1 5 1 1633
+26.04 gb200 405b mxfp8 256 1536 1 8192 0 4 16 1 8 1 793
+26.04 gb200 405b fp8-cs 256 1536 1 8192 0 4 16 1 4 1 842
+26.04 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4193
+26.04 b200 dsv3 mxfp8 256 4096 1 4096 0 1 16 1 1 8 2815
+26.04 gb200 oss bf16 64 1280 4 4096 0 1 1 1 1 64 15938
+26.04 b200 oss bf16 64 1280 4 4096 0 1 1 1 1 8 13045
+26.04 h100 oss bf16 64 1280 1 4096 0 1 4 1 1 8 5810
+26.04 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26032
+26.04 b200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26859
+26.04 h100 q30 fp8-cs 16 1024 1 4096 0 1 1 1 1 16 8901
+26.04 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 3 32 5672
+26.04 h100 q235 fp8-cs 256 8192 1 4096 0 2 8 1 4 32 1686
+26.04.01 gb200 70b mxfp8 64 256 1 8192 0 2 4 1 5 1 3712
+26.04.01 gb200 70b fp8-cs 64 256 2 8192 1 1 1 1 1 1 4224
+26.04.01 h100 70b fp8-cs 64 256 1 8192 0 4 8 1 5 1 1664
+26.04.01 gb200 405b mxfp8 256 1536 1 8192 0 4 16 1 8 1 800
+26.04.01 gb200 405b fp8-cs 256 1536 1 8192 0 4 16 1 4 1 864
+26.04.01 h100 405b fp8-cs 1024 1536 1 8192 0 8 8 2 8 1 328
+26.04.01 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4256
+26.04.01 b200 dsv3 mxfp8 256 4096 1 4096 0 1 8 1 2 32 3328
+26.04.01 gb200 oss bf16 64 1280 4 4096 0 1 1 1 1 64 16640
+26.04.01 b200 oss bf16 64 1280 4 4096 0 1 1 1 1 8 13568
+26.04.01 h100 oss bf16 64 1280 1 4096 0 1 4 1 1 8 5824
+26.04.01 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 26112
+26.04.01 b200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 27136
+26.04.01 h100 q30 fp8-cs 16 1024 1 4096 0 1 1 1 1 16 8960
+26.04.01 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 3 32 5680
+26.04.01 b200 q235 mxfp8 256 8192 1 4096 0 1 8 1 1 8 3776
+26.04.01 h100 q235 fp8-cs 256 8192 1 4096 0 2 8 1 4 32 1712
+26.06 gb200 405b fp8-cs 256 1536 1 8192 0 4 16 1 4 1 843
+26.06 gb200 405b mxfp8 256 1536 1 8192 0 4 16 1 8 1 783
+26.06 h100 405b fp8-cs 1024 1536 1 8192 0 8 8 2 8 1 326
+26.06 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4969
+26.06 gb200 oss mxfp8 64 1280 4 4096 0 1 1 1 1 64 28947
+26.06 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 40706
+26.06 h100 q30 fp8-cs 16 1024 1 4096 0 1 1 1 1 16 8826
+26.06 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 3 32 7376
+26.06.01 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4928
+26.06.01 gb200 oss mxfp8 64 1280 4 4096 0 1 1 1 1 64 18304
+26.06.01 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 40960
+26.06.01 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 3 32 7360
+26.08 gb200 dsv3 mxfp8 256 4096 1 4096 0 1 4 1 4 64 4912
+26.08 gb200 oss mxfp8 64 1280 4 4096 0 1 1 1 1 64 28672
+26.08 gb200 q30 mxfp8 8 512 4 4096 0 1 1 1 1 8 39936
+26.08 gb200 q235 mxfp8 256 8192 1 4096 0 1 8 1 3 32 7280
+"""
+
+
+def _nemo_row(line: str) -> PublishedRun:
+    fields = line.split()
+    release, system, key, precision = fields[:4]
+    gpus, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep = (int(v) for v in fields[4:14])
+    tokens = float(fields[14])
+    token_drop = key.endswith("td")
+    model = MODELS[key.removesuffix("td")]
+    layout: dict = dict(tp=tp, pp=pp, cp=cp, vpp=vp, ep=ep, global_batch=gbs, micro_batch=mbs)
+    layout.update(seq_len=seq, precision=PRECISION[precision])
+    layout.update(_recipe(model, system, bool(fsdp), token_drop))
+    overrides = {}
+    if model == "deepseek-v3" and system == "gb200":
+        overrides = {"num_nextn_predict_layers": 0}  # the GB200 recipes run it without MTP
+    where = SUMMARY if release == "26.08" else f"{ARCHIVE} ({release} NeMo container)"
+    where = NEMO_DOCS.get(release, where)
+    notes = "token-drop (capacity factor 1)" if token_drop else ""
+    if model == "gpt-oss-120b" and release == "26.06.01":
+        notes = "the release notes a cuDNN regression for this model (cudnn-frontend issue 256)"
+    name = f"{key.removesuffix('td')}{' td' if token_drop else ''} {system} {precision} {release}"
+    if model == "gpt3-175b":  # published at two scales
+        name = f"{name} {gpus}"
+    return _modern(
+        name,
+        *SYSTEMS[system],
+        model,
+        gpus,
+        tokens,
+        source=where,
+        notes=notes,
+        model_overrides=overrides,
+        stack=f"nemo-{release}",
+        published_precision=precision,
+        **layout,
+    )
+
+
+RECIPE_RUNS = tuple(_nemo_row(line) for line in _NEMO.strip().splitlines())
+
+
+# The Llama 3 paper's Table 4 counts 405e9 parameters; FLOPs per token 6 N + 6 L s h (causal
+# attention, forward and backward), so its TFLOP/s per GPU give the step time.
+_LLAMA3_FLOPS_PER_STEP = 2048 * 8192 * (6 * 405e9 + 6 * 126 * 8192 * 16384)
+# DeepSeek-V3: 180K H800 GPU hours per trillion tokens (report, section 1), batches of
+# 15,360 sequences of 4,096 tokens on 2,048 GPUs
+_DEEPSEEK_STEP_S = 180e3 * 3600 / 1e12 * 15360 * 4096 / 2048
+
+PAPER_RUNS = tuple(
+    PublishedRun(
+        name=f"llama3-405b meta {gpus}",
+        era="modern",
+        system="Meta H100 (RoCE)",
+        fabric="meta-llama3-24k",
+        gpu="h100-sxm",
+        model="llama3-405b",
+        gpus=gpus,
+        layout=dict(
+            tp=8,
+            pp=16,
+            vpp=vpp,
+            micro_batch=1,
+            global_batch=2048,
+            seq_len=8192,
+            zero=2,
+            grad_reduce_dtype="fp32",
+        ),
+        measured_step_s=_LLAMA3_FLOPS_PER_STEP / (tflops * 1e12 * gpus),
+        source=LLAMA3,
+        notes="TP 8, PP 16, FSDP over DP (optimizer state and gradients sharded, weights "
+        "kept after the forward pass), bf16; Meta's own interleaved schedule (a flexible "
+        "number N of micro-batches per virtual-stage group, production N not published) is "
+        "timed as Megatron-Core's with N = pp; virtual stages not published (vpp "
+        f"{vpp} assumed); gradients reduced in fp32",
+        stack="meta-llama3-2024",
+        published_precision="bf16",
+    )
+    for gpus, tflops, vpp in ((8192, 430.0, 2), (16384, 400.0, 2))
+) + (
+    PublishedRun(
+        name="deepseek-v3 h800 2048",
+        era="modern",
+        system="DeepSeek H800 (IB)",
+        fabric="meta-llama3-24k",
+        fabric_overrides=dict(
+            name="h800-pod", gpus=3072, scale_up={"bandwidth_bidirectional": "400GB/s"}
+        ),
+        gpu="h800",
+        model="deepseek-v3",
+        gpus=2048,
+        layout=dict(
+            pp=16,
+            ep=64,
+            micro_batch=1,
+            global_batch=15360,
+            seq_len=4096,
+            precision="fp8",
+            pipeline_schedule="dualpipe",
+            recompute="selective",
+            recompute_modules="layernorm,mla_up_proj,moe_act",
+            grad_reduce_dtype="fp32",
+            adam_moments_dtype="bf16",
+            fp8_activation_cache=True,
+            fp8_recipe="blockwise",
+            zero=1,
+        ),
+        measured_step_s=_DEEPSEEK_STEP_S,
+        source=DEEPSEEK,
+        notes="PP 16, EP 64 over 8 nodes, ZeRO-1 DP 128, DualPipe, fp8 (128 x 128 weight / "
+        "1 x 128 activation blocks), RMSNorm, MLA up-projections and the MoE SwiGLU output "
+        "recomputed, SwiGLU inputs cached in FP8, bf16 Adam moments, fp32 gradients; the step is the 180K GPU hours per trillion tokens of the whole run; "
+        "micro-batch 1 assumed; the fabric is a stand-in (Clos of 400G per GPU, NVLink "
+        "400 GB/s)",
+        stack="deepseek-v3",
+        published_precision="fp8-block",
+    ),
+)
+
+
 # What the Megatron-LM of each paper ran (its defaults then; docs/step-validation.md): no
 # sequence parallelism, no userbuffers TP overlap, blocking pipeline send/receive and the
 # fp32 vocab-parallel loss in both. The 2022 code issued its backward TP collectives
@@ -529,6 +883,8 @@ def _a100(
         ),
         measured_step_s=hardware_flops / (tflops * 1e12 * gpus),
         source=source,
+        stack="megatron-2021",
+        published_precision="fp16",
     )
 
 
@@ -592,6 +948,8 @@ A100_RUNS = tuple(
         measured_step_s=t,
         source=KORTHIKANTI,
         notes="iteration time as published",
+        stack="megatron-2022",
+        published_precision="fp16",
     )
     for n, h, a, layers, pp, g, b, full_s, present_s in (
         ("22b", 6144, 64, 48, 1, 8, 4, 1.42, 1.10),
@@ -605,7 +963,27 @@ A100_RUNS = tuple(
     )
 )
 
-PUBLISHED_RUNS = A100_RUNS + MODERN_RUNS
+PUBLISHED_RUNS = A100_RUNS + MODERN_RUNS + RECIPE_RUNS + PAPER_RUNS
+# GPU generation of each GPU preset the runs use
+GENERATION = {
+    "a100-80gb": "ampere",
+    "h100-sxm": "hopper",
+    "h800": "hopper",
+    "b200": "blackwell",
+    "gb200": "blackwell",
+}
+
+
+def run_setup(run: PublishedRun) -> tuple:
+    """``(model, layout, stack)`` of ``run`` as :func:`predict` times it: the published
+    layout with ``dp`` derived from the GPU count, on the row's own software stack where a
+    preset exists (its choices are the defaults the row's settings override), else on the
+    step model's default stack."""
+    kwargs = dict(run.layout)
+    tp, pp, cp = kwargs.get("tp", 1), kwargs.get("pp", 1), kwargs.get("cp", 1)
+    kwargs["dp"] = run.gpus // (tp * pp * cp)
+    stack = load_stack(run.stack if run.stack in list_stacks() else None)
+    return load_model(run.model, **run.model_overrides), stack.layout_for(**kwargs), stack
 
 
 def predict(run: PublishedRun, **step_kwargs) -> dict:
@@ -613,29 +991,37 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
     measured - 1), the breakdown, memory, and ``refused`` (the layout was refused, with the
     reason)."""
     from ..fabric.spec import load_fabric
-    from ..workload.layout import Layout
-    from ..workload.model import load_model
     from ..workload.step import step_time
 
-    kwargs = dict(run.layout)
-    tp, pp, cp = kwargs.get("tp", 1), kwargs.get("pp", 1), kwargs.get("cp", 1)
-    kwargs["dp"] = run.gpus // (tp * pp * cp)
-    layout = Layout(**kwargs)
+    model, layout, stack = run_setup(run)
     fabric = load_fabric(run.fabric, **run.fabric_overrides)
-    model = load_model(run.model, **run.model_overrides)
     out = {
         "name": run.name,
         "era": run.era,
         "system": run.system,
         "moe": run.moe,
+        "stack": run.stack,
+        "generation": GENERATION[run.gpu],
+        "precision": run.published_precision,
+        "class": run_class(run),
+        "stack_preset": stack.name,
         "measured_step_s": run.measured_step_s,
     }
     try:
         result = step_time(
-            model, run.gpu, layout, fabric, **({"placement": run.placement} | step_kwargs)
+            model,
+            run.gpu,
+            layout,
+            fabric,
+            **({"placement": run.placement, "stack": stack} | step_kwargs),
         )
     except FabricflowError as error:
-        return out | {"refused": str(error), "predicted_step_s": math.nan, "error": math.nan}
+        refused = {"refused": str(error), "predicted_step_s": math.nan, "error": math.nan}
+        try:  # how far over the memory check the estimate is, when that was the reason
+            refused["memory_gib"] = memory_per_gpu(model, layout).total / GIB
+        except FabricflowError:
+            pass
+        return out | refused
     return out | {
         "refused": "",
         "predicted_step_s": result.step_time_s,
@@ -650,6 +1036,33 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
 def validation_table(runs=PUBLISHED_RUNS, **step_kwargs) -> list[dict]:
     """:func:`predict` for every run."""
     return [predict(run, **step_kwargs) for run in runs]
+
+
+def run_class(run: PublishedRun) -> str:
+    """``'<generation> <dense|moe> <precision>'``, e.g. ``'blackwell moe mxfp8'``: the
+    classes the validation reports its errors by."""
+    kind = "moe" if run.moe else "dense"
+    return f"{GENERATION[run.gpu]} {kind} {run.published_precision}"
+
+
+def residuals(rows: list[dict]) -> list[dict]:
+    """One record per row of :func:`validation_table`, machine-readable: ``name``,
+    ``class`` (:func:`run_class`), ``generation``, ``moe``, ``precision``, ``stack``,
+    ``measured_step_s``, ``predicted_step_s`` (NaN when refused), ``log_ratio`` (ln of
+    predicted / measured, NaN when refused) and ``refused`` (the reason, "" when it ran).
+    Held-out data: nothing in the step model is fitted to it."""
+    keys = ("name", "class", "generation", "moe", "precision", "stack", "measured_step_s")
+    return [
+        {key: row[key] for key in keys}
+        | {
+            "predicted_step_s": row["predicted_step_s"],
+            "log_ratio": math.log(row["predicted_step_s"] / row["measured_step_s"])
+            if not row["refused"]
+            else math.nan,
+            "refused": row["refused"],
+        }
+        for row in rows
+    ]
 
 
 def summary(rows: list[dict]) -> dict:
@@ -667,6 +1080,7 @@ def summary(rows: list[dict]) -> dict:
             "mape": mape,
             "signed": signed,
             "refused": 1 - len(ran) / max(len(selected), 1),
+            "refused_runs": len(selected) - len(ran),
         }
 
     for era in ("a100", "modern"):
@@ -676,6 +1090,9 @@ def summary(rows: list[dict]) -> dict:
             groups[f"{era} {system}"] = [r for r in mine if r["system"] == system]
         for kind, flag in (("dense", False), ("moe", True)):
             groups[f"{era} {kind}"] = [r for r in mine if r["moe"] == flag]
+        for key in ("generation", "precision", "class"):
+            for value in sorted({r.get(key, "") for r in mine} - {""}):
+                groups[f"{era} {value}"] = [r for r in mine if r.get(key) == value]
         out.update({name: stats(chosen) for name, chosen in groups.items() if chosen})
     return out
 
@@ -683,8 +1100,8 @@ def summary(rows: list[dict]) -> dict:
 def validation_dataset(rows: list[dict]) -> xr.Dataset:
     """The rows of :func:`validation_table` as an :class:`xarray.Dataset` over ``run``:
     ``measured_step_s``, ``predicted_step_s`` (NaN when refused), ``error``, ``refused``
-    and ``breakdown_s`` (``run`` x ``part``), with ``era``, ``system`` and ``moe`` as
-    coordinates; :func:`summary` in the attributes as JSON."""
+    and ``breakdown_s`` (``run`` x ``part``), with ``era``, ``system``, ``moe``, ``class``
+    (:func:`run_class`) and ``stack`` as coordinates; :func:`summary` in the attributes as JSON."""
     parts = list(BREAKDOWN_KEYS)
     breakdown = np.array(
         [[r.get("breakdown", {}).get(part, np.nan) for part in parts] for r in rows], dtype=float
@@ -703,6 +1120,8 @@ def validation_dataset(rows: list[dict]) -> xr.Dataset:
             "era": ("run", [r["era"] for r in rows]),
             "system": ("run", [r["system"] for r in rows]),
             "moe": ("run", [bool(r["moe"]) for r in rows]),
+            "class": ("run", [r.get("class", "") for r in rows]),
+            "stack": ("run", [r.get("stack", "") for r in rows]),
         },
     )
     data.attrs["summary"] = json.dumps(summary(rows))
@@ -714,8 +1133,13 @@ __all__ = [
     "A100_RUNS",
     "MODERN_RUNS",
     "PUBLISHED_RUNS",
+    "PAPER_RUNS",
     "PublishedRun",
+    "RECIPE_RUNS",
     "predict",
+    "residuals",
+    "run_class",
+    "run_setup",
     "summary",
     "validation_dataset",
     "validation_table",

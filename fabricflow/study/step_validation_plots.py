@@ -14,13 +14,19 @@ SYSTEM_COLORS = {
     "DGX-H100": "#dd8452",
     "DGX-B200": "#55a868",
     "DGX-GB200": "#c44e52",
+    "Meta H100 (RoCE)": "#8172b3",
+    "DeepSeek H800 (IB)": "#937860",
 }
+
+
+# left-to-right order of the GPU generations in the error panel
+ERA_ORDER = {"ampere": 0, "hopper": 1, "blackwell": 2}
 
 
 def plot_validation(data, path: str | os.PathLike, *, thumbnail: bool = False) -> None:
     """Predicted against measured step time (log-log; circles dense, triangles MoE, one
-    colour per system; the diagonal and +-10 % band), and the signed error of each run
-    (refused runs marked with a cross at 0)."""
+    colour per system; the diagonal and +-10 % band), and the signed error of every run by
+    class with the class mean (refused runs counted per class)."""
     fig = new_figure(figsize=(8.0, 3.4) if thumbnail else (12.0, 5.0))
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.6]})
     measured = data.measured_step_s.values
@@ -51,24 +57,33 @@ def plot_validation(data, path: str | os.PathLike, *, thumbnail: bool = False) -
     left.set_ylabel("predicted step time (s)")
     left.legend(fontsize=6)
     left.grid(alpha=0.3, which="both")
-    x = np.arange(data.sizes["run"])
+    # the signed error of every run, one column per class (generation, dense/MoE,
+    # precision), with the class mean; refused runs counted under their column
+    classes = [str(c) for c in data["class"].values]
+    names = sorted(set(classes), key=lambda c: (ERA_ORDER.get(c.split()[0], 9), c))
     colors = [SYSTEM_COLORS.get(str(s), "grey") for s in data.system.values]
-    error = np.where(data.refused.values, 0.0, 100 * data.error.values)
-    right.bar(x, error, color=colors)
-    refused = np.flatnonzero(data.refused.values)
-    right.scatter(refused, np.zeros(refused.size), marker="x", color="black", label="refused")
+    error = 100 * data.error.values
+    refused = data.refused.values
+    rng = np.random.default_rng(0)
+    for i, name in enumerate(names):
+        pick = np.flatnonzero((np.asarray(classes) == name) & ~refused)
+        jitter = rng.uniform(-0.25, 0.25, pick.size)
+        right.scatter(i + jitter, error[pick], s=10, c=[colors[j] for j in pick], alpha=0.8)
+        if pick.size:
+            right.plot([i - 0.35, i + 0.35], [np.mean(error[pick])] * 2, color="black")
+        lost = int(np.sum((np.asarray(classes) == name) & refused))
+        if lost:
+            right.annotate(
+                f"{lost}\nrefused", (i, 0.02), xycoords=("data", "axes fraction"),
+                fontsize=6, ha="center",
+            )  # fmt: skip
     right.axhline(0, color="black", linewidth=0.8)
     for bound in (-10, 10):
         right.axhline(bound, color="grey", linestyle="--", linewidth=0.8)
-    if thumbnail:
-        right.set_xticks([])
-        right.set_xlabel("published runs (A100 era, then H100, B200, GB200)")
-    else:
-        right.set_xticks(x, [str(r) for r in data.run.values], rotation=90, fontsize=5)
+    right.set_xticks(np.arange(len(names)), [] if thumbnail else names, rotation=90, fontsize=6)
+    right.set_xlabel("class (GPU generation, dense / MoE, precision); bar: class mean")
     right.set_ylabel("step-time error (%)")
     right.grid(alpha=0.3, axis="y")
-    if refused.size:
-        right.legend(fontsize=7)
     summary = json.loads(data.attrs["summary"])
     title = ", ".join(
         f"{era}: MAPE {100 * summary[era]['mape']:.1f} %, {100 * summary[era]['refused']:.0f} % refused"

@@ -25,6 +25,7 @@ from .memory import (
 )
 from .model import ModelSpec, list_models, load_model, model_from_config
 from .placement import Placement, place
+from .stack import Stack, list_stacks, load_stack
 from .step import StepResult, compose_step, issue_rates, register_groups, step_time
 from .table import LayoutTable, layout_table
 
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryTable",
     "ModelSpec",
     "Placement",
+    "Stack",
     "StepResult",
     "compose",
     "compose_step",
@@ -48,8 +50,10 @@ __all__ = [
     "list_gpus",
     "layout_table",
     "list_models",
+    "list_stacks",
     "load_gpu",
     "load_model",
+    "load_stack",
     "memory_headroom",
     "memory_per_gpu",
     "memory_table",

@@ -32,10 +32,13 @@ from ..collective.cost import DEFAULT_COST, CostModel
 from ..errors import SpecError
 from ..files import read_structured
 from .gpu import GpuSpec
+from .stack import Stack
 
 __all__ = [
     "GPU_PARAMETERS",
     "NETWORK_PARAMETERS",
+    "STACK_PARAMETERS",
+    "all_parameters",
     "Calibration",
     "Parameter",
     "apply_network",
@@ -48,13 +51,32 @@ __all__ = [
 GPU_PARAMETERS = (
     "gemm_efficiency",
     "gemm_efficiency_fp8",
+    "gemm_efficiency_mxfp8",
     "attention_efficiency",
     "attention_backward_efficiency",
     "memory_efficiency",
+    "sustained_clock_fraction",
     "host_op_s",
-    "host_module_s",
 )
 """The :class:`GpuSpec` fields a calibration may set (``gpu.<field>``)."""
+
+STACK_PARAMETERS = (
+    "host_module_ops",
+    "fp8_module_factor",
+    "unbound_host_factor",
+    "alltoall_dispatch",
+    "alltoall_combine",
+    "deepep_nvlink_dispatch",
+    "deepep_nvlink_combine",
+    "deepep_rdma_dispatch",
+    "deepep_rdma_combine",
+    "hybridep_nvlink_dispatch",
+    "hybridep_nvlink_combine",
+    "hybridep_rdma_dispatch",
+    "hybridep_rdma_combine",
+)
+"""The :class:`~fabricflow.workload.stack.Stack` fields a calibration may set
+(``stack.<field>``): host work per module, dispatcher efficiencies."""
 
 NETWORK_PARAMETERS = (
     "scale_up_efficiency",
@@ -73,6 +95,9 @@ fraction of NCCL's low-latency protocols, below their wire-format bound)."""
 _FRACTIONS = {
     "gemm_efficiency",
     "gemm_efficiency_fp8",
+    "gemm_efficiency_mxfp8",
+    "sustained_clock_fraction",
+    *(f for f in STACK_PARAMETERS if "dispatch" in f or "combine" in f),
     "attention_efficiency",
     "attention_backward_efficiency",
     "memory_efficiency",
@@ -88,6 +113,15 @@ _FRACTIONS = {
 # A protocol's payload share of its wire format: LL carries 4 data bytes per 8-byte word,
 # LL128 120 bytes per 128-byte line; achieved efficiencies lie below.
 _WIRE_BOUNDS = {"protocol_efficiency.LL": 0.5, "protocol_efficiency.LL128": 120.0 / 128.0}
+
+
+def all_parameters() -> list[str]:
+    """Every parameter name a calibration may hold."""
+    return (
+        [f"gpu.{f}" for f in GPU_PARAMETERS]
+        + [f"stack.{f}" for f in STACK_PARAMETERS]
+        + [f"network.{f}" for f in NETWORK_PARAMETERS]
+    )
 
 
 def parameter_bounds(name: str) -> tuple[float, float]:
@@ -121,11 +155,13 @@ class Parameter:
 
     def __post_init__(self) -> None:
         space, _, field = self.name.partition(".")
-        known = {"gpu": GPU_PARAMETERS, "network": NETWORK_PARAMETERS}.get(space, ())
+        known = {
+            "gpu": GPU_PARAMETERS,
+            "stack": STACK_PARAMETERS,
+            "network": NETWORK_PARAMETERS,
+        }.get(space, ())
         if field not in known:
-            allowed = [f"gpu.{f}" for f in GPU_PARAMETERS] + [
-                f"network.{f}" for f in NETWORK_PARAMETERS
-            ]
+            allowed = all_parameters()
             raise SpecError(
                 "calibration.parameters",
                 f"unknown parameter {self.name!r}; one of {allowed}",
@@ -172,6 +208,7 @@ class Calibration:
     Attributes:
         parameters: the fitted parameters, by name.
         gpu: the GPU preset the ``gpu.*`` parameters were measured on (None: no steps).
+        stack: the software stack the ``stack.*`` parameters were measured with.
         inputs: one entry per measurement given to the fit (a nccl-tests log, a measured
             step): ``{"input": name, "kind": "nccl-tests" | "step", ...}`` with the
             measured and calibrated values and the relative residuals.
@@ -183,6 +220,7 @@ class Calibration:
 
     parameters: Mapping[str, Parameter]
     gpu: str | None = None
+    stack: str | None = None
     inputs: tuple = ()
     step_log_sigma: float | None = None
     collective_log_sigma: float | None = None
@@ -204,6 +242,18 @@ class Calibration:
         }
         return dataclasses.replace(gpu, **fields) if fields else gpu  # type: ignore[arg-type]
 
+    def stack_spec(self, stack: Stack) -> Stack:
+        """``stack`` (a :class:`~fabricflow.workload.stack.Stack`) with the ``stack.*``
+        parameters applied, when it is the stack the steps ran with."""
+        if self.stack is None or stack.name != self.stack:
+            return stack
+        fields = {
+            name.split(".", 1)[1]: p.value
+            for name, p in self.parameters.items()
+            if name.startswith("stack.") and p.determined
+        }
+        return dataclasses.replace(stack, **fields) if fields else stack  # type: ignore[arg-type]
+
     def cost_model(self, base: CostModel = DEFAULT_COST) -> CostModel:
         """``base`` with the ``network.*`` parameters applied (``base`` itself when the
         calibration sets none, so that caches keyed by the default stay shared)."""
@@ -221,6 +271,7 @@ class Calibration:
     def to_dict(self) -> dict:
         return {
             "gpu": self.gpu,
+            "stack": self.stack,
             "step_log_sigma": self.step_log_sigma,
             "collective_log_sigma": self.collective_log_sigma,
             "parameters": {name: p.to_dict() for name, p in self.parameters.items()},
@@ -234,6 +285,7 @@ class Calibration:
             raise SpecError(source, "a calibration file needs a 'parameters' mapping")
         unknown = set(data) - {
             "gpu",
+            "stack",
             "step_log_sigma",
             "collective_log_sigma",
             "parameters",
@@ -242,7 +294,7 @@ class Calibration:
         if unknown:
             raise SpecError(
                 source,
-                f"unknown key(s) {sorted(unknown)}; a calibration file has gpu, "
+                f"unknown key(s) {sorted(unknown)}; a calibration file has gpu, stack, "
                 "step_log_sigma, collective_log_sigma, parameters and inputs",
             )
         parameters = {}
@@ -269,10 +321,11 @@ class Calibration:
         inputs = data.get("inputs") or []
         if not isinstance(inputs, list):
             raise SpecError(f"{source}: inputs", "must be a list")
-        gpu = data.get("gpu")
+        gpu, stack = data.get("gpu"), data.get("stack")
         return cls(
             parameters=parameters,
             gpu=None if gpu is None else str(gpu),
+            stack=None if stack is None else str(stack),
             inputs=tuple(inputs),
             **sigmas,
         )
@@ -299,6 +352,7 @@ def calibration_key(calibration: Calibration | None) -> tuple:
         return ()
     return (
         calibration.gpu,
+        calibration.stack,
         tuple(
             (name, p.value) for name, p in sorted(calibration.parameters.items()) if p.determined
         ),

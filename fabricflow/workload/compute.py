@@ -37,13 +37,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .dispatch import dispatcher_sms
 from .efficiency import memory_time
 from .gpu import GpuSpec
 from .host import host_excess
-from .layer_cost import LayerCost, embedding_cost_table, head_cost_table, layer_cost_table
+from .layer_cost import (
+    LayerCost,
+    embedding_cost_table,
+    head_cost_table,
+    layer_cost_table,
+    recomputed_fraction,
+)
 from .memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
 from .model import ModelSpec
 from .overlap import exposed, slowdown
+from .stack import Stack, load_stack
 from .stages import StageGroup, stage_groups
 from .table import LayoutTable
 
@@ -135,7 +143,9 @@ def collective_sizes(model: ModelSpec, table: LayoutTable, ep_nodes=1) -> dict[s
     copies = tokens / tp * model.experts_per_token * h * table.moe_imbalance
     copies = copies * on((table.ep > 1) & model.is_moe)
     copies = copies * node_limited_factor(model, table.ep, ep_nodes)
-    dispatch = np.where(table.precision == "fp8", 1.0, 2.0) * copies
+    dispatch = np.where((table.precision == "fp8") & table.fp8_dispatch, 1.0, 2.0) * copies
+    # the all-gather dispatcher gathers every token of the expert-parallel group (bf16)
+    gathered = 2.0 * tokens / tp * h * table.ep * on((table.ep > 1) & model.is_moe)
     # expert tensor parallelism under EP: routed copies all-gathered before the experts and
     # reduce-scattered after (Megatron-Core's all-to-all dispatcher), bf16
     etp = table.expert_tensor.astype(np.float64)
@@ -154,6 +164,7 @@ def collective_sizes(model: ModelSpec, table: LayoutTable, ep_nodes=1) -> dict[s
         "cp_backward": 2.0 * chunk,
         "ep_dispatch": dispatch,
         "ep_combine": 2.0 * copies,
+        "ep_allgather": gathered,
         "etp_all_gather": routed,
         "etp_reduce_scatter": routed,
         "pp_hop": hop,
@@ -189,28 +200,35 @@ class _Kernels:
     head: np.ndarray  # forward + backward of the output layer and loss per micro-batch
 
 
-def layer_kernels(model: ModelSpec, gpu, table: LayoutTable) -> dict:
+def layer_kernels(model: ModelSpec, gpu, table: LayoutTable, stack: Stack | None = None) -> dict:
     """GpuSpec -> the per-layer and per-end costs of every row on it (over
-    ``framework_efficiency``), for each GPU type of ``gpu`` (one spec or one per rank)."""
+    ``framework_efficiency``), for each GPU type of ``gpu`` (one spec or one per rank),
+    under software ``stack`` (None: the default preset)."""
+    stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     types = list(dict.fromkeys(_rank_gpus(gpu, int(table.pp.max()) if len(table) else 1)))
-    return {each: _kernels(model, each, table) for each in types}
+    return {each: _kernels(model, each, table, stack) for each in types}
 
 
-def _kernels(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> _Kernels:
+def _kernels(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, stack: Stack) -> _Kernels:
     scale = 1.0 / table.framework_efficiency
-    dense = layer_cost_table(model, gpu, table, moe=False).scaled(scale)
-    moe = layer_cost_table(model, gpu, table, moe=True).scaled(scale) if model.is_moe else None
+    dense = layer_cost_table(model, gpu, table, moe=False, stack=stack).scaled(scale)
+    moe = (
+        layer_cost_table(model, gpu, table, moe=True, stack=stack).scaled(scale)
+        if model.is_moe
+        else None
+    )
     emb_f, emb_b = embedding_cost_table(model, gpu, table)
     head_f, head_b = head_cost_table(model, gpu, table)
     return _Kernels(dense, moe, emb_f + emb_b, head_f + head_b)
 
 
 def _overlapped(
-    gpu, dim: str, comm_s, compute_s, wire_bytes, memory_share
+    gpu, dim: str, comm_s, compute_s, wire_bytes, memory_share, sms=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(exposed, hidden, cost) seconds ``[N]`` of ``comm_s`` overlapped with ``compute_s``
-    (see :mod:`fabricflow.workload.overlap`)."""
-    f = slowdown(gpu, dim, wire_bytes, comm_s, memory_share)
+    (see :mod:`fabricflow.workload.overlap`; ``sms`` the collective's SMs, None: the
+    dimension's)."""
+    f = slowdown(gpu, dim, wire_bytes, comm_s, memory_share, sms)
     out = exposed(comm_s, compute_s, f)
     hidden = np.minimum(comm_s, compute_s)
     return out, hidden, out - np.maximum(0.0, comm_s - compute_s)
@@ -225,6 +243,7 @@ def _layer_exposed(
     cost: LayerCost,
     *,
     moe: bool,
+    stack: Stack,
 ) -> dict[str, np.ndarray]:
     """Exposed TP / CP / EP seconds ``[N]`` of one layer for one micro-batch (all passes),
     and for each dimension what overlap hid (``<dim>_hidden``) and cost (``<dim>_cost``)."""
@@ -246,7 +265,7 @@ def _layer_exposed(
         out[key] = np.where(on_cp, (1.0 + redo) * a + b, zero)
     out |= {"ep": zero, "ep_hidden": zero, "ep_cost": zero}
     if moe:
-        # Dispatch sends top_k copies of each token (fp8 under fp8 training, as DeepSeek-V3
+        # Dispatch sends top_k copies of each token (fp8 under ``fp8_dispatch``, as DeepSeek-V3
         # does), combine returns them in bf16; the most loaded rank sets the pace.
         bf16 = comm.get("ep_combine", n)
         forward = comm.get("ep_dispatch", n) + bf16
@@ -257,11 +276,18 @@ def _layer_exposed(
         # DualPipe runs a forward chunk of one micro-batch with the backward chunk of
         # another: both all-to-alls hide behind the pair's compute (DeepSeek-V3 report)
         pair = passes_fwd * cost.forward_s + cost.backward_s
+        sms = dispatcher_sms(stack, table)
         dual = _overlapped(
-            gpu, "ep", passes_fwd * forward + backward, pair, passes_fwd * wire_f + wire_b, share
+            gpu,
+            "ep",
+            passes_fwd * forward + backward,
+            pair,
+            passes_fwd * wire_f + wire_b,
+            share,
+            sms,
         )
-        ef = _overlapped(gpu, "ep", forward, cost.forward_s, wire_f, share)
-        eb = _overlapped(gpu, "ep", backward, cost.backward_s, wire_b, share)
+        ef = _overlapped(gpu, "ep", forward, cost.forward_s, wire_f, share, sms)
+        eb = _overlapped(gpu, "ep", backward, cost.backward_s, wire_b, share, sms)
         overlapped = [passes_fwd * a + b for a, b in zip(ef, eb, strict=True)]
         plain = [passes_fwd * forward + backward, zero, zero]
         is_dual = table.schedule == "dualpipe"
@@ -337,16 +363,6 @@ def _tensor_parallel_exposed(
     return out[0], out[1], out[2]
 
 
-def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
-    """Fraction ``[N]`` of the layers whose forward runs twice under full recompute (1 for
-    every layer; ``recompute_layers`` of an average virtual chunk; 0 without full
-    recompute): how often a layer's forward collectives run again."""
-    chunk = model.num_layers / (table.pp * table.vpp).astype(np.float64)
-    limit = table.recompute_layers.astype(np.float64)
-    share = np.where(limit > 0, np.minimum(1.0, limit / chunk), 1.0)
-    return np.where(table.recompute == "full", share, 0.0)
-
-
 # Per-rank values of one micro-batch kept for the slowest rank (seconds; layers).
 RANK_KEYS = (
     "compute",
@@ -400,25 +416,28 @@ def compose(
     *,
     per_rank: bool = False,
     kernels: dict | None = None,
+    stack: Stack | None = None,
 ) -> Composition:
     """Breakdown of the step of every row of ``table`` with collective times ``comm``.
 
     ``gpu``: one :class:`GpuSpec` for every rank, or one per pipeline rank (then every row
-    has that many ranks). Rows are assumed valid (see
+    has that many ranks). ``stack``: the software stack's physical parameters (None: the
+    default preset). Rows are assumed valid (see
     :func:`~fabricflow.workload.layout.table_problems`).
     """
     n = len(table)
+    stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     if kernels is None:
-        kernels = layer_kernels(model, gpu, table)
+        kernels = layer_kernels(model, gpu, table, stack)
     sizes = collective_sizes(model, table)
     layer_comm = {}
     for each, k in kernels.items():
         layer_comm[each] = {
-            False: _layer_exposed(model, each, table, comm, sizes, k.dense, moe=False)
+            False: _layer_exposed(model, each, table, comm, sizes, k.dense, moe=False, stack=stack)
         }
         if k.moe is not None:
             layer_comm[each][True] = _layer_exposed(
-                model, each, table, comm, sizes, k.moe, moe=True
+                model, each, table, comm, sizes, k.moe, moe=True, stack=stack
             )
     keys = RANK_KEYS + OVERLAP_KEYS
     slow = {key: np.zeros(n) for key in keys} | {"rank": np.zeros(n, dtype=np.int64)}
@@ -698,7 +717,10 @@ class ComputeTable:
 
 
 def compute_table(
-    model: ModelSpec, gpu: GpuSpec | Sequence[GpuSpec], table: LayoutTable
+    model: ModelSpec,
+    gpu: GpuSpec | Sequence[GpuSpec],
+    table: LayoutTable,
+    stack: Stack | None = None,
 ) -> ComputeTable:
     """The step of every row of ``table`` with every collective taking no time.
 
@@ -706,8 +728,8 @@ def compute_table(
     :func:`~fabricflow.workload.layout.table_problems`). ``gpu``: one spec, or one per
     pipeline rank (every row then has that many ranks; layers per rank from ``pp_split``).
     """
-    kernels = layer_kernels(model, gpu, table)
-    parts = compose(model, gpu, table, CommTimes.free(), kernels=kernels)
+    kernels = layer_kernels(model, gpu, table, stack)
+    parts = compose(model, gpu, table, CommTimes.free(), kernels=kernels, stack=stack)
     k = next(iter(kernels.values()))
     shares = [(k.dense, model.num_dense_layers / model.num_layers)]
     if k.moe is not None:

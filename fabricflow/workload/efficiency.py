@@ -8,6 +8,7 @@ GEMM ``[M, K] x [K, N]`` (``batch`` independent copies), run as output tiles of
                                                  shape of a brute-force search, §14)
                * gpu.gemm_fraction(precision)   (measured best-shape matmul throughput over
                                                  the peak, per GPU and precision, §14)
+               * gpu.sustained_clock_fraction   (the step's clock over the measurement's; 1)
                * tile_fill                      (M, N padded to TILE: tile quantization)
                * wave_fill                      (under one wave: tiles / units; a partial last
                                                  wave is balanced by stream-K decomposition)
@@ -73,17 +74,24 @@ def memory_time(gpu: GpuSpec, num_bytes) -> np.ndarray:
     return np.where(num_bytes > 0, time + LAUNCH_S, 0.0)
 
 
-def peak_flops(gpu: GpuSpec, precision) -> np.ndarray:
-    """Dense peak FLOP/s of ``precision`` (a name or an array of names) on ``gpu``."""
+def _eight_bit(precision) -> np.ndarray:
+    """bool: GEMM operands in fp8 (``fp8``, or ``mxfp8``: fp8 with MXFP8 block scales)."""
     precision = np.asarray(precision)
-    if np.any(precision == "fp8"):
+    return (precision == "fp8") | (precision == "mxfp8")
+
+
+def peak_flops(gpu: GpuSpec, precision) -> np.ndarray:
+    """Dense peak FLOP/s of ``precision`` (a name or an array of names: ``bf16``, ``fp8``,
+    ``mxfp8``) on ``gpu``."""
+    eight = _eight_bit(precision)
+    if np.any(eight):
         gpu.peak("fp8")  # a chip without fp8 tensor cores: a clear error
-    return np.where(precision == "fp8", gpu.peak_fp8 or 0.0, gpu.peak_bf16)
+    return np.where(eight, gpu.peak_fp8 or 0.0, gpu.peak_bf16)
 
 
 def operand_bytes(precision) -> np.ndarray:
     """Bytes per GEMM operand element of ``precision`` (a name or an array of names)."""
-    return np.where(np.asarray(precision) == "fp8", BYTES_PER_ELEMENT["fp8"], 2.0)
+    return np.where(_eight_bit(precision), BYTES_PER_ELEMENT["fp8"], 2.0)
 
 
 def gemm_efficiency(
@@ -98,10 +106,14 @@ def gemm_efficiency(
     tiles = tiles_m * tiles_n * np.minimum(batch, concurrent)
     wave_fill = np.minimum(1.0, tiles / float(gpu.compute_units))
     k_fill = k / (np.ceil(k / K_TILE) * K_TILE + K_OVERHEAD)
+    precision = np.asarray(precision)
     base = np.where(
-        np.asarray(precision) == "fp8", gpu.gemm_fraction("fp8"), gpu.gemm_fraction("bf16")
+        precision == "mxfp8",
+        gpu.gemm_fraction("mxfp8"),
+        np.where(precision == "fp8", gpu.gemm_fraction("fp8"), gpu.gemm_fraction("bf16")),
     )
-    return TYPICAL_SHAPE_FRACTION * base * tile_fill * wave_fill * k_fill
+    clock = gpu.sustained_clock_fraction
+    return TYPICAL_SHAPE_FRACTION * base * clock * tile_fill * wave_fill * k_fill
 
 
 def gemm_time(
@@ -143,5 +155,6 @@ def attention_time(gpu: GpuSpec, flops, key_length=np.inf, direction: str = "for
     that see ``key_length`` keys on average."""
     flops = np.asarray(flops, dtype=np.float64)
     fraction = gpu.attention_efficiency if direction == "forward" else gpu.attention_backward
+    fraction = fraction * gpu.sustained_clock_fraction
     rate = gpu.peak_bf16 * fraction * attention_ramp(key_length, direction)
     return np.where(flops > 0, flops / rate + LAUNCH_S, 0.0)

@@ -56,6 +56,15 @@ def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> f
     return 3.0 * global_batch * seq_len * (per_token["layers"] + per_token["logits"])
 
 
+def megatron_flops_per_step(model: ModelSpec, seq_len: int, global_batch: int) -> float:
+    """Model FLOPs of one step as Megatron-LM's logged TFLOP/s counts them
+    (``num_floating_point_operations`` of ``megatron/training/training.py``): as
+    :func:`model_flops_per_step` but the causal attention core charged half the ``s x s``
+    product (its ``seq_length / 2``), which published Megatron-Core throughputs use."""
+    core = model.num_layers * attention_core_flops_per_token(model, seq_len)
+    return model_flops_per_step(model, seq_len, global_batch) - 1.5 * global_batch * seq_len * core
+
+
 def hardware_flops_per_step(
     model: ModelSpec, seq_len: int, global_batch: int, recompute: str
 ) -> float:

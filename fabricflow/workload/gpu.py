@@ -26,12 +26,12 @@ from ..units import parse_size
 # Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
 HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
 
-# Host seconds per eager PyTorch op and per Transformer Engine module call on an x86 DGX
-# host (Intel Xeon): a ``torch.nn.Linear`` forward takes 13.48 us of CPU time on a DGX H100
-# (Xeon Platinum 8480C); a Megatron-Core Transformer Engine linear layer 115 us
-# (docs/references.md §17). Grace-based systems set their own (gpus.json).
+# Host seconds per eager PyTorch op on an x86 DGX host (Intel Xeon): a ``torch.nn.Linear``
+# forward takes 13.48 us of CPU time on a DGX H100 (Xeon Platinum 8480C;
+# docs/references.md §17). Grace-based systems set their own (gpus.json). What a
+# framework's module call costs in such ops is the software stack's
+# (``Stack.host_module_ops``).
 HOST_OP_S = 13.5e-6
-HOST_MODULE_S = 115e-6
 
 _FLOPS_UNITS = {
     "FLOPS": 1.0,
@@ -60,6 +60,8 @@ class GpuSpec:
             pass reaches at long sequences (head dimension 128).
         gemm_efficiency_fp8: the same as ``gemm_efficiency`` for fp8 GEMMs, of the fp8 peak
             (None: as ``gemm_efficiency``).
+        gemm_efficiency_mxfp8: the same for MXFP8 GEMMs (1 x 32 block scales applied in
+            the tensor cores; Blackwell), of the fp8 peak (None: as ``gemm_efficiency_fp8``).
         attention_backward_efficiency: fraction of the bf16 peak the fused attention
             kernel's backward pass reaches at long sequences (None: 0.85 x the forward's).
         memory_efficiency: fraction of ``hbm_bandwidth`` a large streaming kernel reaches
@@ -68,11 +70,15 @@ class GpuSpec:
             where the preset does not know it.
         host_link_bandwidth: bytes/s per direction over ``host_link`` (full duplex), or
             None (then offloading is refused until it is given).
+        sustained_clock_fraction: the tensor-core clock a training step sustains under the
+            power cap, as a fraction of the clock at which the GEMM and attention
+            efficiencies above were measured; it scales every GEMM and attention kernel's
+            rate. 1 in every preset: those efficiencies come from sustained loops (100
+            back-to-back iterations) that already run at the capped clock, and no published
+            in-training clock trace gives a further factor (docs/references.md §19).
         host_op_s: host (CPU) seconds the system's CPU spends to issue one eager PyTorch op
             (dispatch and kernel launch), for the host model of
             :mod:`fabricflow.workload.host`.
-        host_module_s: host seconds to issue one Transformer Engine module call (a linear
-            layer with its Python handling) in bf16.
     """
 
     name: str
@@ -86,10 +92,11 @@ class GpuSpec:
     host_link: str | None = None
     host_link_bandwidth: float | None = None
     gemm_efficiency_fp8: float | None = None
+    gemm_efficiency_mxfp8: float | None = None
     attention_backward_efficiency: float | None = None
     memory_efficiency: float = 0.9
+    sustained_clock_fraction: float = 1.0
     host_op_s: float = HOST_OP_S
-    host_module_s: float = HOST_MODULE_S
 
     def __post_init__(self) -> None:
         for field in ("peak_bf16", "hbm", "hbm_bandwidth"):
@@ -100,15 +107,21 @@ class GpuSpec:
             "gemm_efficiency",
             "attention_efficiency",
             "gemm_efficiency_fp8",
+            "gemm_efficiency_mxfp8",
             "attention_backward_efficiency",
             "memory_efficiency",
+            "sustained_clock_fraction",
         ):
             value = getattr(self, field)
-            if value is None and field in ("gemm_efficiency_fp8", "attention_backward_efficiency"):
+            if value is None and field in (
+                "gemm_efficiency_fp8",
+                "gemm_efficiency_mxfp8",
+                "attention_backward_efficiency",
+            ):
                 continue
             if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
                 raise SpecError(f"gpu.{field}", f"must lie in (0, 1], got {value!r}")
-        for field in ("host_op_s", "host_module_s"):
+        for field in ("host_op_s",):
             value = getattr(self, field)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise SpecError(f"gpu.{field}", f"must be a finite time >= 0 s, got {value!r}")
@@ -132,7 +145,12 @@ class GpuSpec:
             )
 
     def gemm_fraction(self, precision: str) -> float:
-        """Fraction of ``peak(precision)`` a large, well-shaped GEMM reaches."""
+        """Fraction of ``peak(precision)`` a large, well-shaped GEMM reaches (``mxfp8``:
+        an fp8 GEMM with MXFP8 block scales, of the fp8 peak)."""
+        if precision == "mxfp8":
+            if self.gemm_efficiency_mxfp8 is not None:
+                return self.gemm_efficiency_mxfp8
+            precision = "fp8"
         if precision == "fp8" and self.gemm_efficiency_fp8 is not None:
             return self.gemm_efficiency_fp8
         return self.gemm_efficiency
@@ -255,12 +273,17 @@ def load_gpu(spec, **overrides) -> GpuSpec:
         gemm_efficiency_fp8=None
         if raw.get("gemm_efficiency_fp8") is None
         else _fraction(raw["gemm_efficiency_fp8"], "gpu.gemm_efficiency_fp8"),
+        gemm_efficiency_mxfp8=None
+        if raw.get("gemm_efficiency_mxfp8") is None
+        else _fraction(raw["gemm_efficiency_mxfp8"], "gpu.gemm_efficiency_mxfp8"),
         attention_backward_efficiency=None
         if raw.get("attention_backward_efficiency") is None
         else _fraction(raw["attention_backward_efficiency"], "gpu.attention_backward_efficiency"),
         memory_efficiency=_fraction(raw.get("memory_efficiency", 0.9), "gpu.memory_efficiency"),
+        sustained_clock_fraction=_fraction(
+            raw.get("sustained_clock_fraction", 1.0), "gpu.sustained_clock_fraction"
+        ),
         host_op_s=parse_time(raw.get("host_op_s", HOST_OP_S), "gpu.host_op_s"),
-        host_module_s=parse_time(raw.get("host_module_s", HOST_MODULE_S), "gpu.host_module_s"),
     )
 
 

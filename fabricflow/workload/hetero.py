@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .. import schema
 from ..errors import SpecError
 from .gpu import GpuSpec, load_gpu
 from .layer_cost import embedding_cost, head_cost, layer_cost
@@ -78,19 +79,18 @@ def load_job(path: str) -> dict:
     data = read_structured(path, what="job")
     if not isinstance(data, dict):
         raise SpecError("job", f"{path}: expected a mapping with 'gpus', got {type(data).__name__}")
-    unknown = sorted(set(data) - {"gpus", "pp_split"})
-    if unknown:
-        raise SpecError(f"job.{unknown[0]}", "unknown field; a job spec has 'gpus' and 'pp_split'")
-    entries = data.get("gpus")
+    job = schema.Section(data, "job", ("gpus", "pp_split"))
+    entries = job.raw("gpus", None)
     if not isinstance(entries, list) or not entries:
         raise SpecError("job.gpus", "must be a non-empty list of {gpu: NAME, count: N}")
     mix = []
     for index, entry in enumerate(entries):
         where = f"job.gpus[{index}]"
-        if not isinstance(entry, dict) or set(entry) != {"gpu", "count"}:
-            raise SpecError(where, f"expected {{gpu: NAME, count: N}}, got {entry!r}")
-        mix.append((load_gpu(entry["gpu"]), entry["count"]))
-    split = data.get("pp_split")
+        if not isinstance(entry, dict):
+            raise SpecError(where, f"expected {{gpu: NAME, count: N}}, got {entry!r:.60}")
+        item = schema.Section(entry, where, ("gpu", "count"))
+        mix.append((load_gpu(item.raw("gpu")), item.raw("count")))
+    split = job.raw("pp_split", None)
     if split is not None and not isinstance(split, list):
         raise SpecError("job.pp_split", f"must be a list of layers per rank, got {split!r}")
     return {

@@ -22,10 +22,22 @@ padded to capacity) never synchronize: ``max(c, g)``.
 Host work is counted per layer pass as Transformer Engine module calls and other eager
 ops (:data:`FORWARD` and :data:`BACKWARD`, counted from Megatron-Core 0.15's
 TransformerLayer, TopKRouter, MoEAlltoAllTokenDispatcher and TEGroupedMLP and Transformer
-Engine 2.9's GroupedLinear; docs/references.md §17), each charged the GPU system's
-measured host cost (``GpuSpec.host_op_s``, ``host_module_s``). CUDA graphs replay captured work with one launch: ``cuda_graphs`` (the whole
-step) removes all host work, ``cuda_graph_scope`` the scopes it names (Megatron's
-``attn``, ``mlp``, ``moe``, ``moe_router``, ``moe_preprocess``).
+Engine 2.9's GroupedLinear; docs/references.md §17), each charged the system CPU's
+measured time per eager op (``GpuSpec.host_op_s``); a module call costs the software
+stack's ``host_module_ops`` such ops (:class:`~fabricflow.workload.stack.Stack`). The
+router's forward and the dispatch preprocessing take the stack's measured kernel counts
+(``router_ops`` with ``moe_router_fusion``, ``router_unfused_ops`` without it,
+``flex_preprocess_ops`` for both under a flex dispatcher, DeepEP or HybridEP), and an MXFP8
+quantization of an expert's input ``mxfp8_quantize_ops``; under MXFP8 every linear
+module's quantization of its input (forward) or output gradient (backward) adds the
+``mxfp8_quantize_ops - 1`` allocation, zero-fill and swizzle ops beyond the quantize kernel
+that a per-tensor recipe also launches (:data:`LINEAR_MODULES`; NVIDIA's GB200 guide,
+2.1.2-2.1.3). A recomputed module (``recompute_modules``, or the whole layer under full
+recompute) is issued again by the host in the backward pass. Without ``cpu_binding`` every
+host op takes ``unbound_host_factor`` times as long. CUDA graphs replay captured work with
+one launch: ``cuda_graphs`` (the whole step) removes all host work, ``cuda_graph_scope`` the
+scopes it names (Megatron's ``attn``, ``mlp``, ``moe``, ``moe_router`` (with the shared
+experts), ``moe_preprocess``).
 
 All functions are vectorized over the rows of a layout table (arrays ``[N]``, seconds).
 """
@@ -38,6 +50,7 @@ import numpy as np
 
 from .gpu import GpuSpec
 from .model import ModelSpec
+from .stack import Stack, load_stack
 from .table import LayoutTable
 
 # Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model knows.
@@ -70,6 +83,10 @@ CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
 #   DistributedDataParallel): the attention block's QKV, projection and norm weights (3,
 #   and the two Q/K norms), the MLP's FC1, FC2 and norm weights (3), the router and pre-MLP
 #   norm weights (2), one per expert and grouped linear.
+# Linear (GEMM) Transformer Engine modules among each part's modules: all but the
+# attention core (DotProductAttention) and the norm modules (Q/K norms, the router's
+# pre-MLP norm); MLA has five (Q and KV down- and up-projections, output projection).
+LINEAR_MODULES = {"attention": 2, "attention_mla": 5, "mlp": 2}
 FORWARD = {
     "attention": (3, 4),
     "attention_qk_norm": (2, 0),
@@ -94,11 +111,6 @@ BACKWARD = {
     "expert": (0, 3),
     "expert_fp8": (0, 1),
 }
-# Host time of a Transformer Engine module under fp8 relative to bf16. Transformer Engine
-# 1.x measured more than 2x (docs/references.md §17); 2.x quantizes inside its C++
-# extensions and the published fp8 runs are faster than bf16 on the same layouts where
-# the host sets the pace, so the model charges fp8 modules as bf16 ones (an assumption).
-FP8_MODULE_FACTOR = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,60 +148,130 @@ def scope_masks(table: LayoutTable) -> dict[str, np.ndarray]:
     return out
 
 
-def _cost(parts: list, counts: dict, gpu: GpuSpec, fp8: np.ndarray) -> np.ndarray:
-    """Host seconds ``[N]`` of ``parts`` = [(key, multiplicity [N] or scalar), ...]."""
-    module = gpu.host_module_s * np.where(fp8, FP8_MODULE_FACTOR, 1.0)
+def _cost(parts: list, counts: dict, op_s: np.ndarray, stack: Stack, fp8) -> np.ndarray:
+    """Host seconds ``[N]`` of ``parts`` = [(key, multiplicity [N] or scalar), ...]; ``op_s``
+    the host seconds per eager op ``[N]``."""
+    module = op_s * stack.host_module_ops * np.where(fp8, stack.fp8_module_factor, 1.0)
     total: np.ndarray | float = 0.0
     for key, times in parts:
         modules, ops = counts[key]
-        total = total + times * (modules * module + ops * gpu.host_op_s)
+        total = total + times * (modules * module + ops * op_s)
     return np.asarray(total, dtype=np.float64) * np.ones(len(fp8))
 
 
-def host_times(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool) -> HostTimes:
+def op_seconds(gpu: GpuSpec, table: LayoutTable, stack: Stack) -> np.ndarray:
+    """Host seconds ``[N]`` per eager op: the system CPU's (``GpuSpec.host_op_s``), times
+    the stack's ``unbound_host_factor`` where the process is not bound to its GPU's NUMA
+    node (``cpu_binding`` off)."""
+    return gpu.host_op_s * np.where(table.cpu_binding, 1.0, stack.unbound_host_factor)
+
+
+def host_times(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    table: LayoutTable,
+    *,
+    moe: bool,
+    stack: Stack | None = None,
+    redo: dict | None = None,
+) -> HostTimes:
     """Host seconds to issue one (dense or MoE) layer for one micro-batch, for every row of
-    ``table`` (see the module docstring); zero under full-step CUDA graphs."""
+    ``table`` under software ``stack`` (None: the default preset; see the module
+    docstring); zero under full-step CUDA graphs.
+
+    ``redo``: what the backward pass recomputes, re-issuing its forward host work:
+    ``full`` the share ``[N]`` of layers recomputed whole, and per selective module
+    (``core_attn``, ``mla_up_proj``, ``layernorm``, ``mlp``, ``moe_act``,
+    ``shared_experts``) a bool ``[N]``; None: nothing."""
+    stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     n = len(table)
     fp8 = table.precision == "fp8"
     graphed = scope_masks(table)
     on = lambda mask: np.where(mask, 1.0, 0.0)  # noqa: E731
-    off = lambda mask: np.where(mask, 0.0, 1.0)  # noqa: E731
-    launch = gpu.host_op_s  # one graph replay
+    op_s = op_seconds(gpu, table, stack)
+    launch = op_s  # one graph replay
     attention = [("attention_mla" if model.is_mla else "attention", 1.0)]
     if model.qk_norm:
         attention.append(("attention_qk_norm", 1.0))
+    flex = (table.dispatcher == "deepep") | (table.dispatcher == "hybridep")
+    # measured forward kernel counts of the router part (and of router + preprocessing
+    # under a flex dispatcher); the backward keeps the counted ops
+    router_ops = np.where(
+        flex,
+        stack.flex_preprocess_ops,
+        np.where(table.moe_router_fusion, stack.router_ops, stack.router_unfused_ops),
+    )
+    mxfp8 = fp8 & (table.fp8_recipe == "mxfp8")
+    quantize_ops = np.where(mxfp8, stack.mxfp8_quantize_ops, 1.0)
+    # MXFP8's host ops per linear module and pass beyond a per-tensor recipe's
+    extra = np.where(mxfp8, stack.mxfp8_quantize_ops - 1.0, 0.0) * op_s
+    linear = {key: extra * count for key, count in LINEAR_MODULES.items()}
     out = {}
+    # forward host seconds of the MLP (dense) or MoE block and of the shared experts: what
+    # recomputing them re-issues
+    parts = {"mlp": np.zeros(n), "shared": np.zeros(n)}
     for name, counts in (("forward", FORWARD), ("backward", BACKWARD)):
-        attn = _cost(attention, counts, gpu, fp8) * off(graphed["attn"])
-        attn = attn + launch * on(graphed["attn"])
+        attn = _cost(attention, counts, op_s, stack, fp8) + linear[attention[0][0]]
+        attn = np.where(graphed["attn"], launch, attn)
         if not moe:
-            mlp = _cost([("mlp", 1.0)], counts, gpu, fp8)
+            mlp = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
             mlp = np.where(graphed["mlp"], launch, mlp)
             out[name] = (attn + mlp, np.zeros(n))
+            if name == "forward":
+                parts["mlp"] = mlp
             continue
         local = model.num_experts / table.ep.astype(np.float64)
-        router = np.where(graphed["moe_router"], launch, _cost([("router", 1.0)], counts, gpu, fp8))
-        preprocess = _cost([("preprocess", 1.0)], counts, gpu, fp8)
+        if name == "forward":
+            modules = counts["router"][0]
+            router = op_s * (modules * stack.host_module_ops + router_ops)
+            preprocess = np.where(flex, 0.0, _cost([("preprocess", 1.0)], counts, op_s, stack, fp8))
+        else:
+            router = _cost([("router", 1.0)], counts, op_s, stack, fp8)
+            preprocess = _cost([("preprocess", 1.0)], counts, op_s, stack, fp8)
+        router = np.where(graphed["moe_router"], launch, router)
         preprocess = np.where(graphed["moe_preprocess"], 0.0, preprocess)  # in the router graph
         groups = 2.0 * local  # per expert, per grouped linear (FC1 and FC2)
         dispatch = _cost(
             [("dispatch", 1.0), ("dispatch_fp8", on(fp8)), ("expert", groups)]
-            + [("expert_fp8", groups * on(fp8))],
+            + [("expert_fp8", groups * on(fp8) * quantize_ops)],
             counts,
-            gpu,
+            op_s,
+            stack,
             fp8,
         )
+        shared = np.zeros(n)
         if model.num_shared_experts:
-            dispatch = dispatch + _cost([("mlp", 1.0)], counts, gpu, fp8)
+            # the shared experts run inside the router's graph when it is captured
+            shared = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
+            shared = np.where(graphed["moe_router"], 0.0, shared)
+            dispatch = dispatch + shared
         whole_moe = graphed["moe"]
         pre = np.where(whole_moe, launch, router + preprocess)
         post = np.where(whole_moe, 0.0, dispatch)
         out[name] = (attn + pre, post)
+        if name == "forward":
+            parts = {"mlp": pre + post, "shared": np.where(whole_moe, 0.0, shared)}
     synced = moe & (table.moe_capacity_factor == 0.0) & ~graphed["moe"]
     full = table.cuda_graphs
     zero = lambda x: np.where(full, 0.0, x).astype(np.float64)  # noqa: E731
     forward_pre, forward_post = out["forward"]
     backward = out["backward"][0] + out["backward"][1]
+    if redo is not None:
+        # the recomputed forward work is issued again by the host in the backward pass
+        redone = {
+            "core_attn": stack.host_module_ops * op_s * ~graphed["attn"],
+            "mla_up_proj": (2 * stack.host_module_ops * op_s + 2 * extra)
+            * (model.is_mla & ~graphed["attn"]),
+            "layernorm": 2 * stack.host_module_ops * op_s,
+            "moe_act": op_s * moe,
+            "mlp": parts["mlp"] * (not moe),
+            "moe": parts["mlp"] * moe,
+            "shared_experts": parts["shared"],
+        }
+        selective = np.zeros(n)
+        for key, cost in redone.items():
+            selective = selective + np.where(redo[key], cost, 0.0)
+        backward = backward + redo["full"] * (forward_pre + forward_post) + selective
     return HostTimes(
         pre=zero(forward_pre),
         post=zero(forward_post),
@@ -220,7 +302,9 @@ __all__ = [
     "CUDA_GRAPH_SCOPES",
     "FORWARD",
     "HostTimes",
+    "LINEAR_MODULES",
     "host_excess",
     "host_times",
+    "op_seconds",
     "scope_masks",
 ]

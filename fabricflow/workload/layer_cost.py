@@ -30,21 +30,38 @@ from typing import Any
 
 import numpy as np
 
+from .dispatch import permute_bytes
 from .efficiency import attention_time, gemm_time, memory_time
 from .gpu import GpuSpec
 from .host import HostTimes, host_times
 from .layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
 from .model import ModelSpec
+from .stack import Stack, load_stack
 from .table import LayoutTable, layout_table
 
 # Attention backward FLOPs per forward FLOP of a fused kernel (it recomputes the scores:
 # 5 matmuls instead of 2; FlashAttention-2 paper, section 3.1).
 FLASH_BACKWARD = 2.5
-# Bytes per element of an fp8 cast of a bf16 tensor under per-tensor current scaling
-# (Transformer Engine's FP8 recipe of the NeMo / Megatron-Bridge 2025 benchmarks): read it
-# once for the amax, once to cast, write the row-wise and the column-wise (transposed) fp8
-# copies the forward and backward GEMMs take.
-FP8_CAST_BYTES = 2.0 + 2.0 + 1.0 + 1.0
+# Bytes per element of an fp8 cast of a bf16 tensor, by recipe (``Layout.fp8_recipe``);
+# every recipe writes the row-wise and the column-wise (transposed) fp8 copies the forward
+# and backward GEMMs take (1 + 1):
+# - tensorwise (per-tensor current scaling, the NeMo / Megatron-Bridge FP8 recipe): reads
+#   the tensor once for its amax, once to cast: 2 + 2 + 1 + 1;
+# - delayed (per-tensor scale from the amax history): the amax of the output is reduced
+#   inside the cast kernel: 2 + 1 + 1;
+# - mxfp8 (1 x 32 blocks, one E8M0 scale byte per block and copy): 2 + 1 + 1 + 2 / 32;
+# - blockwise (1 x 128 activation tiles, fp32 scales per tile and copy): 2 + 1 + 1 + 8 / 128.
+FP8_CAST_BYTES = {
+    "tensorwise": 6.0,
+    "delayed": 4.0,
+    "mxfp8": 4.0 + 2.0 / 32.0,
+    "blockwise": 4.0 + 8.0 / 128.0,
+}
+# Recipes with local (block) scales, whose quantization a norm kernel can emit itself
+# (``Layout.fp8_norm_fusion``; cuDNN's MXFP8 norms): the norm's bf16 output is neither
+# written (2 B) nor read back by the cast (2 B).
+NORM_FUSED_RECIPES = ("mxfp8", "blockwise")
+NORM_FUSION_SAVED_BYTES = 4.0
 # Streams Transformer Engine's grouped GEMM (GroupedLinear) spreads the local experts'
 # GEMMs over (``num_compute_streams`` in its common/util/multi_stream.h).
 GROUPED_GEMM_STREAMS = 4
@@ -58,7 +75,8 @@ ELEMENTWISE = {
     "activation": "SwiGLU reads gate and up (4), writes 2; backward reads 2 + 4, writes 4",
     "rope": "read and write Q and K (4 per element); same backward",
     "qk_norm": "per-head RMSNorm on Q and K: 4 forward, 6 backward",
-    "fp8_cast": "6 per element (amax read, cast read, row- and column-wise fp8 writes)",
+    "fp8_cast": "by recipe (FP8_CAST_BYTES): 6 per element under current scaling (amax "
+    "read, cast read, row- and column-wise fp8 writes), 4 and scales otherwise",
     "router": "fp32 scores: 16 per expert score forward, as much backward",
     "permute": "gather token copies into expert order: read 2 + write 2 per element",
     "unpermute": "weighted sum of the copies back into token order",
@@ -158,6 +176,14 @@ def _gemms(gpu: GpuSpec, shapes: list, precision) -> tuple[Any, Any]:
     return forward, backward
 
 
+def gemm_kind(table: LayoutTable) -> np.ndarray:
+    """The GEMM operand kind ``[N]`` of each row's linear layers: ``bf16``, ``fp8``, or
+    ``mxfp8`` (fp8 under the MXFP8 recipe: block scales applied in the tensor cores, timed
+    at the GPU's ``gemm_efficiency_mxfp8``)."""
+    mx = (table.precision == "fp8") & (table.fp8_recipe == "mxfp8")
+    return np.where(mx, "mxfp8", table.precision)
+
+
 def _memory(gpu: GpuSpec, parts: list) -> Any:
     """Seconds of memory-bound kernels, one per entry of ``parts`` (bytes, arrays ``[N]``)."""
     total: Any = 0.0
@@ -174,6 +200,8 @@ class LayerShapes:
     sharded: np.ndarray  # tokens of the norm / residual kernels (/ tp under SP)
     tp: np.ndarray
     fp8: np.ndarray  # bool: linear layers in fp8
+    cast_bytes: np.ndarray  # bytes per element of an fp8 cast (0 on bf16 rows)
+    norm_cast_bytes: np.ndarray  # the same for a norm's output (fused into the norm or not)
     q: np.ndarray  # query width per rank (heads x qk head dim / tp)
     k: np.ndarray  # key width per rank
     v: np.ndarray  # value width per rank
@@ -197,11 +225,19 @@ def layer_shapes(model: ModelSpec, t: LayoutTable) -> LayerShapes:
         k = kv_heads * model.head_dim
         v = kv_heads * model.head_dim
         rope = q + k
+    fp8 = t.precision == "fp8"
+    cast = np.zeros(len(t))
+    for recipe, per_element in FP8_CAST_BYTES.items():
+        cast = np.where(t.fp8_recipe == recipe, per_element, cast)
+    cast = np.where(fp8, cast, 0.0)
+    fused = t.fp8_norm_fusion & np.isin(t.fp8_recipe, NORM_FUSED_RECIPES)
     return LayerShapes(
         tokens=tokens,
         sharded=np.where(t.sequence_parallel, tokens / tp, tokens),
         tp=tp,
-        fp8=t.precision == "fp8",
+        fp8=fp8,
+        cast_bytes=cast,
+        norm_cast_bytes=np.where(fused, cast - NORM_FUSION_SAVED_BYTES, cast),
         q=q,
         k=k,
         v=v,
@@ -210,9 +246,10 @@ def layer_shapes(model: ModelSpec, t: LayoutTable) -> LayerShapes:
     )
 
 
-def _cast(z: LayerShapes, elements) -> Any:
-    """Bytes of fp8 casts of ``elements`` (0 on bf16 rows)."""
-    return np.where(z.fp8, FP8_CAST_BYTES * elements, 0.0)
+def _cast(z: LayerShapes, elements, *, norm: bool = False) -> Any:
+    """Bytes of fp8 casts of ``elements`` (0 on bf16 rows); ``norm``: the cast of a norm's
+    output (fused into the norm under ``fp8_norm_fusion``)."""
+    return (z.norm_cast_bytes if norm else z.cast_bytes) * elements
 
 
 def _attention_block(model: ModelSpec, z: LayerShapes) -> tuple[list, list, list]:
@@ -241,7 +278,7 @@ def _attention_block(model: ModelSpec, z: LayerShapes) -> tuple[list, list, list
         backward.append(6.0 * latent * z.tokens)
     # fp8: the QKV input (norm output, before the SP all-gather) and the projection input;
     # backward, the gradients of the QKV and projection outputs
-    forward += [_cast(z, h * z.sharded), _cast(z, z.o * z.tokens)]
+    forward += [_cast(z, h * z.sharded, norm=True), _cast(z, z.o * z.tokens)]
     backward += [_cast(z, (z.q + z.k + z.v) * z.tokens), _cast(z, h * z.tokens)]
     return gemms, forward, backward
 
@@ -254,14 +291,18 @@ def _ffn(model: ModelSpec, z: LayerShapes, rows, width, fp8_in_rows) -> tuple[li
     gemms = [(rows, up, h, 1.0), (rows, h, width, 1.0)]
     act_f = (6.0 if model.gated_ffn else 4.0) * width * rows
     act_b = (10.0 if model.gated_ffn else 6.0) * width * rows
-    forward = [act_f, _cast(z, h * fp8_in_rows), _cast(z, width * rows)]
+    forward = [act_f, _cast(z, h * fp8_in_rows, norm=True), _cast(z, width * rows)]
     backward = [act_b, _cast(z, up * rows), _cast(z, h * rows)]
     return gemms, forward, backward
 
 
-def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool) -> LayerCost:
+def layer_cost_table(
+    model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe: bool, stack: Stack | None = None
+) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU for every row of
-    ``table`` (arrays ``[N]``); see the module doc. Rows are not validated here."""
+    ``table`` (arrays ``[N]``) under software ``stack`` (None: the default preset); see the
+    module doc. Rows are not validated here."""
+    stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     z = layer_shapes(model, table)
     h = float(model.hidden_size)
     mask = 1.0 if model.hidden_dropout > 0 else 0.0
@@ -277,11 +318,11 @@ def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe:
     mlp_f += moe_f
     mlp_b += moe_b
     expert = _expert_gemms(model, table, z) if moe else []
-    gemm_f, gemm_b = _gemms(gpu, attn_gemms + mlp_gemms, table.precision)
+    gemm_f, gemm_b = _gemms(gpu, attn_gemms + mlp_gemms, gemm_kind(table))
     expert_f: Any = 0.0
     expert_b: Any = 0.0
     if expert:
-        ef, eb = _gemms(gpu, expert, table.precision)
+        ef, eb = _gemms(gpu, expert, gemm_kind(table))
         gemm_f, gemm_b = gemm_f + ef, gemm_b + eb
         routed_f, routed_b = _routed_memory(model, table, z)
         expert_f = ef + _memory(gpu, routed_f)
@@ -292,7 +333,14 @@ def layer_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable, *, moe:
     forward = gemm_f + attn_mem_f + mlp_mem_f + core_f
     backward = gemm_b + attn_mem_b + mlp_mem_b + core_b
     recompute = _recomputed(model, gpu, table, z, forward, core_f, moe)
-    host = host_times(model, gpu, table, moe=moe)
+    host = host_times(
+        model,
+        gpu,
+        table,
+        moe=moe,
+        stack=stack,
+        redo={"full": recomputed_fraction(model, table), **module_masks(table)},
+    )
     as_array = lambda x: np.asarray(x, dtype=np.float64) * np.ones(len(table))  # noqa: E731
     return LayerCost(
         forward_s=np.asarray(forward, dtype=np.float64),
@@ -356,8 +404,9 @@ def _routed_memory(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tupl
     act_f = (6.0 if model.gated_ffn else 4.0) * width * pairs
     act_b = (10.0 if model.gated_ffn else 6.0) * width * pairs
     up = (2.0 if model.gated_ffn else 1.0) * width
-    forward = [unpermute, act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
-    backward = [unpermute, act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
+    _, local, pad = permute_bytes(table, copies, pairs, h)
+    forward = [unpermute, local, pad, act_f, _cast(z, h * pairs), _cast(z, width * pairs)]
+    backward = [unpermute, local, pad, act_b, _cast(z, up * pairs), _cast(z, h * pairs)]
     return forward, backward
 
 
@@ -369,8 +418,10 @@ def _moe(model: ModelSpec, table: LayoutTable, z: LayerShapes) -> tuple[list, li
     copies = z.sharded * model.experts_per_token  # this rank's token copies it dispatches
     gemms: list = [(z.sharded, float(model.num_experts), h, 1.0)]
     routed_f, routed_b = _routed_memory(model, table, z)
-    forward = [router, 4.0 * h * copies] + routed_f  # router, permutation, routed part
-    backward = [router, 4.0 * h * copies] + routed_b
+    pairs, _ = routed_tokens(model, table)
+    permute, _, _ = permute_bytes(table, copies, pairs, h)  # before the exchange
+    forward = [router, permute] + routed_f  # router, global permutation, routed part
+    backward = [router, permute] + routed_b
     if model.num_shared_experts:
         shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
         g, f, b = _ffn(model, z, z.tokens, shared, z.sharded)
@@ -441,7 +492,7 @@ def _recomputed(model, gpu, table: LayoutTable, z: LayerShapes, forward, core_f,
         kv_up = model.num_heads * (model.qk_nope_head_dim + model.v_head_dim) / z.tp
         up = [(z.tokens, z.q, float(model.q_lora_rank or h), 1.0)]
         up.append((z.tokens, kv_up, float(model.kv_lora_rank), 1.0))
-        up_f, _ = _gemms(gpu, up, table.precision)
+        up_f, _ = _gemms(gpu, up, gemm_kind(table))
         redo = redo + np.where(modules["mla_up_proj"], up_f, 0.0)
     if moe:
         pairs, _ = routed_tokens(model, table)
@@ -449,22 +500,32 @@ def _recomputed(model, gpu, table: LayoutTable, z: LayerShapes, forward, core_f,
         act = (6.0 if model.gated_ffn else 4.0) * width * pairs
         redo = redo + np.where(modules["moe_act"], _memory(gpu, [act]), 0.0)
         mlp_gemms, mlp_f, _ = _moe(model, table, z)
-        mlp_time = _gemms(gpu, mlp_gemms + _expert_gemms(model, table, z), table.precision)[0]
-        redo = redo + np.where(modules["mlp"], mlp_time + _memory(gpu, mlp_f), 0.0)
+        mlp_time = _gemms(gpu, mlp_gemms + _expert_gemms(model, table, z), gemm_kind(table))[0]
+        redo = redo + np.where(modules["moe"], mlp_time + _memory(gpu, mlp_f), 0.0)
         if model.num_shared_experts:
             shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
             g, f, _ = _ffn(model, z, z.tokens, shared, z.sharded)
             redo = redo + np.where(
                 modules["shared_experts"],
-                _gemms(gpu, g, table.precision)[0] + _memory(gpu, f),
+                _gemms(gpu, g, gemm_kind(table))[0] + _memory(gpu, f),
                 0.0,
             )
     else:
         g, f, _ = _ffn(model, z, z.tokens, model.intermediate_size / z.tp, z.sharded)
         redo = redo + np.where(
-            modules["mlp"], _gemms(gpu, g, table.precision)[0] + _memory(gpu, f), 0.0
+            modules["mlp"], _gemms(gpu, g, gemm_kind(table))[0] + _memory(gpu, f), 0.0
         )
     return np.where(full, forward, np.where(selective, redo, 0.0))
+
+
+def recomputed_fraction(model: ModelSpec, table: LayoutTable) -> np.ndarray:
+    """Fraction ``[N]`` of the layers whose forward runs twice under full recompute (1 for
+    every layer; ``recompute_layers`` of an average virtual chunk; 0 without full
+    recompute): how often a layer's forward collectives run again."""
+    chunk = model.num_layers / (table.pp * table.vpp).astype(np.float64)
+    limit = table.recompute_layers.astype(np.float64)
+    share = np.where(limit > 0, np.minimum(1.0, limit / chunk), 1.0)
+    return np.where(table.recompute == "full", share, 0.0)
 
 
 def module_masks(table: LayoutTable) -> dict[str, np.ndarray]:
@@ -483,9 +544,11 @@ def module_masks(table: LayoutTable) -> dict[str, np.ndarray]:
     return out
 
 
-def layer_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool) -> LayerCost:
+def layer_cost(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool, stack: Stack | None = None
+) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU; see module doc."""
-    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe).row(0)
+    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe, stack=stack).row(0)
 
 
 # Bytes per logit of the loss: Transformer Engine's fused cross entropy (the recipes'

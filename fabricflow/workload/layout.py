@@ -41,10 +41,28 @@ SCHEDULES = ("1f1b", "interleaved")
 # Values of ``Layout.pipeline_schedule``: ``auto`` derives 1F1B / interleaved from ``vpp``.
 PIPELINE_SCHEDULES = ("auto", "1f1b", "interleaved", "dualpipe")
 GRAD_DTYPES = ("fp32", "bf16")
+# dtypes of Adam's two moments (Megatron-Core's precision-aware optimizer ``exp_avg_dtype``
+# / ``exp_avg_sq_dtype``; the master weights stay fp32)
+MOMENT_DTYPES = ("fp32", "bf16")
+# FP8 scaling recipes (Megatron-Core ``--fp8-recipe``): per-tensor current scaling
+# (``tensorwise``), per-tensor delayed scaling from an amax history, MXFP8 (1x32 blocks,
+# E8M0 scales; Blackwell) and blockwise (1x128 activations, 128x128 weights; DeepSeek-V3).
+FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise")
+# MoE token dispatchers (Megatron-Core ``--moe-token-dispatcher-type`` and the flex
+# dispatcher's backends): see :mod:`fabricflow.workload.dispatch`.
+DISPATCHERS = ("alltoall", "allgather", "deepep", "hybridep")
 # Modules of selective recompute (Megatron-Core ``--recompute-modules``): the attention
-# core, the MLA up-projections, the whole MLP (dense or MoE), the MoE activation, the
-# norms, the shared experts.
-RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "mlp", "moe_act", "layernorm", "shared_experts")
+# core, the MLA up-projections, the dense MLP (``mlp``: dense layers only), the whole MoE
+# layer (``moe``), the MoE activation, the norms, the shared experts.
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "moe_act",
+    "layernorm",
+    "shared_experts",
+)
 DEFAULT_RECOMPUTE_MODULES = "core_attn"
 
 # Fraction of compute-phase wall time the GPU spends inside the modelled kernels. 1: every
@@ -54,6 +72,7 @@ DEFAULT_RECOMPUTE_MODULES = "core_attn"
 FRAMEWORK_EFFICIENCY = 1.0
 
 
+INT64_MAX = 2**63 - 1
 # Integer fields that must be >= 1 (``zero`` and the 0-means-default knobs are checked apart).
 INT_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "zero")
 POSITIVE_FIELDS = INT_FIELDS[:-1]
@@ -101,6 +120,17 @@ class Layout:
         grad_reduce_dtype: dtype of the main gradients and their reduction: ``bf16``
             (default, as every bf16 / fp8 performance recipe sets
             ``grad_reduce_in_fp32 = False``) or ``fp32`` (Megatron-LM's own default).
+        adam_moments_dtype: dtype of Adam's first and second moments: ``fp32`` (default)
+            or ``bf16`` (DeepSeek-V3's training; Megatron-Core's precision-aware optimizer
+            with ``exp_avg_dtype = exp_avg_sq_dtype = bf16``, as NVIDIA's DeepSeek-V3
+            recipes set it): optimizer state 8 B per parameter instead of 12 (fp32 master
+            weights kept).
+        fp8_activation_cache: with ``precision="fp8"``, the MoE expert up-projection output
+            (the SwiGLU input) is saved for backward in FP8 (1 B per element, fine-grained
+            scaling) instead of bf16, and the attention output once (the output
+            projection's backward reads the same copy, no separate FP8 one): DeepSeek-V3's
+            low-precision activation storage (report section 3.3.3; it recomputes the SwiGLU
+            output, ``recompute_modules`` ``moe_act``).
         moe_imbalance: max/mean tokens per expert-parallel rank (routing load imbalance);
             the slowest rank sets the all-to-all and expert-GEMM time.
         framework_efficiency: fraction of compute-phase time spent inside the modelled
@@ -147,6 +177,26 @@ class Layout:
             from ``CUDA_GRAPH_SCOPES``: ``attn``, ``mlp``, ``moe`` (a MoE layer with static
             shapes: ``moe_capacity_factor > 0``), ``moe_router``, ``moe_preprocess`` (needs
             ``moe_router``); "" = none.
+        fp8_recipe: the FP8 scaling recipe under ``precision="fp8"``, from
+            ``FP8_RECIPES``: it sets the bytes and host ops of every quantization.
+        dispatcher: the MoE token dispatcher, from ``DISPATCHERS``
+            (:mod:`fabricflow.workload.dispatch`).
+        moe_router_fusion: the router's fused top-k, score and auxiliary-loss kernels
+            (``--moe-router-fusion``); off, the router's element-wise kernels one by one.
+        cpu_binding: each rank's process bound to the CPU cores and memory of its GPU's
+            NUMA node (``numactl`` / ``bindpcie``); off, host time per op grows by the
+            stack's ``unbound_host_factor``.
+        fp8_norm_fusion: the FP8 quantization of a norm's output fused into the norm
+            kernel (cuDNN norms): the bf16 output is neither written nor read back.
+        fp8_dispatch: under fp8, the MoE dispatch sends the token copies in fp8 (DeepSeek-V3;
+            DeepEP's FP8 dispatch); off, in bf16 (Megatron-Core's all-to-all, and NVIDIA's
+            GB200 recipe, which finds the re-quantization for the backward costs more than
+            the halved bytes save). Combine is bf16 either way.
+
+    The software choices among these fields (:data:`fabricflow.workload.stack.LAYOUT_CHOICES`)
+    take a software stack's values as defaults where a stack is named (``--stack``,
+    :meth:`fabricflow.workload.stack.Stack.layout_for`); the defaults here are those of
+    the ``megatron-core`` preset.
     """
 
     tp: int = 1
@@ -167,6 +217,8 @@ class Layout:
     pp_overlap: bool = True
     ep_overlap: bool = False
     grad_reduce_dtype: str = "bf16"
+    adam_moments_dtype: str = "fp32"
+    fp8_activation_cache: bool = False
     moe_imbalance: float = 1.1
     framework_efficiency: float = FRAMEWORK_EFFICIENCY
     offload_optimizer: float = 0.0
@@ -184,6 +236,12 @@ class Layout:
     fused_cross_entropy: bool = True
     tp_backward_overlap: bool = True
     grad_accum_fusion: bool = True
+    fp8_recipe: str = "tensorwise"
+    dispatcher: str = "alltoall"
+    moe_router_fusion: bool = True
+    cpu_binding: bool = True
+    fp8_norm_fusion: bool = False
+    fp8_dispatch: bool = False
 
     def __post_init__(self):
         # numpy integers (np.int64(8) from an array or a sweep) are integers: stored as
@@ -343,6 +401,8 @@ class Layout:
                         "layout.zero", f"must be 0, 1, 2 or 3 (3 = FSDP), got {value!r}"
                     )
                 raise SpecError(f"layout.{field}", f"must be {kind}, got {value!r}")
+            if abs(value) > INT64_MAX:  # the rules run on int64 columns
+                raise SpecError(f"layout.{field}", f"{value} is too large: at most {INT64_MAX:,}")
         for field in BOOL_COLUMNS:
             # a string such as "no" would be truthy: only real booleans are accepted
             if not isinstance(getattr(self, field), bool):
@@ -521,6 +581,9 @@ def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> 
         _choice(t, "recompute", RECOMPUTE),
         _choice(t, "precision", PRECISIONS),
         _choice(t, "grad_reduce_dtype", GRAD_DTYPES),
+        _choice(t, "adam_moments_dtype", MOMENT_DTYPES),
+        _choice(t, "fp8_recipe", FP8_RECIPES),
+        _choice(t, "dispatcher", DISPATCHERS),
         (
             "layout.zero",
             ~_member(t.zero, (0, 1, 2, 3)),
@@ -567,9 +630,48 @@ def _problems(t: LayoutTable, model: ModelSpec | None, num_gpus: int | None) -> 
     checks += _scope_problems(t)
     checks += _size_problems(t, num_gpus)
     checks += _pipeline_problems(t)
+    checks += _knob_problems(t)
     if model is not None:
         checks += _model_problems(t, model)
     return first_problem(checks, len(t))
+
+
+def _knob_problems(t: LayoutTable) -> list[tuple]:
+    """Knobs that only mean something beside another setting: given without it they would
+    be silently ignored, so a user who sets one believes it acted (the compatibility rules
+    that ``step``, ``optimize`` and ``design`` share; the model-dependent ones are in
+    :func:`_model_problems`)."""
+    modules = np.array([bool(str(m).strip()) for m in t.recompute_modules], dtype=bool)
+    return [
+        (
+            "layout.microbatch_group",
+            (t.microbatch_group > 0) & (t.vpp < 2),
+            lambda rows: [
+                f"microbatch_group={t.microbatch_group[i]} sizes the micro-batch groups of the "
+                "interleaved schedule; it needs vpp >= 2 (vpp=1 runs 1F1B)"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.recompute_layers",
+            (t.recompute_layers > 0) & (t.recompute != "full"),
+            lambda rows: [
+                f"recompute_layers={t.recompute_layers[i]} counts the layers of full "
+                f"recompute; it needs recompute='full', got {str(t.recompute[i])!r}"
+                for i in rows
+            ],
+        ),
+        (
+            "layout.recompute_modules",
+            modules & (t.recompute != "selective"),
+            lambda rows: [
+                f"{str(t.recompute_modules[i])!r} names the modules of selective recompute; "
+                f"it needs recompute='selective', got {str(t.recompute[i])!r}"
+                + (" (full recompute recomputes whole layers)" if t.recompute[i] == "full" else "")
+                for i in rows
+            ],
+        ),
+    ]
 
 
 def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
@@ -609,6 +711,11 @@ def _size_problems(t: LayoutTable, num_gpus: int | None) -> list[tuple]:
             ],
         ),
         ("layout.vpp", (t.vpp > 1) & (t.pp == 1), "virtual pipeline stages need pp > 1"),
+        (
+            "layout.fp8_activation_cache",
+            t.fp8_activation_cache & (t.precision != "fp8"),
+            "FP8 activation storage needs precision='fp8'",
+        ),
     ]
     return out
 
@@ -762,13 +869,27 @@ def _model_problems(t: LayoutTable, model: ModelSpec) -> list[tuple]:
             )
         )
     else:
-        out.append(
+        dense = f"but {model.name} has no experts (a dense model has no expert layers)"
+        out += [
             (
                 "layout.ep",
                 t.ep > 1,
-                lambda rows: [f"ep={t.ep[i]} > 1 but {model.name} has no experts" for i in rows],
-            )
-        )
+                lambda rows: [f"ep={t.ep[i]} > 1 {dense}" for i in rows],
+            ),
+            (
+                "layout.expert_tp",
+                t.expert_tp > 0,
+                lambda rows: [f"expert_tp={t.expert_tp[i]} is set {dense}" for i in rows],
+            ),
+            ("layout.ep_overlap", t.ep_overlap, f"hides the MoE all-to-all {dense}"),
+            (
+                "layout.moe_capacity_factor",
+                t.moe_capacity_factor > 0.0,
+                lambda rows: [
+                    f"{t.moe_capacity_factor[i]} caps the tokens per expert {dense}" for i in rows
+                ],
+            ),
+        ]
     out.append(
         (
             "layout.sequence_parallel",

@@ -2,7 +2,8 @@
 
 Model states (Megatron mixed precision): bf16 weights 2 B, fp32 main gradients 4 B
 (2 B with ``grad_reduce_dtype='bf16'``), fp32 master weights + two Adam moments 12 B per
-parameter: 18 B per parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
+parameter (8 B with ``adam_moments_dtype='bf16'``, DeepSeek-V3's optimizer): 18 B per
+parameter, as docs/references.md §5. ZeRO-1 (Megatron's distributed optimizer)
 shards the 12 B over the data-parallel x context-parallel ranks (``6 + 12/d``), ZeRO-2 the
 gradients too, ZeRO-3 everything. Expert weights are sharded over ``expert_tp x ep`` and
 their optimizer over the expert data-parallel ranks.
@@ -153,13 +154,17 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     input) and the softmax statistics (4 B per head), the FFN's up-projection output and
     activation output (1 B under fp8); MLA adds the compressed Q and KV latents and their
     norm inputs; a MoE layer keeps fp32 router scores, and per routed token copy the expert
-    input, up-projection output, activation output and expert output; eager attention the
+    input, up-projection output, activation output and its fp32 routing probability (the
+    probability multiplies the activation, so the expert output is not kept;
+    docs/references.md §21); ``fp8_activation_cache`` keeps the up-projection output in
+    FP8 and the attention output once (DeepSeek-V3's storage); eager attention the
     ``s x s`` scores and softmax (and dropout mask and output); dropout masks 1 B. Norm
     tensors are per token of the SP shard, the rest per token of the TP-sharded widths.
     Selective recompute drops: ``core_attn`` the ``s x s`` tensors (a fused kernel keeps
     none), ``layernorm`` the norm outputs, ``mla_up_proj`` Q, K, V (the latents stay),
-    ``mlp`` the FFN / MoE internals (its input stays), ``moe_act`` the expert activation
-    outputs, ``shared_experts`` the shared experts' internals.
+    ``mlp`` a dense layer's FFN internals, ``moe`` a MoE layer's (its input stays),
+    ``moe_act`` the expert activation outputs, ``shared_experts`` the shared experts'
+    internals (Megatron-Core's modules: ``mlp`` is the dense MLP only).
     """
     z = layer_shapes(model, table)
     modules = module_masks(table)
@@ -170,7 +175,8 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     norms = (2.0 * 2.0 + 2.0 * mask) * h + keep("layernorm") * 2.0 * fp8_width * h
     saved = norms * z.sharded
     qkv = 2.0 * (z.q + z.k + z.v) * (keep("mla_up_proj") if model.is_mla else 1.0)
-    attention = qkv + 2.0 * z.o + np.where(z.fp8, z.o, 0.0)
+    cached = table.fp8_activation_cache  # DeepSeek-V3's FP8 activation storage
+    attention = qkv + 2.0 * z.o + np.where(z.fp8 & ~cached, z.o, 0.0)
     if model.attention != "eager":  # a fused kernel's fp32 log-sum-exp per query and head
         attention = attention + 4.0 * model.num_heads / z.tp
     if model.is_mla:
@@ -192,14 +198,17 @@ def layer_activation_table(model: ModelSpec, table: LayoutTable, *, moe: bool) -
     if moe:
         pairs, _ = routed_tokens(model, table)
         width = model.moe_intermediate_size / table.expert_tensor
-        per_copy = fp8_width * h + 2.0 * up_factor * width + 2.0 * h
+        # the routing probability multiplies the activation output (Megatron-Core's
+        # activation_func_with_probs), so the expert output is not saved; its fp32 prob is
+        swiglu_in = np.where(cached, 1.0, 2.0)
+        per_copy = fp8_width * h + swiglu_in * up_factor * width + 4.0
         per_copy = per_copy + keep("moe_act") * fp8_width * width
-        experts = per_copy * pairs * keep("mlp") + 4.0 * model.num_experts * z.sharded
+        experts = per_copy * pairs * keep("moe") + 4.0 * model.num_experts * z.sharded
         saved = saved + experts
         if model.num_shared_experts:
             shared = model.num_shared_experts * model.moe_intermediate_size / z.tp
             inner = (2.0 * up_factor + fp8_width) * shared * z.tokens
-            saved = saved + inner * keep("mlp") * keep("shared_experts")
+            saved = saved + inner * keep("moe") * keep("shared_experts")
     else:
         width = model.intermediate_size / z.tp
         saved = saved + (2.0 * up_factor + fp8_width) * width * z.tokens * keep("mlp")
@@ -296,7 +305,9 @@ def _states(table: LayoutTable, params: np.ndarray, shards: np.ndarray) -> tuple
     shards = shards.astype(np.float64)[:, None]
     weights = np.where(zero >= 3, 2.0 * params / shards, 2.0 * params)
     grads = np.where(zero >= 2, grad_bytes * params / shards, grad_bytes * params)
-    optimizer = np.where(zero >= 1, 12.0 * params / shards, 12.0 * params)
+    # fp32 master weights and Adam's two moments (fp32, or bf16: precision-aware optimizer)
+    per_param = 4.0 + 2.0 * np.where(table.adam_moments_dtype == "bf16", 2.0, 4.0)[:, None]
+    optimizer = np.where(zero >= 1, per_param * params / shards, per_param * params)
     return weights, grads, optimizer
 
 

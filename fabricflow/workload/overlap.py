@@ -18,7 +18,9 @@ SM counts per dimension (:data:`COMM_SMS`, docs/references.md §15): NCCL collec
 launch one CTA per channel, 24 on H100 as observed beside a GEMM; Transformer Engine's
 tensor-parallel overlap uses 1 SM (ring exchange over copy engines) for its all-gathers
 and 16 SMs (pipelined reduce-scatter) for its reduce-scatters, 8.5 on average over a pass;
-DeepSeek-V3 gives 20 of 132 SMs to its expert all-to-all; NCCL point-to-point for CP ring
+the MoE dispatcher's SMs are the software stack's (``alltoall_sms``, ``deepep_sms``,
+``hybridep_sms``; :func:`fabricflow.workload.dispatch.dispatcher_sms`); NCCL
+point-to-point for CP ring
 exchange 2 channels per peer each way (4 CTAs); tensor-parallel collectives run by NCCL
 beside the backward GEMMs (asynchronous TP communication, ``tp_nccl``) take NCCL's 24.
 """
@@ -28,13 +30,15 @@ from __future__ import annotations
 import numpy as np
 
 # SMs a communication kernel occupies while it runs, per dimension of the step model.
-COMM_SMS = {"tp": 8.5, "tp_nccl": 24.0, "cp": 4.0, "ep": 20.0, "dp": 24.0, "pp": 2.0}
+COMM_SMS = {"tp": 8.5, "tp_nccl": 24.0, "cp": 4.0, "dp": 24.0, "pp": 2.0}
 
 
-def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share) -> np.ndarray:
+def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share, sms=None) -> np.ndarray:
     """Fraction ``f`` ``[N]`` by which compute slows while ``dim``'s collective runs:
     its SMs over the GPU's, plus the memory-bound share of the hidden compute times the
-    fraction of HBM bandwidth the transfer takes (``wire_bytes`` sent in ``comm_s``)."""
+    fraction of HBM bandwidth the transfer takes (``wire_bytes`` sent in ``comm_s``).
+    ``sms``: the collective kernel's SMs (``[N]`` or a number) where they depend on more
+    than the dimension (the MoE dispatcher's, required for ``ep``); None: :data:`COMM_SMS`."""
     comm_s = np.asarray(comm_s, dtype=np.float64)
     rate = np.divide(
         np.asarray(wire_bytes, dtype=np.float64),
@@ -43,7 +47,8 @@ def slowdown(gpu, dim: str, wire_bytes, comm_s, memory_share) -> np.ndarray:
         where=comm_s > 0,
     )
     hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
-    return COMM_SMS[dim] / float(gpu.compute_units) + np.asarray(memory_share) * np.minimum(
+    held = COMM_SMS[dim] if sms is None else np.asarray(sms, dtype=np.float64)
+    return held / float(gpu.compute_units) + np.asarray(memory_share) * np.minimum(
         1.0, 2.0 * rate / hbm
     )
 

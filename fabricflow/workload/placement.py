@@ -11,8 +11,13 @@ on GPU r), ``scattered`` (whole servers in a seeded random order, as a busy sche
 hands them out) or ``topology-aware`` (the order itself is chosen: the dimension that moves
 the most bytes per step varies fastest, and ranks fill GPUs in the fabric's locality
 order, so the heaviest groups land in the smallest subtree: the scale-up domain first,
-then the leaf / rail group, then the pod). Placement decides what traffic stays inside
-NVLink domains, rails and pods.
+then the leaf / rail group, then the pod). ``domain-aligned`` runs 64 ranks in each
+scale-up domain of 64 or more GPUs (an NVL72 rack keeps 8 GPUs, two trays, as spares), and
+``deployed`` (the default of :func:`fabricflow.step_time`) places as such racks are run:
+whole trays inside racks, spares kept, and the tensor- and expert-parallel groups inside one
+scale-up domain whenever they fit in one (see :func:`deployed_gpus`); on fabrics without
+such domains it is ``contiguous``. Placement decides what traffic stays inside NVLink
+domains, rails and pods.
 
 Groups are int64 arrays ``[num_groups, group_size]`` of GPU indices, built with one
 reshape/transpose each (no Python loop over ranks).
@@ -32,7 +37,7 @@ from .layout import Layout
 from .model import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
-PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned")
+PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned", "deployed")
 # domain-aligned placement uses a multiple of this many GPUs of each scale-up domain of at
 # least this size: 64 of every 72-GPU NVL72 rack, 8 left as spares (docs/references.md §6)
 DOMAIN_ALIGN = 64
@@ -130,6 +135,10 @@ def place(
             (the first ``D - D mod 64`` of every scale-up domain of ``D >= 64`` GPUs: an
             NVL72 rack runs 64 ranks and keeps 8 GPUs as spares), so groups of up to 64
             consecutive ranks stay inside one NVLink domain; needs ``fabric``.
+            ``deployed``: rank r on the r-th of the GPUs :func:`deployed_gpus` keeps (whole
+            trays of spare-keeping domains, in multiples of the TP / EP group span that fits
+            one domain), or ``contiguous`` where the job needs more GPUs than they keep;
+            needs ``fabric``.
         seed: random seed of ``scattered``.
         gpus_per_node: GPUs per server (the unit a scheduler allocates).
         fabric: the fabric, for ``topology-aware`` (``None``: GPU index order stands for
@@ -162,6 +171,13 @@ def place(
                 f"{usable.size} of the fabric's {fabric.num_gpus} (a multiple of "
                 f"{DOMAIN_ALIGN} per scale-up domain)",
             )
+        gpu_of_rank = usable[:num_ranks]
+    elif placement == "deployed":
+        if fabric is None:
+            raise SpecError("fabric", "deployed placement needs the fabric (its domains)")
+        usable = deployed_gpus(fabric, layout, dims)
+        if usable.size < num_ranks:  # the job needs the spares too: every GPU, in order
+            usable = np.arange(num_fabric_gpus, dtype=np.int64)
         gpu_of_rank = usable[:num_ranks]
     elif placement == "topology-aware":
         if dims != parse_order(DEFAULT_ORDER):
@@ -198,13 +214,57 @@ def aligned_gpus(fabric: Fabric) -> np.ndarray:
     """int64 GPU indices that ``domain-aligned`` placement uses, in index order: the first
     ``D - D mod DOMAIN_ALIGN`` GPUs of every scale-up domain of ``D >= DOMAIN_ALIGN`` GPUs
     (every GPU of smaller domains)."""
+    size = np.bincount(fabric.gpu_domain.astype(np.int64), minlength=fabric.num_domains)
+    keep = np.where(size >= DOMAIN_ALIGN, size - size % DOMAIN_ALIGN, size)
+    return _first_of_domains(fabric, keep)
+
+
+def group_span(layout: Layout, order: tuple[str, ...], dim: str, *, expert: bool) -> int:
+    """Consecutive ranks that hold every group of ``dim`` whole: the product of the sizes of
+    ``dim`` and of every dimension that varies faster in ``order`` (a ``tp`` group of the
+    default order spans ``tp`` ranks, an expert-parallel group ``expert_tp x ep``)."""
+    if expert:
+        sizes = {"tp": layout.expert_tensor, "ep": layout.ep, "dp": layout.expert_dp}
+        dims = [d for d in order if d != "cp"]
+    else:
+        sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp}
+        dims = [d for d in order if d != "ep"]
+    sizes["pp"] = layout.pp
+    return int(np.prod([sizes[d] for d in dims[: dims.index(dim) + 1]]))
+
+
+def deployed_gpus(fabric: Fabric, layout: Layout, order: tuple[str, ...]) -> np.ndarray:
+    """int64 GPU indices ``deployed`` placement uses, in index order.
+
+    Scale-up domains of ``D >= DOMAIN_ALIGN`` GPUs keep spares, as NVL72 racks are run: the
+    job uses the first ``D - D mod DOMAIN_ALIGN`` of each (64 of 72: 16 of 18 trays of 4),
+    rounded down to whole trays (``fabric.gpus_per_node``) and then to a multiple of the
+    largest span of consecutive ranks that must share a domain and fits one: the TP and
+    expert-parallel groups together (the least common multiple of their spans), else the
+    expert-parallel group, else the TP group (:func:`group_span`). A 32-rank expert group
+    thus never straddles two racks. Smaller domains (8-GPU servers) keep every GPU.
+    """
+    size = np.bincount(fabric.gpu_domain.astype(np.int64), minlength=fabric.num_domains)
+    spares = size >= DOMAIN_ALIGN
+    tray = max(int(fabric.gpus_per_node), 1)
+    keep = np.where(spares, size - size % DOMAIN_ALIGN, size)
+    keep = np.where(spares, keep - keep % tray, keep)
+    if spares.any():
+        room = int(keep[spares].min())
+        tp_span = group_span(layout, order, "tp", expert=False)
+        ep_span = group_span(layout, order, "ep", expert=True) if layout.ep > 1 else 1
+        both = int(np.lcm(tp_span, ep_span))
+        block = next((span for span in (both, ep_span, tp_span) if span <= room), 1)
+        keep = np.where(spares, keep - keep % block, keep)
+    return _first_of_domains(fabric, keep)
+
+
+def _first_of_domains(fabric: Fabric, keep: np.ndarray) -> np.ndarray:
+    """int64 indices of the first ``keep[d]`` GPUs (by index) of every domain ``d``
+    (domains need not be index-contiguous)."""
     domain = fabric.gpu_domain.astype(np.int64)
     gpu = np.arange(fabric.num_gpus, dtype=np.int64)
-    first = np.full(fabric.num_domains, fabric.num_gpus, dtype=np.int64)
-    np.minimum.at(first, domain, gpu)
     size = np.bincount(domain, minlength=fabric.num_domains)
-    keep = np.where(size >= DOMAIN_ALIGN, size - size % DOMAIN_ALIGN, size)
-    # position of each GPU among its domain's GPUs (domains need not be index-contiguous)
     order = np.lexsort((gpu, domain))
     start = np.concatenate([[0], np.cumsum(size)[:-1]])
     local = np.empty_like(gpu)

@@ -9,7 +9,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   parallelism 2 all-gathers + 2 reduce-scatters; hidden behind the pass's GEMMs when
   ``tp_overlap``. CP: a ring of ``cp - 1`` K/V send/recv steps forward (K/V + their
   gradients backward), hidden behind the attention core. EP: dispatch and combine
-  all-to-all of ``top_k`` token copies per pass (dispatch in fp8 under fp8 training),
+  all-to-all of ``top_k`` token copies per pass (dispatch in fp8 under ``fp8_dispatch``),
   scaled by the routing imbalance; backward runs both again; hidden behind another
   chunk's compute when ``ep_overlap``.
   Passes: forward, backward, and the forward again under full recompute.
@@ -67,6 +67,7 @@ from .compute import (
     collective_sizes,
     compose,
 )
+from .dispatch import dispatch_seconds, line_rate
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
 from .hetero import is_mixed, job_gpus, split_for_gpus
@@ -75,6 +76,7 @@ from .layout import OFFLOAD_FIELDS, Layout
 from .memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from .model import ModelSpec, load_model
 from .placement import Placement, parse_order, place
+from .stack import Stack, load_stack
 from .stages import rank_names
 from .table import LayoutTable, layout_table
 
@@ -170,7 +172,7 @@ def step_time(
     fabric: Fabric,
     *,
     order: str = DEFAULT_ORDER,
-    placement: str | Placement = "contiguous",
+    placement: str | Placement = "deployed",
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
@@ -181,6 +183,7 @@ def step_time(
     cc: str | None = None,
     calibration: Calibration | str | None = None,
     interval_level: float | None = DEFAULT_LEVEL,
+    stack: Stack | str | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
 
@@ -193,7 +196,9 @@ def step_time(
         layout: the parallel layout (validated here against the model).
         fabric: the network; the layout's GPUs are placed on its first GPUs or scattered.
         order: Megatron-style rank order, fastest-varying dimension first.
-        placement: ``contiguous``, ``scattered`` (seeded, whole servers),
+        placement: ``deployed`` (default: as racks are run; on fabrics without
+            spare-keeping scale-up domains the same as ``contiguous``), ``contiguous``,
+            ``domain-aligned``, ``scattered`` (seeded, whole servers),
             ``topology-aware`` (picks the order: heaviest dimension into the smallest
             subtree of ``fabric``; ``order`` stays at its default) or a
             :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
@@ -227,6 +232,12 @@ def step_time(
             collective model's constants; the interval is then the calibrated one.
         interval_level: the level of the prediction interval (``result.interval``), 0.8
             by default; ``None``: no interval (what the interval table's generator uses).
+        stack: the software stack (a :class:`~fabricflow.workload.stack.Stack`, a preset
+            name such as ``nemo-25.09``, or None for the default ``megatron-core``): its
+            physical parameters (host time per module, the MoE dispatchers' achieved
+            bandwidth and SMs, ...) time the step; ``layout`` is taken as given (build it
+            with ``stack.layout_for(...)`` to take the stack's software choices as
+            defaults). ``details["stack"]`` reports it.
 
     Traffic of different dimensions that overlaps in time shares the fabric
     (:mod:`fabricflow.collective.coupling`); ``details["coupling"]`` gives the step time of
@@ -241,6 +252,10 @@ def step_time(
         result.step_time_s, result.breakdown
     """
     model = load_model(model) if not isinstance(model, ModelSpec) else model
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
+    calibration = as_calibration(calibration)
+    if calibration is not None:
+        stack = calibration.stack_spec(stack)
     if not isinstance(layout, Layout):
         raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
     if not isinstance(fabric, Fabric):
@@ -251,7 +266,6 @@ def step_time(
     num_seeds = None if seeds is None else _check_seeds(seeds)
     coupling = check_flag(coupling, "coupling")
     layout.validate(model)
-    calibration = as_calibration(calibration)
     rank_gpus = job_gpus(gpu, layout)
     if calibration is not None:
         rank_gpus = tuple(calibration.gpu_spec(each) for each in rank_gpus)
@@ -316,6 +330,12 @@ def step_time(
             fabric=fabric,
             model=model,
         )
+    # Transformer Engine's userbuffers (TP comm-GEMM overlap) works only inside one NVLink
+    # domain (docs/references.md): a TP group over the scale-out network runs NCCL
+    # collectives, asynchronous in the backward pass where tp_backward_overlap allows
+    userbuffers = layout.tp_overlap and _tp_in_one_domain(where, fabric)
+    if layout.tp_overlap and not userbuffers:
+        layout = dataclasses.replace(layout, tp_overlap=False)
     comm = register_groups(
         CollectiveCache(
             fabric,
@@ -331,8 +351,9 @@ def step_time(
         layout,
     )
     ep_nodes = _ep_domains(where, fabric, model)
+    ep_line = line_rate(fabric, ep_nodes)
     times, slow, breakdown, coupled = _coupled_step(
-        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes
+        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes, stack=stack, ep_line=ep_line
     )
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
@@ -368,6 +389,8 @@ def step_time(
                         register_groups(cache, where, model, layout),
                         coupling,
                         ep_nodes=ep_nodes,
+                        stack=stack,
+                        ep_line=ep_line,
                     )[2].values()
                 )
             )
@@ -394,6 +417,10 @@ def step_time(
         "placement": placement if isinstance(placement, str) else "custom",
         "num_micro_batches": layout.num_micro_batches,
         "collective_backend": comm.backend,
+        # what else sets the collectives' times: routing, its hash seed, algorithms
+        "routing": comm.routing,
+        "seed": comm.seed,
+        "algorithms": dict(comm.algorithms),
         "model_flops_per_step": flops,
         "parameters": model.num_parameters(),
         "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
@@ -404,9 +431,12 @@ def step_time(
         "coupling": coupled,
         "memory": memory_margin,
         "overlap": slow["overlap"],
+        # TP comm-GEMM overlap in force (asked for and every TP group in one NVLink domain)
+        "tp_userbuffers": bool(userbuffers and layout.sequence_parallel and layout.tp > 1),
         # compute seconds the slowest rank's GPU waits for its host to issue work (eager
         # layers whose host time exceeds their kernels'; included in "compute")
         "host_wait_s": slow["host"] * layout.num_micro_batches,
+        "stack": stack.to_dict(),
     }
     if variability is not None:
         details["variability"] = variability
@@ -445,7 +475,9 @@ def step_time(
     )
 
 
-def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
+def compute_only(
+    model: ModelSpec, gpu: GpuSpec, layout: Layout, stack: Stack | str | None = None
+) -> dict:
     """Breakdown (seconds, :data:`BREAKDOWN_KEYS`) of a step of ``layout`` with every
     collective taking no time: compute, pipeline bubble, optimizer and offload only.
 
@@ -459,7 +491,8 @@ def compute_only(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> dict:
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
-    parts = compose(model, rank_gpus, layout_table([layout]), CommTimes.free())
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
+    parts = compose(model, rank_gpus, layout_table([layout]), CommTimes.free(), stack=stack)
     return {key: float(value[0]) for key, value in parts.breakdown.items()}
 
 
@@ -491,10 +524,20 @@ def _needed_collectives(model: ModelSpec, layout: Layout, sizes: dict) -> list[s
     return keys
 
 
-def collective_times(model: ModelSpec, table: LayoutTable, comm, ep_nodes: int = 1) -> CommTimes:
+def collective_times(
+    model: ModelSpec,
+    table: LayoutTable,
+    comm,
+    ep_nodes: int = 1,
+    stack: Stack | None = None,
+    ep_line: float = 0.0,
+) -> CommTimes:
     """:class:`CommTimes` of a one-row table, each collective timed by ``comm.slowest``
     (a :class:`CollectiveCache` or its coupled view); ``ep_nodes``: scale-up domains an
-    expert-parallel group spans (for node-limited dispatch)."""
+    expert-parallel group spans (for node-limited dispatch); the MoE dispatch and combine
+    through the layout's dispatcher (:func:`~fabricflow.workload.dispatch.dispatch_seconds`)
+    with ``stack``'s parameters, ``ep_line`` the per-GPU line rate its fractions apply to
+    (B/s; 0: the collective model's rate)."""
     layout = table.layout(0)
     sizes = collective_sizes(model, table, ep_nodes)
     seconds = {}
@@ -502,22 +545,46 @@ def collective_times(model: ModelSpec, table: LayoutTable, comm, ep_nodes: int =
     prepare = getattr(comm, "prepare_many", None)  # collective caches solve them together
     if prepare is not None:
         prepare([COLLECTIVES[key] for key in needed])
+    gather = layout.dispatcher == "allgather"
     for key in needed:
         name, op = COLLECTIVES[key]
-        seconds[key] = comm.slowest(name, op, float(sizes[key][0]))
+        size = float(sizes[key][0])
+        if gather and key in ("ep_dispatch", "ep_combine"):
+            # all-gather the expert-parallel group's tokens, reduce-scatter the outputs
+            op = "all_gather" if key == "ep_dispatch" else "reduce_scatter"
+            size = float(sizes["ep_allgather"][0])
+        seconds[key] = comm.slowest(name, op, size)
+    if "ep_dispatch" in seconds:
+        stack = stack if isinstance(stack, Stack) else load_stack(stack)
+        d, c = dispatch_seconds(
+            stack,
+            table,
+            (seconds["ep_dispatch"], seconds["ep_combine"]),
+            (sizes["ep_dispatch"], sizes["ep_combine"]),
+            ep_nodes,
+            ep_line,
+        )
+        seconds["ep_dispatch"], seconds["ep_combine"] = float(d[0]), float(c[0])
     return CommTimes(seconds)
 
 
 def compose_step(
-    model: ModelSpec, rank_gpus: tuple, layout: Layout, comm, ep_nodes: int = 1
+    model: ModelSpec,
+    rank_gpus: tuple,
+    layout: Layout,
+    comm,
+    ep_nodes: int = 1,
+    stack: Stack | None = None,
+    ep_line: float = 0.0,
 ) -> tuple[dict, dict, dict]:
     """Per-rank micro-batch times, the slowest rank and the breakdown (seconds), with
     collective times from ``comm`` (a :class:`CollectiveCache`, or its coupled view);
     ``rank_gpus``: the GPU of each pipeline rank. One row of
     :func:`fabricflow.workload.compute.compose`."""
+    stack = stack if isinstance(stack, Stack) else load_stack(stack)
     table = layout_table([layout])
-    times_ = collective_times(model, table, comm, ep_nodes)
-    parts = compose(model, rank_gpus, table, times_, per_rank=True)
+    times_ = collective_times(model, table, comm, ep_nodes, stack, ep_line)
+    parts = compose(model, rank_gpus, table, times_, per_rank=True, stack=stack)
     names = rank_names(layout.pp)
     assert parts.ranks is not None
     times = {
@@ -541,11 +608,13 @@ def _coupled_step(
     comm: CollectiveCache,
     on: bool = True,
     ep_nodes: int = 1,
+    stack: Stack | None = None,
+    ep_line: float = 0.0,
 ) -> tuple[dict, dict, dict, dict]:
     """:func:`compose_step` with each dimension alone, then (``on``) again with the traffic of
     each overlap window sharing the fabric; returns the coupled (times, slowest rank,
     breakdown) and the ``coupling`` details entry."""
-    times, slow, alone = compose_step(model, rank_gpus, layout, comm, ep_nodes)
+    times, slow, alone = compose_step(model, rank_gpus, layout, comm, ep_nodes, stack, ep_line)
     isolated_s = sum(alone.values())
     if not on or comm.backend == "alpha-beta":
         why = "off" if not on else "none: the alpha-beta backend has no flows on the fabric"
@@ -559,7 +628,7 @@ def _coupled_step(
         }
         return times, slow, alone, coupling
     view = plan_windows(comm, layout, issue_rates(model, layout, slow))
-    times, slow, breakdown = compose_step(model, rank_gpus, layout, view, ep_nodes)
+    times, slow, breakdown = compose_step(model, rank_gpus, layout, view, ep_nodes, stack, ep_line)
     coupled_s = sum(breakdown.values())
     coupling = {
         "model": "joint max-min per overlap window (flow completion where it matters)",
@@ -596,6 +665,12 @@ def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float
         "edp": 3.0,
     }
     return {name: count / slow["total"] for name, count in per_micro_batch.items()}
+
+
+def _tp_in_one_domain(where: Placement, fabric: Fabric) -> bool:
+    """Every tensor-parallel group of ``where`` lies inside one scale-up domain."""
+    domains = fabric.gpu_domain[where.groups("tp")]
+    return bool(np.all(domains == domains[:, :1]))
 
 
 def _ep_domains(where: Placement, fabric: Fabric, model: ModelSpec) -> int:

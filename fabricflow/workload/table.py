@@ -51,6 +51,11 @@ BOOL_COLUMNS = (
     "fused_cross_entropy",
     "tp_backward_overlap",
     "grad_accum_fusion",
+    "fp8_activation_cache",
+    "moe_router_fusion",
+    "cpu_binding",
+    "fp8_dispatch",
+    "fp8_norm_fusion",
 )
 FLOAT_COLUMNS = (
     "moe_imbalance",
@@ -64,9 +69,12 @@ NAME_COLUMNS = (
     "recompute",
     "precision",
     "grad_reduce_dtype",
+    "adam_moments_dtype",
     "pipeline_schedule",
     "recompute_modules",
     "cuda_graph_scope",
+    "fp8_recipe",
+    "dispatcher",
 )
 OBJECT_COLUMNS = ("pp_split",)
 

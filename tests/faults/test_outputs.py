@@ -27,7 +27,7 @@ COMMANDS = {
          "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
          "--space", "tp=1,2", "--collectives", "alpha-beta"],
         "--out",
-        ["candidates.nc", "pareto.png", "top_breakdown.png"],
+        ["best.json", "candidates.nc", "pareto.png", "top_breakdown.png"],
         "best",
     ),
     "cluster": (

@@ -171,3 +171,22 @@ def test_a_batch_that_fails_for_one_point_fails_that_point_alone(tmp_path):
     assert ds.status.values.tolist() == [[1, 2, 1]]
     assert ds.value.values[0, [0, 2]].tolist() == [2.0, 6.0]
     assert "SolverError: c = -1.0 does not converge" in str(ds.error.values[0, 1])
+
+
+def test_the_rerun_of_a_single_point_runs_in_a_worker_too(tmp_path):
+    """A point that ended its worker and failed, run again alone with --workers 2: it runs
+    in a worker process (replaced when it dies), never in the run's own process, which
+    it would take down with no report (exit 3, no output)."""
+    log = tmp_path / "calls.log"
+    spec = {
+        "task": "sweep_tasks:dies",
+        "fixed": {"log": str(log), "always": True},
+        "grid": {"x": [2, 3]},
+    }
+    first = sweep_cli(spec, tmp_path / "s.zarr", "--workers", "2")
+    assert first.returncode == 1 and one_json(first.stdout)["failed"] == 1
+    again = sweep_cli(spec, tmp_path / "s.zarr", "--workers", "2")
+    assert again.returncode == 1, again.stderr
+    report = one_json(again.stdout)
+    assert (report["computed"], report["failed"], report["backend"]) == (0, 1, "processes")
+    assert "WorkerDied" in report["errors"]['{"x": 3}']

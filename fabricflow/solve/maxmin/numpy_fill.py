@@ -9,6 +9,16 @@ here; :func:`.engine.max_min` picks between the two (``method="auto"``).
 
 Frozen loads are summed round by round in float64 (the JAX kernel recomputes them from
 all frozen rates every round); the rates agree to float64 rounding.
+
+A round touches each active entry a few times, at random links (gathers and one
+scatter). The per-entry work that is not inherent is avoided: the flow of an entry is
+expanded with ``np.repeat`` over the rows' entry counts (sequential) instead of being
+stored and compressed, link ids are int32, unit coefficients are not stored, and the
+per-link sums are updated from the frozen entries only (the loads they add, the weights
+they take away) instead of being summed again over every active entry. On the 1M-flow
+all-to-all of ``clos-100k`` (45 rounds) this costs about a quarter fewer CPU seconds than
+the earlier rounds, with the same rates and bottlenecks bit for bit
+(docs/solve-performance.md).
 """
 
 from __future__ import annotations
@@ -58,29 +68,34 @@ def numpy_water_fill(
     count = count[row]
     # per active flow, compacted with ``row`` (no gathers from the full arrays per round)
     row_weight, row_demand, row_level = weight[row], demand[row], demand_level[row]
-    entry_row = np.repeat(np.arange(row.size), count)
-    entry_link = np.asarray(link, np.intp)
-    entry_coef = np.asarray(coef, np.float64)
-    unit = bool(np.all(row_weight == 1.0))  # then entry weights are the coefficients
-    entry_weight = entry_coef if unit else entry_coef * row_weight[entry_row]
+    entry_link = np.asarray(link).astype(np.int32 if num_links < 2**31 else np.int64)
+    entry_coef: np.ndarray | None = np.asarray(coef, np.float64)
+    if np.all(entry_coef == 1.0):
+        entry_coef = None  # unit coefficients: nothing to store or compress
+    unit = entry_coef is None and bool(np.all(row_weight == 1.0))
+    active_weight = _link_sums(entry_link, row_weight, count, entry_coef, num_links, unit)
     frozen_load = np.zeros(num_links)
     share = np.empty(num_links)
+    not_bottleneck = np.zeros(num_links, dtype=bool)
     rounds = 1 if num_flows and not row.size else 0
     while row.size and rounds < max_iters:
         rounds += 1
         first = np.cumsum(count) - count
-        active_weight = np.bincount(entry_link, weights=entry_weight, minlength=num_links)
-        crossed = active_weight > 0
         share.fill(np.inf)
-        np.divide(np.maximum(capacity - frozen_load, 0.0), active_weight, out=share, where=crossed)
+        np.divide(
+            np.maximum(capacity - frozen_load, 0.0),
+            active_weight,
+            out=share,
+            where=active_weight > 0,
+        )
         entry_share = share[entry_link]
         link_level = np.minimum.reduceat(entry_share, first)
         level = np.minimum(link_level, row_level)
         # Not a local bottleneck: some active flow on the link has a lower level.
-        lower = entry_share > (level * (1.0 + rtol))[entry_row]
-        not_bottleneck = np.zeros(num_links, dtype=bool)
+        lower = entry_share > np.repeat(level * (1.0 + rtol), count)
+        not_bottleneck.fill(False)
         not_bottleneck[entry_link[lower]] = True
-        hit, hit_link = _first_bottleneck(not_bottleneck, entry_link, entry_row, row.size)
+        hit, hit_link = _first_bottleneck(~not_bottleneck[entry_link], entry_link, first)
         by_demand = row_level <= link_level * (1.0 + rtol)
         freeze = hit | by_demand | np.isinf(level)
         new_rate = np.where(by_demand & ~hit, row_demand, row_weight * level)
@@ -90,18 +105,18 @@ def numpy_water_fill(
         if frozen.size == row.size:
             row = row[:0]
             break
-        # the frozen flows' load, summed over every entry with the others' rates masked to
-        # 0 (x + 0.0 == x: the same sums as over the frozen entries, without compressing)
-        frozen_rate = np.where(freeze, new_rate, 0.0)
-        frozen_load += np.bincount(
-            entry_link, weights=entry_coef * frozen_rate[entry_row], minlength=num_links
+        # the frozen flows' entries add their load and take their weight away
+        keep = np.repeat(~freeze, count)
+        gone = ~keep
+        gone_link, gone_count = entry_link[gone], count[freeze]
+        gone_coef = None if entry_coef is None else entry_coef[gone]
+        frozen_load += _link_sums(gone_link, new_rate[freeze], gone_count, gone_coef, num_links)
+        active_weight -= _link_sums(
+            gone_link, row_weight[freeze], gone_count, gone_coef, num_links, unit
         )
-        keep = ~freeze[entry_row]
         alive = ~freeze
-        renumber = np.cumsum(alive) - 1
-        entry_link, entry_coef = entry_link[keep], entry_coef[keep]
-        entry_weight = entry_coef if unit else entry_weight[keep]
-        entry_row = renumber[entry_row[keep]]
+        entry_link = entry_link[keep]
+        entry_coef = None if entry_coef is None else entry_coef[keep]
         row, count = row[alive], count[alive]
         row_weight, row_demand, row_level = row_weight[alive], row_demand[alive], row_level[alive]
     unsettled = np.zeros(num_flows, dtype=bool)
@@ -109,24 +124,41 @@ def numpy_water_fill(
     return rate, bottleneck, rounds, unsettled
 
 
+def _link_sums(
+    entry_link: np.ndarray,
+    row_values: np.ndarray,
+    count: np.ndarray,
+    entry_coef: np.ndarray | None,
+    num_links: int,
+    unit: bool = False,
+) -> np.ndarray:
+    """float64 ``[L]``: per link, the sum over entries of ``coef * value`` of the entry's
+    row (``unit``: every coefficient and value is 1, a plain count)."""
+    if unit:
+        return np.bincount(entry_link, minlength=num_links).astype(np.float64)
+    values = np.repeat(row_values, count)
+    if entry_coef is not None:
+        values = values * entry_coef
+    return np.bincount(entry_link, weights=values, minlength=num_links)
+
+
 def _first_bottleneck(
-    not_bottleneck: np.ndarray, entry_link: np.ndarray, entry_row: np.ndarray, num_rows: int
+    bottleneck_entry: np.ndarray, entry_link: np.ndarray, first: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(hit bool [R], link int [R])``: whether each active flow crosses a local
     bottleneck, and the first such link on its path (``-1``: none).
 
-    ``entry_row`` is non-decreasing (each flow's entries are contiguous), so the first
-    bottleneck entry of a flow is where the flow of the bottleneck entries changes: one
-    pass over the entries and then work on the bottleneck entries only.
+    ``first`` holds each flow's first entry (the flows' entries are contiguous, in order),
+    so the flow of a bottleneck entry is found by a binary search, and its first
+    bottleneck entry is where that flow changes: work on the bottleneck entries only.
     """
-    at = np.flatnonzero(~not_bottleneck[entry_link])
-    at_row = entry_row[at]
+    at = np.flatnonzero(bottleneck_entry)
+    at_row = np.searchsorted(first, at, side="right") - 1
     lead = np.empty(at.size, dtype=bool)
     lead[:1] = True
     np.not_equal(at_row[1:], at_row[:-1], out=lead[1:])
-    hit_rows = at_row[lead]
-    hit = np.zeros(num_rows, dtype=bool)
-    hit[hit_rows] = True
-    hit_link = np.full(num_rows, -1, np.int64)
-    hit_link[hit_rows] = entry_link[at[lead]]
+    hit = np.zeros(first.size, dtype=bool)
+    hit[at_row[lead]] = True
+    hit_link = np.full(first.size, -1, np.int64)
+    hit_link[at_row[lead]] = entry_link[at[lead]]
     return hit, hit_link

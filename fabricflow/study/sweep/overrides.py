@@ -2,7 +2,9 @@
 per-process cache of the fabrics they build.
 
 A key ``fabric.<a>.<b>...`` walks the spec mapping of the ``fabric`` argument (a preset
-name or a YAML path, read by :func:`fabricflow.fabric.spec.read_spec`): mapping keys by
+name, a YAML path or an imported ``slurm:PATH`` / ``netlist:PATH`` file, read by
+:func:`fabricflow.fabric.spec.fabric_spec`; an import's options are ``fabric.<option>``
+keys, ``fabric.gpus_per_node``, ``fabric.companion``, ...): mapping keys by
 name, list items by number (from 0). The last part may name a key the spec leaves out
 (``planes`` of a preset that takes the default): :func:`build_fabric` refuses names it does
 not know, so a typo still fails, with the allowed keys.
@@ -67,16 +69,26 @@ def apply_override(spec: dict, key: str, value) -> None:
 
 
 def resolved_spec(fabric, overrides: dict) -> dict:
-    """The fabric spec mapping of preset/path ``fabric`` with dotted ``overrides`` set (in
-    key order, so that a whole sub-mapping set first can be refined by a deeper key)."""
-    from ...fabric.spec import read_spec
+    """The fabric spec mapping of ``fabric`` (a preset, a YAML path, or an imported file
+    ``slurm:PATH`` / ``netlist:PATH``) with dotted ``overrides`` set (in key order, so that
+    a whole sub-mapping set first can be refined by a deeper key). For an imported file,
+    ``fabric.<option>`` keys naming one of its import options (``fabric.gpus_per_node``,
+    ``fabric.companion``, ...: :data:`fabricflow.fabric.spec.IMPORT_OPTIONS`) are passed to
+    the import; the others apply to the spec it gives."""
+    from ...fabric.spec import IMPORT_OPTIONS, fabric_spec, is_import
 
     if not isinstance(fabric, str):
         raise SpecError(
             "fabric",
-            f"expected a preset name or a YAML path to apply fabric.* keys to, got {fabric!r}",
+            f"expected a preset name, a YAML path, slurm:PATH or netlist:PATH to apply "
+            f"fabric.* keys to, got {fabric!r}",
         )
-    spec = copy.deepcopy(read_spec(fabric))
+    options = {}
+    if is_import(fabric):
+        names = {FABRIC_PREFIX + key: key for key in IMPORT_OPTIONS}
+        options = {names[key]: value for key, value in overrides.items() if key in names}
+        overrides = {key: value for key, value in overrides.items() if key not in names}
+    spec = copy.deepcopy(fabric_spec(fabric, **options))
     for key in sorted(overrides, key=lambda k: (k.count("."), k)):
         apply_override(spec, key, overrides[key])
     return spec
@@ -102,7 +114,17 @@ def _build(spec_json: str):
 def check_paths(fabrics: list, keys_values: dict[str, list]) -> None:
     """Resolve every ``fabric.*`` key against every base fabric before any point runs, so
     that a path that does not resolve is bad input (exit 2), not a failure of every point."""
+    from ...fabric.spec import IMPORT_OPTIONS, is_import
+
+    options = {FABRIC_PREFIX + key for key in IMPORT_OPTIONS}
     for fabric in fabrics:
+        # an import reads its options together (a companion gives what a flag leaves
+        # out): each value is checked beside the first value of the other options
+        base = {
+            key: values[0]
+            for key, values in keys_values.items()
+            if is_import(fabric) and key in options and values
+        }
         for key, values in keys_values.items():
             for value in values:
-                resolved_spec(fabric, {key: value})
+                resolved_spec(fabric, {**base, key: value})

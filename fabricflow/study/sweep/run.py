@@ -13,18 +13,25 @@ from typing import Any
 
 import numpy as np
 
+from ... import schema
 from ...errors import OutputError, SpecError
 from .backends import check_scheduler, dask_connect_timeout_s, run_dask, run_inline, run_processes
 from .layout import FAILED
 from .overrides import check_paths
 from .plan import chunk_size, iter_units
 from .spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
-from .store import SweepStore
+from .store import SweepStore, stored_counts
 from .tasks import SweepTask, check_arguments, get_task
 from .work import Unit
 
 DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
 DASK_IN_FLIGHT = 4 * DASK_WORKERS  # units submitted to Dask at a time
+# Grid points one run takes unless the caller allows more (max_points): at the fastest a
+# point costs tens of us of bookkeeping (a trivial task: 400,000 points a minute, in this
+# process) and a step or collective point ms to s, so 10**6 points already run for minutes
+# to days. A larger grid is refused before the store is touched, naming its size, unless
+# the caller says it means it (the run is resumable and can be interrupted).
+MAX_POINTS = 1_000_000
 BYTES_PER_POINT = 24  # status, its reordered copy, masks and one metric read while checking
 LAZY_FRACTION = 0.25  # a dataset over this share of the memory budget is returned lazily
 
@@ -89,6 +96,7 @@ def sweep(
     repair: bool = False,
     metrics=None,
     progress: bool | None = None,
+    max_points: int = MAX_POINTS,
 ):
     """Evaluate ``task`` at every point of ``grid`` into the zarr ``store``; return it.
 
@@ -102,8 +110,9 @@ def sweep(
         store: folder of the zarr store. A store of the same SPEC is resumed: only
             points not done are computed; one of another SPEC is refused (SpecError
             naming what differs) unless ``overwrite``.
-        workers: local processes (default: ``min(points, os.cpu_count())``; 0 or 1 runs in
-            this process).
+        workers: local processes (default: ``min(points, os.cpu_count())``; 0 runs in
+            this process, any other count in that many worker processes, even for one
+            point, so that a point that ends its process is retried as in a full run).
         scheduler: ``tcp://HOST:PORT`` of a Dask scheduler: run there instead.
         overwrite: replace a store of another SPEC (or start this one again).
         repair: rebuild the damaged parts of a store (metadata written again from the
@@ -111,6 +120,9 @@ def sweep(
             every intact point; without it a damaged store is refused, naming the damage.
         metrics: metric names to record (default: the task's).
         progress: a tqdm bar with ETA on stderr (default: when stderr is a terminal).
+        max_points: the largest grid this run takes (default :data:`MAX_POINTS`, 10**6);
+            a larger one is refused before the store is touched. Raise it to run a larger
+            grid on purpose.
 
     Returns:
         :class:`xarray.Dataset`: one dimension per grid key (coordinates = the values),
@@ -145,6 +157,7 @@ def sweep(
         overwrite=overwrite,
         repair=repair,
         progress=progress,
+        max_points=max_points,
     )
     dataset = run.dataset
     dataset.attrs["last_run"] = json.dumps(run.summary())
@@ -189,12 +202,23 @@ def run_sweep(
     overwrite: bool = False,
     repair: bool = False,
     progress: bool | None = None,
+    max_points: int = MAX_POINTS,
 ) -> SweepRun:
     """Run (or resume) ``spec`` into ``store``; the counts and the dataset (see :func:`sweep`)."""
     start = time.perf_counter()
     if not isinstance(spec, SweepSpec):
         spec = read_sweep_spec(spec)
     _check_options(workers, scheduler, store, overwrite, repair)
+    limit = schema.integer(max_points, "max_points", minimum=1)
+    schema.check_size(
+        spec.size,
+        limit,
+        "grid",
+        "the grid",
+        "points",
+        "a run of that many takes hours at the least; split the grid, or allow it with "
+        f"max_points={spec.size} (--max-points {spec.size})",
+    )
     task, metrics = prepare(spec)
     check_size(spec, metrics, Path(store))
     if scheduler is not None:  # an address that does not answer fails before the store
@@ -281,9 +305,11 @@ def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) 
     stats: dict = {}
     if scheduler is not None:
         run.backend, stream = "dask", run_dask(units, scheduler, DASK_IN_FLIGHT)
-    elif count <= 1 or pending <= 1:
+    elif count == 0 or pending == 0:
+        # only asked for (workers=0): a point that kills its process would take the run's
+        # own process with it (a rerun of one failed point exited 9 with no output)
         run.backend, stream = "inline", run_inline(units)
-        count = min(count, 1)
+        count = 0
     else:
         count = min(count, -(-pending // chunk))  # no more workers than units
         run.backend, stream = "processes", run_processes(units, count, stats)
@@ -320,7 +346,12 @@ def _run(spec, task, metrics, opened: SweepStore, workers, scheduler, progress) 
         )
         raise
     except OutputError as error:  # the disk filled up, or the store went read-only
-        stored = opened.counts()
+        # read back: a status write cut off by the full disk may have stored some chunks
+        # (their points are whole: metrics go first), which the in-memory status lacks
+        try:
+            stored = stored_counts(opened.path)
+        except OutputError:
+            stored = opened.counts()
         raise OutputError(
             f"{error}; the run stopped: {stored['done']:,} of {spec.size:,} points are stored "
             f"(whole; {run.computed:,} computed by this run), {stored['pending']:,} are not: "

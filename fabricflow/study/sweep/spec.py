@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import schema
 from ...errors import SpecError
 
 SPEC_KEYS = ("task", "fixed", "grid", "metrics", "description")
@@ -96,9 +97,7 @@ def read_sweep_spec(source: str | Path | Mapping) -> SweepSpec:
         where = str(source)
     if not isinstance(data, Mapping):
         raise SpecError("spec", f"{where}: expected a mapping with task and grid, got {data!r}")
-    unknown = sorted(set(data) - set(SPEC_KEYS))
-    if unknown:
-        raise SpecError("spec", f"unknown key(s) {unknown}; allowed keys: {list(SPEC_KEYS)}")
+    schema.Section(data, "spec", SPEC_KEYS)  # unknown keys, with the closest
     if "task" not in data:
         raise SpecError(
             "task", "missing; give step, collective, optimize, maxmin, cc or module:function"

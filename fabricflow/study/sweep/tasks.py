@@ -353,7 +353,9 @@ def check_arguments(task: SweepTask, keys) -> None:
         raise SpecError("fixed", f"task {task.name!r} needs {missing} (in fixed or grid)")
     if any(key.startswith(FABRIC_PREFIX) for key in keys) and "fabric" not in keys:
         raise SpecError(
-            "fabric", "fabric.* keys need a base fabric: give fabric (a preset or a YAML path)"
+            "fabric",
+            "fabric.* keys need a base fabric: give fabric (a preset, a YAML path, slurm:PATH "
+            "or netlist:PATH)",
         )
 
 

@@ -1,0 +1,59 @@
+"""``fabricflow gpus``: list the shipped GPU presets with their key facts."""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "gpus",
+        help="list GPU presets (peak TFLOP/s, HBM, HBM bandwidth, host link)",
+        description="List the GPU presets that --gpu takes: dense peak bf16 and fp8 "
+        "TFLOP/s, HBM capacity and bandwidth, compute units and the host link.",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def gpu_facts(gpu) -> dict:
+    """Key facts of a :class:`GpuSpec` in SI units: ``peak_bf16_flops``,
+    ``peak_fp8_flops`` (dense FLOP/s), ``hbm_bytes``, ``hbm_Bps``, ``compute_units``,
+    ``host_link`` and ``host_link_Bps`` (per direction)."""
+    return {
+        "name": gpu.name,
+        "peak_bf16_flops": gpu.peak_bf16,
+        "peak_fp8_flops": gpu.peak_fp8,
+        "hbm_bytes": gpu.hbm,
+        "hbm_Bps": gpu.hbm_bandwidth,
+        "compute_units": gpu.compute_units,
+        "host_link": gpu.host_link,
+        "host_link_Bps": gpu.host_link_bandwidth,
+    }
+
+
+def run(args) -> int:
+    from ..workload.gpu import list_gpus, load_gpu
+
+    rows = [gpu_facts(load_gpu(name)) for name in list_gpus()]
+    if args.json:
+        print_json({"gpus": rows})
+        return 0
+    width = max(len(row["name"]) for row in rows)
+    print(
+        f"{'gpu':<{width}}  {'bf16 TFLOP/s':>12}  {'fp8 TFLOP/s':>11}  {'HBM GiB':>7}  "
+        f"{'HBM TB/s':>8}  {'units':>5}  host link"
+    )
+    for row in rows:
+        fp8 = f"{row['peak_fp8_flops'] / 1e12:,.0f}" if row["peak_fp8_flops"] else "-"
+        host = (
+            f"{row['host_link']} {row['host_link_Bps'] / 1e9:g} GB/s"
+            if row["host_link_Bps"]
+            else "-"
+        )
+        print(
+            f"{row['name']:<{width}}  {row['peak_bf16_flops'] / 1e12:>12,.0f}  {fp8:>11}  "
+            f"{row['hbm_bytes'] / 2**30:>7.1f}  {row['hbm_Bps'] / 1e12:>8.2f}  "
+            f"{row['compute_units']:>5}  {host}"
+        )
+    return 0

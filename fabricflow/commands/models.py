@@ -1,0 +1,67 @@
+"""``fabricflow models``: list the shipped model presets with their key facts."""
+
+from __future__ import annotations
+
+from ._common import add_json_flag, print_json
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "models",
+        help="list model presets (parameters, layers, hidden size, heads, experts)",
+        description="List the model presets that --model takes: parameters (total, and "
+        "active per token for mixture-of-experts models), layers, hidden size, attention "
+        "heads (query / key-value), experts and vocabulary.",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def model_facts(model) -> dict:
+    """Key facts of a :class:`ModelSpec`: ``parameters`` and ``active_parameters`` (per
+    token: the dense layers, and of each MoE layer its shared and routed-to experts),
+    ``layers``, ``hidden_size``, ``heads``, ``kv_heads``, ``experts``, ``experts_per_token``,
+    ``vocab_size``, ``attention``."""
+    total = model.num_parameters()
+    active = total
+    if model.is_moe:
+        experts = model.layer_parameters(True)["experts"]
+        idle = experts * (1 - model.experts_per_token / model.num_experts)
+        active = total - model.num_moe_layers * idle
+    return {
+        "name": model.name,
+        "type": model.model_type,
+        "parameters": total,
+        "active_parameters": active,
+        "layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "heads": model.num_heads,
+        "kv_heads": model.num_kv_heads,
+        "experts": model.num_experts,
+        "experts_per_token": model.experts_per_token,
+        "vocab_size": model.vocab_size,
+        "attention": model.attention,
+    }
+
+
+def run(args) -> int:
+    from ..workload.model import list_models, load_model
+
+    rows = [model_facts(load_model(name)) for name in list_models()]
+    if args.json:
+        print_json({"models": rows})
+        return 0
+    width = max(len(row["name"]) for row in rows)
+    print(
+        f"{'model':<{width}}  {'params':>8}  {'active':>8}  {'layers':>6}  {'hidden':>6}  "
+        f"{'heads q/kv':>10}  {'experts':>8}  vocab"
+    )
+    for row in rows:
+        experts = f"{row['experts']} top{row['experts_per_token']}" if row["experts"] else "-"
+        print(
+            f"{row['name']:<{width}}  {row['parameters'] / 1e9:>7.1f}B  "
+            f"{row['active_parameters'] / 1e9:>7.1f}B  {row['layers']:>6}  "
+            f"{row['hidden_size']:>6}  {row['heads']:>5}/{row['kv_heads']:<4}  {experts:>8}  "
+            f"{row['vocab_size']:,}"
+        )
+    return 0
