@@ -332,6 +332,7 @@ def print_text(search, why: str) -> None:
         best.details["rank_gpus"][0],
         search.calibration,
         flatten_kwargs,
+        None if search.model is None else search.model.is_moe,
     )
     if close:
         print(

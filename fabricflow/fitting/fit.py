@@ -141,14 +141,17 @@ def _jacobian(
     return np.stack(columns, axis=1) if columns else np.zeros((base.size, 0))
 
 
-def _identifiable(jacobian: np.ndarray, limit: int) -> tuple[list[int], dict[int, str]]:
-    """Columns of ``jacobian`` the measurements determine, and why each other is not."""
+def _identifiable(
+    jacobian: np.ndarray, limit: int, blocked: dict[int, str] | None = None
+) -> tuple[list[int], dict[int, str]]:
+    """Columns of ``jacobian`` the measurements determine, and why each other is not
+    (``blocked``: columns left out from the start, with their reason)."""
     import scipy.linalg
 
-    why: dict[int, str] = {}
+    why: dict[int, str] = dict(blocked or {})
     norms = np.linalg.norm(jacobian, axis=0)
     for flat in np.flatnonzero(norms < MIN_SENSITIVITY).tolist():
-        why[flat] = "the measurements barely depend on it"
+        why.setdefault(flat, "the measurements barely depend on it")
     live = [c for c in range(jacobian.shape[1]) if c not in why]
     if not live:
         return [], why
@@ -227,7 +230,17 @@ def fit(problem: FitProblem) -> FitResult:
     prior_predicted = problem.measured * np.exp(prior_residuals * problem.sigma)
     everything = np.arange(count)
     reach = _jacobian(problem, problem.prior, everything, REACH)
-    chosen_list, why = _identifiable(reach, limit=problem.measured.size)
+    # a parameter at its physical bound that the measurements would push beyond it (the
+    # descent direction points outside) cannot explain them: leave it out from the start
+    descent = -(reach.T @ prior_residuals)
+    blocked = {}
+    for i in range(count):
+        low, high = problem.bounds[i]
+        if (problem.prior[i] >= high * (1 - 1e-12) and descent[i] > 0) or (
+            problem.prior[i] <= low * (1 + 1e-12) and low > 0 and descent[i] < 0
+        ):
+            blocked[i] = "it is at its physical bound and the measurements ask for beyond it"
+    chosen_list, why = _identifiable(reach, limit=problem.measured.size, blocked=blocked)
     needed: set[int] = set()  # parameters a fit without them was worse for
     joint: dict[int, str] = {}
     previous = None  # (chosen_list, theta, chi2) of the fit before a parameter was dropped

@@ -157,6 +157,7 @@ class LayoutSearch:
                 best.details["rank_gpus"][0],
                 self.calibration,
                 flatten_kwargs,
+                None if self.model is None else self.model.is_moe,
             ),
             "mfu": best.mfu,
             "tokens_per_gpu_s": best.tokens_per_s / self.gpus,

@@ -36,16 +36,19 @@ def _differences(kwargs: dict, best_kwargs: dict, flatten) -> dict:
     return {k: v for k, v in mine.items() if theirs.get(k) != v}
 
 
-def indistinguishable(top: list, level: float, gpu: str, calibration, flatten) -> list[dict]:
+def indistinguishable(
+    top: list, level: float, gpu: str, calibration, flatten, moe: bool | None = None
+) -> list[dict]:
     """The answers of ``top`` (``[(kwargs, StepResult)]``, best first) the model cannot
-    separate from the first at ``level`` (module docstring), each with ``step_time_s``,
+    separate from the first at ``level`` (module docstring; ``moe``: the job's model is a
+    mixture of experts, None: not known), each with ``step_time_s``,
     ``ratio`` to the winner, ``knobs`` (what differs from the winner) and ``parts`` (the
     step's parts that differ most, seconds, candidate minus winner)."""
     if not top:
         return []
     z = NormalDist().inv_cdf((1 + level) / 2)
-    margin = z * math.sqrt(2.0) * relative_log_sigma(gpu, calibration)
     best_kwargs, best = top[0]
+    margin = z * math.sqrt(2.0) * relative_log_sigma(gpu, calibration, moe)
     out = []
     for kwargs, result in top[1:]:
         ratio = result.step_time_s / best.step_time_s

@@ -46,8 +46,9 @@ def _release(run) -> str:
 
 def interval_rows(runs=PUBLISHED_RUNS) -> dict:
     """The table: ``steps`` (one row per run that ran), ``collectives``, and
-    ``calibrated_log_sigma`` (the pooled spread of log-ratios within each (GPU, release)
-    group around the group's mean)."""
+    ``calibrated_log_sigma``: ``{"dense", "moe", "all": spread}``, the pooled spread of
+    log-ratios within each (GPU, release) group around the group's mean, over the dense
+    runs, the MoE runs, and all."""
     steps = []
     for run in runs:
         row = predict(run, interval_level=None)  # the table is what it makes
@@ -64,11 +65,20 @@ def interval_rows(runs=PUBLISHED_RUNS) -> dict:
                 "log_ratio": math.log(run.measured_step_s / row["predicted_step_s"]),
             }
         )
-    groups: dict = {}
-    for row in steps:
-        groups.setdefault((row["gpu"], row["release"]), []).append(row["log_ratio"])
-    squares = sum(((np.array(v) - np.mean(v)) ** 2).sum() for v in groups.values() if len(v) > 1)
-    dof = sum(len(v) - 1 for v in groups.values() if len(v) > 1)
+    spreads = {}
+    for label, keep in (("dense", False), ("moe", True), ("all", None)):
+        groups: dict = {}
+        for row in steps:
+            if keep is None or row["moe"] == keep:
+                groups.setdefault((row["gpu"], row["release"]), []).append(row["log_ratio"])
+        squares = sum(
+            ((np.array(v) - np.mean(v)) ** 2).sum() for v in groups.values() if len(v) > 1
+        )
+        dof = sum(len(v) - 1 for v in groups.values() if len(v) > 1)
+        if dof:
+            spreads[label] = float(math.sqrt(squares / dof))
+    if "all" not in spreads:
+        raise ValueError("no (GPU, release) group of the study has two runs that ran")
     collectives = []
     fabrics: dict = {}
     for label, preset, op, gpus, algo, measured in COLLECTIVE_CASES:
@@ -79,12 +89,10 @@ def interval_rows(runs=PUBLISHED_RUNS) -> dict:
         collectives.append(
             {"name": label, "log_ratio": math.log(predicted / measured)}  # time ratio
         )
-    if not dof:
-        raise ValueError("no (GPU, release) group of the study has two runs that ran")
     return {
         "generated_by": "python -m fabricflow.study.step_intervals",
         "steps": steps,
-        "calibrated_log_sigma": float(math.sqrt(squares / dof)),
+        "calibrated_log_sigma": spreads,
         "collectives": collectives,
     }
 

@@ -125,9 +125,12 @@ def all_parameters() -> list[str]:
 
 
 def parameter_bounds(name: str) -> tuple[float, float]:
-    """The physical range of parameter ``name``: ``(0, 1]`` for an efficiency, ``[0,
-    inf)`` for a time or a latency scale."""
+    """The physical range of parameter ``name``: ``(0, 1]`` for an efficiency (a
+    protocol's: up to its wire format's share), ``[1, inf)`` for the unbound host factor,
+    ``[0, inf)`` for a time, a count or a scale."""
     field = name.split(".", 1)[1]
+    if field == "unbound_host_factor":  # host time without CPU binding over the bound one
+        return (1.0, math.inf)
     if field in _WIRE_BOUNDS:
         return (0.0, _WIRE_BOUNDS[field])
     return (0.0, 1.0) if field in _FRACTIONS else (0.0, math.inf)
@@ -169,7 +172,8 @@ class Parameter:
                 allowed=allowed,
             )
         low, high = parameter_bounds(self.name)
-        zero_ok = field.endswith("_s")  # a host time may be 0; an efficiency or scale not
+        # a host time may be 0 and the unbound host factor 1; an efficiency or scale not 0
+        zero_ok = field.endswith("_s") or field == "unbound_host_factor"
         for what in ("prior", "value"):
             number = getattr(self, what)
             inside = (

@@ -203,14 +203,14 @@ def step_interval(
         and calibration.gpu == gpu
         and calibration.step_log_sigma is not None
     ):
-        spread = float(table["calibrated_log_sigma"])
+        spread = _spread(bool(moe))
         sigma = math.hypot(calibration.step_log_sigma, spread)
         return _calibrated(
             point_s,
             sigma,
             level,
             f"calibration on {gpu}: fit log-sigma {calibration.step_log_sigma:.3f}, "
-            f"within-release spread {spread:.3f}",
+            f"within-release spread of {'MoE' if moe else 'dense'} runs {spread:.3f}",
         )
     keys = {"generation": gpu_generation(gpu), "moe": bool(moe), "precision": precision}
     ratios, label = _pooled(table["steps"], keys)
@@ -243,14 +243,24 @@ def collective_interval(
     )
 
 
-def relative_log_sigma(gpu: str, calibration: Calibration | None = None) -> float:
+def _spread(moe: bool | None) -> float:
+    """The table's within-(GPU, release) spread of dense or MoE runs (None: all)."""
+    spreads = interval_table()["calibrated_log_sigma"]
+    key = "all" if moe is None else ("moe" if moe else "dense")
+    return float(spreads.get(key, spreads["all"]))
+
+
+def relative_log_sigma(
+    gpu: str, calibration: Calibration | None = None, moe: bool | None = None
+) -> float:
     """One sigma of the error of the *ratio* of two step times predicted for one GPU and
     software stack, in log space: the part of the model's error that does not cancel
     between two layouts of one job. It is the spread between runs of one GPU and release
-    once each group's own offset is removed (``calibrated_log_sigma`` of the table), with
+    once each group's own offset is removed (``calibrated_log_sigma`` of the table, of
+    dense or MoE runs), with
     a calibration's own sigma added for a calibrated GPU. Used to tell which optimizer
     candidates the model cannot separate."""
-    spread = float(interval_table()["calibrated_log_sigma"])
+    spread = _spread(moe)
     if calibration is not None and calibration.gpu == gpu and calibration.step_log_sigma:
         return math.hypot(spread, calibration.step_log_sigma)
     return spread
