@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
 import fabricflow as ff
@@ -274,6 +275,17 @@ def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
         rows = list(csv.DictReader(handle))
     assert rows[0]["layout"].startswith("TP8 CP1 PP1 DP8") and rows[0]["search"] == "finished"
     assert float(rows[0]["fabric_gpus"]) >= float(rows[0]["gpus"]) == 64
+    # each design's fabric as a YAML spec that loads back to the fabric it was timed on
+    import fabricflow as ff
+    from fabricflow.fabric.spec import build_fabric
+    from fabricflow.optimize.design import design_spec
+
+    saved = tmp_path / "out" / "fabrics" / "2t_1-1_rail_1p_400G_su8_ib.yaml"
+    loaded = ff.load_fabric(str(saved))
+    built = build_fabric(design_spec("2t/1:1/rail/1p/400G/su8/ib", 64))
+    assert loaded.num_gpus == built.num_gpus == float(rows[0]["fabric_gpus"])
+    assert np.array_equal(loaded.capacity, built.capacity)
+    assert np.array_equal(loaded.link_src, built.link_src)
 
 
 def test_design_cli_default_work_matches_the_api():

@@ -7,7 +7,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.collective.comm import CollectiveCache
 from fabricflow.workload.compute import collective_sizes
-from fabricflow.workload.dispatch import line_rate
+from fabricflow.workload.dispatch import dispatch_seconds, line_rate
 from fabricflow.workload.efficiency import gemm_time, memory_time
 from fabricflow.workload.host import host_times
 from fabricflow.workload.layer_cost import layer_cost_table
@@ -57,6 +57,21 @@ def test_hybridep_and_deepep_reach_their_measured_ep32_bandwidth_on_gb200(nvl72,
 def test_line_rate_is_the_scale_up_link_inside_a_domain_and_the_nic_across(nvl72):
     assert line_rate(nvl72, 1) == pytest.approx(900e9)  # 1.8 TB/s bidirectional NVLink 5
     assert line_rate(nvl72, 2) == pytest.approx(50e9)  # one 400G NIC per GPU
+
+
+def test_deepep_internode_ep16_moves_its_rdma_share_at_the_measured_43_gbs():
+    """DeepEP normal kernels, EP16 over two 8-GPU nodes: 43 GB/s of RDMA bandwidth per
+    GPU on 400G CX7 (DeepEP README); half of a rank's tokens stay in its node (NVLink),
+    so only that half runs at the RDMA rate."""
+    stack = ff.load_stack("deepseek-v3")
+    table = layout_table([ff.Layout(ep=16, dp=16, dispatcher="deepep")])
+    size = 1e9  # bytes per rank of one dispatch / combine
+    d, c = dispatch_seconds(stack, table, (1e-6, 1e-6), (size, size), 2, 50e9)
+    assert 0.5 * size / d[0] / 1e9 == pytest.approx(43.0, rel=1e-6)
+    assert 0.5 * size / c[0] / 1e9 == pytest.approx(43.0, rel=1e-6)
+    # inside one domain every byte moves at the NVLink figure (153 GB/s of 200 on H800)
+    d, _ = dispatch_seconds(stack, table, (1e-6, 1e-6), (size, size), 1, 200e9)
+    assert size / d[0] / 1e9 == pytest.approx(153.0, rel=1e-6)
 
 
 def test_flex_dispatchers_fuse_the_global_permutation_and_hybridep_the_padding(dsv3):

@@ -138,7 +138,12 @@ def test_no_module_imports_the_top_level_package():
                     or isinstance(node, ast.ImportFrom)
                     and node.module is None
                     and node.level == depth + 1
-                    and not all(os.path.exists(os.path.join(root, a.name)) for a in node.names)
+                    and not all(
+                        # a subpackage or a module of the package, not a name of its API
+                        os.path.exists(os.path.join(root, a.name))
+                        or os.path.exists(os.path.join(root, a.name + ".py"))
+                        for a in node.names
+                    )
                 )
                 if top_level:
                     offenders.append(f"{path}:{node.lineno}")

@@ -43,6 +43,38 @@ def test_the_table_holds_both_sets_with_sources():
     }
 
 
+def test_every_recipe_row_runs_on_its_own_release_stack():
+    """Each NeMo release of the set has a stack preset, and a row's layout carries its
+    release's choices and the FP8 recipe it published (no row falls back to the default)."""
+    presets = set(ff.list_stacks())
+    nemo = [run for run in PUBLISHED_RUNS if run.stack.startswith("nemo-")]
+    assert {run.stack for run in nemo} <= presets
+    for run in nemo:
+        assert run_setup(run)[2].name == run.stack
+    recipe = {name: run_setup(RUNS[name])[1].fp8_recipe for name in RUNS}
+    assert recipe["8b h100 fp8 24.07"] == "delayed"  # NeMo's FP8 default before 25.04
+    assert recipe["70b gb200 mxfp8 26.02"] == "mxfp8"
+    assert recipe["70b gb200 fp8-cs 26.02"] == "tensorwise"
+    assert recipe["deepseek-v3 h800 2048"] == "blockwise"
+
+
+def test_moe_rows_take_their_releases_dispatcher_and_cuda_graphs():
+    """Megatron-Bridge 0.3.0 (26.02): Qwen3 30B MXFP8 on GB200 with HybridEP and graphs of
+    the router and preprocessing; 0.5.0 (26.06): the full-iteration CUDA graph with the
+    all-to-all overlapped; Qwen3 235B on B200 keeps NCCL's all-to-all."""
+    old = run_setup(RUNS["q30 gb200 mxfp8 26.02"])[1]
+    assert (old.dispatcher, old.cuda_graphs, old.cuda_graph_scope, old.ep_overlap) == (
+        "hybridep",
+        False,
+        "moe_router,moe_preprocess",
+        False,
+    )
+    new = run_setup(RUNS["q30 gb200 mxfp8 26.06"])[1]
+    assert (new.dispatcher, new.cuda_graphs, new.ep_overlap) == ("hybridep", True, True)
+    assert run_setup(RUNS["q235 b200 mxfp8 26.02"])[1].dispatcher == "alltoall"
+    assert run_setup(RUNS["dsv3 gb200 mxfp8 26.04"])[1].recompute_modules == "mlp"
+
+
 def test_a_recipe_row_is_read_as_published():
     """26.04.01, DGX-B200, DeepSeek-V3 MXFP8: 256 GPUs, GBS 4096, MBS 1, seq 4096, PP 8,
     VP 2, EP 32, 3,328 tokens/s/GPU."""

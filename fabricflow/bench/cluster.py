@@ -50,9 +50,11 @@ def run_case(
     largest: int,
     spares: int,
     duration_range: tuple[float, float] = (3600.0, 3 * 86400.0),
+    progress=None,
 ) -> dict:
     """Simulate ``jobs`` synthetic jobs over ``days`` on ``fabric_name`` (see the module
-    docs) and return the figures."""
+    docs) and return the figures. ``progress``: passed to ``simulate_cluster`` (called
+    after every event; it may raise to stop the run)."""
     from ..cluster.failures import CheckpointPolicy
     from ..cluster.simulate import simulate_cluster
     from ..cluster.standalone import clear_cache
@@ -87,6 +89,7 @@ def run_case(
         checkpoint=policy,
         horizon=horizon,
         seed=0,
+        progress=progress,
     )
     ended = time.perf_counter()
     cluster = run.cluster

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 
@@ -15,7 +16,16 @@ def register(subparsers) -> None:
         "--quick", action="store_true", help="small sizes, for a smoke test of the benchmark itself"
     )
     parser.add_argument(
-        "--gpu", action="store_true", help="also run the accelerator-sized cases (needs a GPU)"
+        "--gpu",
+        action="store_true",
+        help="with no section named: the prepared GPU run (section gpu, 8 minutes, one JSON; "
+        "skipped without a GPU); with sections: also their accelerator-sized cases",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="also write the report to this JSON file (section gpu: "
+        "rewritten after each of its cases)",
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -31,10 +41,21 @@ def run(args) -> int:
     renamed = aliases()
     for old in sorted(set(args.sections) & set(renamed)):
         print(f"bench: section {old!r} is now {renamed[old]!r}", file=sys.stderr)
-    chosen = [renamed.get(name, name) for name in args.sections] or list(available)
+    # section gpu runs when asked for (by name, or --gpu with no section named), never
+    # as part of "all": it is the 8-minute accelerator run
+    default = ["gpu"] if args.gpu else [name for name in available if name != "gpu"]
+    chosen = [renamed.get(name, name) for name in args.sections] or default
     unknown = [name for name in chosen if name not in available]
     if unknown:
         raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
+    import os
+
+    if "gpu" in chosen and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
+        # each gpu case runs in its own process: this one must not reserve the device's
+        # memory (JAX takes 75% of it at start by default), only look at it; the cases
+        # get JAX's default back
+        os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        args.case_env_drop = ("XLA_PYTHON_CLIENT_PREALLOCATE",)
     import jax
 
     report = {
@@ -57,6 +78,11 @@ def run(args) -> int:
             print(f"== {name}")
             for key, value in section.items():
                 print(f"  {key}: {value}")
+    if args.out:
+        from ..files import to_jsonable
+
+        with open(args.out, "w") as handle:
+            json.dump(to_jsonable(report), handle)
     if args.json:
         print_json(report)
     return 0

@@ -15,6 +15,7 @@ time, the Pareto front and the winners labelled).
 from __future__ import annotations
 
 import json
+import os
 
 from ..assignments import key_values
 from ..errors import SpecError
@@ -143,8 +144,6 @@ def _number(text: str):
 
 
 def run(args) -> int:
-    import os
-
     from ..fabric.cost_table import read_cost_file
     from ..study.design import design_fabric, plot_design_front
 
@@ -173,6 +172,7 @@ def run(args) -> int:
 
         stores.append(common_store(stores[0]))
     rows = search.rows
+    fabrics = write_fabrics(search, os.path.join(args.out, "fabrics"))
     out = {
         "designs": len(search.rows),
         "infeasible": search.infeasible,
@@ -183,7 +183,7 @@ def run(args) -> int:
         "pareto": [r["design"] for r in search.rows if r["pareto"]],
         "searches_finished": sum(r["search"] == "finished" for r in search.rows),
         "top": rows[: args.top],
-        "files": [str(figure), table, *stores],
+        "files": [str(figure), table, *stores, *fabrics],
     }
     if args.json:
         print_json(out)
@@ -226,6 +226,27 @@ def print_text(search, top: int) -> None:
         print(f"  infeasible {code}: {reason.removeprefix('design: ')}")
     for code, reason in search.failed.items():
         print(f"  failed {code}: {reason}")
+
+
+def write_fabrics(search, folder: str) -> list[str]:
+    """``FOLDER/<design>.yaml``: each evaluated design's fabric as a YAML spec (what
+    ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
+    evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
+    from ..atomic import atomic_path
+    from ..fabric.spec import spec_text
+    from ..optimize.design import design_spec
+
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for row in search.rows:
+        code = row["design"]
+        spec = design_spec(code, int(row["gpus"]))
+        path = os.path.join(folder, code.replace("/", "_").replace(":", "-") + ".yaml")
+        text = spec_text(spec, f"fabric of design {code} (written by fabricflow design)")
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        paths.append(path)
+    return paths
 
 
 def write_csv(search, path: str) -> str:

@@ -231,8 +231,6 @@ def spec_yaml_text(fabric: Fabric) -> str:
         SpecError: ``export``: a fabric not built from a spec, or with failed cables
             (a spec describes the fabric as built).
     """
-    import yaml  # only here: the export is the one writer of YAML specs
-
     spec = fabric.meta.get("spec")
     if not isinstance(spec, dict):
         raise SpecError("export", f"{fabric.name!r} was not built from a spec: no YAML to write")
@@ -240,7 +238,17 @@ def spec_yaml_text(fabric: Fabric) -> str:
         raise SpecError(
             "export", f"{fabric.name!r} has failed cables: a spec describes a fabric as built"
         )
-    header = f"# fabric spec of {fabric.name} (written by fabricflow fabric --export yaml)\n"
+    return spec_text(
+        spec, f"fabric spec of {fabric.name} (written by fabricflow fabric --export yaml)"
+    )
+
+
+def spec_text(spec: dict, comment: str) -> str:
+    """A fabric spec mapping as YAML text under a ``# comment`` line (what
+    :func:`load_fabric` reads)."""
+    import yaml  # only here: the exports are the writers of YAML specs
+
+    header = f"# {comment}\n"
     body = yaml.safe_dump(
         spec, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
     )

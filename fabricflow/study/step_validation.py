@@ -71,11 +71,13 @@ class PublishedRun:
             (on NVL72 racks 64 GPUs of each rack run the job, 8 are spares, and no TP / EP
             group straddles two racks).
         stack: the software release that ran it (``nemo-25.11``, ``megatron-2021``, ...):
-            a label for now, the name of a ``--stack`` preset where one exists.
-        published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8 current
-            or delayed per-tensor scaling), ``mxfp8`` (32-element blocks) or ``fp8-block``
-            (128 x 128 weight / 1 x 128 activation blocks); the layout times every FP8
-            flavour as ``fp8``.
+            the ``--stack`` preset it runs on (every release but Meta's, which names no
+            software choice and runs on the default stack).
+        published_precision: the precision as published: ``bf16``, ``fp8-cs`` (FP8
+            per-tensor current scaling), ``mxfp8`` (32-element blocks), ``fp8-block``
+            (128 x 128 weight / 1 x 128 activation blocks) or ``fp8`` (scaling not named:
+            the release stack's default); the layout runs ``precision="fp8"`` with the
+            matching ``fp8_recipe`` (:data:`FP8_RECIPE`).
     """
 
     name: str
@@ -107,12 +109,13 @@ class PublishedRun:
 
 # published precision -> the layout's precision and FP8 scaling recipe
 PRECISION = {"bf16": "bf16", "fp8-cs": "fp8", "mxfp8": "fp8", "fp8-block": "fp8", "fp8": "fp8"}
-# "fp8": the table names FP8 without its scaling (timed as per-tensor current scaling)
+# The FP8 scaling recipe a published precision names; "fp8" (a table that names FP8
+# without its scaling) runs the recipe of its release's stack: delayed scaling in NeMo
+# 24.07 and 25.02, whose performance scripts default to it.
 FP8_RECIPE = {
     "fp8-cs": "tensorwise",
     "mxfp8": "mxfp8",
     "fp8-block": "blockwise",
-    "fp8": "tensorwise",
 }
 
 
@@ -139,7 +142,7 @@ def _modern(
     fp8 = layout.get("precision", "bf16") == "fp8"
     if not published_precision:
         published_precision = ("mxfp8" if "MXFP8" in notes else "fp8-cs") if fp8 else "bf16"
-    if fp8:  # the FP8 scaling recipe the row ran
+    if fp8 and published_precision in FP8_RECIPE:  # the FP8 scaling recipe the row ran
         layout.setdefault("fp8_recipe", FP8_RECIPE[published_precision])
     layout.setdefault("sequence_parallel", tp > 1)
     layout.setdefault("tp_overlap", tp > 1)
@@ -287,6 +290,7 @@ MODERN_RUNS = (
         notes="25.09 table: dropless; recipe: DeepEP, a2a overlap",
         model_overrides={"num_nextn_predict_layers": 0},
         **FORCED,
+        dispatcher="deepep",
     ),
     _modern(
         "llama3-8b b200 fp8",
@@ -329,7 +333,7 @@ MODERN_RUNS = (
         precision="fp8",
         recompute="selective",
         recompute_modules="mla_up_proj",
-        notes="MXFP8 (timed as fp8), with MTP",
+        notes="MXFP8, with MTP",
         **FORCED,
     ),
     _modern(
@@ -357,7 +361,7 @@ MODERN_RUNS = (
         micro_batch=1,
         seq_len=4096,
         precision="fp8",
-        notes="MXFP8 (timed as fp8)",
+        notes="MXFP8",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
     ),
@@ -374,7 +378,7 @@ MODERN_RUNS = (
         micro_batch=1,
         seq_len=4096,
         precision="fp8",
-        notes="MXFP8 (timed as fp8)",
+        notes="MXFP8",
         **FORCED,
         ep_overlap=True,
     ),
@@ -436,6 +440,7 @@ MODERN_RUNS = (
         notes="without MTP",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "deepseek-v3 gb200 fp8",
@@ -453,9 +458,10 @@ MODERN_RUNS = (
         recompute="selective",
         recompute_modules="mla_up_proj",
         model_overrides={"num_nextn_predict_layers": 0},
-        notes="MXFP8 (timed as fp8), without MTP",
+        notes="MXFP8, without MTP",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "gpt-oss-120b gb200 bf16",
@@ -482,9 +488,10 @@ MODERN_RUNS = (
         micro_batch=4,
         seq_len=4096,
         precision="fp8",
-        notes="MXFP8 (timed as fp8)",
+        notes="MXFP8",
         **FORCED,
         cuda_graph_scope="moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
     _modern(
         "qwen3-235b gb200 bf16",
@@ -500,6 +507,7 @@ MODERN_RUNS = (
         seq_len=4096,
         **FORCED,
         cuda_graph_scope="attn,moe_router,moe_preprocess",
+        dispatcher="hybridep",
     ),
 )
 
@@ -533,11 +541,121 @@ MODELS = {
 }
 
 
-def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
+# The Megatron-Bridge performance recipes of each release from 26.02 on (tags v0.3.0 /
+# v0.3.1 for 26.02 / 26.02.01, v0.4.0 / v0.4.1 for 26.04 / 26.04.01, v0.5.0 and the r0.5.0
+# branch for 26.06 / 26.06.01, v0.6.0 for 26.08: scripts/performance/configs/<model>/
+# *_workload_base_configs.py and *_llm_pretrain.py, from 0.6.0 src/megatron/bridge/
+# perf_recipes/<model>/<system>/): the MoE settings they set per model and system, by
+# Megatron-Bridge minor release. ``graphs``: ``full`` = Megatron's full-iteration CUDA graph
+# (dropless shapes padded to a per-rank capacity with paged stashing: no host sync), else the
+# Transformer Engine graph scope. Up to 0.3.0 a recipe without a flex backend keeps the
+# model's NCCL all-to-all (apply_flex_dispatcher_backend skips a missing backend).
+# 25.09 (0.1.0rc3, scripts/performance/configs/<model>/*_llm_pretrain.yaml perf_matrix and
+# run_script.py): the token-drop runs (static shapes) set Megatron's enable_cuda_graph, which
+# captures whole transformer layers; DeepEP is off with token drop.
+LAYER_GRAPHS = "attn,mlp,moe"
+_MB_MOE: dict = {
+    ("deepseek-v3", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=""),
+        "0.3": dict(
+            dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess", modules="mla_up_proj"
+        ),
+        "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess", modules="mlp"),
+        "0.5": dict(dispatcher="hybridep", graphs="full", modules="mla_up_proj", ep_overlap=True),
+        "0.6": dict(dispatcher="hybridep", graphs="full", modules="mla_up_proj", ep_overlap=True),
+    },
+    ("deepseek-v3", "b200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
+        **{
+            v: dict(dispatcher="hybridep", graphs="", modules="mla_up_proj") for v in ("0.3", "0.4")
+        },
+    },
+    ("qwen3-30b-a3b", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
+        "0.3": dict(dispatcher="hybridep", graphs="moe_router,moe_preprocess"),
+        "0.4": dict(dispatcher="hybridep", graphs="moe_router,moe_preprocess"),
+        "0.5": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
+        "0.6": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
+    },
+    ("qwen3-30b-a3b", "b200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
+        "0.3": dict(dispatcher="alltoall", graphs="moe_router,moe_preprocess"),
+        "0.3.1": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
+        "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
+    },
+    ("qwen3-30b-a3b", "h100"): {
+        "0.3": dict(dispatcher="deepep", graphs="", ep_overlap=True),
+        "0.3.1": dict(dispatcher="hybridep", graphs=""),
+        "0.4": dict(dispatcher="hybridep", graphs=""),
+        "0.5": dict(dispatcher="hybridep", graphs=""),
+    },
+    ("qwen3-235b-a22b", "gb200"): {
+        "0.1": dict(dispatcher="alltoall", graphs=LAYER_GRAPHS),
+        "0.3": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
+        "0.4": dict(dispatcher="hybridep", graphs="attn,moe_router,moe_preprocess"),
+        "0.5": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
+        "0.6": dict(dispatcher="hybridep", graphs="full", ep_overlap=True),
+    },
+    ("qwen3-235b-a22b", "b200"): {
+        v: dict(dispatcher="alltoall", graphs="") for v in ("0.1", "0.3", "0.4")
+    },
+    ("qwen3-235b-a22b", "h100"): {
+        v: dict(dispatcher="alltoall", graphs="", ep_overlap=True) for v in ("0.3", "0.4")
+    },
+    ("gpt-oss-120b", "gb200"): {
+        "0.3": dict(dispatcher="alltoall", graphs="", modules="layernorm,moe_act"),
+        "0.4": dict(dispatcher="hybridep", graphs="", modules="layernorm,moe_act", ep_overlap=True),
+        "0.5": dict(dispatcher="hybridep", graphs="full", modules="", ep_overlap=True),
+        "0.6": dict(dispatcher="hybridep", graphs="full", modules="", ep_overlap=True),
+    },
+    ("gpt-oss-120b", "b200"): {
+        "0.3": dict(dispatcher="alltoall", graphs="", modules="layernorm,moe_act"),
+        "0.4": dict(dispatcher="hybridep", graphs="", modules="layernorm,moe_act"),
+    },
+    ("gpt-oss-120b", "h100"): {
+        v: dict(dispatcher="alltoall", graphs="", modules="layernorm,moe_act")
+        for v in ("0.3", "0.4")
+    },
+}
+# NeMo release -> Megatron-Bridge minor release of its performance recipes
+_MB_RELEASE = {
+    "25.09": "0.1",
+    "26.02": "0.3",
+    "26.02.01": "0.3.1",
+    "26.04": "0.4",
+    "26.04.01": "0.4",
+    "26.06": "0.5",
+    "26.06.01": "0.5",
+    "26.08": "0.6",
+}
+
+
+def _mb_moe_recipe(model: str, system: str, release: str) -> dict:
+    """Layout fields of the MoE settings :data:`_MB_MOE` gives ``model`` on ``system`` in
+    ``release`` ({} where the table has none)."""
+    version = _MB_RELEASE.get(release, "")
+    entries = _MB_MOE.get((model, system), {})
+    # a patch release keeps its minor release's settings unless the table names it
+    entry = entries.get(version, entries.get(version[:3]))
+    if entry is None:
+        return {}
+    out: dict = {"dispatcher": entry["dispatcher"], "ep_overlap": entry.get("ep_overlap", False)}
+    if entry["graphs"] == "full":
+        out.update(cuda_graphs=True, cuda_graph_scope="")
+    else:
+        out.update(cuda_graphs=False, cuda_graph_scope=entry["graphs"])
+    if "modules" in entry:
+        modules = entry["modules"]
+        out.update(recompute="selective" if modules else "none", recompute_modules=modules)
+    return out
+
+
+def _recipe(model: str, system: str, fsdp: bool, capacity: bool, release: str = "25.11") -> dict:
     """Layout settings the tables do not print, per model and system, as the 25.11
     recipes set them (the rows above): recompute, CUDA-graph scopes, all-to-all overlap,
     force-balanced dropless routing (``capacity``: a token-drop row, capacity factor 1,
-    as the 25.09 token-drop recipes set it)."""
+    as the 25.09 token-drop recipes set it); from 26.02 on the MoE settings of
+    ``release``'s own recipes (:data:`_MB_MOE`: dispatcher, graphs, overlap, recompute)."""
     out: dict = {}
     if model in ("gpt3-175b", "mixtral-8x7b"):  # no setting beyond the table's is known
         return out
@@ -567,6 +685,7 @@ def _recipe(model: str, system: str, fsdp: bool, capacity: bool) -> dict:
         out.update(ep_overlap=True)
     if model == "qwen3-30b-a3b" and system == "h100":
         out.update(ep_overlap=True)
+    out.update(_mb_moe_recipe(model, system, release))
     return out
 
 
@@ -718,7 +837,7 @@ def _nemo_row(line: str) -> PublishedRun:
     model = MODELS[key.removesuffix("td")]
     layout: dict = dict(tp=tp, pp=pp, cp=cp, vpp=vp, ep=ep, global_batch=gbs, micro_batch=mbs)
     layout.update(seq_len=seq, precision=PRECISION[precision])
-    layout.update(_recipe(model, system, bool(fsdp), token_drop))
+    layout.update(_recipe(model, system, bool(fsdp), token_drop, release))
     overrides = {}
     if model == "deepseek-v3" and system == "gb200":
         overrides = {"num_nextn_predict_layers": 0}  # the GB200 recipes run it without MTP

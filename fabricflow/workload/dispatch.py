@@ -98,16 +98,22 @@ def dispatch_seconds(
     combine) seconds of the collective model, ``num_bytes`` their sizes (bytes per rank),
     ``line`` the per-GPU line rate (:func:`line_rate`; 0: the fractions scale the collective
     model's times instead): ``t_fabric / e`` for NCCL's all-to-all and all-gather,
-    ``max(t_fabric, bytes / (e line))`` plus the latency per call for the flex kernels;
-    0 stays 0."""
+    ``max(t_fabric, f bytes / (e line))`` plus the latency per call for the flex kernels;
+    0 stays 0. ``f`` is the share of the bytes on ``line``: 1 inside one scale-up domain,
+    ``1 - 1/ep_nodes`` across ``ep_nodes`` domains (balanced routing sends that share of a
+    rank's tokens to other domains; DeepEP's and HybridEP's internode figures are the
+    bandwidth of that RDMA part, the rest moves over NVLink at the same time)."""
     efficiency = dispatch_efficiency(stack, table, ep_nodes)
     flex = np.isin(table.dispatcher, FLEX)
     latency = np.where(flex, stack.dispatch_latency_s, 0.0)
+    domains = np.maximum(np.asarray(ep_nodes, dtype=np.float64), 1.0)
+    on_line = np.where(domains > 1.0, 1.0 - 1.0 / domains, 1.0)
     out = []
     for seconds, size, eff in zip(fabric_s, num_bytes, efficiency, strict=True):
         seconds = np.asarray(seconds, dtype=np.float64)
         if line > 0:
-            kernel = np.maximum(seconds, np.asarray(size, dtype=np.float64) / (eff * line))
+            line_bytes = on_line * np.asarray(size, dtype=np.float64)
+            kernel = np.maximum(seconds, line_bytes / (eff * line))
         else:
             kernel = seconds / eff
         time = np.where(flex, kernel, seconds / eff)
