@@ -83,6 +83,7 @@ def simulate_cc(
     overrides: dict | None = None,
     pfc="off",
     pfc_params: PFCParams | None = None,
+    trim=None,
     capacity=None,
     initial_rate=None,
     duration: float = 0.01,
@@ -100,7 +101,8 @@ def simulate_cc(
     Args:
         fabric: :class:`~fabricflow.Fabric`. routes: :class:`~fabricflow.Routes` of it,
             single path per flow (``coef is None``; give each path of a split its own flow).
-        cc: ``dcqcn`` (default), ``hpcc``, ``timely``, ``swift`` or ``predictive``
+        cc: ``dcqcn`` (default), ``hpcc``, ``timely``, ``swift``, ``predictive``,
+            ``nscc`` or ``rccc``
             (:data:`fabricflow.solve.cc.laws.CC_NAMES`), or a rate law instance.
         size: ``[F]`` bytes per flow (default ``inf``: long-lived). start: ``[F]`` s.
         params: a preset name of the law (DCQCN: ``paper``, ``connectx``; default the
@@ -109,6 +111,10 @@ def simulate_cc(
         pfc: ``off``, ``static`` (also ``on``/True) or ``dynamic`` thresholds.
         pfc_params: :class:`~fabricflow.PFCParams` (default: XOFF 100 KB, hysteresis
             10 KB); fields may be ``[batch]`` arrays.
+        trim: packet trimming at the switch egresses instead of losslessness: ``None``
+            (off), bytes per egress queue, or ``[L]`` bytes; the excess payload is cut and
+            re-sent (``result.retransmitted``, ``result.trimmed``). The Ultra Ethernet
+            profile (``nscc``, ``rccc``) runs with trimming and ``pfc="off"``.
         capacity: ``[L]`` or ``[B, L]`` bytes/s replacing the fabric's capacities.
         initial_rate: ``[F]`` bytes/s starting rates (default: the law's, line rate for
             DCQCN and HPCC).
@@ -141,6 +147,7 @@ def simulate_cc(
         overrides=overrides,
         pfc=pfc,
         pfc_params=pfc_params,
+        trim=trim,
         initial_rate=initial_rate,
         duration=duration,
         dt=dt,

@@ -178,7 +178,11 @@ def flow_completion_times(
         wire, first = wire_bytes(size, params)
     else:
         wire, first = size, np.zeros(num_flows)
-    costs = path_costs(links, capacity, latency, first, params, reverse)
+    # a split flow's fixed costs are the mean over its paths ("adaptive" rows hold one
+    # representative link per hop level: their plain sum is the path)
+    split = routes.coef is not None and not routes.policy.startswith("adaptive")
+    weight = np.asarray(routes.coef, np.float64) if split else None
+    costs = path_costs(links, capacity, latency, first, params, reverse, weight)
     solve_began = time.perf_counter()
     fair = complete_flows(links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps)
     fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
@@ -211,7 +215,7 @@ def flow_completion_times(
     if packet_mode:
         ack, store_forward = costs["ack"], costs["store_forward"]
     else:  # the fluid model: propagation both ways, no packets
-        ack = _reverse_propagation(links, latency, reverse)
+        ack = _reverse_propagation(links, latency, reverse, weight)
         store_forward = np.zeros(num_flows)
     components = {
         "propagation": costs["propagation"],
@@ -378,11 +382,12 @@ def _check_routes(fabric, routes) -> np.ndarray:
     return links
 
 
-def _reverse_propagation(links, latency, reverse) -> np.ndarray:
+def _reverse_propagation(links, latency, reverse, weight=None) -> np.ndarray:
     valid = links >= 0
     safe = np.where(valid, links, 0)
     back = np.where(reverse[safe] >= 0, reverse[safe], safe)
-    return np.where(valid, latency[back], 0.0).sum(axis=1)
+    share = 1.0 if weight is None else weight
+    return np.where(valid, latency[back] * share, 0.0).sum(axis=1)
 
 
 def _flow_values(name: str, values, num_flows: int, *, positive: bool = False) -> np.ndarray:

@@ -21,10 +21,11 @@ C40 = 40e9 / 8
 
 
 def test_registry_cli_and_names_agree():
-    assert CC_CHOICES == CC_NAMES == ("dcqcn", "hpcc", "timely", "swift", "predictive")
+    names = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
+    assert CC_CHOICES == CC_NAMES == names
     for name, law in LAWS.items():
         assert law.name == name and resolve_law(name.upper()) is law
-        assert law.signals and law.signals <= {"ecn", "delay", "int"}
+        assert law.signals and law.signals <= {"ecn", "delay", "int", "ack", "nack", "credit"}
         for preset in law.params_class.PRESETS.values():
             preset.validate()
     with pytest.raises(SpecError, match="cc") as error:
@@ -79,6 +80,8 @@ def test_rings_exist_only_for_the_signals_a_law_reads():
     assert seen["dcqcn"] == {"rate", "log_no_mark"}
     assert seen["timely"] == seen["swift"] == {"rate", "queue_delay"}
     assert seen["hpcc"] == seen["predictive"] == {"rate", "queue_delay", "utilization", "load"}
+    assert seen["nscc"] == {"rate", "log_no_mark", "queue_delay", "ack", "nack"}
+    assert seen["rccc"] == {"rate", "receivers"}
 
 
 def test_timely_patched_is_a_preset_of_one_law():

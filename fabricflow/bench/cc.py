@@ -120,6 +120,8 @@ BATCH_RANGES = {
     "timely": {"beta": (0.1, 0.9), "rate_ai": (1e6 / 8, 100e6 / 8)},
     "swift": {"base_target": (10e-6, 100e-6), "beta": (0.2, 0.9)},
     "predictive": {"target_delay": (0.5e-6, 10e-6), "horizon": (5e-6, 50e-6)},
+    "nscc": {"target": (4e-6, 12e-6), "gamma": (0.2, 0.9)},
+    "rccc": {"pull_rate": (0.8, 1.0), "max_wnd_bdp": (0.5, 3.0)},
 }
 
 

@@ -23,14 +23,16 @@ import sys
 
 from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
 
-CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive")
+CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
 def register(subparsers) -> None:
     from ..study.cc_scenarios import SCENARIOS, SIZE_KNOB
 
     parser = subparsers.add_parser(
-        "cc", help="congestion-control (DCQCN, HPCC, TIMELY, Swift, predictive) and PFC dynamics"
+        "cc",
+        help="congestion-control (DCQCN, HPCC, TIMELY, Swift, predictive, Ultra Ethernet's "
+        "NSCC and RCCC) and PFC or trimming dynamics",
     )
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
     knobs = "; ".join(f"{name}: {what}" for name, what in SIZE_KNOB.items())
@@ -49,7 +51,8 @@ def register(subparsers) -> None:
         "--params",
         default=None,
         help="preset of the rate law (default: its first; DCQCN: paper or connectx, "
-        "TIMELY: paper or patched)",
+        "TIMELY: paper or patched; NSCC: spec or 800g, default set from the scenario's "
+        "RTT and link rate as the reference code does)",
     )
     parser.add_argument(
         "--set",
@@ -69,6 +72,13 @@ def register(subparsers) -> None:
         default="on",
         choices=["on", "off", "static", "dynamic"],
         help="PFC thresholds (default: %(default)s = static)",
+    )
+    parser.add_argument(
+        "--trim",
+        default=None,
+        metavar="SIZE",
+        help="trim packets at switch egress queues above SIZE and retransmit them, the Ultra "
+        "Ethernet way (use with --pfc off); default: no trimming",
     )
     parser.add_argument("--size", default=None, help="bytes per flow (default: long-lived)")
     parser.add_argument(
@@ -90,6 +100,7 @@ def run(args) -> int:
     from ..cc import simulate_cc
     from ..errors import SpecError
     from ..solve.cc.laws import resolve_law
+    from ..solve.cc.nscc import nscc_params
     from ..solve.maxmin.engine import max_min as solve_max_min
     from ..solve.parameters import parse_overrides
     from ..solve.pfc.params import PFCParams
@@ -108,7 +119,13 @@ def run(args) -> int:
     params = law.preset(args.params, **law_overrides)  # names the preset or field
     pfc_params = PFCParams().replace(**pfc_overrides)
     scenario = build_scenario(args.scenario, args.flows, bandwidth=bandwidth)
+    if law.name == "nscc" and args.params is None:
+        # NSCC's constants scale with the network: set them from the scenario's largest
+        # unloaded RTT and its link rate, as the reference implementation does
+        latency = scenario.routes.path_latency(scenario.fabric.latency)
+        params = nscc_params(2.0 * float(latency.max()), bandwidth, **law_overrides)
     size = None if args.size is None else parse_size(args.size, "--size", allow_zero=False)
+    trim = None if args.trim is None else parse_size(args.trim, "--trim", allow_zero=False)
     result = simulate_cc(
         scenario.fabric,
         scenario.routes,
@@ -117,6 +134,7 @@ def run(args) -> int:
         params=params,
         pfc=args.pfc,
         pfc_params=pfc_params,
+        trim=trim,
         duration=duration,
         dt=dt,
         extra_delay=delay,
@@ -132,11 +150,14 @@ def run(args) -> int:
         "flow_roles": scenario.title,
         "cc": law.name,
         "link_bandwidth_Bps": bandwidth,
-        "params": args.params or next(iter(law.params_class.PRESETS)),
+        "params": args.params
+        or ("scenario" if law.name == "nscc" else next(iter(law.params_class.PRESETS))),
         "overrides": law_overrides,
         "params_values": params.as_dict(),
         "pfc": result.pfc_mode,
         "pfc_params": pfc_params.as_dict(),
+        "trim_bytes": trim,
+        "retransmitted_bytes": float(result.retransmitted.sum()),
         "delay_s": delay,
         "duration_s": duration,
         "dt_s": dt,
@@ -210,6 +231,12 @@ def _print_text(args, law, result, scenario, summary, report) -> None:
     print(
         f"{args.scenario} ({scenario.title}), {law.title} ({report['params']}), "
         f"PFC {result.pfc_mode}, {args.duration}"
+        + (
+            f", trimming above {args.trim}: {report['retransmitted_bytes'] / 1e3:,.1f} KB "
+            "retransmitted"
+            if result.trim
+            else ""
+        )
     )
     for role, entry in report["role_summary"].items():
         if "ids" in entry:  # small roles: every flow

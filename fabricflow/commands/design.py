@@ -63,7 +63,7 @@ def register(subparsers) -> None:
         default=[],
         metavar="KNOB=V1,V2",
         help="values of a design knob: tiers, oversubscription, attachment, planes, "
-        "nic_speed, scale_up, transport (ib|roce); others take the default space",
+        "nic_speed, scale_up, transport (ib|roce|uet); others take the default space",
     )
     parser.add_argument(
         "--fix",

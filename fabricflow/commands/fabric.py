@@ -217,10 +217,11 @@ def print_summary(summary: dict) -> None:
         )
     transport = summary.get("transport")
     if transport is not None:
+        loss = transport["lossless"]  # Ultra Ethernet's says it is not lossless
+        loss = loss if loss.startswith("not lossless") else f"lossless by {loss}"
         print(
             f"  transport {transport['protocol']}: {transport['load_balancing']} load balancing, "
-            f"lossless by {transport['lossless']}, congestion control: "
-            f"{transport['congestion_control']}"
+            f"{loss}, congestion control: {transport['congestion_control']}"
         )
     ratio = summary.get("bisection_ratio")
     print(

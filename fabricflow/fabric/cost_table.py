@@ -62,7 +62,12 @@ FAMILIES = ("infiniband", "ethernet", "slingshot")
 REACHES = ("rack", "row", "hall", "campus")
 MEDIA = ("dac", "acc", "aoc", "multimode", "singlemode", "singlemode-fr")
 # transport protocol -> switch family (ICI fabrics have no switches)
-FAMILY_OF_PROTOCOL = {"infiniband": "infiniband", "rocev2": "ethernet", "slingshot": "slingshot"}
+FAMILY_OF_PROTOCOL = {
+    "infiniband": "infiniband",
+    "rocev2": "ethernet",
+    "slingshot": "slingshot",
+    "uet": "ethernet",
+}
 
 
 @dataclasses.dataclass(frozen=True)

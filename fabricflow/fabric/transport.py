@@ -20,6 +20,10 @@ Protocols:
   congestion control, adaptive routing on dragonflies). Default ``adaptive_routing: true``.
 * ``ici``: TPU inter-chip interconnect on a torus (credit-based, lossless). Default
   ``adaptive_routing: false``.
+* ``uet``: the Ultra Ethernet transport (UEC 1.0): loss-tolerant rather than lossless
+  (switches trim the payload of packets over their buffer and the sender retransmits
+  selectively; no PFC), NSCC and RCCC congestion control, per-packet spraying over all
+  paths. Default ``adaptive_routing: true`` (spraying).
 
 :func:`routing_for` turns the transport into the routing policy the collective and step
 models use by default (``routing="auto"``): an even split over all equal-cost paths
@@ -50,6 +54,11 @@ PROTOCOLS: dict[str, tuple[bool, str, str]] = {
         "Slingshot hardware congestion control",
     ),
     "ici": (False, "credit-based link-level flow control", "credits only"),
+    "uet": (
+        True,
+        "not lossless: packet trimming with selective retransmission (no PFC)",
+        "NSCC (ECN and delay) and RCCC (receiver credits)",
+    ),
 }
 TRANSPORT_KEYS = ("protocol", "adaptive_routing")
 
@@ -59,7 +68,7 @@ class Transport:
     """The scale-out transport of a fabric.
 
     Attributes:
-        protocol: ``infiniband``, ``rocev2``, ``slingshot`` or ``ici``.
+        protocol: ``infiniband``, ``rocev2``, ``slingshot``, ``ici`` or ``uet``.
         adaptive_routing: switches spread each flow's packets over the equal-cost paths by
             load (IB AR, Spectrum-X, Slingshot) instead of hashing the flow onto one path;
             ``None``: the protocol's default (see :data:`PROTOCOLS`).
@@ -86,7 +95,7 @@ class Transport:
 
     @property
     def lossless(self) -> str:
-        """How the transport avoids drops (every protocol here is lossless)."""
+        """How the transport avoids drops, or (``uet``) recovers from them."""
         return PROTOCOLS[self.protocol][1]
 
     @property
@@ -95,8 +104,10 @@ class Transport:
 
     @property
     def load_balancing(self) -> str:
-        """``per-packet adaptive`` or ``per-flow hash``."""
-        return "per-packet adaptive" if self.adaptive_routing else "per-flow hash"
+        """``per-packet adaptive`` (``per-packet spraying`` for ``uet``) or ``per-flow hash``."""
+        if not self.adaptive_routing:
+            return "per-flow hash"
+        return "per-packet spraying" if self.protocol == "uet" else "per-packet adaptive"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able description (what ``fabricflow fabric`` prints)."""

@@ -12,11 +12,12 @@ A design is a point of these knobs (its code joins the values with ``/``, e.g.
 - ``planes``: independent copies of the network, each GPU with one port per plane;
 - ``nic_speed``: scale-out bandwidth per GPU (split over the planes);
 - ``scale_up``: GPUs per scale-up (NVLink) domain, a multiple of the node;
-- ``transport``: ``ib`` (InfiniBand, adaptive routing) or ``roce`` (RoCEv2, ECMP).
+- ``transport``: ``ib`` (InfiniBand, adaptive routing), ``roce`` (RoCEv2, ECMP) or
+  ``uet`` (Ultra Ethernet: per-packet spraying, trimming instead of PFC).
 
 Switch radix follows from the transport and the port speed: InfiniBand Quantum-2 (64 x
 400G, 128 x 200G split), Quantum-X800 (144 x 800G); Ethernet 51.2T (128 x 400G, 64 x 800G,
-256 x 200G). The fabric is built for the smallest GPU count at or above the workload's
+256 x 200G), for RoCEv2 and Ultra Ethernet alike. The fabric is built for the smallest GPU count at or above the workload's
 that fills whole leaves and top-tier blocks (the workload uses the first GPUs; the spare
 ones' network is paid for). The uplinks into the top tier are bundled so that a partly
 used top tier has fewer, fuller switches (same bandwidth: 4 pods under 128-port cores
@@ -58,6 +59,7 @@ DEFAULT_SPACE: dict[str, list] = {
 TRANSPORTS = {
     "ib": {"protocol": "infiniband", "adaptive_routing": True},
     "roce": {"protocol": "rocev2", "adaptive_routing": False},
+    "uet": {"protocol": "uet", "adaptive_routing": True},
 }
 # (transport, port speed in Gb/s) -> switch radix (ports at that speed)
 RADIX = {
@@ -68,6 +70,10 @@ RADIX = {
     ("roce", 200): 256,
     ("roce", 400): 128,
     ("roce", 800): 64,
+    ("uet", 100): 512,
+    ("uet", 200): 256,
+    ("uet", 400): 128,
+    ("uet", 800): 64,
 }
 # Work of each job's layout search per design (group structures solved plus candidates
 # timed; optimize_layout's budget_work): Llama-3-405B on 16,384 H100 searched the default

@@ -30,7 +30,8 @@ def to_dataset(result) -> xr.Dataset:
 
     Variables: ``rate`` (time, flow) bytes/s; ``delivered`` (time, flow) bytes; ``queue``
     (time, link) bytes; ``paused`` (time, link) 0/1; ``pause_time`` (link) s;
-    ``flow_pause_time``, ``finish_time`` (flow) s; ``capacity`` (link) bytes/s;
+    ``flow_pause_time``, ``finish_time`` (flow) s; ``retransmitted`` (flow) and
+    ``trimmed`` (link) bytes (trimming runs); ``capacity`` (link) bytes/s;
     ``size``, ``start`` (flow); ``state_<name>`` (flow): the law's final state. A batch
     adds a leading ``batch`` dimension.
     """
@@ -73,6 +74,16 @@ def to_dataset(result) -> xr.Dataset:
                 result.finish_time.astype(np.float64),
                 {"units": "s", "long_name": "flow completion time (inf: unfinished)"},
             ),
+            "retransmitted": (
+                lead + ("flow",),
+                result.retransmitted.astype(np.float64),
+                {"units": "bytes", "long_name": "bytes trimmed in the fabric and sent again"},
+            ),
+            "trimmed": (
+                lead + ("link",),
+                result.trimmed.astype(np.float64),
+                {"units": "bytes", "long_name": "bytes trimmed at the link's egress"},
+            ),
             "capacity": (
                 ("batch", "link") if result.capacity.ndim == 2 else ("link",),
                 result.capacity,
@@ -101,6 +112,7 @@ def to_dataset(result) -> xr.Dataset:
             "dt_s": result.dt,
             "duration_s": result.duration,
             "pfc_mode": result.pfc_mode,
+            "trim": int(result.trim),
             **{f"param_{k}": _attr(v) for k, v in result.params.as_dict().items()},
             **{f"pfc_{k}": _attr(v) for k, v in result.pfc_params.as_dict().items()},
         },

@@ -16,6 +16,11 @@ Model, per fixed step ``dt`` (explicit Euler):
   and per-hop telemetry (queue delay, transmitted and offered load of every hop). Each is
   kept per link in a ring of ``D`` slots (``D > max delay / dt``) and read by flow ``f``
   ``delay_steps[f]`` steps late, as is its own rate.
+* **Trimming** (loss-tolerant Ethernet, ``Config.trim``): a switch egress queue that
+  would exceed its ``trim_limit`` bytes cuts the payload of the excess packets, each flow
+  in proportion to its bytes there; the sender re-sends those bytes (selective
+  retransmission), so they count again against its size and are added to its
+  ``retransmitted`` bytes. No pause is sent: nothing propagates upstream.
 * **PFC** (one lossless priority, :mod:`fabricflow.solve.pfc.pause`): the ingress queue
   of port ``l`` at switch ``dst(l)`` is the bytes that arrived over ``l`` and still wait
   at the next hop; above XOFF the link ``l`` is paused (its sender's egress stops) until
@@ -40,6 +45,8 @@ from .ecn import log_no_mark, marking_probability
 from .law import Feedback, RateLaw
 
 PAD_SEGMENTS = 256
+#: The optional rings of :class:`Rings` (all but ``rate``).
+RING_SIGNALS = ("log_no_mark", "queue_delay", "utilization", "load", "ack", "nack", "receivers")
 
 
 class Problem(NamedTuple):
@@ -55,7 +62,10 @@ class Problem(NamedTuple):
     bytes, s); initial_rate: ``[F]`` bytes/s (0: the law's default); base_rtt,
     feedback_delay: ``[F]`` s; delay_steps: int32 ``[F]`` (>= 1); hop_delay_steps: int32
     ``[F, H]``, the feedback delay plus the latency from the sender to each hop (how old
-    the sender's rate is that a hop's telemetry reflects).
+    the sender's rate is that a hop's telemetry reflects); trim_limit: ``[L+1]`` bytes an
+    egress queue holds before trimming (``inf``: never trims; only read when
+    ``Config.trim``); last_link: int32 ``[F]`` each flow's last hop link (its receiver's
+    downlink).
     """
 
     links: jax.Array
@@ -75,6 +85,8 @@ class Problem(NamedTuple):
     feedback_delay: jax.Array
     delay_steps: jax.Array
     hop_delay_steps: jax.Array
+    trim_limit: jax.Array
+    last_link: jax.Array
 
 
 class Config(NamedTuple):
@@ -86,6 +98,7 @@ class Config(NamedTuple):
     ring_slots: int
     pfc_mode: str
     num_nodes: int
+    trim: bool = False
 
 
 class Rings(NamedTuple):
@@ -96,6 +109,9 @@ class Rings(NamedTuple):
     queue_delay: Any  # [D, L+1] s, queue / capacity (delay, int), or None
     utilization: Any  # [D, L+1] sent / (capacity dt) (int), or None
     load: Any  # [D, L+1] arrived / (capacity dt) (int), or None
+    ack: Any  # [D, F] bytes/s delivered to each flow's receiver (ack), or None
+    nack: Any  # [D, F] bytes/s of each flow trimmed (nack), or None
+    receivers: Any  # [D, L+1] sending flows whose last hop is the link (credit), or None
 
 
 class State(NamedTuple):
@@ -113,6 +129,8 @@ class State(NamedTuple):
     rings: Rings
     pause_time: jax.Array  # [L+1] s
     flow_pause_time: jax.Array  # [F] s
+    retransmitted: jax.Array  # [F] bytes trimmed and sent again
+    trimmed: jax.Array  # [L+1] bytes trimmed at each link
     nonfinite: jax.Array  # bool
 
 
@@ -146,14 +164,20 @@ def _kahan(total, comp, add):
     return t, (t - total) - y
 
 
-def _ring(law: RateLaw, signal: str, slots: int, width: int, dtype):
+def _ring(law: RateLaw, signal: str, slots: int, widths: tuple[int, int], dtype):
+    """The ring of ``signal`` (``[slots, L+1]`` per link or ``[slots, F]`` per flow), or
+    ``None`` when the law does not read it; ``widths`` is ``(L+1, F)``."""
     needs = {
-        "log_no_mark": "ecn" in law.signals,
-        "queue_delay": bool({"delay", "int"} & law.signals),
-        "utilization": "int" in law.signals,
-        "load": "int" in law.signals,
+        "log_no_mark": ("ecn" in law.signals, 0),
+        "queue_delay": (bool({"delay", "int"} & law.signals), 0),
+        "utilization": ("int" in law.signals, 0),
+        "load": ("int" in law.signals, 0),
+        "ack": ("ack" in law.signals, 1),
+        "nack": ("nack" in law.signals, 1),
+        "receivers": ("credit" in law.signals, 0),
     }
-    return jnp.zeros((slots, width), dtype) if needs[signal] else None
+    needed, axis = needs[signal]
+    return jnp.zeros((slots, widths[axis]), dtype) if needed else None
 
 
 def init_state(problem: Problem, law: RateLaw, params, config: Config, dtype) -> State:
@@ -166,10 +190,7 @@ def init_state(problem: Problem, law: RateLaw, params, config: Config, dtype) ->
     slots = config.ring_slots
     rings = Rings(
         rate=jnp.broadcast_to(rate0, (slots, num_flows)).astype(dtype),
-        **{
-            name: _ring(law, name, slots, num_links1, dtype)
-            for name in ("log_no_mark", "queue_delay", "utilization", "load")
-        },
+        **{name: _ring(law, name, slots, (num_links1, num_flows), dtype) for name in RING_SIGNALS},
     )
     return State(
         step=jnp.zeros((), jnp.int32),
@@ -186,6 +207,8 @@ def init_state(problem: Problem, law: RateLaw, params, config: Config, dtype) ->
         rings=rings,
         pause_time=jnp.zeros(num_links1, dtype),
         flow_pause_time=zeros_f,
+        retransmitted=zeros_f,
+        trimmed=jnp.zeros(num_links1, dtype),
         nonfinite=jnp.zeros((), bool),
     )
 
@@ -212,6 +235,13 @@ def feedback(state: State, problem: Problem, law: RateLaw, config: Config) -> Fe
             fields["hop_valid"] = problem.links < problem.capacity.shape[0] - 1
             hop_slot = jnp.mod(state.step - problem.hop_delay_steps, config.ring_slots)
             fields["hop_rate_delayed"] = rings.rate[hop_slot, jnp.arange(num_flows)[:, None]]
+    if rings.ack is not None:
+        fields["ack_rate"] = rings.ack[slot, jnp.arange(num_flows)]
+    if rings.nack is not None:
+        fields["nack_rate"] = rings.nack[slot, jnp.arange(num_flows)]
+    if rings.receivers is not None:
+        fields["receiver_flows"] = rings.receivers[slot, problem.last_link]
+        fields["receiver_capacity"] = problem.capacity[problem.last_link]
     return Feedback(
         time=state.step.astype(state.egress.dtype) * config.dt,
         dt=config.dt,
@@ -258,8 +288,11 @@ def _serve(state: State, problem: Problem, rate, sending, config: Config):
     return inject, waiting - served, served, per_link, jnp.maximum(per_link - service, 0.0)
 
 
-def _write_rings(rings: Rings, write, rate, egress, per_link, old_egress, problem, params, dt):
-    """This step's signals into slot ``write`` of every ring that exists."""
+def _write_rings(rings: Rings, write, signals: dict, problem, params, dt):
+    """This step's signals into slot ``write`` of every ring that exists. ``signals``:
+    ``rate``, ``egress``, ``per_link``, ``old_egress``, ``out`` and ``cut`` (bytes per
+    flow delivered and trimmed this step) and ``sending``."""
+    rate, egress = signals["rate"], signals["egress"]
     fields = {"rate": rings.rate.at[write].set(rate)}
     dtype = rate.dtype
     if rings.log_no_mark is not None:
@@ -273,9 +306,34 @@ def _write_rings(rings: Rings, write, rate, egress, per_link, old_egress, proble
         fields["queue_delay"] = rings.queue_delay.at[write].set(egress / problem.capacity)
     if rings.utilization is not None:
         per_step = problem.capacity * dt
-        fields["utilization"] = rings.utilization.at[write].set((per_link - egress) / per_step)
-        fields["load"] = rings.load.at[write].set((per_link - old_egress) / per_step)
+        sent = signals["per_link"] - egress
+        fields["utilization"] = rings.utilization.at[write].set(sent / per_step)
+        arrived = signals["per_link"] - signals["old_egress"]
+        fields["load"] = rings.load.at[write].set(arrived / per_step)
+    if rings.ack is not None:
+        fields["ack"] = rings.ack.at[write].set(signals["out"] / dt)
+    if rings.nack is not None:
+        fields["nack"] = rings.nack.at[write].set(signals["cut"] / dt)
+    if rings.receivers is not None:
+        count = jax.ops.segment_sum(
+            signals["sending"].astype(dtype), problem.last_link, num_segments=egress.shape[0]
+        )
+        fields["receivers"] = rings.receivers.at[write].set(count)
     return rings._replace(**fields)
+
+
+def _trim(problem: Problem, queue, egress, config: Config):
+    """Trimming: ``(queue, egress, cut [F], trimmed [L+1])`` after every switch egress
+    above its ``trim_limit`` drops the excess payload, each flow's share in proportion to
+    its bytes there (unchanged, with zero cuts, when trimming is off)."""
+    if not config.trim:
+        return queue, egress, jnp.zeros(queue.shape[0], queue.dtype), jnp.zeros_like(egress)
+    over = egress > problem.trim_limit
+    fraction = jnp.where(
+        over, 1.0 - jnp.where(over, problem.trim_limit, 0.0) / jnp.where(over, egress, 1.0), 0.0
+    )
+    cut = queue * fraction[problem.links]
+    return queue - cut, egress * (1.0 - fraction), _sum_hops(cut), egress * fraction
 
 
 def _pfc(state: State, problem: Problem, queue, sending, pfc_params, config: Config):
@@ -316,14 +374,25 @@ def step(state: State, problem: Problem, law: RateLaw, params, pfc_params, confi
     law_state, sending = _react(state, problem, law, params, config)
     rate = law_state.rate
     inject, queue, served, per_link, egress = _serve(state, problem, rate, sending, config)
-    injected, injected_c = _kahan(state.injected, state.injected_c, inject)
+    queue, egress, cut, trimmed = _trim(problem, queue, egress, config)
+    # trimmed bytes are sent again: they leave the injected count (selective retransmission)
+    injected, injected_c = _kahan(
+        state.injected, state.injected_c, inject - cut if config.trim else inject
+    )
     out = jnp.take_along_axis(served, problem.last_hop[:, None], axis=1)[:, 0]
     delivered, delivered_c = _kahan(state.delivered, state.delivered_c, out)
     done = jnp.isinf(state.finish) & (delivered >= problem.size * (1.0 - 1e-6))
     write = jnp.mod(state.step, config.ring_slots)
-    rings = _write_rings(
-        state.rings, write, rate, egress, per_link, state.egress, problem, params, dt
-    )
+    signals = {
+        "rate": rate,
+        "egress": egress,
+        "per_link": per_link,
+        "old_egress": state.egress,
+        "out": out,
+        "cut": cut,
+        "sending": sending,
+    }
+    rings = _write_rings(state.rings, write, signals, problem, params, dt)
     paused, pause_time, flow_pause_time = _pfc(state, problem, queue, sending, pfc_params, config)
     return State(
         step=state.step + 1,
@@ -340,13 +409,15 @@ def step(state: State, problem: Problem, law: RateLaw, params, pfc_params, confi
         rings=rings,
         pause_time=pause_time,
         flow_pause_time=flow_pause_time,
+        retransmitted=state.retransmitted + cut if config.trim else state.retransmitted,
+        trimmed=state.trimmed + trimmed if config.trim else state.trimmed,
         nonfinite=state.nonfinite,
     )
 
 
 def cast(problem: Problem, params, pfc_params, dtype):
     """The float inputs in the run's dtype (integer and bool arrays stay as they are)."""
-    floats = ("capacity", "line_rate", "size", "start", "initial_rate", "base_rtt")
+    floats = ("capacity", "line_rate", "size", "start", "initial_rate", "base_rtt", "trim_limit")
     problem = problem._replace(
         **{name: getattr(problem, name).astype(dtype) for name in floats},
         feedback_delay=problem.feedback_delay.astype(dtype),
@@ -512,6 +583,7 @@ __all__ = [
     "Config",
     "PAD_SEGMENTS",
     "Problem",
+    "RING_SIGNALS",
     "Record",
     "Rings",
     "State",

@@ -34,8 +34,11 @@ from ..parameters import Parameters
 
 #: Network signals a law can ask for: ``ecn`` (RED/ECN marks along the path), ``delay``
 #: (queueing delay along the path, split into fabric and host parts), ``int`` (per-hop
-#: in-band telemetry: queue, transmitted and offered load of every link on the path).
-SIGNALS = ("ecn", "delay", "int")
+#: in-band telemetry: queue, transmitted and offered load of every link on the path),
+#: ``ack`` (the flow's bytes acknowledged per second), ``nack`` (the flow's bytes trimmed
+#: per second, from the NACKs of trimmed packets), ``credit`` (the receiver's view: how
+#: many flows send to its downlink, and that link's capacity).
+SIGNALS = ("ecn", "delay", "int", "ack", "nack", "credit")
 
 
 class Feedback(NamedTuple):
@@ -62,6 +65,10 @@ class Feedback(NamedTuple):
         hop_rate_delayed: ``[F, H]`` bytes/s, the flow's own rate when the bytes its
             telemetry of each hop measures were sent (the feedback delay plus the latency
             from the sender to that hop ago) [int].
+        ack_rate: bytes/s of the flow delivered to its receiver [ack].
+        nack_rate: bytes/s of the flow trimmed in the fabric (0 without trimming) [nack].
+        receiver_flows: flows sending over the flow's last hop (its receiver's downlink),
+            as float [credit]. receiver_capacity: bytes/s of that downlink [credit].
     """
 
     time: jax.Array
@@ -79,6 +86,10 @@ class Feedback(NamedTuple):
     hop_load: Any = None  # jax.Array, or None when not asked for
     hop_valid: Any = None  # jax.Array, or None when not asked for
     hop_rate_delayed: Any = None  # jax.Array, or None when not asked for
+    ack_rate: Any = None  # jax.Array, or None when not asked for
+    nack_rate: Any = None  # jax.Array, or None when not asked for
+    receiver_flows: Any = None  # jax.Array, or None when not asked for
+    receiver_capacity: Any = None  # jax.Array, or None when not asked for
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,13 +7,15 @@ from ...errors import SpecError
 from .dcqcn import DCQCN
 from .hpcc import HPCC
 from .law import RateLaw
+from .nscc import Nscc
 from .predictive import Predictive
+from .rccc import Rccc
 from .swift import Swift
 from .timely import Timely
 
 #: name -> law instance, in the order the CLI and the studies list them.
 LAWS: dict[str, RateLaw] = {
-    law.name: law for law in (DCQCN(), HPCC(), Timely(), Swift(), Predictive())
+    law.name: law for law in (DCQCN(), HPCC(), Timely(), Swift(), Predictive(), Nscc(), Rccc())
 }
 
 #: The names of :data:`LAWS`.

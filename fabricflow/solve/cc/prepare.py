@@ -110,6 +110,7 @@ def prepare_cc(
     link_latency=None,
     pfc="off",
     pfc_params: PFCParams | None = None,
+    trim=None,
     duration: float = 0.01,
     dt: float = 1e-6,
     extra_delay: float = 4e-6,
@@ -147,6 +148,10 @@ def prepare_cc(
         pfc: ``off``, ``static`` (also ``on``/True) or ``dynamic``.
         pfc_params: :class:`~fabricflow.solve.pfc.params.PFCParams` (default thresholds),
             fields may be ``[batch]`` arrays.
+        trim: packet trimming at the ``marking`` (switch egress) links: ``None`` (off,
+            default), bytes (one limit for every switch egress), or ``[L]`` bytes (``inf``:
+            that link never trims). A queue above its limit drops the excess payload and
+            the senders retransmit it (:mod:`.integrator`).
         duration, dt: simulated time and fixed step, s; ``dt`` must not exceed the law's
             stable step.
         extra_delay: feedback delay added to each flow's path latency, s.
@@ -186,6 +191,7 @@ def prepare_cc(
     )
     marking = _mask(marking, num_links, "marking")
     pfc_ingress = _mask(pfc_ingress, num_links, "pfc_ingress")
+    trim_limit = _trim_limit(trim, marking)
     if link_dst_node is None:
         link_dst_node, num_nodes = np.arange(num_links), num_links
     prev_links = np.full_like(links, -1)
@@ -200,6 +206,7 @@ def prepare_cc(
         link_dst_node,
         inputs,
         (delay_steps, hop_delay_steps),
+        trim_limit,
     )
     config = integrator.Config(
         dt=timing.dt,
@@ -208,6 +215,7 @@ def prepare_cc(
         ring_slots=ring_slots,
         pfc_mode=pfc_mode,
         num_nodes=int(num_nodes or num_links),
+        trim=trim is not None,
     )
     axes = None
     if capacity.ndim == 2:
@@ -438,12 +446,13 @@ def _check_size(
 ):
     itemsize = np.dtype(jnp.dtype(dtype)).itemsize
     records = timing.num_records
+    flow_rings = 1 + len({"ack", "nack"} & law.signals)  # rate, then per-flow signals
     estimate = (
         max(batch, 1)
         * itemsize
         * (
             records * (2 * num_flows + 2 * num_links)
-            + ring_slots * (num_flows + 4 * num_links + 4)
+            + ring_slots * (flow_rings * num_flows + 4 * num_links + 4)
             + 6 * num_flows * hops
             + 20 * num_flows
         )
@@ -477,6 +486,21 @@ def _mask(values, num_links: int, field: str) -> np.ndarray:
     return mask
 
 
+def _trim_limit(trim, marking: np.ndarray) -> np.ndarray:
+    """``[L]`` bytes each egress holds before trimming (``inf``: never; NICs never trim)."""
+    if trim is None:
+        return np.full(marking.shape, np.inf)
+    try:
+        limit = np.broadcast_to(np.asarray(trim, np.float64), marking.shape)
+    except (TypeError, ValueError):
+        raise SpecError(
+            "trim", f"must be bytes or [{marking.shape[0]}] bytes (one per link), got {trim!r}"
+        ) from None
+    if np.any(np.isnan(limit)) or np.any(limit <= 0):
+        raise SpecError("trim", "trimming limits must be > 0 bytes (inf: no trimming)")
+    return np.where(marking, limit, np.inf)
+
+
 def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:
     """``[F, H]`` link ids with -1 entries sent to extra segments ``L + 1 + (f mod PAD)``."""
     rows = np.arange(ids.shape[0])[:, None] % integrator.PAD_SEGMENTS
@@ -484,7 +508,16 @@ def _spread(ids: np.ndarray, num_links: int) -> np.ndarray:
 
 
 def _problem(
-    links, valid, prev_links, capacity, marking, pfc_ingress, link_dst_node, inputs, delays
+    links,
+    valid,
+    prev_links,
+    capacity,
+    marking,
+    pfc_ingress,
+    link_dst_node,
+    inputs,
+    delays,
+    trim_limit,
 ) -> integrator.Problem:
     delay_steps, hop_delay_steps = delays
     num_links = capacity.shape[-1]
@@ -510,6 +543,8 @@ def _problem(
         feedback_delay=jnp.asarray(inputs["delay"]),
         delay_steps=jnp.asarray(delay_steps, jnp.int32),
         hop_delay_steps=jnp.asarray(hop_delay_steps, jnp.int32),
+        trim_limit=jnp.asarray(np.append(trim_limit, np.inf)),
+        last_link=jnp.asarray(gather[np.arange(links.shape[0]), valid.sum(axis=1) - 1], jnp.int32),
     )
 
 

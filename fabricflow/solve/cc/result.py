@@ -19,6 +19,8 @@ _PER_ITEM = (
     "pause_time",
     "flow_pause_time",
     "finish_time",
+    "retransmitted",
+    "trimmed",
 )
 
 
@@ -36,6 +38,9 @@ class CCResult:
         pause_time: ``[L]`` s each link spent paused (exact, every step).
         flow_pause_time: ``[F]`` s each flow spent with a paused link on its path.
         finish_time: ``[F]`` s completion time (``inf``: not finished).
+        retransmitted: ``[F]`` bytes of each flow trimmed in the fabric and sent again
+            (0 without trimming).
+        trimmed: ``[L]`` bytes trimmed at each link's egress (0 without trimming).
         law_state: name -> ``[F]`` final state of the law (DCQCN: ``rate``,
             ``target_rate``, ``alpha``).
         status: :class:`~fabricflow.solve.status.Status` (``CONVERGED``: the run reached
@@ -44,7 +49,8 @@ class CCResult:
         links, capacity, size, start, delay: the problem (``[F, H]`` -1 padded, ``[L]``
             (or ``[batch, L]``) bytes/s, ``[F]`` bytes, ``[F]`` s, ``[F]`` s feedback delay).
         prev_links: ``[F, H]`` ingress link of each hop (-1 for hop 0).
-        dt, duration: s. params, pfc_params, pfc_mode: what ran.
+        dt, duration: s. params, pfc_params, pfc_mode: what ran; trim: whether switch
+            egresses trimmed.
     """
 
     cc: str
@@ -69,6 +75,9 @@ class CCResult:
     params: Parameters
     pfc_params: PFCParams
     pfc_mode: str
+    retransmitted: np.ndarray
+    trimmed: np.ndarray
+    trim: bool = False
 
     @property
     def num_flows(self) -> int:

@@ -84,6 +84,9 @@ def run_cc(
         params=prepared.params,
         pfc_params=prepared.pfc_params,
         pfc_mode=config.pfc_mode,
+        retransmitted=np.asarray(final.retransmitted),
+        trimmed=np.asarray(final.trimmed)[..., :-1],
+        trim=config.trim,
     )
 
 

@@ -78,6 +78,7 @@ def path_costs(
     first_packet: np.ndarray,
     params: PacketParams,
     reverse: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Fixed per-flow costs in seconds, float64 ``[F]`` each.
 
@@ -86,6 +87,10 @@ def path_costs(
         capacity: ``[L]`` bytes/s. latency: ``[L]`` seconds.
         first_packet: ``[F]`` wire bytes of the first packet (:func:`wire_bytes`).
         reverse: int ``[L]`` reverse link of each link (``-1`` none: the forward link is used).
+        weight: ``[F, H]`` share of the flow on each entry, for flows split over several
+            paths (a multipath or spray route's ``coef``: one path's shares sum to one per
+            hop level), so that the per-hop costs are the mean over the flow's paths;
+            ``None``: one path per row.
 
     Returns:
         ``propagation`` (sum of link latencies), ``store_forward`` (one packet time per hop
@@ -96,12 +101,14 @@ def path_costs(
     valid = links >= 0
     safe = np.where(valid, links, 0)
     cap = np.where(valid, capacity[safe], np.inf)
-    lat = np.where(valid, latency[safe], 0.0)
-    per_hop = np.where(valid, first_packet[:, None] / cap, 0.0)
+    share = np.ones(links.shape) if weight is None else np.asarray(weight, np.float64)
+    lat = np.where(valid, latency[safe] * share, 0.0)
+    per_hop = np.where(valid, first_packet[:, None] / cap * share, 0.0)
     min_capacity = cap.min(axis=1) if links.shape[1] else np.full(links.shape[0], np.inf)
     narrowest = np.where(np.isfinite(min_capacity), first_packet / min_capacity, 0.0)
     back = safe if reverse is None else np.where(reverse[safe] >= 0, reverse[safe], safe)
-    ack = np.where(valid, params.ack_bytes / capacity[back] + latency[back], 0.0).sum(axis=1)
+    ack = np.where(valid, (params.ack_bytes / capacity[back] + latency[back]) * share, 0.0)
+    ack = ack.sum(axis=1)
     return {
         "propagation": lat.sum(axis=1),
         "store_forward": per_hop.sum(axis=1) - narrowest,
