@@ -119,14 +119,20 @@ def print_json(obj) -> None:
     sys.stdout.write(text + "\n")
 
 
-def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
-    """Print ``rows`` as an aligned table; ``columns`` = [(key, header)]."""
+def print_table(rows: list[dict], columns: list[tuple[str, str]], *, names: int = 0) -> None:
+    """Print ``rows`` as an aligned table; ``columns`` = [(key, header)]; the first
+    ``names`` columns (names) are aligned left, the others (numbers) right."""
     cells = [[header for _, header in columns]]
     for row in rows:
         cells.append([_fmt(row.get(key)) for key, _ in columns])
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     for line in cells:
-        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
+        print(
+            "  ".join(
+                cell.ljust(width) if i < names else cell.rjust(width)
+                for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+        )
 
 
 def _fmt(value) -> str:
