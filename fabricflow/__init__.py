@@ -76,6 +76,11 @@ _EXPORTS: dict[str, str] = {
     # training step
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
+    # calibration and prediction intervals
+    "calibrate": "fabricflow.fitting.run",
+    "Calibration": "fabricflow.workload.calibration",
+    "read_calibration": "fabricflow.workload.calibration",
+    "Interval": "fabricflow.workload.intervals",
     "Layout": "fabricflow.workload.layout",
     "place": "fabricflow.workload.placement",
     "Placement": "fabricflow.workload.placement",
@@ -196,6 +201,10 @@ __all__ = [
     "simulate_cluster",
     "simulate_dcqcn",
     "step_time",
+    "calibrate",
+    "Calibration",
+    "read_calibration",
+    "Interval",
     "sweep",
     "synthetic_trace",
     "tune_cc",
@@ -268,6 +277,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .fabric.spec import build_fabric, list_presets, load_fabric
     from .fabric.transport import Transport
     from .fct import FlowTimes, flow_completion_times
+    from .fitting.run import calibrate
     from .optimize.cc_tuning import CCTuning, tune_cc
     from .optimize.routing.optimize import optimize_routing
     from .optimize.routing.plan import RoutingPlan
@@ -288,7 +298,9 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from .study.sweep.run import sweep
     from .traffic_files import read_connection_matrix
     from .units import parse_bandwidth, parse_size, parse_time
+    from .workload.calibration import Calibration, read_calibration
     from .workload.gpu import GpuSpec, list_gpus, load_gpu
+    from .workload.intervals import Interval
     from .workload.layout import Layout
     from .workload.memory import memory_per_gpu
     from .workload.model import ModelSpec, list_models, load_model

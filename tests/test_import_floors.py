@@ -40,7 +40,7 @@ FLOORS = {
     "solve": 3,
     "collective": 4,
     **dict.fromkeys(["workload", "fct", "cc", "launch_args"], 5),
-    "optimize": 6,
+    **dict.fromkeys(["optimize", "fitting"], 6),
     "cluster": 7,
     "study": 8,
     "bench": 9,

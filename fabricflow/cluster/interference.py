@@ -54,6 +54,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
+from ..workload.calibration import calibration_key
 from ..workload.placement import parse_order
 from .job_model import GpuLinks, JobModel, prepare_job_model
 
@@ -207,7 +208,7 @@ class Interference:
         inter.set_fabric(fabric.without(links=[...]))  # -> keys of jobs cut off
     """
 
-    def __init__(self, fabric: Fabric, *, routing: str = "auto", seed: int = 0):
+    def __init__(self, fabric: Fabric, *, routing: str = "auto", seed: int = 0, calibration=None):
         from ..collective.model import ROUTINGS
 
         if not isinstance(fabric, Fabric):
@@ -220,6 +221,7 @@ class Interference:
         self.fabric = fabric
         self.routing = routing
         self.seed = int(seed)
+        self.calibration = calibration  # its GPU and network constants time every job
         self._fingerprint: str | None = None  # structure-cache digest of self.base
         self._jobs: dict[int, PlacedJob] = {}
         self._times: dict[int, float] = {}
@@ -423,6 +425,7 @@ class Interference:
             self._fingerprint,
             self.routing,
             self.seed,
+            calibration_key(self.calibration),
         )
         model = _MODELS.get(key)
         if model is None:
@@ -433,6 +436,7 @@ class Interference:
                 routing=self.routing,
                 seed=self.seed,
                 fingerprint=self._fingerprint,
+                calibration=self.calibration,
             )
             if sum(m.nbytes for m in _MODELS.values()) + model.nbytes > MODEL_CACHE_BYTES:
                 _MODELS.clear()

@@ -336,12 +336,20 @@ def _phase_arrays(phase) -> list[np.ndarray]:
 
 
 def prepare_job_model(
-    fabric: Fabric, spec, *, routing: str = "auto", seed: int = 0, fingerprint: str | None = None
+    fabric: Fabric,
+    spec,
+    *,
+    routing: str = "auto",
+    seed: int = 0,
+    fingerprint: str | None = None,
+    calibration=None,
 ) -> JobModel:
     """The :class:`JobModel` of ``spec`` (a JobSpec) on the healthy ``fabric``: the step
-    model's composition at GPUs ``0..n-1`` (see the module docs)."""
+    model's composition at GPUs ``0..n-1`` (see the module docs), with ``calibration``'s
+    GPU and network constants when given."""
     from ..collective import structure_cache
     from ..collective.comm import CollectiveCache
+    from ..collective.cost import DEFAULT_COST
     from ..collective.coupling import bound_phase, plan_windows
     from ..workload.hetero import job_gpus, split_for_gpus
     from ..workload.step import compose_step, issue_rates, register_groups
@@ -349,10 +357,13 @@ def prepare_job_model(
     model, given = spec.model, spec.layout
     given.validate(model)
     rank_gpus = job_gpus(spec.gpu, given)
+    if calibration is not None:
+        rank_gpus = tuple(calibration.gpu_spec(each) for each in rank_gpus)
     layout = split_for_gpus(model, given, rank_gpus).validate(model)
     n = int(layout.num_gpus)
     where = Placement(layout=given, order=parse_order(spec.order), gpu_of_rank=np.arange(n))
-    cache = CollectiveCache(fabric, "fabric", routing=routing, seed=seed)
+    cost = DEFAULT_COST if calibration is None else calibration.cost_model()
+    cache = CollectiveCache(fabric, "fabric", routing=routing, seed=seed, cost=cost)
     # every job shares one fabric: hash it once (~0.2 s on clos-100k), not per job
     cache._fabric_fingerprint = fingerprint or structure_cache.fabric_fingerprint(fabric)
     cache = register_groups(cache, where, model, layout)

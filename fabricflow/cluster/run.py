@@ -75,7 +75,10 @@ class ClusterRun:
     Attributes:
         jobs: one dict per job, trace order: ``id``, ``start_s``, ``end_s`` (None if not
             started / the horizon for unfinished jobs), ``gpus``, ``steps`` (target),
-            ``steps_done``, ``standalone_step_s``, ``mean_step_s`` (compute seconds per
+            ``steps_done``, ``standalone_step_s`` and ``standalone_step_interval_s`` (its
+            prediction interval, :mod:`fabricflow.workload.intervals`), ``end_interval_s``
+            (a finished job: its end with every computed second scaled by the ends of
+            that interval; queueing and failures as simulated), ``mean_step_s`` (compute seconds per
             computed step), ``slowdown`` (mean / standalone), ``failures``, ``restarts``,
             ``preemptions``, ``lost_work_s``, ``goodput`` (``steps_done x
             standalone_step_s / (end_s - start_s)``), ``queue_wait_s`` (every wait, summed),
@@ -179,6 +182,18 @@ def job_row(job: JobRecord, end_of_run: float, mtbf_s, best_interval_s) -> dict:
             {"reason": job.wait_reason, "wait_s": max(0.0, end_of_run - job.queued_since)}
         )
     first = job.waits[0][1] if job.waits and job.waits[0][0] == "submitted" else None
+    band = getattr(job.standalone, "interval", None)
+    intervals = {}
+    if band is not None:
+        # the step time's interval carried to the running time: every computed step
+        # scales with it (queue waits and failures as simulated)
+        low, high = band.low / band.point, band.high / band.point
+        intervals["standalone_step_interval_s"] = band.to_list()
+        if job.start_s is not None and job.state == DONE and end is not None:
+            intervals["end_interval_s"] = [
+                end + job.work_s * (low - 1.0),
+                end + job.work_s * (high - 1.0),
+            ]
     return {
         "id": job.spec.id,
         "start_s": job.start_s,
@@ -187,6 +202,7 @@ def job_row(job: JobRecord, end_of_run: float, mtbf_s, best_interval_s) -> dict:
         "steps": job.target,
         "steps_done": int(math.floor(steps_done + 1e-9)),
         "standalone_step_s": job.standalone_s,
+        **intervals,
         "mean_step_s": mean_step,
         "slowdown": None if mean_step is None else mean_step / job.standalone_s,
         "failures": job.failures,

@@ -35,6 +35,7 @@ from ..errors import RoutingError, SolverError, SpecError
 from ..fabric.fabric import Fabric
 from ..memory import check_memory
 from ..schema import check_size
+from ..workload.calibration import as_calibration
 from . import events as ev
 from . import interference as _interference
 from . import schedulers as _schedulers
@@ -118,6 +119,7 @@ def simulate_cluster(
     routing: str = "auto",
     timeline_points: int = TIMELINE_POINTS,
     progress=None,
+    calibration=None,
 ) -> ClusterRun:
     """Simulate a trace of training jobs on ``fabric``.
 
@@ -148,6 +150,9 @@ def simulate_cluster(
             see :func:`timeline_points_for`).
         progress: optional callable ``progress(t_s, jobs_done, jobs_total)``, called after
             every event (it may raise to stop the run).
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its
+            file) every step-time model of the run uses (standalone and with
+            interference); each job row then has its calibrated intervals.
 
     Returns:
         :class:`ClusterRun`.
@@ -175,6 +180,7 @@ def simulate_cluster(
         raise SpecError("timeline_points", f"must be an integer >= 2, got {timeline_points!r}")
     backfill = check_backfill(backfill)
     predictor = check_predictor(prediction, model)
+    calibration = as_calibration(calibration)
     if horizon is not None:
         horizon = parse_duration(horizon, "horizon", allow_zero=False)
     usable = _usable_gpus(fabric, policy)
@@ -199,6 +205,7 @@ def simulate_cluster(
         routing,
         backfill=backfill,
         predictor=predictor,
+        calibration=calibration,
     )
     sim.progress = progress
     sim.run()
@@ -272,6 +279,7 @@ class _Simulator:
         *,
         backfill="easy",
         predictor=None,
+        calibration=None,
     ):
         self.fabric = fabric
         self.base = fabric
@@ -294,7 +302,9 @@ class _Simulator:
                 "scheduler", f"expected one of {list(_schedulers.SCHEDULERS)} or a Scheduler"
             )
         self.net = (
-            _interference.Interference(fabric, routing=routing, seed=seed) if use_net else None
+            _interference.Interference(fabric, routing=routing, seed=seed, calibration=calibration)
+            if use_net
+            else None
         )
         # the kind of every link, for the per-tier utilization of the timeline
         self._link_kind = fabric.link_kind_id.astype(np.int64)
@@ -313,7 +323,9 @@ class _Simulator:
         self.jobs: list[JobRecord] = []
         for key, spec in enumerate(specs):
             try:
-                result = standalone_step(fabric, spec, fingerprint=fingerprint, routing=routing)
+                result = standalone_step(
+                    fabric, spec, fingerprint=fingerprint, routing=routing, calibration=calibration
+                )
             except SpecError as error:
                 raise SpecError(
                     f"jobs[{key}] (id {spec.id!r}).{error.field or 'layout'}",

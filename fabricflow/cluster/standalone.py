@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..collective.structure_cache import fabric_fingerprint
 from ..errors import SpecError
 from ..fabric.fabric import Fabric
+from ..workload.calibration import Calibration, calibration_key
 from ..workload.step import StepResult, step_time
 from .trace import JobSpec
 
@@ -19,7 +20,12 @@ _CACHE_LIMIT = 4096
 
 
 def standalone_step(
-    fabric: Fabric, job: JobSpec, *, fingerprint: str | None = None, routing: str = "auto"
+    fabric: Fabric,
+    job: JobSpec,
+    *,
+    fingerprint: str | None = None,
+    routing: str = "auto",
+    calibration: Calibration | None = None,
 ) -> StepResult:
     """``ff.step_time`` of ``job`` alone at GPUs ``0..job.gpus-1`` of ``fabric``.
 
@@ -29,6 +35,7 @@ def standalone_step(
         fingerprint: ``fabric_fingerprint(fabric)`` when the caller has it (saves hashing
             the fabric's arrays once per call).
         routing: the collective model's routing (see :func:`fabricflow.step_time`).
+        calibration: the :class:`~fabricflow.workload.calibration.Calibration` applied.
 
     Raises:
         SpecError: the job does not fit the fabric or its memory (the message names why).
@@ -38,7 +45,15 @@ def standalone_step(
             "gpus", f"{job.gpus} GPUs is larger than the cluster ({fabric.num_gpus} GPUs)"
         )
     fingerprint = fingerprint or fabric_fingerprint(fabric)
-    key = (job.model, job.gpu, job.layout, job.order, fingerprint, routing)
+    key = (
+        job.model,
+        job.gpu,
+        job.layout,
+        job.order,
+        fingerprint,
+        routing,
+        calibration_key(calibration),
+    )
     result = _CACHE.get(key)
     if result is None:
         result = step_time(
@@ -49,6 +64,7 @@ def standalone_step(
             order=job.order,
             placement="contiguous",
             routing=routing,
+            calibration=calibration,
         )
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()

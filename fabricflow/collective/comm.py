@@ -32,6 +32,7 @@ from ..fabric.fabric import Fabric
 from . import structure_cache
 from .algorithms import ALIASES, algorithms_for
 from .alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
+from .cost import DEFAULT_COST, CostModel
 from .model import ROUTINGS, prepare_collective, prepare_collectives
 from .structure_cache import SolvedTimes
 
@@ -99,6 +100,7 @@ def collective_timer(
     fingerprint: str | None = None,
     routing: str = "auto",
     cc: str | None = None,
+    cost: CostModel = DEFAULT_COST,
 ):
     """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
@@ -109,7 +111,9 @@ def collective_timer(
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
     :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
     congestion-control law whose fluid sets the collective model's phase rates
-    (:mod:`.cc_rates`; ``None``: max-min). The function's
+    (:mod:`.cc_rates`; ``None``: max-min). ``cost``: the collective model's
+    :class:`~.cost.CostModel` (a calibrated one, docs/calibration.md); the alpha-beta
+    estimate does not use it. The function's
     ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
     (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
     solves.
@@ -138,7 +142,15 @@ def collective_timer(
         estimate.collective = None  # type: ignore[attr-defined]
         return estimate
     solved = prepared_collective(
-        fabric, op, groups, algo=algo, routing=routing, seed=seed, fingerprint=fingerprint, cc=cc
+        fabric,
+        op,
+        groups,
+        algo=algo,
+        routing=routing,
+        seed=seed,
+        fingerprint=fingerprint,
+        cc=cc,
+        cost=cost,
     )
     prepared = solved.prepared
 
@@ -268,7 +280,10 @@ class CollectiveCache:
         algorithms: dict[str, str] | None = None,
         routing: str = "auto",
         cc: str | None = None,
+        cost: CostModel = DEFAULT_COST,
     ):
+        if not isinstance(cost, CostModel):
+            raise SpecError("cost", f"expected a CostModel, got {type(cost).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise SpecError("seed", f"the routing seed must be an integer >= 0, got {seed!r}")
         if routing not in ROUTINGS:  # checked here: the alpha-beta backend never routes
@@ -281,6 +296,7 @@ class CollectiveCache:
         self.cc: str | None = check_cc(cc)  # its congestion control (None: max-min)
         if self.cc is not None and self.backend != "fabric":
             raise SpecError("cc", f"needs the fabric collective backend, not {self.backend!r}")
+        self.cost: CostModel = cost  # the collective model's constants
         self.field: str = field
         self.algorithms: dict[str, str] = check_algorithms(algorithms)
         if self.backend != "fabric":  # the estimate neither routes nor picks an algorithm
@@ -329,6 +345,7 @@ class CollectiveCache:
                 for name, groups in sorted(self.groups.items())
             ),
             *(() if self.cc is None else (("cc", self.cc),)),
+            *(() if self.cost is DEFAULT_COST else (("cost", self.cost.key()),)),
         )
 
     def slowest(self, name: str, op: str, size_bytes: float) -> float:
@@ -370,6 +387,7 @@ class CollectiveCache:
                 routing=self.routing,
                 seed=self.seed,
                 fingerprint=self._fingerprint(),
+                cost=self.cost,
             )
 
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
@@ -388,6 +406,7 @@ class CollectiveCache:
                 fingerprint=self._fingerprint(),
                 routing=self.routing,
                 cc=self.cc,
+                cost=self.cost,
             )
         return self._prepared[(name, op)]
 
@@ -450,6 +469,7 @@ def prepared_collectives(
     routing: str = "auto",
     seed: int = 0,
     fingerprint: str | None = None,
+    cost: CostModel = DEFAULT_COST,
 ) -> list[SolvedTimes]:
     """:func:`prepared_collective` of many ``(op, groups, algo)`` at once: the ones not
     in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
@@ -457,7 +477,7 @@ def prepared_collectives(
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
     keys = [
-        _collective_key(fingerprint, op, groups, algo, routing, seed)
+        _collective_key(fingerprint, op, groups, algo, routing, seed, cost=cost)
         for op, groups, algo in requests
     ]
     found = [structure_cache.lookup(key) for key in keys]
@@ -471,6 +491,7 @@ def prepared_collectives(
             routing=routing,
             seed=seed,
             fabric_fingerprint=fingerprint,
+            cost=cost,
         )
         for i, pc in zip(chosen, prepared, strict=True):
             found[i] = SolvedTimes(pc)
@@ -478,7 +499,9 @@ def prepared_collectives(
     return found
 
 
-def _collective_key(fingerprint, op, groups, algo, routing, seed, cc=None) -> tuple:
+def _collective_key(
+    fingerprint, op, groups, algo, routing, seed, cc=None, cost: CostModel = DEFAULT_COST
+) -> tuple:
     return (
         "collective",
         fingerprint,
@@ -488,6 +511,7 @@ def _collective_key(fingerprint, op, groups, algo, routing, seed, cc=None) -> tu
         str(routing),
         int(seed),
         *(() if cc is None else (("cc", str(cc)),)),
+        *(() if cost is DEFAULT_COST else (("cost", cost.key()),)),
     )
 
 
@@ -501,16 +525,18 @@ def prepared_collective(
     seed: int = 0,
     fingerprint: str | None = None,
     cc: str | None = None,
+    cost: CostModel = DEFAULT_COST,
 ) -> SolvedTimes:
     """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
     once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
 
     ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
     it (a step asks for several collectives on one fabric). ``cc``: a congestion-control law
-    whose fluid sets the phase rates (:mod:`.cc_rates`), or ``None`` for max-min."""
+    whose fluid sets the phase rates (:mod:`.cc_rates`), or ``None`` for max-min.
+    ``cost``: the :class:`~.cost.CostModel` (part of the key)."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
-    key = _collective_key(fingerprint, op, groups, algo, routing, seed, cc)
+    key = _collective_key(fingerprint, op, groups, algo, routing, seed, cc, cost)
     return structure_cache.cached(
         key,
         lambda: SolvedTimes(
@@ -523,6 +549,7 @@ def prepared_collective(
                 seed=seed,
                 fabric_fingerprint=fingerprint,
                 solver=None if cc is None else _cc_solver(fabric, cc),
+                cost=cost,
             )
         ),
     )

@@ -25,6 +25,10 @@ are NCCL's own (``src/graph/tuning.cc``, v2.2x-2.30) or physical facts, see docs
   0.94. These are properties of the link technology, applied to every algorithm alike.
 * **NVLS efficiency** 0.85 on Hopper (NCCL's ``nvlsEfficiency``; 0.74 on Blackwell): the
   NVSwitch multimem reduction does not run at full link rate.
+* **Latency scales** (1 by default): a system's measured per-step latencies relative to
+  NCCL's tables, one for the scale-up domain (scale-up steps and the launch latency) and
+  one for the network (network steps). Calibration from nccl-tests logs fits them with
+  the efficiencies (docs/calibration.md); they are per system, never per collective.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ class CostModel:
         sharp_efficiency: throughput factor of switch (SHARP) in-network reduction.
         channels_per_rail: default ring/tree channels per rail (NCCL opens two execution
             channels per search channel, one search channel per NIC / local GPU).
+        scale_up_latency_scale: multiplies the launch latency and every scale-up step's
+            overhead (1: NCCL's tables).
+        network_latency_scale: multiplies every network step's overhead (1: NCCL's table).
     """
 
     protocol_efficiency: MappingProxyType = dataclasses.field(
@@ -91,6 +98,8 @@ class CostModel:
     nvls_efficiency: float = 0.85
     sharp_efficiency: float = 0.90
     channels_per_rail: int = 2
+    scale_up_latency_scale: float = 1.0
+    network_latency_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -107,16 +116,34 @@ class CostModel:
         for proto, value in self.protocol_efficiency.items():
             if not 0.0 < value <= 1.0:
                 raise SpecError(f"protocol_efficiency.{proto}", f"must lie in (0, 1], got {value}")
+        for name in ("scale_up_latency_scale", "network_latency_scale"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 < value < float("inf")):
+                raise SpecError(name, f"must be a finite number > 0, got {value!r}")
         if int(self.channels_per_rail) < 1:
             raise SpecError("channels_per_rail", f"must be >= 1, got {self.channels_per_rail}")
 
     def step_overhead_s(self, family: str, protocol: str) -> tuple[float, float]:
         """``(intra, network)`` software overhead of one step, seconds."""
         index = protocol_index(protocol)
-        return self.intra_step_s[family][index], self.network_step_s[family][index]
+        return (
+            self.intra_step_s[family][index] * self.scale_up_latency_scale,
+            self.network_step_s[family][index] * self.network_latency_scale,
+        )
 
     def base_s(self, family: str, protocol: str) -> float:
-        return self.base_latency_s[family][protocol_index(protocol)]
+        """Launch latency of one collective of ``family`` with ``protocol``, seconds."""
+        return self.base_latency_s[family][protocol_index(protocol)] * self.scale_up_latency_scale
+
+    def key(self) -> tuple:
+        """A hashable summary of every constant (for caches keyed by the cost model)."""
+        out = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, MappingProxyType):
+                value = tuple(sorted(value.items()))
+            out.append((field.name, value))
+        return tuple(out)
 
 
 def protocol_index(protocol: str) -> int:

@@ -119,14 +119,20 @@ def print_json(obj) -> None:
     sys.stdout.write(text + "\n")
 
 
-def print_table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
-    """Print ``rows`` as an aligned table; ``columns`` = [(key, header)]."""
+def print_table(rows: list[dict], columns: list[tuple[str, str]], *, names: int = 0) -> None:
+    """Print ``rows`` as an aligned table; ``columns`` = [(key, header)]; the first
+    ``names`` columns (names) are aligned left, the others (numbers) right."""
     cells = [[header for _, header in columns]]
     for row in rows:
         cells.append([_fmt(row.get(key)) for key, _ in columns])
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     for line in cells:
-        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
+        print(
+            "  ".join(
+                cell.ljust(width) if i < names else cell.rjust(width)
+                for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+        )
 
 
 def _fmt(value) -> str:
@@ -347,3 +353,30 @@ def write_json_file(path: str, obj) -> None:
     from ..atomic import write_text
 
     write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")
+
+
+def add_calibration_flags(parser) -> None:
+    """``--calibration FILE`` (a ``fabricflow calibrate`` output) and ``--interval-level``."""
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML written by 'fabricflow calibrate': its fitted GPU and network "
+        "parameters replace the model's, and intervals come from its uncertainty",
+    )
+    parser.add_argument(
+        "--interval-level",
+        type=float,
+        default=0.8,
+        help="level of the prediction intervals (share of outcomes inside)",
+    )
+
+
+def calibration_from_args(args):
+    """The :class:`~fabricflow.workload.calibration.Calibration` of ``--calibration``
+    (None without one); ``--interval-level`` checked."""
+    from ..workload.calibration import read_calibration
+    from ..workload.intervals import check_level
+
+    check_level(getattr(args, "interval_level", 0.8))
+    return None if args.calibration is None else read_calibration(args.calibration)

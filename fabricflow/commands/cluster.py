@@ -32,6 +32,7 @@ from ..assignments import key_values
 from ._common import (
     add_fabric_flags,
     add_json_flag,
+    calibration_from_args,
     load_fabric_flags,
     mark_done,
     output_folder,
@@ -162,6 +163,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every job; job rows give calibrated intervals",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -275,6 +283,7 @@ def run(args) -> int:
         horizon=args.horizon,
         seed=args.seed,
         interference=not args.no_interference,
+        calibration=calibration_from_args(args),
         progress=lambda t, done, total: say(
             f"simulated {t / 86400:,.2f} days, {done:,} of {total:,} jobs done"
         ),

@@ -10,9 +10,11 @@ Example::
 from __future__ import annotations
 
 from ._common import (
+    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
+    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -107,6 +109,7 @@ def register(subparsers) -> None:
         "table in nccl-tests' output format, for tools that read nccl-tests logs)",
     )
     add_fail_flag(parser)
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -130,6 +133,7 @@ def run(args) -> int:
         raise SpecError(
             "--channels", f"must lie in 1..{MAX_CHANNELS} channels per group, got {args.channels}"
         )
+    calibration = calibration_from_args(args)
     if not math.isfinite(args.stepfactor):
         raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
     fabric = load_fabric_flags(args)
@@ -170,9 +174,22 @@ def run(args) -> int:
         channels=args.channels,
         rail_aware=not args.no_rail_aware,
         progress=_progress,
+        **({} if calibration is None else {"cost": calibration.cost_model()}),
         solver=solver,
     )
     rows = table_rows(results)
+    from ..workload.intervals import collective_interval
+
+    for row in rows:
+        interval = collective_interval(
+            row["time_s"], level=args.interval_level, calibration=calibration
+        )
+        row["time_interval_s"] = interval.to_list()
+        # bus bandwidth is bytes over time: the slow end of the time is its low end
+        row["busbw_interval_GBps"] = [
+            row["busbw_GBps"] * row["time_s"] / interval.high,
+            row["busbw_GBps"] * row["time_s"] / interval.low,
+        ]
     header = {
         "fabric": fabric.name,
         "op": results[0].op,
@@ -184,6 +201,9 @@ def run(args) -> int:
         "transport": fabric.transport.to_dict(),
         **failure_counts(fabric),
         "cc": args.cc,
+        "failed_links": int(fabric.meta.get("failed_links", 0)),
+        "interval_level": args.interval_level,
+        "calibration": args.calibration,
     }
     if args.plot is not None:
         from ..study.collective_plots import plot_collective
@@ -216,6 +236,13 @@ def run(args) -> int:
     if args.fail:
         print(f"# failures: --fail {args.fail}: {failure_text(failure_counts(fabric))}")
     print("# time, algbw and busbw of the slowest group; busbw factor as nccl-tests")
+    print(
+        f"# busbw range: {100 * args.interval_level:.0f}% prediction interval "
+        + ("(from the calibration)" if calibration is not None else "(from published runs)")
+    )
+    for row in rows:
+        low, high = row["busbw_interval_GBps"]
+        row["busbw_range"] = f"{low:.1f}-{high:.1f}"
     print_table(
         rows,
         [
@@ -224,6 +251,7 @@ def run(args) -> int:
             ("time_us", "time(us)"),
             ("algbw_GBps", "algbw(GB/s)"),
             ("busbw_GBps", "busbw(GB/s)"),
+            ("busbw_range", "busbw range"),
             ("algo", "algo"),
             ("protocol", "proto"),
             ("bottleneck", "bottleneck"),
@@ -252,7 +280,8 @@ def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     from ..tables import csv_text
 
     ensure_folder(folder)
-    columns = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+    scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []
+    columns = {key: [row[key] for row in rows] for key in scalars}
     write_text(os.path.join(folder, "collective.csv"), csv_text(columns))
     if header["op"] in NCCL_TESTS_OPS:
         title = (

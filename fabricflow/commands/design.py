@@ -19,7 +19,13 @@ import os
 
 from ..assignments import key_values
 from ..errors import SpecError
-from ._common import add_json_flag, output_folder, print_json, print_table
+from ._common import (
+    add_json_flag,
+    calibration_from_args,
+    output_folder,
+    print_json,
+    print_table,
+)
 
 DESIGN_COLUMNS = [
     ("design", "design"),
@@ -88,6 +94,13 @@ def register(subparsers) -> None:
         "--overwrite", action="store_true", help="replace a store of another search"
     )
     parser.add_argument("--top", type=int, default=10, help="designs printed (default 10)")
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every design's layouts",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -148,6 +161,7 @@ def run(args) -> int:
         workers=args.workers,
         scheduler=args.scheduler,
         overwrite=args.overwrite,
+        calibration=calibration_from_args(args),
         progress=not args.json,
     )
     figure = plot_design_front(search, os.path.join(args.out, "pareto.png"))

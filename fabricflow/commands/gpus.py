@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from ._common import add_json_flag, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -39,21 +39,30 @@ def run(args) -> int:
     if args.json:
         print_json({"gpus": rows})
         return 0
-    width = max(len(row["name"]) for row in rows)
-    print(
-        f"{'gpu':<{width}}  {'bf16 TFLOP/s':>12}  {'fp8 TFLOP/s':>11}  {'HBM GiB':>7}  "
-        f"{'HBM TB/s':>8}  {'units':>5}  host link"
+    print_table(
+        [
+            {
+                "gpu": row["name"],
+                "bf16": f"{row['peak_bf16_flops'] / 1e12:,.0f}",
+                "fp8": f"{row['peak_fp8_flops'] / 1e12:,.0f}" if row["peak_fp8_flops"] else "-",
+                "hbm": f"{row['hbm_bytes'] / 2**30:.1f}",
+                "hbm_bw": f"{row['hbm_Bps'] / 1e12:.2f}",
+                "units": row["compute_units"],
+                "host": f"{row['host_link']} {row['host_link_Bps'] / 1e9:g} GB/s"
+                if row["host_link_Bps"]
+                else "-",
+            }
+            for row in rows
+        ],
+        [
+            ("gpu", "gpu"),
+            ("bf16", "bf16 TFLOP/s"),
+            ("fp8", "fp8 TFLOP/s"),
+            ("hbm", "HBM GiB"),
+            ("hbm_bw", "HBM TB/s"),
+            ("units", "units"),
+            ("host", "host link"),
+        ],
+        names=1,
     )
-    for row in rows:
-        fp8 = f"{row['peak_fp8_flops'] / 1e12:,.0f}" if row["peak_fp8_flops"] else "-"
-        host = (
-            f"{row['host_link']} {row['host_link_Bps'] / 1e9:g} GB/s"
-            if row["host_link_Bps"]
-            else "-"
-        )
-        print(
-            f"{row['name']:<{width}}  {row['peak_bf16_flops'] / 1e12:>12,.0f}  {fp8:>11}  "
-            f"{row['hbm_bytes'] / 2**30:>7.1f}  {row['hbm_Bps'] / 1e12:>8.2f}  "
-            f"{row['compute_units']:>5}  {host}"
-        )
     return 0

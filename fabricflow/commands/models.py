@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from ._common import add_json_flag, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -51,17 +51,32 @@ def run(args) -> int:
     if args.json:
         print_json({"models": rows})
         return 0
-    width = max(len(row["name"]) for row in rows)
-    print(
-        f"{'model':<{width}}  {'params':>8}  {'active':>8}  {'layers':>6}  {'hidden':>6}  "
-        f"{'heads q/kv':>10}  {'experts':>8}  vocab"
+    print_table(
+        [
+            {
+                "model": row["name"],
+                "params": f"{row['parameters'] / 1e9:.1f}B",
+                "active": f"{row['active_parameters'] / 1e9:.1f}B",
+                "layers": row["layers"],
+                "hidden": row["hidden_size"],
+                "heads": f"{row['heads']}/{row['kv_heads']}",
+                "experts": f"{row['experts']} top{row['experts_per_token']}"
+                if row["experts"]
+                else "-",
+                "vocab": f"{row['vocab_size']:,}",
+            }
+            for row in rows
+        ],
+        [
+            ("model", "model"),
+            ("params", "params"),
+            ("active", "active"),
+            ("layers", "layers"),
+            ("hidden", "hidden"),
+            ("heads", "heads q/kv"),
+            ("experts", "experts"),
+            ("vocab", "vocab"),
+        ],
+        names=1,
     )
-    for row in rows:
-        experts = f"{row['experts']} top{row['experts_per_token']}" if row["experts"] else "-"
-        print(
-            f"{row['name']:<{width}}  {row['parameters'] / 1e9:>7.1f}B  "
-            f"{row['active_parameters'] / 1e9:>7.1f}B  {row['layers']:>6}  "
-            f"{row['hidden_size']:>6}  {row['heads']:>5}/{row['kv_heads']:<4}  {experts:>8}  "
-            f"{row['vocab_size']:,}"
-        )
     return 0

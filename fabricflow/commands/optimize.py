@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ._common import (
+    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
+    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
@@ -55,7 +57,13 @@ def register(subparsers) -> None:
         help="search exactly these values of a knob (repeatable); with --space only the "
         "product of the given knobs is searched",
     )
-    parser.add_argument("--objective", default="step_time", choices=["step_time", "tokens_per_gpu"])
+    parser.add_argument(
+        "--objective",
+        default="step_time",
+        choices=["step_time", "tokens_per_gpu", "step_time_upper"],
+        help="step_time_upper: the best answers ranked again by an upper quantile of their "
+        "step time (over ECMP hash seeds and the prediction interval at --interval-level)",
+    )
     parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
     parser.add_argument(
         "--budget",
@@ -95,6 +103,7 @@ def register(subparsers) -> None:
         help="folder for best.json (the --json object: 'fabricflow launch-args' reads it), "
         "candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -193,6 +202,8 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         seed=args.seed,
         collectives=args.collectives,
         ranking=args.ranking,
+        calibration=calibration_from_args(args),
+        interval_level=args.interval_level,
         progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)),
     )
 
@@ -287,10 +298,19 @@ def print_text(search, why: str) -> None:
         f"{'exhaustive' if search.exhaustive else 'stopped: ' + search.stopped}, "
         f"{search.seconds:.1f} s)"
     )
+    band = best.interval
     print(
-        f"  step {format_time(best.step_time_s)}, MFU {100 * best.mfu:.1f}%, "
-        f"{best.memory_gib_per_gpu:.1f} GiB per GPU"
+        f"  step {format_time(best.step_time_s)}"
+        + (
+            f" ({100 * band.level:.0f}% interval {format_time(band.low)} .. "
+            f"{format_time(band.high)})"
+            if band is not None
+            else ""
+        )
+        + f", MFU {100 * best.mfu:.1f}%, {best.memory_gib_per_gpu:.1f} GiB per GPU"
     )
+    if search.upper_s:
+        print(f"  robust objective: upper step time {format_time(search.upper_s[0])}")
     header = f"{'#':>3}  {'layout':<44} {'order':<15} {'placement':<11} {'step':>9} {'MFU':>6} {'GiB':>6}  largest exposed comm"
     print(header)
     for i, (kwargs, result) in enumerate(search.top, 1):
@@ -303,3 +323,23 @@ def print_text(search, why: str) -> None:
             f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
         )
     print(f"why: {why}")
+    from ..optimize.search import flatten_kwargs
+    from ..optimize.uncertainty import indistinguishable
+
+    close = indistinguishable(
+        search.top,
+        search.interval_level,
+        best.details["rank_gpus"][0],
+        search.calibration,
+        flatten_kwargs,
+        None if search.model is None else search.model.is_moe,
+    )
+    if close:
+        print(
+            f"indistinguishable from the best at {100 * search.interval_level:.0f}% "
+            f"(the model's error between layouts of one job):"
+        )
+        for entry in close:
+            knobs = ", ".join(f"{k}={v}" for k, v in entry["knobs"].items()) or "same knobs"
+            parts = ", ".join(f"{k} {v:+.3g} s" for k, v in entry["parts"].items())
+            print(f"  x{entry['ratio']:.3f}: {knobs}; differs in {parts or 'nothing'}")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from ._common import (
     IMPORT_FLAGS,
+    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
+    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
@@ -98,6 +100,7 @@ def register(subparsers) -> None:
         default=".",
         help="folder for report.html (default: the current folder)",
     )
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
     _PARSER_ACTIONS[:] = [action for action in parser._actions if action.option_strings]
@@ -246,6 +249,8 @@ def run(args) -> int:
             fail_seeds=args.fail_seeds,
             seed=args.seed,
             progress=say,
+            calibration=calibration_from_args(args),
+            interval_level=args.interval_level,
         )
     except KeyboardInterrupt:
         # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the

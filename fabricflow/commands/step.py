@@ -6,9 +6,11 @@ import argparse
 
 from ..assignments import key_values
 from ._common import (
+    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
+    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -314,6 +316,7 @@ def register(subparsers) -> None:
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
+    add_calibration_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -630,6 +633,7 @@ def run(args) -> int:
     if args.plot:
         _check_plot_format(args.plot)
     collectives = _backend(args.collectives)
+    calibration = calibration_from_args(args)
     if args.job is not None and args.gpu is not None:
         raise SpecError("--job", "gives the GPUs; drop --gpu")
     layout = layout_from_args(args).validate(num_gpus=args.gpus)
@@ -659,6 +663,8 @@ def run(args) -> int:
         check_memory=not args.no_memory_check,
         collectives=collectives,
         seeds=args.seeds,
+        calibration=calibration,
+        interval_level=args.interval_level,
         routing=args.routing,
         algorithms=algorithms,
         cc=args.cc,
@@ -709,12 +715,30 @@ def print_result(result, plot: str | None) -> None:
         f" (vpp {lay['vpp']}) DP {lay['dp']} CP {lay['cp']} EP {lay['ep']}, order {d['order']}, "
         f"{d['placement']} placement"
     )
+    bands = result.intervals()
+    formats = {
+        "step_time_s": lambda v: f"{v:.4g}",
+        "tokens_per_s": lambda v: f"{v:,.0f}",
+        "mfu": lambda v: f"{100 * v:.1f}%",
+    }
+    band = {
+        key: f"  [{formats[key](interval.low)} .. {formats[key](interval.high)}]"
+        for key, interval in bands.items()
+    }
     print(
         f"  step time        {format_time(result.step_time_s)}  ({d['num_micro_batches']} micro-batches)"
+        + (band["step_time_s"] + " s" if bands else "")
     )
-    print(f"  tokens/s         {result.tokens_per_s:,.0f}")
+    print(f"  tokens/s         {result.tokens_per_s:,.0f}" + band.get("tokens_per_s", ""))
     print(f"  TFLOP/s per GPU  {flops_text(result, lay['recompute'])}")
-    print(f"  MFU              {100 * result.mfu:.1f}%")
+    print(f"  MFU              {100 * result.mfu:.1f}%" + band.get("mfu", ""))
+    if bands:
+        interval = bands["step_time_s"]
+        print(
+            f"  interval         {100 * interval.level:.0f}% prediction interval from "
+            f"{'the calibration' if interval.method == 'calibration' else 'published runs'}:"
+            f" {interval.basis}"
+        )
     if lay["pp"] > 1:
         layers = ",".join(str(n) for n in d["rank_layers"])
         # under DualPipe rank r also holds stage pp-1-r: the list is per stage

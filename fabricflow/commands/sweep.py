@@ -68,6 +68,14 @@ def register(subparsers) -> None:
         help="the largest grid this run takes (default 1,000,000); raise it to run a "
         "larger grid on purpose",
     )
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate' for every point of a step, "
+        "collective or optimize sweep (added to the SPEC's fixed arguments, so the store "
+        "records it)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -86,7 +94,7 @@ def run(args) -> int:
             warnings.simplefilter("default")
             ignore_zarr_notices()  # before "default", which would show them again
             result = run_sweep(
-                args.spec,
+                _with_calibration(args.spec, args.calibration),
                 args.out,
                 workers=args.workers,
                 scheduler=args.scheduler,
@@ -139,6 +147,28 @@ def run(args) -> int:
         if len(failed) > 10:
             print(f"  ... {len(failed) - 10} more failed points (variable 'error' of the store)")
     return 0 if summary["reused"] + summary["computed"] == summary["points"] else 1
+
+
+def _with_calibration(spec: str, calibration: str | None):
+    """The SPEC file, or the SPEC with ``calibration`` (an absolute path, checked by
+    reading it) among its fixed arguments."""
+    import dataclasses
+    import os
+
+    from ..errors import SpecError
+    from ..study.sweep.spec import read_sweep_spec
+    from ..workload.calibration import read_calibration
+
+    if calibration is None:
+        return spec
+    read_calibration(calibration)  # a bad file is bad input before any point runs
+    parsed = read_sweep_spec(spec)
+    if parsed.task not in ("step", "collective", "optimize"):
+        raise SpecError(
+            "--calibration", f"applies to step, collective and optimize sweeps, not {parsed.task!r}"
+        )
+    fixed = {**parsed.fixed, "calibration": os.path.abspath(calibration)}
+    return dataclasses.replace(parsed, fixed=fixed)
 
 
 def _stored(store: str) -> dict | None:

@@ -33,6 +33,7 @@ from ..errors import RoutingError, SpecError
 from ..fabric.cost import fabric_cost, work_cost
 from ..fabric.spec import build_fabric
 from ..units import parse_bandwidth
+from ..workload.calibration import Calibration
 from ..workload.step import StepResult
 from .layoutcode import candidate_of, coded_knobs, encode, metric_names
 from .search import optimize_layout
@@ -247,6 +248,7 @@ def evaluate_design(
     layout_work: int = DEFAULT_LAYOUT_WORK,
     cost: dict | None = None,
     scale_up_bandwidth: str = "900GB/s",
+    calibration: dict | None = None,
     common: list | None = None,
 ) -> dict[str, float]:
     """Build design ``design``, give each job its best layout (alone on the fabric's first
@@ -264,8 +266,11 @@ def evaluate_design(
     first job, tokens per second of all, network and total capex and power, network capex
     per GPU of the workload, cost per hour, per million tokens, per PFLOP/s-day, tokens per
     dollar, the GPUs built and the workload's, whether every layout search finished) and
-    each job's layout coded as ``job<i>_<knob>`` (:func:`.layoutcode.encode`).
+    each job's layout coded as ``job<i>_<knob>`` (:func:`.layoutcode.encode`). ``calibration``: a
+    :meth:`Calibration.to_dict <fabricflow.workload.calibration.Calibration.to_dict>`
+    mapping every layout search uses.
     """
+    calibrated = None if calibration is None else Calibration.from_dict(calibration)
     checked = check_jobs(jobs)
     total = sum(job["gpus"] for job in checked)
     fabric = build_fabric(design_spec(design, total, scale_up_bandwidth=scale_up_bandwidth))
@@ -279,12 +284,12 @@ def evaluate_design(
             search = optimize_layout(
                 job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
                 seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"),
-                top_k=1, budget_work=layout_work,
+                top_k=1, budget_work=layout_work, calibration=calibrated,
             )  # fmt: skip
             exhaustive &= bool(search.exhaustive)
             kwargs, best = search.best_kwargs, search.best
         else:
-            kwargs, best = fastest_of(common[i], job, gpu, fabric)
+            kwargs, best = fastest_of(common[i], job, gpu, fabric, calibrated)
         coded.update(encode(candidate_of(kwargs), job, f"job{i}_"))
         first.append(best)
         tokens += best.tokens_per_s
@@ -312,10 +317,12 @@ def evaluate_design(
     }
 
 
-def fastest_of(candidates: list, job: dict, gpu: str, fabric) -> tuple[dict, StepResult]:
+def fastest_of(
+    candidates: list, job: dict, gpu: str, fabric, calibration=None
+) -> tuple[dict, StepResult]:
     """``(kwargs, result)`` of the fastest of ``candidates`` (knob -> value mappings) for
-    ``job`` on ``fabric``, each timed alone (``optimize_layout`` with every knob pinned);
-    candidates that do not run on this fabric are skipped.
+    ``job`` on ``fabric``, each timed alone (``optimize_layout`` with every knob pinned,
+    ``calibration`` applied); candidates that do not run on this fabric are skipped.
 
     Raises:
         SpecError: (``layout``) none of them runs here, with the first refusal.
@@ -330,6 +337,7 @@ def fastest_of(candidates: list, job: dict, gpu: str, fabric) -> tuple[dict, Ste
             search = optimize_layout(
                 job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
                 seq_len=job["seq_len"], fixed=job.get("fixed"), space=point or None, top_k=1,
+                calibration=calibration,
             )  # fmt: skip
         except (SpecError, RoutingError) as error:
             refusals.append(str(error))

@@ -33,17 +33,20 @@ import numpy as np
 
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
+from ..workload.calibration import as_calibration
 from ..workload.gpu import GpuSpec, load_gpu
+from ..workload.intervals import DEFAULT_LEVEL, check_level
 from ..workload.model import ModelSpec, load_model
 from ..workload.stack import Stack, load_stack
-from ..workload.step import StepResult
+from ..workload.step import StepResult, step_time
 from . import space as _space
 from .analytic import Analyser
 from .infeasible import raise_infeasible
 from .table import CandidateTable, build_table
+from .uncertainty import ROBUST_SEEDS, indistinguishable, robust_rank
 from .visit import RANKINGS, Visit
 
-OBJECTIVES = ("step_time", "tokens_per_gpu")
+OBJECTIVES = ("step_time", "tokens_per_gpu", "step_time_upper")
 # Keys analysed per chunk of the enumeration (the budget and Ctrl-C are checked between).
 ANALYSIS_CHUNK = 512
 
@@ -84,7 +87,11 @@ class LayoutSearch:
         seconds: wall time of the search.
         space_size: the product of the searched knobs' value counts (before removing
             settings that are no-ops for a layout, e.g. sequence parallelism at tp = 1).
-        objective: ``step_time`` or ``tokens_per_gpu``.
+        objective: ``step_time``, ``tokens_per_gpu`` or ``step_time_upper``.
+        interval_level: the level of the prediction intervals. calibration: the
+            :class:`~fabricflow.workload.calibration.Calibration` applied, or None.
+        upper_s: under ``step_time_upper``, each answer of ``top``'s upper quantile
+            (:mod:`.uncertainty`), seconds.
         stopped: ``bound``, ``exhausted``, ``budget`` (wall seconds), ``work`` (the work
             budget) or ``interrupted``.
         searched: knob -> values searched; fixed: every other knob's value.
@@ -108,6 +115,9 @@ class LayoutSearch:
     model: Any = dataclasses.field(default=None, repr=False)
     fabric: Any = dataclasses.field(default=None, repr=False)
     rows: list = dataclasses.field(default_factory=list, repr=False)
+    interval_level: float = DEFAULT_LEVEL
+    calibration: Any = dataclasses.field(default=None, repr=False)
+    upper_s: list = dataclasses.field(default_factory=list)
 
     @functools.cached_property
     def candidates(self):
@@ -118,14 +128,37 @@ class LayoutSearch:
         """The objective's value of ``result`` (step seconds, or tokens per GPU-second)."""
         if self.objective == "tokens_per_gpu":
             return result.tokens_per_s / self.gpus
+        if self.objective == "step_time_upper" and self.upper_s:
+            return dict(zip((id(r) for _, r in self.top), self.upper_s, strict=True)).get(
+                id(result), result.step_time_s
+            )
         return result.step_time_s
 
     def to_dict(self) -> dict:
         """The JSON object of ``fabricflow optimize --json``."""
         best = self.best
+        band = best.interval
         return {
             "best": flatten_kwargs(self.best_kwargs),
             "step_time_s": best.step_time_s,
+            **(
+                {
+                    "step_time_interval_s": band.to_list(),
+                    "step_time_interval_level": band.level,
+                    "interval_method": band.method,
+                }
+                if band is not None
+                else {}
+            ),
+            **({"step_time_upper_s": self.upper_s[0]} if self.upper_s else {}),
+            "indistinguishable": indistinguishable(
+                self.top,
+                self.interval_level,
+                best.details["rank_gpus"][0],
+                self.calibration,
+                flatten_kwargs,
+                None if self.model is None else self.model.is_moe,
+            ),
             "mfu": best.mfu,
             "tokens_per_gpu_s": best.tokens_per_s / self.gpus,
             "memory_gib_per_gpu": best.memory_gib_per_gpu,
@@ -140,11 +173,17 @@ class LayoutSearch:
                 {
                     **flatten_kwargs(kwargs),
                     "step_time_s": r.step_time_s,
+                    **(
+                        {"step_time_interval_s": r.interval.to_list()}
+                        if r.interval is not None
+                        else {}
+                    ),
+                    **({"step_time_upper_s": self.upper_s[i]} if self.upper_s else {}),
                     "mfu": r.mfu,
                     "memory_gib_per_gpu": r.memory_gib_per_gpu,
                     "breakdown": dict(r.breakdown),
                 }
-                for kwargs, r in self.top
+                for i, (kwargs, r) in enumerate(self.top)
             ],
         }
 
@@ -212,6 +251,8 @@ def optimize_layout(
     collectives: str = "fabric",
     ranking: str = "bound",
     progress: Callable[[str], None] | None = None,
+    calibration=None,
+    interval_level: float = DEFAULT_LEVEL,
     stack: Stack | str | None = None,
 ) -> LayoutSearch:
     """Search the layout, rank order, placement and collective algorithms with the
@@ -229,8 +270,10 @@ def optimize_layout(
         space: knob -> list of values; when given exactly its product is searched, every
             other knob takes its ``fixed`` value or its default. Default: the space of
             :func:`.space.default_space` with ``fixed`` knobs pinned.
-        objective: ``step_time`` (minimise) or ``tokens_per_gpu`` (maximise tokens per
-            GPU-second; the same ranking for one GPU count).
+        objective: ``step_time`` (minimise), ``tokens_per_gpu`` (maximise tokens per
+            GPU-second; the same ranking for one GPU count) or ``step_time_upper`` (the
+            ``top_k`` answers ranked again by an upper quantile of their step time, over
+            ECMP hash seeds and the model's interval: :mod:`.uncertainty`).
         top_k: how many of the best distinct answers to return (exactly, when the search
             is exhaustive).
         budget_s: wall time of the whole search, enumeration included; past it the best
@@ -251,6 +294,11 @@ def optimize_layout(
             on hashed fabrics, ``exhaustive=False`` when it excluded any
             (``counts["ranked_by_class_model"]``).
         progress: called with a line of text at each stage (the CLI prints it on stderr).
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its
+            file): its GPU parameters replace the GPU's in the bounds and the timings, its
+            network parameters the collective model's constants.
+        interval_level: level of the prediction intervals and of the indistinguishable
+            answers (``to_dict()["indistinguishable"]``).
         stack: the software stack (:func:`fabricflow.load_stack`; None: the default
             preset): its choices are the values of the knobs neither searched nor pinned,
             its physical parameters time every candidate.
@@ -262,12 +310,17 @@ def optimize_layout(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
             budget_s=budget_s, budget_work=budget_work, seed=seed, collectives=collectives,
-            ranking=ranking, progress=progress, stack=stack,
+            ranking=ranking, progress=progress, stack=stack, calibration=calibration,
+            interval_level=interval_level,
         )  # fmt: skip
     started = time.monotonic()
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
     model = load_model(model) if not isinstance(model, ModelSpec) else model
-    gpu = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    spec = load_gpu(gpu) if not isinstance(gpu, GpuSpec) else gpu
+    calibration = as_calibration(calibration)
+    interval_level = check_level(interval_level)
+    # the bounds see the calibrated GPU too
+    gpu = spec if calibration is None else calibration.gpu_spec(spec)
     count, global_batch, seq_len, top_k = _check_arguments(
         fabric, gpus, global_batch, seq_len, top_k, objective, budget_s, collectives, progress
     )
@@ -286,7 +339,8 @@ def optimize_layout(
     table = build_table(model, searched, single, count, global_batch, seq_len)
     visit = Visit(
         model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
-        gpus=count, say=say, ranking=ranking, work=work, stack=stack,
+        gpus=count, say=say, ranking=ranking, work=work, stack=stack, calibration=calibration,
+        interval_level=interval_level,
     )  # fmt: skip
     # under a wall budget the first candidate is timed as soon as one is feasible, while
     # the enumeration goes on: the budget then holds, an answer being there already
@@ -305,7 +359,27 @@ def optimize_layout(
         visit.run(started if cut_short else deadline)
     if cut_short:
         visit.stopped = cut_short if visit.stopped != "interrupted" else "interrupted"
-    return _result(visit, table, started, model, fabric, count, global_batch, seq_len, objective)
+    search = _result(visit, table, started, model, fabric, count, global_batch, seq_len, objective)
+    search.interval_level, search.calibration = interval_level, calibration
+    if objective == "step_time_upper":
+        ranked = robust_rank(
+            search.top,
+            lambda kwargs: step_time(
+                model,
+                gpu,
+                fabric=fabric,
+                seeds=ROBUST_SEEDS,
+                stack=stack,
+                calibration=calibration,
+                interval_level=interval_level,
+                **kwargs,
+            ),  # fmt: skip
+            interval_level,
+        )
+        search.top = [(kwargs, result) for kwargs, result, _ in ranked]
+        search.upper_s = [upper for _, _, upper in ranked]
+        search.best_kwargs, search.best = search.top[0]
+    return search
 
 
 def require_connected(fabric: Fabric, gpus: int) -> None:

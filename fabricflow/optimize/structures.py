@@ -27,6 +27,7 @@ import numpy as np
 
 from ..collective import structure_cache
 from ..collective.comm import collective_timer, prepared_collectives
+from ..collective.cost import DEFAULT_COST, CostModel
 from ..errors import RoutingError, SpecError
 from ..fabric.fabric import Fabric
 from ..workload.compute import COLLECTIVES
@@ -64,9 +65,10 @@ class Structures:
 
     def __init__(
         self, model: ModelSpec, fabric: Fabric, table: CandidateTable, *, seed: int,
-        collectives: str,
+        collectives: str, cost: CostModel = DEFAULT_COST,
     ):  # fmt: skip
         self.model, self.fabric, self.table = model, fabric, table
+        self.cost = cost  # the collective model's constants (a calibration's)
         self.seed, self.collectives = seed, collectives
         self.cut = CutBound(fabric) if collectives == "fabric" else None
         self.fingerprint = (
@@ -226,7 +228,7 @@ class Structures:
                 try:
                     prepared_collectives(
                         self.fabric, todo[start : start + PREPARE_BATCH], routing=routing,
-                        seed=0, fingerprint=self.fingerprint,
+                        seed=0, fingerprint=self.fingerprint, cost=self.cost,
                     )  # fmt: skip
                 except (SpecError, RoutingError):
                     pass
@@ -348,5 +350,5 @@ class Structures:
         algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
         return collective_timer(
             self.fabric, op, groups[name], backend=self.collectives, seed=0, algo=algo,
-            fingerprint=self.fingerprint, routing=self.value(sid, "routing"),
+            fingerprint=self.fingerprint, routing=self.value(sid, "routing"), cost=self.cost,
         )  # fmt: skip

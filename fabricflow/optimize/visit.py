@@ -47,6 +47,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..collective.cost import DEFAULT_COST
 from ..errors import MemoryBudgetError, RoutingError, SpecError
 from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 from . import space as _space
@@ -89,14 +90,20 @@ class Visit:
 
     def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
                  collectives: str, gpus: int, say: Callable[[str], None],
-                 ranking: str = "bound", work: int | None = None, stack=None):  # fmt: skip
+                 ranking: str = "bound", work: int | None = None, stack=None,
+                 calibration=None, interval_level: float | None = None):  # fmt: skip
         self.model, self.gpu, self.fabric, self.table = model, gpu, fabric, table
         self.ranking = ranking
         self.work = work  # most group structures solved plus candidates timed
         self.stack = stack  # the software stack every candidate is timed with
         self.top_k, self.seed, self.collectives, self.gpus = top_k, seed, collectives, gpus
         self.say = say
-        self.structures = Structures(model, fabric, table, seed=seed, collectives=collectives)
+        # a calibration's network constants time every collective, bounds included
+        self.calibration, self.interval_level = calibration, interval_level
+        self.structures = Structures(
+            model, fabric, table, seed=seed, collectives=collectives,
+            cost=DEFAULT_COST if calibration is None else calibration.cost_model(),
+        )  # fmt: skip
         self.top = TopK(top_k)
         self.counts = Counts()
         self.rows: list[dict] = []
@@ -476,7 +483,10 @@ class Visit:
         self.done.add((key, combo))
         kwargs = self.kwargs(key, combo)
         try:
-            result = step_time(self.model, self.gpu, fabric=self.fabric, stack=self.stack, **kwargs)
+            result = step_time(
+                self.model, self.gpu, fabric=self.fabric, stack=self.stack,
+                calibration=self.calibration, interval_level=self.interval_level, **kwargs,
+            )  # fmt: skip
         except (SpecError, RoutingError) as error:
             self.counts.failed += 1
             self.errors.append(str(error))

@@ -34,6 +34,7 @@ from ..optimize.design import (
     design_spec,
 )
 from ..optimize.layoutcode import decode, describe
+from ..workload.calibration import as_calibration
 from .figures import new_figure, save_figure
 from .sweep.run import sweep
 
@@ -95,6 +96,7 @@ def design_fabric(
     scheduler: str | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
+    calibration=None,
 ) -> DesignSearch:
     """Search fabric designs for ``workload`` into the sweep store ``store``.
 
@@ -112,6 +114,8 @@ def design_fabric(
             runs out returns its best so far (``layouts_exhaustive`` 0) and the design
             then takes the fastest of every design's best layouts (module doc).
         cost: price table overrides (the layout of a spec's ``cost:`` section).
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its
+            file) every layout search uses (it becomes part of the store's SPEC).
         workers, scheduler, overwrite: as :func:`fabricflow.sweep` (the stores resume: a
             rerun computes only the designs not done).
         progress: a bar per sweep and a line per phase on stderr (default: when stderr
@@ -148,6 +152,9 @@ def design_fabric(
     fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_work": layout_work}
     if cost:
         fixed["cost"] = cost
+    calibration = as_calibration(calibration)
+    if calibration is not None:
+        fixed["calibration"] = calibration.to_dict()
     options: dict[str, Any] = {"workers": workers, "scheduler": scheduler,
                                "overwrite": overwrite, "progress": progress,
                                "metrics": design_metrics(jobs)}  # fmt: skip

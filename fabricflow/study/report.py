@@ -133,6 +133,8 @@ def build_report(
     fail_seeds: int = 3,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    calibration=None,
+    interval_level: float = 0.8,
 ) -> dict:
     """Compute every section of the design-review report of one training job.
 
@@ -153,6 +155,9 @@ def build_report(
         fail_seeds: random failure draws per fraction (seeds ``seed .. seed+n-1``).
         seed: ECMP hash seed and first failure seed.
         progress: called with one line per finished section.
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its file)
+            every step time of the report uses; interval_level: the level of the step
+            time's prediction interval.
 
     Returns:
         ``{"title", "job", "headline", "sections": [...], "seconds"}``; each section is
@@ -178,21 +183,32 @@ def build_report(
     sections = [_fabric_section(fabric)]
     say(f"fabric summary done ({sections[-1]['seconds']:.1f} s)")
 
-    job: dict = {}
+    timing = {"calibration": calibration, "interval_level": interval_level}
+    job: dict = dict(timing)
     step = None
     if layout is not None:
-        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed}
+        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed, **timing}
         job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "deployed")
         # timed before the search: a layout over the memory budget is refused at once
         step = _step_section(fabric, model, gpu, job, optimized=False)
     if budget_s > 0:
         section, best_kwargs = _layouts_section(
-            fabric, model, gpu, gpus, global_batch or gpus, seq_len, layout, budget_s, top_k, seed
+            fabric,
+            model,
+            gpu,
+            gpus,
+            global_batch or gpus,
+            seq_len,
+            layout,
+            budget_s,
+            top_k,
+            seed,
+            calibration,
         )
         sections.append(section)
         say(f"layout search done ({section['seconds']:.1f} s)")
         if layout is None:
-            job = best_kwargs
+            job = {**best_kwargs, **timing}
             job.setdefault("seed", seed)
     if step is None:
         step = _step_section(fabric, model, gpu, job, optimized=True)
@@ -212,6 +228,14 @@ def build_report(
     lay = job["layout"]
     headline = {
         "step_time_s": result.step_time_s,
+        **(
+            {
+                "step_time_interval_s": result.interval.to_list(),
+                "step_time_interval_level": result.interval.level,
+            }
+            if result.interval is not None
+            else {}
+        ),
         "mfu": result.mfu,
         "tokens_per_s": result.tokens_per_s,
         "memory_gib_per_gpu": result.memory_gib_per_gpu,
@@ -382,8 +406,9 @@ def _describe_apart(kwargs: dict) -> str:
 
 
 def _layouts_section(
-    fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed
-):
+    fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed,
+    calibration=None,
+):  # fmt: skip
     from ..optimize.search import optimize_layout
     from .optimize_plots import plot_breakdown_top, plot_pareto
 
@@ -401,6 +426,7 @@ def _layouts_section(
         top_k=top_k,
         budget_s=budget_s,
         seed=seed,
+        calibration=calibration,
     )
     if search.stopped == "interrupted":
         # the optimizer answers Ctrl-C with its best so far; a report stops whole instead
@@ -483,8 +509,24 @@ def _layouts_section(
 
 def _step_kwargs(job: dict) -> dict:
     """What :func:`step_time` takes from the job: the layout and every option it carries
-    (order, placement, seed, routing, algorithms, collective backend)."""
-    return {k: job[k] for k in ("layout", *STEP_OPTIONS) if k in job}
+    (order, placement, seed, routing, algorithms, collective backend), and the
+    calibration and interval level of the report."""
+    keys = ("layout", *STEP_OPTIONS, "calibration", "interval_level")
+    return {k: job[k] for k in keys if k in job}
+
+
+def _interval_rows(result) -> list[dict]:
+    """The step time's prediction interval as a headline row (none without one)."""
+    band = result.interval
+    if band is None:
+        return []
+    source = "the calibration" if band.method == "calibration" else "published runs"
+    return [
+        {
+            "item": f"step time, {100 * band.level:.0f} % interval",
+            "value": f"{band.low:.4g} .. {band.high:.4g} s (from {source}: {band.basis})",
+        }
+    ]
 
 
 def _step_section(fabric, model, gpu, job, *, optimized: bool):
@@ -510,6 +552,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
         {"item": "layout", "value": _describe_apart(job)},
         {"item": "rank order, placement", "value": f"{job['order']}, {job['placement']}"},
         {"item": "step time", "value": f"{total:.4g} s ({lay.num_micro_batches} micro-batches)"},
+        *_interval_rows(result),
         {"item": "MFU", "value": f"{100 * result.mfu:.1f} %"},
         {"item": "tokens/s", "value": f"{result.tokens_per_s:,.0f}"},
         {"item": "memory per GPU", "value": f"{mem['total']:.1f} GiB"},

@@ -34,8 +34,9 @@ def stack_parts(ax, x, parts) -> None:
 
 
 def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
-    """Write a stacked bar per ``(label, result)`` (seconds by component) to ``path``
-    (atomically; :class:`~fabricflow.errors.OutputError` if it cannot be written)."""
+    """Write a stacked bar per ``(label, result)`` (seconds by component, the step time's
+    prediction interval as an error bar) to ``path`` (atomically;
+    :class:`~fabricflow.errors.OutputError` if it cannot be written)."""
     fig = new_figure(figsize=(max(6.5, 1.6 * len(results) + 4.0), 4.8))
     ax = fig.subplots()
     labels = [label for label, _ in results]
@@ -46,17 +47,30 @@ def plot_breakdown(results: list[tuple[str, StepResult]], path: str) -> None:
             continue
         ax.bar(labels, values, bottom=bottom, label=key, color=COLORS[key])
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    top = list(bottom)
     for i, (_, result) in enumerate(results):
+        band = getattr(result, "interval", None)
+        if band is not None:  # the step time's prediction interval as an error bar
+            ax.errorbar(
+                i,
+                result.step_time_s,
+                yerr=[[result.step_time_s - band.low], [band.high - result.step_time_s]],
+                color="black",
+                capsize=4,
+                linewidth=1,
+                label=f"{100 * band.level:.0f}% interval" if i == 0 else None,
+            )
+            top[i] = max(top[i], band.high)
         ax.text(
             i,
-            bottom[i],
+            top[i],
             f"{result.step_time_s:.3g} s\nMFU {100 * result.mfu:.1f}%",
             ha="center",
             va="bottom",
             fontsize=8,
         )
     ax.set_ylabel("seconds per step")
-    ax.set_ylim(0, max(bottom) * 1.2 if max(bottom) > 0 else 1)
+    ax.set_ylim(0, max(top) * 1.2 if max(top) > 0 else 1)
     ax.set_title("Step time breakdown (exposed comm)", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()

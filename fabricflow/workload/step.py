@@ -54,9 +54,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..collective.comm import CollectiveCache
+from ..collective.cost import DEFAULT_COST
 from ..collective.coupling import plan_windows
 from ..errors import SolverError, SpecError, check_flag
 from ..fabric.fabric import Fabric
+from .calibration import Calibration, as_calibration
 from .compute import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_KEYS,
@@ -69,6 +71,7 @@ from .dispatch import dispatch_seconds, line_rate
 from .flops import executed_flops_per_step, model_flops_per_step
 from .gpu import GpuSpec
 from .hetero import is_mixed, job_gpus, split_for_gpus
+from .intervals import DEFAULT_LEVEL, Interval, step_interval
 from .layout import OFFLOAD_FIELDS, Layout
 from .memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from .model import ModelSpec, load_model
@@ -101,6 +104,10 @@ class StepResult:
     included, causal Flash attention half the product, its backward recomputing the scores;
     see :mod:`fabricflow.workload.flops`): it never exceeds the peak. For very long causal
     sequences model FLOPs exceed executed ones, so ``mfu`` can exceed the hardware fraction.
+
+    ``interval``: the prediction interval of the step time
+    (:mod:`fabricflow.workload.intervals`: from the model's residuals on published runs,
+    or from a calibration's uncertainty); tokens/s and MFU get theirs from it.
     """
 
     step_time_s: float
@@ -111,14 +118,39 @@ class StepResult:
     memory: MemoryEstimate
     breakdown: dict
     details: dict
+    interval: Interval | None = None
 
     @property
     def memory_gib_per_gpu(self) -> float:
         return self.memory.total / GIB
 
+    def intervals(self) -> dict:
+        """``{"step_time_s" | "tokens_per_s" | "mfu": Interval}`` (empty without one)."""
+        if self.interval is None:
+            return {}
+        return {
+            "step_time_s": self.interval,
+            "tokens_per_s": self.interval.inverse(self.tokens_per_s * self.step_time_s),
+            "mfu": self.interval.inverse(self.mfu * self.step_time_s),
+        }
+
     def to_dict(self) -> dict:
+        bands = self.intervals()
+        interval = (
+            {
+                "step_time_interval_s": bands["step_time_s"].to_list(),
+                "step_time_interval_level": bands["step_time_s"].level,
+                "tokens_per_s_interval": bands["tokens_per_s"].to_list(),
+                "mfu_interval": bands["mfu"].to_list(),
+                "interval_method": bands["step_time_s"].method,
+                "interval_basis": bands["step_time_s"].basis,
+            }
+            if bands
+            else {}
+        )
         return {
             "step_time_s": self.step_time_s,
+            **interval,
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,
             "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
@@ -149,6 +181,8 @@ def step_time(
     algorithms: dict[str, str] | None = None,
     routing: str = "auto",
     cc: str | None = None,
+    calibration: Calibration | str | None = None,
+    interval_level: float | None = DEFAULT_LEVEL,
     stack: Stack | str | None = None,
 ) -> StepResult:
     """Time of one training step of ``model`` on ``fabric`` with ``layout``.
@@ -192,6 +226,12 @@ def step_time(
             from the congestion-control fluid (:mod:`fabricflow.collective.cc_rates`;
             ``fabric`` backend only). Windows where two dimensions' collectives overlap
             are still solved jointly at max-min.
+        calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or the path
+            of a calibration file, ``fabricflow calibrate``): its ``gpu.*`` parameters
+            replace those of the GPU it was measured on, its ``network.*`` parameters the
+            collective model's constants; the interval is then the calibrated one.
+        interval_level: the level of the prediction interval (``result.interval``), 0.8
+            by default; ``None``: no interval (what the interval table's generator uses).
         stack: the software stack (a :class:`~fabricflow.workload.stack.Stack`, a preset
             name such as ``nemo-25.09``, or None for the default ``megatron-core``): its
             physical parameters (host time per module, the MoE dispatchers' achieved
@@ -213,6 +253,9 @@ def step_time(
     """
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
+    calibration = as_calibration(calibration)
+    if calibration is not None:
+        stack = calibration.stack_spec(stack)
     if not isinstance(layout, Layout):
         raise SpecError("layout", f"expected a Layout, got {type(layout).__name__}")
     if not isinstance(fabric, Fabric):
@@ -224,6 +267,9 @@ def step_time(
     coupling = check_flag(coupling, "coupling")
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
+    if calibration is not None:
+        rank_gpus = tuple(calibration.gpu_spec(each) for each in rank_gpus)
+    cost = DEFAULT_COST if calibration is None else calibration.cost_model()
     for each in set(rank_gpus):
         each.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
     offloading = any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS)
@@ -298,6 +344,7 @@ def step_time(
             algorithms=algorithms,
             routing=routing,
             cc=cc,
+            cost=cost,
         ),
         where,
         model,
@@ -331,6 +378,7 @@ def step_time(
                 algorithms=algorithms,
                 routing=routing,
                 cc=cc,
+                cost=cost,
             )
             per_seed.append(
                 sum(
@@ -394,6 +442,26 @@ def step_time(
         details["variability"] = variability
     if comm.cc is not None:
         details["cc"] = comm.cc
+    if calibration is not None:
+        details["calibration"] = {
+            "gpu": calibration.gpu,
+            "compute_applied": any(calibration.applies_to(g) for g in rank_gpus),
+            "parameters": {
+                name: p.value for name, p in calibration.parameters.items() if p.determined
+            },
+        }
+    interval = (
+        None
+        if interval_level is None
+        else step_interval(
+            total,
+            gpu=rank_gpus[0].name,
+            moe=model.is_moe,
+            precision=layout.precision,
+            level=interval_level,
+            calibration=calibration,
+        )
+    )
     return StepResult(
         step_time_s=total,
         tokens_per_s=layout.global_batch * layout.seq_len / total,
@@ -403,6 +471,7 @@ def step_time(
         memory=memory,
         breakdown=breakdown,
         details=details,
+        interval=interval,
     )
 
 

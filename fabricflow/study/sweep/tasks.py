@@ -65,7 +65,16 @@ STEP_METRICS = (
     "memory_gib_per_gpu",
     *(f"{part}_s" for part in STEP_PARTS),
 )
-_STEP_CALL = ("order", "placement", "seed", "check_memory", "collectives", "coupling", "routing")
+_STEP_CALL = (
+    "order",
+    "placement",
+    "seed",
+    "check_memory",
+    "collectives",
+    "coupling",
+    "routing",
+    "calibration",
+)
 
 
 def _layout_fields() -> frozenset[str]:
@@ -78,7 +87,8 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     """One :func:`~fabricflow.workload.step.step_time`: ``gpus`` and the :class:`Layout`
     fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq`` or ``seq_len``, ...;
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
-    ``collectives``, ``seed``, and ``fail: "KIND:FRACTION"`` (cables failed first)."""
+    ``collectives``, ``seed``, ``calibration`` (a calibration file), and ``fail:
+    "KIND:FRACTION"`` (cables failed first)."""
     from ...workload.layout import Layout
     from ...workload.step import step_time
 
@@ -133,10 +143,16 @@ def run_collective(
     ``gpus`` GPUs at once: ``group_size`` ranks per group (default all), ``layout``
     ``contiguous`` or ``strided`` (:func:`~fabricflow.collective.groups.make_groups`),
     ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algo``, ``protocol``,
-    ``routing``, ``channels``, ``seed``, ``fail``."""
+    ``routing``, ``channels``, ``seed``, ``fail``, ``calibration`` (a calibration file:
+    its network constants)."""
     from ...collective import make_groups
     from ...collective.model import collective_time
     from ...units import parse_size
+    from ...workload.calibration import as_calibration
+
+    calibration = as_calibration(kwargs.pop("calibration", None))
+    if calibration is not None:
+        kwargs["cost"] = calibration.cost_model()
 
     gpus = _integer(gpus, "gpus")
     group_size = gpus if group_size is None else _integer(group_size, "group_size")
@@ -237,6 +253,7 @@ def get_task(name: str) -> SweepTask:
                     "routing",
                     "channels",
                     "rail_aware",
+                    "calibration",
                 }
             ),
             required=frozenset({"fabric", "op", "size", "gpus"}),
@@ -264,6 +281,7 @@ def get_task(name: str) -> SweepTask:
                     "budget_s",
                     "seed",
                     "collectives",
+                    "calibration",
                 }
             ),
             required=frozenset({"fabric", "model", "gpu", "gpus", "global_batch"}),
