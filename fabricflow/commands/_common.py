@@ -52,14 +52,23 @@ def failed_fabric(fabric, fail: str | None, seed: int):
 IMPORT_FLAGS = ("gpus_per_node", "nic_bandwidth", "companion")
 
 
-def add_fabric_flags(parser, *, positional: bool = False, default: str | None = None) -> None:
+def add_fabric_flags(
+    parser,
+    *,
+    positional: bool = False,
+    default: str | None = None,
+    optional: bool = False,
+    help_suffix: str = "",
+) -> None:
     """``--fabric F`` (or a positional ``fabric``) and the import flags of ``slurm:PATH``
     and ``netlist:PATH`` fabrics (``--gpus-per-node``, ``--nic-bandwidth``,
     ``--companion FILE``), read by :func:`load_fabric_flags`. ``default``: the fabric when
-    ``--fabric`` is not given (else it is required)."""
-    what = "preset name, YAML spec path, slurm:PATH or netlist:PATH"
+    ``--fabric`` is not given (else it is required, unless ``optional``: then None)."""
+    what = "preset name, YAML spec path, slurm:PATH or netlist:PATH" + help_suffix
     if positional:
         parser.add_argument("fabric", help=what)
+    elif optional:
+        parser.add_argument("--fabric", default=None, help=what)
     elif default is None:
         parser.add_argument("--fabric", required=True, help=what)
     else:
@@ -97,7 +106,7 @@ def load_fabric_flags(args):
 
     options = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
     given = {key: value for key, value in options.items() if value is not None}
-    if given and not is_import(args.fabric):
+    if given and (args.fabric is None or not is_import(args.fabric)):
         flag = "--" + next(iter(given)).replace("_", "-")
         raise SpecError(
             flag.lstrip("-"), f"{flag} applies to slurm:PATH and netlist:PATH fabrics only"

@@ -8,7 +8,15 @@ Example::
 
 from __future__ import annotations
 
-from ._common import add_json_flag, output_file, print_json, write_outputs
+from ._common import (
+    IMPORT_FLAGS,
+    add_fabric_flags,
+    add_json_flag,
+    load_fabric_flags,
+    output_file,
+    print_json,
+    write_outputs,
+)
 
 
 def register(subparsers) -> None:
@@ -23,7 +31,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--nccl-tests", nargs="+", default=[], metavar="LOG", help="nccl-tests output files"
     )
-    parser.add_argument("--fabric", default=None, help="fabric the logs ran on (preset or YAML)")
+    add_fabric_flags(parser, optional=True, help_suffix=": the fabric the logs ran on")
     parser.add_argument(
         "--gpus",
         type=int,
@@ -62,6 +70,12 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _fabric(args):
+    """The fabric of ``--fabric`` and its import flags, or None without either."""
+    given = [getattr(args, key) for key in ("fabric", *IMPORT_FLAGS)]
+    return None if all(value is None for value in given) else load_fabric_flags(args)
+
+
 def run(args) -> int:
     from ..fitting import calibrate
     from ..units import parse_size
@@ -69,7 +83,7 @@ def run(args) -> int:
 
     result = calibrate(
         args.nccl_tests,
-        fabric=args.fabric,
+        fabric=_fabric(args),
         gpus=args.gpus,
         steps=args.steps,
         op=args.op,
