@@ -1,6 +1,6 @@
 """Benchmark section ``design``: ``fabricflow design`` for Llama-3-405B on 16,384 H100.
 
-Case (2-core machine target): the 72 three-tier designs of the default space
+Case (2-core machine target): the 72 three-tier InfiniBand and RoCE designs of the default space
 (oversubscription 1/3/7, rail / ToR / rail-only, 1 or 2 planes, 400G or 800G per GPU,
 InfiniBand-AR or RoCE-ECMP) for one job (global batch 2,048, sequence 8,192, TP pinned
 to 8, a layout search of 512 units of work per design), into a fresh sweep store with two local workers:
@@ -21,7 +21,7 @@ CASES = {
     "llama3_405b_16k": dict(
         job={"model": "llama3-405b", "gpus": 16384, "global_batch": 2048, "seq_len": 8192,
              "fixed": {"tp": 8}},
-        space={"tiers": [3]}, layout_work=512, workers=2, target_s=1800.0,
+        space={"tiers": [3], "transport": ["ib", "roce"]}, layout_work=512, workers=2, target_s=1800.0,
     ),
 }  # fmt: skip
 QUICK = {

@@ -54,7 +54,7 @@ DEFAULT_SPACE: dict[str, list] = {
     "planes": [1, 2],
     "nic_speed": ["400Gbps", "800Gbps"],
     "scale_up": [8],
-    "transport": ["ib", "roce"],
+    "transport": ["ib", "roce", "uet"],
 }
 TRANSPORTS = {
     "ib": {"protocol": "infiniband", "adaptive_routing": True},
