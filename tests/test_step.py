@@ -244,3 +244,13 @@ def test_llama3_405b_on_16k_gpus_within_10_seconds():
     result = step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
     assert time.perf_counter() - start < 10.0
     assert 0.25 < result.mfu < 0.5  # Llama 3 paper: 38-43% BF16 MFU
+
+
+def test_mxfp8_is_refused_on_a_gpu_without_block_scaled_tensor_cores():
+    """MXFP8 needs Blackwell's block-scaled tensor cores: on an H100 it was timed as plain
+    fp8, a number for a run that cannot be launched; on a GB200 it runs."""
+    fabric = ff.load_fabric("fat-tree-k16")
+    layout = Layout(tp=8, global_batch=8, seq_len=4096, precision="fp8", fp8_recipe="mxfp8")
+    with pytest.raises(SpecError, match=r"fp8_recipe: h100-sxm has no MXFP8"):
+        ff.step_time("llama3-8b", "h100-sxm", layout, fabric)
+    assert ff.step_time("llama3-8b", "gb200", layout, fabric).step_time_s > 0

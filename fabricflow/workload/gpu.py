@@ -162,6 +162,20 @@ class GpuSpec:
             return self.attention_backward_efficiency
         return 0.85 * self.attention_efficiency
 
+    def check_precision(self, precision: str, fp8_recipe: str = "tensorwise") -> None:
+        """Raise :class:`SpecError` when the GEMMs of ``precision`` (with ``fp8_recipe``
+        under fp8) cannot run on this chip: fp8 needs fp8 tensor cores, MXFP8 needs the
+        block-scaled tensor cores of Blackwell (a GPU without a measured MXFP8 GEMM
+        efficiency has none; Hopper and earlier scale whole tensors or blocks in
+        software: ``tensorwise``, ``delayed``, ``blockwise``)."""
+        self.peak(precision)
+        if precision == "fp8" and fp8_recipe == "mxfp8" and self.gemm_efficiency_mxfp8 is None:
+            raise SpecError(
+                "fp8_recipe",
+                f"{self.name} has no MXFP8 (block-scaled) tensor cores: MXFP8 needs a "
+                "Blackwell GPU; use tensorwise, delayed or blockwise",
+            )
+
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s of the GEMM tensor cores for ``bf16`` or ``fp8``."""
         if precision == "bf16":

@@ -271,7 +271,8 @@ def step_time(
         rank_gpus = tuple(calibration.gpu_spec(each) for each in rank_gpus)
     cost = DEFAULT_COST if calibration is None else calibration.cost_model()
     for each in set(rank_gpus):
-        each.peak(layout.precision)  # fp8 on a chip without fp8 -> clear error
+        # fp8 on a chip without fp8, MXFP8 on one without block scales -> clear error
+        each.check_precision(layout.precision, layout.fp8_recipe)
     offloading = any(getattr(layout, f) > 0 for f in OFFLOAD_FIELDS)
     for each in set(rank_gpus) if offloading else ():
         if each.host_link_bandwidth is None:
