@@ -155,6 +155,29 @@ def test_a_stack_is_named_and_switches_are_written_against_its_choices():
     assert step_command.layout_from_args(args) == layout
 
 
+def test_a_calibrated_report_prints_a_calibrated_step_command():
+    """A report timed with --calibration prints a step command that reads the same
+    calibration (it printed none: step then gave the uncalibrated time)."""
+    from fabricflow.commands.report import step_command_of
+
+    words = step_arguments(Layout(tp=8), calibration="site cal.yaml")
+    assert words[-2:] == ["--calibration", "site cal.yaml"]
+    args = _step_parser().parse_args(
+        ["step", "--fabric", "x", "--model", "y", "--gpus", "8", *words]
+    )
+    assert args.calibration == "site cal.yaml"
+    job = {
+        "layout": dataclasses.asdict(Layout(tp=8, global_batch=8)),
+        "order": "tp-cp-ep-dp-pp", "placement": "deployed", "seed": 0, "routing": "auto",
+        "algorithms": {}, "collectives": "fabric",
+    }  # fmt: skip
+    report_args = argparse.Namespace(
+        fabric="dgx-h100-superpod", model="llama3-8b", gpu="h100-sxm", gpus=8,
+        calibration="cal.yaml", gpus_per_node=None, nic_bandwidth=None, companion=None,
+    )  # fmt: skip
+    assert step_command_of(report_args, job).endswith("--calibration cal.yaml")
+
+
 def test_step_options_are_written_and_described():
     options = {"routing": "spray", "algorithms": {"dp": "ring"}, "collectives": "alpha-beta"}
     words = step_arguments(Layout(tp=8), **options)

@@ -180,6 +180,7 @@ def step_command_of(args, job: dict) -> str:
         fields["pp_split"] = tuple(fields["pp_split"])
     options = {k: job[k] for k in ("order", "placement", "seed", "routing", "algorithms")}
     options["collectives"] = job["collectives"]
+    options["calibration"] = getattr(args, "calibration", None)  # calibrated numbers too
     fabric_flags = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
     return step_command(
         args.fabric, args.model, args.gpu, args.gpus, Layout(**fields), fabric_flags, **options

@@ -96,6 +96,7 @@ _OPTIONS = {
     "collectives": ("--collectives", "fabric"),
     "cc": ("--cc", None),
     "stack": ("--stack", DEFAULT_STACK),
+    "calibration": ("--calibration", None),
 }
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Layout)}
 
@@ -114,7 +115,8 @@ def step_arguments(layout: Layout, **options) -> list[str]:
         **options: the other arguments given to :func:`step_time`: ``order``,
             ``placement`` (a name), ``seed``, ``routing``, ``algorithms`` (``{dim:
             algo}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
-            its choices are the defaults the flags start from); missing ones are defaults.
+            its choices are the defaults the flags start from), ``calibration`` (the
+            calibration file's path); missing ones are defaults.
 
     Returns:
         The flags as words (without ``fabricflow step`` and the job: fabric, model, GPU
