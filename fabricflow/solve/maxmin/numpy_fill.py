@@ -14,11 +14,13 @@ A round touches each active entry a few times, at random links (gathers and one
 scatter). The per-entry work that is not inherent is avoided: the flow of an entry is
 expanded with ``np.repeat`` over the rows' entry counts (sequential) instead of being
 stored and compressed, link ids are int32, unit coefficients are not stored, and the
-per-link sums are updated from the frozen entries only (the loads they add, the weights
-they take away) instead of being summed again over every active entry. On the 1M-flow
-all-to-all of ``clos-100k`` (45 rounds) this costs about a quarter fewer CPU seconds than
-the earlier rounds, with the same rates and bottlenecks bit for bit
-(docs/solve-performance.md).
+frozen loads are summed over the frozen entries only (the same sums as over every entry
+with the others' rates at 0). With unit weights and coefficients the active weight per
+link is an integer count, so the frozen flows' counts are taken away exactly; real weights
+are summed again over the active entries each round, so no rounding builds up. On the
+1M-flow all-to-all of ``clos-100k`` (45 rounds, unit weights) this costs about a quarter
+fewer CPU seconds than the earlier rounds, with the same rates and bottlenecks bit for
+bit (docs/solve-performance.md).
 """
 
 from __future__ import annotations
@@ -111,14 +113,15 @@ def numpy_water_fill(
         gone_link, gone_count = entry_link[gone], count[freeze]
         gone_coef = None if entry_coef is None else entry_coef[gone]
         frozen_load += _link_sums(gone_link, new_rate[freeze], gone_count, gone_coef, num_links)
-        active_weight -= _link_sums(
-            gone_link, row_weight[freeze], gone_count, gone_coef, num_links, unit
-        )
         alive = ~freeze
         entry_link = entry_link[keep]
         entry_coef = None if entry_coef is None else entry_coef[keep]
         row, count = row[alive], count[alive]
         row_weight, row_demand, row_level = row_weight[alive], row_demand[alive], row_level[alive]
+        if unit:  # integer counts: taking the frozen ones away is exact
+            active_weight -= np.bincount(gone_link, minlength=num_links)
+        else:  # real weights: summed again, so no rounding builds up over the rounds
+            active_weight = _link_sums(entry_link, row_weight, count, entry_coef, num_links)
     unsettled = np.zeros(num_flows, dtype=bool)
     unsettled[row] = True
     return rate, bottleneck, rounds, unsettled
