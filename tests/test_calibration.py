@@ -163,6 +163,17 @@ def test_contradictory_steps_are_refused_naming_both():
         ff.calibrate(steps=twice)
 
 
+@pytest.mark.parametrize(("key", "value"), [("tp", "2"), ("tp", 0), ("pp", 1.5), ("cp", True)])
+def test_a_step_entry_with_a_bad_size_is_refused_naming_it(key, value):
+    """The sizes multiply into dp before the layout is checked: a string raised
+    TypeError and a 0 ZeroDivisionError."""
+    from fabricflow.fitting.steps import step_inputs
+
+    entry = dict(_steps(ff.load_gpu("h100-sxm"), seqs=(4096,))[0], **{key: value})
+    with pytest.raises(SpecError, match=rf"steps\[0\]\.{key}: must be an integer >= 1"):
+        step_inputs([entry])
+
+
 def test_interval_never_excludes_the_point():
     rng = np.random.default_rng(0)
     calibration = Calibration(
@@ -264,3 +275,15 @@ def test_cli_round_trip_and_calibrated_step(tmp_path):
     assert plain["interval_method"] == "published-runs"
     bad = _cli("step", *step[1:], "--calibration", "missing.yaml", cwd=tmp_path)
     assert bad.returncode == 2 and "missing.yaml" in bad.stdout
+
+
+def test_a_calibration_vouches_only_for_its_own_software_stack():
+    """Steps measured with one stack give the calibrated (narrow) interval to that stack;
+    a job on another stack keeps the published-runs interval."""
+    made = Calibration({}, gpu="h100-sxm", stack="nemo-25.09", step_log_sigma=0.01)
+    kwargs = dict(gpu="h100-sxm", moe=False, precision="fp8", calibration=made)
+    own = step_interval(1.0, stack="nemo-25.09", **kwargs)
+    other = step_interval(1.0, stack="megatron-2022", **kwargs)
+    published = step_interval(1.0, gpu="h100-sxm", moe=False, precision="fp8")
+    assert (other.low, other.high) == (published.low, published.high)
+    assert own.high - own.low < published.high - published.low

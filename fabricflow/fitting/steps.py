@@ -43,6 +43,7 @@ from ..workload.calibration import Calibration
 from ..workload.gpu import GpuSpec, load_gpu
 from ..workload.layout import Layout
 from ..workload.model import ModelSpec, load_model
+from ..workload.placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
 from ..workload.stack import Stack, load_stack
 from ..workload.step import step_time
 
@@ -140,6 +141,9 @@ def _entry(entry: dict, label: str, fabrics: dict) -> StepInput:
         raise SpecError(f"{label}.gpus", f"must be an integer >= 1, got {gpus!r}")
     fields = {_ALIASES.get(k, k): v for k, v in entry.items() if k not in _RUN_KEYS}
     tp, pp, cp = (fields.get(k, 1) for k in ("tp", "pp", "cp"))
+    for key, size in (("tp", tp), ("pp", pp), ("cp", cp)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise SpecError(f"{label}.{key}", f"must be an integer >= 1, got {size!r}")
     if "dp" not in fields:
         if gpus % (tp * pp * cp):
             raise SpecError(f"{label}.gpus", f"{gpus} is not divisible by tp x cp x pp")
@@ -160,8 +164,8 @@ def _entry(entry: dict, label: str, fabrics: dict) -> StepInput:
         gpu=load_gpu(entry["gpu"]),
         layout=layout,
         fabric=fabrics[fabric_name],
-        placement=str(entry.get("placement", "contiguous")),
-        order=str(entry.get("order", "tp-cp-ep-dp-pp")),
+        placement=str(entry.get("placement", DEFAULT_PLACEMENT)),  # as fabricflow step
+        order=str(entry.get("order", DEFAULT_ORDER)),
         step_time_s=float(measured),
         options=tuple(
             sorted((k, repr(v)) for k, v in entry.items() if k not in ("step_time_s", "name"))

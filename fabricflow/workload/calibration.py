@@ -234,39 +234,35 @@ class Calibration:
         parameter = self.parameters.get(name)
         return default if parameter is None else parameter.value
 
+    def determined(self, side: str) -> dict:
+        """``{field: value}`` of the determined parameters of one side (``gpu``,
+        ``stack`` or ``network``), the side's prefix taken off."""
+        return {
+            name.split(".", 1)[1]: p.value
+            for name, p in self.parameters.items()
+            if name.startswith(side + ".") and p.determined
+        }
+
     def gpu_spec(self, gpu: GpuSpec) -> GpuSpec:
         """``gpu`` with the ``gpu.*`` parameters applied, when it is the GPU the steps
         were measured on (another GPU is returned unchanged)."""
         if self.gpu is None or gpu.name != self.gpu:
             return gpu
-        fields = {
-            name.split(".", 1)[1]: p.value
-            for name, p in self.parameters.items()
-            if name.startswith("gpu.") and p.determined
-        }
-        return dataclasses.replace(gpu, **fields) if fields else gpu  # type: ignore[arg-type]
+        fields = self.determined("gpu")
+        return dataclasses.replace(gpu, **fields) if fields else gpu
 
     def stack_spec(self, stack: Stack) -> Stack:
         """``stack`` (a :class:`~fabricflow.workload.stack.Stack`) with the ``stack.*``
         parameters applied, when it is the stack the steps ran with."""
         if self.stack is None or stack.name != self.stack:
             return stack
-        fields = {
-            name.split(".", 1)[1]: p.value
-            for name, p in self.parameters.items()
-            if name.startswith("stack.") and p.determined
-        }
-        return dataclasses.replace(stack, **fields) if fields else stack  # type: ignore[arg-type]
+        fields = self.determined("stack")
+        return dataclasses.replace(stack, **fields) if fields else stack
 
     def cost_model(self, base: CostModel = DEFAULT_COST) -> CostModel:
         """``base`` with the ``network.*`` parameters applied (``base`` itself when the
         calibration sets none, so that caches keyed by the default stay shared)."""
-        fields = {
-            name.split(".", 1)[1]: p.value
-            for name, p in self.parameters.items()
-            if name.startswith("network.") and p.determined
-        }
-        return apply_network(base, fields)
+        return apply_network(base, self.determined("network"))
 
     def applies_to(self, gpu: GpuSpec) -> bool:
         """Whether the compute side of this calibration was measured on ``gpu``."""

@@ -105,11 +105,6 @@ class Interval:
     method: str
     basis: str
 
-    def scaled(self, factor: float) -> Interval:
-        """The interval of ``factor x`` the quantity (a rate: pass ``1/t`` ratios)."""
-        ends = sorted((self.low * factor, self.high * factor))
-        return dataclasses.replace(self, point=self.point * factor, low=ends[0], high=ends[1])
-
     def inverse(self, numerator: float) -> Interval:
         """The interval of ``numerator / quantity`` (tokens/s, MFU from a time)."""
         return dataclasses.replace(
@@ -190,17 +185,21 @@ def step_interval(
     precision: str,
     level: float = DEFAULT_LEVEL,
     calibration: Calibration | None = None,
+    stack: str | None = None,
 ) -> Interval:
     """The prediction interval of a step time ``point_s`` (seconds) of a job on ``gpu``
-    (preset name), dense or MoE, in ``precision`` (module docstring).
+    (preset name), dense or MoE, in ``precision`` (module docstring), run with the
+    software ``stack`` (a preset's name).
 
-    With a ``calibration`` whose steps were measured on ``gpu``, the calibrated interval;
-    otherwise the published-runs one."""
+    With a ``calibration`` whose steps were measured on ``gpu`` with that stack, the
+    calibrated interval; otherwise the published-runs one (a calibration made with
+    another software stack does not vouch for this one)."""
     level = check_level(level)
     table = interval_table()
     if (
         calibration is not None
         and calibration.gpu == gpu
+        and (calibration.stack is None or stack is None or calibration.stack == stack)
         and calibration.step_log_sigma is not None
     ):
         spread = _spread(bool(moe))

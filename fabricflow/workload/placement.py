@@ -38,6 +38,8 @@ from .model import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned", "deployed")
+# The placement a step is timed with when none is named: as racks are deployed.
+DEFAULT_PLACEMENT = "deployed"
 # domain-aligned placement uses a multiple of this many GPUs of each scale-up domain of at
 # least this size: 64 of every 72-GPU NVL72 rack, 8 left as spares (docs/references.md §6)
 DOMAIN_ALIGN = 64

@@ -75,7 +75,7 @@ from .intervals import DEFAULT_LEVEL, Interval, step_interval
 from .layout import OFFLOAD_FIELDS, Layout
 from .memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from .model import ModelSpec, load_model
-from .placement import Placement, parse_order, place
+from .placement import DEFAULT_PLACEMENT, Placement, parse_order, place
 from .stack import Stack, load_stack
 from .stages import rank_names
 from .table import LayoutTable, layout_table
@@ -172,7 +172,7 @@ def step_time(
     fabric: Fabric,
     *,
     order: str = DEFAULT_ORDER,
-    placement: str | Placement = "deployed",
+    placement: str | Placement = DEFAULT_PLACEMENT,
     seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
@@ -461,6 +461,7 @@ def step_time(
             precision=layout.precision,
             level=interval_level,
             calibration=calibration,
+            stack=stack.name,
         )
     )
     return StepResult(

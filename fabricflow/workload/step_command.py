@@ -20,6 +20,7 @@ import shlex
 
 from ..errors import SpecError
 from .layout import Layout
+from .placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
 from .stack import DEFAULT_STACK, load_stack
 
 __all__ = [
@@ -89,8 +90,8 @@ _ALWAYS = frozenset(
 )
 # Step options -> (flag, default). Algorithms are one flag per dimension.
 _OPTIONS = {
-    "order": ("--order", "tp-cp-ep-dp-pp"),
-    "placement": ("--placement", "deployed"),
+    "order": ("--order", DEFAULT_ORDER),
+    "placement": ("--placement", DEFAULT_PLACEMENT),
     "seed": ("--seed", 0),
     "routing": ("--routing", "auto"),
     "collectives": ("--collectives", "fabric"),
