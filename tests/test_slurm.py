@@ -83,6 +83,11 @@ def test_tree_import_builds_the_fabric(tmp_path):
         f"slurm:{path}", gpus_per_node=4, nic_bandwidth="400Gbps", oversubscription=2.0
     )
     np.testing.assert_allclose(np.asarray(half.capacity)[up], 8 * 50e9)
+    # written as fabric specs write it (a companion's 'oversubscription: 2:1' was refused)
+    ratio = ff.load_fabric(
+        f"slurm:{path}", gpus_per_node=4, nic_bandwidth="400Gbps", oversubscription="2:1"
+    )
+    np.testing.assert_array_equal(ratio.capacity, half.capacity)
     # a rail-optimized node under two leaves: GPU i on leaf i mod 2
     path.write_text("SwitchName=r0 Nodes=n[1-2]\nSwitchName=r1 Nodes=n[1-2]\n")
     rails = ff.load_fabric(f"slurm:{path}", gpus_per_node=2, nic_bandwidth="400Gbps")

@@ -706,4 +706,4 @@ def _gpus_per_node(value) -> int:
 
 
 def _oversubscription(value) -> float:
-    return sr.number(value, "oversubscription", minimum=1)
+    return sr.ratio_at_least_one(value, "oversubscription")  # 3, 3.0 or "3:1", as specs
