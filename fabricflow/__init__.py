@@ -256,14 +256,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
-    from . import errors
-    from .cc import simulate_cc, simulate_dcqcn
-    from .cluster.run import ClusterRun
-    from .cluster.simulate import simulate_cluster
-    from .cluster.trace import load_trace, synthetic_trace
-    from .collective.model import CollectiveResult, collective_time
-    from .collective.ops import busbw_factor
-    from .errors import (
+    from fabricflow import errors
+    from fabricflow.cc import simulate_cc, simulate_dcqcn
+    from fabricflow.cluster.run import ClusterRun
+    from fabricflow.cluster.simulate import simulate_cluster
+    from fabricflow.cluster.trace import load_trace, synthetic_trace
+    from fabricflow.collective.model import CollectiveResult, collective_time
+    from fabricflow.collective.ops import busbw_factor
+    from fabricflow.errors import (
         FabricflowError,
         MemoryBudgetError,
         OutputError,
@@ -271,39 +271,39 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
         SolverError,
         SpecError,
     )
-    from .fabric.bom import BillOfMaterials, bill_of_materials
-    from .fabric.cost import FabricCost, WorkCost, fabric_cost, work_cost
-    from .fabric.fabric import Fabric
-    from .fabric.spec import build_fabric, list_presets, load_fabric
-    from .fabric.transport import Transport
-    from .fct import FlowTimes, flow_completion_times
-    from .fitting.run import calibrate
-    from .optimize.cc_tuning import CCTuning, tune_cc
-    from .optimize.routing.optimize import optimize_routing
-    from .optimize.routing.plan import RoutingPlan
-    from .optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
-    from .optimize.search import LayoutSearch, optimize_layout
-    from .routing.route import route
-    from .routing.routes import Routes
-    from .solve.cc.dcqcn import DCQCNParams
-    from .solve.cc.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
-    from .solve.cc.result import CCResult
-    from .solve.completion import Completion, complete_flows
-    from .solve.maxmin.certificate import Certificate, certify_max_min
-    from .solve.maxmin.checked import max_min_rates, max_min_solution
-    from .solve.packet.overheads import PacketParams
-    from .solve.pfc.params import PFCParams
-    from .solve.status import Status as SolverStatus
-    from .study.design import DesignSearch, design_fabric
-    from .study.sweep.run import sweep
-    from .traffic_files import read_connection_matrix
-    from .units import parse_bandwidth, parse_size, parse_time
-    from .workload.calibration import Calibration, read_calibration
-    from .workload.gpu import GpuSpec, list_gpus, load_gpu
-    from .workload.intervals import Interval
-    from .workload.layout import Layout
-    from .workload.memory import memory_per_gpu
-    from .workload.model import ModelSpec, list_models, load_model
-    from .workload.placement import Placement, place
-    from .workload.stack import Stack, list_stacks, load_stack
-    from .workload.step import StepResult, step_time
+    from fabricflow.fabric.bom import BillOfMaterials, bill_of_materials
+    from fabricflow.fabric.cost import FabricCost, WorkCost, fabric_cost, work_cost
+    from fabricflow.fabric.fabric import Fabric
+    from fabricflow.fabric.spec import build_fabric, list_presets, load_fabric
+    from fabricflow.fabric.transport import Transport
+    from fabricflow.fct import FlowTimes, flow_completion_times
+    from fabricflow.fitting.run import calibrate
+    from fabricflow.optimize.cc_tuning import CCTuning, tune_cc
+    from fabricflow.optimize.routing.optimize import optimize_routing
+    from fabricflow.optimize.routing.plan import RoutingPlan
+    from fabricflow.optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
+    from fabricflow.optimize.search import LayoutSearch, optimize_layout
+    from fabricflow.routing.route import route
+    from fabricflow.routing.routes import Routes
+    from fabricflow.solve.cc.dcqcn import DCQCNParams
+    from fabricflow.solve.cc.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
+    from fabricflow.solve.cc.result import CCResult
+    from fabricflow.solve.completion import Completion, complete_flows
+    from fabricflow.solve.maxmin.certificate import Certificate, certify_max_min
+    from fabricflow.solve.maxmin.checked import max_min_rates, max_min_solution
+    from fabricflow.solve.packet.overheads import PacketParams
+    from fabricflow.solve.pfc.params import PFCParams
+    from fabricflow.solve.status import Status as SolverStatus
+    from fabricflow.study.design import DesignSearch, design_fabric
+    from fabricflow.study.sweep.run import sweep
+    from fabricflow.traffic_files import read_connection_matrix
+    from fabricflow.units import parse_bandwidth, parse_size, parse_time
+    from fabricflow.workload.calibration import Calibration, read_calibration
+    from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
+    from fabricflow.workload.intervals import Interval
+    from fabricflow.workload.layout import Layout
+    from fabricflow.workload.memory import memory_per_gpu
+    from fabricflow.workload.model import ModelSpec, list_models, load_model
+    from fabricflow.workload.placement import Placement, place
+    from fabricflow.workload.stack import Stack, list_stacks, load_stack
+    from fabricflow.workload.step import StepResult, step_time

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import SpecError
+from fabricflow.errors import SpecError
 
 
 def key_values(

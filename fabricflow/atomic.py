@@ -20,7 +20,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 
-from .errors import OutputError
+from fabricflow.errors import OutputError
 
 _REASONS = {
     errno.ENOSPC: "the disk is full",

@@ -25,13 +25,13 @@ from collections.abc import Callable
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import SpecError, check_flag
-from .fabric.fabric import Fabric
-from .routing.routes import Routes
-from .solve.cc.prepare import PreparedRun, prepare_cc
-from .solve.cc.result import CCResult
-from .solve.cc.run import run_cc
-from .solve.pfc.params import PFCParams
+from fabricflow.errors import SpecError, check_flag
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.routing.routes import Routes
+from fabricflow.solve.cc.prepare import PreparedRun, prepare_cc
+from fabricflow.solve.cc.result import CCResult
+from fabricflow.solve.cc.run import run_cc
+from fabricflow.solve.pfc.params import PFCParams
 
 
 def prepare_fabric_run(fabric, routes, *, capacity=None, **options) -> PreparedRun:

@@ -32,10 +32,10 @@ import sys
 import traceback
 import warnings
 
-from .atomic import recording
-from .commands import _interrupt
-from .commands._interrupt import Interrupted
-from .errors import FabricflowError, OutputError, UnitWarning, did_you_mean
+from fabricflow.atomic import recording
+from fabricflow.commands import _interrupt
+from fabricflow.commands._interrupt import Interrupted
+from fabricflow.errors import FabricflowError, OutputError, UnitWarning, did_you_mean
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
@@ -189,7 +189,7 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import commands
+    from fabricflow import commands
 
     parser = _ArgumentParser(
         prog="fabricflow",
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
     if hard_exit is None:
         hard_exit = argv is None
     if argv is None:  # the real command (not a program calling main): cache compiled kernels
-        from .jax_cache import enable_persistent_cache
+        from fabricflow.jax_cache import enable_persistent_cache
 
         enable_persistent_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -424,7 +424,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
         if _interrupt.reported():  # the command's JSON object is out: keep it the only one
             print(f"fabricflow: {message}", file=sys.stderr)
         elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
-            from .files import to_jsonable
+            from fabricflow.files import to_jsonable
 
             print(json.dumps({"error": "Interrupted", "message": message, **to_jsonable(extra)}))
         else:
@@ -458,7 +458,7 @@ def _run(argv: list[str]) -> int:
     args.partial = {}
     # _common imports numpy: not at module level, where it would delay the start-up
     # signal handlers below the imports
-    from .commands._common import check_destinations, finish_outputs, reset_outputs
+    from fabricflow.commands._common import check_destinations, finish_outputs, reset_outputs
 
     reset_outputs()
     try:
@@ -476,7 +476,7 @@ def _run(argv: list[str]) -> int:
         _report(args, argv, type(error).__name__, str(error))
         return 2
     except MemoryError as error:  # a raw allocation failure: name what ran out
-        from .memory import out_of_memory
+        from fabricflow.memory import out_of_memory
 
         named = out_of_memory(error, f"fabricflow {args.command}")
         _report(args, argv, type(named).__name__, str(named))

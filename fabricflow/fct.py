@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from .errors import SpecError
-from .solve.packet.groups import ARBITRATIONS
-from .solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
-from .solve.pfc.params import PFCParams
+from fabricflow.errors import SpecError
+from fabricflow.solve.packet.groups import ARBITRATIONS
+from fabricflow.solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
+from fabricflow.solve.pfc.params import PFCParams
 
 FIDELITIES = ("fluid", "packet")
 CC_CHOICES = ("none", "dcqcn")
@@ -142,7 +142,7 @@ def flow_completion_times(
             multipath routes (``coef``) with the PFC engine, which follows one path per
             flow.
     """
-    from .solve.completion import complete_flows
+    from fabricflow.solve.completion import complete_flows
 
     began = time.perf_counter()
     if fidelity not in FIDELITIES:
@@ -267,10 +267,10 @@ def _lossless_transfer(
     PFC queue engine."""
     import jax
 
-    from .errors import SolverError
-    from .solve.packet.groups import build_groups
-    from .solve.packet.pfc_queues import simulate_lossless
-    from .solve.status import Status
+    from fabricflow.errors import SolverError
+    from fabricflow.solve.packet.groups import build_groups
+    from fabricflow.solve.packet.pfc_queues import simulate_lossless
+    from fabricflow.solve.status import Status
 
     dt, max_steps = loop
     xoff = float(np.max(pfc_params.xoff))
@@ -288,7 +288,7 @@ def _lossless_transfer(
         raise SpecError("dt", f"must be a time > 0 seconds, got {dt!r}")
     if isinstance(max_steps, bool) or not 1 <= int(max_steps) <= 2**31 - 1:
         raise SpecError("max_steps", f"must be an integer in 1..2**31-1, got {max_steps!r}")
-    from .memory import check_memory
+    from fabricflow.memory import check_memory
 
     entries = int(np.count_nonzero(links >= 0))
     # ~14 float64/int32 arrays per hop entry (queues, groups, gathers) inside the loop

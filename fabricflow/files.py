@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpecError
+from fabricflow.errors import SpecError
 
 MAX_FILE_BYTES = 16 * 2**20
 MAX_DEPTH = 64

@@ -29,11 +29,16 @@ import dataclasses
 import math
 from typing import Any
 
-from .errors import SpecError
-from .schema import MAX_COUNT
-from .workload.layout import Layout
-from .workload.model import ModelSpec, list_models, load_model
-from .workload.placement import DEFAULT_ORDER, PLACEMENTS, parse_order, topology_aware_order
+from fabricflow.errors import SpecError
+from fabricflow.schema import MAX_COUNT
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec, list_models, load_model
+from fabricflow.workload.placement import (
+    DEFAULT_ORDER,
+    PLACEMENTS,
+    parse_order,
+    topology_aware_order,
+)
 
 __all__ = [
     "FRAMEWORKS",

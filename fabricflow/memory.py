@@ -18,8 +18,8 @@ import numbers
 import os
 import resource
 
-from .errors import MemoryBudgetError, SpecError
-from .units import parse_size
+from fabricflow.errors import MemoryBudgetError, SpecError
+from fabricflow.units import parse_size
 
 USABLE_FRACTION = 0.75
 ENV_VARIABLE = "FABRICFLOW_MEMORY_BUDGET"

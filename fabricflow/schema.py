@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import SpecError
-from .units import parse_bandwidth, parse_size, parse_time
+from fabricflow.errors import SpecError
+from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
 _REQUIRED = object()
 # Node and link ids are int32, so no count in a spec can be larger; this also keeps

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from .errors import SpecError
+from fabricflow.errors import SpecError
 
 
 def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None) -> np.ndarray:
@@ -55,7 +55,7 @@ def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> n
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All ordered pairs inside each group: ``G * g * (g - 1)`` flows as ``(src, dst)``."""
-    from .memory import check_memory
+    from fabricflow.memory import check_memory
 
     groups = np.asarray(groups, dtype=np.int64)
     size = groups.shape[1]

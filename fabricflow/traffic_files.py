@@ -26,8 +26,8 @@ import re
 
 import numpy as np
 
-from .errors import SpecError
-from .schema import DECIMAL
+from fabricflow.errors import SpecError
+from fabricflow.schema import DECIMAL
 
 _FLOW = re.compile(r"^(\S+)->(\S+)((?:\s+\S+\s+\S+)*)\s*$")
 _KNOWN = ("id", "start", "size")
@@ -184,7 +184,7 @@ def write_connection_matrix(
     path: str | os.PathLike, num_nodes: int, src, dst, size, start=None
 ) -> None:
     """Write flows as an htsim connection matrix (ids from 1, ``start`` in seconds)."""
-    from .atomic import write_text
+    from fabricflow.atomic import write_text
 
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     size = np.broadcast_to(np.asarray(size, np.float64), src.shape)

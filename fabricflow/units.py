@@ -38,7 +38,7 @@ import numbers
 import re
 import warnings
 
-from .errors import SpecError, UnitWarning
+from fabricflow.errors import SpecError, UnitWarning
 
 _DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}

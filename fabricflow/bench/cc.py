@@ -20,7 +20,7 @@ import resource
 
 import numpy as np
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "cc"
 #: Former names of this section, still accepted on the command line.
@@ -72,9 +72,9 @@ def leaf_spine_flows(
 def _case(num_flows: int, steps: int, result: dict, prefix: str, cc: str = "dcqcn") -> None:
     import jax
 
-    from ..solve.cc.prepare import prepare_cc
-    from ..solve.cc.run import run_cc
-    from ..solve.status import Status
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.status import Status
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
     dt = 1e-6
@@ -127,8 +127,8 @@ BATCH_RANGES = {
 
 def parameter_batch(cc: str, count: int, seed: int = 0):
     """``count`` parameter sets of law ``cc`` drawn log-uniformly (:data:`BATCH_RANGES`)."""
-    from ..solve.cc.laws import resolve_law
-    from ..solve.parameters import stack_params
+    from fabricflow.solve.cc.laws import resolve_law
+    from fabricflow.solve.parameters import stack_params
 
     law = resolve_law(cc)
     rng = np.random.default_rng(seed)
@@ -144,9 +144,9 @@ def _batch_case(cc: str, count: int, result: dict) -> None:
     """``count`` parameter sets of ``cc`` in one vmapped call of one compiled kernel."""
     import jax
 
-    from ..cc import prepare_fabric_run
-    from ..solve.cc.run import run_cc
-    from ..study.cc_scenarios import incast
+    from fabricflow.cc import prepare_fabric_run
+    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.study.cc_scenarios import incast
 
     scenario = incast(16, bandwidth=40e9 / 8)
     prefix = f"batch_{cc}"
@@ -188,7 +188,7 @@ def _batch_case(cc: str, count: int, result: dict) -> None:
 def run(options) -> dict:
     import jax
 
-    from ..solve.cc.laws import CC_NAMES
+    from fabricflow.solve.cc.laws import CC_NAMES
 
     quick = bool(getattr(options, "quick", False))
     result: dict = {}

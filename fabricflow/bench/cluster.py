@@ -55,11 +55,11 @@ def run_case(
     """Simulate ``jobs`` synthetic jobs over ``days`` on ``fabric_name`` (see the module
     docs) and return the figures. ``progress``: passed to ``simulate_cluster`` (called
     after every event; it may raise to stop the run)."""
-    from ..cluster.failures import CheckpointPolicy
-    from ..cluster.simulate import simulate_cluster
-    from ..cluster.standalone import clear_cache
-    from ..cluster.synthetic import synthetic_trace
-    from ..fabric.spec import load_fabric
+    from fabricflow.cluster.failures import CheckpointPolicy
+    from fabricflow.cluster.simulate import simulate_cluster
+    from fabricflow.cluster.standalone import clear_cache
+    from fabricflow.cluster.synthetic import synthetic_trace
+    from fabricflow.fabric.spec import load_fabric
 
     began = time.perf_counter()
     cpu_began = time.process_time()

@@ -12,7 +12,7 @@ dgx-h100-superpod.
 
 from __future__ import annotations
 
-from .cluster import run_case, with_targets
+from fabricflow.bench.cluster import run_case, with_targets
 
 SECTION = "cluster-90d"
 DESCRIPTION = "cluster simulation: 10,000-job 90-day trace on clos-100k with failures"

@@ -10,7 +10,7 @@ hop of every ring channel, one max-min solve, pricing), with ``algo="ring"`` and
 
 from __future__ import annotations
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "collective"
 DESCRIPTION = "reduce-scatter of 2,048 concurrent DP groups of a 16k-GPU job (3-tier Clos)"
@@ -19,8 +19,8 @@ TARGET_S = 30.0
 
 
 def run(args) -> dict:
-    from ..collective import make_groups, prepare_collective
-    from ..fabric.spec import load_fabric
+    from fabricflow.collective import make_groups, prepare_collective
+    from fabricflow.fabric.spec import load_fabric
 
     quick = bool(getattr(args, "quick", False))
     gpus = 4096 if quick else 16384

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "design"
 DESCRIPTION = "fabric design search: Llama-3-405B on 16,384 H100, 72 designs, <= 30 min"
@@ -35,7 +35,7 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from ..study.design import design_fabric
+    from fabricflow.study.design import design_fabric
 
     out: dict = {"job": case["job"], "space": case["space"], "workers": case["workers"]}
     with tempfile.TemporaryDirectory(prefix="fabricflow-bench-design-") as folder:

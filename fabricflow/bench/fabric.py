@@ -6,16 +6,16 @@ ECMP-route 1,000,000 flows (all-to-all in groups spread over the fabric) in <= 1
 
 from __future__ import annotations
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "fabric"
 DESCRIPTION = "build clos-100k; ECMP/multipath routing of 1M all-to-all flows"
 
 
 def run(args) -> dict:
-    from ..fabric.spec import load_fabric
-    from ..routing.route import route
-    from ..traffic import alltoall_groups
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.routing.route import route
+    from fabricflow.traffic import alltoall_groups
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k"}

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "failures"
 DESCRIPTION = "4,096 link-failure scenarios of max-min on 100k flows as one vmapped batch"
@@ -46,9 +46,9 @@ def run(args) -> dict:
 
 def _setup(quick: bool, scenarios: int):
     """The fabric, the shared routes and the scenario grid ``[(kind, fraction, seed)]``."""
-    from ..fabric.spec import load_fabric
-    from ..routing.route import route
-    from ..traffic import alltoall_groups
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.routing.route import route
+    from fabricflow.traffic import alltoall_groups
 
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
     src, dst = alltoall_groups(fabric.num_gpus, 16, 64 if quick else 417)
@@ -61,7 +61,7 @@ def _setup(quick: bool, scenarios: int):
 def _capacities(fabric, grid, used) -> np.ndarray:
     """float32 ``[len(grid), len(used)]``: each scenario's capacities of the crossed links
     (made chunk by chunk: all 4,096 full ``[L]`` rows would take 22 GB)."""
-    from ..study.sweep_solvers import failure_capacities
+    from fabricflow.study.sweep_solvers import failure_capacities
 
     out = np.empty((len(grid), used.size), np.float32)
     for kind in KINDS:
@@ -78,8 +78,8 @@ def _capacities(fabric, grid, used) -> np.ndarray:
 def _case(quick: bool, scenarios: int) -> dict:
     import jax
 
-    from ..memory import memory_budget
-    from ..solve.maxmin.inputs import solve_bytes
+    from fabricflow.memory import memory_budget
+    from fabricflow.solve.maxmin.inputs import solve_bytes
 
     out: dict = {"preset": "clos-100k", "dtype": "float32", "device": str(jax.devices()[0])}
     with measured(out, "setup"):
@@ -121,7 +121,7 @@ def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
     """Solve every scenario chunk by chunk; record compile and solve times."""
     import sys
 
-    from ..solve.maxmin.engine import max_min
+    from fabricflow.solve.maxmin.engine import max_min
 
     remap = np.full(fabric.num_links + 1, -1, np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
@@ -163,7 +163,7 @@ def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
 
 
 def _intact(links, capacity, used) -> float:
-    from ..solve.maxmin.checked import max_min_rates
+    from fabricflow.solve.maxmin.checked import max_min_rates
 
     return float(np.sum(max_min_rates(links, capacity.astype(np.float32))))
 

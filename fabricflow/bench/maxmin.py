@@ -18,18 +18,18 @@ import time
 
 import numpy as np
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "maxmin"
 DESCRIPTION = "max-min engine: numpy and JAX backends on 1M-flow MoE all-to-all and a ring"
 
 
 def run(args) -> dict:
-    from ..fabric.spec import load_fabric
-    from ..routing.route import route
-    from ..solve.maxmin.engine import resolve_method
-    from ..solve.maxmin.outputs import link_utilization, tier_summary
-    from ..traffic import alltoall_groups, ring
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.routing.route import route
+    from fabricflow.solve.maxmin.engine import resolve_method
+    from fabricflow.solve.maxmin.outputs import link_utilization, tier_summary
+    from fabricflow.traffic import alltoall_groups, ring
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k", "dtype": "float32"}
@@ -68,7 +68,7 @@ def run(args) -> dict:
 def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
     """Both backends: numpy once, JAX first call (compile + solve) and a second call with
     new capacities (solve only); their rates compared."""
-    from ..solve.maxmin.engine import max_min
+    from fabricflow.solve.maxmin.engine import max_min
 
     case: dict = {"flows": int(links.shape[0]), "max_hops": int(links.shape[1])}
     with measured(case, "numpy_solve"):
@@ -94,7 +94,7 @@ def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
 def _batch_layouts(links: np.ndarray, capacity: np.ndarray, scenarios: int = 8) -> dict:
     """Seconds per scenario of ``scenarios`` capacity scenarios over the same flows: JAX
     block-diagonal, JAX vmapped, numpy one after another (each after a warm-up call)."""
-    from ..solve.maxmin.engine import max_min
+    from fabricflow.solve.maxmin.engine import max_min
 
     rng = np.random.default_rng(0)
     batch = (capacity[None, :] * rng.uniform(0.5, 1.5, (scenarios, capacity.size))).astype(
@@ -121,9 +121,9 @@ def _gpu_cases(fabric, capacity: np.ndarray) -> dict | str:
     import jax
     import jax.numpy as jnp
 
-    from ..routing.route import route
-    from ..solve.maxmin.engine import max_min
-    from ..traffic import alltoall_groups
+    from fabricflow.routing.route import route
+    from fabricflow.solve.maxmin.engine import max_min
+    from fabricflow.traffic import alltoall_groups
 
     if not any(device.platform == "gpu" for device in jax.devices()):
         return "skipped: no GPU device"

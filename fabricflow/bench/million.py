@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "million"
 DESCRIPTION = "clos-1m (1,048,576 GPUs): build, route and max-min solve a 10M-flow all-to-all"
@@ -73,8 +73,8 @@ print(json.dumps({
 def run(args) -> dict:
     import jax
 
-    from ..fabric.spec import load_fabric
-    from ..traffic import alltoall_groups
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.traffic import alltoall_groups
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {
@@ -137,8 +137,8 @@ def solve_case(fabric, capacity: np.ndarray, src, dst, *, second_call: bool) -> 
     """Route ``src -> dst`` (ECMP) and solve max-min rates; times and peak RSS of each."""
     import jax
 
-    from ..routing.route import route
-    from ..solve.maxmin.checked import max_min_solution
+    from fabricflow.routing.route import route
+    from fabricflow.solve.maxmin.checked import max_min_solution
 
     case: dict = {"flows": int(src.size), "device": str(jax.devices()[0])}
     with measured(case, "route"):
@@ -172,7 +172,7 @@ def shard_options() -> dict:
     ``shard`` option (the flow-sharded max-min); ``{}`` (one device) otherwise."""
     import jax
 
-    from ..solve.maxmin.checked import max_min_solution
+    from fabricflow.solve.maxmin.checked import max_min_solution
 
     if len(jax.devices()) < 2:
         return {}

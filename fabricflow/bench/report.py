@@ -9,7 +9,7 @@ Llama-3-8B on 64 GPUs with a 5 s search and one draw per fraction.
 
 from __future__ import annotations
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "report"
 DESCRIPTION = "design-review report: Llama-3-70B on 1,024 H100 (dgx-h100-superpod), <= 2 min"
@@ -29,9 +29,9 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from ..fabric.spec import load_fabric
-    from ..study.report import build_report
-    from ..study.report_html import fabricflow_version, render_html
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.study.report import build_report
+    from fabricflow.study.report_html import fabricflow_version, render_html
 
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "budget_s", "fail_seeds")}
     with measured(out, "report"):

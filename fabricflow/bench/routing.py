@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "routing"
 DESCRIPTION = "routing optimizer vs ECMP and spray on MoE all-to-all; 1M-flow optimization"
@@ -36,7 +36,7 @@ GROUP_SIZE = 64
 
 
 def _alltoall(num_gpus: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    from ..collective import make_groups
+    from fabricflow.collective import make_groups
 
     members = make_groups(num_gpus, GROUP_SIZE, layout="strided")[:groups]
     src = np.repeat(members, GROUP_SIZE, axis=1).ravel()
@@ -57,8 +57,8 @@ COMPLETION_MAX_FLOWS = 50_000
 
 
 def _spray(fabric, src, dst, sizes) -> dict:
-    from ..optimize.routing.compare import routing_figures
-    from ..routing.route import route
+    from fabricflow.optimize.routing.compare import routing_figures
+    from fabricflow.routing.route import route
 
     probe = route(fabric, src[:256], dst[:256], policy="spray")
     width = max(int(probe.links.shape[1]), 1)
@@ -87,9 +87,9 @@ def _completes(sizes: np.ndarray) -> bool:
 
 
 def _compare(fabric, groups: int, size: float) -> dict:
-    from ..optimize.routing.compare import routing_figures
-    from ..optimize.routing.optimize import optimize_routing
-    from ..routing.route import route
+    from fabricflow.optimize.routing.compare import routing_figures
+    from fabricflow.optimize.routing.optimize import optimize_routing
+    from fabricflow.routing.route import route
 
     src, dst = _alltoall(fabric.num_gpus, groups)
     sizes = np.full(src.shape[0], size)
@@ -118,8 +118,8 @@ def _compare(fabric, groups: int, size: float) -> dict:
 
 
 def run(args) -> dict:
-    from ..fabric.spec import load_fabric
-    from ..optimize.routing.optimize import optimize_routing
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.optimize.routing.optimize import optimize_routing
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._measure import measured
+from fabricflow.bench._measure import measured
 
 SECTION = "stages"
 DESCRIPTION = (
@@ -25,9 +25,9 @@ PUBLISHED_GPU_HOURS_PER_T_TOKENS = 180e3  # DeepSeek-V3 report, section 1 (H800 
 
 
 def run(args) -> dict:
-    from ..fabric.spec import load_fabric
-    from ..workload.layout import Layout
-    from ..workload.step import step_time
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.workload.layout import Layout
+    from fabricflow.workload.step import step_time
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {}

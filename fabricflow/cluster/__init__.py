@@ -17,8 +17,8 @@ See docs/cluster.md.
 
 from __future__ import annotations
 
-from .backfill import BACKFILL
-from .failures import (
+from fabricflow.cluster.backfill import BACKFILL
+from fabricflow.cluster.failures import (
     COMPONENTS,
     DEFAULT_MTBF_S,
     DEFAULT_MTTR_S,
@@ -28,15 +28,15 @@ from .failures import (
     expected_goodput,
     young_daly_interval,
 )
-from .interference import Interference, JobTraffic, job_traffic_shape
-from .jobspec import JobSpec, LoadedTrace, parse_duration
-from .prediction import Predictor, expected_goodput_with_prediction
-from .run import ClusterRun
-from .schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
-from .simulate import simulate_cluster
-from .standalone import standalone_step
-from .state import DOWN, FREE, SPARE, ClusterState
-from .trace import load_trace, synthetic_trace
+from fabricflow.cluster.interference import Interference, JobTraffic, job_traffic_shape
+from fabricflow.cluster.jobspec import JobSpec, LoadedTrace, parse_duration
+from fabricflow.cluster.prediction import Predictor, expected_goodput_with_prediction
+from fabricflow.cluster.run import ClusterRun
+from fabricflow.cluster.schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
+from fabricflow.cluster.simulate import simulate_cluster
+from fabricflow.cluster.standalone import standalone_step
+from fabricflow.cluster.state import DOWN, FREE, SPARE, ClusterState
+from fabricflow.cluster.trace import load_trace, synthetic_trace
 
 __all__ = [
     "BACKFILL",

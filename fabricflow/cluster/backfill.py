@@ -30,8 +30,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import SpecError
-from .state import ClusterState
+from fabricflow.cluster.state import ClusterState
+from fabricflow.errors import SpecError
 
 BACKFILL = ("easy", "greedy", "none")
 

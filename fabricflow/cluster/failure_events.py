@@ -23,8 +23,8 @@ import dataclasses
 
 import numpy as np
 
-from ..fabric.fabric import Fabric
-from .failures import COMPONENTS, FailureModel
+from fabricflow.cluster.failures import COMPONENTS, FailureModel
+from fabricflow.fabric.fabric import Fabric
 
 
 class FailureProcesses:

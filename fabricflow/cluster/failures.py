@@ -40,9 +40,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..assignments import key_values
-from ..errors import SpecError
-from .jobspec import parse_duration
+from fabricflow.assignments import key_values
+from fabricflow.cluster.jobspec import parse_duration
+from fabricflow.errors import SpecError
 
 COMPONENTS = ("gpu", "nic", "link", "switch", "node")
 HOUR = 3600.0

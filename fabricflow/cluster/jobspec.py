@@ -18,12 +18,12 @@ import numbers
 import re
 from collections.abc import Iterable, Mapping
 
-from ..errors import SpecError
-from ..files import INT64_MAX
-from ..schema import DECIMAL
-from ..workload.gpu import GpuSpec
-from ..workload.layout import Layout
-from ..workload.model import ModelSpec
+from fabricflow.errors import SpecError
+from fabricflow.files import INT64_MAX
+from fabricflow.schema import DECIMAL
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 DURATION_UNITS = {

@@ -45,11 +45,11 @@ import numbers
 
 import numpy as np
 
-from ..errors import SpecError
-from . import events as ev
-from .failures import FailureModel
-from .jobspec import parse_duration
-from .run import CHECKPOINTING, RESTARTING, RUNNING
+from fabricflow.cluster import events as ev
+from fabricflow.cluster.failures import FailureModel
+from fabricflow.cluster.jobspec import parse_duration
+from fabricflow.cluster.run import CHECKPOINTING, RESTARTING, RUNNING
+from fabricflow.errors import SpecError
 
 DEFAULT_RECALL = 0.6
 DEFAULT_PRECISION = 0.85

@@ -28,13 +28,18 @@ import math
 import os
 from collections.abc import Callable, Iterator
 
-from ..errors import SpecError
-from ..files import parse_structured
-from ..memory import check_memory
-from ..schema import DECIMAL, decimal
-from .jobspec import JobSpec, LoadedTrace
-from .synthetic import JOB_SPEC_BYTES, MixCache
-from .trace_files import check_trace_rows, count_csv_rows, csv_records, read_trace_text
+from fabricflow.cluster.jobspec import JobSpec, LoadedTrace
+from fabricflow.cluster.synthetic import JOB_SPEC_BYTES, MixCache
+from fabricflow.cluster.trace_files import (
+    check_trace_rows,
+    count_csv_rows,
+    csv_records,
+    read_trace_text,
+)
+from fabricflow.errors import SpecError
+from fabricflow.files import parse_structured
+from fabricflow.memory import check_memory
+from fabricflow.schema import DECIMAL, decimal
 
 PUBLIC_FORMATS = ("pai-2020", "pai-2023", "philly", "helios", "acme")
 # Columns of each format (the released files' headers).

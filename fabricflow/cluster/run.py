@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .jobspec import JobSpec
+from fabricflow.cluster.jobspec import JobSpec
 
 # Job state codes (timeline ``state``).
 PENDING, QUEUED, RUNNING, RESTARTING, DONE, CHECKPOINTING = 0, 1, 2, 3, 4, 5

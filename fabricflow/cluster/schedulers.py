@@ -37,10 +37,10 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from .interference import JobTraffic
-from .state import FREE, ClusterState
+from fabricflow.cluster.interference import JobTraffic
+from fabricflow.cluster.state import FREE, ClusterState
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
 
 SCHEDULERS: tuple[str, ...] = ("first-fit", "packed", "topology", "block")
 # Utilization difference below which two candidate subtrees count as equally loaded.

@@ -30,18 +30,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..collective.structure_cache import fabric_fingerprint
-from ..errors import RoutingError, SolverError, SpecError
-from ..fabric.fabric import Fabric
-from ..memory import check_memory
-from ..schema import check_size
-from ..workload.calibration import as_calibration
-from . import events as ev
-from . import interference as _interference
-from . import schedulers as _schedulers
-from .backfill import JobQueue, SizesLeft, check_backfill, place_without, reservation
-from .failure_events import FailureProcesses
-from .failures import (
+from fabricflow.cluster import events as ev
+from fabricflow.cluster import interference as _interference
+from fabricflow.cluster import schedulers as _schedulers
+from fabricflow.cluster.backfill import (
+    JobQueue,
+    SizesLeft,
+    check_backfill,
+    place_without,
+    reservation,
+)
+from fabricflow.cluster.failure_events import FailureProcesses
+from fabricflow.cluster.failures import (
     COMPONENTS,
     CheckpointPolicy,
     FailureModel,
@@ -50,9 +50,9 @@ from .failures import (
     log_failure_slowdown,
     young_daly_interval,
 )
-from .jobspec import JobSpec, parse_duration
-from .prediction import PredictedFailures, check_predictor
-from .run import (
+from fabricflow.cluster.jobspec import JobSpec, parse_duration
+from fabricflow.cluster.prediction import PredictedFailures, check_predictor
+from fabricflow.cluster.run import (
     CHECKPOINTING,
     DONE,
     PENDING,
@@ -66,9 +66,15 @@ from .run import (
     timeline_dataset,
     wait_summary,
 )
-from .standalone import standalone_step
-from .state import DOWN, FREE, SPARE, ClusterState
-from .trace import load_trace
+from fabricflow.cluster.standalone import standalone_step
+from fabricflow.cluster.state import DOWN, FREE, SPARE, ClusterState
+from fabricflow.cluster.trace import load_trace
+from fabricflow.collective.structure_cache import fabric_fingerprint
+from fabricflow.errors import RoutingError, SolverError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.memory import check_memory
+from fabricflow.schema import check_size
+from fabricflow.workload.calibration import as_calibration
 
 MAX_EVENTS = 5_000_000
 # A job expected to take more than this many times its failure-free time (its failures

@@ -8,12 +8,12 @@ distinct shapes costs a dozen step-time evaluations.
 
 from __future__ import annotations
 
-from ..collective.structure_cache import fabric_fingerprint
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..workload.calibration import Calibration, calibration_key
-from ..workload.step import StepResult, step_time
-from .trace import JobSpec
+from fabricflow.cluster.trace import JobSpec
+from fabricflow.collective.structure_cache import fabric_fingerprint
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload.calibration import Calibration, calibration_key
+from fabricflow.workload.step import StepResult, step_time
 
 _CACHE: dict[tuple, StepResult] = {}
 _CACHE_LIMIT = 4096

@@ -34,12 +34,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from ..errors import SpecError
-from ..memory import check_memory
-from ..workload.gpu import GpuSpec, list_gpus, load_gpu
-from ..workload.layout import Layout
-from ..workload.model import ModelSpec, list_models, load_model
-from .jobspec import (
+from fabricflow.cluster.jobspec import (
     DEFAULT_ORDER,
     JobSpec,
     LoadedTrace,
@@ -47,15 +42,25 @@ from .jobspec import (
     positive_int,
     row_name,
 )
-from .public_traces import detect_format, read_public_trace
-from .synthetic import DEFAULT_SIZES, JOB_SPEC_BYTES, SYNTHETIC_MIX, synthetic_trace
-from .trace_files import (
+from fabricflow.cluster.public_traces import detect_format, read_public_trace
+from fabricflow.cluster.synthetic import (
+    DEFAULT_SIZES,
+    JOB_SPEC_BYTES,
+    SYNTHETIC_MIX,
+    synthetic_trace,
+)
+from fabricflow.cluster.trace_files import (
     check_trace_rows,
     count_csv_rows,
     csv_records,
     read_trace_text,
     yaml_trace_rows,
 )
+from fabricflow.errors import SpecError
+from fabricflow.memory import check_memory
+from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec, list_models, load_model
 
 JOB_KEYS = (
     "id",
@@ -442,12 +447,12 @@ _OPTIMIZED: dict[tuple, tuple] = {}
 def _optimized_layout(model, gpu, gpus: int, fabric, seq_len: int, global_batch: int):
     """The best layout of ``optimize_layout`` (small budget), cached per model, GPU, size,
     sequence, batch and fabric."""
-    from ..collective.structure_cache import fabric_fingerprint
+    from fabricflow.collective.structure_cache import fabric_fingerprint
 
     key = (model, gpu, gpus, seq_len, global_batch, fabric_fingerprint(fabric))
     if key not in _OPTIMIZED:
         # deferred: the layout search (and JAX behind it) only for traces that ask for it
-        from ..optimize.search import optimize_layout
+        from fabricflow.optimize.search import optimize_layout
 
         search = optimize_layout(
             model,

@@ -22,10 +22,10 @@ import io
 import os
 from collections.abc import Iterator, Mapping
 
-from ..errors import SpecError
-from ..files import MAX_FILE_BYTES, decode_text, parse_structured
-from ..memory import check_memory
-from ..schema import check_size
+from fabricflow.errors import SpecError
+from fabricflow.files import MAX_FILE_BYTES, decode_text, parse_structured
+from fabricflow.memory import check_memory
+from fabricflow.schema import check_size
 
 MAX_YAML_BYTES = MAX_FILE_BYTES
 # Rows of a CSV trace read at most: reading and checking a row takes 14-25 us of CPU

@@ -15,23 +15,23 @@ as nccl-tests does (algbw, busbw).
 
 from __future__ import annotations
 
-from . import structure_cache
-from .algorithms import ALGORITHMS, algorithms_for
-from .alpha_beta import alpha_beta_estimate, gpu_bandwidths
-from .comm import CollectiveCache, collective_seconds, collective_timer
-from .cost import DEFAULT_COST, PROTOCOLS, CostModel
-from .coupling import CoupledTimes, coupled_seconds, plan_windows
-from .groups import as_groups, domain_grid, make_groups
-from .model import (
+from fabricflow.collective import structure_cache
+from fabricflow.collective.algorithms import ALGORITHMS, algorithms_for
+from fabricflow.collective.alpha_beta import alpha_beta_estimate, gpu_bandwidths
+from fabricflow.collective.comm import CollectiveCache, collective_seconds, collective_timer
+from fabricflow.collective.cost import DEFAULT_COST, PROTOCOLS, CostModel
+from fabricflow.collective.coupling import CoupledTimes, coupled_seconds, plan_windows
+from fabricflow.collective.groups import as_groups, domain_grid, make_groups
+from fabricflow.collective.model import (
     CollectiveResult,
     PreparedCollective,
     collective_time,
     prepare_collective,
     prepare_collectives,
 )
-from .ops import OPS, bandwidths, busbw_factor, canonical_op
-from .phase import Phase
-from .sweep import collective_sweep, nccl_sizes
+from fabricflow.collective.ops import OPS, bandwidths, busbw_factor, canonical_op
+from fabricflow.collective.phase import Phase
+from fabricflow.collective.sweep import collective_sweep, nccl_sizes
 
 __all__ = [
     "ALGORITHMS",

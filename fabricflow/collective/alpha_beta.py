@@ -14,10 +14,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..routing.route import route
-from .structure_cache import fabric_fingerprint
+from fabricflow.collective.structure_cache import fabric_fingerprint
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.routing.route import route
 
 __all__ = [
     "ALPHA_BETA_OPS",

@@ -33,11 +33,11 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..solve.cc.laws import resolve_law
-from ..solve.cc.run import simulate_arrays
-from .flow_rates import fair_rates
+from fabricflow.collective.flow_rates import fair_rates
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.solve.cc.laws import resolve_law
+from fabricflow.solve.cc.run import simulate_arrays
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,14 +27,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from . import structure_cache
-from .algorithms import ALIASES, algorithms_for
-from .alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
-from .cost import DEFAULT_COST, CostModel
-from .model import ROUTINGS, prepare_collective, prepare_collectives
-from .structure_cache import SolvedTimes
+from fabricflow.collective import structure_cache
+from fabricflow.collective.algorithms import ALIASES, algorithms_for
+from fabricflow.collective.alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
+from fabricflow.collective.cost import DEFAULT_COST, CostModel
+from fabricflow.collective.model import ROUTINGS, prepare_collective, prepare_collectives
+from fabricflow.collective.structure_cache import SolvedTimes
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
 
 __all__ = [
     "BACKENDS",
@@ -253,7 +253,7 @@ def check_cc(cc) -> str | None:
     ``cc`` naming the laws otherwise."""
     if cc is None:
         return None
-    from ..solve.cc.laws import resolve_law  # deferred: the rate laws import JAX
+    from fabricflow.solve.cc.laws import resolve_law  # deferred: the rate laws import JAX
 
     return resolve_law(cc).name
 
@@ -556,6 +556,8 @@ def prepared_collective(
 
 
 def _cc_solver(fabric: Fabric, cc: str):
-    from .cc_rates import CCRates  # deferred: the congestion-control fluid is JAX
+    from fabricflow.collective.cc_rates import (
+        CCRates,  # deferred: the congestion-control fluid is JAX
+    )
 
     return CCRates(fabric, cc)

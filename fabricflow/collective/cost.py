@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 

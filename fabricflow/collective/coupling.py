@@ -43,14 +43,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import MemoryBudgetError
-from ..memory import check_memory
-from ..solve.completion import complete_flows
-from ..solve.completion_loop import subset_key
-from ..solve.maxmin.entries import FlowEntries
-from .comm import CollectiveCache
-from .flow_rates import SolvedPhase, fair_rates
-from .model import PreparedCollective
+from fabricflow.collective.comm import CollectiveCache
+from fabricflow.collective.flow_rates import SolvedPhase, fair_rates
+from fabricflow.collective.model import PreparedCollective
+from fabricflow.errors import MemoryBudgetError
+from fabricflow.memory import check_memory
+from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.completion_loop import subset_key
+from fabricflow.solve.maxmin.entries import FlowEntries
 
 # Relative change below which held (snapshot) rates stand for time-varying ones.
 RELEASE_RTOL = 0.01

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..memory import check_memory
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.memory import check_memory
 
 # Seconds per hop (2-core CPU, generous: the estimate should rather say more than less).
 NETWORK_HOP_S = 4e-6

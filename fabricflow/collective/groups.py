@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 
 def as_groups(groups, num_gpus: int) -> np.ndarray:

@@ -15,19 +15,26 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import SpecError, check_flag
-from ..fabric.fabric import Fabric
-from ..fabric.transport import routing_for
-from ..loads import link_load
-from ..typing import GroupsLike
-from . import estimate as _estimate
-from .algorithms import ALGORITHMS, Algorithm, Context, NotApplicable, algorithms_for, get_algorithm
-from .cost import DEFAULT_COST, CostModel, protocols_for
-from .flow_rates import SolvedPhase, effective_capacity, solve_phases
-from .groups import as_groups, domain_grid
-from .ops import busbw_factor, canonical_op
-from .phase import Phase
-from .structure_cache import SharedPhases
+from fabricflow.collective import estimate as _estimate
+from fabricflow.collective.algorithms import (
+    ALGORITHMS,
+    Algorithm,
+    Context,
+    NotApplicable,
+    algorithms_for,
+    get_algorithm,
+)
+from fabricflow.collective.cost import DEFAULT_COST, CostModel, protocols_for
+from fabricflow.collective.flow_rates import SolvedPhase, effective_capacity, solve_phases
+from fabricflow.collective.groups import as_groups, domain_grid
+from fabricflow.collective.ops import busbw_factor, canonical_op
+from fabricflow.collective.phase import Phase
+from fabricflow.collective.structure_cache import SharedPhases
+from fabricflow.errors import SpecError, check_flag
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.transport import routing_for
+from fabricflow.loads import link_load
+from fabricflow.typing import GroupsLike
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
@@ -579,7 +586,9 @@ def collective_time(
             "PreparedCollective(...).evaluate(sizes))",
         )
     if cc is not None:
-        from .cc_rates import as_cc_rates  # deferred: the congestion-control fluid is JAX
+        from fabricflow.collective.cc_rates import (
+            as_cc_rates,  # deferred: the congestion-control fluid is JAX
+        )
 
         solver = as_cc_rates(fabric, cc, solver)
     prepared = PreparedCollective(

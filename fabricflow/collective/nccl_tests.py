@@ -23,9 +23,9 @@ import re
 
 import numpy as np
 
-from ..errors import SpecError
-from ..files import MAX_FILE_BYTES, decode_text
-from ..schema import DECIMAL, at_line
+from fabricflow.errors import SpecError
+from fabricflow.files import MAX_FILE_BYTES, decode_text
+from fabricflow.schema import DECIMAL, at_line
 
 # The largest log read: a run prints about 100 bytes per message size.
 MAX_LOG_BYTES = MAX_FILE_BYTES

@@ -19,7 +19,7 @@ sendrecv        ``1``            what each rank sends to the next
 
 from __future__ import annotations
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "sendrecv")
 

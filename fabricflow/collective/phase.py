@@ -30,7 +30,7 @@ import dataclasses
 
 import numpy as np
 
-from .estimate import check_hop_memory
+from fabricflow.collective.estimate import check_hop_memory
 
 FAMILIES = ("ring", "tree", "nvls", "p2p")
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..fabric.fabric import Fabric
-from .flow_rates import SolvedPhase, solve_phases
+from fabricflow.collective.flow_rates import SolvedPhase, solve_phases
+from fabricflow.fabric.fabric import Fabric
 
 __all__ = [
     "MAX_BYTES",

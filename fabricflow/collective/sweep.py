@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..units import format_size
-from .model import CollectiveResult, prepare_collective
+from fabricflow.collective.model import CollectiveResult, prepare_collective
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.units import format_size
 
 # nccl-tests reports ``count`` in elements of the data type (float32 by default).
 ELEMENT_BYTES = 4

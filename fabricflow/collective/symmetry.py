@@ -30,10 +30,10 @@ import threading
 
 import numpy as np
 
-from ..fabric.fabric import Fabric
-from ..routing.route import route
-from ..routing.routes import Routes
-from .phase import Phase
+from fabricflow.collective.phase import Phase
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.routing.route import route
+from fabricflow.routing.routes import Routes
 
 __all__ = ["DomainReplica", "domain_replica", "replicated_domains"]
 

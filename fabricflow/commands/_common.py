@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..files import to_jsonable
+from fabricflow.files import to_jsonable
 
 
 def add_json_flag(parser) -> None:
@@ -32,7 +32,7 @@ def failed_fabric(fabric, fail: str | None, seed: int):
     and the fraction are validated by ``Fabric.without``."""
     if not fail:
         return fabric
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     kind, _, fraction = fail.partition(":")
     try:
@@ -101,8 +101,8 @@ def load_fabric_flags(args):
         SpecError: a bad fabric or file (named); an import flag given for a preset or
             YAML spec (``--gpus-per-node`` ... named).
     """
-    from ..errors import SpecError
-    from ..fabric.spec import is_import, load_fabric
+    from fabricflow.errors import SpecError
+    from fabricflow.fabric.spec import is_import, load_fabric
 
     options = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
     given = {key: value for key, value in options.items() if value is not None}
@@ -117,7 +117,7 @@ def load_fabric_flags(args):
 def print_json(obj) -> None:
     """Print the command's one JSON object; an output that could not be written (see
     :func:`write_outputs`) is named in it as ``error`` and ``message`` beside the result."""
-    from ._interrupt import check, mark_reported
+    from fabricflow.commands._interrupt import check, mark_reported
 
     check()  # an interrupt swallowed by library code still stops the report
     if _deferred and isinstance(obj, dict):
@@ -156,7 +156,7 @@ def mark_done(args, item) -> None:
     Files written through :func:`fabricflow.atomic.atomic_path` are recorded already
     (the CLI records them as they are renamed into place, in ``args.written``).
     """
-    from ._interrupt import check
+    from fabricflow.commands._interrupt import check
 
     completed = args.__dict__.setdefault("completed", [])
     if item not in completed:
@@ -219,7 +219,7 @@ def check_destinations(args, parser) -> None:
     Raises:
         OutputError: an output folder cannot be created or written into (``--out: ...``).
     """
-    from ..errors import OutputError
+    from fabricflow.errors import OutputError
 
     for action in parser._actions:
         path = getattr(args, action.dest, None)
@@ -248,7 +248,7 @@ def check_out_file(path: str, flag: str = "--plot") -> None:
     be created or written into (:func:`check_out_folder`)."""
     import os
 
-    from ..errors import OutputError
+    from fabricflow.errors import OutputError
 
     if os.path.isdir(path):
         raise OutputError(f"{flag}: cannot write {path!r}: it is a folder")
@@ -266,7 +266,7 @@ def write_outputs(args, flag: str, write, *arguments, **keywords) -> list[str]:
     not lose the finished work. Returns the files it completed (whole on disk)."""
     import os
 
-    from ..errors import OutputError
+    from fabricflow.errors import OutputError
 
     written = args.__dict__.setdefault("written", [])
     before = len(written)
@@ -314,8 +314,8 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
     import os
     import tempfile
 
-    from ..atomic import describe_os_error, ensure_folder
-    from ..errors import OutputError
+    from fabricflow.atomic import describe_os_error, ensure_folder
+    from fabricflow.errors import OutputError
 
     if os.path.exists(path) and not os.path.isdir(path):
         raise OutputError(
@@ -359,7 +359,7 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
 
 def write_json_file(path: str, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically (whole file or none)."""
-    from ..atomic import write_text
+    from fabricflow.atomic import write_text
 
     write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")
 
@@ -384,8 +384,8 @@ def add_calibration_flags(parser) -> None:
 def calibration_from_args(args):
     """The :class:`~fabricflow.workload.calibration.Calibration` of ``--calibration``
     (None without one); ``--interval-level`` checked."""
-    from ..workload.calibration import read_calibration
-    from ..workload.intervals import check_level
+    from fabricflow.workload.calibration import read_calibration
+    from fabricflow.workload.intervals import check_level
 
     check_level(getattr(args, "interval_level", 0.8))
     return None if args.calibration is None else read_calibration(args.calibration)

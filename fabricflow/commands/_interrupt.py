@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 
-from ..atomic import renaming
+from fabricflow.atomic import renaming
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

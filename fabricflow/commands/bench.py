@@ -6,7 +6,7 @@ import json
 import platform
 import time
 
-from ._common import add_json_flag, mark_done, print_json
+from fabricflow.commands._common import add_json_flag, mark_done, print_json
 
 
 def register(subparsers) -> None:
@@ -34,8 +34,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import sys
 
-    from ..bench import aliases, sections
-    from ..errors import SpecError
+    from fabricflow.bench import aliases, sections
+    from fabricflow.errors import SpecError
 
     available = sections()
     renamed = aliases()
@@ -79,7 +79,7 @@ def run(args) -> int:
             for key, value in section.items():
                 print(f"  {key}: {value}")
     if args.out:
-        from ..files import to_jsonable
+        from fabricflow.files import to_jsonable
 
         with open(args.out, "w") as handle:
             json.dump(to_jsonable(report), handle)

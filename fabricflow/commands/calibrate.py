@@ -8,7 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from ._common import (
+from fabricflow.commands._common import (
     IMPORT_FLAGS,
     add_fabric_flags,
     add_json_flag,
@@ -77,9 +77,9 @@ def _fabric(args):
 
 
 def run(args) -> int:
-    from ..fitting import calibrate
-    from ..units import parse_size
-    from ..workload.calibration import calibration_text
+    from fabricflow.fitting import calibrate
+    from fabricflow.units import parse_size
+    from fabricflow.workload.calibration import calibration_text
 
     result = calibrate(
         args.nccl_tests,
@@ -92,7 +92,7 @@ def run(args) -> int:
     )
     out = result.to_dict()
     if args.out is not None:
-        from ..atomic import write_text
+        from fabricflow.atomic import write_text
 
         if write_outputs(args, "--out", write_text, args.out, calibration_text(result)):
             out["file"] = args.out

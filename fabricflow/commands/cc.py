@@ -21,13 +21,19 @@ from __future__ import annotations
 import os
 import sys
 
-from ._common import add_json_flag, output_folder, print_json, write_json_file, write_outputs
+from fabricflow.commands._common import (
+    add_json_flag,
+    output_folder,
+    print_json,
+    write_json_file,
+    write_outputs,
+)
 
 CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
 def register(subparsers) -> None:
-    from ..study.cc_scenarios import SCENARIOS, SIZE_KNOB
+    from fabricflow.study.cc_scenarios import SCENARIOS, SIZE_KNOB
 
     parser = subparsers.add_parser(
         "cc",
@@ -97,16 +103,16 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..cc import simulate_cc
-    from ..errors import SpecError
-    from ..solve.cc.laws import resolve_law
-    from ..solve.cc.nscc import nscc_params
-    from ..solve.maxmin.engine import max_min as solve_max_min
-    from ..solve.parameters import parse_overrides
-    from ..solve.pfc.params import PFCParams
-    from ..study.cc_scenarios import build_scenario
-    from ..study.congestion import role_summary, summarize
-    from ..units import parse_bandwidth, parse_size, parse_time
+    from fabricflow.cc import simulate_cc
+    from fabricflow.errors import SpecError
+    from fabricflow.solve.cc.laws import resolve_law
+    from fabricflow.solve.cc.nscc import nscc_params
+    from fabricflow.solve.maxmin.engine import max_min as solve_max_min
+    from fabricflow.solve.parameters import parse_overrides
+    from fabricflow.solve.pfc.params import PFCParams
+    from fabricflow.study.cc_scenarios import build_scenario
+    from fabricflow.study.congestion import role_summary, summarize
+    from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
     duration = parse_time(args.duration, "--duration", allow_zero=False)
@@ -196,9 +202,9 @@ def min_rate_warnings(title: str, params, max_min) -> list[str]:
 
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
     """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
-    from ..atomic import atomic_path
-    from ..study.congestion import to_dataset
-    from ..study.congestion_plots import plot_pause_spread, plot_rates_and_queues
+    from fabricflow.atomic import atomic_path
+    from fabricflow.study.congestion import to_dataset
+    from fabricflow.study.congestion_plots import plot_pause_spread, plot_rates_and_queues
 
     with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)

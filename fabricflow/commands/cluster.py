@@ -28,8 +28,8 @@ import math
 import os
 import time
 
-from ..assignments import key_values
-from ._common import (
+from fabricflow.assignments import key_values
+from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
     calibration_from_args,
@@ -176,8 +176,8 @@ def register(subparsers) -> None:
 
 def failure_options(mtbf_items, mttr_items):
     """The :class:`FailureModel` of ``--mtbf``/``--mttr`` items, or None without ``--mtbf``."""
-    from ..cluster.failures import DEFAULT_MTBF_S, FailureModel, parse_component_durations
-    from ..errors import SpecError
+    from fabricflow.cluster.failures import DEFAULT_MTBF_S, FailureModel, parse_component_durations
+    from fabricflow.errors import SpecError
 
     if not mtbf_items:
         if mttr_items:
@@ -193,8 +193,8 @@ def failure_options(mtbf_items, mttr_items):
 def prediction_options(items):
     """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
     None without them."""
-    from ..cluster.prediction import Predictor
-    from ..errors import SpecError
+    from fabricflow.cluster.prediction import Predictor
+    from fabricflow.errors import SpecError
 
     if not items:
         return None
@@ -223,12 +223,16 @@ def prediction_options(items):
 
 def run(args) -> int:
     began = time.perf_counter()
-    from ..cluster.failures import CheckpointPolicy
-    from ..cluster.jobspec import LoadedTrace
-    from ..cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
-    from ..cluster.trace import load_trace, synthetic_trace
-    from ..errors import SpecError
-    from ..memory import check_memory
+    from fabricflow.cluster.failures import CheckpointPolicy
+    from fabricflow.cluster.jobspec import LoadedTrace
+    from fabricflow.cluster.simulate import (
+        check_simulated_jobs,
+        estimated_run_bytes,
+        simulate_cluster,
+    )
+    from fabricflow.cluster.trace import load_trace, synthetic_trace
+    from fabricflow.errors import SpecError
+    from fabricflow.memory import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
     predictor = prediction_options(args.predict)
@@ -316,7 +320,7 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
     JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
     import sys
 
-    from ._interrupt import check
+    from fabricflow.commands._interrupt import check
 
     began = time.perf_counter()
     last = [-math.inf]
@@ -332,8 +336,8 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
 
 
 def _write_outputs(args, result, report) -> None:
-    from ..atomic import atomic_path, ensure_folder, write_text
-    from ..study.cluster_plots import (
+    from fabricflow.atomic import atomic_path, ensure_folder, write_text
+    from fabricflow.study.cluster_plots import (
         goodput_map_axes,
         plot_gantt,
         plot_goodput_map,
@@ -385,6 +389,6 @@ def jobs_csv(jobs: list[dict]) -> str:
     """The per-job rows as CSV text through the project's one table exporter
     (:func:`fabricflow.tables.csv_text`: empty cells for None, numbers that read back
     exactly, text quoted where it holds a comma)."""
-    from ..tables import csv_text
+    from fabricflow.tables import csv_text
 
     return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from ._common import (
+from fabricflow.commands._common import (
     add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
@@ -23,7 +23,7 @@ from ._common import (
     print_table,
     write_outputs,
 )
-from .cc import CC_CHOICES
+from fabricflow.commands.cc import CC_CHOICES
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
@@ -117,14 +117,14 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import math
 
-    from ..collective import make_groups
-    from ..collective.model import MAX_CHANNELS
-    from ..collective.sweep import collective_sweep, nccl_sizes, table_rows
-    from ..errors import SpecError
-    from ..fabric.summary import failure_counts, failure_text
-    from ..fabric.transport import routing_for
-    from ..units import format_size
-    from .step import _check_plot_format
+    from fabricflow.collective import make_groups
+    from fabricflow.collective.model import MAX_CHANNELS
+    from fabricflow.collective.sweep import collective_sweep, nccl_sizes, table_rows
+    from fabricflow.commands.step import _check_plot_format
+    from fabricflow.errors import SpecError
+    from fabricflow.fabric.summary import failure_counts, failure_text
+    from fabricflow.fabric.transport import routing_for
+    from fabricflow.units import format_size
 
     if args.plot is not None:
         _check_plot_format(args.plot)  # before the sweep, not after it
@@ -159,7 +159,7 @@ def run(args) -> int:
     solver = None
     if args.cc is not None:
         # deferred: the congestion-control fluid is JAX
-        from ..collective.cc_rates import as_cc_rates
+        from fabricflow.collective.cc_rates import as_cc_rates
 
         solver = as_cc_rates(fabric, args.cc, None)
     results = collective_sweep(
@@ -178,7 +178,7 @@ def run(args) -> int:
         solver=solver,
     )
     rows = table_rows(results)
-    from ..workload.intervals import collective_interval
+    from fabricflow.workload.intervals import collective_interval
 
     for row in rows:
         interval = collective_interval(
@@ -206,7 +206,7 @@ def run(args) -> int:
         "calibration": args.calibration,
     }
     if args.plot is not None:
-        from ..study.collective_plots import plot_collective
+        from fabricflow.study.collective_plots import plot_collective
 
         title = (
             f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
@@ -275,9 +275,9 @@ def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
     import os
 
-    from ..atomic import ensure_folder, write_text
-    from ..collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
-    from ..tables import csv_text
+    from fabricflow.atomic import ensure_folder, write_text
+    from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
+    from fabricflow.tables import csv_text
 
     ensure_folder(folder)
     scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []
@@ -308,8 +308,8 @@ def _size(value: str, field: str) -> float:
     """``parse_size`` for -b/-e; nccl-tests style ``8M`` gets a hint (``8MB`` or ``8MiB``)."""
     import re
 
-    from ..errors import SpecError
-    from ..units import parse_size
+    from fabricflow.errors import SpecError
+    from fabricflow.units import parse_size
 
     try:
         return parse_size(value, field, allow_zero=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._common import (
+from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,
@@ -50,11 +50,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from ..routing.route import route
-    from ..solve.maxmin.checked import max_min_solution
-    from ..solve.maxmin.outputs import link_utilization, tier_summary
-    from ..traffic import alltoall_groups, ring
-    from .fabric import print_summary
+    from fabricflow.commands.fabric import print_summary
+    from fabricflow.routing.route import route
+    from fabricflow.solve.maxmin.checked import max_min_solution
+    from fabricflow.solve.maxmin.outputs import link_utilization, tier_summary
+    from fabricflow.traffic import alltoall_groups, ring
 
     out = Path(args.out)
     timings = {}
@@ -145,7 +145,7 @@ def run(args) -> int:
 def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:
     """The demo's three figures into ``out``: capacity per tier, utilization and flows per
     link by kind."""
-    from ..study.fabric_plots import plot_link_values_by_kind, plot_tiers
+    from fabricflow.study.fabric_plots import plot_link_values_by_kind, plot_tiers
 
     plot_tiers(fabric, out / "fabric_tiers.png")
     plot_link_values_by_kind(
@@ -170,8 +170,8 @@ def _group_size(fabric, group_size: int | None) -> int:
     """``--group-size``, checked as ``collective`` checks it (it must divide the GPU count:
     the all-to-all would silently leave the remaining GPUs out); the default is the
     largest divisor of the GPU count up to :data:`DEFAULT_GROUP_SIZE`, or the GPU count."""
-    from ..collective.groups import make_groups
-    from ..errors import SpecError
+    from fabricflow.collective.groups import make_groups
+    from fabricflow.errors import SpecError
 
     num_gpus = fabric.num_gpus
     if num_gpus < 2:

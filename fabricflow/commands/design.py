@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 import os
 
-from ..assignments import key_values
-from ..errors import SpecError
-from ._common import (
+from fabricflow.assignments import key_values
+from fabricflow.commands._common import (
     add_json_flag,
     calibration_from_args,
     output_folder,
     print_json,
     print_table,
 )
+from fabricflow.errors import SpecError
 
 DESIGN_COLUMNS = [
     ("design", "design"),
@@ -106,7 +106,7 @@ def register(subparsers) -> None:
 
 
 def parse_job(text: str, fixed: dict) -> dict:
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     parts = text.split(":")
     if len(parts) != 4:
@@ -144,8 +144,8 @@ def _number(text: str):
 
 
 def run(args) -> int:
-    from ..fabric.cost_table import read_cost_file
-    from ..study.design import design_fabric, plot_design_front
+    from fabricflow.fabric.cost_table import read_cost_file
+    from fabricflow.study.design import design_fabric, plot_design_front
 
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]
@@ -168,7 +168,7 @@ def run(args) -> int:
     table = write_csv(search, os.path.join(args.out, "designs.csv"))
     stores = [os.path.join(args.out, "designs.zarr")]
     if search.common is not None:
-        from ..study.design import common_store
+        from fabricflow.study.design import common_store
 
         stores.append(common_store(stores[0]))
     rows = search.rows
@@ -232,9 +232,9 @@ def write_fabrics(search, folder: str) -> list[str]:
     """``FOLDER/<design>.yaml``: each evaluated design's fabric as a YAML spec (what
     ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
     evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
-    from ..atomic import atomic_path
-    from ..fabric.spec import spec_text
-    from ..optimize.design import design_spec
+    from fabricflow.atomic import atomic_path
+    from fabricflow.fabric.spec import spec_text
+    from fabricflow.optimize.design import design_spec
 
     os.makedirs(folder, exist_ok=True)
     paths = []
@@ -253,8 +253,8 @@ def write_csv(search, path: str) -> str:
     """``designs.csv``: one row per design, best first (each job's layout as one line)."""
     import csv
 
-    from ..atomic import atomic_path
-    from ..optimize.layoutcode import describe
+    from fabricflow.atomic import atomic_path
+    from fabricflow.optimize.layoutcode import describe
 
     rows = []
     for row in search.rows:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 
-from ._common import (
+from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,
@@ -88,12 +88,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     began = time.perf_counter()
-    from ..errors import SpecError
-    from ..fct import flow_completion_times
-    from ..routing.route import route
-    from ..solve.packet.overheads import PacketParams
-    from ..solve.pfc.params import PFCParams
-    from ..units import parse_size
+    from fabricflow.errors import SpecError
+    from fabricflow.fct import flow_completion_times
+    from fabricflow.routing.route import route
+    from fabricflow.solve.packet.overheads import PacketParams
+    from fabricflow.solve.pfc.params import PFCParams
+    from fabricflow.units import parse_size
 
     size_default = parse_size(args.size, "size", allow_zero=False)
     packet = PacketParams(
@@ -174,8 +174,8 @@ def _traffic(args, num_hosts: int, size_default: float):
     """``(src, dst, size, start, description)`` from ``--traffic``."""
     import numpy as np
 
-    from ..errors import SpecError
-    from ..traffic import alltoall_flows, incast_flows, permutation_flows
+    from fabricflow.errors import SpecError
+    from fabricflow.traffic import alltoall_flows, incast_flows, permutation_flows
 
     kind = args.traffic
     if kind in PATTERNS:
@@ -194,7 +194,7 @@ def _traffic(args, num_hosts: int, size_default: float):
         raise SpecError(
             "traffic", f"{kind!r} is neither a pattern {list(PATTERNS)} nor an existing file"
         )
-    from ..traffic_files import read_connection_matrix
+    from fabricflow.traffic_files import read_connection_matrix
 
     matrix = read_connection_matrix(kind)
     if matrix.num_nodes > num_hosts:
@@ -214,7 +214,7 @@ def _traffic(args, num_hosts: int, size_default: float):
 
 
 def _percentiles(values):
-    from ..fct import percentiles
+    from fabricflow.fct import percentiles
 
     return percentiles(values)
 
@@ -234,9 +234,9 @@ def _process_seconds() -> float | None:
 def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> None:
     import numpy as np
 
-    from ..atomic import ensure_folder, write_text
-    from ..study.figures import new_figure, save_figure
-    from ..tables import csv_text
+    from fabricflow.atomic import ensure_folder, write_text
+    from fabricflow.study.figures import new_figure, save_figure
+    from fabricflow.tables import csv_text
 
     ensure_folder(args.out)
     by = {times.fidelity: times}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json, print_table
+from fabricflow.commands._common import add_json_flag, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -33,7 +33,7 @@ def gpu_facts(gpu) -> dict:
 
 
 def run(args) -> int:
-    from ..workload.gpu import list_gpus, load_gpu
+    from fabricflow.workload.gpu import list_gpus, load_gpu
 
     rows = [gpu_facts(load_gpu(name)) for name in list_gpus()]
     if args.json:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json_flag, print_json
+from fabricflow.commands._common import add_json_flag, print_json
 
 
 def register(subparsers) -> None:
@@ -43,9 +43,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import os
 
-    from ..errors import SpecError
-    from ..files import parse_structured, read_structured
-    from ..launch_args import result_arguments
+    from fabricflow.errors import SpecError
+    from fabricflow.files import parse_structured, read_structured
+    from fabricflow.launch_args import result_arguments
 
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")

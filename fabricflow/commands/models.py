@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json, print_table
+from fabricflow.commands._common import add_json_flag, print_json, print_table
 
 
 def register(subparsers) -> None:
@@ -45,7 +45,7 @@ def model_facts(model) -> dict:
 
 
 def run(args) -> int:
-    from ..workload.model import list_models, load_model
+    from fabricflow.workload.model import list_models, load_model
 
     rows = [model_facts(load_model(name)) for name in list_models()]
     if args.json:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import (
+from fabricflow.commands._common import (
     add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
@@ -12,7 +12,7 @@ from ._common import (
     print_json,
     write_outputs,
 )
-from .step import stack_from_args
+from fabricflow.commands.step import stack_from_args
 
 
 def register(subparsers) -> None:
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
 
 
 def _gpu_counts(text: str) -> int | list[int]:
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     words = [w.strip() for w in str(text).split(",") if w.strip()]
     try:
@@ -124,10 +124,10 @@ def _gpu_counts(text: str) -> int | list[int]:
 def run(args) -> int:
     import sys
 
-    from ..optimize.search import SearchInterrupted
-    from ..optimize.space import parse_assignments
-    from ..workload.gpu import load_gpu
-    from ..workload.model import load_model
+    from fabricflow.optimize.search import SearchInterrupted
+    from fabricflow.optimize.space import parse_assignments
+    from fabricflow.workload.gpu import load_gpu
+    from fabricflow.workload.model import load_model
 
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
@@ -158,8 +158,8 @@ def run(args) -> int:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
         import json
 
-        from ..files import to_jsonable
-        from ._interrupt import mark_reported
+        from fabricflow.commands._interrupt import mark_reported
+        from fabricflow.files import to_jsonable
 
         if args.json:
             sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -181,7 +181,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
     """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
     import sys
 
-    from ..optimize.search import optimize_layout
+    from fabricflow.optimize.search import optimize_layout
 
     stack = stack_from_args(args)
     return optimize_layout(
@@ -213,8 +213,8 @@ def _interrupted_before_any(args, stop) -> int:
     import json
     import sys
 
-    from ..files import to_jsonable
-    from ._interrupt import mark_reported
+    from fabricflow.commands._interrupt import mark_reported
+    from fabricflow.files import to_jsonable
 
     out = stop.to_dict()
     if args.json:
@@ -241,9 +241,9 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     import json
     import os
 
-    from ..atomic import atomic_path
-    from ..files import to_jsonable
-    from ..study.optimize_plots import plot_breakdown_top, plot_pareto
+    from fabricflow.atomic import atomic_path
+    from fabricflow.files import to_jsonable
+    from fabricflow.study.optimize_plots import plot_breakdown_top, plot_pareto
 
     paths = []
     best = os.path.join(folder, "best.json")
@@ -259,7 +259,7 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     paths.append(plot_breakdown_top(search, os.path.join(folder, "top_breakdown.png")))
     sweep = getattr(search, "sweep", None)
     if sweep is not None:
-        from ..study.optimize_plots import plot_sweep
+        from fabricflow.study.optimize_plots import plot_sweep
 
         data = os.path.join(folder, "gpu_sweep.nc")
         with atomic_path(data) as tmp:
@@ -271,21 +271,21 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-    from ..optimize.layoutcode import candidate_of
-    from ..optimize.layoutcode import describe as line
+    from fabricflow.optimize.layoutcode import candidate_of
+    from fabricflow.optimize.layoutcode import describe as line
 
     return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
     """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
-    from ..optimize.explain import why_best
+    from fabricflow.optimize.explain import why_best
 
     return why_best(search)
 
 
 def print_text(search, why: str) -> None:
-    from ..units import format_time
+    from fabricflow.units import format_time
 
     best = search.best
     counts = search.counts
@@ -323,8 +323,8 @@ def print_text(search, why: str) -> None:
             f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
         )
     print(f"why: {why}")
-    from ..optimize.search import flatten_kwargs
-    from ..optimize.uncertainty import indistinguishable
+    from fabricflow.optimize.search import flatten_kwargs
+    from fabricflow.optimize.uncertainty import indistinguishable
 
     close = indistinguishable(
         search.top,

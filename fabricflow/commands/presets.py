@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_json_flag, print_json
+from fabricflow.commands._common import add_json_flag, print_json
 
 
 def register(subparsers) -> None:
@@ -12,7 +12,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..fabric.spec import list_presets
+    from fabricflow.fabric.spec import list_presets
 
     presets = list_presets()
     if args.json:

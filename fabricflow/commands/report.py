@@ -11,7 +11,7 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
-from ._common import (
+from fabricflow.commands._common import (
     IMPORT_FLAGS,
     add_calibration_flags,
     add_fabric_flags,
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
 def _fractions(text: str) -> list[float]:
     import math
 
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     values = []
     for word in (w.strip() for w in text.split(",")):
@@ -127,8 +127,8 @@ def _fractions(text: str) -> list[float]:
 
 def _layout(args):
     """The :class:`Layout` of the layout flags, or ``None`` when none is given."""
-    from ..errors import SpecError
-    from ..workload.layout import Layout
+    from fabricflow.errors import SpecError
+    from fabricflow.workload.layout import Layout
 
     given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
     if not given and not any(getattr(args, flag) for flag in _LAYOUT_SWITCHES):
@@ -172,8 +172,8 @@ def step_command_of(args, job: dict) -> str:
     """The ``fabricflow step`` command that times the report's job again (its headline
     step time): the report's fabric, model, GPU and GPU count as given, then the job's
     layout and options (:func:`~fabricflow.workload.step_command.step_command`)."""
-    from ..workload.layout import Layout
-    from ..workload.step_command import step_command
+    from fabricflow.workload.layout import Layout
+    from fabricflow.workload.step_command import step_command
 
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
@@ -206,12 +206,12 @@ def run(args) -> int:
     import os
     import sys
 
-    from ..atomic import write_text
-    from ..errors import SpecError
-    from ..study.report import build_report
-    from ..study.report_html import fabricflow_version, render_html
-    from ..workload.gpu import load_gpu
-    from ..workload.model import load_model
+    from fabricflow.atomic import write_text
+    from fabricflow.errors import SpecError
+    from fabricflow.study.report import build_report
+    from fabricflow.study.report_html import fabricflow_version, render_html
+    from fabricflow.workload.gpu import load_gpu
+    from fabricflow.workload.model import load_model
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
@@ -256,7 +256,7 @@ def run(args) -> int:
     except KeyboardInterrupt:
         # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the
         # signal that arrived (exit 130) as every command does
-        from ._interrupt import check
+        from fabricflow.commands._interrupt import check
 
         check()
         raise

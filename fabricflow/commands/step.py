@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..assignments import key_values
-from ._common import (
+from fabricflow.assignments import key_values
+from fabricflow.commands._common import (
     add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
@@ -17,7 +17,7 @@ from ._common import (
     print_json,
     write_outputs,
 )
-from .cc import CC_CHOICES
+from fabricflow.commands.cc import CC_CHOICES
 
 
 def register(subparsers) -> None:
@@ -323,7 +323,7 @@ def register(subparsers) -> None:
 
 def layout_from_args(args):
     """The :class:`Layout` described by the CLI flags (errors name the flag)."""
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
@@ -405,7 +405,7 @@ def layout_from_args(args):
 
 def _switch(args, name: str) -> bool | None:
     """True for ``--NAME``, False for ``--no-NAME``, None (the stack decides) for neither."""
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     on = getattr(args, name, False)
     off = getattr(args, f"no_{name}", False)
@@ -417,7 +417,7 @@ def _switch(args, name: str) -> bool | None:
 
 def add_stack_flags(parser) -> None:
     """``--stack`` and the software-choice flags a stack sets and a user may override."""
-    from ..workload.layout import DISPATCHERS, FP8_RECIPES
+    from fabricflow.workload.layout import DISPATCHERS, FP8_RECIPES
 
     parser.add_argument(
         "--stack",
@@ -462,8 +462,8 @@ def add_stack_flags(parser) -> None:
 def stack_from_args(args):
     """The :class:`~fabricflow.workload.stack.Stack` of ``--stack`` (the default preset
     without one); errors name the flag."""
-    from ..errors import SpecError
-    from ..workload.stack import load_stack
+    from fabricflow.errors import SpecError
+    from fabricflow.workload.stack import load_stack
 
     sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
@@ -480,8 +480,8 @@ def stack_from_args(args):
 def parse_algorithms(items: list[str]) -> dict[str, str]:
     """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
     with canonical names; errors name the flag, the dimension and the allowed values."""
-    from ..collective.comm import check_algorithms
-    from ..errors import SpecError
+    from fabricflow.collective.comm import check_algorithms
+    from fabricflow.errors import SpecError
 
     out: dict[str, str] = {}
     for item in items:
@@ -504,7 +504,7 @@ def parse_pp_split(text: str) -> tuple[int, ...]:
     """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
     import re
 
-    from ..errors import SpecError
+    from fabricflow.errors import SpecError
 
     items = [item.strip() for item in text.split(",")]
     if not all(re.fullmatch(r"[0-9]+", item) for item in items):
@@ -518,9 +518,9 @@ def gpus_from_args(args, layout):
     """The GPU of the job: a :class:`GpuSpec`, or a list of ``(GpuSpec, count)`` in
     pipeline order (``--gpu a:n,b:m`` or ``--job FILE``), checked against ``layout``
     (whole stages; errors name the flag). ``--gpu-set`` applies to every type."""
-    from ..errors import SpecError
-    from ..workload.gpu import load_gpu
-    from ..workload.hetero import job_gpus, load_job, parse_gpu_mix
+    from fabricflow.errors import SpecError
+    from fabricflow.workload.gpu import load_gpu
+    from fabricflow.workload.hetero import job_gpus, load_job, parse_gpu_mix
 
     sets = _assignments(args.gpu_set, "--gpu-set")
     if args.job is not None:
@@ -548,8 +548,8 @@ def _assignments(items: list[str], flag: str) -> dict:
     import math
     import re
 
-    from ..errors import SpecError
-    from ..files import parse_structured
+    from fabricflow.errors import SpecError
+    from fabricflow.files import parse_structured
 
     out: dict = {}
     for key, value in key_values(items, flag, example="FIELD=VALUE").items():
@@ -593,7 +593,7 @@ def _backend(name: str) -> str:
     one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
     import sys
 
-    from ..collective.comm import DEPRECATED_BACKENDS
+    from fabricflow.collective.comm import DEPRECATED_BACKENDS
 
     if name in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[name]
@@ -610,8 +610,8 @@ def _check_plot_format(path: str) -> None:
     result)."""
     from pathlib import Path
 
-    from ..errors import SpecError
-    from ..study.figures import image_formats
+    from fabricflow.errors import SpecError
+    from fabricflow.study.figures import image_formats
 
     extension = Path(path).suffix.lstrip(".").lower() or "png"
     formats = image_formats()
@@ -624,11 +624,11 @@ def _check_plot_format(path: str) -> None:
 def run(args) -> int:
     import dataclasses
 
-    from ..collective.model import ROUTINGS
-    from ..errors import SpecError
-    from ..fabric.summary import failure_counts
-    from ..workload.model import load_model
-    from ..workload.step import step_time
+    from fabricflow.collective.model import ROUTINGS
+    from fabricflow.errors import SpecError
+    from fabricflow.fabric.summary import failure_counts
+    from fabricflow.workload.model import load_model
+    from fabricflow.workload.step import step_time
 
     if args.plot:
         _check_plot_format(args.plot)
@@ -671,7 +671,7 @@ def run(args) -> int:
         stack=stack_from_args(args),
     )
     if args.plot:
-        from ..study.step_plots import plot_breakdown
+        from fabricflow.study.step_plots import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         # a plot that cannot be written is reported after the result (exit 1)
@@ -705,8 +705,8 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
-    from ..fabric.summary import failure_text
-    from ..units import format_time
+    from fabricflow.fabric.summary import failure_text
+    from fabricflow.units import format_time
 
     d = result.details
     lay = d["layout"]

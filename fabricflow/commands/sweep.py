@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_json_flag, output_store, print_json
+from fabricflow.commands._common import add_json_flag, output_store, print_json
 
 
 def register(subparsers) -> None:
@@ -83,10 +83,10 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import warnings
 
-    from ..errors import OutputError
-    from ..study.sweep.run import MAX_POINTS, failed_points, run_sweep
-    from ..study.sweep.store import ignore_zarr_notices
-    from ._interrupt import Interrupted
+    from fabricflow.commands._interrupt import Interrupted
+    from fabricflow.errors import OutputError
+    from fabricflow.study.sweep.run import MAX_POINTS, failed_points, run_sweep
+    from fabricflow.study.sweep.store import ignore_zarr_notices
 
     ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
@@ -155,9 +155,9 @@ def _with_calibration(spec: str, calibration: str | None):
     import dataclasses
     import os
 
-    from ..errors import SpecError
-    from ..study.sweep.spec import read_sweep_spec
-    from ..workload.calibration import read_calibration
+    from fabricflow.errors import SpecError
+    from fabricflow.study.sweep.spec import read_sweep_spec
+    from fabricflow.workload.calibration import read_calibration
 
     if calibration is None:
         return spec
@@ -174,7 +174,7 @@ def _with_calibration(spec: str, calibration: str | None):
 def _stored(store: str) -> dict | None:
     """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
     now (read from disk), or None when it has no status yet."""
-    from ..study.sweep.store import stored_counts
+    from fabricflow.study.sweep.store import stored_counts
 
     try:
         return {**stored_counts(store), "store": store}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
-from ..memory import check_memory
-from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT, Fabric
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT, Fabric
+from fabricflow.memory import check_memory
 
 # Peak bytes per directed link / node while building and summarising (int64 src/dst,
 # float64 capacity/latency, the concatenation copies, and the final Fabric arrays).

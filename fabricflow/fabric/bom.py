@@ -49,10 +49,16 @@ import math
 
 import numpy as np
 
-from ..errors import SpecError
-from ..units import format_bandwidth, parse_bandwidth
-from .cost_table import FAMILY_OF_PROTOCOL, CostTable, NicModel, SwitchModel, cost_table
-from .fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT
+from fabricflow.errors import SpecError
+from fabricflow.fabric.cost_table import (
+    FAMILY_OF_PROTOCOL,
+    CostTable,
+    NicModel,
+    SwitchModel,
+    cost_table,
+)
+from fabricflow.fabric.fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT
+from fabricflow.units import format_bandwidth, parse_bandwidth
 
 CATEGORIES = ("switch", "nic", "scale_up", "transceiver", "cable")
 

@@ -50,10 +50,10 @@ import operator
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError
-from .assemble import Assembler, check_build_size
-from .scale_up import ScaleUpLinks, add_scale_up
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler, check_build_size
+from fabricflow.fabric.scale_up import ScaleUpLinks, add_scale_up
 
 TIER_NAMES = ("leaf", "spine", "core", "super")
 # Link kinds the builders give to non-tier cables: a tier of that name would merge its
@@ -159,7 +159,7 @@ class ClosStructure:
                 ids = (self.up_offset[:, level][:, None] + np.arange(count)[None, :]).ravel()
                 totals.append(fabric.capacity[ids].sum())
             return float(min(totals) / 2)
-        from .summary import max_flow_between
+        from fabricflow.fabric.summary import max_flow_between
 
         per_rail = self.slots // self.rails
         half = self.slot_of_gpu % per_rail < per_rail // 2
@@ -249,7 +249,7 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
 
 def build_clos(topology: sr.Section, common) -> object:
     """Build a Clos fabric from the ``topology`` section and the common spec."""
-    from .spec import finish_fabric
+    from fabricflow.fabric.spec import finish_fabric
 
     attachment = topology.get("attachment", sr.choice(*ATTACHMENTS), "rail")
     planes = topology.get("planes", sr.positive_int, 1)

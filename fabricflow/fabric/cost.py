@@ -23,10 +23,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..errors import SpecError
-from ..schema import finite_result
-from .bom import BillOfMaterials, bill_of_materials
-from .cost_table import CostTable, cost_table, positive_number
+from fabricflow.errors import SpecError
+from fabricflow.fabric.bom import BillOfMaterials, bill_of_materials
+from fabricflow.fabric.cost_table import CostTable, cost_table, positive_number
+from fabricflow.schema import finite_result
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 

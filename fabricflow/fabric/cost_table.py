@@ -35,9 +35,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .. import schema as sr
-from ..errors import SpecError
-from ..files import parse_structured, read_structured
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.files import parse_structured, read_structured
 
 TABLE_KEYS = (
     "currency",

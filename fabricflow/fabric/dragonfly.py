@@ -41,10 +41,10 @@ import dataclasses
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError
-from .assemble import Assembler, check_build_size
-from .scale_up import ScaleUpLinks, add_scale_up
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler, check_build_size
+from fabricflow.fabric.scale_up import ScaleUpLinks, add_scale_up
 
 DRAGONFLY_KEYS = (
     "type",
@@ -145,7 +145,7 @@ class DragonflyStructure:
 
 def build_dragonfly(topology: sr.Section, common) -> object:
     """Build a dragonfly fabric from the ``topology`` section and the common spec."""
-    from .spec import finish_fabric
+    from fabricflow.fabric.spec import finish_fabric
 
     groups = topology.get("groups", sr.positive_int)
     a = topology.get("switches_per_group", sr.positive_int)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
-from ..typing import Capacity, GpuNodes, Latency, NodeIds
-from .transport import DEFAULT_TRANSPORT, Transport
+from fabricflow.errors import SpecError
+from fabricflow.fabric.transport import DEFAULT_TRANSPORT, Transport
+from fabricflow.typing import Capacity, GpuNodes, Latency, NodeIds
 
 # Canonical labels. Generators use these; user graphs may add their own.
 NODE_KINDS_DEFAULT = ("gpu", "nvswitch", "leaf", "spine", "core", "super", "switch")
@@ -344,7 +344,7 @@ class Fabric:
 
     def _unknown_kind_message(self, link_kind, present: list[str]) -> str:
         """What to say when ``link_kind`` names no cables of this fabric."""
-        from ..errors import did_you_mean
+        from fabricflow.errors import did_you_mean
 
         what = "no link kind given" if link_kind is None else f"no {link_kind!r} links"
         text = f"this fabric has {what}; cables of kinds {present} can fail"
@@ -402,7 +402,7 @@ class Fabric:
     # ------------------------------------------------------------------ views
     def summary(self) -> dict:
         """Counts, tiers with oversubscription and bisection bandwidth, as a JSON-able dict."""
-        from .summary import fabric_summary
+        from fabricflow.fabric.summary import fabric_summary
 
         return fabric_summary(self)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .clos import CLOS_KEYS, build_clos
-from .dragonfly import DRAGONFLY_KEYS, build_dragonfly
-from .graph import GRAPH_KEYS, build_graph
-from .torus import TORUS_KEYS, build_torus
+from fabricflow.fabric.clos import CLOS_KEYS, build_clos
+from fabricflow.fabric.dragonfly import DRAGONFLY_KEYS, build_dragonfly
+from fabricflow.fabric.graph import GRAPH_KEYS, build_graph
+from fabricflow.fabric.torus import TORUS_KEYS, build_torus
 
 # type name -> (builder(topology: Section, common: CommonSpec) -> Fabric, topology keys)
 GENERATORS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {

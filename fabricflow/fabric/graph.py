@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError
-from .assemble import Assembler
-from .scale_up import add_scale_up
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler
+from fabricflow.fabric.scale_up import add_scale_up
 
 GRAPH_KEYS = ("type", "gpu_transit", "defaults", "nodes", "gpus", "links")
 NODE_KEYS = ("name", "kind", "tier", "group")
@@ -96,7 +96,7 @@ def _parse_gpus(topology: sr.Section, num_gpus: int) -> list[tuple[str, int]]:
 
 def build_graph(topology: sr.Section, common) -> object:
     """Build a fabric from an explicit node and cable list (see the module docstring)."""
-    from .spec import finish_fabric
+    from fabricflow.fabric.spec import finish_fabric
 
     transit = topology.get("gpu_transit", sr.boolean, False)
     defaults = topology.section("defaults", DEFAULT_KEYS, None)

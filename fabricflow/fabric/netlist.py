@@ -30,14 +30,14 @@ import csv
 import io
 import os
 
-from ..errors import SpecError
-from ..schema import at_line
-from .slurm import (
+from fabricflow.errors import SpecError
+from fabricflow.fabric.slurm import (
     SlurmTopology,
     check_import_size,
     checked_import_spec,
     import_options,
 )
+from fabricflow.schema import at_line
 
 __all__ = ["HEADER", "netlist_spec_from_file", "read_netlist"]
 

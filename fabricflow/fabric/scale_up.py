@@ -13,9 +13,9 @@ import dataclasses
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError
-from .assemble import Assembler
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler
 
 SCALE_UP_KEYS = (
     "domain_size",

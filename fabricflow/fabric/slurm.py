@@ -46,14 +46,20 @@ import warnings
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError, UnitWarning
-from ..files import read_structured
-from ..memory import check_memory
-from ..units import format_bandwidth, parse_bandwidth, parse_time
-from .hostlist import MAX_HOSTS, HostlistError, compress_hostlist, count_hostlist, expand_hostlist
-from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
-from .transport import parse_transport
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError, UnitWarning
+from fabricflow.fabric.hostlist import (
+    MAX_HOSTS,
+    HostlistError,
+    compress_hostlist,
+    count_hostlist,
+    expand_hostlist,
+)
+from fabricflow.fabric.scale_up import SCALE_UP_KEYS, ScaleUpSpec
+from fabricflow.fabric.transport import parse_transport
+from fabricflow.files import read_structured
+from fabricflow.memory import check_memory
+from fabricflow.units import format_bandwidth, parse_bandwidth, parse_time
 
 __all__ = [
     "SLURM_OPTIONS",

@@ -36,16 +36,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError, UnitWarning
-from ..files import is_file, read_structured
-from ..memory import out_of_memory
-from .assemble import Assembler
-from .fabric import Fabric
-from .netlist import netlist_spec_from_file
-from .scale_up import SCALE_UP_KEYS, ScaleUpSpec
-from .slurm import SLURM_OPTIONS, slurm_spec_from_file
-from .transport import Transport, parse_transport
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError, UnitWarning
+from fabricflow.fabric.assemble import Assembler
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.netlist import netlist_spec_from_file
+from fabricflow.fabric.scale_up import SCALE_UP_KEYS, ScaleUpSpec
+from fabricflow.fabric.slurm import SLURM_OPTIONS, slurm_spec_from_file
+from fabricflow.fabric.transport import Transport, parse_transport
+from fabricflow.files import is_file, read_structured
+from fabricflow.memory import out_of_memory
 
 TOP_KEYS = (
     "name",
@@ -93,7 +93,7 @@ def build_fabric(spec: dict) -> Fabric:
 
 
 def _build_fabric(spec: dict) -> Fabric:
-    from .generators import GENERATORS
+    from fabricflow.fabric.generators import GENERATORS
 
     top = sr.Section(spec, "", TOP_KEYS)
     topology_raw = top.raw("topology")

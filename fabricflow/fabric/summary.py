@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
-from ..memory import out_of_memory
+from fabricflow.errors import SpecError
+from fabricflow.memory import out_of_memory
 
 MAX_FLOW_LINK_LIMIT = 2_000_000
 

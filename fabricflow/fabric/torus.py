@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from .. import schema as sr
-from ..errors import SpecError
-from .assemble import Assembler, check_build_size
+from fabricflow import schema as sr
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler, check_build_size
 
 TORUS_KEYS = ("type", "dims", "wraparound", "link_bandwidth", "latency")
 MAX_DIMS = 6
@@ -97,7 +97,7 @@ def _per_dimension(section: sr.Section, key: str, parse, count: int, default) ->
 
 def build_torus(topology: sr.Section, common) -> object:
     """Build a torus/mesh fabric from the ``topology`` section and the common spec."""
-    from .spec import finish_fabric
+    from fabricflow.fabric.spec import finish_fabric
 
     dims_raw = topology.raw("dims")
     if not isinstance(dims_raw, list) or not 1 <= len(dims_raw) <= MAX_DIMS:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 # protocol -> (default adaptive_routing, lossless mechanism, congestion control)
 PROTOCOLS: dict[str, tuple[bool, str, str]] = {
@@ -176,7 +176,7 @@ def routing_for(fabric) -> str:
     dragonfly routers have no spray: their adaptive routing (Slingshot's non-minimal UGAL-style choices) is not
     modelled and flows keep one minimal path each.
     """
-    from .clos import ClosStructure
+    from fabricflow.fabric.clos import ClosStructure
 
     transport = fabric.transport
     if transport.adaptive_routing and isinstance(fabric.structure, ClosStructure):

@@ -21,12 +21,12 @@ import re
 
 import numpy as np
 
-from ..collective.cost import CostModel
-from ..collective.model import prepare_collective
-from ..collective.nccl_tests import NCCL_TESTS_OPS, NcclTestsLog, read_nccl_tests
-from ..collective.ops import busbw_factor, canonical_op
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
+from fabricflow.collective.cost import CostModel
+from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, NcclTestsLog, read_nccl_tests
+from fabricflow.collective.ops import busbw_factor, canonical_op
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
 
 __all__ = ["CONTRADICTION", "LOG_SIGMA", "MIN_BYTES", "NcclInput", "network_inputs"]
 

@@ -13,11 +13,16 @@ import os
 
 import numpy as np
 
-from ..collective.cost import DEFAULT_COST
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.spec import load_fabric
-from ..workload.calibration import (
+from fabricflow.collective.cost import DEFAULT_COST
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.fitting.fit import FitProblem, FitResult, fit
+from fabricflow.fitting.network import LOG_SIGMA as NETWORK_SIGMA
+from fabricflow.fitting.network import MIN_BYTES, network_inputs
+from fabricflow.fitting.steps import LOG_SIGMA as STEP_SIGMA
+from fabricflow.fitting.steps import read_steps, step_inputs
+from fabricflow.workload.calibration import (
     GPU_PARAMETERS,
     NETWORK_PARAMETERS,
     STACK_PARAMETERS,
@@ -27,11 +32,6 @@ from ..workload.calibration import (
     apply_network,
     parameter_bounds,
 )
-from .fit import FitProblem, FitResult, fit
-from .network import LOG_SIGMA as NETWORK_SIGMA
-from .network import MIN_BYTES, network_inputs
-from .steps import LOG_SIGMA as STEP_SIGMA
-from .steps import read_steps, step_inputs
 
 __all__ = ["calibrate"]
 

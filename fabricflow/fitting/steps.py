@@ -35,17 +35,17 @@ import os
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.spec import load_fabric
-from ..files import read_structured
-from ..workload.calibration import Calibration
-from ..workload.gpu import GpuSpec, load_gpu
-from ..workload.layout import Layout
-from ..workload.model import ModelSpec, load_model
-from ..workload.placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
-from ..workload.stack import Stack, load_stack
-from ..workload.step import step_time
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.files import read_structured
+from fabricflow.workload.calibration import Calibration
+from fabricflow.workload.gpu import GpuSpec, load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.step import step_time
 
 __all__ = ["CONTRADICTION", "LOG_SIGMA", "StepInput", "read_steps", "step_inputs"]
 

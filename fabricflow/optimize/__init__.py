@@ -11,11 +11,11 @@ __all__ = ["LayoutSearch", "SearchInterrupted", "capacity_sweep", "optimize_layo
 def __getattr__(name: str) -> Any:
     # lazy: the package is imported by the CLI before any search is asked for
     if name in ("LayoutSearch", "SearchInterrupted", "optimize_layout"):
-        from . import search
+        from fabricflow.optimize import search
 
         return getattr(search, name)
     if name == "capacity_sweep":
-        from .capacity import capacity_sweep
+        from fabricflow.optimize.capacity import capacity_sweep
 
         return capacity_sweep
     raise AttributeError(f"module 'fabricflow.optimize' has no attribute {name!r}")

@@ -24,14 +24,20 @@ import dataclasses
 
 import numpy as np
 
-from ..workload.compute import COLLECTIVES, CommTimes, collective_sizes, compose, compute_table
-from ..workload.gpu import GpuSpec
-from ..workload.layout import table_problems
-from ..workload.memory import GIB, memory_table, usable_hbm
-from ..workload.model import ModelSpec
-from ..workload.stack import Stack
-from ..workload.stages import stage_groups
-from ..workload.table import LayoutTable, layout_table
+from fabricflow.workload.compute import (
+    COLLECTIVES,
+    CommTimes,
+    collective_sizes,
+    compose,
+    compute_table,
+)
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.layout import table_problems
+from fabricflow.workload.memory import GIB, memory_table, usable_hbm
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.stack import Stack
+from fabricflow.workload.stages import stage_groups
+from fabricflow.workload.table import LayoutTable, layout_table
 
 # Collectives of COLLECTIVES that a row issues only under a setting (the others: whenever
 # their size is not 0): TP all-reduce without sequence parallelism, all-gather +

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 LAYOUT_COLUMNS = ("tp", "cp", "pp", "vpp", "ep", "dp", "micro_batch", "zero")
 
@@ -30,7 +30,7 @@ def capacity_sweep(model, gpu, fabric, *, gpus: list[int], objective: str = "tok
     """
     import xarray as xr
 
-    from .search import optimize_layout
+    from fabricflow.optimize.search import optimize_layout
 
     if not gpus:
         raise SpecError("gpus", "the GPU-count sweep needs at least one count")

@@ -36,12 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import schema
-from ..cc import prepare_fabric_run
-from ..errors import SpecError
-from ..solve.cc import integrator
-from ..solve.cc.prepare import PreparedRun
-from ..solve.parameters import Parameters
+from fabricflow import schema
+from fabricflow.cc import prepare_fabric_run
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc import integrator
+from fabricflow.solve.cc.prepare import PreparedRun
+from fabricflow.solve.parameters import Parameters
 
 #: Named objectives (smaller is better) over the run's metrics (see :func:`metrics`):
 #: ``throughput-delay`` trades utilization against queueing delay at ``delay_weight`` per

@@ -15,15 +15,15 @@ import time
 
 import numpy as np
 
-from ..errors import MemoryBudgetError, RoutingError, SpecError
-from ..fabric.fabric import Fabric
-from ..workload.gpu import GpuSpec, load_gpu
-from ..workload.model import ModelSpec, load_model
-from ..workload.step import step_time
-from .analytic import Analyser
-from .space import resolve_space
-from .table import build_table
-from .visit import Visit
+from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.optimize.analytic import Analyser
+from fabricflow.optimize.space import resolve_space
+from fabricflow.optimize.table import build_table
+from fabricflow.optimize.visit import Visit
+from fabricflow.workload.gpu import GpuSpec, load_gpu
+from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.step import step_time
 
 
 def class_model_error(

@@ -33,13 +33,13 @@ import functools
 
 import numpy as np
 
-from ..collective.alpha_beta import alpha_beta_estimate
-from ..collective.cost import DEFAULT_COST
-from ..collective.structure_cache import fabric_fingerprint
-from ..errors import RoutingError, SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.transport import routing_for
-from .netbound import gpu_leaf
+from fabricflow.collective.alpha_beta import alpha_beta_estimate
+from fabricflow.collective.cost import DEFAULT_COST
+from fabricflow.collective.structure_cache import fabric_fingerprint
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.transport import routing_for
+from fabricflow.optimize.netbound import gpu_leaf
 
 # Ring bytes per member per direction, per byte of the nccl-tests size S, by op.
 _RING = {

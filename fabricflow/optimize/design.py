@@ -29,14 +29,14 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..errors import RoutingError, SpecError
-from ..fabric.cost import fabric_cost, work_cost
-from ..fabric.spec import build_fabric
-from ..units import parse_bandwidth
-from ..workload.calibration import Calibration
-from ..workload.step import StepResult
-from .layoutcode import candidate_of, coded_knobs, encode, metric_names
-from .search import optimize_layout
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.cost import fabric_cost, work_cost
+from fabricflow.fabric.spec import build_fabric
+from fabricflow.optimize.layoutcode import candidate_of, coded_knobs, encode, metric_names
+from fabricflow.optimize.search import optimize_layout
+from fabricflow.units import parse_bandwidth
+from fabricflow.workload.calibration import Calibration
+from fabricflow.workload.step import StepResult
 
 DESIGN_KNOBS = (
     "tiers",

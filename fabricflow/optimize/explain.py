@@ -3,10 +3,10 @@ on the fabric (the link kinds that bound the runner-up's slowest collective)."""
 
 from __future__ import annotations
 
-from ..workload.memory import stage_parameters
-from ..workload.placement import place
-from ..workload.step import BREAKDOWN_KEYS
-from .layoutcode import candidate_of, describe, differences
+from fabricflow.optimize.layoutcode import candidate_of, describe, differences
+from fabricflow.workload.memory import stage_parameters
+from fabricflow.workload.placement import place
+from fabricflow.workload.step import BREAKDOWN_KEYS
 
 COMM_PARTS = ("tp", "cp", "ep", "pp", "dp")
 
@@ -23,7 +23,7 @@ def label(kwargs: dict) -> str:
 
 def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     """Link kinds that bound the slowest group of ``part``'s main collective (or '')."""
-    from ..collective.comm import prepared_collective
+    from fabricflow.collective.comm import prepared_collective
 
     lay = kwargs["layout"]
     where = place(

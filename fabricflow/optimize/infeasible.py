@@ -6,12 +6,12 @@ import itertools
 
 import numpy as np
 
-from ..errors import SpecError
-from ..workload.layout import table_problems
-from ..workload.memory import GIB
-from ..workload.table import layout_table
-from . import space as _space
-from .table import CandidateTable
+from fabricflow.errors import SpecError
+from fabricflow.optimize import space as _space
+from fabricflow.optimize.table import CandidateTable
+from fabricflow.workload.layout import table_problems
+from fabricflow.workload.memory import GIB
+from fabricflow.workload.table import layout_table
 
 SIZE_FIELDS = ("tp", "cp", "pp", "vpp", "micro_batch")
 

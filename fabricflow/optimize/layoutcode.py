@@ -16,10 +16,10 @@ import dataclasses
 import itertools
 import math
 
-from ..errors import SpecError
-from ..workload.layout import RECOMPUTE
-from ..workload.placement import DIMENSIONS, PLACEMENTS
-from . import space as _space
+from fabricflow.errors import SpecError
+from fabricflow.optimize import space as _space
+from fabricflow.workload.layout import RECOMPUTE
+from fabricflow.workload.placement import DIMENSIONS, PLACEMENTS
 
 # Knobs the default space may search (space.default_space); dp follows from the GPU count
 # but is coded so that a candidate reads whole.

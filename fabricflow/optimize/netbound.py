@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fabric.fabric import Fabric
+from fabricflow.fabric.fabric import Fabric
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "sendrecv", "all_to_all")
 

@@ -31,20 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
-from ..fabric.fabric import Fabric
-from ..workload.calibration import as_calibration
-from ..workload.gpu import GpuSpec, load_gpu
-from ..workload.intervals import DEFAULT_LEVEL, check_level
-from ..workload.model import ModelSpec, load_model
-from ..workload.stack import Stack, load_stack
-from ..workload.step import StepResult, step_time
-from . import space as _space
-from .analytic import Analyser
-from .infeasible import raise_infeasible
-from .table import CandidateTable, build_table
-from .uncertainty import ROBUST_SEEDS, indistinguishable, robust_rank
-from .visit import RANKINGS, Visit
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.optimize import space as _space
+from fabricflow.optimize.analytic import Analyser
+from fabricflow.optimize.infeasible import raise_infeasible
+from fabricflow.optimize.table import CandidateTable, build_table
+from fabricflow.optimize.uncertainty import ROBUST_SEEDS, indistinguishable, robust_rank
+from fabricflow.optimize.visit import RANKINGS, Visit
+from fabricflow.workload.calibration import as_calibration
+from fabricflow.workload.gpu import GpuSpec, load_gpu
+from fabricflow.workload.intervals import DEFAULT_LEVEL, check_level
+from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.step import StepResult, step_time
 
 OBJECTIVES = ("step_time", "tokens_per_gpu", "step_time_upper")
 # Keys analysed per chunk of the enumeration (the budget and Ctrl-C are checked between).
@@ -304,7 +304,7 @@ def optimize_layout(
             its physical parameters time every candidate.
     """
     if isinstance(gpus, (list, tuple, np.ndarray)):
-        from .capacity import capacity_sweep
+        from fabricflow.optimize.capacity import capacity_sweep
 
         return capacity_sweep(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,

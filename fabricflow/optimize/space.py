@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from ..assignments import key_values
-from ..collective.comm import DIMENSION_OPS
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..workload import placement as _placement
-from ..workload.layout import Layout
-from ..workload.model import ModelSpec
+from fabricflow.assignments import key_values
+from fabricflow.collective.comm import DIMENSION_OPS
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload import placement as _placement
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
 
 # Set by the search's arguments, never by fixed/space.
 ARGUMENT_FIELDS = ("global_batch", "seq_len")
@@ -123,12 +123,12 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
     if knob == "placement" and word not in placements():
         raise SpecError(where, f"unknown placement {word!r}; one of {list(placements())}")
     if knob == "routing":
-        from ..collective.model import ROUTINGS
+        from fabricflow.collective.model import ROUTINGS
 
         if word not in ROUTINGS:
             raise SpecError(where, f"unknown routing {word!r}; one of {list(ROUTINGS)}")
     if knob.startswith("algo_"):
-        from ..collective.comm import check_algorithms
+        from fabricflow.collective.comm import check_algorithms
 
         dim = knob[len("algo_") :]
         try:

@@ -25,17 +25,17 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..collective import structure_cache
-from ..collective.comm import collective_timer, prepared_collectives
-from ..collective.cost import DEFAULT_COST, CostModel
-from ..errors import RoutingError, SpecError
-from ..fabric.fabric import Fabric
-from ..workload.compute import COLLECTIVES
-from ..workload.model import ModelSpec
-from ..workload.placement import DEFAULT_ORDER, parse_order, place, topology_aware_order
-from .classmodel import ClassModel
-from .netbound import OPS, CutBound
-from .table import CandidateTable
+from fabricflow.collective import structure_cache
+from fabricflow.collective.comm import collective_timer, prepared_collectives
+from fabricflow.collective.cost import DEFAULT_COST, CostModel
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.optimize.classmodel import ClassModel
+from fabricflow.optimize.netbound import OPS, CutBound
+from fabricflow.optimize.table import CandidateTable
+from fabricflow.workload.compute import COLLECTIVES
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.placement import DEFAULT_ORDER, parse_order, place, topology_aware_order
 
 _DIMENSION_OF = {"tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "edp": "dp"}
 # The dimensions of each group set (``dp`` is the data x context gradient group).

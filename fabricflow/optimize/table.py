@@ -23,10 +23,10 @@ import dataclasses
 
 import numpy as np
 
-from ..workload.layout import Layout
-from ..workload.model import ModelSpec
-from ..workload.placement import parse_order
-from . import space as _space
+from fabricflow.optimize import space as _space
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.placement import parse_order
 
 SIZE_KNOBS = ("tp", "cp", "pp", "ep", "vpp", "micro_batch", "dp")
 # Why a key that failed a size rule is infeasible (the rules of Layout.validate, as arrays).

@@ -23,7 +23,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..workload.intervals import relative_log_sigma
+from fabricflow.workload.intervals import relative_log_sigma
 
 __all__ = ["ROBUST_SEEDS", "indistinguishable", "robust_rank", "upper_step_time"]
 

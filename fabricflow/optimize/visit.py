@@ -47,14 +47,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..collective.cost import DEFAULT_COST
-from ..errors import MemoryBudgetError, RoutingError, SpecError
-from ..workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
-from . import space as _space
-from .analytic import candidate_table, collective_needs, step_bound
-from .structures import Late, Structures
-from .table import CandidateTable
-from .topk import TopK
+from fabricflow.collective.cost import DEFAULT_COST
+from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
+from fabricflow.optimize import space as _space
+from fabricflow.optimize.analytic import candidate_table, collective_needs, step_bound
+from fabricflow.optimize.structures import Late, Structures
+from fabricflow.optimize.table import CandidateTable
+from fabricflow.optimize.topk import TopK
+from fabricflow.workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 
 # Overlap switches that never lengthen a step when turned on (see Visit.dominators).
 DOMINATING_OVERLAPS = ("tp_overlap", "pp_overlap", "ep_overlap")

@@ -40,14 +40,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
-from ..fabric.clos import ClosStructure
-from ..memory import check_memory
-from . import hashing
-from .links_up import all_links_up
-from .multipath_rows import merge_row_entries
-from .route import MERGE_BYTES_PER_ENTRY, ROUTE_BYTES_PER_ENTRY, unreachable_error
-from .routes import Routes
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.clos import ClosStructure
+from fabricflow.memory import check_memory
+from fabricflow.routing import hashing
+from fabricflow.routing.links_up import all_links_up
+from fabricflow.routing.multipath_rows import merge_row_entries
+from fabricflow.routing.route import MERGE_BYTES_PER_ENTRY, ROUTE_BYTES_PER_ENTRY, unreachable_error
+from fabricflow.routing.routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray", "adaptive")
 REDRAWS = 24

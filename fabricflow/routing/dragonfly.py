@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.dragonfly import DragonflyStructure
-from . import hashing
-from .links_up import redraw_then_detour
-from .route import ROUTE_BYTES_PER_ENTRY
-from .routes import Routes
+from fabricflow.errors import SpecError
+from fabricflow.fabric.dragonfly import DragonflyStructure
+from fabricflow.routing import hashing
+from fabricflow.routing.links_up import redraw_then_detour
+from fabricflow.routing.route import ROUTE_BYTES_PER_ENTRY
+from fabricflow.routing.routes import Routes
 
 POLICIES = ("minimal", "ecmp", "valiant")
 WIDTH = 7

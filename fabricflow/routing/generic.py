@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
-from ..memory import check_memory
-from . import hashing
-from .route import GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY, unreachable_error
-from .routes import Routes
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.memory import check_memory
+from fabricflow.routing import hashing
+from fabricflow.routing.route import GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY, unreachable_error
+from fabricflow.routing.routes import Routes
 
 POLICIES = ("ecmp", "spray", "adaptive")
 SPLIT_POLICIES = ("spray", "adaptive")  # per-hop even splits over the minimal out-links

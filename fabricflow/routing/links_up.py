@@ -52,7 +52,7 @@ def redraw_then_detour(
     Raises:
         RoutingError: flows with no working path (count and an example).
     """
-    from .generic import shortest_path_links
+    from fabricflow.routing.generic import shortest_path_links
 
     pending = np.flatnonzero(~all_links_up(fabric, links))
     for attempt in range(1, attempts):

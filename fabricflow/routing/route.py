@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError, check_flag
-from ..fabric.fabric import Fabric
-from ..memory import check_memory, out_of_memory
-from ..typing import GpuIndexLike
-from .routes import Routes
+from fabricflow.errors import RoutingError, SpecError, check_flag
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.memory import check_memory, out_of_memory
+from fabricflow.routing.routes import Routes
+from fabricflow.typing import GpuIndexLike
 
 Router = Callable[..., Routes]
 
@@ -51,10 +51,10 @@ def routers() -> dict[type | None, RouterEntry]:
 
     A plain table, built on first use because the router modules import this one.
     """
-    from ..fabric.clos import ClosStructure
-    from ..fabric.dragonfly import DragonflyStructure
-    from ..fabric.torus import TorusStructure
-    from . import clos, dragonfly, generic, torus
+    from fabricflow.fabric.clos import ClosStructure
+    from fabricflow.fabric.dragonfly import DragonflyStructure
+    from fabricflow.fabric.torus import TorusStructure
+    from fabricflow.routing import clos, dragonfly, generic, torus
 
     return {
         ClosStructure: RouterEntry(clos.route_clos, ("k", "pxn"), clos.route_width),

@@ -17,9 +17,9 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import SpecError
-from ..loads import link_load
-from ..typing import Coef, GpuIndex, LinkIds
+from fabricflow.errors import SpecError
+from fabricflow.loads import link_load
+from fabricflow.typing import Coef, GpuIndex, LinkIds
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -25,12 +25,12 @@ import itertools
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.torus import TorusStructure
-from . import hashing
-from .links_up import redraw_then_detour
-from .route import ROUTE_BYTES_PER_ENTRY
-from .routes import Routes
+from fabricflow.errors import SpecError
+from fabricflow.fabric.torus import TorusStructure
+from fabricflow.routing import hashing
+from fabricflow.routing.links_up import redraw_then_detour
+from fabricflow.routing.route import ROUTE_BYTES_PER_ENTRY
+from fabricflow.routing.routes import Routes
 
 POLICIES = ("dor", "ecmp")
 _TIE_SALT = 101

@@ -34,21 +34,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import SolverError, SpecError, check_flag
-from ..typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
-from .completion_loop import jax_events, numpy_events
-from .maxmin.engine import default_rtol, output_dtype, resolve_method
-from .maxmin.entries import FlowEntries
-from .maxmin.identical_flows import merge_identical_flows
-from .maxmin.inputs import (
+from fabricflow.errors import SolverError, SpecError, check_flag
+from fabricflow.solve.completion_loop import jax_events, numpy_events
+from fabricflow.solve.maxmin.engine import default_rtol, output_dtype, resolve_method
+from fabricflow.solve.maxmin.entries import FlowEntries
+from fabricflow.solve.maxmin.identical_flows import merge_identical_flows
+from fabricflow.solve.maxmin.inputs import (
     check_count,
     check_problem,
     check_rtol,
     check_solve_memory,
     check_values,
 )
-from .maxmin.scaling import as_output_dtype, range_scaling
-from .status import Status
+from fabricflow.solve.maxmin.scaling import as_output_dtype, range_scaling
+from fabricflow.solve.status import Status
+from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 
 __all__ = ["Completion", "complete_flows"]
 

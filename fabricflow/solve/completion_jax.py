@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..jax_cache import ensure_persistent_cache
-from .maxmin.entries import FlowEntries
-from .maxmin.flat import constrained_links, flat_water_fill
-from .maxmin.jax_backend import pad_problem, x64_mode
-from .status import Status
+from fabricflow.jax_cache import ensure_persistent_cache
+from fabricflow.solve.maxmin.entries import FlowEntries
+from fabricflow.solve.maxmin.flat import constrained_links, flat_water_fill
+from fabricflow.solve.maxmin.jax_backend import pad_problem, x64_mode
+from fabricflow.solve.status import Status
 
 __all__ = ["run_events", "simulate_events"]
 
@@ -117,7 +117,7 @@ def run_events(
     dtype=np.float32,
 ):
     """Pad, run :func:`simulate_events`, unpad: an :class:`~.completion_loop.EventResult`."""
-    from .completion_loop import EventResult
+    from fabricflow.solve.completion_loop import EventResult
 
     ensure_persistent_cache()
     padded = pad_problem(entries, capacity, weight, np.full(entries.num_flows, np.inf), dtype)

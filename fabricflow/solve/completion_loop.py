@@ -31,9 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .maxmin.entries import FlowEntries, compact_links
-from .maxmin.numpy_fill import numpy_water_fill
-from .status import Status
+from fabricflow.solve.maxmin.entries import FlowEntries, compact_links
+from fabricflow.solve.maxmin.numpy_fill import numpy_water_fill
+from fabricflow.solve.status import Status
 
 __all__ = ["EventResult", "jax_events", "numpy_events", "subset_key"]
 
@@ -188,7 +188,7 @@ def jax_events(
     dtype=np.float32,
 ) -> EventResult:
     """The event loop as one jitted ``lax.while_loop`` around the flat kernel."""
-    from .completion_jax import run_events  # deferred: imports JAX
+    from fabricflow.solve.completion_jax import run_events  # deferred: imports JAX
 
     return run_events(
         entries,

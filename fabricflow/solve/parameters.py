@@ -28,9 +28,9 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from ..assignments import key_values
-from ..errors import SpecError
-from ..units import parse_bandwidth, parse_size, parse_time
+from fabricflow.assignments import key_values
+from fabricflow.errors import SpecError
+from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
 KINDS = ("time", "size", "rate", "number")
 _UNIT_WORD = {"time": " s", "size": " bytes", "rate": " bytes/s", "number": ""}

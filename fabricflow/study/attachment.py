@@ -32,13 +32,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..collective.groups import make_groups
-from ..collective.model import prepare_collective
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..workload.step import step_time
-from .collective_effects import small_clos
-from .oversubscription import Job, dense_and_moe_jobs
+from fabricflow.collective.groups import make_groups
+from fabricflow.collective.model import prepare_collective
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.study.collective_effects import small_clos
+from fabricflow.study.oversubscription import Job, dense_and_moe_jobs
+from fabricflow.workload.step import step_time
 
 ATTACHMENTS = ("rail", "tor")
 LEAF_UPLINKS = (16, 4)  # of 16 leaf down ports: 1:1 and 4:1

@@ -29,12 +29,12 @@ import time
 import numpy as np
 import xarray as xr
 
-from ..cc import simulate_cc
-from ..solve.cc.laws import CC_NAMES
-from ..solve.maxmin.engine import max_min as fair_rates
-from ..solve.pfc.victims import victim_flows
-from .cc_scenarios import alltoall, incast, ring, union
-from .congestion import convergence_time, jain_fairness
+from fabricflow.cc import simulate_cc
+from fabricflow.solve.cc.laws import CC_NAMES
+from fabricflow.solve.maxmin.engine import max_min as fair_rates
+from fabricflow.solve.pfc.victims import victim_flows
+from fabricflow.study.cc_scenarios import alltoall, incast, ring, union
+from fabricflow.study.congestion import convergence_time, jain_fairness
 
 METRICS = {
     "queue_p50_bytes": ("bytes", "bottleneck egress queue, median over the window"),

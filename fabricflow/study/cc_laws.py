@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cc import simulate_cc
-from ..solve.cc.fixed_points import (
+from fabricflow.cc import simulate_cc
+from fabricflow.solve.cc.fixed_points import (
     hpcc_fixed_point,
     predictive_fixed_point,
     swift_fixed_point,
     timely_patched_fixed_point,
 )
-from ..solve.cc.timely import TimelyParams
-from ..solve.parameters import stack_params
-from .cc_scenarios import dumbbell, incast, union
+from fabricflow.solve.cc.timely import TimelyParams
+from fabricflow.solve.parameters import stack_params
+from fabricflow.study.cc_scenarios import dumbbell, incast, union
 
 C40 = 40e9 / 8
 C10 = 10e9 / 8

@@ -24,11 +24,11 @@ import numbers
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.assemble import Assembler
-from ..fabric.fabric import Fabric
-from ..memory import check_memory
-from ..routing.routes import Routes
+from fabricflow.errors import SpecError
+from fabricflow.fabric.assemble import Assembler
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.memory import check_memory
+from fabricflow.routing.routes import Routes
 
 SCENARIOS = ("incast", "dumbbell", "alltoall", "ring", "multi_bottleneck", "parking_lot")
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collective.model import collective_time
-from ..fabric.fabric import Fabric
-from ..fabric.spec import build_fabric
+from fabricflow.collective.model import collective_time
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import build_fabric
 
 
 def small_clos(
@@ -122,7 +122,7 @@ def alltoall_attachment(
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
     aggregation inside the node first, so that network flows stay on their rail."""
-    from ..collective.groups import make_groups
+    from fabricflow.collective.groups import make_groups
 
     out = {}
     for label, fabric in fabrics.items():
@@ -153,8 +153,8 @@ def failed_link_effect(
     failure hurts); both directions fail together. Returns ``{"failed": [0, 1, ...],
     "busbw_Bps": [...], "failed_links": [...]}``.
     """
-    from ..collective.flow_rates import effective_capacity
-    from ..collective.model import prepare_collective
+    from fabricflow.collective.flow_rates import effective_capacity
+    from fabricflow.collective.model import prepare_collective
 
     failed_links: list[int] = []
     busbw, counts = [], []
@@ -186,7 +186,7 @@ def interleaved_jobs(
     """``num_jobs`` jobs whose nodes interleave (node ``m`` belongs to job ``m % num_jobs``),
     as a scheduler that fills free nodes does; each job's groups are data-parallel style
     (strided over the job's GPUs). Returns one ``[groups, group_size]`` array per job."""
-    from ..collective.groups import make_groups
+    from fabricflow.collective.groups import make_groups
 
     node = np.arange(num_gpus) // gpus_per_node
     jobs = []

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..collective.ops import busbw_factor
-from ..units import format_size
-from .figures import new_figure, save_figure
+from fabricflow.collective.ops import busbw_factor
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.units import format_size
 
 
 def algorithm_curves(results) -> dict[str, np.ndarray]:

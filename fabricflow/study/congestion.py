@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import SpecError
-from ..solve.pfc.deadlock import deadlocks_over_time
-from ..solve.pfc.victims import victim_flows
+from fabricflow.errors import SpecError
+from fabricflow.solve.pfc.deadlock import deadlocks_over_time
+from fabricflow.solve.pfc.victims import victim_flows
 
 
 def jain_fairness(rates) -> float:

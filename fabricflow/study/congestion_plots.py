@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .congestion import select_flows
-from .figures import new_figure, save_figure
+from fabricflow.study.congestion import select_flows
+from fabricflow.study.figures import new_figure, save_figure
 
 
 def plot_rates_and_queues(

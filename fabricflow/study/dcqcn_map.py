@@ -36,12 +36,12 @@ import math
 import numpy as np
 import xarray as xr
 
-from ..cc import simulate_dcqcn
-from ..errors import SpecError
-from ..solve.cc.dcqcn import DCQCNParams
-from ..solve.cc.dcqcn_analysis import fixed_point
-from ..solve.parameters import stack_params
-from .cc_scenarios import incast
+from fabricflow.cc import simulate_dcqcn
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.dcqcn import DCQCNParams
+from fabricflow.solve.cc.dcqcn_analysis import fixed_point
+from fabricflow.solve.parameters import stack_params
+from fabricflow.study.cc_scenarios import incast
 
 #: Default axes: switch ECN thresholds (bytes) and additive-increase steps (bytes/s).
 KMIN_BYTES = (5e3, 20e3, 50e3, 100e3)

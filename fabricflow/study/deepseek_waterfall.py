@@ -28,12 +28,12 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
-from ..fabric.spec import load_fabric
-from ..workload.flops import megatron_flops_per_step
-from ..workload.model import load_model
-from ..workload.stack import load_stack
-from ..workload.step import step_time
-from .figures import new_figure, save_figure
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.workload.flops import megatron_flops_per_step
+from fabricflow.workload.model import load_model
+from fabricflow.workload.stack import load_stack
+from fabricflow.workload.step import step_time
 
 SOURCE = (
     "NVIDIA Megatron-LM, docs/discussions/deepseek-v3-gb200-optimization, "

@@ -24,19 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.cost_table import default_table
-from ..optimize.design import (
+from fabricflow.errors import SpecError
+from fabricflow.fabric.cost_table import default_table
+from fabricflow.optimize.design import (
     DEFAULT_LAYOUT_WORK,
     check_jobs,
     design_codes,
     design_metrics,
     design_spec,
 )
-from ..optimize.layoutcode import decode, describe
-from ..workload.calibration import as_calibration
-from .figures import new_figure, save_figure
-from .sweep.run import sweep
+from fabricflow.optimize.layoutcode import decode, describe
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.study.sweep.run import sweep
+from fabricflow.workload.calibration import as_calibration
 
 OBJECTIVES = {  # name -> (metric, sign: +1 maximise, -1 minimise)
     "tokens_per_dollar": ("tokens_per_dollar", 1),

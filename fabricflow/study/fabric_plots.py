@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fabric.summary import port_usage_text
-from ..units import bit_rate_unit, format_bandwidth
-from .figures import new_figure, save_figure
+from fabricflow.fabric.summary import port_usage_text
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.units import bit_rate_unit, format_bandwidth
 
 # Switches (or GPUs) drawn per row of the sketch.
 SKETCH_NODES = 16

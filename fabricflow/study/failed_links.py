@@ -26,15 +26,15 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..collective import make_groups
-from ..collective.model import collective_time
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.spec import build_fabric
-from ..routing.route import route
-from ..solve.maxmin.checked import max_min_rates
-from ..workload.layout import Layout
-from ..workload.step import step_time
+from fabricflow.collective import make_groups
+from fabricflow.collective.model import collective_time
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import build_fabric
+from fabricflow.routing.route import route
+from fabricflow.solve.maxmin.checked import max_min_rates
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import step_time
 
 FRACTIONS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.10)
 

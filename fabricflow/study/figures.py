@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import atomic_path
-from ..errors import SpecError
+from fabricflow.atomic import atomic_path
+from fabricflow.errors import SpecError
 
 
 def new_figure(**options):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..optimize.layoutcode import candidate_of, describe
-from .figures import new_figure, save_figure
-from .step_plots import COLORS
+from fabricflow.optimize.layoutcode import candidate_of, describe
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.study.step_plots import COLORS
 
 
 def pareto_front(step_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -47,7 +47,7 @@ def plot_pareto(search, path: str) -> str:
 
 def plot_breakdown_top(search, path: str) -> str:
     """Stacked breakdown bars of the top K candidates, best first."""
-    from ..workload.step import BREAKDOWN_KEYS
+    from fabricflow.workload.step import BREAKDOWN_KEYS
 
     top = search.top
     fig = new_figure(figsize=(max(6.5, 0.8 * len(top) + 4.0), 4.8))

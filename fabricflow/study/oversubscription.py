@@ -26,11 +26,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.spec import load_fabric
-from ..workload.layout import Layout
-from ..workload.step import BREAKDOWN_KEYS, step_time
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
 RATIOS = (1.0, 2.0, 3.0, 5.0, 7.0)
 ORDERS = ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")

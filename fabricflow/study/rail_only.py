@@ -23,13 +23,13 @@ import time
 import numpy as np
 import xarray as xr
 
-from ..errors import SpecError
-from ..fabric.cost import fabric_cost
-from ..fabric.spec import build_fabric
-from ..optimize.design import design_spec
-from ..optimize.search import optimize_layout
-from ..workload.step import step_time
-from .figures import new_figure, save_figure
+from fabricflow.errors import SpecError
+from fabricflow.fabric.cost import fabric_cost
+from fabricflow.fabric.spec import build_fabric
+from fabricflow.optimize.design import design_spec
+from fabricflow.optimize.search import optimize_layout
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.workload.step import step_time
 
 FABRICS = {
     "rail-optimized": "3t/1:1/rail/1p/400G/su8/roce",

@@ -32,18 +32,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..errors import FabricflowError, SpecError
-from ..fabric.summary import cables_per_kind, failure_text, port_usage_text
-from ..fabric.transport import routing_for
-from ..routing.clos import adaptive_link_values
-from ..units import format_bandwidth
-from ..workload.step_command import (
+from fabricflow.errors import FabricflowError, SpecError
+from fabricflow.fabric.summary import cables_per_kind, failure_text, port_usage_text
+from fabricflow.fabric.transport import routing_for
+from fabricflow.routing.clos import adaptive_link_values
+from fabricflow.study.report_cost import cost_section
+from fabricflow.units import format_bandwidth
+from fabricflow.workload.step_command import (
     describe_layout,
     describe_options,
     describe_step,
     step_arguments,
 )
-from .report_cost import cost_section
 
 SECTIONS = ("fabric", "layouts", "step", "utilization", "failures", "cost")
 DEFAULT_FAIL_FRACTIONS = (0.01, 0.02, 0.05, 0.1)
@@ -82,8 +82,8 @@ def default_fail_kind(fabric) -> str:
 def _as_fabric(fabric):
     """A Fabric, or the one a preset name or YAML path names (as model and gpu take names);
     anything else is a SpecError, not an AttributeError deep in a section."""
-    from ..fabric.fabric import Fabric
-    from ..fabric.spec import load_fabric
+    from fabricflow.fabric.fabric import Fabric
+    from fabricflow.fabric.spec import load_fabric
 
     if isinstance(fabric, Fabric):
         return fabric
@@ -165,8 +165,8 @@ def build_report(
         tables ``{"caption", "columns": [(key, header)], "rows": [dict]}`` and figures
         ``{"name", "caption", "png": bytes}``.
     """
-    from ..workload.gpu import GpuSpec, load_gpu
-    from ..workload.model import ModelSpec, load_model
+    from fabricflow.workload.gpu import GpuSpec, load_gpu
+    from fabricflow.workload.model import ModelSpec, load_model
 
     model = model if isinstance(model, ModelSpec) else load_model(model)
     gpu = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
@@ -287,7 +287,7 @@ def _section(id_: str, title: str, text: str, settings: dict, started: float, **
 
 
 def _fabric_section(fabric) -> dict:
-    from .fabric_plots import plot_tiers
+    from fabricflow.study.fabric_plots import plot_tiers
 
     started = time.monotonic()
     summary = fabric.summary()
@@ -409,8 +409,8 @@ def _layouts_section(
     fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed,
     calibration=None,
 ):  # fmt: skip
-    from ..optimize.search import optimize_layout
-    from .optimize_plots import plot_breakdown_top, plot_pareto
+    from fabricflow.optimize.search import optimize_layout
+    from fabricflow.study.optimize_plots import plot_breakdown_top, plot_pareto
 
     started = time.monotonic()
     if layout is not None:  # compare with the given layout's batch and sequence length
@@ -530,8 +530,8 @@ def _interval_rows(result) -> list[dict]:
 
 
 def _step_section(fabric, model, gpu, job, *, optimized: bool):
-    from ..workload.step import BREAKDOWN_KEYS, step_time
-    from .step_plots import plot_breakdown
+    from fabricflow.study.step_plots import plot_breakdown
+    from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
     started = time.monotonic()
     result = step_time(model, gpu, fabric=fabric, **_step_kwargs(job))
@@ -609,7 +609,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
 def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
     """The job's collectives as ``(group set, op, bytes, description)``, with the message
     sizes the step model uses for them (one rank's buffer, nccl-tests convention)."""
-    from ..workload.memory import stage_parameters
+    from fabricflow.workload.memory import stage_parameters
 
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     out = []
@@ -658,11 +658,11 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
 
 
 def _utilization_section(fabric, model, job) -> dict:
-    from ..collective.comm import CollectiveCache
-    from ..solve.maxmin.outputs import tier_summary
-    from ..workload.placement import place
-    from ..workload.step import register_groups
-    from .solve_plots import plot_utilization_by_tier
+    from fabricflow.collective.comm import CollectiveCache
+    from fabricflow.solve.maxmin.outputs import tier_summary
+    from fabricflow.study.solve_plots import plot_utilization_by_tier
+    from fabricflow.workload.placement import place
+    from fabricflow.workload.step import register_groups
 
     started = time.monotonic()
     lay = job["layout"]
@@ -775,8 +775,8 @@ def _utilization_section(fabric, model, job) -> dict:
 
 
 def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, seed) -> dict:
-    from ..workload.step import step_time
-    from .figures import new_figure, save_figure
+    from fabricflow.study.figures import new_figure, save_figure
+    from fabricflow.workload.step import step_time
 
     started = time.monotonic()
     kwargs = _step_kwargs(job)

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import SpecError
-from ..fabric.cost import FabricCost, fabric_cost, work_cost
-from .figures import new_figure, save_figure
+from fabricflow.errors import SpecError
+from fabricflow.fabric.cost import FabricCost, fabric_cost, work_cost
+from fabricflow.study.figures import new_figure, save_figure
 
 
 def cost_section(fabric, gpu_name: str, gpus: int, result, cost: dict | None = None) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 LEAF_TIER = 1
 
@@ -42,8 +42,8 @@ def upgrade_review(fabric, src, dst, size, *, k: int = 8, added_Bps: float = 50e
         fabric, src, dst, size, k, seed: as for :func:`fabricflow.optimize_routing`.
         added_Bps: capacity added per leaf switch and direction (default 400 Gb/s).
     """
-    from ..optimize.routing.optimize import optimize_routing
-    from ..optimize.routing.sensitivity import capacity_sensitivity
+    from fabricflow.optimize.routing.optimize import optimize_routing
+    from fabricflow.optimize.routing.sensitivity import capacity_sensitivity
 
     if not (np.isfinite(added_Bps) and added_Bps > 0):
         raise SpecError("added_Bps", f"must be a finite number > 0, got {added_Bps!r}")
@@ -90,7 +90,7 @@ def upgrade_review(fabric, src, dst, size, *, k: int = 8, added_Bps: float = 50e
 
 def plot_upgrade_review(review: dict, *, title: str = ""):
     """A two-panel :class:`matplotlib.figure.Figure` of :func:`upgrade_review`'s numbers."""
-    from .figures import new_figure
+    from fabricflow.study.figures import new_figure
 
     fig = new_figure(figsize=(10, 4))
     left, right = fig.subplots(1, 2)

@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..optimize.routing.compare import routing_figures
-from ..optimize.routing.optimize import optimize_routing
-from ..routing.route import route
-from .collective_effects import small_clos
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.optimize.routing.compare import routing_figures
+from fabricflow.optimize.routing.optimize import optimize_routing
+from fabricflow.routing.route import route
+from fabricflow.study.collective_effects import small_clos
 
 ROUTINGS = ("ecmp", "pinned", "spray", "optimized")
 PATTERNS = ("alltoall", "permutation")

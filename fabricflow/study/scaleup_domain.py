@@ -31,12 +31,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from ..fabric.spec import load_fabric
-from ..workload.layout import Layout
-from ..workload.placement import Placement, place
-from ..workload.step import BREAKDOWN_KEYS, step_time
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.placement import Placement, place
+from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 
 DOMAIN_SIZES = (8, 72, 576)
 EP_SIZES = (8, 16, 32, 64, 128)

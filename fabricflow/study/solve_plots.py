@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import new_figure, save_figure
+from fabricflow.study.figures import new_figure, save_figure
 
 
 def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: str = "") -> Path:
@@ -17,7 +17,7 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
         utilization: ``[L]`` from :func:`fabricflow.solve.maxmin.outputs.link_utilization`.
         path: output file (PNG/SVG/PDF by suffix).
     """
-    from ..solve.maxmin.outputs import tier_summary
+    from fabricflow.solve.maxmin.outputs import tier_summary
 
     utilization = np.asarray(utilization, np.float64)
     summary = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)

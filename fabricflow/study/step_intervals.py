@@ -20,12 +20,12 @@ from importlib import resources
 
 import numpy as np
 
-from ..atomic import write_text
-from ..collective.model import prepare_collective
-from ..collective.ops import busbw_factor
-from ..fabric.spec import load_fabric
-from ..workload.intervals import INTERVALS_FILE, gpu_generation
-from .step_validation import PUBLISHED_RUNS, predict
+from fabricflow.atomic import write_text
+from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.ops import busbw_factor
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.study.step_validation import PUBLISHED_RUNS, predict
+from fabricflow.workload.intervals import INTERVALS_FILE, gpu_generation
 
 __all__ = ["COLLECTIVE_CASES", "interval_rows", "main"]
 

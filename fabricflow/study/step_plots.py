@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workload.step import BREAKDOWN_KEYS, StepResult
-from .figures import new_figure, save_figure
+from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.workload.step import BREAKDOWN_KEYS, StepResult
 
 COLORS = {
     "compute": "#4c72b0",

@@ -34,11 +34,11 @@ import math
 import numpy as np
 import xarray as xr
 
-from ..errors import FabricflowError
-from ..workload.compute import BREAKDOWN_KEYS
-from ..workload.memory import GIB, memory_per_gpu
-from ..workload.model import load_model
-from ..workload.stack import list_stacks, load_stack
+from fabricflow.errors import FabricflowError
+from fabricflow.workload.compute import BREAKDOWN_KEYS
+from fabricflow.workload.memory import GIB, memory_per_gpu
+from fabricflow.workload.model import load_model
+from fabricflow.workload.stack import list_stacks, load_stack
 
 NEMO_2511 = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -1109,8 +1109,8 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
     """The step model's prediction of ``run``: ``predicted_step_s``, ``error`` (predicted /
     measured - 1), the breakdown, memory, and ``refused`` (the layout was refused, with the
     reason)."""
-    from ..fabric.spec import load_fabric
-    from ..workload.step import step_time
+    from fabricflow.fabric.spec import load_fabric
+    from fabricflow.workload.step import step_time
 
     model, layout, stack = run_setup(run)
     fabric = load_fabric(run.fabric, **run.fabric_overrides)

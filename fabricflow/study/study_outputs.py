@@ -15,9 +15,9 @@ import pathlib
 
 import xarray as xr
 
-from ..atomic import atomic_path, ensure_folder, write_text
-from ..files import to_jsonable
-from .figures import save_figure
+from fabricflow.atomic import atomic_path, ensure_folder, write_text
+from fabricflow.files import to_jsonable
+from fabricflow.study.figures import save_figure
 
 
 def parse_study_args(

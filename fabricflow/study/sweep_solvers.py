@@ -33,12 +33,12 @@ import os
 
 import numpy as np
 
-from ..errors import RoutingError, SpecError
-from ..memory import check_memory, memory_budget
-from ..solve.maxmin.batch import max_min_batch
-from ..solve.maxmin.checked import max_min_rates
-from ..solve.maxmin.engine import max_min
-from ..solve.maxmin.entries import FlowEntries
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.memory import check_memory, memory_budget
+from fabricflow.solve.maxmin.batch import max_min_batch
+from fabricflow.solve.maxmin.checked import max_min_rates
+from fabricflow.solve.maxmin.engine import max_min
+from fabricflow.solve.maxmin.entries import FlowEntries
 
 __all__ = [
     "CC_BATCH_KEYS",
@@ -189,7 +189,7 @@ maxmin_point.run_batch = maxmin_batch  # type: ignore[attr-defined]
 
 def _routes_for(kwargs: dict, fail: bool = True):
     """(fabric as solved, routes, options) of a point; ``fail=False``: the intact fabric."""
-    from ..fabric.fabric import Fabric
+    from fabricflow.fabric.fabric import Fabric
 
     unknown = sorted(set(kwargs) - _MAXMIN_ARGS)
     if unknown:
@@ -217,7 +217,7 @@ def _routes_for(kwargs: dict, fail: bool = True):
 
 
 def _route(fabric, src, dst, options):
-    from ..routing.route import route
+    from fabricflow.routing.route import route
 
     try:
         return route(fabric, src, dst, policy=options["routing"], seed=options["seed"])
@@ -231,7 +231,7 @@ def _route(fabric, src, dst, options):
 
 def _traffic(fabric, kwargs: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` GPU indices of the point's traffic pattern."""
-    from ..traffic import alltoall_groups, permutation_flows, ring
+    from fabricflow.traffic import alltoall_groups, permutation_flows, ring
 
     traffic = kwargs.get("traffic", "alltoall")
     if not isinstance(traffic, str):
@@ -318,7 +318,7 @@ def _scenario(fabric, routes, kwargs: dict, options: dict) -> _Scenario:
     capacity = fabric.capacity * _capacity_scale(fabric, kwargs.get("capacity_scale", 1.0))
     demand = kwargs.get("demand")
     if demand is not None:
-        from ..units import parse_bandwidth
+        from fabricflow.units import parse_bandwidth
 
         cap = parse_bandwidth(demand, "demand") if isinstance(demand, str) else demand
         if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not float(cap) > 0:
@@ -346,8 +346,8 @@ def _capacity_scale(fabric, scale) -> np.ndarray | float:
 
 
 def _maxmin_metrics(fabric, scenario: _Scenario, rates: np.ndarray) -> dict[str, float]:
-    from ..solve.maxmin.outputs import link_utilization
-    from .congestion import jain_fairness
+    from fabricflow.solve.maxmin.outputs import link_utilization
+    from fabricflow.study.congestion import jain_fairness
 
     capacity = scenario.capacity
     utilization = link_utilization(scenario.links, capacity, rates, scenario.coef)
@@ -517,8 +517,8 @@ def cc_batch(common: dict, varying: list[dict]) -> list[dict[str, float]]:
     arrays would exceed the memory budget is split in halves (estimated before any
     allocation by the simulator).
     """
-    from ..solve.cc.dcqcn import DCQCNParams
-    from ..solve.parameters import stack_params
+    from fabricflow.solve.cc.dcqcn import DCQCNParams
+    from fabricflow.solve.parameters import stack_params
 
     if not varying:
         return []
@@ -541,8 +541,8 @@ def _fields(kwargs: dict) -> dict:
 
 def _cc_setup(common: dict) -> dict:
     """Fabric, routes, bottleneck and run settings of a cc group."""
-    from ..fabric.fabric import Fabric
-    from ..units import parse_bandwidth, parse_time
+    from fabricflow.fabric.fabric import Fabric
+    from fabricflow.units import parse_bandwidth, parse_time
 
     def time(key, default):
         value = common.get(key, default)
@@ -555,7 +555,7 @@ def _cc_setup(common: dict) -> dict:
             "scenario", "give either scenario (a small cc scenario) or fabric + traffic"
         )
     if scenario is not None:
-        from .cc_scenarios import build_scenario
+        from fabricflow.study.cc_scenarios import build_scenario
 
         bandwidth = parse_bandwidth(common.get("link_bandwidth", "40Gbps"), "link_bandwidth")
         built = build_scenario(scenario, flows, bandwidth=bandwidth)
@@ -578,8 +578,8 @@ def _cc_setup(common: dict) -> dict:
 
 
 def _cc_routes(fabric, traffic, flows: int, seed):
-    from ..routing.route import route
-    from ..traffic import alltoall_flows, incast_flows, permutation_flows
+    from fabricflow.routing.route import route
+    from fabricflow.traffic import alltoall_flows, incast_flows, permutation_flows
 
     seed = _integer(seed, "seed", 0)
     if traffic == "incast":
@@ -596,7 +596,7 @@ def _cc_routes(fabric, traffic, flows: int, seed):
 def _cc_run(setup: dict, params: list, stack_params) -> list[dict[str, float]]:
     import jax
 
-    from ..errors import MemoryBudgetError
+    from fabricflow.errors import MemoryBudgetError
 
     devices = jax.devices()
     count = len(params)
@@ -621,8 +621,8 @@ def _cc_simulate(setup: dict, stacked, devices):
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from ..cc import prepare_fabric_run, simulate_dcqcn
-    from ..solve.cc.run import run_cc
+    from fabricflow.cc import prepare_fabric_run, simulate_dcqcn
+    from fabricflow.solve.cc.run import run_cc
 
     fabric, routes = setup["fabric"], setup["routes"]
     settings = {
@@ -650,7 +650,7 @@ def _cc_simulate(setup: dict, stacked, devices):
 
 
 def _cc_metrics(result, setup: dict) -> dict[str, float]:
-    from .congestion import jain_fairness
+    from fabricflow.study.congestion import jain_fairness
 
     since = result.duration / 2
     rate = result.mean_rate(since)

@@ -11,11 +11,15 @@ Example::
 
 from __future__ import annotations
 
-from .compute import CommTimes, ComputeTable, compose, compute_table
-from .flops import executed_flops_per_step, hardware_flops_per_step, model_flops_per_step
-from .gpu import GpuSpec, list_gpus, load_gpu
-from .layout import Layout, table_problems
-from .memory import (
+from fabricflow.workload.compute import CommTimes, ComputeTable, compose, compute_table
+from fabricflow.workload.flops import (
+    executed_flops_per_step,
+    hardware_flops_per_step,
+    model_flops_per_step,
+)
+from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
+from fabricflow.workload.layout import Layout, table_problems
+from fabricflow.workload.memory import (
     MemoryEstimate,
     MemoryTable,
     memory_headroom,
@@ -23,11 +27,17 @@ from .memory import (
     memory_table,
     usable_hbm,
 )
-from .model import ModelSpec, list_models, load_model, model_from_config
-from .placement import Placement, place
-from .stack import Stack, list_stacks, load_stack
-from .step import StepResult, compose_step, issue_rates, register_groups, step_time
-from .table import LayoutTable, layout_table
+from fabricflow.workload.model import ModelSpec, list_models, load_model, model_from_config
+from fabricflow.workload.placement import Placement, place
+from fabricflow.workload.stack import Stack, list_stacks, load_stack
+from fabricflow.workload.step import (
+    StepResult,
+    compose_step,
+    issue_rates,
+    register_groups,
+    step_time,
+)
+from fabricflow.workload.table import LayoutTable, layout_table
 
 __all__ = [
     "CommTimes",

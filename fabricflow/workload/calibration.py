@@ -28,11 +28,11 @@ import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..collective.cost import DEFAULT_COST, CostModel
-from ..errors import SpecError
-from ..files import read_structured
-from .gpu import GpuSpec
-from .stack import Stack
+from fabricflow.collective.cost import DEFAULT_COST, CostModel
+from fabricflow.errors import SpecError
+from fabricflow.files import read_structured
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.stack import Stack
 
 __all__ = [
     "GPU_PARAMETERS",

@@ -37,23 +37,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .dispatch import dispatcher_sms
-from .efficiency import memory_time
-from .gpu import GpuSpec
-from .host import host_excess
-from .layer_cost import (
+from fabricflow.workload.dispatch import dispatcher_sms
+from fabricflow.workload.efficiency import memory_time
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.host import host_excess
+from fabricflow.workload.layer_cost import (
     LayerCost,
     embedding_cost_table,
     head_cost_table,
     layer_cost_table,
     recomputed_fraction,
 )
-from .memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
-from .model import ModelSpec
-from .overlap import exposed, slowdown
-from .stack import Stack, load_stack
-from .stages import StageGroup, stage_groups
-from .table import LayoutTable
+from fabricflow.workload.memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.overlap import exposed, slowdown
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.stages import StageGroup, stage_groups
+from fabricflow.workload.table import LayoutTable
 
 ADAM_BYTES_PER_PARAM = 34.0
 BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload")

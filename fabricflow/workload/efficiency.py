@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gpu import GpuSpec
+from fabricflow.workload.gpu import GpuSpec
 
 TILE = 128
 K_TILE = 64

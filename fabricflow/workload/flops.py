@@ -21,8 +21,8 @@ very long causal sequences the masked half that is never computed dominates the 
 
 from __future__ import annotations
 
-from .layer_cost import FLASH_BACKWARD
-from .model import ModelSpec
+from fabricflow.workload.layer_cost import FLASH_BACKWARD
+from fabricflow.workload.model import ModelSpec
 
 
 def attention_core_flops_per_token(model: ModelSpec, seq_len: int) -> float:

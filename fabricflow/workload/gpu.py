@@ -20,8 +20,8 @@ import dataclasses
 import math
 from importlib import resources
 
-from ..errors import SpecError
-from ..units import parse_size
+from fabricflow.errors import SpecError
+from fabricflow.units import parse_size
 
 # Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
 HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
@@ -217,7 +217,7 @@ def parse_flops(value, field: str) -> float:
 
 
 def _presets() -> dict:
-    from ..files import read_structured
+    from fabricflow.files import read_structured
 
     presets = read_structured(
         str(resources.files("fabricflow.workload") / "presets" / "gpus.json"),
@@ -263,7 +263,7 @@ def load_gpu(spec, **overrides) -> GpuSpec:
             f"unknown field(s) {sorted(unknown)}; known "
             f"{[f.name for f in dataclasses.fields(GpuSpec)]}",
         )
-    from ..units import parse_bandwidth, parse_time
+    from fabricflow.units import parse_bandwidth, parse_time
 
     required = ("peak_bf16", "hbm", "hbm_bandwidth", "compute_units", "gemm_efficiency")
     missing = [field for field in required + ("attention_efficiency",) if field not in raw]

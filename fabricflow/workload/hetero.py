@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import schema
-from ..errors import SpecError
-from .gpu import GpuSpec, load_gpu
-from .layer_cost import embedding_cost, head_cost, layer_cost
-from .layout import Layout
-from .model import ModelSpec
+from fabricflow import schema
+from fabricflow.errors import SpecError
+from fabricflow.workload.gpu import GpuSpec, load_gpu
+from fabricflow.workload.layer_cost import embedding_cost, head_cost, layer_cost
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
 
 _ITEM = re.compile(r"\s*([^:,\s]+)\s*:\s*([^,]*?)\s*")
 
@@ -74,7 +74,7 @@ def load_job(path: str) -> dict:
           - {gpu: h100-sxm, count: 1024}
           - {gpu: h20, count: 1024}
     """
-    from ..files import read_structured
+    from fabricflow.files import read_structured
 
     data = read_structured(path, what="job")
     if not isinstance(data, dict):

@@ -48,10 +48,10 @@ import dataclasses
 
 import numpy as np
 
-from .gpu import GpuSpec
-from .model import ModelSpec
-from .stack import Stack, load_stack
-from .table import LayoutTable
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.table import LayoutTable
 
 # Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model knows.
 CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")

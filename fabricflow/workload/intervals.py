@@ -33,8 +33,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..errors import SpecError
-from .calibration import Calibration
+from fabricflow.errors import SpecError
+from fabricflow.workload.calibration import Calibration
 
 __all__ = [
     "DEFAULT_LEVEL",

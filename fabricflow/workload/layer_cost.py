@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import permute_bytes
-from .efficiency import attention_time, gemm_time, memory_time
-from .gpu import GpuSpec
-from .host import HostTimes, host_times
-from .layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
-from .model import ModelSpec
-from .stack import Stack, load_stack
-from .table import LayoutTable, layout_table
+from fabricflow.workload.dispatch import permute_bytes
+from fabricflow.workload.efficiency import attention_time, gemm_time, memory_time
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.host import HostTimes, host_times
+from fabricflow.workload.layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.table import LayoutTable, layout_table
 
 # Attention backward FLOPs per forward FLOP of a fused kernel (it recomputes the scores:
 # 5 matmuls instead of 2; FlashAttention-2 paper, section 3.1).

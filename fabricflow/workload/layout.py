@@ -21,10 +21,10 @@ import numbers
 
 import numpy as np
 
-from ..errors import SpecError
-from .host import CUDA_GRAPH_SCOPES
-from .model import ModelSpec
-from .table import (
+from fabricflow.errors import SpecError
+from fabricflow.workload.host import CUDA_GRAPH_SCOPES
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.table import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
     INT_COLUMNS,

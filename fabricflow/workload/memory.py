@@ -38,13 +38,13 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import SpecError
-from .layer_cost import layer_shapes, module_masks, routed_tokens
-from .layout import Layout
-from .model import ModelSpec
-from .stages import StageGroup, rank_names, rank_structure, stage_groups
-from .stages import in_flight_chunks as chunks_in_flight
-from .table import LayoutTable, layout_table
+from fabricflow.errors import SpecError
+from fabricflow.workload.layer_cost import layer_shapes, module_masks, routed_tokens
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.stages import StageGroup, rank_names, rank_structure, stage_groups
+from fabricflow.workload.stages import in_flight_chunks as chunks_in_flight
+from fabricflow.workload.table import LayoutTable, layout_table
 
 GIB = 2.0**30
 # HBM a training process cannot give to tensors (docs/memory-offload.md, "Headroom"): the

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 # model_type values whose FFN is gated (SwiGLU/GeGLU: gate, up, down matrices), as in the
 # Hugging Face modeling files; everything GPT-2/GPT-NeoX/OPT/Falcon-like is two-matrix.
@@ -637,7 +637,7 @@ def load_model(spec, **overrides) -> ModelSpec:
 
 
 def _read_source(text: str) -> tuple[dict, str]:
-    from ..files import is_file, read_structured
+    from fabricflow.files import is_file, read_structured
 
     preset = _presets_dir() / f"{text}.json"
     if is_file(preset, "model"):

@@ -30,11 +30,11 @@ import numbers
 
 import numpy as np
 
-from ..errors import SpecError
-from ..fabric.fabric import Fabric
-from .comm_volume import rank_dimensions
-from .layout import Layout
-from .model import ModelSpec
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload.comm_volume import rank_dimensions
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned", "deployed")
@@ -300,7 +300,7 @@ def locality_order(fabric: Fabric) -> np.ndarray:
     fabrics domains are grouped by their node group (dragonfly group, torus host), then by
     index. Ties keep GPU index order. Vectorized: one ``lexsort`` over ``G`` GPUs.
     """
-    from ..fabric.clos import ClosStructure
+    from fabricflow.fabric.clos import ClosStructure
 
     gpu = np.arange(fabric.num_gpus, dtype=np.int64)
     domain = fabric.gpu_domain.astype(np.int64)

@@ -26,7 +26,7 @@ import math
 from importlib import resources
 from typing import Any
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 # Layout fields a software stack decides (its ``layout`` entries may only name these).
 LAYOUT_CHOICES = (
@@ -180,7 +180,9 @@ class Stack:
     def layout_for(self, **fields):
         """A :class:`~fabricflow.workload.layout.Layout` with this stack's choices as
         defaults and ``fields`` (explicit values) over them."""
-        from .layout import Layout  # here: layout.py imports host.py, which imports this module
+        from fabricflow.workload.layout import (
+            Layout,  # here: layout.py imports host.py, which imports this module
+        )
 
         return Layout(**{**self.choices, **fields})
 
@@ -210,7 +212,7 @@ FRACTION_FIELDS = tuple(
 @functools.lru_cache(maxsize=1)
 def _presets() -> dict:
     """The presets of ``stacks.json`` (read once; callers copy what they change)."""
-    from ..files import read_structured
+    from fabricflow.files import read_structured
 
     presets = read_structured(
         str(resources.files("fabricflow.workload") / "presets" / "stacks.json"),
@@ -241,7 +243,7 @@ def load_stack(spec: Stack | str | dict | None = None, **overrides) -> Stack:
         if spec in presets:
             raw = {"name": spec, **presets[spec]}
         elif spec.endswith((".json", ".yaml", ".yml")):
-            from ..files import read_structured
+            from fabricflow.files import read_structured
 
             raw = read_structured(spec, what="stack")
             if not isinstance(raw, dict):

@@ -18,9 +18,9 @@ import dataclasses
 
 import numpy as np
 
-from .layout import split_stages
-from .model import ModelSpec
-from .table import LayoutTable
+from fabricflow.workload.layout import split_stages
+from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.table import LayoutTable
 
 # Rows of one group are processed together; a group larger than this is cut into chunks
 # so that the per-rank arrays stay small (rows x ranks floats each).

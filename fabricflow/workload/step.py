@@ -53,13 +53,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..collective.comm import CollectiveCache
-from ..collective.cost import DEFAULT_COST
-from ..collective.coupling import plan_windows
-from ..errors import SolverError, SpecError, check_flag
-from ..fabric.fabric import Fabric
-from .calibration import Calibration, as_calibration
-from .compute import (
+from fabricflow.collective.comm import CollectiveCache
+from fabricflow.collective.cost import DEFAULT_COST
+from fabricflow.collective.coupling import plan_windows
+from fabricflow.errors import SolverError, SpecError, check_flag
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload.calibration import Calibration, as_calibration
+from fabricflow.workload.compute import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_KEYS,
     COLLECTIVES,
@@ -67,18 +67,18 @@ from .compute import (
     collective_sizes,
     compose,
 )
-from .dispatch import dispatch_seconds, line_rate
-from .flops import executed_flops_per_step, model_flops_per_step
-from .gpu import GpuSpec
-from .hetero import is_mixed, job_gpus, split_for_gpus
-from .intervals import DEFAULT_LEVEL, Interval, step_interval
-from .layout import OFFLOAD_FIELDS, Layout
-from .memory import GIB, MemoryEstimate, rank_memory, usable_hbm
-from .model import ModelSpec, load_model
-from .placement import DEFAULT_PLACEMENT, Placement, parse_order, place
-from .stack import Stack, load_stack
-from .stages import rank_names
-from .table import LayoutTable, layout_table
+from fabricflow.workload.dispatch import dispatch_seconds, line_rate
+from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
+from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.hetero import is_mixed, job_gpus, split_for_gpus
+from fabricflow.workload.intervals import DEFAULT_LEVEL, Interval, step_interval
+from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout
+from fabricflow.workload.memory import GIB, MemoryEstimate, rank_memory, usable_hbm
+from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.placement import DEFAULT_PLACEMENT, Placement, parse_order, place
+from fabricflow.workload.stack import Stack, load_stack
+from fabricflow.workload.stages import rank_names
+from fabricflow.workload.table import LayoutTable, layout_table
 
 __all__ = [
     "ADAM_BYTES_PER_PARAM",

@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
-from ..errors import SpecError
-from .layout import Layout
-from .placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
-from .stack import DEFAULT_STACK, load_stack
+from fabricflow.errors import SpecError
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
+from fabricflow.workload.stack import DEFAULT_STACK, load_stack
 
 __all__ = [
     "STEP_FLAGS",

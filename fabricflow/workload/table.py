@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import SpecError
+from fabricflow.errors import SpecError
 
 # Field kinds; every Layout field is in exactly one (checked on import of layout.py).
 INT_COLUMNS = (
@@ -104,7 +104,7 @@ class LayoutTable:
 
     def layout(self, row: int):
         """Row ``row`` as a :class:`Layout`."""
-        from .layout import Layout
+        from fabricflow.workload.layout import Layout
 
         values = {}
         for name, column in self.columns.items():
@@ -156,7 +156,7 @@ class LayoutTable:
 
 
 def _layout_fields() -> list[dataclasses.Field]:
-    from .layout import Layout
+    from fabricflow.workload.layout import Layout
 
     return list(dataclasses.fields(Layout))
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ...errors import SpecError
-from ..phase import Phase
-from .context import Context, NotApplicable
-from .halving_doubling import halving_doubling
-from .hierarchical import hierarchical
-from .in_network import nvls, sharp
-from .p2p import direct_all_to_all, hierarchical_all_to_all, sendrecv
-from .ring import ring
-from .tree import tree
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.algorithms.halving_doubling import halving_doubling
+from fabricflow.collective.algorithms.hierarchical import hierarchical
+from fabricflow.collective.algorithms.in_network import nvls, sharp
+from fabricflow.collective.algorithms.p2p import (
+    direct_all_to_all,
+    hierarchical_all_to_all,
+    sendrecv,
+)
+from fabricflow.collective.algorithms.ring import ring
+from fabricflow.collective.algorithms.tree import tree
+from fabricflow.collective.phase import Phase
+from fabricflow.errors import SpecError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, make_phase
-from .context import Context, NotApplicable
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.phase import Phase, make_phase
 
 _REPEAT = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
 

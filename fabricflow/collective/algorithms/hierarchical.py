@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase
-from .context import Context, NotApplicable
-from .ring import rings_of
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.algorithms.ring import rings_of
+from fabricflow.collective.phase import Phase
 
 
 def hierarchical(ctx: Context) -> list[Phase]:

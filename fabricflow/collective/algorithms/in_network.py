@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, make_phase, pipelined
-from .context import Context, NotApplicable
-from .hops import plain_rings
-from .ring import rings_of
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.algorithms.hops import plain_rings
+from fabricflow.collective.algorithms.ring import rings_of
+from fabricflow.collective.phase import Phase, make_phase, pipelined
 
 
 def _nvls_stage(ctx: Context, grid: np.ndarray, name: str, load: float, steps: int = 1) -> Phase:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimate import check_hop_memory
-from ..phase import Phase, make_phase
-from .context import Context, NotApplicable
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.estimate import check_hop_memory
+from fabricflow.collective.phase import Phase, make_phase
 
 
 def _pairs(members: np.ndarray, channels: int):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, make_phase
-from .context import Context, NotApplicable
-from .hops import chains_from_rings, flat_rings, plain_rings
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.algorithms.hops import chains_from_rings, flat_rings, plain_rings
+from fabricflow.collective.phase import Phase, make_phase
 
 _ROUNDS = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0}
 

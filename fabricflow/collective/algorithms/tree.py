@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phase import Phase, make_phase
-from .context import Context, NotApplicable
-from .hops import dtree_parents, tree_depth
+from fabricflow.collective.algorithms.context import Context, NotApplicable
+from fabricflow.collective.algorithms.hops import dtree_parents, tree_depth
+from fabricflow.collective.phase import Phase, make_phase
 
 
 def tree(ctx: Context) -> list[Phase]:

@@ -6,7 +6,7 @@ Modules: :mod:`.optimize` (``optimize_routing``), :mod:`.fractional` (optax solv
 (against ECMP and spray), :mod:`.sensitivity` (``capacity_sensitivity``).
 """
 
-from .optimize import optimize_routing as optimize_routing
-from .plan import RoutingPlan as RoutingPlan
-from .sensitivity import CapacitySensitivity as CapacitySensitivity
-from .sensitivity import capacity_sensitivity as capacity_sensitivity
+from fabricflow.optimize.routing.optimize import optimize_routing as optimize_routing
+from fabricflow.optimize.routing.plan import RoutingPlan as RoutingPlan
+from fabricflow.optimize.routing.sensitivity import CapacitySensitivity as CapacitySensitivity
+from fabricflow.optimize.routing.sensitivity import capacity_sensitivity as capacity_sensitivity

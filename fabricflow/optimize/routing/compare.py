@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SpecError
-from ...routing.route import route
-from ...routing.routes import Routes
-from ...solve.completion import complete_flows
-from ...solve.maxmin.checked import max_min_rates
+from fabricflow.errors import SpecError
+from fabricflow.routing.route import route
+from fabricflow.routing.routes import Routes
+from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.maxmin.checked import max_min_rates
 
 COMPLETION_MODES = ("batched", "exact")
 

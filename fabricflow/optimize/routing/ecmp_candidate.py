@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...routing.candidates import distinct_paths
-from ...routing.route import route
+from fabricflow.routing.candidates import distinct_paths
+from fabricflow.routing.route import route
 
 
 def with_ecmp_first(fabric, src: np.ndarray, dst: np.ndarray, paths: np.ndarray, seed: int):

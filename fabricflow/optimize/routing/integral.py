@@ -33,8 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .integral_milp import MAX_VARIABLES, solve_milp
-from .potential_descent import batch_makespans, descend, link_loads
+from fabricflow.optimize.routing.integral_milp import MAX_VARIABLES, solve_milp
+from fabricflow.optimize.routing.potential_descent import batch_makespans, descend, link_loads
 
 ROUNDINGS = 32
 # ... fewer on huge instances, so that the R x F x K draw stays this many entries at most.

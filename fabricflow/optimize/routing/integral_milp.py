@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...memory import check_memory
+from fabricflow.memory import check_memory
 
 # Instances with more (flow, path) variables go to the local search alone.
 MAX_VARIABLES = 60_000

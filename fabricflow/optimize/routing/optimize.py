@@ -19,16 +19,16 @@ import time
 
 import numpy as np
 
-from ...errors import RoutingError, SpecError
-from ...fabric.fabric import Fabric
-from ...memory import check_memory
-from ...routing.candidates import candidate_paths
-from ...routing.route import validate_endpoints
-from . import fractional
-from .ecmp_candidate import with_ecmp_first
-from .fractional import drain_times, solve_fractional
-from .integral import DEFAULT_MILP_TIME_LIMIT_S, integral_choice
-from .plan import RoutingPlan
+from fabricflow.errors import RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.memory import check_memory
+from fabricflow.optimize.routing import fractional
+from fabricflow.optimize.routing.ecmp_candidate import with_ecmp_first
+from fabricflow.optimize.routing.fractional import drain_times, solve_fractional
+from fabricflow.optimize.routing.integral import DEFAULT_MILP_TIME_LIMIT_S, integral_choice
+from fabricflow.optimize.routing.plan import RoutingPlan
+from fabricflow.routing.candidates import candidate_paths
+from fabricflow.routing.route import validate_endpoints
 
 OBJECTIVES = ("makespan",)
 MAX_K = 64

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 
-from ...fabric.fabric import Fabric
-from ...routing.multipath_rows import merge_row_entries
-from ...routing.routes import Routes
-from .fractional import drain_times
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.optimize.routing.fractional import drain_times
+from fabricflow.routing.multipath_rows import merge_row_entries
+from fabricflow.routing.routes import Routes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -93,7 +93,7 @@ class RoutingPlan:
 
     def summary(self, *, seed: int = 0, completion_mode: str = "batched") -> dict:
         """The plan against ECMP and spray on the same flows (see :mod:`.compare`)."""
-        from .compare import compare_routings
+        from fabricflow.optimize.routing.compare import compare_routings
 
         return compare_routings(self, seed=seed, completion_mode=completion_mode)
 

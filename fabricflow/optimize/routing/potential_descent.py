@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory import check_memory
+from fabricflow.memory import check_memory
 
 # Flows on links whose weight exp(beta (t - t_max) / scale) is below exp(-HOT_SPAN) are
 # not priced: their moves barely change the potential.

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SpecError
-from ...fabric.fabric import Fabric
-from ...routing.routes import Routes
+from fabricflow.errors import SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.routing.routes import Routes
 
 DEFAULT_BETA = 1000.0
 
@@ -77,7 +77,7 @@ def capacity_sensitivity(
         SpecError: bad size or beta, routes of another fabric, or a loaded link of
             capacity 0 (the makespan would be infinite).
     """
-    from .optimize import check_size
+    from fabricflow.optimize.routing.optimize import check_size
 
     if not isinstance(routes, Routes):
         raise SpecError("routes", f"expected Routes (ff.route(...)), got {type(routes).__name__}")

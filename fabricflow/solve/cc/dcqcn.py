@@ -44,10 +44,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SpecError
-from ..parameters import Parameters, register
-from .ecn import MAX_NEG_LOG
-from .law import Feedback, RateLaw
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.ecn import MAX_NEG_LOG
+from fabricflow.solve.cc.law import Feedback, RateLaw
+from fabricflow.solve.parameters import Parameters, register
 
 
 @register

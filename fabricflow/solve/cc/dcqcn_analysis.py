@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SpecError
-from .dcqcn import DCQCNParams, dcqcn_derivatives
-from .ecn import marking_probability
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.dcqcn import DCQCNParams, dcqcn_derivatives
+from fabricflow.solve.cc.ecn import marking_probability
 
 
 def _params64(params: DCQCNParams) -> DCQCNParams:

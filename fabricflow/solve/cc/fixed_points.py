@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SpecError
-from .hpcc import HPCCParams
-from .predictive import PredictiveParams
-from .swift import SwiftParams, target_delay
-from .timely import TimelyParams
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.hpcc import HPCCParams
+from fabricflow.solve.cc.predictive import PredictiveParams
+from fabricflow.solve.cc.swift import SwiftParams, target_delay
+from fabricflow.solve.cc.timely import TimelyParams
 
 
 def _check(capacity: float, num_flows: int) -> None:

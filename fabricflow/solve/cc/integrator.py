@@ -40,9 +40,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..pfc.pause import dynamic_xoff, pause_update, xon_of
-from .ecn import log_no_mark, marking_probability
-from .law import Feedback, RateLaw
+from fabricflow.solve.cc.ecn import log_no_mark, marking_probability
+from fabricflow.solve.cc.law import Feedback, RateLaw
+from fabricflow.solve.pfc.pause import dynamic_xoff, pause_update, xon_of
 
 PAD_SEGMENTS = 256
 #: The optional rings of :class:`Rings` (all but ``rate``).

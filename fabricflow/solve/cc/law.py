@@ -30,7 +30,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 
-from ..parameters import Parameters
+from fabricflow.solve.parameters import Parameters
 
 #: Network signals a law can ask for: ``ecn`` (RED/ECN marks along the path), ``delay``
 #: (queueing delay along the path, split into fabric and host parts), ``int`` (per-hop

@@ -3,15 +3,15 @@ nothing), and :func:`resolve_law`, which turns a name into a law with a clear er
 
 from __future__ import annotations
 
-from ...errors import SpecError
-from .dcqcn import DCQCN
-from .hpcc import HPCC
-from .law import RateLaw
-from .nscc import Nscc
-from .predictive import Predictive
-from .rccc import Rccc
-from .swift import Swift
-from .timely import Timely
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.dcqcn import DCQCN
+from fabricflow.solve.cc.hpcc import HPCC
+from fabricflow.solve.cc.law import RateLaw
+from fabricflow.solve.cc.nscc import Nscc
+from fabricflow.solve.cc.predictive import Predictive
+from fabricflow.solve.cc.rccc import Rccc
+from fabricflow.solve.cc.swift import Swift
+from fabricflow.solve.cc.timely import Timely
 
 #: name -> law instance, in the order the CLI and the studies list them.
 LAWS: dict[str, RateLaw] = {

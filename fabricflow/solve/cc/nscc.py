@@ -49,9 +49,9 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ...errors import SpecError
-from ..parameters import Parameters, register
-from .law import Feedback, RateLaw
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.law import Feedback, RateLaw
+from fabricflow.solve.parameters import Parameters, register
 
 #: The reference network of the constants' scaling: 100 Gb/s and a 12 us RTT.
 REFERENCE_RATE = 100e9 / 8

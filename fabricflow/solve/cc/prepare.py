@@ -19,14 +19,14 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SpecError
-from ...memory import check_memory
-from ..parameters import Parameters
-from ..pfc.params import PFCParams, resolve_pfc_mode
-from . import integrator
-from .law import RateLaw
-from .laws import resolve_law
-from .work import MAX_STEPS, SECONDS_PER_ENTRY_STEP, check_work, estimate_work
+from fabricflow.errors import SpecError
+from fabricflow.memory import check_memory
+from fabricflow.solve.cc import integrator
+from fabricflow.solve.cc.law import RateLaw
+from fabricflow.solve.cc.laws import resolve_law
+from fabricflow.solve.cc.work import MAX_STEPS, SECONDS_PER_ENTRY_STEP, check_work, estimate_work
+from fabricflow.solve.parameters import Parameters
+from fabricflow.solve.pfc.params import PFCParams, resolve_pfc_mode
 
 
 @dataclasses.dataclass(frozen=True)

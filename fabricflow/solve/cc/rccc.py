@@ -27,8 +27,8 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..parameters import Parameters, register
-from .law import Feedback, RateLaw
+from fabricflow.solve.cc.law import Feedback, RateLaw
+from fabricflow.solve.parameters import Parameters, register
 
 
 @register

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 
-from ...errors import SpecError
-from ..parameters import Parameters
-from ..pfc.params import PFCParams
-from ..status import Status
+from fabricflow.errors import SpecError
+from fabricflow.solve.parameters import Parameters
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.solve.status import Status
 
 _PER_ITEM = (
     "rate",

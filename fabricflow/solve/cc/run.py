@@ -15,11 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SolverError, SpecError, check_flag
-from ..status import Status
-from . import integrator
-from .prepare import PreparedRun, prepare_cc
-from .result import CCResult
+from fabricflow.errors import SolverError, SpecError, check_flag
+from fabricflow.solve.cc import integrator
+from fabricflow.solve.cc.prepare import PreparedRun, prepare_cc
+from fabricflow.solve.cc.result import CCResult
+from fabricflow.solve.status import Status
 
 
 def run_cc(

@@ -39,9 +39,9 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ...errors import SpecError
-from ..parameters import Parameters, register
-from .law import Feedback, RateLaw
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.law import Feedback, RateLaw
+from fabricflow.solve.parameters import Parameters, register
 
 
 @register

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import SpecError
-from .nscc import REFERENCE_RATE, REFERENCE_RTT, NsccParams
-from .rccc import RcccParams
+from fabricflow.errors import SpecError
+from fabricflow.solve.cc.nscc import REFERENCE_RATE, REFERENCE_RTT, NsccParams
+from fabricflow.solve.cc.rccc import RcccParams
 
 
 def _check(capacity: float, num_flows: int, base_rtt: float) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ...errors import SpecError
+from fabricflow.errors import SpecError
 
 SECONDS_PER_ENTRY_STEP = 12.5e-9
 # Fixed cost of one step in entry-steps (the scan's loop overhead and the small per-step

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import SpecError
-from .engine import MaxMinSolution, max_min, resolve_method
-from .entries import FlowEntries, block_diagonal
+from fabricflow.errors import SpecError
+from fabricflow.solve.maxmin.engine import MaxMinSolution, max_min, resolve_method
+from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal
 
 __all__ = ["LAYOUTS", "max_min_batch"]
 
@@ -74,7 +74,7 @@ def max_min_batch(
             for p, c, w, d in zip(problems, capacities, weights, demands, strict=True)
         ]
     if layout == "vmap":
-        from .stacked import stacked_solve  # deferred: imports JAX
+        from fabricflow.solve.maxmin.stacked import stacked_solve  # deferred: imports JAX
 
         return stacked_solve(problems, capacities, weights, demands, dtype, rtol, throw)
     stacked, link_offset, flow_offset = block_diagonal(list(problems))

@@ -14,10 +14,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SpecError
-from ...loads import link_load
-from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
-from .inputs import as_array, check_problem
+from fabricflow.errors import SpecError
+from fabricflow.loads import link_load
+from fabricflow.solve.maxmin.inputs import as_array, check_problem
+from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 
 # Beyond this tolerance any allocation would pass: refused rather than certified.
 MAX_CERTIFY_RTOL = 0.1

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
-from .engine import MaxMinSolution, max_min
+from fabricflow.solve.maxmin.engine import MaxMinSolution, max_min
+from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 
 __all__ = ["MaxMinSolution", "max_min_rates", "max_min_solution"]
 

@@ -36,19 +36,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SolverError, SpecError, check_flag
-from ..status import Status
-from .entries import FlowEntries, compact_links
-from .identical_flows import merge_identical_flows
-from .inputs import (
+from fabricflow.errors import SolverError, SpecError, check_flag
+from fabricflow.solve.maxmin.entries import FlowEntries, compact_links
+from fabricflow.solve.maxmin.identical_flows import merge_identical_flows
+from fabricflow.solve.maxmin.inputs import (
     check_count,
     check_problem,
     check_rtol,
     check_solve_memory,
     check_values,
 )
-from .numpy_fill import numpy_water_fill
-from .scaling import as_output_dtype, range_scaling
+from fabricflow.solve.maxmin.numpy_fill import numpy_water_fill
+from fabricflow.solve.maxmin.scaling import as_output_dtype, range_scaling
+from fabricflow.solve.status import Status
 
 __all__ = [
     "METHODS",
@@ -249,7 +249,7 @@ def max_min(
             entries, capacity, weight, demand, rtol, max_iters
         )
     else:
-        from .sharded import resolve_shard, run_jax  # deferred: imports JAX
+        from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax  # deferred: imports JAX
 
         rate, bottleneck, rounds, status, unsettled = run_jax(
             entries,

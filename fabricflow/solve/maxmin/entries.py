@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ...errors import SpecError
+from fabricflow.errors import SpecError
 
 __all__ = [
     "COMPACT_BELOW",

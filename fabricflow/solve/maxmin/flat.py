@@ -37,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..status import Status
+from fabricflow.solve.status import Status
 
 __all__ = [
     "FlatSolution",

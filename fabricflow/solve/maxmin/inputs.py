@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SpecError
-from ...memory import check_memory
+from fabricflow.errors import SpecError
+from fabricflow.memory import check_memory
 
 
 class FlowProblem(NamedTuple):

@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...jax_cache import ensure_persistent_cache
-from ..status import Status
-from .entries import FlowEntries, block_diagonal, bucket_size
+from fabricflow.jax_cache import ensure_persistent_cache
+from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal, bucket_size
+from fabricflow.solve.status import Status
 
 __all__ = [
     "BATCH_LAYOUTS",
@@ -124,7 +124,7 @@ def jax_solve(
     import jax  # deferred: the planner imports JAX only when this backend runs
     import jax.numpy as jnp
 
-    from .flat import solve_flat, solve_flat_batch
+    from fabricflow.solve.maxmin.flat import solve_flat, solve_flat_batch
 
     padded = pad_problem(entries, capacity, weight, demand, dtype)
     with x64_mode(dtype):

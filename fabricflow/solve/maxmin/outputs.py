@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...loads import link_load
+from fabricflow.loads import link_load
 
 __all__ = ["bottleneck_summary", "link_load", "link_utilization", "tier_summary"]
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SpecError
+from fabricflow.errors import SpecError
 
 # Binary exponents: float32 is normal over 2**-126 .. 2**128. Amounts (capacities,
 # demands) and weights are each brought to [0.5, 1) at the top; keeping each range under

@@ -30,11 +30,17 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from ...errors import SpecError
-from ...jax_cache import ensure_persistent_cache
-from .entries import FlowEntries, bucket_size
-from .flat import FlatSolution, constrained_links, flat_water_fill, solve_batch, status_of
-from .jax_backend import jax_solve, original_links, pad_problem, x64_mode
+from fabricflow.errors import SpecError
+from fabricflow.jax_cache import ensure_persistent_cache
+from fabricflow.solve.maxmin.entries import FlowEntries, bucket_size
+from fabricflow.solve.maxmin.flat import (
+    FlatSolution,
+    constrained_links,
+    flat_water_fill,
+    solve_batch,
+    status_of,
+)
+from fabricflow.solve.maxmin.jax_backend import jax_solve, original_links, pad_problem, x64_mode
 
 __all__ = ["SHARD_MODES", "device_mesh", "resolve_shard", "run_jax"]
 

@@ -7,12 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...errors import SolverError
-from ..status import Status
-from .engine import MaxMinSolution, default_rtol, output_dtype
-from .entries import FlowEntries, bucket_size
-from .flat import solve_stacked
-from .jax_backend import original_links, pad_problem, used_links, x64_mode
+from fabricflow.errors import SolverError
+from fabricflow.solve.maxmin.engine import MaxMinSolution, default_rtol, output_dtype
+from fabricflow.solve.maxmin.entries import FlowEntries, bucket_size
+from fabricflow.solve.maxmin.flat import solve_stacked
+from fabricflow.solve.maxmin.jax_backend import original_links, pad_problem, used_links, x64_mode
+from fabricflow.solve.status import Status
 
 __all__ = ["stacked_solve"]
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...errors import SpecError
+from fabricflow.errors import SpecError
 
 ARBITRATIONS = ("fifo", "round_robin")
 

@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from ...errors import SpecError
+from fabricflow.errors import SpecError
 
 
 @dataclasses.dataclass(frozen=True)

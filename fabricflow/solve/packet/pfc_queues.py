@@ -61,9 +61,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..pfc.pause import pause_update
-from ..status import Status
-from .groups import Groups
+from fabricflow.solve.packet.groups import Groups
+from fabricflow.solve.pfc.pause import pause_update
+from fabricflow.solve.status import Status
 
 
 class QueueRun(NamedTuple):

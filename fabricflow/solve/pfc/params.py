@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...errors import SpecError
-from ..parameters import Parameters, register
+from fabricflow.errors import SpecError
+from fabricflow.solve.parameters import Parameters, register
 
 
 @register

@@ -4,9 +4,9 @@
 SPEC.yaml --out STORE`` does the same from a SPEC file. See ``docs/sweeps.md``.
 """
 
-from .run import SweepRun, failed_points, run_sweep, sweep
-from .spec import SweepSpec, make_spec, read_sweep_spec
-from .tasks import SweepTask, get_task
+from fabricflow.study.sweep.run import SweepRun, failed_points, run_sweep, sweep
+from fabricflow.study.sweep.spec import SweepSpec, make_spec, read_sweep_spec
+from fabricflow.study.sweep.tasks import SweepTask, get_task
 
 __all__ = [
     "SweepRun",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ...errors import SpecError
-from .pool import TICK_S, LocalPool
-from .work import Unit, UnitResult, failed_unit, run_unit
+from fabricflow.errors import SpecError
+from fabricflow.study.sweep.pool import TICK_S, LocalPool
+from fabricflow.study.sweep.work import Unit, UnitResult, failed_unit, run_unit
 
 # ----------------------------------------------------------------------------- backends
 

@@ -22,9 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import OutputError
-from .layout import DONE, FAILED, chunk_shape, coordinate, create_coordinate, expected_metadata
-from .spec import SweepSpec
+from fabricflow.errors import OutputError
+from fabricflow.study.sweep.layout import (
+    DONE,
+    FAILED,
+    chunk_shape,
+    coordinate,
+    create_coordinate,
+    expected_metadata,
+)
+from fabricflow.study.sweep.spec import SweepSpec
 
 # zarr.json keys that must match the SPEC (the rest, codecs' defaults, may vary by version)
 _CHECKED_KEYS = ("shape", "data_type", "chunk_grid", "dimension_names", "node_type")
@@ -245,7 +252,7 @@ def repair_store(
     """
     import zarr
 
-    from ...atomic import write_text
+    from fabricflow.atomic import write_text
 
     expected = expected_metadata(spec, metrics, store_format)
     done: list[str] = []

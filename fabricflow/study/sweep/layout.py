@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from .spec import SweepSpec
+from fabricflow.study.sweep.spec import SweepSpec
 
 FORMAT = 2
 FORMATS = (1, 2)

@@ -16,8 +16,8 @@ import copy
 import functools
 import json
 
-from ...errors import SpecError
-from .spec import FABRIC_PREFIX
+from fabricflow.errors import SpecError
+from fabricflow.study.sweep.spec import FABRIC_PREFIX
 
 # Fabrics built in this process (the cache's misses): the bench reports it.
 BUILDS = {"count": 0}
@@ -75,7 +75,7 @@ def resolved_spec(fabric, overrides: dict) -> dict:
     ``fabric.<option>`` keys naming one of its import options (``fabric.gpus_per_node``,
     ``fabric.companion``, ...: :data:`fabricflow.fabric.spec.IMPORT_OPTIONS`) are passed to
     the import; the others apply to the spec it gives."""
-    from ...fabric.spec import IMPORT_OPTIONS, fabric_spec, is_import
+    from fabricflow.fabric.spec import IMPORT_OPTIONS, fabric_spec, is_import
 
     if not isinstance(fabric, str):
         raise SpecError(
@@ -105,7 +105,7 @@ def fabric_for(fabric, overrides: dict):
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _build(spec_json: str):
-    from ...fabric.spec import build_fabric
+    from fabricflow.fabric.spec import build_fabric
 
     BUILDS["count"] += 1
     return build_fabric(json.loads(spec_json))
@@ -114,7 +114,7 @@ def _build(spec_json: str):
 def check_paths(fabrics: list, keys_values: dict[str, list]) -> None:
     """Resolve every ``fabric.*`` key against every base fabric before any point runs, so
     that a path that does not resolve is bad input (exit 2), not a failure of every point."""
-    from ...fabric.spec import IMPORT_OPTIONS, is_import
+    from fabricflow.fabric.spec import IMPORT_OPTIONS, is_import
 
     options = {FABRIC_PREFIX + key for key in IMPORT_OPTIONS}
     for fabric in fabrics:

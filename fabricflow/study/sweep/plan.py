@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .layout import DONE
-from .spec import FABRIC_PREFIX, SweepSpec
-from .tasks import SweepTask
-from .work import Unit
+from fabricflow.study.sweep.layout import DONE
+from fabricflow.study.sweep.spec import FABRIC_PREFIX, SweepSpec
+from fabricflow.study.sweep.tasks import SweepTask
+from fabricflow.study.sweep.work import Unit
 
 MAX_BATCH = 4096  # points per run_batch call: bounds the vmapped batch's memory
 MAX_CHUNK = 8  # points per unit of a task without batching (lost at most per worker on kill)

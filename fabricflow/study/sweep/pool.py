@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .work import Unit, UnitResult, run_unit
+from fabricflow.study.sweep.work import Unit, UnitResult, run_unit
 
 ATTEMPTS = 2  # a point that kills its worker this many times fails
 TICK_S = 0.25  # the parent's wait: it returns this often to let the caller write results

@@ -13,16 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from ... import schema
-from ...errors import OutputError, SpecError
-from .backends import check_scheduler, dask_connect_timeout_s, run_dask, run_inline, run_processes
-from .layout import FAILED
-from .overrides import check_paths
-from .plan import chunk_size, iter_units
-from .spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
-from .store import SweepStore, stored_counts
-from .tasks import SweepTask, check_arguments, get_task
-from .work import Unit
+from fabricflow import schema
+from fabricflow.errors import OutputError, SpecError
+from fabricflow.study.sweep.backends import (
+    check_scheduler,
+    dask_connect_timeout_s,
+    run_dask,
+    run_inline,
+    run_processes,
+)
+from fabricflow.study.sweep.layout import FAILED
+from fabricflow.study.sweep.overrides import check_paths
+from fabricflow.study.sweep.plan import chunk_size, iter_units
+from fabricflow.study.sweep.spec import FABRIC_PREFIX, SweepSpec, make_spec, read_sweep_spec
+from fabricflow.study.sweep.store import SweepStore, stored_counts
+from fabricflow.study.sweep.tasks import SweepTask, check_arguments, get_task
+from fabricflow.study.sweep.work import Unit
 
 DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
 DASK_IN_FLIGHT = 4 * DASK_WORKERS  # units submitted to Dask at a time
@@ -261,8 +267,8 @@ def check_size(spec: SweepSpec, metrics, store: Path) -> None:
         MemoryBudgetError: the bookkeeping needs more than the memory budget.
         OutputError: the store may need more than the free disk space.
     """
-    from ...memory import check_memory
-    from ...units import format_size
+    from fabricflow.memory import check_memory
+    from fabricflow.units import format_size
 
     points = spec.size
     check_memory(
@@ -282,7 +288,7 @@ def check_size(spec: SweepSpec, metrics, store: Path) -> None:
 
 def _too_large(spec: SweepSpec, metrics) -> bool:
     """Whether the whole dataset would take over :data:`LAZY_FRACTION` of the budget."""
-    from ...memory import memory_budget
+    from fabricflow.memory import memory_budget
 
     limit, _ = memory_budget()
     return spec.size * (8 * len(metrics) + 64) > LAZY_FRACTION * limit

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import schema
-from ...errors import SpecError
+from fabricflow import schema
+from fabricflow.errors import SpecError
 
 SPEC_KEYS = ("task", "fixed", "grid", "metrics", "description")
 FABRIC_PREFIX = "fabric."
@@ -91,7 +91,7 @@ def read_sweep_spec(source: str | Path | Mapping) -> SweepSpec:
         data: Any = dict(source)
         where = "spec"
     else:
-        from ...files import read_structured
+        from fabricflow.files import read_structured
 
         data = read_structured(source, what="sweep spec")
         where = str(source)

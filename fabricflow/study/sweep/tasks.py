@@ -20,9 +20,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...errors import SpecError
-from .overrides import fabric_for
-from .spec import FABRIC_PREFIX
+from fabricflow.errors import SpecError
+from fabricflow.study.sweep.overrides import fabric_for
+from fabricflow.study.sweep.spec import FABRIC_PREFIX
 
 BUILTIN = ("step", "collective", "optimize", "maxmin", "cc")
 
@@ -78,7 +78,7 @@ _STEP_CALL = (
 
 
 def _layout_fields() -> frozenset[str]:
-    from ...workload.layout import Layout
+    from fabricflow.workload.layout import Layout
 
     return frozenset(field.name for field in dataclasses.fields(Layout))
 
@@ -89,8 +89,8 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
     ``collectives``, ``seed``, ``calibration`` (a calibration file), and ``fail:
     "KIND:FRACTION"`` (cables failed first)."""
-    from ...workload.layout import Layout
-    from ...workload.step import step_time
+    from fabricflow.workload.layout import Layout
+    from fabricflow.workload.step import step_time
 
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
     if seq is not None:
@@ -145,10 +145,10 @@ def run_collective(
     ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algo``, ``protocol``,
     ``routing``, ``channels``, ``seed``, ``fail``, ``calibration`` (a calibration file:
     its network constants)."""
-    from ...collective import make_groups
-    from ...collective.model import collective_time
-    from ...units import parse_size
-    from ...workload.calibration import as_calibration
+    from fabricflow.collective import make_groups
+    from fabricflow.collective.model import collective_time
+    from fabricflow.units import parse_size
+    from fabricflow.workload.calibration import as_calibration
 
     calibration = as_calibration(kwargs.pop("calibration", None))
     if calibration is not None:
@@ -187,7 +187,7 @@ def run_optimize(
 ):
     """One :func:`~fabricflow.optimize.search.optimize_layout`; metrics: the best layout's
     step time, MFU, tokens per GPU-second, memory, and its knobs as ``best_<knob>``."""
-    from ...optimize.search import optimize_layout
+    from fabricflow.optimize.search import optimize_layout
 
     if (seq is None) == (seq_len is None):
         raise SpecError("seq", "give seq (or seq_len), once")

@@ -13,9 +13,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ...errors import FabricflowError
-from .overrides import BUILDS
-from .tasks import as_metrics, get_task, resolve
+from fabricflow.errors import FabricflowError
+from fabricflow.study.sweep.overrides import BUILDS
+from fabricflow.study.sweep.tasks import as_metrics, get_task, resolve
 
 
 @dataclass
