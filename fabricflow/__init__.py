@@ -50,53 +50,53 @@ _EXPORTS: dict[str, str] = {
     # flow completion
     "complete_flows": "fabricflow.solve.completion",
     "Completion": "fabricflow.solve.completion",
-    "flow_completion_times": "fabricflow.fct",
-    "FlowTimes": "fabricflow.fct",
+    "flow_completion_times": "fabricflow.dynamics.flow_completion",
+    "FlowTimes": "fabricflow.dynamics.flow_completion",
     "PacketParams": "fabricflow.solve.packet.overheads",
-    "read_connection_matrix": "fabricflow.traffic_files",
+    "read_connection_matrix": "fabricflow.traffic.htsim",
     # congestion control / PFC
-    "simulate_cc": "fabricflow.cc",
-    "simulate_dcqcn": "fabricflow.cc",
+    "simulate_cc": "fabricflow.dynamics.congestion",
+    "simulate_dcqcn": "fabricflow.dynamics.congestion",
     "CCResult": "fabricflow.solve.cc.result",
     "DCQCNParams": "fabricflow.solve.cc.dcqcn",
     "PFCParams": "fabricflow.solve.pfc.params",
     "dcqcn_fixed_point": "fabricflow.solve.cc.dcqcn_analysis",
     "dcqcn_linear_stability": "fabricflow.solve.cc.dcqcn_analysis",
-    "tune_cc": "fabricflow.optimize.cc_tuning",
-    "CCTuning": "fabricflow.optimize.cc_tuning",
+    "tune_cc": "fabricflow.dynamics.tuning",
+    "CCTuning": "fabricflow.dynamics.tuning",
     # collectives
-    "collective_time": "fabricflow.collective.model",
-    "CollectiveResult": "fabricflow.collective.model",
+    "collective_time": "fabricflow.collective.timing",
+    "CollectiveResult": "fabricflow.collective.timing",
     "busbw_factor": "fabricflow.collective.ops",
     # routing optimization
-    "optimize_routing": "fabricflow.optimize.routing.optimize",
-    "RoutingPlan": "fabricflow.optimize.routing.plan",
-    "capacity_sensitivity": "fabricflow.optimize.routing.sensitivity",
-    "CapacitySensitivity": "fabricflow.optimize.routing.sensitivity",
+    "optimize_routing": "fabricflow.routing_optimizer.makespan",
+    "RoutingPlan": "fabricflow.routing_optimizer.plan",
+    "capacity_sensitivity": "fabricflow.routing_optimizer.sensitivity",
+    "CapacitySensitivity": "fabricflow.routing_optimizer.sensitivity",
     # training step
     "step_time": "fabricflow.workload.step",
     "StepResult": "fabricflow.workload.step",
     # calibration and prediction intervals
-    "calibrate": "fabricflow.fitting.run",
+    "calibrate": "fabricflow.fitting.from_measurements",
     "Calibration": "fabricflow.workload.calibration",
     "read_calibration": "fabricflow.workload.calibration",
     "Interval": "fabricflow.workload.intervals",
     "Layout": "fabricflow.workload.layout",
     "place": "fabricflow.workload.placement",
     "Placement": "fabricflow.workload.placement",
-    "load_model": "fabricflow.workload.model",
-    "list_models": "fabricflow.workload.model",
-    "ModelSpec": "fabricflow.workload.model",
+    "load_model": "fabricflow.workload.model_spec",
+    "list_models": "fabricflow.workload.model_spec",
+    "ModelSpec": "fabricflow.workload.model_spec",
     "load_gpu": "fabricflow.workload.gpu",
     "list_gpus": "fabricflow.workload.gpu",
     "GpuSpec": "fabricflow.workload.gpu",
     "load_stack": "fabricflow.workload.stack",
     "list_stacks": "fabricflow.workload.stack",
     "Stack": "fabricflow.workload.stack",
-    "memory_per_gpu": "fabricflow.workload.memory",
+    "memory_per_gpu": "fabricflow.workload.gpu_memory",
     # layout search
-    "optimize_layout": "fabricflow.optimize.search",
-    "LayoutSearch": "fabricflow.optimize.search",
+    "optimize_layout": "fabricflow.layout_search.optimize",
+    "LayoutSearch": "fabricflow.layout_search.optimize",
     # units
     "parse_bandwidth": "fabricflow.units",
     "parse_size": "fabricflow.units",
@@ -110,14 +110,14 @@ _EXPORTS: dict[str, str] = {
     "MemoryBudgetError": "fabricflow.errors",
     "OutputError": "fabricflow.errors",
     "simulate_cluster": "fabricflow.cluster.simulate",
-    "ClusterRun": "fabricflow.cluster.run",
+    "ClusterRun": "fabricflow.cluster.records",
     "synthetic_trace": "fabricflow.cluster.trace",
     "load_trace": "fabricflow.cluster.trace",
     # sweeps
-    "sweep": "fabricflow.study.sweep.run",
+    "sweep": "fabricflow.sweeps.run",
     # fabric design search
-    "design_fabric": "fabricflow.study.design",
-    "DesignSearch": "fabricflow.study.design",
+    "design_fabric": "fabricflow.design.search",
+    "DesignSearch": "fabricflow.design.search",
 }
 
 # Kernels and internals that were exported here once: still reachable, with a warning
@@ -125,7 +125,7 @@ _EXPORTS: dict[str, str] = {
 _DEPRECATED: dict[str, str] = {
     "stack_params": "fabricflow.solve.parameters",
     "DCQCNResult": "fabricflow.solve.cc.result:CCResult",
-    "prepare_collective": "fabricflow.collective.model",
+    "prepare_collective": "fabricflow.collective.timing",
 }
 
 # Literal (not derived from _EXPORTS) so that linters see the names the TYPE_CHECKING block
@@ -257,12 +257,15 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from fabricflow import errors
-    from fabricflow.cc import simulate_cc, simulate_dcqcn
-    from fabricflow.cluster.run import ClusterRun
+    from fabricflow.cluster.records import ClusterRun
     from fabricflow.cluster.simulate import simulate_cluster
     from fabricflow.cluster.trace import load_trace, synthetic_trace
-    from fabricflow.collective.model import CollectiveResult, collective_time
     from fabricflow.collective.ops import busbw_factor
+    from fabricflow.collective.timing import CollectiveResult, collective_time
+    from fabricflow.design.search import DesignSearch, design_fabric
+    from fabricflow.dynamics.congestion import simulate_cc, simulate_dcqcn
+    from fabricflow.dynamics.flow_completion import FlowTimes, flow_completion_times
+    from fabricflow.dynamics.tuning import CCTuning, tune_cc
     from fabricflow.errors import (
         FabricflowError,
         MemoryBudgetError,
@@ -276,15 +279,13 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from fabricflow.fabric.fabric import Fabric
     from fabricflow.fabric.spec import build_fabric, list_presets, load_fabric
     from fabricflow.fabric.transport import Transport
-    from fabricflow.fct import FlowTimes, flow_completion_times
-    from fabricflow.fitting.run import calibrate
-    from fabricflow.optimize.cc_tuning import CCTuning, tune_cc
-    from fabricflow.optimize.routing.optimize import optimize_routing
-    from fabricflow.optimize.routing.plan import RoutingPlan
-    from fabricflow.optimize.routing.sensitivity import CapacitySensitivity, capacity_sensitivity
-    from fabricflow.optimize.search import LayoutSearch, optimize_layout
+    from fabricflow.fitting.from_measurements import calibrate
+    from fabricflow.layout_search.optimize import LayoutSearch, optimize_layout
     from fabricflow.routing.route import route
     from fabricflow.routing.routes import Routes
+    from fabricflow.routing_optimizer.makespan import optimize_routing
+    from fabricflow.routing_optimizer.plan import RoutingPlan
+    from fabricflow.routing_optimizer.sensitivity import CapacitySensitivity, capacity_sensitivity
     from fabricflow.solve.cc.dcqcn import DCQCNParams
     from fabricflow.solve.cc.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
     from fabricflow.solve.cc.result import CCResult
@@ -294,16 +295,15 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from fabricflow.solve.packet.overheads import PacketParams
     from fabricflow.solve.pfc.params import PFCParams
     from fabricflow.solve.status import Status as SolverStatus
-    from fabricflow.study.design import DesignSearch, design_fabric
-    from fabricflow.study.sweep.run import sweep
-    from fabricflow.traffic_files import read_connection_matrix
+    from fabricflow.sweeps.run import sweep
+    from fabricflow.traffic.htsim import read_connection_matrix
     from fabricflow.units import parse_bandwidth, parse_size, parse_time
     from fabricflow.workload.calibration import Calibration, read_calibration
     from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
+    from fabricflow.workload.gpu_memory import memory_per_gpu
     from fabricflow.workload.intervals import Interval
     from fabricflow.workload.layout import Layout
-    from fabricflow.workload.memory import memory_per_gpu
-    from fabricflow.workload.model import ModelSpec, list_models, load_model
+    from fabricflow.workload.model_spec import ModelSpec, list_models, load_model
     from fabricflow.workload.placement import Placement, place
     from fabricflow.workload.stack import Stack, list_stacks, load_stack
     from fabricflow.workload.step import StepResult, step_time

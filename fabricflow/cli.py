@@ -476,7 +476,7 @@ def _run(argv: list[str]) -> int:
         _report(args, argv, type(error).__name__, str(error))
         return 2
     except MemoryError as error:  # a raw allocation failure: name what ran out
-        from fabricflow.memory import out_of_memory
+        from fabricflow.memory_budget import out_of_memory
 
         named = out_of_memory(error, f"fabricflow {args.command}")
         _report(args, argv, type(named).__name__, str(named))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from fabricflow.atomic import ensure_folder
 from fabricflow.study.attachment import attachment_study, key_numbers
 from fabricflow.study.attachment_plots import plot_busbw, plot_step
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import json
 import time
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 
 def _table(ds) -> dict:
@@ -36,8 +36,8 @@ def _table(ds) -> dict:
 
 
 def _tunings(fast: bool) -> dict:
-    from fabricflow.optimize.cc_tuning import tune_cc
-    from fabricflow.study.cc_scenarios import incast
+    from fabricflow.dynamics.scenarios import incast
+    from fabricflow.dynamics.tuning import tune_cc
 
     scenario = incast(16, bandwidth=40e9 / 8)
     out = {}
@@ -59,7 +59,7 @@ def _tunings(fast: bool) -> dict:
 def run(out, *, fast: bool = False) -> dict:
     from fabricflow.study.cc_compare import compare, head_to_head
     from fabricflow.study.cc_compare_plots import plot_all
-    from fabricflow.study.study_outputs import save_dataset, save_study
+    from fabricflow.study.outputs import save_dataset, save_study
 
     started = time.perf_counter()
     if fast:

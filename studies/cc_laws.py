@@ -17,7 +17,7 @@ import json
 import pathlib
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 
 def _late_queue(result, part, share=0.5):
@@ -28,9 +28,9 @@ def _late_queue(result, part, share=0.5):
 def run(out, *, fast: bool = False) -> dict:
     from fabricflow.atomic import ensure_folder, write_text
     from fabricflow.commands._common import to_jsonable
+    from fabricflow.plots.figures import save_figure
     from fabricflow.study import cc_laws
     from fabricflow.study.cc_laws_plots import plot_hpcc, plot_predictive, plot_swift, plot_timely
-    from fabricflow.study.figures import save_figure
 
     folder = pathlib.Path(ensure_folder(out))
     scale = 0.5 if fast else 1.0

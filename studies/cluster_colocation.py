@@ -26,7 +26,7 @@ import numpy as np
 import fabricflow as ff
 from fabricflow.cluster.simulate import simulate_cluster
 from fabricflow.cluster.trace import synthetic_trace
-from fabricflow.study.cluster_plots import plot_slowdown_cdf
+from fabricflow.plots.cluster import plot_slowdown_cdf
 
 SCHEDULERS = ("first-fit", "packed", "topology", "block")
 

@@ -25,7 +25,7 @@ from fabricflow.cluster.failures import (
     young_daly_interval,
 )
 from fabricflow.cluster.simulate import simulate_cluster
-from fabricflow.study.cluster_plots import goodput_map_axes, plot_goodput_map
+from fabricflow.plots.cluster import goodput_map_axes, plot_goodput_map
 
 GPUS = 128
 JOB = {

@@ -27,7 +27,7 @@ from fabricflow.cluster.schedulers import SCHEDULERS, Request, make_scheduler
 from fabricflow.cluster.state import ClusterState
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 SIZES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 # small jobs are the most common, as on shared clusters

@@ -30,7 +30,7 @@ import fabricflow as ff
 from fabricflow.cluster.failures import DEFAULT_MTBF_S, CheckpointPolicy, FailureModel, job_mtbf
 from fabricflow.cluster.prediction import Predictor, expected_goodput_with_prediction
 from fabricflow.cluster.simulate import simulate_cluster
-from fabricflow.study.cluster_plots import plot_prediction_gain
+from fabricflow.plots.cluster import plot_prediction_gain
 
 GPUS = 16384
 JOB = {

@@ -19,7 +19,7 @@ import numpy as np
 import fabricflow as ff
 from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.collective import collective_sweep, nccl_sizes
-from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.plots.figures import new_figure, save_figure
 
 CASES = [
     # (label, preset, op, GPUs, algo, measured busbw GB/s)

@@ -24,6 +24,7 @@ import numpy as np
 
 from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.collective import make_groups
+from fabricflow.plots.figures import new_figure, save_figure
 from fabricflow.study.collective_effects import (
     alltoall_attachment,
     attachment_comparison,
@@ -33,7 +34,6 @@ from fabricflow.study.collective_effects import (
     shared_jobs,
     small_clos,
 )
-from fabricflow.study.figures import new_figure, save_figure
 
 GB = 1e9
 

@@ -20,13 +20,13 @@ import time
 import numpy as np
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 
 def run(out, *, fast: bool = False) -> dict:
     from fabricflow.study.dcqcn_map import dcqcn_map
     from fabricflow.study.dcqcn_map_plots import plot_map, plot_tradeoff
-    from fabricflow.study.study_outputs import save_study
+    from fabricflow.study.outputs import save_study
 
     started = time.perf_counter()
     if fast:

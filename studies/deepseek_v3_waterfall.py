@@ -24,7 +24,7 @@ from fabricflow.study.deepseek_waterfall import (
     waterfall_dataset,
     waterfall_table,
 )
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,13 +20,13 @@ import json
 import time
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 
 def run(out, *, fast: bool = False, gpus: int = 1024) -> dict:
     from fabricflow.study.failed_links import failed_links_study, three_tier_clos
     from fabricflow.study.failed_links_plots import plot_failed_links
-    from fabricflow.study.study_outputs import save_study
+    from fabricflow.study.outputs import save_study
     from fabricflow.workload.layout import Layout
 
     started = time.perf_counter()

@@ -25,7 +25,7 @@ from packet_reference import simulate_packets  # noqa: E402
 import fabricflow as ff  # noqa: E402
 from fabricflow.fabric.spec import load_fat_tree  # noqa: E402
 from fabricflow.solve.packet.overheads import reverse_links  # noqa: E402
-from fabricflow.traffic import permutation_flows  # noqa: E402
+from fabricflow.traffic.patterns import permutation_flows  # noqa: E402
 
 QUANTILES = [50, 90, 99, 100]
 

@@ -15,9 +15,9 @@ evaluations on 512 GPUs in pods of 256 (the tests run it).
 from __future__ import annotations
 
 from fabricflow.atomic import ensure_folder
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 from fabricflow.study.oversubscription import key_numbers, oversubscription_study
 from fabricflow.study.oversubscription_plots import plot_breakdown, plot_step_time
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ small models.
 from __future__ import annotations
 
 from fabricflow.atomic import ensure_folder
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 from fabricflow.study.rail_only import key_numbers, plot_rail_only, rail_only_study
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,13 +20,13 @@ import json
 import time
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 
 def run(out, *, fast: bool = False, gpus: int = 256) -> dict:
+    from fabricflow.study.outputs import save_study
     from fabricflow.study.routing_study import routing_study
     from fabricflow.study.routing_study_plots import plot_completion, plot_tiers
-    from fabricflow.study.study_outputs import save_study
 
     started = time.perf_counter()
     if fast:

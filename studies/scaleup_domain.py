@@ -16,9 +16,9 @@ run it).
 from __future__ import annotations
 
 from fabricflow.atomic import ensure_folder
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 from fabricflow.study.scaleup_domain import key_numbers, scaleup_domain_study
 from fabricflow.study.scaleup_domain_plots import plot_breakdown, plot_step_time
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import time
 
 from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.files import to_jsonable
+from fabricflow.study.outputs import parse_study_args, write_plotted_study
 from fabricflow.study.step_validation import (
     PUBLISHED_RUNS,
     residuals,
@@ -30,7 +31,6 @@ from fabricflow.study.step_validation import (
     validation_table,
 )
 from fabricflow.study.step_validation_plots import plot_validation
-from fabricflow.study.study_outputs import parse_study_args, write_plotted_study
 
 FAST = (
     "sc21 1.7b",

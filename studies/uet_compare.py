@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from fabricflow.jax_cache import enable_persistent_cache
-from fabricflow.study.study_outputs import parse_study_args
+from fabricflow.study.outputs import parse_study_args
 
 LINE = 800e9 / 8
 BASE_RTT = 8e-6
@@ -33,9 +33,9 @@ BASE_RTT = 8e-6
 
 def incast_study(senders: int) -> dict:
     """(a): per transport, completion times, victim rate, pauses, queue, retransmits."""
-    from fabricflow.cc import simulate_cc
+    from fabricflow.dynamics.congestion import simulate_cc
+    from fabricflow.dynamics.scenarios import incast
     from fabricflow.solve.cc.nscc import nscc_params
-    from fabricflow.study.cc_scenarios import incast
 
     sc = incast(senders, bandwidth=LINE)
     size = np.append(np.full(senders, 2e6), np.inf)  # the victim is long-lived
@@ -78,7 +78,7 @@ def incast_study(senders: int) -> dict:
 def alltoall_study() -> dict:
     """(b): the EP all-to-all's time per transport on the same 8,192-GPU fabric."""
     import fabricflow as ff
-    from fabricflow.collective.model import collective_time
+    from fabricflow.collective.timing import collective_time
 
     out = {}
     for protocol in ("uet", "rocev2", "infiniband"):
@@ -94,8 +94,8 @@ def alltoall_study() -> dict:
 def step_study() -> dict:
     """(c): step time, capex and power of each transport's 16k-GPU 800G design."""
     import fabricflow as ff
+    from fabricflow.design.space import design_spec
     from fabricflow.fabric.cost import fabric_cost
-    from fabricflow.optimize.design import design_spec
     from fabricflow.workload.layout import Layout
 
     layouts = {

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.collective.cost import DEFAULT_COST
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.nccl_cost import DEFAULT_COST
 from fabricflow.collective.nccl_tests import format_nccl_tests
-from fabricflow.collective.sweep import table_rows
+from fabricflow.collective.size_sweep import table_rows
+from fabricflow.collective.timing import prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.workload.calibration import Calibration, Parameter, read_calibration
 from fabricflow.workload.intervals import collective_interval, interval_table, step_interval

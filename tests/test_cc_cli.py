@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fabricflow.cc import simulate_dcqcn
 from fabricflow.cli import main
 from fabricflow.commands.cc import _progress_printer, min_rate_warnings
+from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.scenarios import SCENARIOS, build_scenario, dumbbell
+from fabricflow.dynamics.summaries import jain_fairness, summarize, to_dataset
 from fabricflow.solve.cc.dcqcn import DCQCNParams
 from fabricflow.solve.cc.hpcc import HPCCParams
 from fabricflow.solve.parameters import stack_params
-from fabricflow.study.cc_scenarios import SCENARIOS, build_scenario, dumbbell
-from fabricflow.study.congestion import jain_fairness, summarize, to_dataset
 
 
 def test_cc_json_has_the_contract_keys(capsys):

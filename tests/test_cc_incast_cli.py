@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from fabricflow.cli import main
+from fabricflow.dynamics.scenarios import incast
+from fabricflow.dynamics.summaries import select_flows
 from fabricflow.solve.pfc.victims import victim_flows
-from fabricflow.study.cc_scenarios import incast
-from fabricflow.study.congestion import select_flows
 
 INCAST = ["cc", "--scenario", "incast", "--flows", "16", "--link-bandwidth", "40Gbps"]
 
@@ -64,7 +64,7 @@ def test_help_states_the_defaults_and_the_victim(capsys):
 
 
 def test_rate_plot_draws_every_role(incast_report):
-    from fabricflow.study.congestion_plots import plot_rates_and_queues
+    from fabricflow.plots.congestion import plot_rates_and_queues
 
     _, _, out, _ = incast_report
     assert (out / "rates_queues.png").stat().st_size > 0

@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fabricflow.cc import prepare_fabric_run, simulate_cc
 from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.dynamics.congestion import prepare_fabric_run, simulate_cc
+from fabricflow.dynamics.scenarios import dumbbell
 from fabricflow.errors import SpecError
 from fabricflow.solve.cc import integrator
 from fabricflow.solve.cc.laws import CC_NAMES, LAWS, resolve_law
 from fabricflow.solve.cc.timely import TimelyParams
-from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
+from fabricflow.dynamics.scenarios import dumbbell
+from fabricflow.dynamics.tuning import TuningProblem, tune_cc
 from fabricflow.errors import SpecError
-from fabricflow.optimize.cc_tuning import TuningProblem, tune_cc
 from fabricflow.solve.cc.dcqcn import x_over_expm1
 from fabricflow.solve.cc.ecn import MAX_NEG_LOG, log_no_mark
-from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
 NAMES = ("kmin", "kmax", "pmax", "rate_ai")

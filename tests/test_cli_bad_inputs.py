@@ -18,7 +18,7 @@ from cli_args import STEP
 from fabricflow.collective import nccl_sizes
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 COLLECTIVE = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "8"]
 CC = ["cc", "--scenario", "dumbbell", "--flows", "2", "--duration", "1ms"]

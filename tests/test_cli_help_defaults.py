@@ -32,7 +32,7 @@ def test_switches_and_unset_options_show_no_noise():
 
 
 def test_fct_fidelity_default_is_explained_on_both_sides():
-    import fabricflow.fct as fct
+    import fabricflow.dynamics.flow_completion as fct
 
     command = _subparsers(build_parser())["fct"]
     text = " ".join(command.format_help().split())

@@ -114,7 +114,7 @@ def test_ecmp_routes_do_not_depend_on_the_chunk_size(monkeypatch, fraction):
     fabric = ff.load_fabric("dgx-h100-superpod").without(
         link_kind="leaf", fraction=fraction, seed=2
     )
-    src, dst = ff.traffic.alltoall_groups(fabric.num_gpus, 16, 64)
+    src, dst = ff.traffic.patterns.alltoall_groups(fabric.num_gpus, 16, 64)
     whole = ff.route(fabric, src, dst, policy="ecmp", seed=5).links
     monkeypatch.setattr(clos, "ROUTE_CHUNK", 97)
     chunked = ff.route(fabric, src, dst, policy="ecmp", seed=5).links

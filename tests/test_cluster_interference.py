@@ -22,7 +22,7 @@ from fabricflow.cluster.interference import (
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 
 def job(gpus: int, tp: int = 2, pp: int = 1, model: str = "megatron-1.7b", order="tp-cp-ep-dp-pp"):

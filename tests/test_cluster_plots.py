@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricflow.cluster.failures import young_daly_interval
-from fabricflow.study.cluster_plots import (
+from fabricflow.plots.cluster import (
     goodput_map_axes,
     plot_goodput_map,
     plot_prediction_gain,

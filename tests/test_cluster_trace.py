@@ -10,7 +10,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.cluster.trace import load_trace, parse_duration, synthetic_trace
 from fabricflow.errors import SpecError
-from fabricflow.workload.memory import rank_memory
+from fabricflow.workload.gpu_memory import rank_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROW = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fabricflow.study import collective_plots
+from fabricflow.plots import collective
 
 
 def test_the_chosen_algorithm_is_a_band_under_every_algorithm_line(monkeypatch, tmp_path):
@@ -21,8 +21,8 @@ def test_the_chosen_algorithm_is_a_band_under_every_algorithm_line(monkeypatch, 
         for size in (2.0**20, 2.0**24, 2.0**28)
     ]
     figures = []
-    monkeypatch.setattr(collective_plots, "save_figure", lambda fig, path: figures.append(fig))
-    collective_plots.plot_collective(results, tmp_path / "c.png")
+    monkeypatch.setattr(collective, "save_figure", lambda fig, path: figures.append(fig))
+    collective.plot_collective(results, tmp_path / "c.png")
     for ax in figures[0].axes:
         lines = {line.get_label(): line for line in ax.get_lines()}
         band = lines.pop("chosen (ring)")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from reference_solvers import progressive_filling
 
-from fabricflow.cc import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.scenarios import dumbbell, multi_bottleneck, parking_lot, union
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
 from fabricflow.solve.cc import integrator as dcqcn_kernel
@@ -15,7 +16,6 @@ from fabricflow.solve.cc.dcqcn import DCQCNParams, dcqcn_derivatives
 from fabricflow.solve.cc.dcqcn_analysis import fixed_point
 from fabricflow.solve.parameters import stack_params
 from fabricflow.solve.status import Status as SolverStatus
-from fabricflow.study.cc_scenarios import dumbbell, multi_bottleneck, parking_lot, union
 
 C40 = 40e9 / 8  # 40 Gb/s in bytes/s
 # One timing for the dumbbell runs here (0.1 s in 500 records of 200 steps): the kernel is

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.cc import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.scenarios import dumbbell
 from fabricflow.solve.cc.dcqcn_analysis import linear_stability
-from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
 

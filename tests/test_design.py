@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.fabric.cost_table import default_table
-from fabricflow.optimize.design import (
+from fabricflow.design.search import design_fabric, mark_pareto, plot_design_front
+from fabricflow.design.space import (
     DEFAULT_SPACE,
     design_code,
     design_codes,
     design_spec,
     parse_design,
 )
-from fabricflow.study.design import design_fabric, mark_pareto, plot_design_front
+from fabricflow.fabric.cost_table import default_table
 
 # one layout only, so that a design costs one step-time evaluation
 JOB = {
@@ -190,7 +190,7 @@ TWO = {**SMALL, "oversubscription": [1, 3], "transport": ["roce"]}
 
 def _direct(code: str, candidate: dict, job: dict) -> float:
     """Step seconds of ``candidate`` on design ``code``, timed with ff.step_time."""
-    from fabricflow.optimize.layoutcode import SEARCHED_KNOBS
+    from fabricflow.layout_search.layout_codes import SEARCHED_KNOBS
 
     fabric = ff.build_fabric(design_spec(code, job["gpus"]))
     fields = {k: v for k, v in candidate.items() if k in SEARCHED_KNOBS}
@@ -208,7 +208,7 @@ def test_designs_are_ranked_on_the_same_layouts_reproducibly(tmp_path, monkeypat
     design's best layouts (here with one more layout added to that set), timed on it; its
     step time is that layout's own step time on the design, the table names the layout and
     that the search stopped, and a second run (fresh stores) gives the same rows."""
-    import fabricflow.study.design as study
+    import fabricflow.design.search as study
 
     extra = {"tp": 8, "pp": 2, "micro_batch": 1, "zero": 1, "order": "tp-dp-cp-ep-pp"}
     real = study._common_layouts
@@ -277,8 +277,8 @@ def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
     assert float(rows[0]["fabric_gpus"]) >= float(rows[0]["gpus"]) == 64
     # each design's fabric as a YAML spec that loads back to the fabric it was timed on
     import fabricflow as ff
+    from fabricflow.design.space import design_spec
     from fabricflow.fabric.spec import build_fabric
-    from fabricflow.optimize.design import design_spec
 
     saved = tmp_path / "out" / "fabrics" / "2t_1-1_rail_1p_400G_su8_ib.yaml"
     loaded = ff.load_fabric(str(saved))
@@ -290,7 +290,7 @@ def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
 
 def test_design_cli_default_work_matches_the_api():
     from fabricflow.cli import build_parser
-    from fabricflow.optimize.design import DEFAULT_LAYOUT_WORK
+    from fabricflow.design.space import DEFAULT_LAYOUT_WORK
 
     parser = build_parser()
     args = parser.parse_args(
@@ -300,7 +300,7 @@ def test_design_cli_default_work_matches_the_api():
 
 
 def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp_path):
-    from fabricflow.study.design import DesignSearch
+    from fabricflow.design.search import DesignSearch
 
     rows = [
         {"design": "2t/1:1/rail/1p/400G/su8/ib", "step_time_s": 1.0,
@@ -317,7 +317,7 @@ def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp
     matplotlib.use("Agg")
     from unittest import mock
 
-    with mock.patch("fabricflow.study.design.save_figure") as save:
+    with mock.patch("fabricflow.design.search.save_figure") as save:
         plot_design_front(search, tmp_path / "p.png")
     fig = save.call_args[0][0]
     ax = fig.axes[0]
@@ -333,7 +333,7 @@ def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp
 def test_layout_code_round_trips_through_floats():
     """A design's layout crosses the float sweep store: every coded knob comes back with
     its type, text knobs through the job's space list or the knob's vocabulary."""
-    from fabricflow.optimize.layoutcode import candidate_of, coded_knobs, decode, encode
+    from fabricflow.layout_search.layout_codes import candidate_of, coded_knobs, decode, encode
 
     job = {**JOB, "space": {"tp": [8], "routing": ["ecmp", "spray"]}, "fixed": {"pp": 2}}
     layout = ff.Layout(tp=8, pp=2, dp=4, vpp=2, micro_batch=2, recompute="selective", zero=3,

@@ -96,7 +96,7 @@ def test_models_gpus_and_knobs_suggest_the_closest(call, suggestion):
 
 
 def test_a_size_range_the_wrong_way_round_says_the_sizes_in_units():
-    from fabricflow.collective.sweep import nccl_sizes
+    from fabricflow.collective.size_sweep import nccl_sizes
 
     with pytest.raises(SpecError, match=r"\(8 GiB\), got 8 MiB"):
         nccl_sizes(8 * 2**30, 8 * 2**20)

@@ -10,7 +10,7 @@ import numpy as np
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.study.fabric_plots import (
+from fabricflow.plots.fabric import (
     _bins,
     link_values_figure,
     tiers_figure,

@@ -13,10 +13,10 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import _subparsers, build_parser, main
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.timing import prepare_collective
+from fabricflow.design.space import design_spec
 from fabricflow.fabric.spec import build_fabric, load_fat_tree, spec_yaml_text
-from fabricflow.optimize.design import design_spec
-from fabricflow.study.sweep.overrides import check_paths, resolved_spec
+from fabricflow.sweeps.overrides import check_paths, resolved_spec
 
 TOPOLOGY = """# two leaves of four 8-GPU nodes, one spine
 SwitchName=leaf0 Nodes=dgx[001-004]

@@ -11,7 +11,7 @@ from fabric_specs import leaf_spine_spec
 import fabricflow as ff
 from fabricflow.errors import SpecError
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.study import sweep_solvers
+from fabricflow.sweeps import solver_tasks
 
 
 def two_tier(*, spines_radix: int = 64, bundle: int = 1, leaves_up: int = 16) -> dict:
@@ -39,7 +39,7 @@ def test_bundled_cables_are_counted_and_failed_one_by_one():
     gone = leaf[lost == 2]
     assert np.all(~broken.link_up[gone]) and np.all(broken.capacity[gone] == 0)
     # the sweep's batched failures draw the same cables
-    batch = sweep_solvers.failure_capacities(fabric, "leaf", [0.1, 0.0], [3, 0])
+    batch = solver_tasks.failure_capacities(fabric, "leaf", [0.1, 0.0], [3, 0])
     np.testing.assert_array_equal(batch[0], broken.capacity)
     np.testing.assert_array_equal(batch[1], fabric.capacity)
     # failing more of a partly failed fabric draws among the working cables only

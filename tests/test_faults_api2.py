@@ -163,16 +163,16 @@ def test_top_tier_uplink_error_names_the_given_key(key):
 
 
 def test_parking_lot_of_many_hops_is_refused_before_building():
+    from fabricflow.dynamics.scenarios import build_scenario
     from fabricflow.errors import MemoryBudgetError
-    from fabricflow.study.cc_scenarios import build_scenario
 
     with pytest.raises(MemoryBudgetError, match="parking_lot"):
         build_scenario("parking_lot", 100_000)
 
 
 def test_parking_lot_estimate_counts_the_quadratic_paths(monkeypatch):
+    from fabricflow.dynamics.scenarios import parking_lot
     from fabricflow.errors import MemoryBudgetError
-    from fabricflow.study.cc_scenarios import parking_lot
 
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", str(8 * 2**20))
     assert parking_lot(50).routes.links.shape == (51, 52)  # ~170 KB: fits
@@ -185,7 +185,7 @@ def test_parking_lot_estimate_counts_the_quadratic_paths(monkeypatch):
 
 @pytest.mark.parametrize("overrides", [[1], "kmax", {1: 2}])
 def test_dcqcn_overrides_must_be_a_mapping_of_names(overrides):
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.scenarios import dumbbell
 
     sc = dumbbell(2)
     with pytest.raises(SpecError) as info:
@@ -194,7 +194,7 @@ def test_dcqcn_overrides_must_be_a_mapping_of_names(overrides):
 
 
 def test_dcqcn_refuses_a_string_throw():
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.scenarios import dumbbell
 
     sc = dumbbell(2)
     with pytest.raises(SpecError) as info:

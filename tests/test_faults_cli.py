@@ -104,7 +104,9 @@ def test_public_names_resolve_and_all_matches_the_map():
     assert fabricflow.errors.SpecError is fabricflow.SpecError
     with pytest.raises(AttributeError, match="no_such_name"):
         fabricflow.no_such_name  # noqa: B018
-    assert fabricflow.traffic.__name__ == "fabricflow.traffic"  # subpackages on demand
+    assert (
+        fabricflow.traffic.patterns.__name__ == "fabricflow.traffic.patterns"
+    )  # subpackages on demand
 
 
 @pytest.mark.parametrize("name", sorted(fabricflow._DEPRECATED))
@@ -135,6 +137,11 @@ def test_no_module_imports_the_top_level_package():
                     and any(a.name == "fabricflow" for a in node.names)
                     or isinstance(node, ast.ImportFrom)
                     and node.module == "fabricflow"
+                    and not all(  # `from fabricflow import errors`: a module, not the API
+                        os.path.exists(os.path.join(root, a.name + ".py"))
+                        or os.path.exists(os.path.join(root, a.name))
+                        for a in node.names
+                    )
                     or isinstance(node, ast.ImportFrom)
                     and node.module is None
                     and node.level == depth + 1

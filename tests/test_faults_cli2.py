@@ -142,7 +142,7 @@ def test_fabric_path_too_long_is_a_spec_error(capsys, name):
 
 @pytest.mark.parametrize("name", ["/tmp/" + "a" * 300 + ".json", "a" * 300])
 def test_model_path_too_long_is_a_spec_error(name):
-    from fabricflow.workload.model import load_model
+    from fabricflow.workload.model_spec import load_model
 
     with pytest.raises(SpecError, match=r"^model: .*too long"):
         load_model(name)
@@ -256,7 +256,7 @@ def test_one_gpu_fabric_is_refused_by_name(capsys, tmp_path, command):
 
 
 def test_alltoall_groups_on_one_gpu_names_the_gpu_count():
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     with pytest.raises(SpecError, match=r"^num_gpus: groups need at least 2 GPUs, got 1$"):
         alltoall_groups(1, 2)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.collective.model import MAX_CHANNELS, PreparedCollective, collective_time
+from fabricflow.collective.timing import MAX_CHANNELS, PreparedCollective, collective_time
 
 
 @pytest.fixture(scope="module")

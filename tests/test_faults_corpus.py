@@ -34,7 +34,7 @@ def fabric():
 
 @pytest.fixture(scope="module")
 def dumbbell():
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.scenarios import dumbbell
 
     return dumbbell(2)
 
@@ -629,7 +629,7 @@ def test_simulate_dcqcn_bad_inputs(dumbbell, options, field):
 
 @pytest.mark.parametrize("count", [True, "3", 2.5, 10**8])
 def test_cc_scenario_sizes_are_checked(count):
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.scenarios import dumbbell
 
     _raises_named(lambda: dumbbell(count), "flows", SpecError)
 
@@ -814,7 +814,7 @@ def test_cli_bad_input_in_a_real_process(argv, words):
 
 def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
     from fabricflow.errors import MemoryBudgetError
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", str(2**20))
     _raises_named(lambda: alltoall_groups(1024, 1024), "1,047,552 flows", MemoryBudgetError)

@@ -18,7 +18,7 @@ from fabricflow.collective.phase import make_phase
 from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
 from fabricflow.fabric import summary
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.memory import check_memory, memory_budget
+from fabricflow.memory_budget import check_memory, memory_budget
 from fabricflow.routing import clos
 from fabricflow.routing.route import MERGE_BYTES_PER_ENTRY
 
@@ -172,8 +172,8 @@ def test_a_budget_may_be_a_size_string_or_an_exact_integer():
 
 
 def test_simulate_dcqcn_names_memory_budget():
-    from fabricflow.cc import simulate_dcqcn
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.congestion import simulate_dcqcn
+    from fabricflow.dynamics.scenarios import dumbbell
 
     sc = dumbbell(2, bandwidth=5e9)
     for bad in (float("nan"), "lots", True):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fabricflow.collective import make_groups
-from fabricflow.study import cc_scenarios
+from fabricflow.dynamics import scenarios
 
 # sha256 (first 16 hex digits) of every array of each scenario's fabric and routes, as
 # the loop-per-path builder made them before the scenarios were built with Assembler.
@@ -71,12 +71,12 @@ def _fingerprint(scenario) -> str:
 
 @pytest.mark.parametrize(("name", "size"), sorted(SCENARIO_FINGERPRINTS))
 def test_scenarios_built_with_assembler_equal_the_old_builder(name, size):
-    scenario = cc_scenarios.build_scenario(name, size)
+    scenario = scenarios.build_scenario(name, size)
     assert _fingerprint(scenario) == SCENARIO_FINGERPRINTS[name, size]
 
 
 def test_scenario_path_over_a_missing_cable_is_refused():
-    builder = cc_scenarios._Builder(1e9, 1e-6)
+    builder = scenarios._Builder(1e9, 1e-6)
     hosts = builder.nodes(2, 0)
     switch = builder.nodes(1, 1)[0]
     builder.cables(hosts, switch)
@@ -101,8 +101,8 @@ def _modules_after_import(statement: str) -> set[str]:
 
 def test_model_packages_do_not_import_matplotlib():
     loaded = _modules_after_import(
-        "import fabricflow.workload, fabricflow.collective, fabricflow.traffic\n"
-        "import fabricflow.workload.step, fabricflow.collective.model"
+        "import fabricflow.workload, fabricflow.collective, fabricflow.traffic.patterns\n"
+        "import fabricflow.workload.step, fabricflow.collective.timing"
     )
     assert "matplotlib" not in loaded
 
@@ -110,16 +110,16 @@ def test_model_packages_do_not_import_matplotlib():
 def test_plot_modules_leave_the_matplotlib_backend_alone():
     loaded = _modules_after_import(
         "import matplotlib\nmatplotlib.use('svg')\n"
-        "import fabricflow.study.fabric_plots, fabricflow.study.solve_plots\n"
-        "import fabricflow.study.congestion_plots, fabricflow.study.step_plots\n"
-        "from fabricflow.study.figures import new_figure, save_figure\n"
+        "import fabricflow.plots.fabric, fabricflow.plots.rates\n"
+        "import fabricflow.plots.congestion, fabricflow.plots.step\n"
+        "from fabricflow.plots.figures import new_figure, save_figure\n"
         "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()"
     )
     assert "matplotlib.pyplot" not in loaded
 
 
 def _figure():
-    from fabricflow.study.figures import new_figure
+    from fabricflow.plots.figures import new_figure
 
     fig = new_figure(figsize=(2, 2))
     fig.subplots().plot([0, 1], [0, 1])
@@ -127,7 +127,7 @@ def _figure():
 
 
 def test_save_figure_writes_the_format_of_the_extension(tmp_path):
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     assert save_figure(_figure(), tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
     assert save_figure(_figure(), tmp_path / "a.svg").read_text().lstrip().startswith("<?xml")
@@ -136,7 +136,7 @@ def test_save_figure_writes_the_format_of_the_extension(tmp_path):
 
 def test_save_figure_refuses_an_unknown_format_before_writing(tmp_path):
     from fabricflow.errors import SpecError
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     with pytest.raises(SpecError, match="png"):
         save_figure(_figure(), tmp_path / "a.docx")
@@ -149,7 +149,7 @@ def test_save_figure_refuses_an_unknown_format_before_writing(tmp_path):
 )
 def test_save_figure_into_a_read_only_folder_raises_output_error(tmp_path):
     from fabricflow.errors import OutputError
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -164,7 +164,7 @@ def test_save_figure_into_a_read_only_folder_raises_output_error(tmp_path):
 
 def test_save_figure_under_a_file_raises_output_error(tmp_path):
     from fabricflow.errors import OutputError
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(OutputError, match="file"):
@@ -177,7 +177,7 @@ def test_save_figure_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
     from fabricflow.errors import OutputError
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     def half_written(self, target, **options):
         with open(target, "wb") as handle:
@@ -191,20 +191,20 @@ def test_save_figure_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_step_plot_goes_through_save_figure(tmp_path, monkeypatch):
-    from fabricflow.study import step_plots
+    from fabricflow.plots import step
 
     saved = []
-    monkeypatch.setattr(step_plots, "save_figure", lambda fig, path: saved.append(path))
+    monkeypatch.setattr(step, "save_figure", lambda fig, path: saved.append(path))
     result = type(
         "R",
         (),
         {
-            "breakdown": dict.fromkeys(step_plots.BREAKDOWN_KEYS, 1.0),
+            "breakdown": dict.fromkeys(step.BREAKDOWN_KEYS, 1.0),
             "step_time_s": 8.0,
             "mfu": 0.4,
         },
     )()
-    step_plots.plot_breakdown([("a", result)], tmp_path / "b.png")
+    step.plot_breakdown([("a", result)], tmp_path / "b.png")
     assert saved == [tmp_path / "b.png"]
 
 
@@ -217,7 +217,7 @@ def test_step_plot_goes_through_save_figure(tmp_path, monkeypatch):
 )
 def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
     from fabricflow.collective import make_groups
-    from fabricflow.traffic import strided_groups
+    from fabricflow.traffic.patterns import strided_groups
 
     with pytest.warns(DeprecationWarning, match="make_groups"):
         groups = strided_groups(num_gpus, group_size, num_groups)
@@ -232,7 +232,7 @@ def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups
 
 def test_strided_groups_bad_sizes_name_the_field():
     from fabricflow.errors import SpecError
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     with pytest.raises(SpecError) as error:
         alltoall_groups(64, 8, 9)

@@ -71,7 +71,7 @@ def test_sweep_store_none_and_truthy_overwrite_are_spec_errors(tmp_path):
 def test_sweep_grid_takes_numpy_arrays_and_ranges(tmp_path):
     # A 1-D array or a range was refused as "expected a non-empty list of values".
     np = pytest.importorskip("numpy")
-    from fabricflow.study.sweep.spec import make_spec
+    from fabricflow.sweeps.grid_spec import make_spec
 
     spec = make_spec("collective", {"size": np.array([1 << 20, 1 << 21])}, fixed=_COLLECTIVE)
     assert spec.grid == (("size", (1 << 20, 1 << 21)),)
@@ -156,7 +156,7 @@ def test_sweep_unknown_argument_of_maxmin_and_cc_is_refused_before_running(task,
 def test_report_default_fail_kind_on_a_torus_is_its_ici_cables():
     # `fabricflow report --fabric tpu-v4-pod ...` with default flags exited 2: "no
     # switch-to-switch cables to fail", though the torus reroutes around a failed ICI cable.
-    from fabricflow.study.report import default_fail_kind
+    from fabricflow.report.build import default_fail_kind
 
     assert default_fail_kind(ff.load_fabric("tpu-v4-pod")) == "ici"
     assert default_fail_kind(ff.load_fabric("fat-tree-k16")) == "leaf"
@@ -221,7 +221,7 @@ def test_slowdown_cdf_of_a_run_where_no_job_ran_warns_nothing(tmp_path):
     import types
     import warnings
 
-    from fabricflow.study.cluster_plots import plot_slowdown_cdf
+    from fabricflow.plots.cluster import plot_slowdown_cdf
 
     run = types.SimpleNamespace(jobs=[{"slowdown": None}])
     with warnings.catch_warnings():
@@ -246,7 +246,7 @@ def test_one_bad_point_of_a_batch_fails_alone(tmp_path):
 def test_build_report_takes_a_fabric_name_like_model_and_gpu():
     # build_report("fat-tree-k16", "llama3-8b", ...) was an AttributeError ('str' object
     # has no attribute 'num_gpus') although model and gpu take preset names.
-    from fabricflow.study.report import build_report
+    from fabricflow.report.build import build_report
 
     with pytest.raises(SpecError, match="^gpus: 4,096 GPUs do not fit 'fat-tree-k16'"):
         build_report("fat-tree-k16", "llama3-8b", "h100-sxm", 4096, budget_s=0)

@@ -53,7 +53,7 @@ def test_large_collective_phase_agrees_across_backends(two_pods):
     """All-to-all of 1,024 strided groups of 8 (57,344 transfers crossing the network):
     on a CPU the engine's ``auto`` solves it with the numpy backend (nothing compiled);
     the JAX backend, given as the solver, gives the same rates within 1e-12."""
-    from fabricflow.collective.model import prepare_collective
+    from fabricflow.collective.timing import prepare_collective
     from fabricflow.solve.maxmin.engine import max_min
 
     groups = make_groups(8192, 8, layout="strided")
@@ -86,7 +86,7 @@ def test_links_up_check_still_sees_failures(two_pods):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_upper_envelope_keeps_every_slowest_transfer(seed):
-    from fabricflow.collective.model import _upper_envelope
+    from fabricflow.collective.timing import _upper_envelope
 
     rng = np.random.default_rng(seed)
     # Few distinct values: many ties and dominated transfers, as in real phases.
@@ -113,7 +113,7 @@ def _no_routing(monkeypatch):
 
 def test_absurd_work_is_refused_before_routing_with_the_estimate(two_pods, monkeypatch):
     from fabricflow.collective import estimate
-    from fabricflow.collective.model import prepare_collective
+    from fabricflow.collective.timing import prepare_collective
     from fabricflow.errors import SpecError
 
     _no_routing(monkeypatch)
@@ -127,7 +127,7 @@ def test_absurd_work_is_refused_before_routing_with_the_estimate(two_pods, monke
 
 
 def test_work_over_the_memory_budget_is_refused_before_routing(two_pods, monkeypatch):
-    from fabricflow.collective.model import prepare_collective
+    from fabricflow.collective.timing import prepare_collective
     from fabricflow.errors import MemoryBudgetError
 
     _no_routing(monkeypatch)

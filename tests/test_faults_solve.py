@@ -206,7 +206,7 @@ SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
 
 
 def _dumbbell():
-    from fabricflow.study.cc_scenarios import dumbbell
+    from fabricflow.dynamics.scenarios import dumbbell
 
     return dumbbell(2)
 
@@ -254,7 +254,7 @@ def test_max_work_allows_a_long_run_and_is_checked():
 def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
     from fabricflow.solve.cc import integrator as kernel
     from fabricflow.solve.cc.prepare import prepare_cc
-    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.cc.run_cc import run_cc
     from fabricflow.solve.parameters import stack_params
 
     sc = _dumbbell()
@@ -292,7 +292,7 @@ def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
 def test_nonfinite_dcqcn_run_reports_status_or_raises():
     from fabricflow.errors import SolverError
     from fabricflow.solve.cc.prepare import prepare_cc
-    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.cc.run_cc import run_cc
 
     sc = _dumbbell()
     prepared = prepare_cc(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN)
@@ -311,7 +311,7 @@ def test_batch_item_is_checked():
 
     sc = _dumbbell()
     from fabricflow.solve.cc.prepare import prepare_cc
-    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.cc.run_cc import run_cc
 
     single = run_cc(prepare_cc(sc.routes.links, sc.fabric.capacity, np.zeros(2), **SHORT_RUN))
     with pytest.raises(SpecError, match="index"):
@@ -405,7 +405,7 @@ def test_importing_the_solvers_pulls_no_scipy():
     code = (
         "import sys\n"
         "import fabricflow.solve.cc.dcqcn_analysis, fabricflow.solve.pfc.deadlock\n"
-        "import fabricflow.solve.cc.run, fabricflow.cc, fabricflow.solve.maxmin.checked\n"
+        "import fabricflow.solve.cc.run_cc, fabricflow.dynamics.congestion, fabricflow.solve.maxmin.checked\n"
         "import fabricflow.solve.completion\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
     )

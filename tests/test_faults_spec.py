@@ -23,7 +23,7 @@ from fabricflow.files import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, read_struct
 from fabricflow.routing.route import route, routers
 from fabricflow.routing.routes import Routes
 from fabricflow.units import parse_bandwidth, parse_size, parse_time
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 

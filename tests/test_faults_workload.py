@@ -16,7 +16,7 @@ from fabricflow.errors import RoutingError, SolverError, SpecError
 from fabricflow.fabric.spec import build_fabric
 from fabricflow.workload import compute as compute_module
 from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
-from fabricflow.workload.model import model_from_config
+from fabricflow.workload.model_spec import model_from_config
 
 
 def _graph(links):

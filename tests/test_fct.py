@@ -10,7 +10,7 @@ from packet_reference import simulate_packets
 import fabricflow as ff
 from fabricflow.fabric.spec import load_fat_tree
 from fabricflow.solve.packet.overheads import PacketParams, reverse_links, wire_bytes
-from fabricflow.traffic import permutation_flows
+from fabricflow.traffic.patterns import permutation_flows
 
 C = 50e9  # 400 Gb/s in bytes/s
 LAT = 1e-6

@@ -12,8 +12,8 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.traffic import incast_flows, permutation_flows
-from fabricflow.traffic_files import read_connection_matrix, write_connection_matrix
+from fabricflow.traffic.htsim import read_connection_matrix, write_connection_matrix
+from fabricflow.traffic.patterns import incast_flows, permutation_flows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.launch_args import launch_arguments, layout_of
+from fabricflow.workload.launch_args import launch_arguments, layout_of
 
 LAYOUT = {
     "tp": 4,

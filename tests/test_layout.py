@@ -4,7 +4,7 @@ import pytest
 
 from fabricflow.errors import SpecError
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 LLAMA = load_model("llama3-70b")  # 64 heads, 8 KV heads, 80 layers
 MIXTRAL = load_model("mixtral-8x7b")  # 8 experts

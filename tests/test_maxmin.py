@@ -15,7 +15,7 @@ from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.errors import MemoryBudgetError, SolverError, SpecError
-from fabricflow.loads import link_load
+from fabricflow.link_loads import link_load
 from fabricflow.solve.maxmin.engine import METHODS, max_min, resolve_method
 from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal, bucket_size
 from fabricflow.solve.maxmin.identical_flows import merge_identical_flows

@@ -11,12 +11,12 @@ import pytest
 import fabricflow as ff
 from fabricflow.commands.step import layout_from_args, register
 from fabricflow.errors import SpecError
-from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import (
+from fabricflow.workload.gpu_memory import (
     layer_activation_bytes,
     memory_per_gpu,
     usable_hbm,
 )
+from fabricflow.workload.layout import Layout
 from fabricflow.workload.stack import load_stack
 from fabricflow.workload.step_command import step_arguments
 

@@ -13,7 +13,7 @@ from fabricflow.workload.flops import (
     layer_flops_per_token,
     model_flops_per_step,
 )
-from fabricflow.workload.model import list_models, load_model, model_from_config
+from fabricflow.workload.model_spec import list_models, load_model, model_from_config
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 
 from fabricflow.cli import main
 from fabricflow.workload.gpu import list_gpus
-from fabricflow.workload.model import list_models
+from fabricflow.workload.model_spec import list_models
 
 
 def _json(argv, capsys) -> dict:

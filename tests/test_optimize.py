@@ -11,9 +11,9 @@ from optimize_cases import GPU, SEQ, SPACE, small_brute_force, small_model, tiny
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
-from fabricflow.optimize import visit as visit_module
-from fabricflow.optimize.search import optimize_layout
-from fabricflow.optimize.space import resolve_space
+from fabricflow.layout_search import branch_and_bound as visit_module
+from fabricflow.layout_search.knobs import resolve_space
+from fabricflow.layout_search.optimize import optimize_layout
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +65,9 @@ def test_equals_brute_force(model, oversubscribed):
 
 def _visit(model, fabric, searched_fixed, gpus=32, global_batch=64, collectives="fabric"):
     """A table of a default space with ``fixed`` pins, analysed, and a visit over it."""
-    from fabricflow.optimize.analytic import Analyser
-    from fabricflow.optimize.table import build_table
-    from fabricflow.optimize.visit import Visit
+    from fabricflow.layout_search.branch_and_bound import Visit
+    from fabricflow.layout_search.candidate_table import build_table
+    from fabricflow.layout_search.compute_model import Analyser
 
     gpu = ff.load_gpu(GPU)
     searched, single = resolve_space(
@@ -163,7 +163,7 @@ def test_tokens_per_gpu_and_gpu_sweep(model, oversubscribed, tmp_path):
     assert sweep["step_time_s"].values[0] > sweep["step_time_s"].values[-1]
     best = int(np.argmax(sweep["tokens_per_gpu_s"].values))
     assert search.gpus == int(sweep["gpus"].values[best])
-    from fabricflow.study.optimize_plots import plot_sweep
+    from fabricflow.plots.layout_search import plot_sweep
 
     path = plot_sweep(sweep, str(tmp_path / "sweep.png"))
     assert (tmp_path / "sweep.png").stat().st_size > 0 and path.endswith("sweep.png")

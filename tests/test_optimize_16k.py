@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 import fabricflow as ff
-from fabricflow.optimize.search import optimize_layout
+from fabricflow.layout_search.optimize import optimize_layout
 
 GPUS, BATCH, SEQ = 16384, 2048, 8192
 SPACE = {

@@ -13,8 +13,8 @@ from optimize_cases import GPU, SEQ, tiny_oversubscribed
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
-from fabricflow.optimize.explain import why_best
-from fabricflow.optimize.search import optimize_layout
+from fabricflow.layout_search.explain import why_best
+from fabricflow.layout_search.optimize import optimize_layout
 
 
 def _result(step_s: float, dp_s: float):
@@ -30,7 +30,7 @@ def _kwargs(**changes):
 
 
 def test_why_names_ties_and_compares_the_first_layout_really_slower():
-    from fabricflow.optimize.explain import label
+    from fabricflow.layout_search.explain import label
 
     best = _kwargs()
     zero2 = _kwargs(zero=2)  # the same time: a tie, not a runner-up
@@ -48,7 +48,7 @@ def test_why_names_ties_and_compares_the_first_layout_really_slower():
 
 
 def test_labels_tell_apart_layouts_that_differ_in_any_searched_knob():
-    from fabricflow.optimize.explain import label
+    from fabricflow.layout_search.explain import label
 
     base = _kwargs()
     variants = [

@@ -8,7 +8,7 @@ import time
 import pytest
 from optimize_cases import GPU, SEQ, small_model, tiny_oversubscribed
 
-from fabricflow.optimize import analytic, search
+from fabricflow.layout_search import compute_model, optimize
 
 SPACE = {
     "tp": [1, 2, 4],
@@ -23,7 +23,7 @@ SPACE = {
 def _slow_analysis(monkeypatch, *, sleep_s=0.0, interrupt_at=None):
     """Analyse 4 keys per chunk, sleeping ``sleep_s`` each; raise KeyboardInterrupt at
     chunk ``interrupt_at`` (0-based)."""
-    real = analytic.Analyser.analyse
+    real = compute_model.Analyser.analyse
     calls = []
 
     def analyse(self, rows):
@@ -33,8 +33,8 @@ def _slow_analysis(monkeypatch, *, sleep_s=0.0, interrupt_at=None):
         time.sleep(sleep_s)
         return real(self, rows)
 
-    monkeypatch.setattr(search, "ANALYSIS_CHUNK", 4)
-    monkeypatch.setattr(analytic.Analyser, "analyse", analyse)
+    monkeypatch.setattr(optimize, "ANALYSIS_CHUNK", 4)
+    monkeypatch.setattr(compute_model.Analyser, "analyse", analyse)
     return calls
 
 
@@ -46,7 +46,7 @@ def _check_counts(counts):
 
 
 def run(**kwargs):
-    return search.optimize_layout(
+    return optimize.optimize_layout(
         small_model(), GPU, tiny_oversubscribed(), gpus=32, global_batch=64, seq_len=SEQ,
         space=SPACE, **kwargs,
     )  # fmt: skip
@@ -77,7 +77,7 @@ def test_interrupt_during_enumeration_returns_the_best_so_far(monkeypatch):
 
 def test_interrupt_before_anything_is_examined_raises_with_the_counts(monkeypatch):
     _slow_analysis(monkeypatch, interrupt_at=0)
-    with pytest.raises(search.SearchInterrupted) as info:
+    with pytest.raises(optimize.SearchInterrupted) as info:
         run()
     stop = info.value
     assert isinstance(stop, KeyboardInterrupt)  # a caller's Ctrl-C still propagates
@@ -91,7 +91,7 @@ def test_cli_interrupt_at_any_phase_prints_one_object(phase, monkeypatch, capsys
     import json
 
     from fabricflow.cli import main
-    from fabricflow.optimize import visit
+    from fabricflow.layout_search import branch_and_bound
 
     if phase == "enumeration":
         _slow_analysis(monkeypatch, interrupt_at=0)
@@ -100,7 +100,7 @@ def test_cli_interrupt_at_any_phase_prints_one_object(phase, monkeypatch, capsys
         def interrupted(*args, **kwargs):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(visit, "step_time", interrupted)
+        monkeypatch.setattr(branch_and_bound, "step_time", interrupted)
     code = main(
         [
             "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU, "--model",
@@ -119,12 +119,12 @@ def test_cli_interrupt_at_any_phase_prints_one_object(phase, monkeypatch, capsys
 def test_interrupt_while_structures_are_solved_returns_an_answer(monkeypatch):
     """The first candidate is timed at once: a Ctrl-C while later structures are solved
     (the long phase of a big search) still returns the best found so far."""
-    from fabricflow.optimize import structures
+    from fabricflow.layout_search import group_structures
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(structures, "prepared_collectives", interrupted)
+    monkeypatch.setattr(group_structures, "prepared_collectives", interrupted)
     result = run()
     assert result.stopped == "interrupted" and not result.exhaustive
     assert result.best is not None and result.counts["evaluated"] >= 1
@@ -134,13 +134,13 @@ def test_interrupt_while_structures_are_solved_returns_an_answer(monkeypatch):
 def test_budget_holds_while_structures_are_solved(monkeypatch):
     """Each engine batch takes 1 s: the budget is checked between batches, so the search
     ends within one batch of it (it used to finish every structure it had begun)."""
-    from fabricflow.optimize import structures
+    from fabricflow.layout_search import group_structures
 
     def slow(*args, **kwargs):
         time.sleep(1.0)
 
-    monkeypatch.setattr(structures, "prepared_collectives", slow)
-    monkeypatch.setattr(structures, "PREPARE_BATCH", 1)
+    monkeypatch.setattr(group_structures, "prepared_collectives", slow)
+    monkeypatch.setattr(group_structures, "PREPARE_BATCH", 1)
     started = time.monotonic()
     result = run(budget_s=0.5)
     elapsed = time.monotonic() - started
@@ -177,13 +177,13 @@ def test_negative_seed_and_disconnected_fabric_are_refused_at_once():
     no_nics = tiny_oversubscribed().without(link_kind="nic", fraction=1.0)
     started = time.process_time()
     with pytest.raises(RoutingError, match="no path between GPU 0 and GPU 4"):
-        search.optimize_layout(
+        optimize.optimize_layout(
             small_model(), GPU, no_nics, gpus=32, global_batch=64, seq_len=SEQ,
             space=SPACE, budget_s=5,
         )  # fmt: skip
     assert time.process_time() - started < 1.0
     # a job inside one NVLink domain needs no NIC
-    alone = search.optimize_layout(
+    alone = optimize.optimize_layout(
         small_model(), GPU, no_nics, gpus=4, global_batch=64, seq_len=SEQ,
         space={"tp": [1, 2, 4]},
     )  # fmt: skip

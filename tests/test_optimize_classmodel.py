@@ -8,8 +8,8 @@ import pytest
 from optimize_cases import GPU, SEQ, SPACE, small_brute_force, small_model, tiny_oversubscribed
 
 import fabricflow as ff
-from fabricflow.optimize.classmodel import ClassModel, collision_factor
-from fabricflow.optimize.search import optimize_layout
+from fabricflow.layout_search.class_model import ClassModel, collision_factor
+from fabricflow.layout_search.optimize import optimize_layout
 
 
 def test_collision_factor_is_balls_into_bins():

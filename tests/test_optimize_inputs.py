@@ -6,8 +6,8 @@ import pytest
 from optimize_cases import GPU, SEQ, small_model, tiny_oversubscribed
 
 from fabricflow.errors import SpecError
-from fabricflow.optimize.search import optimize_layout
-from fabricflow.optimize.space import parse_assignments
+from fabricflow.layout_search.knobs import parse_assignments
+from fabricflow.layout_search.optimize import optimize_layout
 
 SMALL = {"tp": [1, 2], "pp": [1]}
 

@@ -12,7 +12,7 @@ from routing_checks import random_pairs
 import fabricflow as ff
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.optimize.routing import fractional
+from fabricflow.routing_optimizer import fractional
 
 
 def core_bound_fat_tree(seed: int, *, failed: float = 0.0, radix: int = 8):
@@ -227,7 +227,7 @@ def test_flows_whose_every_path_is_failed_raise_routing_error():
 def test_capacity_sensitivity_matches_finite_differences():
     import jax
 
-    from fabricflow.optimize.routing.sensitivity import smooth_makespan
+    from fabricflow.routing_optimizer.sensitivity import smooth_makespan
 
     rng = np.random.default_rng(9)
     for trial in range(3):

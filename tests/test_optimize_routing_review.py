@@ -9,7 +9,7 @@ from routing_checks import random_pairs
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.study.routing_plots import leaf_uplinks, plot_upgrade_review, upgrade_review
+from fabricflow.plots.routing_optimizer import leaf_uplinks, plot_upgrade_review, upgrade_review
 
 
 def test_leaf_bound_traffic_ranks_the_leaf_tier_first_and_an_upgrade_helps(tmp_path):
@@ -29,7 +29,7 @@ def test_leaf_bound_traffic_ranks_the_leaf_tier_first_and_an_upgrade_helps(tmp_p
     assert up["fixed_routing_s"] < review["makespan_s"]
     assert up["first_order_s"] <= up["fixed_routing_s"] * (1 + 1e-3)
     assert up["reoptimized_s"] <= up["fixed_routing_s"] * 1.02
-    from fabricflow.study.figures import save_figure
+    from fabricflow.plots.figures import save_figure
 
     path = save_figure(plot_upgrade_review(review, title="k=8 fat-tree"), tmp_path / "up.png")
     assert path.stat().st_size > 1000

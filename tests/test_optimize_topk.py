@@ -6,8 +6,8 @@ import numpy as np
 from optimize_cases import GPU, SEQ, small_model, tiny_oversubscribed
 
 import fabricflow as ff
-from fabricflow.optimize.search import optimize_layout
-from fabricflow.optimize.topk import RESULT_RTOL, TopK
+from fabricflow.layout_search.optimize import optimize_layout
+from fabricflow.layout_search.topk import RESULT_RTOL, TopK
 
 
 def test_variants_of_one_layout_are_one_answer():

@@ -18,7 +18,7 @@ from fabricflow.cli import main
 def test_fabric_tiers_axes_read_in_a_sensible_unit():
     """dgx-h100-superpod's NVLink totals 7.4 Pb/s: the axis reads 0-8.5 Pb/s, not 8,000
     Tb/s (nor 800,000 Tb/s on a million-GPU fabric)."""
-    from fabricflow.study.fabric_plots import tiers_figure
+    from fabricflow.plots.fabric import tiers_figure
 
     fig = tiers_figure(ff.load_fabric("dgx-h100-superpod"))
     kinds, tiers = fig.axes[:2]
@@ -56,11 +56,11 @@ def _overlaps(fig, texts) -> list[tuple[str, str]]:
 
 def test_the_cost_figure_labels_do_not_overlap(monkeypatch, tmp_path):
     from fabricflow.fabric.cost import fabric_cost
-    from fabricflow.study import report_cost
+    from fabricflow.report import cost_section
 
     figures = []
-    monkeypatch.setattr(report_cost, "save_figure", lambda fig, path: figures.append(fig))
-    report_cost.plot_cost_by_tier(
+    monkeypatch.setattr(cost_section, "save_figure", lambda fig, path: figures.append(fig))
+    cost_section.plot_cost_by_tier(
         fabric_cost(ff.load_fabric("gb200-nvl72-superpod")), tmp_path / "x.png"
     )
     (fig,) = figures
@@ -102,14 +102,14 @@ def test_cc_fairness_is_over_the_flows_that_share_the_bottleneck(capsys):
 
 
 def test_the_collective_plot_title_counts_groups_in_words(monkeypatch, tmp_path):
-    from fabricflow.study import collective_plots
+    from fabricflow.plots import collective
 
     titles = []
 
     def capture(results, path, *, title=""):
         titles.append(title)
 
-    monkeypatch.setattr(collective_plots, "plot_collective", capture)
+    monkeypatch.setattr(collective, "plot_collective", capture)
     argv = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce"]
     argv += ["--gpus", "16", "-b", "1MiB", "-e", "1MiB", "--plot", str(tmp_path / "c.png")]
     with contextlib.redirect_stdout(io.StringIO()):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from reference_solvers import progressive_filling
 
-from fabricflow.cc import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.scenarios import incast, ring
 from fabricflow.solve.pfc.deadlock import deadlock_cycles
 from fabricflow.solve.pfc.params import PFCParams
 from fabricflow.solve.pfc.victims import victim_flows
 from fabricflow.solve.status import Status as SolverStatus
-from fabricflow.study.cc_scenarios import incast, ring
 
 C40 = 40e9 / 8
 # Every incast run here has these shapes and this timing, so a PFC mode compiles once.

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fabricflow.dynamics.flow_completion import flow_completion_times
 from fabricflow.fabric.spec import load_fat_tree
-from fabricflow.fct import flow_completion_times
 from fabricflow.routing.route import route
 from fabricflow.solve.packet import pfc_queues
 from fabricflow.solve.pfc.params import PFCParams
-from fabricflow.traffic import permutation_flows
+from fabricflow.traffic.patterns import permutation_flows
 
 #: case -> (steps, FCT p50/p90/p99/max s, sum of FCTs s, sum of last-ACK queueing s),
 #: from the engine before the speed-ups.

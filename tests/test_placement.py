@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
-from fabricflow.optimize.space import default_space, default_value
+from fabricflow.layout_search.knobs import default_space, default_value
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.placement import parse_order, place
 from fabricflow.workload.step import step_time

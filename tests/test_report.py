@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.study.report import SECTIONS
+from fabricflow.report.build import SECTIONS
 
 REPORT = [
     "report",
@@ -151,7 +151,7 @@ def test_collective_utilization_matches_the_solved_rates():
     """A TP all-reduce inside one NVLink domain: all NVLink links saturated by the ring
     or NVLS phases, no network link used."""
     from fabricflow.collective import prepare_collective
-    from fabricflow.study.report import collective_utilization
+    from fabricflow.report.build import collective_utilization
 
     fabric = ff.load_fabric("dgx-h100-superpod")
     groups = np.arange(16).reshape(2, 8)
@@ -201,7 +201,7 @@ def test_every_figure_loads_in_a_headless_browser(report, tmp_path):
 
 
 def test_render_escapes_text():
-    from fabricflow.study.report_html import render_html
+    from fabricflow.report.html import render_html
 
     report = {
         "title": "<script>alert(1)</script>",
@@ -265,7 +265,7 @@ def test_budget_zero_needs_a_layout(capsys, tmp_path):
 def test_failures_slow_a_job_whose_gradients_cross_the_spine():
     """TP 8 x DP 128 on all 1,024 GPUs: the DP reduce-scatter saturates the leaf-spine
     cables, so failing 30 % of them must slow the step, and never speed it up."""
-    from fabricflow.study.report import build_report
+    from fabricflow.report.build import build_report
 
     fabric = ff.load_fabric("dgx-h100-superpod")
     layout = ff.Layout(tp=8, dp=128, micro_batch=1, global_batch=1024, seq_len=4096)
@@ -291,7 +291,7 @@ def test_failures_slow_a_job_whose_gradients_cross_the_spine():
 
 def test_library_refuses_bad_arguments_before_computing():
     from fabricflow.errors import SpecError
-    from fabricflow.study.report import build_report
+    from fabricflow.report.build import build_report
 
     fabric = ff.load_fabric("dgx-h100-superpod")
     for kwargs, field in (

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import fabricflow as ff
-from fabricflow.study.report_cost import cost_section
+from fabricflow.report.cost_section import cost_section
 
 
 def test_cost_section_prices_the_job_and_names_a_missing_price():

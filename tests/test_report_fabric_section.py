@@ -5,7 +5,7 @@ bisection (a 1:1 fabric with 400G NICs reads 400 Gb/s, 100 %, not 200 Gb/s)."""
 from __future__ import annotations
 
 import fabricflow as ff
-from fabricflow.study.report import _fabric_section
+from fabricflow.report.build import _fabric_section
 
 
 def test_fabric_section_counts_switches_cables_and_bisection_as_architects_do():

@@ -239,7 +239,7 @@ def test_utilization_counts_every_link_the_flows_use(routing, leaf, nic):
     downlinks into the other: all 16. Every flow crosses its two NIC links: 8."""
     from fabricflow.collective import prepare_collective
     from fabricflow.fabric.spec import build_fabric
-    from fabricflow.study.report import collective_utilization
+    from fabricflow.report.build import collective_utilization
 
     fabric = build_fabric(fat_tree_spec(4, tiers=2))
     assert int((fabric.link_kind == "leaf").sum()) == 16

@@ -85,7 +85,7 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent(
     ))
 
     # The sweep tasks' batches on 4 devices (compared with one device in the parent).
-    from fabricflow.study import sweep_solvers as ss
+    from fabricflow.sweeps import solver_tasks as ss
     maxmin_case, cc_case = _sweep_cases()
     out["maxmin"] = ss.maxmin_batch(*maxmin_case)
     out["cc"] = ss.cc_batch(*cc_case)
@@ -183,7 +183,7 @@ def test_bad_shard_is_refused(shard, capacity_shape, message):
 
 def test_sweep_batches_on_four_devices_equal_one_device(four_devices):
     """maxmin (batch-sharded max-min) and cc (parameter batch placed across devices)."""
-    from fabricflow.study import sweep_solvers as ss
+    from fabricflow.sweeps import solver_tasks as ss
 
     maxmin_case, cc_case = _sweep_cases()
     maxmin = ss.maxmin_batch(*maxmin_case)

@@ -7,9 +7,9 @@ import argparse
 import numpy as np
 
 import fabricflow as ff
-from fabricflow.solve.maxmin.outputs import bottleneck_summary, link_utilization, tier_summary
-from fabricflow.study.solve_plots import plot_fct_cdf, plot_utilization_by_tier
-from fabricflow.traffic import alltoall_groups
+from fabricflow.plots.rates import plot_fct_cdf, plot_utilization_by_tier
+from fabricflow.solve.maxmin.link_views import bottleneck_summary, link_utilization, tier_summary
+from fabricflow.traffic.patterns import alltoall_groups
 
 
 def test_utilization_tiers_bottlenecks_and_plots(small_rail_fabric, tmp_path):

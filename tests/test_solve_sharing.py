@@ -9,7 +9,7 @@ import numpy as np
 from fabricflow.collective import make_groups
 from fabricflow.collective.coupling import _connected, _connected_parts
 from fabricflow.collective.flow_rates import solve_phase
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.timing import prepare_collective
 from fabricflow.study.collective_effects import small_clos
 
 

@@ -15,13 +15,13 @@ from fabricflow.workload.efficiency import (
     gemm_efficiency,
     memory_time,
 )
+from fabricflow.workload.gpu_memory import layer_activation_bytes, usable_hbm
 from fabricflow.workload.layer_cost import layer_cost, routed_tokens
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import layer_activation_bytes, usable_hbm
+from fabricflow.workload.layout_table import layout_table
 from fabricflow.workload.overlap import COMM_SMS, exposed, slowdown
 from fabricflow.workload.placement import aligned_gpus, place
 from fabricflow.workload.stages import in_flight_chunks
-from fabricflow.workload.table import layout_table
 
 # Maximum achievable matmul FLOP/s (TFLOP/s) at the best shape M x N x K of a brute-force
 # search: the MAMF table of the ml-engineering book (docs/references.md §14).

@@ -4,8 +4,8 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.errors import SpecError
+from fabricflow.workload.gpu_memory import GIB, usable_hbm
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import GIB, usable_hbm
 
 LAYOUT = Layout(dp=8, micro_batch=1, global_batch=8, seq_len=4096)
 

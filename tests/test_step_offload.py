@@ -10,14 +10,14 @@ import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
-from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import (
+from fabricflow.workload.gpu_memory import (
     GIB,
     layer_activation_bytes,
     memory_per_gpu,
     offload_traffic,
 )
-from fabricflow.workload.model import load_model
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
 from tests.cli_args import STEP
 

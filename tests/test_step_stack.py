@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 import fabricflow as ff
+from fabricflow.workload.gpu_memory import memory_per_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import memory_per_gpu
 
 BASE = dict(tp=1, dp=1, micro_batch=1, global_batch=4, seq_len=2048, zero=0)
 

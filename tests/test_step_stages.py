@@ -12,6 +12,7 @@ import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.gpu_memory import in_flight_chunks, rank_memory, rank_parameters
 from fabricflow.workload.hetero import (
     _layer_seconds,
     job_gpus,
@@ -21,8 +22,7 @@ from fabricflow.workload.hetero import (
 )
 from fabricflow.workload.layer_cost import embedding_cost, head_cost
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import in_flight_chunks, rank_memory, rank_parameters
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.step import step_time
 
 LLAMA8B = load_model("llama3-8b")  # 32 layers

@@ -10,11 +10,11 @@ import pytest
 from fabricflow.errors import SpecError
 from fabricflow.workload.compute import collective_sizes, compute_table
 from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.gpu_memory import memory_headroom, memory_per_gpu, memory_table, usable_hbm
 from fabricflow.workload.layout import Layout, table_problems
-from fabricflow.workload.memory import memory_headroom, memory_per_gpu, memory_table, usable_hbm
-from fabricflow.workload.model import load_model
+from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.step import compute_only
-from fabricflow.workload.table import layout_table
 
 H100 = load_gpu("h100-sxm")
 LLAMA = load_model("llama3-8b")  # 32 layers, 32 heads, 8 KV heads

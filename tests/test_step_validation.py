@@ -19,7 +19,7 @@ from fabricflow.study.step_validation import (
     run_setup,
     summary,
 )
-from fabricflow.workload.memory import memory_per_gpu, usable_hbm
+from fabricflow.workload.gpu_memory import memory_per_gpu, usable_hbm
 
 xr = pytest.importorskip("xarray")
 

@@ -15,7 +15,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.errors import OutputError, SpecError
 from fabricflow.fabric.spec import read_spec
-from fabricflow.study.sweep import read_sweep_spec, run_sweep
+from fabricflow.sweeps import read_sweep_spec, run_sweep
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -304,7 +304,7 @@ def wait_done(store: Path, count: int, timeout: float = 60.0) -> None:
 
 
 def test_kill_9_at_half_then_resume_computes_only_the_rest(tmp_path):
-    from fabricflow.study.sweep.store import MAX_FLUSH_S
+    from fabricflow.sweeps.store import MAX_FLUSH_S
 
     log = tmp_path / "calls.log"
     delay = 0.1
@@ -431,7 +431,7 @@ def test_collective_and_optimize_tasks_equal_their_functions(tmp_path):
 
 
 def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
-    from fabricflow.study.sweep import get_task, make_spec, plan
+    from fabricflow.sweeps import get_task, make_spec, work_units
 
     spec = make_spec(
         QUAD,
@@ -440,18 +440,20 @@ def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
     )
     task = get_task(QUAD)
     pending = np.zeros(spec.shape, np.int8)
-    units = list(plan.iter_units(spec, task, ("value",), pending, plan.chunk_size(18, 2)))
+    units = list(
+        work_units.iter_units(spec, task, ("value",), pending, work_units.chunk_size(18, 2))
+    )
     assert sum(len(unit.points) for unit in units) == 18
     for unit in units:  # every unit is one fabric
         assert len({point["fabric.gpus"] for _, point in unit.points}) == 1
     assert max(len(unit.points) for unit in units) == 3  # ceil(18 / (4 x 2))
     done = pending.copy()
     done[0, 0, :] = 1  # done points are left out
-    assert sum(len(u.points) for u in plan.iter_units(spec, task, ("value",), done, 3)) == 15
-    monkeypatch.setattr(plan, "MAX_BATCH", 2)
+    assert sum(len(u.points) for u in work_units.iter_units(spec, task, ("value",), done, 3)) == 15
+    monkeypatch.setattr(work_units, "MAX_BATCH", 2)
     batch_spec = make_spec("sweep_tasks:affine", {"x": [1.0, 2.0], "c": [1.0, 2.0, 3.0]})
     units = list(
-        plan.iter_units(
+        work_units.iter_units(
             batch_spec, get_task("sweep_tasks:affine"), ("value",), np.zeros((2, 3), np.int8), 1
         )
     )
@@ -463,9 +465,9 @@ def test_units_keep_a_fabric_together_and_bound_batches(monkeypatch):
 
 
 def test_dotted_paths_resolve_against_every_base_fabric():
-    from fabricflow.study.sweep import make_spec
-    from fabricflow.study.sweep.overrides import resolved_spec
-    from fabricflow.study.sweep.run import prepare
+    from fabricflow.sweeps import make_spec
+    from fabricflow.sweeps.overrides import resolved_spec
+    from fabricflow.sweeps.run import prepare
 
     spec = resolved_spec(
         "fat-tree-k16",
@@ -489,7 +491,7 @@ def test_dotted_paths_resolve_against_every_base_fabric():
 
 @pytest.mark.parametrize("value", [3, 2.5, "400Gbps", True, None, [1, 2], {"a": 1}])
 def test_override_sets_exactly_one_value(value):
-    from fabricflow.study.sweep.overrides import apply_override
+    from fabricflow.sweeps.overrides import apply_override
 
     base = {"a": {"b": [{"c": 1, "d": 2}, {"c": 3}]}, "e": 4}
     import copy
@@ -502,7 +504,7 @@ def test_override_sets_exactly_one_value(value):
 
 
 def test_canonical_spec_ignores_mapping_order_but_not_grid_order():
-    from fabricflow.study.sweep import make_spec
+    from fabricflow.sweeps import make_spec
 
     one = make_spec(QUAD, {"x": [1, 2], "y": [0.0]}, fixed={"scale": 2.0, "log": None})
     two = make_spec(QUAD, {"x": [1, 2], "y": [0.0]}, fixed={"log": None, "scale": 2.0})

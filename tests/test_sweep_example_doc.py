@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from fabricflow.study.sweep.spec import read_sweep_spec
+from fabricflow.sweeps.grid_spec import read_sweep_spec
 
 GUIDE = (Path(__file__).resolve().parents[1] / "docs" / "sweeps.md").read_text()
 

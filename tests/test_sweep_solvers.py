@@ -12,8 +12,8 @@ from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.spec import load_fat_tree
 from fabricflow.routing.route import route
 from fabricflow.solve.cc.dcqcn import DCQCNParams
-from fabricflow.study import sweep_solvers as ss
-from fabricflow.traffic import alltoall_groups
+from fabricflow.sweeps import solver_tasks as ss
+from fabricflow.traffic.patterns import alltoall_groups
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from fabricflow.tables import csv_text, format_cell, format_column
+from fabricflow.csv_tables import csv_text, format_cell, format_column
 
 
 @pytest.mark.parametrize(

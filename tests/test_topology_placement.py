@@ -8,7 +8,7 @@ from fabricflow.fabric.spec import build_fabric
 from fabricflow.routing.clos import lca_level
 from fabricflow.workload.comm_volume import DEFAULT_RANKING, dimension_bytes
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.placement import locality_order, place, topology_aware_order
 from fabricflow.workload.step import step_time
 

@@ -10,7 +10,7 @@ import pytest
 from optimize_cases import SEQ, brute_force, small_model, tiny_oversubscribed
 
 import fabricflow as ff
-from fabricflow.optimize.search import optimize_layout
+from fabricflow.layout_search.optimize import optimize_layout
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.step import step_time
 

@@ -9,7 +9,7 @@ from reference_solvers import progressive_filling
 
 import fabricflow as ff
 from fabricflow.cli import main
-from fabricflow.collective.model import collective_time, prepare_collective
+from fabricflow.collective.timing import collective_time, prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.spec import build_fabric, read_spec
 from fabricflow.fabric.transport import PROTOCOLS, Transport, parse_transport, routing_for

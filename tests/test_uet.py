@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import fabricflow as ff
-from fabricflow.cc import simulate_cc
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.timing import prepare_collective
+from fabricflow.design.space import design_code, design_spec, parse_design
+from fabricflow.dynamics.congestion import simulate_cc
+from fabricflow.dynamics.scenarios import incast, union
 from fabricflow.fabric.transport import Transport, parse_transport, routing_for
-from fabricflow.optimize.design import design_code, design_spec, parse_design
 from fabricflow.solve.cc.nscc import nscc_params
 from fabricflow.solve.cc.uet_analysis import nscc_equilibrium, rccc_fixed_point
-from fabricflow.study.cc_scenarios import incast, union
 
 C40 = 40e9 / 8
 INCASTS = (2, 16)

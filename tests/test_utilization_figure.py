@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from fabricflow.cli import main
-from fabricflow.study import cluster_plots
+from fabricflow.plots import cluster
 
 
 def test_the_link_panel_is_a_utilization_with_a_caption(monkeypatch, tmp_path):
@@ -29,8 +29,8 @@ def test_the_link_panel_is_a_utilization_with_a_caption(monkeypatch, tmp_path):
     )
     run = SimpleNamespace(timeline=timeline, cluster={"utilization": 0.67})
     figures = []
-    monkeypatch.setattr(cluster_plots, "save_figure", lambda fig, path: figures.append(fig))
-    cluster_plots.plot_utilization(run, tmp_path / "utilization.png")
+    monkeypatch.setattr(cluster, "save_figure", lambda fig, path: figures.append(fig))
+    cluster.plot_utilization(run, tmp_path / "utilization.png")
     (fig,) = figures
     low = fig.axes[1]
     assert low.get_ylabel() == "link utilization"

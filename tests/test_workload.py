@@ -6,10 +6,10 @@ import pytest
 from fabricflow.errors import SpecError
 from fabricflow.workload.efficiency import gemm_efficiency, gemm_time, memory_time
 from fabricflow.workload.gpu import list_gpus, load_gpu
+from fabricflow.workload.gpu_memory import layer_activation_bytes, memory_per_gpu
 from fabricflow.workload.layer_cost import layer_cost
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import layer_activation_bytes, memory_per_gpu
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 
 A100 = load_gpu("a100-80gb")
 H100 = load_gpu("h100-sxm")

@@ -73,7 +73,7 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str, cc: str = "dcqc
     import jax
 
     from fabricflow.solve.cc.prepare import prepare_cc
-    from fabricflow.solve.cc.run import run_cc
+    from fabricflow.solve.cc.run_cc import run_cc
     from fabricflow.solve.status import Status
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
@@ -144,9 +144,9 @@ def _batch_case(cc: str, count: int, result: dict) -> None:
     """``count`` parameter sets of ``cc`` in one vmapped call of one compiled kernel."""
     import jax
 
-    from fabricflow.cc import prepare_fabric_run
-    from fabricflow.solve.cc.run import run_cc
-    from fabricflow.study.cc_scenarios import incast
+    from fabricflow.dynamics.congestion import prepare_fabric_run
+    from fabricflow.dynamics.scenarios import incast
+    from fabricflow.solve.cc.run_cc import run_cc
 
     scenario = incast(16, bandwidth=40e9 / 8)
     prefix = f"batch_{cc}"

@@ -57,5 +57,5 @@ def run(args) -> dict:
 
 def solvers_used(prepared) -> list[str]:
     """Sorted names of the max-min backends (``numpy``, ``jax``) that solved the phases of
-    a :class:`~fabricflow.collective.model.PreparedCollective` (every candidate algorithm)."""
+    a :class:`~fabricflow.collective.timing.PreparedCollective` (every candidate algorithm)."""
     return sorted({sp.solver for s in prepared.solved for sp in s.phases})

@@ -35,7 +35,7 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from fabricflow.study.design import design_fabric
+    from fabricflow.design.search import design_fabric
 
     out: dict = {"job": case["job"], "space": case["space"], "workers": case["workers"]}
     with tempfile.TemporaryDirectory(prefix="fabricflow-bench-design-") as folder:

@@ -15,7 +15,7 @@ DESCRIPTION = "build clos-100k; ECMP/multipath routing of 1M all-to-all flows"
 def run(args) -> dict:
     from fabricflow.fabric.spec import load_fabric
     from fabricflow.routing.route import route
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k"}

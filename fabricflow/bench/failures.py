@@ -48,7 +48,7 @@ def _setup(quick: bool, scenarios: int):
     """The fabric, the shared routes and the scenario grid ``[(kind, fraction, seed)]``."""
     from fabricflow.fabric.spec import load_fabric
     from fabricflow.routing.route import route
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
     src, dst = alltoall_groups(fabric.num_gpus, 16, 64 if quick else 417)
@@ -61,7 +61,7 @@ def _setup(quick: bool, scenarios: int):
 def _capacities(fabric, grid, used) -> np.ndarray:
     """float32 ``[len(grid), len(used)]``: each scenario's capacities of the crossed links
     (made chunk by chunk: all 4,096 full ``[L]`` rows would take 22 GB)."""
-    from fabricflow.study.sweep_solvers import failure_capacities
+    from fabricflow.sweeps.solver_tasks import failure_capacities
 
     out = np.empty((len(grid), used.size), np.float32)
     for kind in KINDS:
@@ -78,7 +78,7 @@ def _capacities(fabric, grid, used) -> np.ndarray:
 def _case(quick: bool, scenarios: int) -> dict:
     import jax
 
-    from fabricflow.memory import memory_budget
+    from fabricflow.memory_budget import memory_budget
     from fabricflow.solve.maxmin.inputs import solve_bytes
 
     out: dict = {"preset": "clos-100k", "dtype": "float32", "device": str(jax.devices()[0])}

@@ -31,10 +31,10 @@ def run(args) -> int | dict:
 def _case(k: int) -> dict:
     import numpy as np
 
+    from fabricflow.dynamics.flow_completion import flow_completion_times
     from fabricflow.fabric.spec import load_fat_tree
-    from fabricflow.fct import flow_completion_times
     from fabricflow.routing.route import route
-    from fabricflow.traffic import permutation_flows
+    from fabricflow.traffic.patterns import permutation_flows
 
     began = time.perf_counter()
     fabric = load_fat_tree(k)

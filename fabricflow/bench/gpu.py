@@ -257,7 +257,7 @@ def maxmin_10m(budget_s: float, quick: bool) -> dict:
 
     from fabricflow.bench.million import GROUP_SIZE, GROUPS_FULL, solve_case
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     preset, sizes = ("clos-100k", {"gpus": 4096}) if quick else ("clos-1m", {})
     started = time.perf_counter()

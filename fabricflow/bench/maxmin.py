@@ -28,8 +28,8 @@ def run(args) -> dict:
     from fabricflow.fabric.spec import load_fabric
     from fabricflow.routing.route import route
     from fabricflow.solve.maxmin.engine import resolve_method
-    from fabricflow.solve.maxmin.outputs import link_utilization, tier_summary
-    from fabricflow.traffic import alltoall_groups, ring
+    from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
+    from fabricflow.traffic.patterns import alltoall_groups, ring
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k", "dtype": "float32"}
@@ -123,7 +123,7 @@ def _gpu_cases(fabric, capacity: np.ndarray) -> dict | str:
 
     from fabricflow.routing.route import route
     from fabricflow.solve.maxmin.engine import max_min
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     if not any(device.platform == "gpu" for device in jax.devices()):
         return "skipped: no GPU device"

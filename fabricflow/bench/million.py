@@ -74,7 +74,7 @@ def run(args) -> dict:
     import jax
 
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.traffic import alltoall_groups
+    from fabricflow.traffic.patterns import alltoall_groups
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {

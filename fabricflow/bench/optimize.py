@@ -78,8 +78,8 @@ def _describe(kwargs: dict) -> dict:
 def search_case(case: dict) -> dict:
     """Run one case's search in this process; the figures of the search and its winner."""
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.optimize.classerror import class_model_error
-    from fabricflow.optimize.search import optimize_layout
+    from fabricflow.layout_search.class_model_error import class_model_error
+    from fabricflow.layout_search.optimize import optimize_layout
     from fabricflow.workload.step import DEFAULT_ORDER, step_time
 
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "global_batch", "seq_len")}

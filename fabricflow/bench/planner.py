@@ -97,9 +97,9 @@ def _cold(call, repeats: int = 2) -> tuple[float, float]:
 def _batch_layouts(fabric, model, layout) -> dict:
     """Every phase of the layout's DP reduce-scatter and TP all-gather solved as one batch
     with JAX, block-diagonal and vmapped (seconds after a warm-up call), and with numpy."""
-    from fabricflow.collective.cost import DEFAULT_COST
     from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.collective.model import prepare_collective
+    from fabricflow.collective.nccl_cost import DEFAULT_COST
+    from fabricflow.collective.timing import prepare_collective
     from fabricflow.solve.maxmin.batch import max_min_batch
     from fabricflow.solve.maxmin.entries import FlowEntries
     from fabricflow.workload.placement import place

@@ -30,8 +30,8 @@ QUICK = {
 
 def run_case(case: dict) -> dict:
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.study.report import build_report
-    from fabricflow.study.report_html import fabricflow_version, render_html
+    from fabricflow.report.build import build_report
+    from fabricflow.report.html import fabricflow_version, render_html
 
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "budget_s", "fail_seeds")}
     with measured(out, "report"):

@@ -57,8 +57,8 @@ COMPLETION_MAX_FLOWS = 50_000
 
 
 def _spray(fabric, src, dst, sizes) -> dict:
-    from fabricflow.optimize.routing.compare import routing_figures
     from fabricflow.routing.route import route
+    from fabricflow.routing_optimizer.compare import routing_figures
 
     probe = route(fabric, src[:256], dst[:256], policy="spray")
     width = max(int(probe.links.shape[1]), 1)
@@ -87,9 +87,9 @@ def _completes(sizes: np.ndarray) -> bool:
 
 
 def _compare(fabric, groups: int, size: float) -> dict:
-    from fabricflow.optimize.routing.compare import routing_figures
-    from fabricflow.optimize.routing.optimize import optimize_routing
     from fabricflow.routing.route import route
+    from fabricflow.routing_optimizer.compare import routing_figures
+    from fabricflow.routing_optimizer.makespan import optimize_routing
 
     src, dst = _alltoall(fabric.num_gpus, groups)
     sizes = np.full(src.shape[0], size)
@@ -119,7 +119,7 @@ def _compare(fabric, groups: int, size: float) -> dict:
 
 def run(args) -> dict:
     from fabricflow.fabric.spec import load_fabric
-    from fabricflow.optimize.routing.optimize import optimize_routing
+    from fabricflow.routing_optimizer.makespan import optimize_routing
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}

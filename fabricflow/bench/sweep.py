@@ -71,7 +71,7 @@ def spec(quick: bool) -> dict:
 
 
 def run(args) -> dict:
-    from fabricflow.study.sweep.run import run_sweep
+    from fabricflow.sweeps.run import run_sweep
 
     quick = bool(getattr(args, "quick", False))
     sweep_spec = spec(quick)

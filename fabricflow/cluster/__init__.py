@@ -31,7 +31,7 @@ from fabricflow.cluster.failures import (
 from fabricflow.cluster.interference import Interference, JobTraffic, job_traffic_shape
 from fabricflow.cluster.jobspec import JobSpec, LoadedTrace, parse_duration
 from fabricflow.cluster.prediction import Predictor, expected_goodput_with_prediction
-from fabricflow.cluster.run import ClusterRun
+from fabricflow.cluster.records import ClusterRun
 from fabricflow.cluster.schedulers import SCHEDULERS, Request, Scheduler, make_scheduler
 from fabricflow.cluster.simulate import simulate_cluster
 from fabricflow.cluster.standalone import standalone_step

@@ -209,7 +209,7 @@ class Interference:
     """
 
     def __init__(self, fabric: Fabric, *, routing: str = "auto", seed: int = 0, calibration=None):
-        from fabricflow.collective.model import ROUTINGS
+        from fabricflow.collective.timing import ROUTINGS
 
         if not isinstance(fabric, Fabric):
             raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")

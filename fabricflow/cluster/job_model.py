@@ -349,8 +349,8 @@ def prepare_job_model(
     GPU and network constants when given."""
     from fabricflow.collective import structure_cache
     from fabricflow.collective.comm import CollectiveCache
-    from fabricflow.collective.cost import DEFAULT_COST
     from fabricflow.collective.coupling import bound_phase, plan_windows
+    from fabricflow.collective.nccl_cost import DEFAULT_COST
     from fabricflow.workload.hetero import job_gpus, split_for_gpus
     from fabricflow.workload.step import compose_step, issue_rates, register_groups
 

@@ -23,7 +23,7 @@ from fabricflow.files import INT64_MAX
 from fabricflow.schema import DECIMAL
 from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.model_spec import ModelSpec
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 DURATION_UNITS = {

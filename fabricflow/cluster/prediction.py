@@ -48,7 +48,7 @@ import numpy as np
 from fabricflow.cluster import events as ev
 from fabricflow.cluster.failures import FailureModel
 from fabricflow.cluster.jobspec import parse_duration
-from fabricflow.cluster.run import CHECKPOINTING, RESTARTING, RUNNING
+from fabricflow.cluster.records import CHECKPOINTING, RESTARTING, RUNNING
 from fabricflow.errors import SpecError
 
 DEFAULT_RECALL = 0.6

@@ -38,7 +38,7 @@ from fabricflow.cluster.trace_files import (
 )
 from fabricflow.errors import SpecError
 from fabricflow.files import parse_structured
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.schema import DECIMAL, decimal
 
 PUBLIC_FORMATS = ("pai-2020", "pai-2023", "philly", "helios", "acme")

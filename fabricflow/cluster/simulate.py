@@ -52,7 +52,7 @@ from fabricflow.cluster.failures import (
 )
 from fabricflow.cluster.jobspec import JobSpec, parse_duration
 from fabricflow.cluster.prediction import PredictedFailures, check_predictor
-from fabricflow.cluster.run import (
+from fabricflow.cluster.records import (
     CHECKPOINTING,
     DONE,
     PENDING,
@@ -72,7 +72,7 @@ from fabricflow.cluster.trace import load_trace
 from fabricflow.collective.structure_cache import fabric_fingerprint
 from fabricflow.errors import RoutingError, SolverError, SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.schema import check_size
 from fabricflow.workload.calibration import as_calibration
 

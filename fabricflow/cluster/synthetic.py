@@ -23,10 +23,10 @@ import numpy as np
 
 from fabricflow.cluster.jobspec import JobSpec, is_real, parse_duration, positive_int
 from fabricflow.errors import SpecError
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.workload.gpu import GpuSpec, load_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.model_spec import ModelSpec, load_model
 
 # (smallest size, model, layout without dp) for the mix, smallest first: a job takes the
 # largest entry whose size it reaches (and whose TP x PP divides its GPU count).

@@ -57,10 +57,10 @@ from fabricflow.cluster.trace_files import (
     yaml_trace_rows,
 )
 from fabricflow.errors import SpecError
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec, list_models, load_model
+from fabricflow.workload.model_spec import ModelSpec, list_models, load_model
 
 JOB_KEYS = (
     "id",
@@ -452,7 +452,7 @@ def _optimized_layout(model, gpu, gpus: int, fabric, seq_len: int, global_batch:
     key = (model, gpu, gpus, seq_len, global_batch, fabric_fingerprint(fabric))
     if key not in _OPTIMIZED:
         # deferred: the layout search (and JAX behind it) only for traces that ask for it
-        from fabricflow.optimize.search import optimize_layout
+        from fabricflow.layout_search.optimize import optimize_layout
 
         search = optimize_layout(
             model,

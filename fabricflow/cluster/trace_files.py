@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 
 from fabricflow.errors import SpecError
 from fabricflow.files import MAX_FILE_BYTES, decode_text, parse_structured
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.schema import check_size
 
 MAX_YAML_BYTES = MAX_FILE_BYTES

@@ -19,19 +19,19 @@ from fabricflow.collective import structure_cache
 from fabricflow.collective.algorithms import ALGORITHMS, algorithms_for
 from fabricflow.collective.alpha_beta import alpha_beta_estimate, gpu_bandwidths
 from fabricflow.collective.comm import CollectiveCache, collective_seconds, collective_timer
-from fabricflow.collective.cost import DEFAULT_COST, PROTOCOLS, CostModel
 from fabricflow.collective.coupling import CoupledTimes, coupled_seconds, plan_windows
 from fabricflow.collective.groups import as_groups, domain_grid, make_groups
-from fabricflow.collective.model import (
+from fabricflow.collective.nccl_cost import DEFAULT_COST, PROTOCOLS, CostModel
+from fabricflow.collective.ops import OPS, bandwidths, busbw_factor, canonical_op
+from fabricflow.collective.phase import Phase
+from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes
+from fabricflow.collective.timing import (
     CollectiveResult,
     PreparedCollective,
     collective_time,
     prepare_collective,
     prepare_collectives,
 )
-from fabricflow.collective.ops import OPS, bandwidths, busbw_factor, canonical_op
-from fabricflow.collective.phase import Phase
-from fabricflow.collective.sweep import collective_sweep, nccl_sizes
 
 __all__ = [
     "ALGORITHMS",

@@ -37,7 +37,7 @@ from fabricflow.collective.flow_rates import fair_rates
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.solve.cc.laws import resolve_law
-from fabricflow.solve.cc.run import simulate_arrays
+from fabricflow.solve.cc.run_cc import simulate_arrays
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,9 @@ import numpy as np
 from fabricflow.collective import structure_cache
 from fabricflow.collective.algorithms import ALIASES, algorithms_for
 from fabricflow.collective.alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
-from fabricflow.collective.cost import DEFAULT_COST, CostModel
-from fabricflow.collective.model import ROUTINGS, prepare_collective, prepare_collectives
+from fabricflow.collective.nccl_cost import DEFAULT_COST, CostModel
 from fabricflow.collective.structure_cache import SolvedTimes
+from fabricflow.collective.timing import ROUTINGS, prepare_collective, prepare_collectives
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 

@@ -45,9 +45,9 @@ import numpy as np
 
 from fabricflow.collective.comm import CollectiveCache
 from fabricflow.collective.flow_rates import SolvedPhase, fair_rates
-from fabricflow.collective.model import PreparedCollective
+from fabricflow.collective.timing import PreparedCollective
 from fabricflow.errors import MemoryBudgetError
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.solve.completion import complete_flows
 from fabricflow.solve.completion_loop import subset_key
 from fabricflow.solve.maxmin.entries import FlowEntries

@@ -16,7 +16,7 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 
 # Seconds per hop (2-core CPU, generous: the estimate should rather say more than less).
 NETWORK_HOP_S = 4e-6
@@ -38,7 +38,7 @@ def check_hop_memory(num_hops: int, what: str) -> None:
     """Refuse, before routing, a phase of ``num_hops`` flow hops over the memory budget.
 
     The one estimate of a phase's memory: :data:`BYTES_PER_HOP` per hop, checked by
-    :func:`fabricflow.memory.check_memory` (``$FABRICFLOW_MEMORY_BUDGET`` or the process's
+    :func:`fabricflow.memory_budget.check_memory` (``$FABRICFLOW_MEMORY_BUDGET`` or the process's
     limit). Phase builders call it before they allocate, :func:`check_work` for the
     largest phase of every candidate algorithm.
 

@@ -15,12 +15,12 @@ import dataclasses
 
 import numpy as np
 
-from fabricflow.collective.cost import CostModel
+from fabricflow.collective.nccl_cost import CostModel
 from fabricflow.collective.phase import Phase
 from fabricflow.collective.symmetry import DomainReplica, domain_replica, replicated_domains
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.loads import link_load
+from fabricflow.link_loads import link_load
 from fabricflow.routing.route import route
 from fabricflow.solve.maxmin.batch import max_min_batch
 from fabricflow.solve.maxmin.engine import max_min
@@ -227,7 +227,7 @@ def _route_hops(fabric: Fabric, phase: Phase, valid: np.ndarray, routing: str, s
     """Routes of the phase's valid hops (row-major over groups, transfers, hops)."""
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
     if routing == "optimized":  # split over candidate paths to minimize the makespan
-        from fabricflow.optimize.routing.optimize import optimize_routing
+        from fabricflow.routing_optimizer.makespan import optimize_routing
 
         return optimize_routing(fabric, src, dst, size=phase.hop_load[valid], seed=seed).routes()
     return route(fabric, src, dst, policy=routing, seed=seed)

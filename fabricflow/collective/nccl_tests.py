@@ -53,7 +53,7 @@ def _time(us: float) -> str:
 
 
 def format_nccl_tests(rows: list[dict], op: str, *, gpus: int, title: str = "") -> str:
-    """nccl-tests text of ``rows`` (:func:`fabricflow.collective.sweep.table_rows`: keys
+    """nccl-tests text of ``rows`` (:func:`fabricflow.collective.size_sweep.table_rows`: keys
     ``bytes``, ``count``, ``time_us``, ``algbw_GBps``, ``busbw_GBps``) for ``op``, run on
     ``gpus`` GPUs. ``title``: a comment line on top (what was modeled).
 

@@ -41,7 +41,7 @@ class Phase:
 
     Attributes:
         name: label (``ring``, ``intra-reduce-scatter``, ``step-2``, ...).
-        family: latency family of :class:`~fabricflow.collective.cost.CostModel`
+        family: latency family of :class:`~fabricflow.collective.nccl_cost.CostModel`
             (``ring``, ``tree``, ``nvls``, ``p2p``).
         hop_src, hop_dst: int64 ``[G, Tg, P]`` GPU indices of each hop, ``-1`` padded.
         hop_load: float64 ``[G, Tg, P]`` link load of the hop per byte/s of progress.

@@ -325,7 +325,7 @@ def clear() -> None:
     """Drop every entry and reset the counters.
 
     Also collects garbage: the collective model shares solved phases through weak
-    references (:mod:`fabricflow.collective.model`), and solved collectives caught in
+    references (:mod:`fabricflow.collective.timing`), and solved collectives caught in
     reference cycles would otherwise stay reachable to that sharing until the next
     collection, so a "cold" call after ``clear()`` would not be cold."""
     with _lock:

@@ -33,7 +33,7 @@ CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
 def register(subparsers) -> None:
-    from fabricflow.study.cc_scenarios import SCENARIOS, SIZE_KNOB
+    from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB
 
     parser = subparsers.add_parser(
         "cc",
@@ -103,15 +103,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from fabricflow.cc import simulate_cc
+    from fabricflow.dynamics.congestion import simulate_cc
+    from fabricflow.dynamics.scenarios import build_scenario
+    from fabricflow.dynamics.summaries import role_summary, summarize
     from fabricflow.errors import SpecError
     from fabricflow.solve.cc.laws import resolve_law
     from fabricflow.solve.cc.nscc import nscc_params
     from fabricflow.solve.maxmin.engine import max_min as solve_max_min
     from fabricflow.solve.parameters import parse_overrides
     from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.study.cc_scenarios import build_scenario
-    from fabricflow.study.congestion import role_summary, summarize
     from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
@@ -203,8 +203,8 @@ def min_rate_warnings(title: str, params, max_min) -> list[str]:
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
     """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
     from fabricflow.atomic import atomic_path
-    from fabricflow.study.congestion import to_dataset
-    from fabricflow.study.congestion_plots import plot_pause_spread, plot_rates_and_queues
+    from fabricflow.dynamics.summaries import to_dataset
+    from fabricflow.plots.congestion import plot_pause_spread, plot_rates_and_queues
 
     with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)

@@ -232,7 +232,7 @@ def run(args) -> int:
     )
     from fabricflow.cluster.trace import load_trace, synthetic_trace
     from fabricflow.errors import SpecError
-    from fabricflow.memory import check_memory
+    from fabricflow.memory_budget import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
     predictor = prediction_options(args.predict)
@@ -337,7 +337,7 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
 
 def _write_outputs(args, result, report) -> None:
     from fabricflow.atomic import atomic_path, ensure_folder, write_text
-    from fabricflow.study.cluster_plots import (
+    from fabricflow.plots.cluster import (
         goodput_map_axes,
         plot_gantt,
         plot_goodput_map,
@@ -387,8 +387,8 @@ def _write_outputs(args, result, report) -> None:
 
 def jobs_csv(jobs: list[dict]) -> str:
     """The per-job rows as CSV text through the project's one table exporter
-    (:func:`fabricflow.tables.csv_text`: empty cells for None, numbers that read back
+    (:func:`fabricflow.csv_tables.csv_text`: empty cells for None, numbers that read back
     exactly, text quoted where it holds a comma)."""
-    from fabricflow.tables import csv_text
+    from fabricflow.csv_tables import csv_text
 
     return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

@@ -118,8 +118,8 @@ def run(args) -> int:
     import math
 
     from fabricflow.collective import make_groups
-    from fabricflow.collective.model import MAX_CHANNELS
-    from fabricflow.collective.sweep import collective_sweep, nccl_sizes, table_rows
+    from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
+    from fabricflow.collective.timing import MAX_CHANNELS
     from fabricflow.commands.step import _check_plot_format
     from fabricflow.errors import SpecError
     from fabricflow.fabric.summary import failure_counts, failure_text
@@ -206,7 +206,7 @@ def run(args) -> int:
         "calibration": args.calibration,
     }
     if args.plot is not None:
-        from fabricflow.study.collective_plots import plot_collective
+        from fabricflow.plots.collective import plot_collective
 
         title = (
             f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
@@ -277,7 +277,7 @@ def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
 
     from fabricflow.atomic import ensure_folder, write_text
     from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
-    from fabricflow.tables import csv_text
+    from fabricflow.csv_tables import csv_text
 
     ensure_folder(folder)
     scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []

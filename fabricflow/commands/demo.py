@@ -53,8 +53,8 @@ def run(args) -> int:
     from fabricflow.commands.fabric import print_summary
     from fabricflow.routing.route import route
     from fabricflow.solve.maxmin.checked import max_min_solution
-    from fabricflow.solve.maxmin.outputs import link_utilization, tier_summary
-    from fabricflow.traffic import alltoall_groups, ring
+    from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
+    from fabricflow.traffic.patterns import alltoall_groups, ring
 
     out = Path(args.out)
     timings = {}
@@ -145,7 +145,7 @@ def run(args) -> int:
 def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:
     """The demo's three figures into ``out``: capacity per tier, utilization and flows per
     link by kind."""
-    from fabricflow.study.fabric_plots import plot_link_values_by_kind, plot_tiers
+    from fabricflow.plots.fabric import plot_link_values_by_kind, plot_tiers
 
     plot_tiers(fabric, out / "fabric_tiers.png")
     plot_link_values_by_kind(

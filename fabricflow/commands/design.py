@@ -144,8 +144,8 @@ def _number(text: str):
 
 
 def run(args) -> int:
+    from fabricflow.design.search import design_fabric, plot_design_front
     from fabricflow.fabric.cost_table import read_cost_file
-    from fabricflow.study.design import design_fabric, plot_design_front
 
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]
@@ -168,7 +168,7 @@ def run(args) -> int:
     table = write_csv(search, os.path.join(args.out, "designs.csv"))
     stores = [os.path.join(args.out, "designs.zarr")]
     if search.common is not None:
-        from fabricflow.study.design import common_store
+        from fabricflow.design.search import common_store
 
         stores.append(common_store(stores[0]))
     rows = search.rows
@@ -233,8 +233,8 @@ def write_fabrics(search, folder: str) -> list[str]:
     ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
     evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
     from fabricflow.atomic import atomic_path
+    from fabricflow.design.space import design_spec
     from fabricflow.fabric.spec import spec_text
-    from fabricflow.optimize.design import design_spec
 
     os.makedirs(folder, exist_ok=True)
     paths = []
@@ -254,7 +254,7 @@ def write_csv(search, path: str) -> str:
     import csv
 
     from fabricflow.atomic import atomic_path
-    from fabricflow.optimize.layoutcode import describe
+    from fabricflow.layout_search.layout_codes import describe
 
     rows = []
     for row in search.rows:

@@ -153,7 +153,7 @@ def run(args) -> int:
 
 def _write_files(fabric, summary: dict, folder: str) -> None:
     """summary.json and the two figures into ``folder`` (each file whole or absent)."""
-    from fabricflow.study.fabric_plots import plot_tiers, plot_topology_sketch
+    from fabricflow.plots.fabric import plot_tiers, plot_topology_sketch
 
     out = Path(folder)
     write_json_file(str(out / "summary.json"), summary)

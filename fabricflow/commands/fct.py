@@ -88,8 +88,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     began = time.perf_counter()
+    from fabricflow.dynamics.flow_completion import flow_completion_times
     from fabricflow.errors import SpecError
-    from fabricflow.fct import flow_completion_times
     from fabricflow.routing.route import route
     from fabricflow.solve.packet.overheads import PacketParams
     from fabricflow.solve.pfc.params import PFCParams
@@ -175,7 +175,7 @@ def _traffic(args, num_hosts: int, size_default: float):
     import numpy as np
 
     from fabricflow.errors import SpecError
-    from fabricflow.traffic import alltoall_flows, incast_flows, permutation_flows
+    from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
 
     kind = args.traffic
     if kind in PATTERNS:
@@ -194,7 +194,7 @@ def _traffic(args, num_hosts: int, size_default: float):
         raise SpecError(
             "traffic", f"{kind!r} is neither a pattern {list(PATTERNS)} nor an existing file"
         )
-    from fabricflow.traffic_files import read_connection_matrix
+    from fabricflow.traffic.htsim import read_connection_matrix
 
     matrix = read_connection_matrix(kind)
     if matrix.num_nodes > num_hosts:
@@ -214,7 +214,7 @@ def _traffic(args, num_hosts: int, size_default: float):
 
 
 def _percentiles(values):
-    from fabricflow.fct import percentiles
+    from fabricflow.dynamics.flow_completion import percentiles
 
     return percentiles(values)
 
@@ -235,8 +235,8 @@ def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> 
     import numpy as np
 
     from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.study.figures import new_figure, save_figure
-    from fabricflow.tables import csv_text
+    from fabricflow.csv_tables import csv_text
+    from fabricflow.plots.figures import new_figure, save_figure
 
     ensure_folder(args.out)
     by = {times.fidelity: times}

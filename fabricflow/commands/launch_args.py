@@ -45,7 +45,7 @@ def run(args) -> int:
 
     from fabricflow.errors import SpecError
     from fabricflow.files import parse_structured, read_structured
-    from fabricflow.launch_args import result_arguments
+    from fabricflow.workload.launch_args import result_arguments
 
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")

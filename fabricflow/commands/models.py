@@ -45,7 +45,7 @@ def model_facts(model) -> dict:
 
 
 def run(args) -> int:
-    from fabricflow.workload.model import list_models, load_model
+    from fabricflow.workload.model_spec import list_models, load_model
 
     rows = [model_facts(load_model(name)) for name in list_models()]
     if args.json:

@@ -124,10 +124,10 @@ def _gpu_counts(text: str) -> int | list[int]:
 def run(args) -> int:
     import sys
 
-    from fabricflow.optimize.search import SearchInterrupted
-    from fabricflow.optimize.space import parse_assignments
+    from fabricflow.layout_search.knobs import parse_assignments
+    from fabricflow.layout_search.optimize import SearchInterrupted
     from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model import load_model
+    from fabricflow.workload.model_spec import load_model
 
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
@@ -181,7 +181,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
     """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
     import sys
 
-    from fabricflow.optimize.search import optimize_layout
+    from fabricflow.layout_search.optimize import optimize_layout
 
     stack = stack_from_args(args)
     return optimize_layout(
@@ -243,7 +243,7 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
     from fabricflow.atomic import atomic_path
     from fabricflow.files import to_jsonable
-    from fabricflow.study.optimize_plots import plot_breakdown_top, plot_pareto
+    from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto
 
     paths = []
     best = os.path.join(folder, "best.json")
@@ -259,7 +259,7 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     paths.append(plot_breakdown_top(search, os.path.join(folder, "top_breakdown.png")))
     sweep = getattr(search, "sweep", None)
     if sweep is not None:
-        from fabricflow.study.optimize_plots import plot_sweep
+        from fabricflow.plots.layout_search import plot_sweep
 
         data = os.path.join(folder, "gpu_sweep.nc")
         with atomic_path(data) as tmp:
@@ -271,15 +271,15 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-    from fabricflow.optimize.layoutcode import candidate_of
-    from fabricflow.optimize.layoutcode import describe as line
+    from fabricflow.layout_search.layout_codes import candidate_of
+    from fabricflow.layout_search.layout_codes import describe as line
 
     return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
     """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
-    from fabricflow.optimize.explain import why_best
+    from fabricflow.layout_search.explain import why_best
 
     return why_best(search)
 
@@ -323,8 +323,8 @@ def print_text(search, why: str) -> None:
             f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
         )
     print(f"why: {why}")
-    from fabricflow.optimize.search import flatten_kwargs
-    from fabricflow.optimize.uncertainty import indistinguishable
+    from fabricflow.layout_search.optimize import flatten_kwargs
+    from fabricflow.layout_search.uncertainty import indistinguishable
 
     close = indistinguishable(
         search.top,

@@ -208,10 +208,10 @@ def run(args) -> int:
 
     from fabricflow.atomic import write_text
     from fabricflow.errors import SpecError
-    from fabricflow.study.report import build_report
-    from fabricflow.study.report_html import fabricflow_version, render_html
+    from fabricflow.report.build import build_report
+    from fabricflow.report.html import fabricflow_version, render_html
     from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model import load_model
+    from fabricflow.workload.model_spec import load_model
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")

@@ -605,13 +605,13 @@ def _backend(name: str) -> str:
 def _check_plot_format(path: str) -> None:
     """Refuse a --plot format matplotlib cannot write before the model runs
     (:class:`SpecError`); the format is read from the extension (none: PNG) as
-    :func:`~fabricflow.study.figures.save_figure` reads it. The destination itself is
+    :func:`~fabricflow.plots.figures.save_figure` reads it. The destination itself is
     checked by the CLI before the command runs (an unwritable one is reported after the
     result)."""
     from pathlib import Path
 
     from fabricflow.errors import SpecError
-    from fabricflow.study.figures import image_formats
+    from fabricflow.plots.figures import image_formats
 
     extension = Path(path).suffix.lstrip(".").lower() or "png"
     formats = image_formats()
@@ -624,10 +624,10 @@ def _check_plot_format(path: str) -> None:
 def run(args) -> int:
     import dataclasses
 
-    from fabricflow.collective.model import ROUTINGS
+    from fabricflow.collective.timing import ROUTINGS
     from fabricflow.errors import SpecError
     from fabricflow.fabric.summary import failure_counts
-    from fabricflow.workload.model import load_model
+    from fabricflow.workload.model_spec import load_model
     from fabricflow.workload.step import step_time
 
     if args.plot:
@@ -671,7 +671,7 @@ def run(args) -> int:
         stack=stack_from_args(args),
     )
     if args.plot:
-        from fabricflow.study.step_plots import plot_breakdown
+        from fabricflow.plots.step import plot_breakdown
 
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         # a plot that cannot be written is reported after the result (exit 1)

@@ -85,8 +85,8 @@ def run(args) -> int:
 
     from fabricflow.commands._interrupt import Interrupted
     from fabricflow.errors import OutputError
-    from fabricflow.study.sweep.run import MAX_POINTS, failed_points, run_sweep
-    from fabricflow.study.sweep.store import ignore_zarr_notices
+    from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep
+    from fabricflow.sweeps.store import ignore_zarr_notices
 
     ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
@@ -156,7 +156,7 @@ def _with_calibration(spec: str, calibration: str | None):
     import os
 
     from fabricflow.errors import SpecError
-    from fabricflow.study.sweep.spec import read_sweep_spec
+    from fabricflow.sweeps.grid_spec import read_sweep_spec
     from fabricflow.workload.calibration import read_calibration
 
     if calibration is None:
@@ -174,7 +174,7 @@ def _with_calibration(spec: str, calibration: str | None):
 def _stored(store: str) -> dict | None:
     """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
     now (read from disk), or None when it has no status yet."""
-    from fabricflow.study.sweep.store import stored_counts
+    from fabricflow.sweeps.store import stored_counts
 
     try:
         return {**stored_counts(store), "store": store}

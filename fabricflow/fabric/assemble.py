@@ -10,7 +10,7 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import LINK_KINDS_DEFAULT, NODE_KINDS_DEFAULT, Fabric
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 
 # Peak bytes per directed link / node while building and summarising (int64 src/dst,
 # float64 capacity/latency, the concatenation copies, and the final Fabric arrays).
@@ -33,7 +33,7 @@ def check_build_size(
 
     Raises:
         MemoryBudgetError: naming the size needed and the budget
-            (:func:`fabricflow.memory.check_memory`: cgroup, ``RLIMIT_AS``, RAM or
+            (:func:`fabricflow.memory_budget.check_memory`: cgroup, ``RLIMIT_AS``, RAM or
             ``$FABRICFLOW_MEMORY_BUDGET``).
     """
     check_memory(

@@ -58,7 +58,7 @@ from fabricflow.fabric.hostlist import (
 from fabricflow.fabric.scale_up import SCALE_UP_KEYS, ScaleUpSpec
 from fabricflow.fabric.transport import parse_transport
 from fabricflow.files import read_structured
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.units import format_bandwidth, parse_bandwidth, parse_time
 
 __all__ = [
@@ -233,7 +233,7 @@ def check_import_size(
     lower bound, counted before the names are known) is over the limits: at most
     :data:`MAX_IMPORT_GPUS` GPUs, and the estimate
     (:data:`BYTES_PER_NAME`, :data:`BYTES_PER_GPU`) must fit the memory budget
-    (:func:`fabricflow.memory.check_memory`).
+    (:func:`fabricflow.memory_budget.check_memory`).
 
     Raises:
         SpecError: ``gpus_per_node`` (the GPU count over :data:`MAX_IMPORT_GPUS`).

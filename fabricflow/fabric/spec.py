@@ -45,7 +45,7 @@ from fabricflow.fabric.scale_up import SCALE_UP_KEYS, ScaleUpSpec
 from fabricflow.fabric.slurm import SLURM_OPTIONS, slurm_spec_from_file
 from fabricflow.fabric.transport import Transport, parse_transport
 from fabricflow.files import is_file, read_structured
-from fabricflow.memory import out_of_memory
+from fabricflow.memory_budget import out_of_memory
 
 TOP_KEYS = (
     "name",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.memory import out_of_memory
+from fabricflow.memory_budget import out_of_memory
 
 MAX_FLOW_LINK_LIMIT = 2_000_000
 

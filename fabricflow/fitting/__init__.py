@@ -8,6 +8,6 @@ fit with identifiability and uncertainties. docs/calibration.md has a worked exa
 
 from __future__ import annotations
 
-from fabricflow.fitting.run import calibrate
+from fabricflow.fitting.from_measurements import calibrate
 
 __all__ = ["calibrate"]

@@ -21,10 +21,10 @@ import re
 
 import numpy as np
 
-from fabricflow.collective.cost import CostModel
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.nccl_cost import CostModel
 from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, NcclTestsLog, read_nccl_tests
 from fabricflow.collective.ops import busbw_factor, canonical_op
+from fabricflow.collective.timing import prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 

@@ -42,7 +42,7 @@ from fabricflow.files import read_structured
 from fabricflow.workload.calibration import Calibration
 from fabricflow.workload.gpu import GpuSpec, load_gpu
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.model_spec import ModelSpec, load_model
 from fabricflow.workload.placement import DEFAULT_ORDER, DEFAULT_PLACEMENT
 from fabricflow.workload.stack import Stack, load_stack
 from fabricflow.workload.step import step_time

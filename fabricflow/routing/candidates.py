@@ -26,7 +26,7 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.clos import ClosStructure
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.routing import hashing
 from fabricflow.routing.clos import _combo_choices, _paths_for_choices, crosses_rails, lca_level
 from fabricflow.routing.links_up import all_links_up

@@ -42,7 +42,7 @@ import numpy as np
 
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.clos import ClosStructure
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.routing import hashing
 from fabricflow.routing.links_up import all_links_up
 from fabricflow.routing.multipath_rows import merge_row_entries

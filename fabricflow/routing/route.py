@@ -3,7 +3,7 @@
 Structured fabrics (Clos, torus, dragonfly) have an arithmetic router for their
 ``Fabric.structure`` type, listed in :func:`routers`; any other fabric goes to the generic
 shortest-path router. The memory a request needs is estimated (:func:`route_bytes`) and
-checked against :func:`fabricflow.memory.check_memory` before routing.
+checked against :func:`fabricflow.memory_budget.check_memory` before routing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from fabricflow.errors import RoutingError, SpecError, check_flag
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.memory import check_memory, out_of_memory
+from fabricflow.memory_budget import check_memory, out_of_memory
 from fabricflow.routing.routes import Routes
 from fabricflow.typing import GpuIndexLike
 

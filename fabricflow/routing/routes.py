@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.loads import link_load
+from fabricflow.link_loads import link_load
 from fabricflow.typing import Coef, GpuIndex, LinkIds
 
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fabricflow.collective.groups import make_groups
-from fabricflow.collective.model import prepare_collective
+from fabricflow.collective.timing import prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.study.collective_effects import small_clos

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.plots.figures import new_figure, save_figure
 
 STYLE = {"rail": ("#4c72b0", "o"), "tor": ("#dd8452", "s")}
 OP_TITLES = {

@@ -1,7 +1,7 @@
 """Congestion-control comparison: every rate law on the same scenarios, PFC on.
 
 For each law (DCQCN, HPCC, TIMELY, Swift, predictive) the scenarios run side by side in
-one simulation (:func:`~fabricflow.study.cc_scenarios.union`: one compilation per law):
+one simulation (:func:`~fabricflow.dynamics.scenarios.union`: one compilation per law):
 an incast (``senders`` flows into one receiver plus a victim flow), an all-to-all among
 ``hosts`` hosts of an oversubscribed leaf-spine and a ring of ``ring`` switches (the
 cyclic buffer dependency of PFC deadlocks). Over the second half of the run, per law and
@@ -29,12 +29,12 @@ import time
 import numpy as np
 import xarray as xr
 
-from fabricflow.cc import simulate_cc
+from fabricflow.dynamics.congestion import simulate_cc
+from fabricflow.dynamics.scenarios import alltoall, incast, ring, union
+from fabricflow.dynamics.summaries import convergence_time, jain_fairness
 from fabricflow.solve.cc.laws import CC_NAMES
 from fabricflow.solve.maxmin.engine import max_min as fair_rates
 from fabricflow.solve.pfc.victims import victim_flows
-from fabricflow.study.cc_scenarios import alltoall, incast, ring, union
-from fabricflow.study.congestion import convergence_time, jain_fairness
 
 METRICS = {
     "queue_p50_bytes": ("bytes", "bottleneck egress queue, median over the window"),

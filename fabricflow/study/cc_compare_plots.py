@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from fabricflow.study.figures import new_figure
+from fabricflow.plots.figures import new_figure
 
 #: family -> [(variable, scale, label)], one bar series per variable.
 FAMILIES = {

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.cc import simulate_cc
+from fabricflow.dynamics.congestion import simulate_cc
+from fabricflow.dynamics.scenarios import dumbbell, incast, union
 from fabricflow.solve.cc.fixed_points import (
     hpcc_fixed_point,
     predictive_fixed_point,
@@ -27,7 +28,6 @@ from fabricflow.solve.cc.fixed_points import (
 )
 from fabricflow.solve.cc.timely import TimelyParams
 from fabricflow.solve.parameters import stack_params
-from fabricflow.study.cc_scenarios import dumbbell, incast, union
 
 C40 = 40e9 / 8
 C10 = 10e9 / 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.study.figures import new_figure
+from fabricflow.plots.figures import new_figure
 
 
 def _throughput(result, flows) -> np.ndarray:

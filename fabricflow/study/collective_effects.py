@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.collective.model import collective_time
+from fabricflow.collective.timing import collective_time
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.spec import build_fabric
 
@@ -154,7 +154,7 @@ def failed_link_effect(
     "busbw_Bps": [...], "failed_links": [...]}``.
     """
     from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.collective.model import prepare_collective
+    from fabricflow.collective.timing import prepare_collective
 
     failed_links: list[int] = []
     busbw, counts = [], []

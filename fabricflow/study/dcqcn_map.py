@@ -1,7 +1,7 @@
 """DCQCN parameter map: ECN thresholds and additive increase vs queue and throughput.
 
 An incast (``senders`` flows from one leaf into one receiver on another leaf, plus a
-victim flow from the same leaf to a third leaf, :func:`~fabricflow.study.cc_scenarios.incast`)
+victim flow from the same leaf to a third leaf, :func:`~fabricflow.dynamics.scenarios.incast`)
 runs under DCQCN with PFC for every combination of the switch's RED marking thresholds
 ``kmin`` / ``kmax`` and the reaction point's additive-increase step ``R_AI``. All
 parameter sets run as one vmapped :func:`~fabricflow.simulate_dcqcn` call (one
@@ -36,12 +36,12 @@ import math
 import numpy as np
 import xarray as xr
 
-from fabricflow.cc import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.scenarios import incast
 from fabricflow.errors import SpecError
 from fabricflow.solve.cc.dcqcn import DCQCNParams
 from fabricflow.solve.cc.dcqcn_analysis import fixed_point
 from fabricflow.solve.parameters import stack_params
-from fabricflow.study.cc_scenarios import incast
 
 #: Default axes: switch ECN thresholds (bytes) and additive-increase steps (bytes/s).
 KMIN_BYTES = (5e3, 20e3, 50e3, 100e3)

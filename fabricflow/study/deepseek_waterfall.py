@@ -29,9 +29,9 @@ import numpy as np
 import xarray as xr
 
 from fabricflow.fabric.spec import load_fabric
-from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.plots.figures import new_figure, save_figure
 from fabricflow.workload.flops import megatron_flops_per_step
-from fabricflow.workload.model import load_model
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.stack import load_stack
 from fabricflow.workload.step import step_time
 

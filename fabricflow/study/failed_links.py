@@ -27,7 +27,7 @@ import numpy as np
 import xarray as xr
 
 from fabricflow.collective import make_groups
-from fabricflow.collective.model import collective_time
+from fabricflow.collective.timing import collective_time
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.spec import build_fabric

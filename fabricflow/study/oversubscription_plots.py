@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from fabricflow.study.figures import new_figure, save_figure
-from fabricflow.study.step_plots import stack_parts
+from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.plots.step import stack_parts
 
 ORDER_LABELS = {
     "tp-cp-ep-dp-pp": "PP outermost (pods split the pipeline)",

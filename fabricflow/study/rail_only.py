@@ -23,12 +23,12 @@ import time
 import numpy as np
 import xarray as xr
 
+from fabricflow.design.space import design_spec
 from fabricflow.errors import SpecError
 from fabricflow.fabric.cost import fabric_cost
 from fabricflow.fabric.spec import build_fabric
-from fabricflow.optimize.design import design_spec
-from fabricflow.optimize.search import optimize_layout
-from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.layout_search.optimize import optimize_layout
+from fabricflow.plots.figures import new_figure, save_figure
 from fabricflow.workload.step import step_time
 
 FABRICS = {

@@ -1,7 +1,7 @@
 """ECMP vs spray vs optimized routing on oversubscribed leaves, per traffic pattern.
 
 For every leaf oversubscription and traffic pattern, the same flows are routed four ways
-and timed with the same models (:func:`fabricflow.optimize.routing.compare.routing_figures`):
+and timed with the same models (:func:`fabricflow.routing_optimizer.compare.routing_figures`):
 
 * ``ecmp``: per-flow hash over the equal-cost paths (seed 0);
 * ``pinned``: one path per flow chosen by :func:`fabricflow.optimize_routing` with
@@ -29,9 +29,9 @@ import xarray as xr
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.optimize.routing.compare import routing_figures
-from fabricflow.optimize.routing.optimize import optimize_routing
 from fabricflow.routing.route import route
+from fabricflow.routing_optimizer.compare import routing_figures
+from fabricflow.routing_optimizer.makespan import optimize_routing
 from fabricflow.study.collective_effects import small_clos
 
 ROUTINGS = ("ecmp", "pinned", "spray", "optimized")

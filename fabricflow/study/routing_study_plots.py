@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from fabricflow.study.figures import new_figure
+from fabricflow.plots.figures import new_figure
 
 
 def plot_completion(ds: xr.Dataset):

@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from fabricflow.study.figures import new_figure, save_figure
-from fabricflow.study.step_plots import stack_parts
+from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.plots.step import stack_parts
 
 DOMAIN_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
 

@@ -21,8 +21,8 @@ from importlib import resources
 import numpy as np
 
 from fabricflow.atomic import write_text
-from fabricflow.collective.model import prepare_collective
 from fabricflow.collective.ops import busbw_factor
+from fabricflow.collective.timing import prepare_collective
 from fabricflow.fabric.spec import load_fabric
 from fabricflow.study.step_validation import PUBLISHED_RUNS, predict
 from fabricflow.workload.intervals import INTERVALS_FILE, gpu_generation

@@ -36,8 +36,8 @@ import xarray as xr
 
 from fabricflow.errors import FabricflowError
 from fabricflow.workload.compute import BREAKDOWN_KEYS
-from fabricflow.workload.memory import GIB, memory_per_gpu
-from fabricflow.workload.model import load_model
+from fabricflow.workload.gpu_memory import GIB, memory_per_gpu
+from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.stack import list_stacks, load_stack
 
 NEMO_2511 = (

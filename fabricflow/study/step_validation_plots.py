@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from fabricflow.study.figures import new_figure, save_figure
+from fabricflow.plots.figures import new_figure, save_figure
 
 SYSTEM_COLORS = {
     "DGX-A100 (Selene)": "#4c72b0",

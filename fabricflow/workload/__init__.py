@@ -18,8 +18,7 @@ from fabricflow.workload.flops import (
     model_flops_per_step,
 )
 from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
-from fabricflow.workload.layout import Layout, table_problems
-from fabricflow.workload.memory import (
+from fabricflow.workload.gpu_memory import (
     MemoryEstimate,
     MemoryTable,
     memory_headroom,
@@ -27,7 +26,9 @@ from fabricflow.workload.memory import (
     memory_table,
     usable_hbm,
 )
-from fabricflow.workload.model import ModelSpec, list_models, load_model, model_from_config
+from fabricflow.workload.layout import Layout, table_problems
+from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.model_spec import ModelSpec, list_models, load_model, model_from_config
 from fabricflow.workload.placement import Placement, place
 from fabricflow.workload.stack import Stack, list_stacks, load_stack
 from fabricflow.workload.step import (
@@ -37,7 +38,6 @@ from fabricflow.workload.step import (
     register_groups,
     step_time,
 )
-from fabricflow.workload.table import LayoutTable, layout_table
 
 __all__ = [
     "CommTimes",

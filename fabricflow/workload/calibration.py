@@ -8,7 +8,7 @@ prior). Parameters are addressed by where they live:
 * ``gpu.<field>``: a :class:`~fabricflow.workload.gpu.GpuSpec` field of the GPU the
   steps were measured on (:data:`GPU_PARAMETERS`: GEMM, memory-bound and attention
   efficiencies, host time per op and per module);
-* ``network.<field>``: a :class:`~fabricflow.collective.cost.CostModel` field
+* ``network.<field>``: a :class:`~fabricflow.collective.nccl_cost.CostModel` field
   (:data:`NETWORK_PARAMETERS`: scale-up and network payload efficiencies, the NVLS and
   SHARP reduction efficiencies, and the scale-up and network latency scales).
 
@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from fabricflow.collective.cost import DEFAULT_COST, CostModel
+from fabricflow.collective.nccl_cost import DEFAULT_COST, CostModel
 from fabricflow.errors import SpecError
 from fabricflow.files import read_structured
 from fabricflow.workload.gpu import GpuSpec

@@ -14,9 +14,9 @@ layer, DP moves gradients once per step, PP moves one activation per micro-batch
 
 from __future__ import annotations
 
+from fabricflow.workload.gpu_memory import stage_parameters
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.memory import stage_parameters
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.model_spec import ModelSpec
 
 DEFAULT_RANKING = ("tp", "cp", "ep", "dp", "pp")
 

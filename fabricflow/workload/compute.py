@@ -40,6 +40,7 @@ import numpy as np
 from fabricflow.workload.dispatch import dispatcher_sms
 from fabricflow.workload.efficiency import memory_time
 from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.gpu_memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
 from fabricflow.workload.host import host_excess
 from fabricflow.workload.layer_cost import (
     LayerCost,
@@ -48,12 +49,11 @@ from fabricflow.workload.layer_cost import (
     layer_cost_table,
     recomputed_fraction,
 )
-from fabricflow.workload.memory import rank_parameter_arrays, rank_states, recomputed_per_chunk
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.layout_table import LayoutTable
+from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.overlap import exposed, slowdown
 from fabricflow.workload.stack import Stack, load_stack
 from fabricflow.workload.stages import StageGroup, stage_groups
-from fabricflow.workload.table import LayoutTable
 
 ADAM_BYTES_PER_PARAM = 34.0
 BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer", "offload")

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.stack import Stack
-from fabricflow.workload.table import LayoutTable
 
 # Dispatchers whose global permutation is fused into the communication kernel.
 FLEX = ("deepep", "hybridep")

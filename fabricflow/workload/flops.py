@@ -22,7 +22,7 @@ very long causal sequences the masked half that is never computed dominates the 
 from __future__ import annotations
 
 from fabricflow.workload.layer_cost import FLASH_BACKWARD
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.model_spec import ModelSpec
 
 
 def attention_core_flops_per_token(model: ModelSpec, seq_len: int) -> float:

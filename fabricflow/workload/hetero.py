@@ -28,7 +28,7 @@ from fabricflow.errors import SpecError
 from fabricflow.workload.gpu import GpuSpec, load_gpu
 from fabricflow.workload.layer_cost import embedding_cost, head_cost, layer_cost
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.model_spec import ModelSpec
 
 _ITEM = re.compile(r"\s*([^:,\s]+)\s*:\s*([^,]*?)\s*")
 

@@ -49,9 +49,9 @@ import dataclasses
 import numpy as np
 
 from fabricflow.workload.gpu import GpuSpec
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.layout_table import LayoutTable
+from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack, load_stack
-from fabricflow.workload.table import LayoutTable
 
 # Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model knows.
 CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")

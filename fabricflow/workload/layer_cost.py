@@ -19,7 +19,7 @@ experts, expert weights split over the expert tensor-parallel size). Per layer a
   with both row- and column-wise copies and a current-scaling amax pass; MoE adds the
   router and its top-k, token permutation and un-permutation.
 
-:func:`layer_cost_table` times every row of a :class:`~fabricflow.workload.table.LayoutTable`
+:func:`layer_cost_table` times every row of a :class:`~fabricflow.workload.layout_table.LayoutTable`
 at once (arrays ``[N]``); :func:`layer_cost` is the same for one :class:`Layout`.
 """
 
@@ -35,9 +35,9 @@ from fabricflow.workload.efficiency import attention_time, gemm_time, memory_tim
 from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.host import HostTimes, host_times
 from fabricflow.workload.layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack, load_stack
-from fabricflow.workload.table import LayoutTable, layout_table
 
 # Attention backward FLOPs per forward FLOP of a fused kernel (it recomputes the scores:
 # 5 matmuls instead of 2; FlashAttention-2 paper, section 3.1).

@@ -9,7 +9,7 @@ divides, else an uneven split (:meth:`Layout.stage_split`) or the layers per ran
 ``pp_split``; the global batch is ``dp * micro_batch * num_micro_batches`` sequences.
 
 The rules are checked for many layouts at once by :func:`table_problems` (numpy columns
-of a :class:`~fabricflow.workload.table.LayoutTable`); :meth:`Layout.validate` checks the
+of a :class:`~fabricflow.workload.layout_table.LayoutTable`); :meth:`Layout.validate` checks the
 types of one layout and then runs the same rules on a one-row table.
 """
 
@@ -23,8 +23,7 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.workload.host import CUDA_GRAPH_SCOPES
-from fabricflow.workload.model import ModelSpec
-from fabricflow.workload.table import (
+from fabricflow.workload.layout_table import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
     INT_COLUMNS,
@@ -34,6 +33,7 @@ from fabricflow.workload.table import (
     first_problem,
     layout_table,
 )
+from fabricflow.workload.model_spec import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
@@ -139,7 +139,7 @@ class Layout:
         offload_optimizer, offload_weights, offload_activations: fractions in [0, 1] of
             the optimizer state (fp32 master weights and Adam moments), the bf16 weights and
             the activations saved for backward held in host (or pooled) memory across the
-            GPU's host link instead of HBM (see :mod:`fabricflow.workload.memory` and
+            GPU's host link instead of HBM (see :mod:`fabricflow.workload.gpu_memory` and
             ``offload`` in :func:`fabricflow.step_time`); 0 = all in HBM.
         pp_split: transformer layers per pipeline rank, first to last (summed over its
             virtual stages), or None for the automatic split of :meth:`rank_layers`.

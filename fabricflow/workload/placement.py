@@ -34,7 +34,7 @@ from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.workload.comm_volume import rank_dimensions
 from fabricflow.workload.layout import Layout
-from fabricflow.workload.model import ModelSpec
+from fabricflow.workload.model_spec import ModelSpec
 
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 PLACEMENTS = ("contiguous", "scattered", "topology-aware", "domain-aligned", "deployed")

@@ -19,8 +19,8 @@ import dataclasses
 import numpy as np
 
 from fabricflow.workload.layout import split_stages
-from fabricflow.workload.model import ModelSpec
-from fabricflow.workload.table import LayoutTable
+from fabricflow.workload.layout_table import LayoutTable
+from fabricflow.workload.model_spec import ModelSpec
 
 # Rows of one group are processed together; a group larger than this is cut into chunks
 # so that the per-rank arrays stay small (rows x ranks floats each).

@@ -54,8 +54,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from fabricflow.collective.comm import CollectiveCache
-from fabricflow.collective.cost import DEFAULT_COST
 from fabricflow.collective.coupling import plan_windows
+from fabricflow.collective.nccl_cost import DEFAULT_COST
 from fabricflow.errors import SolverError, SpecError, check_flag
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.workload.calibration import Calibration, as_calibration
@@ -70,15 +70,15 @@ from fabricflow.workload.compute import (
 from fabricflow.workload.dispatch import dispatch_seconds, line_rate
 from fabricflow.workload.flops import executed_flops_per_step, model_flops_per_step
 from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.gpu_memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from fabricflow.workload.hetero import is_mixed, job_gpus, split_for_gpus
 from fabricflow.workload.intervals import DEFAULT_LEVEL, Interval, step_interval
 from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout
-from fabricflow.workload.memory import GIB, MemoryEstimate, rank_memory, usable_hbm
-from fabricflow.workload.model import ModelSpec, load_model
+from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.model_spec import ModelSpec, load_model
 from fabricflow.workload.placement import DEFAULT_PLACEMENT, Placement, parse_order, place
 from fabricflow.workload.stack import Stack, load_stack
 from fabricflow.workload.stages import rank_names
-from fabricflow.workload.table import LayoutTable, layout_table
 
 __all__ = [
     "ADAM_BYTES_PER_PARAM",

@@ -10,7 +10,7 @@ import pytest
 
 from fabricflow.cli import main
 from fabricflow.errors import SpecError
-from fabricflow.launch_args import launch_arguments, result_arguments
+from fabricflow.workload.launch_args import launch_arguments, result_arguments
 
 LAYOUT = {
     "tp": 2,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fabricflow.errors import SpecError
-from fabricflow.traffic_files import read_connection_matrix
+from fabricflow.traffic.htsim import read_connection_matrix
 
 
 @pytest.mark.parametrize(

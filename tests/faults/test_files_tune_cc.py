@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from fabricflow.dynamics.scenarios import dumbbell
+from fabricflow.dynamics.tuning import TuningProblem
 from fabricflow.errors import SpecError
-from fabricflow.optimize.cc_tuning import TuningProblem
-from fabricflow.study.cc_scenarios import dumbbell
 
 C40 = 40e9 / 8
 

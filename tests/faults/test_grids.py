@@ -19,7 +19,7 @@ from fault_helpers import ENV, ROOT, one_json
 import fabricflow as ff
 from fabricflow.cli import main
 from fabricflow.errors import MemoryBudgetError, SpecError
-from fabricflow.study.sweep.spec import read_sweep_spec
+from fabricflow.sweeps.grid_spec import read_sweep_spec
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from fault_helpers import run_main
 
-from fabricflow.study.sweep import layout
+from fabricflow.sweeps import store_layout
 
 XS = list(range(6))
 SPEC = {"task": "sweep_tasks:quad", "grid": {"x": XS}, "fixed": {"y": 1.0}}
@@ -27,7 +27,7 @@ SPEC = {"task": "sweep_tasks:quad", "grid": {"x": XS}, "fixed": {"y": 1.0}}
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Chunks of 2 points, so that damage to one chunk leaves the others' points intact."""
-    monkeypatch.setattr(layout, "CHUNK_POINTS", 2)
+    monkeypatch.setattr(store_layout, "CHUNK_POINTS", 2)
 
 
 def sweep(capsys, tmp_path, store, *flags):
@@ -138,8 +138,8 @@ def test_a_grid_whose_store_cannot_fit_is_refused_up_front(tmpfs, capsys, tmp_pa
 
 
 def test_a_full_disk_stops_cleanly_with_the_points_stored_so_far(tmpfs, capsys, tmp_path):
-    from fabricflow.study.sweep import make_spec
-    from fabricflow.study.sweep.store import SweepStore
+    from fabricflow.sweeps import make_spec
+    from fabricflow.sweeps.store import SweepStore
 
     disk = tmpfs("size=4m")
     grid = {"x": list(range(40000))}

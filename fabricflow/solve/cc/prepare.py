@@ -4,8 +4,8 @@
 neighbour lists): it validates every input, decides every static shape (hops, ring
 slots, records), estimates memory and work and refuses what is too large, and lays out
 the device arrays of :class:`~.integrator.Problem`. It cannot be jitted; the jitted half
-is :func:`fabricflow.solve.cc.run.run_cc`. Nothing here knows about fabrics or routes:
-callers pass link ids, capacities and latencies (``fabricflow.cc.simulate_cc`` does that
+is :func:`fabricflow.solve.cc.run_cc.run_cc`. Nothing here knows about fabrics or routes:
+callers pass link ids, capacities and latencies (``fabricflow.dynamics.congestion.simulate_cc`` does that
 for a :class:`~fabricflow.Fabric` and its :class:`~fabricflow.Routes`).
 """
 
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 from fabricflow.solve.cc import integrator
 from fabricflow.solve.cc.law import RateLaw
 from fabricflow.solve.cc.laws import resolve_law
@@ -123,7 +123,7 @@ def prepare_cc(
 
     Every input error, and a run too large for memory (:class:`MemoryBudgetError`) or
     absurdly long (:class:`SpecError` on ``duration``, with the estimated work and time),
-    is refused here. Run the result with :func:`fabricflow.solve.cc.run.run_cc`.
+    is refused here. Run the result with :func:`fabricflow.solve.cc.run_cc.run_cc`.
 
     Args:
         links: int ``[F, H]`` link ids, -1 padded (padding at the end of a row).

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.loads import link_load
+from fabricflow.link_loads import link_load
 from fabricflow.solve.maxmin.inputs import as_array, check_problem
 from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 

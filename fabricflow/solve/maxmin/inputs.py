@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.memory import check_memory
+from fabricflow.memory_budget import check_memory
 
 
 class FlowProblem(NamedTuple):
@@ -203,7 +203,7 @@ def check_solve_memory(
 ) -> None:
     """Refuse, before allocating, a solve whose working set exceeds the memory budget.
 
-    The budget is the shared policy of :func:`fabricflow.memory.memory_budget` (or
+    The budget is the shared policy of :func:`fabricflow.memory_budget.memory_budget` (or
     ``budget`` bytes); raises :class:`~fabricflow.errors.MemoryBudgetError`.
     """
     scenarios = batch or 1

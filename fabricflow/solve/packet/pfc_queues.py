@@ -61,7 +61,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fabricflow.solve.packet.groups import Groups
+from fabricflow.solve.packet.queue_structure import Groups
 from fabricflow.solve.pfc.pause import pause_update
 from fabricflow.solve.status import Status
 
@@ -102,7 +102,7 @@ def simulate_lossless(
     through.
 
     Args:
-        groups: :func:`~fabricflow.solve.packet.groups.build_groups` of the paths.
+        groups: :func:`~fabricflow.solve.packet.queue_structure.build_groups` of the paths.
         capacity: ``[L]`` bytes/s. size: ``[F]`` wire bytes. start: ``[F]`` seconds.
         dt: step in seconds. xoff, xon: PFC thresholds per ingress link, bytes.
         max_steps: loop bound (status ``MAX_ITERS_REACHED`` when hit).

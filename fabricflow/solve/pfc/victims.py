@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.solve.maxmin.outputs import link_utilization
+from fabricflow.solve.maxmin.link_views import link_utilization
 
 
 def victim_flows(
