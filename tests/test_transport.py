@@ -12,7 +12,8 @@ from fabricflow.cli import main
 from fabricflow.collective.timing import collective_time, prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.spec import build_fabric, read_spec
-from fabricflow.fabric.transport import PROTOCOLS, Transport, parse_transport, routing_for
+from fabricflow.fabric.transport import PROTOCOLS, Transport, parse_transport
+from fabricflow.routing.transport_policy import routing_for
 
 
 def _fat_tree(transport=None):

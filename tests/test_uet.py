@@ -15,7 +15,8 @@ from fabricflow.collective.timing import prepare_collective
 from fabricflow.design.space import design_code, design_spec, parse_design
 from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import incast, union
-from fabricflow.fabric.transport import Transport, parse_transport, routing_for
+from fabricflow.fabric.transport import Transport, parse_transport
+from fabricflow.routing.transport_policy import routing_for
 from fabricflow.solve.cc.nscc import nscc_params
 from fabricflow.solve.cc.uet_analysis import nscc_equilibrium, rccc_fixed_point
 

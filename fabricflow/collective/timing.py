@@ -32,8 +32,8 @@ from fabricflow.collective.phase import Phase
 from fabricflow.collective.structure_cache import SharedPhases
 from fabricflow.errors import SpecError, check_flag
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.fabric.transport import routing_for
 from fabricflow.link_loads import link_load
+from fabricflow.routing.transport_policy import routing_for
 from fabricflow.typing import GroupsLike
 
 # "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
@@ -535,7 +535,7 @@ def collective_time(
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
         routing: ``auto`` (default: what the fabric's transport does, see
-            :func:`fabricflow.fabric.transport.routing_for`: ``adaptive`` for InfiniBand or
+            :func:`fabricflow.routing.transport_policy.routing_for`: ``adaptive`` for InfiniBand or
             Ethernet with adaptive routing on a Clos, ``ecmp`` for RoCEv2 and fabrics
             without adaptive routing), ``ecmp`` (hashed single path per flow),
             ``multipath``, ``spray`` (every equal-cost path listed), ``adaptive`` (the

@@ -123,7 +123,7 @@ def run(args) -> int:
     from fabricflow.commands.step import _check_plot_format
     from fabricflow.errors import SpecError
     from fabricflow.fabric.summary import failure_counts, failure_text
-    from fabricflow.fabric.transport import routing_for
+    from fabricflow.routing.transport_policy import routing_for
     from fabricflow.units import format_size
 
     if args.plot is not None:

@@ -53,7 +53,10 @@ import numpy as np
 from fabricflow import schema as sr
 from fabricflow.errors import SpecError
 from fabricflow.fabric.assemble import Assembler, check_build_size
+from fabricflow.fabric.common_spec import CommonSpec, finish_fabric
+from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.scale_up import ScaleUpLinks, add_scale_up
+from fabricflow.fabric.summary import max_flow_between
 
 TIER_NAMES = ("leaf", "spine", "core", "super")
 # Link kinds the builders give to non-tier cables: a tier of that name would merge its
@@ -159,8 +162,6 @@ class ClosStructure:
                 ids = (self.up_offset[:, level][:, None] + np.arange(count)[None, :]).ravel()
                 totals.append(fabric.capacity[ids].sum())
             return float(min(totals) / 2)
-        from fabricflow.fabric.summary import max_flow_between
-
         per_rail = self.slots // self.rails
         half = self.slot_of_gpu % per_rail < per_rail // 2
         return max_flow_between(fabric, half, ~half)
@@ -247,10 +248,8 @@ def parse_tiers(section: sr.Section, nic_bandwidth: float) -> list[TierSpec]:
     return tiers
 
 
-def build_clos(topology: sr.Section, common) -> object:
+def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
     """Build a Clos fabric from the ``topology`` section and the common spec."""
-    from fabricflow.fabric.spec import finish_fabric
-
     attachment = topology.get("attachment", sr.choice(*ATTACHMENTS), "rail")
     planes = topology.get("planes", sr.positive_int, 1)
     ports = topology.get("nic_ports_per_gpu", sr.positive_int, planes)

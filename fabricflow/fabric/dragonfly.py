@@ -44,6 +44,8 @@ import numpy as np
 from fabricflow import schema as sr
 from fabricflow.errors import SpecError
 from fabricflow.fabric.assemble import Assembler, check_build_size
+from fabricflow.fabric.common_spec import CommonSpec, finish_fabric
+from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.scale_up import ScaleUpLinks, add_scale_up
 
 DRAGONFLY_KEYS = (
@@ -143,10 +145,8 @@ class DragonflyStructure:
         return float(min(global_cut, nic_a, nic_b))
 
 
-def build_dragonfly(topology: sr.Section, common) -> object:
+def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
     """Build a dragonfly fabric from the ``topology`` section and the common spec."""
-    from fabricflow.fabric.spec import finish_fabric
-
     groups = topology.get("groups", sr.positive_int)
     a = topology.get("switches_per_group", sr.positive_int)
     if topology.has("gpus_per_switch") == topology.has("nodes_per_switch"):

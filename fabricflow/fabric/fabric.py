@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from fabricflow.errors import SpecError
+from fabricflow.errors import SpecError, did_you_mean
+from fabricflow.fabric.summary import fabric_summary
 from fabricflow.fabric.transport import DEFAULT_TRANSPORT, Transport
 from fabricflow.typing import Capacity, GpuNodes, Latency, NodeIds
 
@@ -344,8 +345,6 @@ class Fabric:
 
     def _unknown_kind_message(self, link_kind, present: list[str]) -> str:
         """What to say when ``link_kind`` names no cables of this fabric."""
-        from fabricflow.errors import did_you_mean
-
         what = "no link kind given" if link_kind is None else f"no {link_kind!r} links"
         text = f"this fabric has {what}; cables of kinds {present} can fail"
         tiers = getattr(self.structure, "tier_names", None)  # a Clos
@@ -402,8 +401,6 @@ class Fabric:
     # ------------------------------------------------------------------ views
     def summary(self) -> dict:
         """Counts, tiers with oversubscription and bisection bandwidth, as a JSON-able dict."""
-        from fabricflow.fabric.summary import fabric_summary
-
         return fabric_summary(self)
 
     def to_networkx(self):

@@ -34,6 +34,8 @@ import numpy as np
 from fabricflow import schema as sr
 from fabricflow.errors import SpecError
 from fabricflow.fabric.assemble import Assembler
+from fabricflow.fabric.common_spec import CommonSpec, finish_fabric
+from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.scale_up import add_scale_up
 
 GRAPH_KEYS = ("type", "gpu_transit", "defaults", "nodes", "gpus", "links")
@@ -94,10 +96,8 @@ def _parse_gpus(topology: sr.Section, num_gpus: int) -> list[tuple[str, int]]:
     return gpus
 
 
-def build_graph(topology: sr.Section, common) -> object:
+def build_graph(topology: sr.Section, common: CommonSpec) -> Fabric:
     """Build a fabric from an explicit node and cable list (see the module docstring)."""
-    from fabricflow.fabric.spec import finish_fabric
-
     transit = topology.get("gpu_transit", sr.boolean, False)
     defaults = topology.section("defaults", DEFAULT_KEYS, None)
     gpus = _parse_gpus(topology, common.num_gpus)

@@ -27,23 +27,20 @@ documents its own ``topology`` keys)::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import warnings
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
-
 from fabricflow import schema as sr
 from fabricflow.errors import SpecError, UnitWarning
-from fabricflow.fabric.assemble import Assembler
+from fabricflow.fabric.common_spec import CommonSpec
 from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.generators import GENERATORS
 from fabricflow.fabric.netlist import netlist_spec_from_file
 from fabricflow.fabric.scale_up import SCALE_UP_KEYS, ScaleUpSpec
 from fabricflow.fabric.slurm import SLURM_OPTIONS, slurm_spec_from_file
-from fabricflow.fabric.transport import Transport, parse_transport
+from fabricflow.fabric.transport import parse_transport
 from fabricflow.files import is_file, read_structured
 from fabricflow.memory_budget import out_of_memory
 
@@ -60,21 +57,6 @@ TOP_KEYS = (
     "topology",
     "cost",
 )
-
-Builder = Callable[[sr.Section, "CommonSpec"], Fabric]
-
-
-@dataclasses.dataclass(frozen=True)
-class CommonSpec:
-    """The generator-independent part of a spec."""
-
-    name: str
-    num_gpus: int
-    gpus_per_node: int
-    scale_up: ScaleUpSpec | None
-    in_network_reduction: bool
-    meta: dict
-    transport: Transport = Transport()
 
 
 def build_fabric(spec: dict) -> Fabric:
@@ -93,8 +75,6 @@ def build_fabric(spec: dict) -> Fabric:
 
 
 def _build_fabric(spec: dict) -> Fabric:
-    from fabricflow.fabric.generators import GENERATORS
-
     top = sr.Section(spec, "", TOP_KEYS)
     topology_raw = top.raw("topology")
     if not isinstance(topology_raw, dict) or "type" not in topology_raw:
@@ -130,43 +110,6 @@ def _build_fabric(spec: dict) -> Fabric:
             f"{common.num_gpus} GPUs is not a multiple of gpus_per_node ({common.gpus_per_node})",
         )
     return builder(topology, common)
-
-
-def finish_fabric(
-    assembler: Assembler,
-    common: CommonSpec,
-    gpu_node: np.ndarray,
-    gpu_domain: np.ndarray,
-    structure,
-    group_of_gpu: np.ndarray | None = None,
-    node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = (),
-    meta: dict | None = None,
-) -> Fabric:
-    """Shared last step of the generators: set node groups and build the Fabric.
-
-    ``group_of_gpu`` (int ``[G]``) is the group of each GPU's node; ``node_groups`` are
-    further ``(nodes, groups)`` assignments applied after it; ``meta`` adds entries to
-    the fabric's ``meta``. Everything is set before the (frozen) Fabric is made.
-    """
-    if group_of_gpu is not None:
-        node_groups = ((gpu_node, group_of_gpu), *node_groups)
-    fabric = assembler.build(
-        common.name,
-        gpu_node=gpu_node,
-        gpu_domain=gpu_domain,
-        gpus_per_node=common.gpus_per_node,
-        structure=structure,
-        meta={
-            **common.meta,
-            "nvls": bool(common.scale_up and common.scale_up.nvls),
-            "in_network_reduction": common.in_network_reduction,
-            "scale_up_domain_size": common.scale_up.domain_size if common.scale_up else 1,
-            "transport": common.transport,
-            **(meta or {}),
-        },
-        node_groups=node_groups,
-    )
-    return fabric
 
 
 # ---------------------------------------------------------------------------- presets

@@ -28,6 +28,8 @@ import numpy as np
 from fabricflow import schema as sr
 from fabricflow.errors import SpecError
 from fabricflow.fabric.assemble import Assembler, check_build_size
+from fabricflow.fabric.common_spec import CommonSpec, finish_fabric
+from fabricflow.fabric.fabric import Fabric
 
 TORUS_KEYS = ("type", "dims", "wraparound", "link_bandwidth", "latency")
 MAX_DIMS = 6
@@ -95,10 +97,8 @@ def _per_dimension(section: sr.Section, key: str, parse, count: int, default) ->
     return [parse(value, section.field(key))] * count
 
 
-def build_torus(topology: sr.Section, common) -> object:
+def build_torus(topology: sr.Section, common: CommonSpec) -> Fabric:
     """Build a torus/mesh fabric from the ``topology`` section and the common spec."""
-    from fabricflow.fabric.spec import finish_fabric
-
     dims_raw = topology.raw("dims")
     if not isinstance(dims_raw, list) or not 1 <= len(dims_raw) <= MAX_DIMS:
         raise SpecError(

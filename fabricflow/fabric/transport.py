@@ -25,8 +25,8 @@ Protocols:
   selectively; no PFC), NSCC and RCCC congestion control, per-packet spraying over all
   paths. Default ``adaptive_routing: true`` (spraying).
 
-:func:`routing_for` turns the transport into the routing policy the collective and step
-models use by default (``routing="auto"``): an even split over all equal-cost paths
+:func:`fabricflow.routing.transport_policy.routing_for` turns the transport into the
+routing policy the collective and step models use by default (``routing="auto"``): an even split over all equal-cost paths
 (``adaptive``, spray's compact form) where adaptive routing is on and the fabric's router
 can spray (Clos; ``spray`` on graph fabrics such as imported files), one
 hashed path per flow (``ecmp``) otherwise. A spec without ``transport`` gets ``rocev2``
@@ -162,25 +162,3 @@ def parse_transport(value: Any, field: str = "transport") -> Transport:
     if adaptive is not None and not isinstance(adaptive, bool):
         raise SpecError(f"{field}.adaptive_routing", f"must be true or false, got {adaptive!r}")
     return Transport(protocol, adaptive)
-
-
-def routing_for(fabric) -> str:
-    """The routing policy that stands for ``fabric.transport`` in the fluid model.
-
-    ``adaptive`` (an even split over all equal-cost paths, the fluid limit of per-packet
-    adaptive routing; the Clos router's compact form of ``spray``, with the same max-min
-    rates at the cost of ECMP) when adaptive routing is on and the fabric is a Clos;
-    ``spray`` (the generic router's even split at every hop over the minimal out-links)
-    when adaptive routing is on and the fabric is a graph (a ``graph`` spec, an imported
-    Slurm file or netlist); ``ecmp`` (one hashed path per flow) otherwise. Torus and
-    dragonfly routers have no spray: their adaptive routing (Slingshot's non-minimal UGAL-style choices) is not
-    modelled and flows keep one minimal path each.
-    """
-    from fabricflow.fabric.clos import ClosStructure
-
-    transport = fabric.transport
-    if transport.adaptive_routing and isinstance(fabric.structure, ClosStructure):
-        return "adaptive"
-    if transport.adaptive_routing and fabric.structure is None:
-        return "spray"  # a graph fabric (an imported file): the generic router's even split
-    return "ecmp"

@@ -38,8 +38,8 @@ from fabricflow.collective.nccl_cost import DEFAULT_COST
 from fabricflow.collective.structure_cache import fabric_fingerprint
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.fabric.transport import routing_for
 from fabricflow.layout_search.cut_bound import gpu_leaf
+from fabricflow.routing.transport_policy import routing_for
 
 # Ring bytes per member per direction, per byte of the nccl-tests size S, by op.
 _RING = {

@@ -34,9 +34,9 @@ import numpy as np
 
 from fabricflow.errors import FabricflowError, SpecError
 from fabricflow.fabric.summary import cables_per_kind, failure_text, port_usage_text
-from fabricflow.fabric.transport import routing_for
 from fabricflow.report.cost_section import cost_section
 from fabricflow.routing.clos import adaptive_link_values
+from fabricflow.routing.transport_policy import routing_for
 from fabricflow.units import format_bandwidth
 from fabricflow.workload.step_command import (
     describe_layout,
