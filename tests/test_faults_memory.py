@@ -20,7 +20,7 @@ from fabricflow.fabric import summary
 from fabricflow.fabric.spec import build_fabric
 from fabricflow.memory_budget import check_memory, memory_budget
 from fabricflow.routing import clos
-from fabricflow.routing.route import MERGE_BYTES_PER_ENTRY
+from fabricflow.routing.route_limits import MERGE_BYTES_PER_ENTRY
 
 
 class Reached(Exception):

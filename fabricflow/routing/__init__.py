@@ -1,5 +1,6 @@
 """fabricflow.routing: GPU-to-GPU flows -> padded :class:`~fabricflow.routing.routes.Routes`.
 
 ``route.route`` dispatches on the fabric's structure through the plain table
-``route.routers()``; importing this package imports no router.
+``route.routers()``; the routers share ``route_limits`` (memory constants, the unreachable
+error) below the dispatcher. Importing this package imports no router.
 """

@@ -26,11 +26,14 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.fabric.clos import ClosStructure
+from fabricflow.fabric.dragonfly import DragonflyStructure
+from fabricflow.fabric.torus import TorusStructure
 from fabricflow.memory_budget import check_memory
 from fabricflow.routing import hashing
 from fabricflow.routing.clos import _combo_choices, _paths_for_choices, crosses_rails, lca_level
 from fabricflow.routing.links_up import all_links_up
-from fabricflow.routing.route import unreachable_error
+from fabricflow.routing.route import routers
+from fabricflow.routing.route_limits import unreachable_error
 
 # Peak bytes per candidate entry ([F, K, H] int64 work arrays, masks and the hash pass).
 CANDIDATE_BYTES_PER_ENTRY = 40
@@ -155,10 +158,6 @@ def _fill_from_all_paths(fabric, st, out, got, net, short, s, t, top, k):
 
 def _router_candidates(fabric, src, dst, k: int, seed: int) -> np.ndarray:
     """Distinct paths from repeated draws of the fabric's own router (non-Clos)."""
-    from fabricflow.fabric.dragonfly import DragonflyStructure
-    from fabricflow.fabric.torus import TorusStructure
-    from fabricflow.routing.route import routers
-
     table = routers()
     entry = table.get(type(fabric.structure), table[None])
     draws = DRAWS_PER_PATH * k

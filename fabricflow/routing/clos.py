@@ -46,7 +46,11 @@ from fabricflow.memory_budget import check_memory
 from fabricflow.routing import hashing
 from fabricflow.routing.links_up import all_links_up
 from fabricflow.routing.multipath_rows import merge_row_entries
-from fabricflow.routing.route import MERGE_BYTES_PER_ENTRY, ROUTE_BYTES_PER_ENTRY, unreachable_error
+from fabricflow.routing.route_limits import (
+    MERGE_BYTES_PER_ENTRY,
+    ROUTE_BYTES_PER_ENTRY,
+    unreachable_error,
+)
 from fabricflow.routing.routes import Routes
 
 POLICIES = ("ecmp", "multipath", "spray", "adaptive")

@@ -46,7 +46,11 @@ import numpy as np
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.memory_budget import check_memory
 from fabricflow.routing import hashing
-from fabricflow.routing.route import GENERIC_WIDTH_GUESS, ROUTE_BYTES_PER_ENTRY, unreachable_error
+from fabricflow.routing.route_limits import (
+    GENERIC_WIDTH_GUESS,
+    ROUTE_BYTES_PER_ENTRY,
+    unreachable_error,
+)
 from fabricflow.routing.routes import Routes
 
 POLICIES = ("ecmp", "spray", "adaptive")

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fabricflow.routing.generic import shortest_path_links
+
 
 def all_links_up(fabric, links: np.ndarray) -> np.ndarray:
     """bool ``[F]``: whether every link of each row of ``links`` (int ``[F, H]``, ``-1``
@@ -52,8 +54,6 @@ def redraw_then_detour(
     Raises:
         RoutingError: flows with no working path (count and an example).
     """
-    from fabricflow.routing.generic import shortest_path_links
-
     pending = np.flatnonzero(~all_links_up(fabric, links))
     for attempt in range(1, attempts):
         if pending.size == 0:

@@ -14,9 +14,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fabricflow.errors import RoutingError, SpecError, check_flag
+from fabricflow.errors import SpecError, check_flag
+from fabricflow.fabric.clos import ClosStructure
+from fabricflow.fabric.dragonfly import DragonflyStructure
 from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.torus import TorusStructure
 from fabricflow.memory_budget import check_memory, out_of_memory
+from fabricflow.routing import clos, dragonfly, generic, torus
+from fabricflow.routing.route_limits import ROUTE_BYTES_PER_FLOW
 from fabricflow.routing.routes import Routes
 from fabricflow.typing import GpuIndexLike
 
@@ -33,29 +38,15 @@ class RouterEntry(NamedTuple):
     width: Callable[[Any, str, dict], tuple[int, int]]
 
 
-# Peak bytes of routing, per flow and per candidate path entry (flows x hops of the
-# paths a router builds before trimming). Measured peak RSS on 2M flows: 290-330 B per
-# flow on Clos (6 hops) and dragonfly (5-7), 500 B on a 24-hop torus; multipath merging
-# ~95 B per raw entry. The constants cover these with margin.
-ROUTE_BYTES_PER_FLOW = 200
-ROUTE_BYTES_PER_ENTRY = 64
-MERGE_BYTES_PER_ENTRY = 100
-GENERIC_WIDTH_GUESS = 8
-
-
 @functools.cache
 def routers() -> dict[type | None, RouterEntry]:
     """Structure type -> :class:`RouterEntry`: the router of a fabric, the keyword options
     it takes besides ``policy`` and ``seed``, and its route width for memory estimates.
     ``None``: fabrics without a structure (the generic shortest-path router).
 
-    A plain table, built on first use because the router modules import this one.
+    A plain table (built once); the routers import what they share from
+    :mod:`fabricflow.routing.route_limits`, never this module.
     """
-    from fabricflow.fabric.clos import ClosStructure
-    from fabricflow.fabric.dragonfly import DragonflyStructure
-    from fabricflow.fabric.torus import TorusStructure
-    from fabricflow.routing import clos, dragonfly, generic, torus
-
     return {
         ClosStructure: RouterEntry(clos.route_clos, ("k", "pxn"), clos.route_width),
         TorusStructure: RouterEntry(torus.route_torus, (), torus.route_width),
@@ -176,12 +167,3 @@ def validate_endpoints(fabric: Fabric, src, dst) -> tuple[np.ndarray, np.ndarray
             f"GPU {int(src_arr[same[0]])}); a GPU does not send to itself over the fabric",
         )
     return src_arr.astype(np.int64), dst_arr.astype(np.int64)
-
-
-def unreachable_error(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, why: str) -> RoutingError:
-    """A RoutingError that gives the count of unreachable flows and one example."""
-    first = int(np.flatnonzero(bad)[0])
-    return RoutingError(
-        f"{int(bad.sum())} flow(s) unreachable {why}; e.g. flow {first}: "
-        f"GPU {int(src[first])} -> GPU {int(dst[first])}"
-    )

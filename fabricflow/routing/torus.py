@@ -29,7 +29,7 @@ from fabricflow.errors import SpecError
 from fabricflow.fabric.torus import TorusStructure
 from fabricflow.routing import hashing
 from fabricflow.routing.links_up import redraw_then_detour
-from fabricflow.routing.route import ROUTE_BYTES_PER_ENTRY
+from fabricflow.routing.route_limits import ROUTE_BYTES_PER_ENTRY
 from fabricflow.routing.routes import Routes
 
 POLICIES = ("dor", "ecmp")
