@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fabricflow.jax_cache import ensure_persistent_cache
+from fabricflow.solve.event_result import EventResult
 from fabricflow.solve.maxmin.entries import FlowEntries
 from fabricflow.solve.maxmin.flat import constrained_links, flat_water_fill
 from fabricflow.solve.maxmin.jax_backend import pad_problem, x64_mode
@@ -116,9 +117,7 @@ def run_events(
     stop_after=None,
     dtype=np.float32,
 ):
-    """Pad, run :func:`simulate_events`, unpad: an :class:`~.completion_loop.EventResult`."""
-    from fabricflow.solve.completion_loop import EventResult
-
+    """Pad, run :func:`simulate_events`, unpad: an :class:`~.event_result.EventResult`."""
     ensure_persistent_cache()
     padded = pad_problem(entries, capacity, weight, np.full(entries.num_flows, np.inf), dtype)
     flow_slots = padded.weight.shape[0]

@@ -27,36 +27,20 @@ no compiles) and :func:`jax_events` (one ``lax.while_loop`` around the flat kern
 from __future__ import annotations
 
 import hashlib
-from typing import NamedTuple
 
 import numpy as np
 
+from fabricflow.solve.event_result import EventResult
 from fabricflow.solve.maxmin.entries import FlowEntries, compact_links
 from fabricflow.solve.maxmin.numpy_fill import numpy_water_fill
 from fabricflow.solve.status import Status
 
-__all__ = ["EventResult", "jax_events", "numpy_events", "subset_key"]
+__all__ = ["jax_events", "numpy_events", "subset_key"]
 
 
 def subset_key(mask: np.ndarray) -> str:
     """Digest of a bool ``[F]`` subset of flows (the key of a memo of solves)."""
     return hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).hexdigest()
-
-
-class EventResult(NamedTuple):
-    """Outcome of an event loop (numpy arrays, float64 times in seconds).
-
-    ``elapsed`` ``[F]`` arrival-to-finish seconds (``inf``: not finished, because it
-    never can or the loop stopped first); ``remaining`` ``[F]`` bytes left when the loop stopped (0 when
-    finished); ``clock`` seconds from the earliest start to the stop; ``events``,
-    ``rounds`` (max-min rounds over all solves), ``status`` (a :class:`Status`)."""
-
-    elapsed: np.ndarray
-    remaining: np.ndarray
-    clock: float
-    events: int
-    rounds: int
-    status: int
 
 
 def numpy_events(
@@ -188,7 +172,8 @@ def jax_events(
     dtype=np.float32,
 ) -> EventResult:
     """The event loop as one jitted ``lax.while_loop`` around the flat kernel."""
-    from fabricflow.solve.completion_jax import run_events  # deferred: imports JAX
+    # lazy: completion_jax imports JAX; the numpy backend and its callers stay JAX-free
+    from fabricflow.solve.completion_jax import run_events
 
     return run_events(
         entries,

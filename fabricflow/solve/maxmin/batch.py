@@ -74,7 +74,8 @@ def max_min_batch(
             for p, c, w, d in zip(problems, capacities, weights, demands, strict=True)
         ]
     if layout == "vmap":
-        from fabricflow.solve.maxmin.stacked import stacked_solve  # deferred: imports JAX
+        # lazy: the vmap layout's kernel imports JAX; a numpy or block batch stays JAX-free
+        from fabricflow.solve.maxmin.stacked import stacked_solve
 
         return stacked_solve(problems, capacities, weights, demands, dtype, rtol, throw)
     stacked, link_offset, flow_offset = block_diagonal(list(problems))

@@ -249,7 +249,8 @@ def max_min(
             entries, capacity, weight, demand, rtol, max_iters
         )
     else:
-        from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax  # deferred: imports JAX
+        # lazy: the JAX backend imports JAX; a numpy solve (and ``import fabricflow``) stays light
+        from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax
 
         rate, bottleneck, rounds, status, unsettled = run_jax(
             entries,

@@ -6,6 +6,9 @@ large fabric costs its own links; entries, flows and link slots are padded to
 padding entries' sentinel flow and the sentinel link). Every shape a process sees is
 therefore one of a few per octave of each axis, compiled once and kept by the persistent
 compilation cache (:mod:`fabricflow.jax_cache`).
+
+This module imports JAX; the engine (:mod:`.engine`) reaches it only through the backends
+that run JAX (:mod:`.sharded`, :mod:`.stacked`), so a numpy-only solve never loads JAX.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fabricflow.jax_cache import ensure_persistent_cache
 from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal, bucket_size
+from fabricflow.solve.maxmin.flat import solve_flat, solve_flat_batch
 from fabricflow.solve.status import Status
 
 __all__ = [
@@ -121,11 +127,6 @@ def jax_solve(
     if capacity.ndim == 2 and layout == "block":
         return _block_solve(entries, capacity, weight, demand, dtype, max_iters, rtol)
     ensure_persistent_cache()
-    import jax  # deferred: the planner imports JAX only when this backend runs
-    import jax.numpy as jnp
-
-    from fabricflow.solve.maxmin.flat import solve_flat, solve_flat_batch
-
     padded = pad_problem(entries, capacity, weight, demand, dtype)
     with x64_mode(dtype):
         solver = solve_flat_batch if padded.capacity.ndim == 2 else solve_flat
@@ -178,8 +179,6 @@ def _block_solve(entries, capacity, weight, demand, dtype, max_iters, rtol):
 
 def x64_mode(dtype):
     """JAX's float64 mode for a float64 solve (the global setting is left alone)."""
-    import jax  # deferred with the backend
-
     return jax.enable_x64(True) if np.dtype(dtype) == np.float64 else contextlib.nullcontext()
 
 
