@@ -9,6 +9,7 @@ import numpy as np
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.routing.multipath_rows import merge_row_entries
 from fabricflow.routing.routes import Routes
+from fabricflow.routing_optimizer.compare import compare_routings
 from fabricflow.routing_optimizer.fractional import drain_times
 
 
@@ -93,8 +94,6 @@ class RoutingPlan:
 
     def summary(self, *, seed: int = 0, completion_mode: str = "batched") -> dict:
         """The plan against ECMP and spray on the same flows (see :mod:`.compare`)."""
-        from fabricflow.routing_optimizer.compare import compare_routings
-
         return compare_routings(self, seed=seed, completion_mode=completion_mode)
 
     def __repr__(self) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.routing.routes import Routes
+from fabricflow.routing_optimizer.makespan import check_size
 
 DEFAULT_BETA = 1000.0
 
@@ -77,8 +78,6 @@ def capacity_sensitivity(
         SpecError: bad size or beta, routes of another fabric, or a loaded link of
             capacity 0 (the makespan would be infinite).
     """
-    from fabricflow.routing_optimizer.makespan import check_size
-
     if not isinstance(routes, Routes):
         raise SpecError("routes", f"expected Routes (ff.route(...)), got {type(routes).__name__}")
     if routes.num_links != fabric.num_links:

@@ -26,6 +26,7 @@ import re
 
 import numpy as np
 
+from fabricflow.atomic import write_text
 from fabricflow.errors import SpecError
 from fabricflow.schema import DECIMAL
 
@@ -184,8 +185,6 @@ def write_connection_matrix(
     path: str | os.PathLike, num_nodes: int, src, dst, size, start=None
 ) -> None:
     """Write flows as an htsim connection matrix (ids from 1, ``start`` in seconds)."""
-    from fabricflow.atomic import write_text
-
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     size = np.broadcast_to(np.asarray(size, np.float64), src.shape)
     start = np.zeros(src.shape) if start is None else np.asarray(start, np.float64)

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from fabricflow.errors import SpecError
+from fabricflow.memory_budget import check_memory
 
 
 def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None) -> np.ndarray:
@@ -55,8 +56,6 @@ def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> n
 
 def alltoall_flows(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """All ordered pairs inside each group: ``G * g * (g - 1)`` flows as ``(src, dst)``."""
-    from fabricflow.memory_budget import check_memory
-
     groups = np.asarray(groups, dtype=np.int64)
     size = groups.shape[1]
     num_flows = groups.shape[0] * size * (size - 1)
