@@ -23,12 +23,17 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import jax
 import numpy as np
 
-from fabricflow.errors import SpecError
+from fabricflow.errors import SolverError, SpecError
+from fabricflow.memory_budget import check_memory
+from fabricflow.solve.completion import complete_flows
 from fabricflow.solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
-from fabricflow.solve.packet.queue_structure import ARBITRATIONS
+from fabricflow.solve.packet.pfc_queues import simulate_lossless
+from fabricflow.solve.packet.queue_structure import ARBITRATIONS, build_groups
 from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.solve.status import Status
 
 FIDELITIES = ("fluid", "packet")
 CC_CHOICES = ("none", "dcqcn")
@@ -142,8 +147,6 @@ def flow_completion_times(
             multipath routes (``coef``) with the PFC engine, which follows one path per
             flow.
     """
-    from fabricflow.solve.completion import complete_flows
-
     began = time.perf_counter()
     if fidelity not in FIDELITIES:
         raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
@@ -265,13 +268,6 @@ def _lossless_transfer(
 ):
     """Transfer times and last-ACK queueing (s, ``[F]`` each), steps, and settings of the
     PFC queue engine."""
-    import jax
-
-    from fabricflow.errors import SolverError
-    from fabricflow.solve.packet.pfc_queues import simulate_lossless
-    from fabricflow.solve.packet.queue_structure import build_groups
-    from fabricflow.solve.status import Status
-
     dt, max_steps = loop
     xoff = float(np.max(pfc_params.xoff))
     xon = xoff - float(np.max(pfc_params.hysteresis))
@@ -288,8 +284,6 @@ def _lossless_transfer(
         raise SpecError("dt", f"must be a time > 0 seconds, got {dt!r}")
     if isinstance(max_steps, bool) or not 1 <= int(max_steps) <= 2**31 - 1:
         raise SpecError("max_steps", f"must be an integer in 1..2**31-1, got {max_steps!r}")
-    from fabricflow.memory_budget import check_memory
-
     entries = int(np.count_nonzero(links >= 0))
     # ~14 float64/int32 arrays per hop entry (queues, groups, gathers) inside the loop
     check_memory(
