@@ -253,7 +253,8 @@ def check_cc(cc) -> str | None:
     ``cc`` naming the laws otherwise."""
     if cc is None:
         return None
-    from fabricflow.solve.cc.laws import resolve_law  # deferred: the rate laws import JAX
+    # lazy: the rate laws import JAX; a max-min collective (cc=None) stays JAX-free
+    from fabricflow.solve.cc.laws import resolve_law
 
     return resolve_law(cc).name
 
@@ -556,8 +557,7 @@ def prepared_collective(
 
 
 def _cc_solver(fabric: Fabric, cc: str):
-    from fabricflow.collective.cc_rates import (
-        CCRates,  # deferred: the congestion-control fluid is JAX
-    )
+    # lazy: the congestion-control fluid imports JAX; a max-min collective stays JAX-free
+    from fabricflow.collective.cc_rates import CCRates
 
     return CCRates(fabric, cc)

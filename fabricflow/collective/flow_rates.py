@@ -227,6 +227,7 @@ def _route_hops(fabric: Fabric, phase: Phase, valid: np.ndarray, routing: str, s
     """Routes of the phase's valid hops (row-major over groups, transfers, hops)."""
     src, dst = phase.hop_src[valid], phase.hop_dst[valid]
     if routing == "optimized":  # split over candidate paths to minimize the makespan
+        # lazy: the routing optimizer imports JAX and optax; other routings stay JAX-free
         from fabricflow.routing_optimizer.makespan import optimize_routing
 
         return optimize_routing(fabric, src, dst, size=phase.hop_load[valid], seed=seed).routes()

@@ -586,9 +586,8 @@ def collective_time(
             "PreparedCollective(...).evaluate(sizes))",
         )
     if cc is not None:
-        from fabricflow.collective.cc_rates import (
-            as_cc_rates,  # deferred: the congestion-control fluid is JAX
-        )
+        # lazy: the congestion-control fluid imports JAX; a max-min collective stays JAX-free
+        from fabricflow.collective.cc_rates import as_cc_rates
 
         solver = as_cc_rates(fabric, cc, solver)
     prepared = PreparedCollective(
