@@ -11,7 +11,7 @@ from fabricflow.workload.dispatch import dispatch_seconds, line_rate
 from fabricflow.workload.efficiency import gemm_time, memory_time
 from fabricflow.workload.host import host_times
 from fabricflow.workload.layer_cost import layer_cost_table
-from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.layout import layout_table
 from fabricflow.workload.placement import place
 from fabricflow.workload.step import collective_times, register_groups
 

@@ -17,8 +17,7 @@ from fabricflow.workload.efficiency import (
 )
 from fabricflow.workload.gpu_memory import layer_activation_bytes, usable_hbm
 from fabricflow.workload.layer_cost import layer_cost, routed_tokens
-from fabricflow.workload.layout import Layout
-from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.layout import Layout, layout_table
 from fabricflow.workload.overlap import COMM_SMS, exposed, slowdown
 from fabricflow.workload.placement import aligned_gpus, place
 from fabricflow.workload.stages import in_flight_chunks

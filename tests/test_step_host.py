@@ -5,8 +5,7 @@ import pytest
 
 import fabricflow as ff
 from fabricflow.workload.host import BACKWARD, FORWARD, host_excess, host_times
-from fabricflow.workload.layout import Layout
-from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.layout import Layout, layout_table
 
 
 def _table(**layout):

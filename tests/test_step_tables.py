@@ -11,8 +11,7 @@ from fabricflow.errors import SpecError
 from fabricflow.workload.compute import collective_sizes, compute_table
 from fabricflow.workload.gpu import load_gpu
 from fabricflow.workload.gpu_memory import memory_headroom, memory_per_gpu, memory_table, usable_hbm
-from fabricflow.workload.layout import Layout, table_problems
-from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.layout import Layout, layout_table, table_problems
 from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.step import compute_only
 
@@ -108,7 +107,7 @@ def test_table_problems_agree_with_validate():
 def test_columns_build_a_table_and_broadcast_scalars():
     table = layout_table(tp=np.array([1, 2, 4, 8]), dp=np.array([8, 4, 2, 1]), seq_len=4096)
     assert len(table) == 4 and list(table.seq_len) == [4096] * 4
-    assert table.layout(2) == Layout(tp=4, dp=2, seq_len=4096)
+    assert Layout.from_table(table, 2) == Layout(tp=4, dp=2, seq_len=4096)
     with pytest.raises(SpecError, match="layout.tp"):
         layout_table(tp=np.array([1.5, 2.0]))
     with pytest.raises(SpecError, match="layout.sequence_parallel"):
@@ -170,5 +169,5 @@ def test_large_tables_evaluate_without_a_loop_over_rows():
     assert np.isfinite(parts.bound_s).all() and (mem.total > 0).all()
     # rows that differ only in a knob that neither compute nor memory reads agree exactly
     first = int(np.flatnonzero(ok)[0])
-    same = dataclasses.replace(table.layout(first), dp_overlap=False)
+    same = dataclasses.replace(Layout.from_table(table, first), dp_overlap=False)
     assert compute_only(LLAMA, H100, same)["compute"] == pytest.approx(parts.compute_s[0])

@@ -33,8 +33,8 @@ from fabricflow.workload.compute import (
 )
 from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.gpu_memory import GIB, memory_table, usable_hbm
-from fabricflow.workload.layout import table_problems
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout import layout_table, table_problems
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack
 from fabricflow.workload.stages import stage_groups

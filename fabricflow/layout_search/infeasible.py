@@ -10,8 +10,7 @@ from fabricflow.errors import SpecError
 from fabricflow.layout_search import knobs as _space
 from fabricflow.layout_search.candidate_table import CandidateTable
 from fabricflow.workload.gpu_memory import GIB
-from fabricflow.workload.layout import table_problems
-from fabricflow.workload.layout_table import layout_table
+from fabricflow.workload.layout import layout_table, table_problems
 
 SIZE_FIELDS = ("tp", "cp", "pp", "vpp", "micro_batch")
 

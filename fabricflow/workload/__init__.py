@@ -26,8 +26,8 @@ from fabricflow.workload.gpu_memory import (
     memory_table,
     usable_hbm,
 )
-from fabricflow.workload.layout import Layout, table_problems
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout import Layout, layout_table, table_problems
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec, list_models, load_model, model_from_config
 from fabricflow.workload.placement import Placement, place
 from fabricflow.workload.stack import Stack, list_stacks, load_stack

@@ -21,7 +21,8 @@ import math
 from importlib import resources
 
 from fabricflow.errors import SpecError
-from fabricflow.units import parse_size
+from fabricflow.files import read_structured
+from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
 # Kinds of GPU-to-host-memory link (the label only; the bandwidth is host_link_bandwidth).
 HOST_LINKS = ("pcie3", "pcie4", "pcie5", "pcie6", "nvlink-c2c", "cxl", "ualink")
@@ -217,8 +218,6 @@ def parse_flops(value, field: str) -> float:
 
 
 def _presets() -> dict:
-    from fabricflow.files import read_structured
-
     presets = read_structured(
         str(resources.files("fabricflow.workload") / "presets" / "gpus.json"),
         what="gpu",
@@ -263,8 +262,6 @@ def load_gpu(spec, **overrides) -> GpuSpec:
             f"unknown field(s) {sorted(unknown)}; known "
             f"{[f.name for f in dataclasses.fields(GpuSpec)]}",
         )
-    from fabricflow.units import parse_bandwidth, parse_time
-
     required = ("peak_bf16", "hbm", "hbm_bandwidth", "compute_units", "gemm_efficiency")
     missing = [field for field in required + ("attention_efficiency",) if field not in raw]
     if missing:

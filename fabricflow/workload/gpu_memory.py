@@ -40,8 +40,8 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.workload.layer_cost import layer_shapes, module_masks, routed_tokens
-from fabricflow.workload.layout import Layout
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout import Layout, layout_table
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stages import StageGroup, rank_names, rank_structure, stage_groups
 from fabricflow.workload.stages import in_flight_chunks as chunks_in_flight

@@ -25,6 +25,7 @@ import numpy as np
 
 from fabricflow import schema
 from fabricflow.errors import SpecError
+from fabricflow.files import read_structured
 from fabricflow.workload.gpu import GpuSpec, load_gpu
 from fabricflow.workload.layer_cost import embedding_cost, head_cost, layer_cost
 from fabricflow.workload.layout import Layout
@@ -74,8 +75,6 @@ def load_job(path: str) -> dict:
           - {gpu: h100-sxm, count: 1024}
           - {gpu: h20, count: 1024}
     """
-    from fabricflow.files import read_structured
-
     data = read_structured(path, what="job")
     if not isinstance(data, dict):
         raise SpecError("job", f"{path}: expected a mapping with 'gpus', got {type(data).__name__}")

@@ -49,12 +49,10 @@ import dataclasses
 import numpy as np
 
 from fabricflow.workload.gpu import GpuSpec
+from fabricflow.workload.layout import CUDA_GRAPH_SCOPES
 from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack, load_stack
-
-# Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model knows.
-CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
 
 # Host work of one layer pass by part, as (Transformer Engine module calls, other eager
 # ops); ``_fp8`` entries are added under fp8, ``expert`` entries per local expert and
@@ -299,7 +297,6 @@ def host_excess(
 
 __all__ = [
     "BACKWARD",
-    "CUDA_GRAPH_SCOPES",
     "FORWARD",
     "HostTimes",
     "LINEAR_MODULES",

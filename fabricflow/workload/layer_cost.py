@@ -34,8 +34,13 @@ from fabricflow.workload.dispatch import permute_bytes
 from fabricflow.workload.efficiency import attention_time, gemm_time, memory_time
 from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.host import HostTimes, host_times
-from fabricflow.workload.layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout import (
+    DEFAULT_RECOMPUTE_MODULES,
+    RECOMPUTE_MODULES,
+    Layout,
+    layout_table,
+)
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack, load_stack
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import numbers
+from collections.abc import Iterable
 
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.workload.host import CUDA_GRAPH_SCOPES
 from fabricflow.workload.layout_table import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
@@ -30,8 +30,8 @@ from fabricflow.workload.layout_table import (
     NAME_COLUMNS,
     OBJECT_COLUMNS,
     LayoutTable,
+    as_column,
     first_problem,
-    layout_table,
 )
 from fabricflow.workload.model_spec import ModelSpec
 
@@ -41,6 +41,9 @@ SCHEDULES = ("1f1b", "interleaved")
 # Values of ``Layout.pipeline_schedule``: ``auto`` derives 1F1B / interleaved from ``vpp``.
 PIPELINE_SCHEDULES = ("auto", "1f1b", "interleaved", "dualpipe")
 GRAD_DTYPES = ("fp32", "bf16")
+# Megatron-Core's CUDA-graph scopes (``--cuda-graph-scope``) that the host model
+# (:mod:`fabricflow.workload.host`) knows.
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
 # dtypes of Adam's two moments (Megatron-Core's precision-aware optimizer ``exp_avg_dtype``
 # / ``exp_avg_sq_dtype``; the master weights stay fp32)
 MOMENT_DTYPES = ("fp32", "bf16")
@@ -376,6 +379,24 @@ class Layout:
         middle = max(ranks[1:-1]) if len(ranks) > 2 else max(ranks)
         return ranks[0], middle, ranks[-1]
 
+    @classmethod
+    def from_table(cls, table: LayoutTable, row: int) -> Layout:
+        """Row ``row`` of ``table`` as a :class:`Layout` (numpy values back to Python ints,
+        bools, floats and strings)."""
+        values = {}
+        for name, column in table.columns.items():
+            value = column[row]
+            if name in INT_COLUMNS:
+                value = int(value)
+            elif name in BOOL_COLUMNS:
+                value = bool(value)
+            elif name in FLOAT_COLUMNS:
+                value = float(value)
+            elif name in NAME_COLUMNS:
+                value = str(value)
+            values[name] = value
+        return cls(**values)
+
     def validate(self, model: ModelSpec | None = None, num_gpus: int | None = None) -> Layout:
         """Raise :class:`SpecError` naming the field if the layout is not runnable.
 
@@ -431,6 +452,42 @@ class Layout:
                 "layout.pp_split",
                 f"must be a sequence of integers (layers per rank), got {split!r}",
             )
+
+
+def layout_table(layouts: Iterable[Layout] | None = None, **columns) -> LayoutTable:
+    """A :class:`LayoutTable` from an iterable of :class:`Layout` or from columns.
+
+    Column values are arrays (all of one length ``N``) or scalars (broadcast); fields not
+    given take the :class:`Layout` default. Values of the wrong kind raise
+    :class:`SpecError` naming ``layout.<field>``. Checks of the layout rules themselves
+    (divisibility, sizes) are :func:`table_problems`' job.
+    """
+    fields = dataclasses.fields(Layout)
+    names = [f.name for f in fields]
+    if layouts is not None:
+        if columns:
+            raise SpecError("columns", "give layouts or columns, not both")
+        rows = list(layouts)
+        columns = {name: [getattr(row, name) for row in rows] for name in names}
+        if not rows:
+            return LayoutTable({name: as_column(name, [], 0) for name in names})
+    unknown = sorted(set(columns) - set(names))
+    if unknown:
+        raise SpecError(f"layout.{unknown[0]}", f"unknown layout field; known: {names}")
+    lengths = {len(v) for v in columns.values() if not np.isscalar(v) and v is not None}
+    lengths |= {
+        len(v)
+        for k, v in columns.items()
+        if k in OBJECT_COLUMNS and isinstance(v, (list, np.ndarray))
+    }
+    if len(lengths) > 1:
+        raise SpecError("columns", f"columns have different lengths {sorted(lengths)}")
+    n = lengths.pop() if lengths else 1
+    out = {}
+    for f in fields:
+        value = columns.get(f.name, f.default)
+        out[f.name] = as_column(f.name, value, n)
+    return LayoutTable(out)
 
 
 @functools.lru_cache(maxsize=4096)

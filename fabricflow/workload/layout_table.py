@@ -4,7 +4,9 @@ The compute and memory models evaluate a whole table at once (arrays of seconds 
 one entry per row); the per-layout API (:class:`Layout`, :func:`fabricflow.step_time`,
 :func:`~fabricflow.workload.gpu_memory.memory_per_gpu`) runs the same code on a one-row table.
 
-A table is built from layouts or from columns::
+A table is built from layouts or from columns by
+:func:`fabricflow.workload.layout.layout_table`, beside :class:`Layout` (this module sits
+below it and knows the columns, not the Layout class)::
 
     table = layout_table([Layout(tp=8, dp=4), Layout(tp=4, dp=8)])
     table = layout_table(tp=np.array([1, 2, 4, 8]), dp=np.array([8, 4, 2, 1]), seq_len=4096)
@@ -102,24 +104,6 @@ class LayoutTable:
         """The rows ``index`` (an int array or a boolean mask), as a new table."""
         return LayoutTable({name: column[index] for name, column in self.columns.items()})
 
-    def layout(self, row: int):
-        """Row ``row`` as a :class:`Layout`."""
-        from fabricflow.workload.layout import Layout
-
-        values = {}
-        for name, column in self.columns.items():
-            value = column[row]
-            if name in INT_COLUMNS:
-                value = int(value)
-            elif name in BOOL_COLUMNS:
-                value = bool(value)
-            elif name in FLOAT_COLUMNS:
-                value = float(value)
-            elif name in NAME_COLUMNS:
-                value = str(value)
-            values[name] = value
-        return Layout(**values)
-
     # derived columns used by the models -------------------------------------------------
     @property
     def num_gpus(self) -> np.ndarray:
@@ -155,50 +139,10 @@ class LayoutTable:
         return np.where(self.microbatch_group > 0, self.microbatch_group, self.pp)
 
 
-def _layout_fields() -> list[dataclasses.Field]:
-    from fabricflow.workload.layout import Layout
-
-    return list(dataclasses.fields(Layout))
-
-
-def layout_table(layouts: Iterable | None = None, **columns) -> LayoutTable:
-    """A :class:`LayoutTable` from an iterable of :class:`Layout` or from columns.
-
-    Column values are arrays (all of one length ``N``) or scalars (broadcast); fields not
-    given take the :class:`Layout` default. Values of the wrong kind raise
-    :class:`SpecError` naming ``layout.<field>``. Checks of the layout rules themselves
-    (divisibility, sizes) are :func:`table_problems`' job.
-    """
-    fields = _layout_fields()
-    names = [f.name for f in fields]
-    if layouts is not None:
-        if columns:
-            raise SpecError("columns", "give layouts or columns, not both")
-        rows = list(layouts)
-        columns = {name: [getattr(row, name) for row in rows] for name in names}
-        if not rows:
-            return LayoutTable({name: _column(name, [], 0) for name in names})
-    unknown = sorted(set(columns) - set(names))
-    if unknown:
-        raise SpecError(f"layout.{unknown[0]}", f"unknown layout field; known: {names}")
-    lengths = {len(v) for v in columns.values() if not np.isscalar(v) and v is not None}
-    lengths |= {
-        len(v)
-        for k, v in columns.items()
-        if k in OBJECT_COLUMNS and isinstance(v, (list, np.ndarray))
-    }
-    if len(lengths) > 1:
-        raise SpecError("columns", f"columns have different lengths {sorted(lengths)}")
-    n = lengths.pop() if lengths else 1
-    out = {}
-    for f in fields:
-        value = columns.get(f.name, f.default)
-        out[f.name] = _column(f.name, value, n)
-    return LayoutTable(out)
-
-
-def _column(name: str, value, n: int) -> np.ndarray:
-    """``value`` (scalar or sequence) as the ``[n]`` column of field ``name``."""
+def as_column(name: str, value, n: int) -> np.ndarray:
+    """``value`` (scalar or sequence) as the ``[n]`` column of field ``name``, of the
+    field's kind (int64, bool, float64, numpy strings, or an object column of tuples);
+    :class:`SpecError` naming ``layout.<name>`` for values of the wrong kind."""
     field = f"layout.{name}"
     if name in OBJECT_COLUMNS:
         if value is None or isinstance(value, tuple):
@@ -263,6 +207,6 @@ __all__ = [
     "NAME_COLUMNS",
     "OBJECT_COLUMNS",
     "LayoutTable",
+    "as_column",
     "first_problem",
-    "layout_table",
 ]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricflow.errors import SpecError
+from fabricflow.files import is_file, read_structured
 
 # model_type values whose FFN is gated (SwiGLU/GeGLU: gate, up, down matrices), as in the
 # Hugging Face modeling files; everything GPT-2/GPT-NeoX/OPT/Falcon-like is two-matrix.
@@ -637,8 +638,6 @@ def load_model(spec, **overrides) -> ModelSpec:
 
 
 def _read_source(text: str) -> tuple[dict, str]:
-    from fabricflow.files import is_file, read_structured
-
     preset = _presets_dir() / f"{text}.json"
     if is_file(preset, "model"):
         return read_structured(preset, what="model", syntax="json"), text

@@ -31,6 +31,7 @@ import numbers
 import numpy as np
 
 from fabricflow.errors import SpecError
+from fabricflow.fabric.clos import ClosStructure
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.workload.comm_volume import rank_dimensions
 from fabricflow.workload.layout import Layout
@@ -300,8 +301,6 @@ def locality_order(fabric: Fabric) -> np.ndarray:
     fabrics domains are grouped by their node group (dragonfly group, torus host), then by
     index. Ties keep GPU index order. Vectorized: one ``lexsort`` over ``G`` GPUs.
     """
-    from fabricflow.fabric.clos import ClosStructure
-
     gpu = np.arange(fabric.num_gpus, dtype=np.int64)
     domain = fabric.gpu_domain.astype(np.int64)
     # Each domain is placed where its lowest-indexed GPU sits (a rail-optimized node spans

@@ -27,6 +27,8 @@ from importlib import resources
 from typing import Any
 
 from fabricflow.errors import SpecError
+from fabricflow.files import read_structured
+from fabricflow.workload.layout import Layout
 
 # Layout fields a software stack decides (its ``layout`` entries may only name these).
 LAYOUT_CHOICES = (
@@ -180,10 +182,6 @@ class Stack:
     def layout_for(self, **fields):
         """A :class:`~fabricflow.workload.layout.Layout` with this stack's choices as
         defaults and ``fields`` (explicit values) over them."""
-        from fabricflow.workload.layout import (
-            Layout,  # here: layout.py imports host.py, which imports this module
-        )
-
         return Layout(**{**self.choices, **fields})
 
     def to_dict(self) -> dict:
@@ -212,8 +210,6 @@ FRACTION_FIELDS = tuple(
 @functools.lru_cache(maxsize=1)
 def _presets() -> dict:
     """The presets of ``stacks.json`` (read once; callers copy what they change)."""
-    from fabricflow.files import read_structured
-
     presets = read_structured(
         str(resources.files("fabricflow.workload") / "presets" / "stacks.json"),
         what="stack",
@@ -243,8 +239,6 @@ def load_stack(spec: Stack | str | dict | None = None, **overrides) -> Stack:
         if spec in presets:
             raw = {"name": spec, **presets[spec]}
         elif spec.endswith((".json", ".yaml", ".yml")):
-            from fabricflow.files import read_structured
-
             raw = read_structured(spec, what="stack")
             if not isinstance(raw, dict):
                 raise SpecError("stack", f"{spec}: expected a mapping of stack fields")

@@ -73,8 +73,8 @@ from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.gpu_memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from fabricflow.workload.hetero import is_mixed, job_gpus, split_for_gpus
 from fabricflow.workload.intervals import DEFAULT_LEVEL, Interval, step_interval
-from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout, layout_table
+from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec, load_model
 from fabricflow.workload.placement import DEFAULT_PLACEMENT, Placement, parse_order, place
 from fabricflow.workload.stack import Stack, load_stack
@@ -540,7 +540,7 @@ def collective_times(
     through the layout's dispatcher (:func:`~fabricflow.workload.dispatch.dispatch_seconds`)
     with ``stack``'s parameters, ``ep_line`` the per-GPU line rate its fractions apply to
     (B/s; 0: the collective model's rate)."""
-    layout = table.layout(0)
+    layout = Layout.from_table(table, 0)
     sizes = collective_sizes(model, table, ep_nodes)
     seconds = {}
     needed = _needed_collectives(model, layout, sizes)
