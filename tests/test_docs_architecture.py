@@ -272,6 +272,35 @@ def test_the_floors_table_is_the_architecture_tests():
     assert not wrong, "docs/architecture.md, '## Floors' table:\n" + "\n".join(wrong)
 
 
+# -- the public API --------------------------------------------------------------------
+
+
+def _api_of_the_page() -> list[str]:
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("## Public API", 1)[1].split("\n## ", 1)[0]
+    names = []
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| ") and len(cells) >= 3 and not line.startswith(("| area", "| ---")):
+            names += re.findall(r"`([A-Za-z_]\w*)`", cells[1])
+    return names
+
+
+def test_the_public_api_table_is_fabricflow_all():
+    import fabricflow
+
+    public, listed = set(fabricflow.__all__), _api_of_the_page()
+    assert len(listed) > 50
+    wrong = [f"add `{name}` to the row of its area" for name in sorted(public - set(listed))]
+    wrong += [
+        f"remove `{name}`: it is not in fabricflow.__all__" for name in sorted(set(listed) - public)
+    ]
+    wrong += [
+        f"`{name}` is in the table twice" for name in sorted(set(listed)) if listed.count(name) > 1
+    ]
+    assert not wrong, "docs/architecture.md, '## Public API' table:\n" + "\n".join(wrong)
+
+
 # -- paths named in the documentation -------------------------------------------------
 
 _FILE_PATH = re.compile(r"(?<![\w./-])fabricflow/[\w./-]*[\w/]")
