@@ -77,8 +77,20 @@ def _docstring_line(path: Path) -> str:
 
 
 def _commands() -> dict[str, str]:
-    """Command module file name -> the command it adds (its ``add_parser("NAME")``)."""
+    """Command module file name -> the command it adds: from the table ``COMMANDS`` of
+    ``commands/__init__.py`` (``launch-args`` lives in ``launch_args.py``) where there is
+    one, and from each module's ``add_parser("NAME")``."""
     found = {}
+    init = ast.parse((PACKAGE / "commands" / "__init__.py").read_text(encoding="utf-8"))
+    for node in init.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if isinstance(value, ast.Dict) and any(
+            isinstance(t, ast.Name) and t.id == "COMMANDS" for t in targets
+        ):
+            for key in value.keys:
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    found[key.value.replace("-", "_") + ".py"] = key.value
     for module in _tree()["commands"]:
         tree = ast.parse(_source("commands", module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -194,7 +206,7 @@ def test_every_module_has_its_line():
 def test_every_command_is_named():
     listed, _ = _page()
     lines = listed.get("commands", {})
-    commands = _commands()
+    commands = {m: c for m, c in _commands().items() if m in _tree()["commands"]}
     assert {"step", "optimize", "bench", "launch-args"} <= set(commands.values())
     message = [
         f"under {_heading('commands')}, the line of {module} must start "
@@ -315,9 +327,10 @@ def _top_folders() -> set[str]:
 @functools.cache
 def _defined_names(path: Path) -> frozenset[str]:
     """Names a module defines at its top level, and the identifiers it lists as strings
-    (``__all__``, a lazy package's map of exports)."""
+    (``__all__``, a lazy package's map of exports); with its stub (``__init__.pyi``) too."""
+    stub = path.with_suffix(".pyi")
+    names = set(_defined_names(stub)) if path.suffix == ".py" and stub.exists() else set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
