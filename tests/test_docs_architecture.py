@@ -76,6 +76,18 @@ def _docstring_line(path: Path) -> str:
     return text or "WHAT IT HOLDS"
 
 
+def _assignment(node: ast.stmt, name: str) -> ast.expr | None:
+    """The value a top-level statement assigns to ``name`` (``NAME = ...`` or
+    ``NAME: type = ...``), else None."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    else:
+        return None
+    return node.value if any(isinstance(t, ast.Name) and t.id == name for t in targets) else None
+
+
 def _commands() -> dict[str, str]:
     """Command module file name -> the command it adds: from the table ``COMMANDS`` of
     ``commands/__init__.py`` (``launch-args`` lives in ``launch_args.py``) where there is
@@ -83,12 +95,9 @@ def _commands() -> dict[str, str]:
     found = {}
     init = ast.parse((PACKAGE / "commands" / "__init__.py").read_text(encoding="utf-8"))
     for node in init.body:
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if isinstance(value, ast.Dict) and any(
-            isinstance(t, ast.Name) and t.id == "COMMANDS" for t in targets
-        ):
-            for key in value.keys:
+        table = _assignment(node, "COMMANDS")
+        if isinstance(table, ast.Dict):
+            for key in table.keys:
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     found[key.value.replace("-", "_") + ".py"] = key.value
     for module in _tree()["commands"]:
@@ -113,22 +122,20 @@ def _sections() -> dict[str, str]:
     for module in _tree()["bench"]:
         tree = ast.parse(_source("bench", module).read_text(encoding="utf-8"))
         for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == "SECTION" for t in node.targets)
-                and isinstance(node.value, ast.Constant)
-            ):
-                found[module] = node.value.value
+            section = _assignment(node, "SECTION")
+            if isinstance(section, ast.Constant) and isinstance(section.value, str):
+                found[module] = section.value
     return found
 
 
 def _draft(package: str, module: str) -> str:
     """The line to add for a module missing from the page."""
+    holds = _docstring_line(_source(package, module))
     if package == "commands" and module in _commands():
-        return f"- `{module}`: `fabricflow {_commands()[module]}`: {_docstring_line(_source(package, module))}"
+        return f"- `{module}`: `fabricflow {_commands()[module]}`: {holds}"
     if package == "bench" and module in _sections():
-        return f"- `{module}`: section `{_sections()[module]}`: {_docstring_line(_source(package, module))}"
-    return f"- `{module}`: {_docstring_line(_source(package, module))}"
+        return f"- `{module}`: section `{_sections()[module]}`: {holds}"
+    return f"- `{module}`: {holds}"
 
 
 # -- the page ---------------------------------------------------------------------------
@@ -251,9 +258,9 @@ def _floors_of_the_architecture_test() -> dict[str, int]:
     for path in ARCHITECTURE_TESTS:
         if path.exists():
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
-                targets = node.targets if isinstance(node, ast.Assign) else []
-                if any(isinstance(t, ast.Name) and t.id == "FLOORS" for t in targets):
-                    expression = ast.Expression(node.value)
+                if (floors := _assignment(node, "FLOORS")) is not None:
+                    # a literal built with dict.fromkeys: evaluated with nothing else in reach
+                    expression = ast.Expression(floors)
                     return eval(compile(expression, str(path), "eval"), {"dict": dict})
     pytest.fail(f"no FLOORS found in {[str(p.relative_to(ROOT)) for p in ARCHITECTURE_TESTS]}")
 
