@@ -187,3 +187,27 @@ def test_typing_aliases_carry_a_dtype_and_a_known_shape():
     assert typing.get_args(typing.get_args(fft.LinkIds)[0])[1] == np.dtype[np.int32]
     assert typing.get_args(fft.CapacityBatch)[1] == "scenarios links"
     assert typing.get_args(fft.Groups)[1] == "num_groups group_size"
+
+
+def test_bench_commands_in_the_docs_parse_and_name_real_sections():
+    # docs/cluster.md said `fabricflow bench --section cluster`, which bench does not take.
+    import re
+    import shlex
+    from pathlib import Path
+
+    from fabricflow.bench import sections
+    from fabricflow.cli import build_parser
+
+    root = Path(__file__).resolve().parent.parent
+    known = set(sections())
+    parser = build_parser()
+    found = 0
+    for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for command in re.findall(r"`(?:[A-Z_]+=\S+ )?fabricflow (bench[^`]*)`", page.read_text()):
+            words = [w for w in shlex.split(command) if not w.startswith("[")]
+            if any(not re.fullmatch(r"[\w-]+", w) for w in words):
+                continue  # a usage line with placeholders, not a command
+            found += 1
+            args = parser.parse_args(words)  # SystemExit on an unknown flag
+            assert set(args.sections) <= known, (page.name, command)
+    assert found >= 5

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+import fabricflow
+import fabricflow as ff
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fabricflow"
 
@@ -174,3 +182,150 @@ def test_the_walker_resolves_relative_and_absolute_imports(
     path.write_text(source)
     found = [(target, names) for target, names, _ in _imports(path, module, is_package)]
     assert found == expected
+
+
+HEAVY = ("jax", "scipy", "xarray", "matplotlib")
+
+
+# ------------------------------------------------------------------ import scheme
+def test_import_and_parser_load_no_heavy_module():
+    code = (
+        f"import sys, json, fabricflow; a = [m for m in {HEAVY!r} if m in sys.modules]; "
+        "import fabricflow.cli as c; c.build_parser(); "
+        f"print(json.dumps([a, [m for m in {HEAVY!r} if m in sys.modules]]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == [[], []]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["presets"]])
+def test_help_and_presets_start_fast(args):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabricflow.cli", *args], capture_output=True, text=True
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert proc.returncode == 0, proc.stderr
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    # ~0.2-0.3 s on the 2-core dev machine (was ~2 s when `import fabricflow` loaded JAX);
+    # the margin absorbs a loaded machine
+    assert cpu < 1.5, cpu
+
+
+def test_no_module_imports_the_top_level_package():
+    """Subpackages import what they use from its module, never through ``fabricflow``."""
+    import ast
+
+    root = os.path.dirname(fabricflow.__file__)
+    offenders = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path == fabricflow.__file__:
+                continue
+            with open(path) as handle:
+                tree = ast.parse(handle.read())
+            depth = os.path.relpath(folder, root).count(os.sep) + (folder != root)
+            for node in ast.walk(tree):
+                top_level = (  # `import fabricflow`, `from fabricflow import x`, `from .. import x`
+                    isinstance(node, ast.Import)
+                    and any(a.name == "fabricflow" for a in node.names)
+                    or isinstance(node, ast.ImportFrom)
+                    and node.module == "fabricflow"
+                    and not all(  # `from fabricflow import errors`: a module, not the API
+                        os.path.exists(os.path.join(root, a.name + ".py"))
+                        or os.path.exists(os.path.join(root, a.name))
+                        for a in node.names
+                    )
+                    or isinstance(node, ast.ImportFrom)
+                    and node.module is None
+                    and node.level == depth + 1
+                    and not all(
+                        # a subpackage or a module of the package, not a name of its API
+                        os.path.exists(os.path.join(root, a.name))
+                        or os.path.exists(os.path.join(root, a.name + ".py"))
+                        for a in node.names
+                    )
+                )
+                if top_level:
+                    offenders.append(f"{path}:{node.lineno}")
+    assert offenders == []
+
+
+def test_collective_bench_imports_no_jax_to_report_its_solver():
+    import fabricflow.bench.collective as bench
+
+    assert not hasattr(bench, "_jitted_solver_available")
+    assert not hasattr(bench, "jitted_solver_available")
+
+
+def test_no_module_outside_study_imports_matplotlib():
+    import ast
+    from pathlib import Path
+
+    root = Path(ff.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if {"study", "plots"} & set(path.relative_to(root).parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            if any(name.split(".")[0] == "matplotlib" for name in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def _modules_after_import(statement: str) -> set[str]:
+    import subprocess
+    import sys
+
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(out.stdout.split())
+
+
+def test_model_packages_do_not_import_matplotlib():
+    loaded = _modules_after_import(
+        "import fabricflow.workload, fabricflow.collective, fabricflow.traffic.patterns\n"
+        "import fabricflow.workload.step, fabricflow.collective.timing"
+    )
+    assert "matplotlib" not in loaded
+
+
+def test_plot_modules_leave_the_matplotlib_backend_alone():
+    loaded = _modules_after_import(
+        "import matplotlib\nmatplotlib.use('svg')\n"
+        "import fabricflow.plots.fabric, fabricflow.plots.rates\n"
+        "import fabricflow.plots.congestion, fabricflow.plots.step\n"
+        "from fabricflow.plots.figures import new_figure, save_figure\n"
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()"
+    )
+    assert "matplotlib.pyplot" not in loaded
+
+
+def test_importing_the_solvers_pulls_no_scipy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import fabricflow.solve.cc.dcqcn_analysis, fabricflow.solve.pfc.deadlock\n"
+        "import fabricflow.solve.cc.run_cc, fabricflow.dynamics.congestion, fabricflow.solve.maxmin.checked\n"
+        "import fabricflow.solve.completion\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
