@@ -1,16 +1,32 @@
-"""The import graph of the package: every import goes down the floors or stays in its
-package, and no name with a leading underscore crosses a package boundary.
+"""The architecture rules of the package, all in this file.
 
-The floors, lowest first (docs/architecture.md, "Floors"): the base modules, fabric,
-routing and the traffic patterns, solve, collective, workload (and the public wrappers
-``fct`` / ``cc``), optimize, cluster, study, bench, commands (with ``cli``), and the
-top-level ``fabricflow/__init__.py``. ``solve`` takes arrays only: it imports nothing
-from fabric, routing or traffic either.
+- **Floors**: every import goes down the floors or stays in its package. The floors, lowest
+  first (docs/architecture.md, "Floors"): the base modules, fabric, routing and the
+  traffic patterns, solve, the routing optimizer, collective, workload and dynamics, layout
+  search and fitting, cluster and sweeps, plots, design and report, study, bench, commands
+  (with ``cli``), and the top-level ``fabricflow/__init__.py``. ``solve`` takes arrays only:
+  it imports nothing from fabric, routing or traffic either.
+- **Private stays private**: no name or module with a leading underscore is imported from
+  another directory (``fabricflow/solve/maxmin`` -> ``fabricflow/solve/cc`` is a crossing).
+- **No import circle**: the module graph, imports inside functions counted (those under
+  ``if TYPE_CHECKING:`` are not), has no strongly connected component.
+- **In-function imports** of the package's own modules only where loading must wait (JAX,
+  zarr, dask, matplotlib), each with a ``# lazy: <why>`` comment on its line or the lines
+  just above, at most ``MAX_LAZY_IMPORTS`` in the package.
+- **File names** unique where meanings differ (``MIRRORS`` and ``TOPOLOGY_PAIRS`` repeat a
+  subject's name on purpose).
+- **Through modules, not the package**: no module imports ``fabricflow`` itself; heavy
+  libraries (JAX, SciPy, xarray, matplotlib) load only when used; matplotlib only in
+  ``plots/`` and ``study/``, never ``pyplot``.
+
+The graph checks run on a package folder given as an argument, so each is also tested on a
+small tree written under ``tmp_path`` (one that keeps the rule and one that breaks it).
 """
 
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import json
 import os
@@ -19,6 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 import fabricflow
@@ -61,7 +78,7 @@ FLOORS = {
 """The floor of each top-level module or subpackage of ``fabricflow``."""
 
 ROOMS = {"cli": "commands"}  # cli.py is the commands package's entry point
-"""Top-level modules that belong to a package's room (private names may pass between)."""
+"""Top-level modules that belong to a package's floor."""
 
 SOLVE_TAKES_ARRAYS = {"fabric", "topologies", "routing", "traffic"}
 
@@ -69,40 +86,90 @@ UPWARD_EXCEPTIONS: set[tuple[str, str]] = set()
 """Known upward imports, each with its reason; the test fails when one disappears too."""
 
 
-def _modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+MAX_LAZY_IMPORTS = 50
+"""In-function imports of the package's own modules allowed in all of ``fabricflow``."""
+
+LAZY_COMMENT = "# lazy:"
+"""How the comment that says why an import waits for its function begins."""
+
+MIRRORS = {"commands", "bench", "plots"}
+"""Folders whose modules mirror a subject and take its name (``commands/step.py`` runs
+``workload/step.py``, ``plots/step.py`` draws it)."""
+
+TOPOLOGY_PAIRS = ("fabric", "routing")
+"""``fabric/<t>.py`` builds topology ``t``, ``routing/<t>.py`` routes over it."""
+
+
+def _modules(package: Path = PACKAGE):
+    """``(path, dotted module relative to the package, is_package)`` of every module."""
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         if is_package:
             parts = parts[:-1]
         yield path, ".".join(parts), is_package
 
 
-def _imports(path: Path, module: str, is_package: bool):
-    """``(target module, names, line)`` of every fabricflow import of a module, relative
-    ones resolved; ``target`` is relative to the package (``""`` for fabricflow itself)."""
-    for node in ast.walk(ast.parse(path.read_text())):
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST, in_function=False, type_checking=False):
+    """``(node, in_function, type_checking)`` of every import statement of a module."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function, type_checking
+            continue
+        function = in_function or isinstance(
+            child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        )
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            for node in child.body:
+                yield from _import_nodes(ast.Module(body=[node], type_ignores=[]), function, True)
+            for node in child.orelse:
+                yield from _import_nodes(
+                    ast.Module(body=[node], type_ignores=[]), function, type_checking
+                )
+            continue
+        yield from _import_nodes(child, function, type_checking)
+
+
+def _statements(path: Path, module: str, is_package: bool):
+    """``(target, names, node, in_function, type_checking)`` of every fabricflow import of a
+    module, relative ones resolved; ``target`` is relative to the package (``""`` for
+    fabricflow itself)."""
+    for node, in_function, type_checking in _import_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("fabricflow"):
-                    yield alias.name.removeprefix("fabricflow").lstrip("."), [], node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".") if module else []
-                if not is_package:
-                    base = base[:-1]
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                target = ".".join(base + ([node.module] if node.module else []))
-            elif (node.module or "").startswith("fabricflow"):
-                target = node.module.removeprefix("fabricflow").lstrip(".")
-            else:
-                continue
-            names = [alias.name for alias in node.names]
-            if target == "":  # from fabricflow import errors: the modules themselves
-                for name in names:
-                    yield name, [], node.lineno
-            else:
-                yield target, names, node.lineno
+                if alias.name.split(".")[0] == "fabricflow":
+                    target = alias.name.removeprefix("fabricflow").lstrip(".")
+                    yield target, [], node, in_function, type_checking
+            continue
+        if node.level:
+            base = module.split(".") if module else []
+            if not is_package:
+                base = base[:-1]
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+            target = ".".join(base + ([node.module] if node.module else []))
+        elif (node.module or "").split(".")[0] == "fabricflow":
+            target = node.module.removeprefix("fabricflow").lstrip(".")
+        else:
+            continue
+        names = [alias.name for alias in node.names]
+        if target == "":  # from fabricflow import errors: the modules themselves
+            for name in names:
+                yield name, [], node, in_function, type_checking
+        else:
+            yield target, names, node, in_function, type_checking
+
+
+def _imports(path: Path, module: str, is_package: bool):
+    """``(target module, names, line)`` of every fabricflow import of a module."""
+    for target, names, node, _, _ in _statements(path, module, is_package):
+        yield target, names, node.lineno
 
 
 def _room(module: str) -> str:
@@ -111,13 +178,118 @@ def _room(module: str) -> str:
 
 
 @functools.cache
-def _edges() -> tuple:
-    """``(module, target, names, "file:line")`` of every fabricflow import (parsed once)."""
+def _parsed(package: Path = PACKAGE) -> tuple:
+    """``(module, target, names, node, in_function, type_checking, "file:line", path)`` of
+    every fabricflow import of the package (parsed once)."""
     return tuple(
-        (module, target, tuple(names), f"fabricflow/{path.relative_to(PACKAGE)}:{line}")
-        for path, module, is_package in _modules()
-        for target, names, line in _imports(path, module, is_package)
-    )
+        (module, target, tuple(names), node, in_function, type_checking,
+         f"fabricflow/{path.relative_to(package).as_posix()}:{node.lineno}", path)
+        for path, module, is_package in _modules(package)
+        for target, names, node, in_function, type_checking in _statements(path, module, is_package)
+    )  # fmt: skip
+
+
+def _edges(package: Path = PACKAGE) -> tuple:
+    """``(module, target, names, "file:line")`` of every fabricflow import."""
+    return tuple((m, t, n, where) for m, t, n, _, _, _, where, _ in _parsed(package))
+
+
+def _folder(package: Path, module: str) -> Path:
+    """The directory that holds ``module`` (a package's own folder for a package)."""
+    path = package.joinpath(*module.split(".")) if module else package
+    return path if path.is_dir() else path.parent
+
+
+def private_crossings(package: Path = PACKAGE) -> list[str]:
+    """Imports that take a ``_name`` or ``_module`` from another directory, as
+    ``file:line: module takes names from target``."""
+    found = []
+    for path, module, is_package in _modules(package):
+        for target, names, node, _, _ in _statements(path, module, is_package):
+            private = [part for part in target.split(".") if part.startswith("_")]
+            private += [name for name in names if name.startswith("_")]
+            private = [name for name in private if not name.startswith("__")]
+            if private and _folder(package, target) != path.parent:
+                where = f"fabricflow/{path.relative_to(package).as_posix()}:{node.lineno}"
+                found.append(f"{where}: {module} takes {', '.join(private)} from {target}")
+    return found
+
+
+def _module_graph(package: Path) -> nx.DiGraph:
+    """Modules and their imports (``if TYPE_CHECKING:`` left out); each edge keeps the
+    ``file:line`` of its import statements and whether one sits in a function."""
+    known = {module for _, module, _ in _modules(package)}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(known)
+    for module, target, names, _, in_function, type_checking, where, _ in _parsed(package):
+        if type_checking:
+            continue
+        dests = {f"{target}.{name}" if f"{target}.{name}" in known else target for name in names}
+        for dest in dests or {target}:
+            if dest == module or dest not in known:
+                continue
+            if not graph.has_edge(module, dest):
+                graph.add_edge(module, dest, where=[])
+            graph.edges[module, dest]["where"].append(
+                where + (" (in a function)" if in_function else "")
+            )
+    return graph
+
+
+def import_circles(package: Path = PACKAGE) -> list[str]:
+    """Each import circle (a strongly connected component of the module graph) with the
+    imports that close it, as ``file:line: module -> module``."""
+    graph = _module_graph(package)
+    circles = []
+    for component in sorted(nx.strongly_connected_components(graph), key=sorted):
+        if len(component) < 2:
+            continue
+        lines = [f"circle of {len(component)} modules: {', '.join(sorted(component))}"]
+        for source, dest in sorted(graph.subgraph(component).edges):
+            for where in graph.edges[source, dest]["where"]:
+                lines.append(f"  {where}: {source or 'fabricflow'} -> {dest or 'fabricflow'}")
+        circles.append("\n".join(lines))
+    return circles
+
+
+def lazy_imports(package: Path = PACKAGE) -> list[tuple[str, bool]]:
+    """``("file:line: module imports target", says_why)`` of every import of the package's
+    own modules inside a function; ``says_why`` when a ``# lazy:`` comment is on its line
+    or in the comment lines just above."""
+    found, seen = [], set()
+    for module, target, _, node, in_function, _, where, path in _parsed(package):
+        if not in_function or id(node) in seen:
+            continue
+        seen.add(id(node))  # one statement counts once, whatever it imports
+        lines = path.read_text().splitlines()
+        says_why = LAZY_COMMENT in lines[node.lineno - 1]
+        above = node.lineno - 2
+        while not says_why and above >= 0 and lines[above].strip().startswith("#"):
+            says_why = lines[above].strip().startswith(LAZY_COMMENT)
+            above -= 1
+        found.append((f"{where}: {module} imports {target or 'fabricflow'}", says_why))
+    return found
+
+
+def repeated_file_names(package: Path = PACKAGE) -> list[str]:
+    """Module file names used twice with different meanings, as ``name: file, file``;
+    ``__init__.py``, the ``MIRRORS`` folders and the ``TOPOLOGY_PAIRS`` left out."""
+    by_name = collections.defaultdict(set)
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).parts
+        if path.name in ("__init__.py", "__main__.py") or parts[0] in MIRRORS:
+            continue
+        if len(parts) == 2 and parts[0] in TOPOLOGY_PAIRS:
+            parts = ("fabric|routing", parts[1])  # the pair counts as one
+        by_name[path.name].add("/".join(parts))
+    return [
+        f"{name}: {', '.join(sorted(paths))}"
+        for name, paths in sorted(by_name.items())
+        if len(paths) > 1
+    ]
+
+
+# ------------------------------------------------------------------ floors
 
 
 def test_every_module_has_a_floor():
@@ -149,18 +321,6 @@ def test_the_solvers_take_arrays_only():
     assert found == []
 
 
-def test_no_private_name_crosses_a_package():
-    found = []
-    for module, target, names, where in _edges():
-        if _room(module) == _room(target):
-            continue
-        private = [part for part in target.split(".") if part.startswith("_")]
-        private += [name for name in names if name.startswith("_")]
-        if private:
-            found.append(f"{where}: {module} takes {', '.join(private)} from {target}")
-    assert found == []
-
-
 @pytest.mark.parametrize(
     ("source", "module", "is_package", "expected"),
     [
@@ -184,10 +344,162 @@ def test_the_walker_resolves_relative_and_absolute_imports(
     assert found == expected
 
 
+# ------------------------------------------------------------------ private names
+
+
+def test_no_private_name_crosses_a_package():
+    """A package is a directory: ``_name`` and ``_module`` are used only beside them."""
+    assert private_crossings() == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (path under ``fabricflow/`` -> source) under ``root``; the package."""
+    package = root / "fabricflow"
+    for name, source in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    for folder in [package, *[p for p in package.rglob("*") if p.is_dir()]]:
+        (folder / "__init__.py").touch()
+    return package
+
+
+def test_private_crossings_are_seen_at_the_directory_level(tmp_path):
+    package = _tree(tmp_path, {
+        "solve/cc/law.py": "def _step(): ...\n",
+        "solve/cc/run.py": "from fabricflow.solve.cc.law import _step\n",  # same folder
+        "solve/maxmin/engine.py": "from fabricflow.solve.cc.law import _step\n",
+        "solve/maxmin/inputs.py": "import fabricflow.solve.cc._kernel\n",
+        "solve/cc/_kernel.py": "",
+        "solve/maxmin/ok.py": "from fabricflow.solve.cc import law\n",
+    })  # fmt: skip
+    assert private_crossings(package) == [
+        "fabricflow/solve/maxmin/engine.py:1: solve.maxmin.engine takes _step from solve.cc.law",
+        "fabricflow/solve/maxmin/inputs.py:1: solve.maxmin.inputs takes _kernel from solve.cc._kernel",
+    ]
+
+
+# ------------------------------------------------------------------ circles
+
+
+def test_no_import_circle():
+    """No strongly connected component in the module graph, imports inside functions
+    counted: a circle hidden by an in-function import is still a circle."""
+    circles = import_circles()
+    assert not circles, "\n" + "\n".join(circles)
+
+
+def test_a_circle_closed_inside_a_function_is_found(tmp_path):
+    package = _tree(tmp_path, {
+        "fabric/spec.py": "from fabricflow.fabric.clos import build\n",
+        "fabric/clos.py": "def build():\n    from fabricflow.fabric import spec\n",
+        "routing/route.py": "from fabricflow.fabric.spec import x\n",
+    })  # fmt: skip
+    assert import_circles(package) == [
+        "circle of 2 modules: fabric.clos, fabric.spec\n"
+        "  fabricflow/fabric/clos.py:2 (in a function): fabric.clos -> fabric.spec\n"
+        "  fabricflow/fabric/spec.py:1: fabric.spec -> fabric.clos"
+    ]
+
+
+def test_type_checking_imports_close_no_circle(tmp_path):
+    package = _tree(tmp_path, {
+        "fabric/spec.py": "from fabricflow.fabric.clos import build\n",
+        "fabric/clos.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from fabricflow.fabric.spec import Spec\n"
+        ),
+        "routing/route.py": "from fabricflow.fabric import spec\nfrom fabricflow import fabric\n",
+    })  # fmt: skip
+    assert import_circles(package) == []
+
+
+# ------------------------------------------------------------------ in-function imports
+
+
+def test_in_function_imports_say_why():
+    """An import inside a function of the package's own module waits for a reason (a
+    heavy library it loads: JAX, zarr, dask); a ``# lazy:`` comment says which."""
+    silent = [where for where, says_why in lazy_imports() if not says_why]
+    assert silent == [], f"{len(silent)} in-function imports without a `{LAZY_COMMENT}` comment"
+
+
+def test_at_most_50_in_function_imports():
+    found = [where for where, _ in lazy_imports()]
+    per_package = collections.Counter(where.split("/")[1].removesuffix(".py") for where in found)
+    assert len(found) <= MAX_LAZY_IMPORTS, (
+        f"{len(found)} in-function imports of fabricflow modules (at most {MAX_LAZY_IMPORTS}): "
+        f"{dict(per_package.most_common())}\n" + "\n".join(found)
+    )
+
+
+def test_lazy_imports_are_found_with_their_comments(tmp_path):
+    package = _tree(tmp_path, {
+        "solve/run.py": (
+            "import numpy\n"
+            "from fabricflow.errors import SpecError\n"  # at the top: not lazy
+            "def solve():\n"
+            "    # lazy: JAX loads on the first solve\n"
+            "    from fabricflow.solve import kernel\n"
+            "    import numpy as np  # another library: not counted\n"
+            "    import fabricflow.solve.kernel  # lazy: the same, spelled as a module\n"
+            "def plot():\n"
+            "    # matplotlib is heavy\n"
+            "    from fabricflow.plots import draw\n"
+            "    class Inner:\n"
+            "        def method(self):\n"
+            "            # lazy: first line of the reason\n"
+            "            # and its second line\n"
+            "            from fabricflow import errors\n"
+        ),
+        "solve/kernel.py": "",
+        "plots/draw.py": "",
+        "errors.py": "",
+    })  # fmt: skip
+    assert lazy_imports(package) == [
+        ("fabricflow/solve/run.py:5: solve.run imports solve", True),
+        ("fabricflow/solve/run.py:7: solve.run imports solve.kernel", True),
+        ("fabricflow/solve/run.py:10: solve.run imports plots", False),
+        ("fabricflow/solve/run.py:15: solve.run imports errors", True),
+    ]
+
+
+# ------------------------------------------------------------------ file names
+
+
+def test_file_names_are_unique_where_meanings_differ():
+    assert repeated_file_names() == []
+
+
+def test_repeated_file_names_are_found_outside_mirrors_and_topology_pairs(tmp_path):
+    package = _tree(tmp_path, {
+        "workload/memory.py": "", "memory_budget.py": "", "cluster/memory.py": "",
+        "workload/step.py": "", "commands/step.py": "", "plots/step.py": "", "bench/step.py": "",
+        "fabric/clos.py": "", "routing/clos.py": "", "routing_optimizer/clos.py": "",
+    })  # fmt: skip
+    assert repeated_file_names(package) == [
+        "clos.py: fabric|routing/clos.py, routing_optimizer/clos.py",
+        "memory.py: cluster/memory.py, workload/memory.py",
+    ]
+
+
+# ------------------------------------------------------------------ through modules, lazily
+
+
+def _modules_after_import(statement: str) -> set[str]:
+    import subprocess
+    import sys
+
+    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(out.stdout.split())
+
+
 HEAVY = ("jax", "scipy", "xarray", "matplotlib")
 
 
-# ------------------------------------------------------------------ import scheme
 def test_import_and_parser_load_no_heavy_module():
     code = (
         f"import sys, json, fabricflow; a = [m for m in {HEAVY!r} if m in sys.modules]; "
@@ -254,13 +566,6 @@ def test_no_module_imports_the_top_level_package():
     assert offenders == []
 
 
-def test_collective_bench_imports_no_jax_to_report_its_solver():
-    import fabricflow.bench.collective as bench
-
-    assert not hasattr(bench, "_jitted_solver_available")
-    assert not hasattr(bench, "jitted_solver_available")
-
-
 def test_no_module_outside_study_imports_matplotlib():
     import ast
     from pathlib import Path
@@ -279,23 +584,7 @@ def test_no_module_outside_study_imports_matplotlib():
             if any(name.split(".")[0] == "matplotlib" for name in names):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
-
-
-# ---------------------------------------------------------------------------- figures
-
-
-def _modules_after_import(statement: str) -> set[str]:
-    import subprocess
-    import sys
-
-    code = f"{statement}\nimport sys\nprint(' '.join(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    return set(out.stdout.split())
-
-
-def test_model_packages_do_not_import_matplotlib():
+    # and at run time: the model packages load no matplotlib through another library either
     loaded = _modules_after_import(
         "import fabricflow.workload, fabricflow.collective, fabricflow.traffic.patterns\n"
         "import fabricflow.workload.step, fabricflow.collective.timing"

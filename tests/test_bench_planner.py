@@ -36,3 +36,10 @@ def test_the_collective_bench_reports_the_backend_each_phase_ran(small_rail_fabr
         solver=lambda links, capacity, coef: progressive_filling(links, capacity, coef=coef),
     )
     assert solvers_used(custom) == ["custom"]
+
+
+def test_collective_bench_imports_no_jax_to_report_its_solver():
+    import fabricflow.bench.collective as bench
+
+    assert not hasattr(bench, "_jitted_solver_available")
+    assert not hasattr(bench, "jitted_solver_available")

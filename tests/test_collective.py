@@ -283,9 +283,6 @@ def test_strided_groups_warns_naming_make_groups():
     assert np.array_equal(groups, make_groups(64, 8, layout="strided")[:3])
 
 
-# ---------------------------------------------------------------------------- names
-
-
 @pytest.mark.parametrize(
     ("num_gpus", "group_size", "num_groups"),
     [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)],
@@ -317,7 +314,7 @@ def test_strided_groups_bad_sizes_name_the_field():
     assert error.value.field == "group_size"
 
 
-# ---------------------------------------------------------------------------- long runs
+# ----------------------------------------------------- wide collectives and the fast paths
 
 
 def test_wide_collective_flows_solve_as_before():

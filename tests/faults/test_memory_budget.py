@@ -58,7 +58,7 @@ def test_parking_lot_estimate_counts_the_quadratic_paths(monkeypatch):
         parking_lot(1000)  # ~64 MB of paths and temporaries
 
 
-# ------------------------------------------------------------------ memory
+# ------------------------------------------------ memory errors at the command line
 @pytest.mark.parametrize(
     "raised, words",
     [
@@ -262,7 +262,7 @@ def two_pods():
     return load_fabric("clos-100k", gpus=8192)
 
 
-# ------------------------------------------------------------ estimate, refusal, progress
+# ------------------------------------------- collective work: refused before routing
 def _no_routing(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("routed before the work was checked")
