@@ -41,7 +41,8 @@ import pytest
 import fabricflow
 import fabricflow as ff
 
-PACKAGE = Path(__file__).resolve().parent.parent / "fabricflow"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "fabricflow"
 
 FLOORS = {
     **dict.fromkeys(
@@ -349,7 +350,8 @@ def test_the_walker_resolves_relative_and_absolute_imports(
 
 def test_no_private_name_crosses_a_package():
     """A package is a directory: ``_name`` and ``_module`` are used only beside them."""
-    assert private_crossings() == []
+    found = private_crossings()
+    assert not found, "\n" + "\n".join(found)
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -421,7 +423,10 @@ def test_in_function_imports_say_why():
     """An import inside a function of the package's own module waits for a reason (a
     heavy library it loads: JAX, zarr, dask); a ``# lazy:`` comment says which."""
     silent = [where for where, says_why in lazy_imports() if not says_why]
-    assert silent == [], f"{len(silent)} in-function imports without a `{LAZY_COMMENT}` comment"
+    assert not silent, (
+        f"{len(silent)} in-function imports without a `{LAZY_COMMENT}` comment:\n"
+        + "\n".join(silent)
+    )
 
 
 def test_at_most_50_in_function_imports():
@@ -468,7 +473,8 @@ def test_lazy_imports_are_found_with_their_comments(tmp_path):
 
 
 def test_file_names_are_unique_where_meanings_differ():
-    assert repeated_file_names() == []
+    found = repeated_file_names()
+    assert not found, "\n" + "\n".join(found)
 
 
 def test_repeated_file_names_are_found_outside_mirrors_and_topology_pairs(tmp_path):
@@ -601,6 +607,23 @@ def test_plot_modules_leave_the_matplotlib_backend_alone():
         "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()"
     )
     assert "matplotlib.pyplot" not in loaded
+
+
+def test_typing_module_imports_no_jax():
+    # Load the file on its own, so that the package __init__ does not count.
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('ff_typing', {str(ROOT / 'fabricflow' / 'typing.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'scipy', 'xarray', 'matplotlib')]\n"
+        "print(len(module.__all__), heavy)\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_importing_the_solvers_pulls_no_scipy():

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
-import sys
 import typing
 
 import pytest
@@ -138,23 +136,6 @@ def test_every_citation_names_an_existing_section():
     assert not missing, f"citations of sections that do not exist: {missing}"
     # The sections the code leans on most are cited.
     assert {1, 2, 4, 5, 6} <= set(cited)
-
-
-def test_typing_module_imports_no_jax():
-    # Load the file on its own, so that the package __init__ does not count.
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('ff_typing', {str(ROOT / 'fabricflow' / 'typing.py')!r})\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(module)\n"
-        "heavy = [m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'scipy', 'xarray', 'matplotlib')]\n"
-        "print(len(module.__all__), heavy)\n"
-        "assert not heavy, heavy\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
 
 
 def test_typing_aliases_carry_a_dtype_and_a_known_shape():
