@@ -1,4 +1,5 @@
-"""The congestion-control scenarios (:mod:`fabricflow.dynamics.scenarios`): fabrics and routes as built before."""
+"""The congestion-control scenarios (:mod:`fabricflow.dynamics.scenarios`): fabrics and
+routes as the loop-per-path builder made them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Figures (:mod:`fabricflow.plots`): written in the format of their extension, through ``save_figure``."""
+"""Figures (:mod:`fabricflow.plots`): written in the format of their extension, through
+``save_figure``."""
 
 from __future__ import annotations
 

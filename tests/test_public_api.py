@@ -1,4 +1,5 @@
-"""The public API of ``fabricflow``: every listed name resolves, lazily, and nothing else does."""
+"""The public API of ``fabricflow``: every listed name resolves, lazily, and nothing else
+does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Bad inputs to the cluster simulator (``simulate_cluster``, synthetic traces, slowdown CDFs)."""
+"""Bad inputs to the cluster simulator (``simulate_cluster``, synthetic traces, slowdown
+CDFs)."""
 
 from __future__ import annotations
 

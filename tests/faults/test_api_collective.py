@@ -1,5 +1,5 @@
-"""Bad inputs to the collective model (``collective_time``, ``PreparedCollective``, alpha-beta):
-a named error, never a silent conversion."""
+"""Bad inputs to the collective model (``collective_time``, ``PreparedCollective``, all-to-all
+groups): a named error, never a silent conversion."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Bad inputs to congestion control (``simulate_dcqcn``, PFC and DCQCN parameters, the CC scenarios):
-a named error that names the field, refused before a run starts."""
+"""Bad inputs to congestion control (``simulate_dcqcn``, PFC and DCQCN parameters, the CC
+scenarios, and ``cc --set`` for the same parameters): a named error that names the field,
+refused before a run starts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Bad inputs to fabrics and routing (``load_fabric``, Clos tiers, ``route``, ``Routes``): a named
-error that names the field."""
+"""Bad inputs to fabrics and routing (``load_fabric``, Clos tiers, fabric changes, ``route``,
+``Routes``): a named error that names the field."""
 
 from __future__ import annotations
 

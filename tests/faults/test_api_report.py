@@ -1,5 +1,5 @@
-"""Inputs to the report (``build_report``): fabrics named like models and GPUs, defaults that fit
-the topology."""
+"""Inputs to the report (``build_report``): fabrics named like models and GPUs, defaults
+that fit the topology."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Bad and extreme inputs to the solvers (``max_min_rates``, ``certify_max_min``, ``complete_flows``):
-a named error that names the field, or the answer of the float64 reference."""
+"""Bad and extreme inputs to the solvers (``max_min_rates``, ``certify_max_min``,
+``complete_flows``) and the flag check they share: a named error that names the field, or
+the answer of the float64 reference (subnormal, huge and mixed magnitudes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Bad inputs to the workload model (``step_time``, layouts, model and GPU specs, placement,
-memory): a named error that names the field, never a silently wrong number."""
+memory, FLOPs, the alpha-beta estimate, and ``step`` on a fabric it cannot time): a named
+error that names the field, never a silently wrong number."""
 
 from __future__ import annotations
 

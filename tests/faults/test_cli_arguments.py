@@ -1,6 +1,6 @@
 """A hostile user's corpus of bad arguments over every command (``--set``, ``--collectives``,
-sizes, fabrics): a usage error (exit 2) or a named error, never a traceback, in this
-process and in a real one."""
+sizes, fabrics): a usage error (exit 2) or a named error, never a traceback, in this process
+and in a real one."""
 
 from __future__ import annotations
 

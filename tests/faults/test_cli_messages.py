@@ -1,5 +1,6 @@
-"""Messages at the command line: negative values, missing values, bare unit prefixes, settings given
-twice, fabrics too small for the command: one clear message, exit 2."""
+"""Messages at the command line: negative values, missing values, bare unit prefixes, paths
+too long or empty, settings given twice, fabrics too small for the command: one clear
+message, exit 2."""
 
 from __future__ import annotations
 

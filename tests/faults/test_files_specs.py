@@ -1,5 +1,6 @@
-"""Spec and config files (YAML, JSON) read by ``read_structured``: bad encodings, deep nesting,
-alias bombs, duplicate keys, YAML 1.1 numbers; each refused naming the file, line or field."""
+"""Spec and config files (YAML, JSON) read by ``read_structured``: bad encodings, deep
+nesting, alias bombs, duplicate keys, YAML 1.1 numbers, absurd values; each refused naming
+the file, line or field, and plain data round-trips."""
 
 from __future__ import annotations
 

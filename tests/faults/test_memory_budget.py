@@ -1,5 +1,6 @@
-"""The memory budget: every refusal for memory goes through ``check_memory`` (``$FABRICFLOW_MEMORY_BUDGET``
-or ``budget=``), estimated before the work; limits that are not about memory are not
+"""The memory budget: every refusal for memory goes through ``check_memory``
+(``$FABRICFLOW_MEMORY_BUDGET`` or ``budget=``), estimated before the work, and reaches the
+command line as a named error; limits that are not about memory are not
 ``MemoryBudgetError``; a bad budget is a ``SpecError``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Quantities (sizes, bandwidths, times) given as text or numbers: bits refused for sizes, non-ASCII
-digits, non-finite, negative and overflowing values refused naming the field."""
+"""Quantities (sizes, bandwidths, times) given as text or numbers: bits refused for sizes,
+non-ASCII digits, non-finite, negative and overflowing values refused naming the field."""
 
 from __future__ import annotations
 
