@@ -272,6 +272,16 @@ def lazy_imports(package: Path = PACKAGE) -> list[tuple[str, bool]]:
     return found
 
 
+def lazy_import_problems(package: Path = PACKAGE, cap: int = MAX_LAZY_IMPORTS) -> list[str]:
+    """What breaks the in-function import rule: each import without its reason, and the
+    count when it is over ``cap``."""
+    found = lazy_imports(package)
+    problems = [f"{where}: no `{LAZY_COMMENT}` comment says why" for where, why in found if not why]
+    if len(found) > cap:
+        problems.append(f"{len(found)} in-function imports of fabricflow modules, at most {cap}")
+    return problems
+
+
 def repeated_file_names(package: Path = PACKAGE) -> list[str]:
     """Module file names used twice with different meanings, as ``name: file, file``;
     ``__init__.py``, the ``MIRRORS`` folders and the ``TOPOLOGY_PAIRS`` left out."""
@@ -466,6 +476,29 @@ def test_lazy_imports_are_found_with_their_comments(tmp_path):
         ("fabricflow/solve/run.py:7: solve.run imports solve.kernel", True),
         ("fabricflow/solve/run.py:10: solve.run imports plots", False),
         ("fabricflow/solve/run.py:15: solve.run imports errors", True),
+    ]
+
+
+def test_the_lazy_import_rule_passes_a_clean_tree_and_fails_a_broken_one(tmp_path):
+    files = {
+        "solve/kernel.py": "",
+        "solve/run.py": (
+            "def solve():\n"
+            "    # lazy: JAX loads on the first solve\n"
+            "    from fabricflow.solve import kernel\n"
+            "def batch():\n"
+            "    from fabricflow.solve import kernel  # lazy: the same\n"
+        ),
+    }
+    clean = _tree(tmp_path / "clean", files)
+    assert lazy_import_problems(clean, cap=2) == []
+    assert lazy_import_problems(clean, cap=1) == [
+        "2 in-function imports of fabricflow modules, at most 1"
+    ]
+    files["solve/run.py"] += "def plot():\n    from fabricflow.solve import kernel\n"
+    broken = _tree(tmp_path / "broken", files)
+    assert lazy_import_problems(broken, cap=3) == [
+        "fabricflow/solve/run.py:7: solve.run imports solve: no `# lazy:` comment says why"
     ]
 
 
