@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from reference_solvers import progressive_filling
 
 from fabricflow.cli import main
 from fabricflow.commands.cc import _progress_printer, min_rate_warnings
@@ -160,3 +161,21 @@ def test_a_minimum_rate_above_the_fair_share_is_warned_about():
     assert "38.6 Mb/s" in warning and "--set min_rate" in warning
     assert min_rate_warnings("HPCC", params, np.array([1e9])) == []
     assert min_rate_warnings("DCQCN", DCQCNParams(), share) == []  # floor 0
+
+
+# ---------------------------------------------------------------- cc uses no test oracle
+
+
+def test_cc_max_min_reference_comes_from_the_engine(capsys):
+    from fabricflow.dynamics.scenarios import build_scenario
+
+    # Two bottleneck levels, so that the reference is not one shared rate.
+    scenario = build_scenario("multi_bottleneck", 3, bandwidth=5e9)  # 40Gbps, cc's default
+    expected = progressive_filling(scenario.routes.links, scenario.fabric.capacity)
+    assert np.unique(expected).size > 1
+    code = main(
+        ["cc", "--scenario", "multi_bottleneck", "--flows", "3", "--duration", "1ms", "--json"]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(report["max_min_rate_Bps"], expected, rtol=1e-12)

@@ -5,10 +5,14 @@ No fabric needed: the decomposition is pure numpy over groups and a GPU -> domai
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from reference_solvers import progressive_filling
 
-from fabricflow.collective import busbw_factor, canonical_op, make_groups, nccl_sizes
+from fabricflow.cli import main
+from fabricflow.collective import busbw_factor, canonical_op, flow_rates, make_groups, nccl_sizes
 from fabricflow.collective.algorithms import ALGORITHMS, Context, NotApplicable, get_algorithm
 from fabricflow.collective.algorithms.hops import btree_parents, dtree_parents, tree_depth
 from fabricflow.collective.groups import as_groups, domain_grid
@@ -245,3 +249,200 @@ def test_algorithm_names_and_aliases():
     assert get_algorithm("hd").name == "halving_doubling"
     with pytest.raises(SpecError, match="auto"):
         get_algorithm("butterfly")
+
+
+# ------------------------------------------------- strided groups: make_groups, one name
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "group_size", "num_groups"), [(64, 8, None), (64, 8, 3), (70, 8, None)]
+)
+def test_alltoall_groups_runs_in_make_groups_strided_without_warning(
+    num_gpus, group_size, num_groups
+):
+    import warnings
+
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic.patterns import alltoall_flows, alltoall_groups
+
+    stride = num_gpus // group_size
+    groups = make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the live path does not go through the alias
+        src, dst = alltoall_groups(num_gpus, group_size, num_groups)
+    expected_src, expected_dst = alltoall_flows(groups)
+    assert np.array_equal(src, expected_src) and np.array_equal(dst, expected_dst)
+
+
+def test_strided_groups_warns_naming_make_groups():
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic.patterns import strided_groups
+
+    with pytest.warns(DeprecationWarning, match=r"make_groups\(.*layout=\"strided\"\)"):
+        groups = strided_groups(64, 8, 3)
+    assert np.array_equal(groups, make_groups(64, 8, layout="strided")[:3])
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "group_size", "num_groups"),
+    [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)],
+)
+def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
+    from fabricflow.collective import make_groups
+    from fabricflow.traffic.patterns import strided_groups
+
+    with pytest.warns(DeprecationWarning, match="make_groups"):
+        groups = strided_groups(num_gpus, group_size, num_groups)
+    stride = num_gpus // group_size
+    # The definition: member j of group i is GPU i + j * stride.
+    expected = np.arange(num_groups or stride)[:, None] + stride * np.arange(group_size)
+    assert groups.dtype == np.int64 and np.array_equal(groups, expected)
+    if num_gpus % group_size == 0:
+        full = make_groups(num_gpus, group_size, layout="strided")
+        assert np.array_equal(groups, full[: groups.shape[0]])
+
+
+def test_strided_groups_bad_sizes_name_the_field():
+    from fabricflow.errors import SpecError
+    from fabricflow.traffic.patterns import alltoall_groups
+
+    with pytest.raises(SpecError) as error:
+        alltoall_groups(64, 8, 9)
+    assert error.value.field == "num_groups"
+    with pytest.raises(SpecError) as error:
+        alltoall_groups(4, 8)
+    assert error.value.field == "group_size"
+
+
+# ----------------------------------------------------- wide collectives and the fast paths
+
+
+def test_wide_collective_flows_solve_as_before():
+    """Wide merged ring transfers (hundreds of links per row) on a 3-tier fabric give the
+    textbook loop's rates (to float64 rounding), through the engine's default choice."""
+
+    from fabricflow.collective import DEFAULT_COST
+    from fabricflow.collective.algorithms import ALGORITHMS, Context
+    from fabricflow.collective.flow_rates import effective_capacity, solve_phase
+    from fabricflow.fabric.spec import load_fabric
+
+    fabric = load_fabric("clos-100k", gpus=8192)  # two pods: rings cross the core
+    groups = make_groups(8192, 8, layout="strided")
+    grid = groups[:, :, None]
+    ctx = Context("all_reduce", groups, groups, grid, 2)
+    (phase,) = ALGORITHMS["ring"].build(ctx)
+    capacity = effective_capacity(fabric, DEFAULT_COST)
+    default = solve_phase(fabric, phase, capacity)
+    assert default.links.shape[1] > 32  # wider than the jitted kernel compiles quickly
+    textbook = solve_phase(fabric, phase, capacity, solver=progressive_filling)
+    np.testing.assert_allclose(default.rate, textbook.rate, rtol=1e-12, atol=0)
+
+
+def _random_hops(rng, num_transfers, num_hops, width, num_links, fill):
+    hop_valid = rng.random(num_transfers * num_hops) < fill
+    hop_index = np.flatnonzero(hop_valid)
+    hop_links = rng.integers(-1, num_links, size=(hop_index.size, width)).astype(np.int64)
+    hop_links = np.sort(np.where(hop_links >= 0, hop_links, num_links), axis=1)
+    hop_links[hop_links == num_links] = -1  # -1 padded at the end of each row
+    hop_coef = np.where(hop_links >= 0, rng.choice([0.5, 1.0, 2.0], size=hop_links.shape), 0.0)
+    return hop_index, hop_links, hop_coef
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("num_links", [5, 1000])  # many repeats / almost none
+def test_row_merge_equals_the_global_sort_merge(seed, num_links):
+    rng = np.random.default_rng(seed)
+    num_transfers, num_hops, width = 50, int(rng.integers(1, 6)), int(rng.integers(1, 5))
+    fill = 1.0 if seed % 2 else 0.7  # every hop slot used, or some hops missing
+    hop_index, hop_links, hop_coef = _random_hops(
+        rng, num_transfers, num_hops, width, num_links, fill
+    )
+    transfer = hop_index // num_hops
+    expected = flow_rates._merge_transfers(transfer, None, hop_links, hop_coef, num_transfers)
+    got = flow_rates._merge_rows(hop_index, hop_links, hop_coef, num_transfers, num_hops)
+    assert got[0].dtype == expected[0].dtype == np.int32
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])  # same sums in the same order
+
+
+@pytest.fixture(scope="module")
+def two_pods():
+    from fabricflow.fabric.spec import load_fabric
+
+    return load_fabric("clos-100k", gpus=8192)
+
+
+def test_large_collective_phase_agrees_across_backends(two_pods):
+    """All-to-all of 1,024 strided groups of 8 (57,344 transfers crossing the network):
+    on a CPU the engine's ``auto`` solves it with the numpy backend (nothing compiled);
+    the JAX backend, given as the solver, gives the same rates within 1e-12."""
+    from fabricflow.collective.timing import prepare_collective
+    from fabricflow.solve.maxmin.engine import max_min
+
+    groups = make_groups(8192, 8, layout="strided")
+    fast = prepare_collective(two_pods, "all_to_all", groups)
+    phases = fast.solved[0].phases
+    assert all(sp.solver == "numpy" for sp in phases)
+
+    def jax_backend(links, capacity, coef):
+        return max_min(links, capacity, coef=coef, method="jax", dtype=np.float64).rates
+
+    slow = prepare_collective(two_pods, "all_to_all", groups, solver=jax_backend)
+    for a, b in zip(phases, slow.solved[0].phases, strict=True):
+        np.testing.assert_array_equal(a.links, b.links)
+        np.testing.assert_allclose(a.rate, b.rate, rtol=1e-12, atol=0)
+    sizes = [2.0**20, 2.0**30]
+    for r_fast, r_slow in zip(fast.evaluate(sizes), slow.evaluate(sizes), strict=True):
+        assert r_fast.time_s == pytest.approx(r_slow.time_s, rel=1e-12)
+
+
+def test_links_up_check_still_sees_failures(two_pods):
+    from fabricflow.routing.links_up import all_links_up
+
+    last = two_pods.num_links - 1
+    links = np.array([[0, 1, -1], [last, -1, -1]])
+    assert np.array_equal(all_links_up(two_pods, links), [True, True])
+    failed = two_pods.without(links=[1])
+    assert failed.link_up[last]  # the failed cable is not the last link's
+    assert np.array_equal(all_links_up(failed, links), [False, True])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_upper_envelope_keeps_every_slowest_transfer(seed):
+    from fabricflow.collective.timing import _upper_envelope
+
+    rng = np.random.default_rng(seed)
+    # Few distinct values: many ties and dominated transfers, as in real phases.
+    slope = rng.choice([1e-9, 2e-9, 3e-9, 5e-9], size=(30, 40))
+    offset = rng.choice([1e-6, 2e-6, 4e-6], size=slope.shape)
+    if seed == 5:
+        slope[0, 3] = np.inf  # a transfer with rate 0
+    new_slope, new_offset = _upper_envelope(slope, offset)
+    assert new_slope.shape[1] * 2 <= slope.shape[1]
+    for size in (0.0, 1.0, 1e3, 1e6, 1e9, 3e10):
+        with np.errstate(invalid="ignore"):
+            expected = (size * slope + offset).max(axis=1)
+            got = (size * new_slope + new_offset).max(axis=1)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_long_collective_reports_progress_on_stderr(two_pods, monkeypatch, capsys):
+
+    from fabricflow.cli import main
+    from fabricflow.collective import estimate
+
+    monkeypatch.setattr(estimate, "PROGRESS_AFTER_S", 0.0)
+    args = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce"]
+    assert main([*args, "--gpus", "64", "--group-size", "8", "-e", "16MiB", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["rows"]  # stdout: exactly the JSON object
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("collective all_reduce: 8 groups of 8") and "estimated" in lines[0]
+    assert any("ring phase 1/1 (ring)" in line and "flows solved" in line for line in lines)
+
+
+def test_short_collective_prints_nothing(capsys):
+
+    args = ["collective", "--fabric", "dgx-h100-superpod", "--op", "all_reduce", "--gpus", "16"]
+    assert main([*args, "-e", "16MiB", "--json"]) == 0
+    assert capsys.readouterr().err == ""

@@ -260,3 +260,94 @@ def test_connectx_preset_shares_the_link_fairly():
     rate = res.mean_rate()
     assert rate.sum() >= 0.95 * C40
     assert rate[0] == pytest.approx(rate[1], rel=0.01)
+
+
+# ------------------------------------------------------------------ long DCQCN runs
+
+# One run configuration for the tests below, so that the kernel compiles once for all.
+SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
+
+
+def _dumbbell():
+    from fabricflow.dynamics.scenarios import dumbbell
+
+    return dumbbell(2)
+
+
+def test_max_work_allows_a_long_run_and_is_checked():
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.work import estimate_work
+
+    sc = _dumbbell()
+    links, capacity = sc.routes.links, sc.fabric.capacity
+    prepared = prepare_cc(links, capacity, np.zeros(2), duration=1000.0, max_work=np.inf)
+    assert prepared.work == estimate_work(2, links.shape[1], capacity.shape[0], 10**9)
+    assert prepared.estimated_s > 3600
+    with pytest.raises(SpecError, match="max_work"):
+        prepare_cc(links, capacity, np.zeros(2), duration=0.001, max_work=10.0)
+    for bad in (0, -1.0, float("nan"), "lots"):
+        with pytest.raises(SpecError) as error:
+            prepare_cc(links, capacity, np.zeros(2), duration=0.001, max_work=bad)
+        assert error.value.field == "max_work"
+    with pytest.raises(SpecError) as error:  # more steps than the int32 step counter holds
+        prepare_cc(links, capacity, np.zeros(2), duration=3000.0, max_work=np.inf)
+    assert "steps" in str(error.value)
+    with pytest.raises(SpecError) as error:
+        prepare_cc(links, capacity, np.zeros(2), duration=0.01, dt=1e-320)
+    assert error.value.field == "dt"
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_chunked_run_reports_progress_and_equals_the_plain_run(batched):
+    from fabricflow.solve.cc import integrator as kernel
+    from fabricflow.solve.cc.prepare import prepare_cc
+    from fabricflow.solve.cc.run_cc import run_cc
+    from fabricflow.solve.parameters import stack_params
+
+    sc = _dumbbell()
+    params = stack_params([DCQCNParams(), DCQCNParams(kmax=400e3)]) if batched else "paper"
+    prepared = prepare_cc(
+        sc.routes.links, sc.fabric.capacity, np.zeros(2), params=params, **SHORT_RUN
+    )
+    plain = run_cc(prepared)
+    calls = []
+    advance = kernel.advance_batch if batched else kernel.advance
+    chunked = run_cc(prepared, progress=lambda f, s: calls.append((f, s)), chunks=5)
+    compiled = advance._cache_size()
+    again = run_cc(prepared, progress=lambda f, s: None, chunks=5)
+    assert advance._cache_size() == compiled  # no compilation per chunk or call
+    fractions = [f for f, _ in calls]
+    assert len(calls) == 5 and fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert all(s >= 0 for _, s in calls)
+    for name in (
+        "rate",
+        "delivered",
+        "queue",
+        "paused",
+        "pause_time",
+        "flow_pause_time",
+        "finish_time",
+        "alpha",
+        "target_rate",
+        "time",
+    ):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(plain, name), name)
+        np.testing.assert_array_equal(getattr(again, name), getattr(plain, name), name)
+    assert np.array_equal(np.asarray(chunked.status), np.asarray(plain.status))
+
+
+def test_cc_prints_progress_on_stderr_only(capsys, monkeypatch):
+    import json
+
+    from fabricflow.cli import main
+    from fabricflow.commands import cc
+
+    printer = cc._progress_printer
+    monkeypatch.setattr(cc, "_progress_printer", lambda d: printer(d, after_s=0.0))
+    assert (
+        main(["cc", "--scenario", "dumbbell", "--duration", "2ms", "--pfc", "static", "--json"])
+        == 0
+    )
+    out, err = capsys.readouterr()
+    json.loads(out)
+    assert "cc: simulated" in err and "100%" in err

@@ -81,3 +81,56 @@ def test_ack_tokens_in_small_chunks_give_the_same_times(results, monkeypatch):
     np.testing.assert_array_equal(
         chunked.components["ack_queueing"], whole.components["ack_queueing"]
     )
+
+
+# --------------------------------------------------------------- PFC deadlock scan
+
+
+def _deadlocks_over_time_plain(result) -> list[dict]:
+    """The former implementation (row-wise np.unique over every record), kept as the oracle."""
+    from fabricflow.solve.pfc.deadlock import deadlock_cycles, dependency_edges
+
+    edges = dependency_edges(result.links, result.prev_links)
+    paused = np.asarray(result.paused, bool)
+    if edges.size == 0 or not paused.any():
+        return []
+    patterns, pattern_of_instant = np.unique(paused, axis=0, return_inverse=True)
+    cycles_of_pattern = [
+        deadlock_cycles(p, result.links, result.prev_links, edges=edges) if p.any() else []
+        for p in patterns
+    ]
+    found: dict[tuple, dict] = {}
+    for index, time in enumerate(result.time):
+        for cycle in cycles_of_pattern[int(pattern_of_instant.ravel()[index])]:
+            entry = found.setdefault(
+                tuple(cycle), {"links": list(cycle), "first_seen_s": float(time)}
+            )
+            entry["last_seen_s"] = float(time)
+    return list(found.values())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fast_deadlock_scan_equals_the_plain_one(seed):
+    from types import SimpleNamespace
+
+    from fabricflow.solve.pfc.deadlock import deadlocks_over_time
+
+    rng = np.random.default_rng(seed)
+    num_links, num_flows, hops, records = 12, 30, 4, 60
+    links = rng.integers(0, num_links, (num_flows, hops))
+    lengths = rng.integers(1, hops + 1, num_flows)
+    links[np.arange(hops)[None, :] >= lengths[:, None]] = -1
+    prev_links = np.full_like(links, -1)
+    prev_links[:, 1:] = np.where(links[:, 1:] >= 0, links[:, :-1], -1)
+    # Pause patterns that persist over runs of records and recur later (the common case).
+    palette = rng.random((5, num_links)) < rng.uniform(0.2, 0.9)
+    paused = palette[rng.integers(0, 5, records)]
+    paused[rng.random(records) < 0.3] = rng.random(num_links) < 0.7
+    paused = np.repeat(paused, rng.integers(1, 4, records), axis=0)[:records]
+    result = SimpleNamespace(
+        links=links, prev_links=prev_links, paused=paused, time=np.arange(1, records + 1) * 1e-5
+    )
+    expected = _deadlocks_over_time_plain(result)
+    assert deadlocks_over_time(result) == expected
+    if seed == 0:
+        assert expected  # the instances do contain deadlocks

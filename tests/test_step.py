@@ -1,5 +1,7 @@
 """Step composition on preset fabrics: invariants, placement effects, CLI."""
 
+from __future__ import annotations
+
 import json
 
 import numpy as np
@@ -254,3 +256,86 @@ def test_mxfp8_is_refused_on_a_gpu_without_block_scaled_tensor_cores():
     with pytest.raises(SpecError, match=r"fp8_recipe: h100-sxm has no MXFP8"):
         ff.step_time("llama3-8b", "h100-sxm", layout, fabric)
     assert ff.step_time("llama3-8b", "gb200", layout, fabric).step_time_s > 0
+
+
+def _small_step(fabric, collectives):
+    from fabricflow.workload import Layout, step_time
+
+    layout = Layout(tp=2, dp=8, micro_batch=4, global_batch=64, seq_len=2048, recompute="full")
+    return step_time("megatron-1.7b", "a100-80gb", layout, fabric, collectives=collectives)
+
+
+def test_step_backend_fabric_is_the_default_and_old_names_are_deprecated_aliases(a100):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fabric = _small_step(a100, "fabric")
+    assert fabric.details["collective_backend"] == "fabric"
+    for old in ("auto", "collective-model"):
+        with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use 'fabric'") as rec:
+            result = _small_step(a100, old)
+        assert rec[0].filename == __file__  # attributed to the caller, not to fabricflow
+        assert result.details["collective_backend"] == "fabric"
+        assert result.step_time_s == fabric.step_time_s
+        assert result.breakdown == fabric.breakdown
+    assert _small_step(a100, "alpha-beta").details["collective_backend"] == "alpha-beta"
+
+
+def test_unknown_step_backend_names_the_field_and_choices(a100):
+    from fabricflow.errors import SpecError
+
+    with pytest.raises(SpecError) as error:
+        _small_step(a100, "nccl")
+    assert error.value.field == "collectives"
+    assert "'fabric'" in str(error.value) and "'alpha-beta'" in str(error.value)
+
+
+def test_collective_seconds_backends(a100):
+    from fabricflow.collective.comm import collective_seconds
+    from fabricflow.errors import SpecError
+
+    groups = np.arange(16).reshape(2, 8)
+    fabric = collective_seconds(a100, "all_reduce", groups, 2**26)
+    with pytest.warns(DeprecationWarning):
+        old = collective_seconds(a100, "all_reduce", groups, 2**26, backend="auto")
+    assert np.array_equal(fabric, old) and fabric.shape == (2,)
+    with pytest.raises(SpecError) as error:
+        collective_seconds(a100, "all_reduce", groups, 2**26, backend="collective")
+    assert error.value.field == "backend"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("value", ["fabric", "alpha-beta", "auto", "collective-model"])
+def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
+    import json
+
+    from fabricflow.cli import main
+
+    args = [
+        "step",
+        "--fabric",
+        "dgx-a100-superpod",
+        "--gpu",
+        "a100-80gb",
+        "--model",
+        "megatron-1.7b",
+        "--gpus",
+        "16",
+        "--tp",
+        "2",
+        "--micro-batch",
+        "4",
+        "--global-batch",
+        "64",
+        "--seq",
+        "2048",
+        "--recompute",
+        "full",
+        "--json",
+        "--collectives",
+        value,
+    ]
+    assert main(args) == 0
+    expected = "alpha-beta" if value == "alpha-beta" else "fabric"
+    assert json.loads(capsys.readouterr().out)["collective_backend"] == expected

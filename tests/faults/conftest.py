@@ -23,3 +23,19 @@ def tmpfs(tmp_path):
     yield mount
     for path in reversed(mounted):
         unmount(path)
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    """The ``dgx-h100-superpod`` preset, built once per module."""
+    import fabricflow as ff
+
+    return ff.load_fabric("dgx-h100-superpod")
+
+
+@pytest.fixture(scope="module")
+def dumbbell():
+    """The two-flow dumbbell congestion-control scenario, built once per module."""
+    from fabricflow.dynamics.scenarios import dumbbell
+
+    return dumbbell(2)

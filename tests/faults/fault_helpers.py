@@ -79,3 +79,39 @@ def leftovers(folder: Path) -> list[str]:
         for path in folder.rglob("*")
         if path.name.endswith((".tmp", ".partial")) or path.name.startswith(".fabricflow-probe")
     )
+
+
+def no_temporaries(folder) -> list[str]:
+    """Names in ``folder`` (none may be a temporary file of atomic_path)."""
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    assert not [name for name in names if name.endswith(".tmp")], names
+    return names
+
+
+def check_whole(folder) -> None:
+    """Every file under ``folder`` opens: netCDF with xarray, PNG with matplotlib, JSON."""
+    import matplotlib.image
+    import xarray as xr
+
+    for name in no_temporaries(folder):
+        path = os.path.join(folder, name)
+        if name.endswith(".nc"):
+            with xr.open_dataset(path) as dataset:
+                dataset.load()
+        elif name.endswith(".png"):
+            assert matplotlib.image.imread(path).size > 0
+        elif name.endswith(".json"):
+            with open(path) as handle:
+                json.load(handle)
+
+
+def raises_named(call, field: str, error=None):
+    """``call()`` raises ``error`` (a fabricflow error; any one when None) whose message
+    names ``field``; returns the error."""
+    from fabricflow.errors import FabricflowError
+
+    with pytest.raises(error or FabricflowError) as caught:
+        call()
+    assert isinstance(caught.value, FabricflowError)
+    assert field in str(caught.value), str(caught.value)
+    return caught.value

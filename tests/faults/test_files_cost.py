@@ -14,11 +14,6 @@ from fabricflow.errors import SpecError
 from fabricflow.fabric.cost_table import read_cost_file
 
 
-@pytest.fixture(scope="module")
-def fabric():
-    return ff.load_fabric("dgx-h100-superpod")
-
-
 def _cli(tmp_path, capsys, text: str, suffix: str = ".yaml") -> tuple[int, dict]:
     path = tmp_path / f"prices{suffix}"
     path.write_text(text)
