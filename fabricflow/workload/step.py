@@ -206,7 +206,6 @@ def step_time(
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
-            ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
         algorithms: collective algorithm per dimension (``tp``, ``cp``, ``ep``, ``pp``,
             ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
             dimension not named, or ``auto``, takes the fastest algorithm per message size.
