@@ -35,7 +35,7 @@ from fabricflow.workload.efficiency import attention_time, gemm_time, memory_tim
 from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.host import HostTimes, host_times
 from fabricflow.workload.layout import DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, Layout
-from fabricflow.workload.layout_table import LayoutTable, layout_table
+from fabricflow.workload.layout_table import LayoutTable, for_layout
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stack import Stack, load_stack
 
@@ -548,7 +548,7 @@ def layer_cost(
     model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool, stack: Stack | None = None
 ) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU; see module doc."""
-    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe, stack=stack).row(0)
+    return for_layout(layer_cost_table, layout, model=model, gpu=gpu, moe=moe, stack=stack)
 
 
 # Bytes per logit of the loss: Transformer Engine's fused cross entropy (the recipes'
@@ -588,11 +588,11 @@ def embedding_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> 
 
 def head_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> tuple[float, float]:
     """:func:`head_cost_table` for one layout (floats)."""
-    fwd, bwd = head_cost_table(model, gpu, layout_table([layout]))
-    return float(fwd[0]), float(bwd[0])
+    fwd, bwd = for_layout(head_cost_table, layout, model=model, gpu=gpu)
+    return float(fwd), float(bwd)
 
 
 def embedding_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> tuple[float, float]:
     """:func:`embedding_cost_table` for one layout (floats)."""
-    fwd, bwd = embedding_cost_table(model, gpu, layout_table([layout]))
-    return float(fwd[0]), float(bwd[0])
+    fwd, bwd = for_layout(embedding_cost_table, layout, model=model, gpu=gpu)
+    return float(fwd), float(bwd)

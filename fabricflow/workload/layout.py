@@ -31,7 +31,7 @@ from fabricflow.workload.layout_table import (
     OBJECT_COLUMNS,
     LayoutTable,
     first_problem,
-    layout_table,
+    for_layout,
 )
 from fabricflow.workload.model_spec import ModelSpec
 
@@ -439,8 +439,8 @@ def _first_problem(
 ) -> tuple[str, str] | None:
     """(field, message) of the first rule ``layout`` breaks, or None; memoised (layouts and
     models are frozen), since a step validates the same layout several times."""
-    ok, field, message = table_problems(layout_table([layout]), model, num_gpus)
-    return None if ok[0] else (field[0], message[0])
+    ok, field, message = for_layout(table_problems, layout, model=model, num_gpus=num_gpus)
+    return None if ok else (field, message)
 
 
 def split_stages(num_layers: int, stages: int) -> np.ndarray:

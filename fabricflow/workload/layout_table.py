@@ -2,12 +2,14 @@
 
 The compute and memory models evaluate a whole table at once (arrays of seconds and bytes,
 one entry per row); the per-layout API (:class:`Layout`, :func:`fabricflow.step_time`,
-:func:`~fabricflow.workload.gpu_memory.memory_per_gpu`) runs the same code on a one-row table.
+:func:`~fabricflow.workload.gpu_memory.memory_per_gpu`) runs the same code on a one-row table,
+asked one way: :func:`for_layout` (a table function for one layout, returning its row).
 
 A table is built from layouts or from columns::
 
     table = layout_table([Layout(tp=8, dp=4), Layout(tp=4, dp=8)])
     table = layout_table(tp=np.array([1, 2, 4, 8]), dp=np.array([8, 4, 2, 1]), seq_len=4096)
+    cost = for_layout(layer_cost_table, Layout(tp=8), model=m, gpu=g, moe=False)  # one row
 
 Columns not given take the :class:`Layout` default; a scalar is broadcast to every row.
 Integer fields are int64, switches bool, fractions float64, names numpy strings;
@@ -19,7 +21,7 @@ Integer fields are int64, switches bool, fractions float64, names numpy strings;
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -197,6 +199,39 @@ def layout_table(layouts: Iterable | None = None, **columns) -> LayoutTable:
     return LayoutTable(out)
 
 
+def for_layout(table_function: Callable, layout, /, **arguments):
+    """``table_function`` asked about one :class:`Layout`: the one row of
+    ``table_function(table=<the one-row table of layout>, **arguments)``.
+
+    This is how the per-layout API runs the table models (one code path for one layout
+    and for millions); ``table_function`` takes the table as its ``table`` argument and
+    returns row-indexed results, reduced to their row by :func:`only_row`. Example::
+
+        fwd, bwd = for_layout(head_cost_table, layout, model=model, gpu=gpu)  # floats
+    """
+    return only_row(table_function(table=layout_table([layout]), **arguments))
+
+
+def only_row(result):
+    """The row of a table function's result computed on a one-row table: an array
+    ``[1, ...]`` -> its row ``[...]`` (a numpy scalar for ``[1]``); a tuple, list or dict
+    of results -> each item's row; an object with a ``row(index)`` method (a result dataclass of
+    arrays ``[N]``) -> ``row(0)``.
+
+    Raises:
+        TypeError: a result with no rows (a plain number, a string, ``None``).
+    """
+    if hasattr(result, "row"):
+        return result.row(0)
+    if isinstance(result, np.ndarray) and result.ndim >= 1:
+        return result[0]
+    if isinstance(result, (tuple, list)):
+        return type(result)(only_row(item) for item in result)
+    if isinstance(result, dict):
+        return {key: only_row(value) for key, value in result.items()}
+    raise TypeError(f"a table function's result has rows; got {type(result).__name__}")
+
+
 def _column(name: str, value, n: int) -> np.ndarray:
     """``value`` (scalar or sequence) as the ``[n]`` column of field ``name``."""
     field = f"layout.{name}"
@@ -264,5 +299,7 @@ __all__ = [
     "OBJECT_COLUMNS",
     "LayoutTable",
     "first_problem",
+    "for_layout",
     "layout_table",
+    "only_row",
 ]
