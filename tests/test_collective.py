@@ -268,38 +268,42 @@ def test_alltoall_groups_runs_in_make_groups_strided_without_warning(
     stride = num_gpus // group_size
     groups = make_groups(stride * group_size, group_size, layout="strided")[:num_groups]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the live path does not go through the alias
+        warnings.simplefilter("error")  # the live path warns of nothing
         src, dst = alltoall_groups(num_gpus, group_size, num_groups)
     expected_src, expected_dst = alltoall_flows(groups)
     assert np.array_equal(src, expected_src) and np.array_equal(dst, expected_dst)
 
 
-def test_strided_groups_warns_naming_make_groups():
+def test_strided_groups_is_gone_make_groups_is_the_one_name():
+    import fabricflow.traffic.patterns as patterns
     from fabricflow.collective import make_groups
-    from fabricflow.traffic.patterns import strided_groups
 
-    with pytest.warns(DeprecationWarning, match=r"make_groups\(.*layout=\"strided\"\)"):
-        groups = strided_groups(64, 8, 3)
-    assert np.array_equal(groups, make_groups(64, 8, layout="strided")[:3])
+    # strided_groups was a second name of make_groups(layout="strided") before 0.1.0
+    with pytest.raises(ImportError, match="strided_groups"):
+        from fabricflow.traffic.patterns import strided_groups  # noqa: F401
+    assert not hasattr(patterns, "strided_groups")
+    assert make_groups(64, 8, layout="strided")[:3].shape == (3, 8)
 
 
 @pytest.mark.parametrize(
     ("num_gpus", "group_size", "num_groups"),
     [(64, 8, None), (64, 8, 3), (70, 8, None), (9, 2, 4), (16, 16, 1)],
 )
-def test_strided_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
+def test_alltoall_groups_are_make_groups_strided(num_gpus, group_size, num_groups):
     from fabricflow.collective import make_groups
-    from fabricflow.traffic.patterns import strided_groups
+    from fabricflow.traffic.patterns import alltoall_flows, alltoall_groups
 
-    with pytest.warns(DeprecationWarning, match="make_groups"):
-        groups = strided_groups(num_gpus, group_size, num_groups)
+    src, dst = alltoall_groups(num_gpus, group_size, num_groups)
     stride = num_gpus // group_size
     # The definition: member j of group i is GPU i + j * stride.
     expected = np.arange(num_groups or stride)[:, None] + stride * np.arange(group_size)
-    assert groups.dtype == np.int64 and np.array_equal(groups, expected)
+    expected_src, expected_dst = alltoall_flows(expected)
+    assert src.dtype == np.int64 and np.array_equal(src, expected_src)
+    assert np.array_equal(dst, expected_dst)
     if num_gpus % group_size == 0:
         full = make_groups(num_gpus, group_size, layout="strided")
-        assert np.array_equal(groups, full[: groups.shape[0]])
+        full_src, full_dst = alltoall_flows(full[: expected.shape[0]])
+        assert np.array_equal(src, full_src) and np.array_equal(dst, full_dst)
 
 
 def test_strided_groups_bad_sizes_name_the_field():

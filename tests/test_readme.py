@@ -65,8 +65,9 @@ def test_the_summary_keys_architects_read_are_documented():
         "full_bisection_Bps",
         "bisection_ratio",
         "warnings",
-        "deprecated",
+        "num_switches",
     ):
         assert key in summary and f"`{key}`" in README, key
+    assert "deprecated" not in summary and "`deprecated`" not in README
     for key in ("ports_per_switch", "ports_used"):
         assert key in tier and f"`{key}`" in README, key

@@ -265,20 +265,23 @@ def _small_step(fabric, collectives):
     return step_time("megatron-1.7b", "a100-80gb", layout, fabric, collectives=collectives)
 
 
-def test_step_backend_fabric_is_the_default_and_old_names_are_deprecated_aliases(a100):
+def test_step_backend_fabric_is_the_default_and_old_names_are_refused(a100):
     import warnings
+
+    from fabricflow.errors import SpecError
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fabric = _small_step(a100, "fabric")
     assert fabric.details["collective_backend"] == "fabric"
+    # "auto" and "collective-model" were names of "fabric" before 0.1.0: no longer accepted.
     for old in ("auto", "collective-model"):
-        with pytest.warns(DeprecationWarning, match=f"{old!r} is deprecated; use 'fabric'") as rec:
-            result = _small_step(a100, old)
-        assert rec[0].filename == __file__  # attributed to the caller, not to fabricflow
-        assert result.details["collective_backend"] == "fabric"
-        assert result.step_time_s == fabric.step_time_s
-        assert result.breakdown == fabric.breakdown
+        with pytest.raises(SpecError) as error:
+            _small_step(a100, old)
+        assert error.value.field == "collectives"
+        assert repr(old) in str(error.value)
+        assert "'fabric'" in str(error.value)
+        assert "deprecated" not in str(error.value)
     assert _small_step(a100, "alpha-beta").details["collective_backend"] == "alpha-beta"
 
 
@@ -297,17 +300,18 @@ def test_collective_seconds_backends(a100):
 
     groups = np.arange(16).reshape(2, 8)
     fabric = collective_seconds(a100, "all_reduce", groups, 2**26)
-    with pytest.warns(DeprecationWarning):
-        old = collective_seconds(a100, "all_reduce", groups, 2**26, backend="auto")
-    assert np.array_equal(fabric, old) and fabric.shape == (2,)
+    named = collective_seconds(a100, "all_reduce", groups, 2**26, backend="fabric")
+    assert np.array_equal(fabric, named) and fabric.shape == (2,)
+    with pytest.raises(SpecError) as error:  # a name of "fabric" before 0.1.0
+        collective_seconds(a100, "all_reduce", groups, 2**26, backend="auto")
+    assert error.value.field == "backend"
     with pytest.raises(SpecError) as error:
         collective_seconds(a100, "all_reduce", groups, 2**26, backend="collective")
     assert error.value.field == "backend"
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("value", ["fabric", "alpha-beta", "auto", "collective-model"])
-def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
+def test_step_cli_accepts_the_backend_names_and_refuses_the_old_ones(capsys, value):
     import json
 
     from fabricflow.cli import main
@@ -336,6 +340,12 @@ def test_step_cli_accepts_new_and_old_backend_names(capsys, value):
         "--collectives",
         value,
     ]
+    if value in ("auto", "collective-model"):  # names of "fabric" before 0.1.0
+        assert main(args) == 2
+        error = json.loads(capsys.readouterr().out)
+        assert error["error"] == "UsageError"
+        assert f"invalid choice: '{value}'" in error["message"] and "'fabric'" in error["message"]
+        return
     assert main(args) == 0
     expected = "alpha-beta" if value == "alpha-beta" else "fabric"
     assert json.loads(capsys.readouterr().out)["collective_backend"] == expected

@@ -171,3 +171,40 @@ def test_large_tables_evaluate_without_a_loop_over_rows():
     first = int(np.flatnonzero(ok)[0])
     same = dataclasses.replace(Layout.from_table(table, first), dp_overlap=False)
     assert compute_only(LLAMA, H100, same)["compute"] == pytest.approx(parts.compute_s[0])
+
+
+def test_for_layout_is_the_table_function_on_one_row():
+    """One way to ask the table models about a single layout: for_layout runs the table
+    function on the layout's one-row table and returns that row, whatever its shape."""
+    from fabricflow.workload.compute import CommTimes, compose
+    from fabricflow.workload.gpu_memory import layer_activation_table, rank_memory_arrays
+    from fabricflow.workload.layer_cost import head_cost_table, layer_cost_table
+    from fabricflow.workload.layout import for_layout
+    from fabricflow.workload.layout_table import only_row
+    from fabricflow.workload.stages import stage_groups
+
+    layouts = _layouts(np.random.default_rng(7), 40)
+    ok = table_problems(layout_table(layouts), LLAMA)[0]
+    layout = [lay for lay, good in zip(layouts, ok, strict=True) if good][0]
+    table = layout_table([layout])
+    # arrays [1] -> a scalar; a tuple -> each item's row; a dataclass -> its row(0)
+    saved = for_layout(layer_activation_table, layout, model=LLAMA, moe=False)
+    assert saved == layer_activation_table(LLAMA, table, moe=False)[0]
+    fwd, bwd = for_layout(head_cost_table, layout, model=LLAMA, gpu=H100)
+    assert (fwd, bwd) == tuple(x[0] for x in head_cost_table(LLAMA, H100, table))
+    cost = for_layout(layer_cost_table, layout, model=LLAMA, gpu=H100, moe=False)
+    assert cost == layer_cost_table(LLAMA, H100, table, moe=False).row(0)
+    # a dict of arrays [1, P] -> arrays [P]
+    group = stage_groups(LLAMA, table)[0]
+    ranks = for_layout(
+        lambda table: rank_memory_arrays(LLAMA, table, stage_groups(LLAMA, table)[0]), layout
+    )
+    for key, value in rank_memory_arrays(LLAMA, table, group).items():
+        assert np.array_equal(ranks[key], value[0]) and ranks[key].shape == (layout.pp,)
+    # Composition.row: floats, the slowest rank's index as an int
+    parts = for_layout(compose, layout, model=LLAMA, gpu=H100, comm=CommTimes.free())
+    whole = compose(LLAMA, H100, table, CommTimes.free())
+    assert parts.breakdown == {key: float(v[0]) for key, v in whole.breakdown.items()}
+    assert isinstance(parts.slow["rank"], int)
+    with pytest.raises(TypeError, match="has rows"):
+        only_row(3.0)

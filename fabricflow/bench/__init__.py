@@ -3,9 +3,7 @@
 A section module provides ``SECTION`` (its name), ``DESCRIPTION`` and
 ``run(options) -> dict`` returning JSON-able figures (times in s, memory in bytes, sizes).
 ``options`` is the argparse namespace (``quick``, ``gpu`` flags, ...). Sections are found
-by module discovery: a new benchmark is a new file here, with no registry to edit. A
-section renamed keeps its former names in ``ALIASES`` (accepted on the command line for
-one release, never run twice when every section runs).
+by module discovery: a new benchmark is a new file here, with no registry to edit.
 """
 
 from __future__ import annotations
@@ -23,12 +21,3 @@ def sections() -> dict:
         module = importlib.import_module(f"{__name__}.{info.name}")
         found[module.SECTION] = module
     return found
-
-
-def aliases() -> dict:
-    """Map a former section name -> its current name (from each module's ``ALIASES``)."""
-    return {
-        alias: name
-        for name, module in sections().items()
-        for alias in getattr(module, "ALIASES", ())
-    }

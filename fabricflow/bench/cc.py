@@ -1,4 +1,4 @@
-"""Bench section ``cc`` (formerly ``dcqcn``): congestion-control fluid steps at scale, and
+"""Bench section ``cc``: congestion-control fluid steps at scale, and
 1,000 parameter sets per rate law in one compiled call.
 
 * Scale, every law (DCQCN, HPCC, TIMELY, Swift, predictive): 100,000 flows x 10,000
@@ -23,8 +23,6 @@ import numpy as np
 from fabricflow.bench._measure import measured
 
 SECTION = "cc"
-#: Former names of this section, still accepted on the command line.
-ALIASES = ("dcqcn",)
 DESCRIPTION = "congestion-control fluid model: flows x steps per second; 1,000-set batches"
 
 

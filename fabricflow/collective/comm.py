@@ -12,8 +12,7 @@ solve), solved once per process per group structure (:mod:`.structure_cache`).
 :func:`~.alpha_beta.alpha_beta_estimate`, an analytic estimate from per-GPU NVLink and NIC
 bandwidths that ignores congestion above the NICs, stays available as
 ``backend="alpha-beta"`` for comparison. ``"fabric"`` (the collective model) is the
-default; ``"auto"`` and ``"collective-model"`` are its former names, still accepted with a
-:class:`DeprecationWarning`. :class:`CollectiveCache` holds the group sets of one step
+default. :class:`CollectiveCache` holds the group sets of one step
 and prepares each (group set, op) once, memoising sizes, since a step asks for the same
 ones repeatedly.
 """
@@ -22,7 +21,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -38,35 +36,24 @@ from fabricflow.fabric.fabric import Fabric
 
 __all__ = [
     "BACKENDS",
-    "DEPRECATED_BACKENDS",
     "DIMENSION_OF_GROUP",
     "DIMENSION_OPS",
     "CollectiveCache",
     "check_algorithms",
+    "check_backend",
     "check_cc",
     "collective_seconds",
     "collective_timer",
     "prepared_collective",
     "prepared_collectives",
-    "resolve_backend",
 ]
 
 BACKENDS = ("fabric", "alpha-beta")
-# Former names of "fabric", still accepted because ``step_time(collectives=...)`` is public.
-DEPRECATED_BACKENDS = {"auto": "fabric", "collective-model": "fabric"}
 
 
-def resolve_backend(backend: str, *, field: str = "backend", stacklevel: int = 3) -> str:
-    """``backend`` as one of :data:`BACKENDS` (deprecated aliases warn, attributed
-    ``stacklevel`` frames up: the user's call); SpecError otherwise."""
-    if backend in DEPRECATED_BACKENDS:
-        new = DEPRECATED_BACKENDS[backend]
-        warnings.warn(
-            f"collective backend {backend!r} is deprecated; use {new!r}",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
-        return new
+def check_backend(backend: str, *, field: str = "backend") -> str:
+    """``backend``, checked to be one of :data:`BACKENDS`; SpecError (naming ``field``)
+    otherwise."""
     if backend not in BACKENDS:
         raise SpecError(field, f"unknown collective backend {backend!r}; one of {list(BACKENDS)}")
     return backend
@@ -85,7 +72,7 @@ def collective_seconds(
         backend: ``fabric`` (flows on the fabric, max-min shared) or ``alpha-beta`` (the
             analytic :func:`~.alpha_beta.alpha_beta_estimate`, no contention).
     """
-    return collective_timer(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
+    return collective_timer(fabric, op, groups, backend=check_backend(backend))(size_bytes)
 
 
 def collective_timer(
@@ -119,7 +106,7 @@ def collective_timer(
     solves.
     """
     groups = _check_groups(fabric, groups)
-    backend = resolve_backend(backend, stacklevel=4)
+    backend = check_backend(backend)
     if groups.shape[1] < 2:  # one rank per group: nothing to communicate
 
         def nothing(size_bytes: float) -> np.ndarray:
@@ -292,8 +279,7 @@ class CollectiveCache:
         self.fabric: Fabric = fabric
         self.seed: int = int(seed)
         self.routing: str = routing  # the collective model's routing
-        # Called by step_time on the user's behalf: warn at the user's call.
-        self.backend: str = resolve_backend(backend, field=field, stacklevel=5)
+        self.backend: str = check_backend(backend, field=field)
         self.cc: str | None = check_cc(cc)  # its congestion control (None: max-min)
         if self.cc is not None and self.backend != "fabric":
             raise SpecError("cc", f"needs the fabric collective backend, not {self.backend!r}")

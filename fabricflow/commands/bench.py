@@ -32,19 +32,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import sys
-
-    from fabricflow.bench import aliases, sections
+    from fabricflow.bench import sections
     from fabricflow.errors import SpecError
 
     available = sections()
-    renamed = aliases()
-    for old in sorted(set(args.sections) & set(renamed)):
-        print(f"bench: section {old!r} is now {renamed[old]!r}", file=sys.stderr)
     # section gpu runs when asked for (by name, or --gpu with no section named), never
     # as part of "all": it is the 8-minute accelerator run
     default = ["gpu"] if args.gpu else [name for name in available if name != "gpu"]
-    chosen = [renamed.get(name, name) for name in args.sections] or default
+    chosen = list(args.sections) or default
     unknown = [name for name in chosen if name not in available]
     if unknown:
         raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")

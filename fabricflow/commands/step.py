@@ -54,7 +54,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--sequence-parallel",
         action="store_true",
-        help="shard norms and dropouts over TP (the default; kept for old command lines)",
+        help="shard norms and dropouts over TP (the default; turns it on over a stack that "
+        "turns it off)",
     )
     parser.add_argument(
         "--no-sequence-parallel",
@@ -116,7 +117,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--tp-overlap",
         action="store_true",
-        help="overlap TP comm with GEMMs (needs SP; the default, kept for old command lines)",
+        help="overlap TP comm with GEMMs (needs SP; the default; turns it on over a stack "
+        "that turns it off)",
     )
     parser.add_argument(
         "--no-tp-overlap",
@@ -273,12 +275,10 @@ def register(subparsers) -> None:
         "(default: one run with --seed)",
     )
     add_fail_flag(parser)
-    # "auto" and "collective-model" are the former names of "fabric", still accepted.
     parser.add_argument(
         "--collectives",
         default="fabric",
-        choices=["fabric", "alpha-beta", "auto", "collective-model"],
-        metavar="{fabric,alpha-beta}",
+        choices=["fabric", "alpha-beta"],
         help="collective times: flows on the fabric, max-min shared (fabric) or "
         "the analytic alpha-beta estimate (no contention), for comparison",
     )
@@ -588,20 +588,6 @@ def _assignments(items: list[str], flag: str) -> dict:
     return out
 
 
-def _backend(name: str) -> str:
-    """The step model's backend for ``--collectives``; a former name is mapped to its new
-    one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
-    import sys
-
-    from fabricflow.collective.comm import DEPRECATED_BACKENDS
-
-    if name in DEPRECATED_BACKENDS:
-        new = DEPRECATED_BACKENDS[name]
-        print(f"note: --collectives {name} is deprecated; use --collectives {new}", file=sys.stderr)
-        return new
-    return name
-
-
 def _check_plot_format(path: str) -> None:
     """Refuse a --plot format matplotlib cannot write before the model runs
     (:class:`SpecError`); the format is read from the extension (none: PNG) as
@@ -632,7 +618,6 @@ def run(args) -> int:
 
     if args.plot:
         _check_plot_format(args.plot)
-    collectives = _backend(args.collectives)
     calibration = calibration_from_args(args)
     if args.job is not None and args.gpu is not None:
         raise SpecError("--job", "gives the GPUs; drop --gpu")
@@ -661,7 +646,7 @@ def run(args) -> int:
         placement=args.placement,
         seed=args.seed,
         check_memory=not args.no_memory_check,
-        collectives=collectives,
+        collectives=args.collectives,
         seeds=args.seeds,
         calibration=calibration,
         interval_level=args.interval_level,

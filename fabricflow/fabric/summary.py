@@ -1,7 +1,8 @@
 """Fabric summaries computed from the built arrays (never echoed from the spec).
 
 * switches: network (scale-out, tiers >= 1) and scale-up (one per NVLink-style domain)
-  counted apart; ``num_switches`` (both) is kept for compatibility and deprecated;
+  counted apart, and ``num_switches``, their sum (every switch node, as
+  :attr:`Fabric.num_switches`);
 * links and cables per kind: directed links, and the physical cables they bundle (a
   cable counted once for its two directions; parallel cables between one switch pair
   are one link);
@@ -84,10 +85,6 @@ def _fabric_summary(fabric) -> dict:
         "of one half; ratio: to full bisection (every GPU of one half at its full "
         "scale-out bandwidth)",
         "warnings": [t["warning"] for t in tiers if t.get("warning")],
-        "deprecated": {
-            "num_switches": "counts scale-up (NVLink-domain) switches too; use "
-            "num_network_switches and num_scale_up_switches",
-        },
     }
 
 

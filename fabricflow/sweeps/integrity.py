@@ -154,14 +154,12 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:200]
 
 
-def inspect_store(
-    path: Path, spec: SweepSpec, metrics: tuple[str, ...], store_format: int
-) -> Inspection:
+def inspect_store(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> Inspection:
     """Check every variable of the store at ``path`` against ``spec`` (see the module
     docstring). Reads each variable once: a few chunk files per 4,096 points."""
-    expected = expected_metadata(spec, metrics, store_format)
+    expected = expected_metadata(spec, metrics)
     shape = spec.shape
-    chunks = chunk_shape(shape, store_format)
+    chunks = chunk_shape(shape)
     damage: list[Damage] = []
     for key, values in spec.grid:
         array = _open(path, key, expected[key])
@@ -242,7 +240,7 @@ def damage_error(path: Path, inspection: Inspection) -> OutputError:
 
 
 def repair_store(
-    path: Path, spec: SweepSpec, metrics: tuple[str, ...], store_format: int, found: Inspection
+    path: Path, spec: SweepSpec, metrics: tuple[str, ...], found: Inspection
 ) -> list[str]:
     """Rebuild the damaged parts of ``found`` in place; return what was done, one line each.
 
@@ -254,7 +252,7 @@ def repair_store(
 
     from fabricflow.atomic import write_text
 
-    expected = expected_metadata(spec, metrics, store_format)
+    expected = expected_metadata(spec, metrics)
     done: list[str] = []
     for part in found.damage:
         folder = path / part.variable

@@ -40,7 +40,7 @@ import numpy as np
 from fabricflow.errors import OutputError, SpecError
 from fabricflow.sweeps.grid_spec import SweepSpec, spec_differences
 from fabricflow.sweeps.integrity import damage_error, inspect_store, read_array, repair_store
-from fabricflow.sweeps.store_layout import DONE, FAILED, FORMAT, FORMATS, PENDING, create_arrays
+from fabricflow.sweeps.store_layout import DONE, FAILED, FORMAT, PENDING, create_arrays
 
 CREATING = ".fabricflow-creating"  # present while a store is being created
 MAX_FLUSH_S = 2.0  # results wait at most this long in memory (lost to a kill -9)
@@ -174,13 +174,13 @@ class SweepStore:
             _create(path, spec, self.metrics)
             return
         store_format = existing.get("fabricflow_sweep")
-        if store_format not in FORMATS:
+        if store_format != FORMAT:
             raise OutputError(
                 f"store {str(path)!r} has format {store_format!r}, which this fabricflow "
-                f"({_version()}) does not read (it reads {list(FORMATS)}); use the version "
+                f"({_version()}) does not read (it reads format {FORMAT}); use the version "
                 f"that wrote it ({existing.get('fabricflow_version')}), or --overwrite"
             )
-        self._check(store_format, repair)
+        self._check(repair)
         version = existing.get("fabricflow_version")
         if version != _version():
             warnings.warn(
@@ -189,19 +189,19 @@ class SweepStore:
                 stacklevel=4,
             )
 
-    def _check(self, store_format: int, repair: bool) -> None:
+    def _check(self, repair: bool) -> None:
         """Check the store (and repair it when asked); mark missing points pending."""
         import zarr
 
-        found = inspect_store(self.path, self.spec, self.metrics, store_format)
+        found = inspect_store(self.path, self.spec, self.metrics)
         for _ in range(2):  # metadata written again may reveal chunks it cannot decode
             if not found.damage:
                 break
             if not repair:
                 raise damage_error(self.path, found)
             _check_writable(self.path)
-            self.repaired += repair_store(self.path, self.spec, self.metrics, store_format, found)
-            found = inspect_store(self.path, self.spec, self.metrics, store_format)
+            self.repaired += repair_store(self.path, self.spec, self.metrics, found)
+            found = inspect_store(self.path, self.spec, self.metrics)
         if found.damage:
             raise damage_error(self.path, found)
         assert found.status is not None
@@ -411,9 +411,9 @@ def _version() -> str:
     return str(sys.modules[__name__.split(".")[0]].__version__)
 
 
-def _attributes(spec: SweepSpec, store_format: int) -> dict:
+def _attributes(spec: SweepSpec) -> dict:
     return {
-        "fabricflow_sweep": store_format,
+        "fabricflow_sweep": FORMAT,
         "spec": spec.canonical_json(),
         "spec_sha256": spec.digest(),
         "description": spec.description,
@@ -436,7 +436,7 @@ def _read_attrs(path: Path, spec: SweepSpec, metrics, repair: bool) -> dict | No
         attrs = json.loads(meta.read_text()).get("attributes", {})
     except (ValueError, AttributeError) as error:  # not JSON, or not a JSON object
         if repair and _looks_like(path, spec):
-            _write_group(path, spec, _format_of(path))
+            _write_group(path, spec)
             return _read_attrs(path, spec, metrics, repair=False)
         raise OutputError(
             f"store {str(path)!r}: its zarr.json is damaged ({type(error).__name__}: {error}); "
@@ -452,16 +452,6 @@ def _read_attrs(path: Path, spec: SweepSpec, metrics, repair: bool) -> dict | No
             "give a new or empty folder"
         )
     return attrs
-
-
-def _format_of(path: Path) -> int:
-    """The store format from the chunk shape of ``status`` (1: one point per chunk)."""
-    try:
-        grid = json.loads((path / "status" / "zarr.json").read_text())["chunk_grid"]
-        shape = grid["configuration"]["chunk_shape"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return FORMAT
-    return 1 if all(size == 1 for size in shape) and len(shape) > 0 else FORMAT
 
 
 def _looks_like(path: Path, spec: SweepSpec) -> bool:
@@ -482,14 +472,14 @@ def _looks_like(path: Path, spec: SweepSpec) -> bool:
     return True
 
 
-def _write_group(path: Path, spec: SweepSpec, store_format: int) -> None:
+def _write_group(path: Path, spec: SweepSpec) -> None:
     import zarr
 
     meta = path / "zarr.json"
     meta.unlink(missing_ok=True)
     with _quiet():
         group = zarr.open_group(path, mode="a", zarr_format=3)
-        group.attrs.update(_attributes(spec, store_format))
+        group.attrs.update(_attributes(spec))
         zarr.consolidate_metadata(str(path), zarr_format=3)
 
 
@@ -514,8 +504,8 @@ def _create(path: Path, spec: SweepSpec, metrics: tuple[str, ...]) -> None:
     (path / CREATING).touch()
     with _quiet():
         staging = zarr.open_group(path, mode="a", zarr_format=3)
-        create_arrays(staging, spec, metrics, FORMAT)
-        staging.attrs.update(_attributes(spec, FORMAT))
+        create_arrays(staging, spec, metrics)
+        staging.attrs.update(_attributes(spec))
         # Array metadata never changes after creation (points only write chunks), so the
         # consolidated copy stays true and xarray.open_zarr(STORE) opens without a warning.
         zarr.consolidate_metadata(str(path), zarr_format=3)

@@ -1,12 +1,11 @@
 """What a sweep store holds, as zarr metadata: the arrays a SPEC needs and their chunks.
 
 Both the creation of a store and its repair build the arrays from here, so that a repaired
-variable has exactly the metadata a new store would have. Store formats:
-
-* **2** (this version): chunks of up to :data:`CHUNK_POINTS` points (the trailing grid
-  dimensions first). One process writes a store at a time (it holds the store's lock for
-  the whole run), so a chunk is rewritten whole, never by two writers at once.
-* **1** (earlier versions): one point per chunk. Still opened, checked and resumed.
+variable has exactly the metadata a new store would have. The store format,
+:data:`FORMAT` (recorded in the store; a store of another format is refused): chunks of
+up to :data:`CHUNK_POINTS` points (the trailing grid dimensions first). One process writes
+a store at a time (it holds the store's lock for the whole run), so a chunk is rewritten
+whole, never by two writers at once.
 """
 
 from __future__ import annotations
@@ -17,18 +16,15 @@ import numpy as np
 
 from fabricflow.sweeps.grid_spec import SweepSpec
 
-FORMAT = 2
-FORMATS = (1, 2)
+FORMAT = 2  # 1 (one point per chunk) was a development format, never released
 CHUNK_POINTS = 4096  # points per chunk: few files, a chunk rewrite of ~32 KB per metric
 PENDING, DONE, FAILED = 0, 1, 2
 VARIABLES = ("status", "error")  # beside the metrics and the coordinates
 
 
-def chunk_shape(shape: tuple[int, ...], store_format: int = FORMAT) -> tuple[int, ...]:
+def chunk_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Chunk shape of the grid variables: trailing dimensions first, up to
-    :data:`CHUNK_POINTS` points (all ones in format 1)."""
-    if store_format == 1:
-        return (1,) * len(shape)
+    :data:`CHUNK_POINTS` points."""
     chunks = []
     room = CHUNK_POINTS
     for size in reversed(shape):
@@ -60,14 +56,14 @@ def create_coordinate(group, key: str, values: tuple) -> None:
     array[:] = coords
 
 
-def create_arrays(group, spec: SweepSpec, metrics: tuple[str, ...], store_format: int) -> None:
+def create_arrays(group, spec: SweepSpec, metrics: tuple[str, ...]) -> None:
     """Create in the zarr ``group`` the coordinates (with their values) and the empty grid
     variables (chunks come on write); an array already there is replaced."""
     for key, values in spec.grid:
         create_coordinate(group, key, values)
     common = {
         "shape": spec.shape,
-        "chunks": chunk_shape(spec.shape, store_format),
+        "chunks": chunk_shape(spec.shape),
         "dimension_names": list(spec.dims),
         "overwrite": True,
     }
@@ -83,7 +79,7 @@ def create_arrays(group, spec: SweepSpec, metrics: tuple[str, ...], store_format
     group.create_array("error", dtype=str, fill_value="", **common)
 
 
-def expected_metadata(spec: SweepSpec, metrics: tuple[str, ...], store_format: int) -> dict:
+def expected_metadata(spec: SweepSpec, metrics: tuple[str, ...]) -> dict:
     """``{variable: the text of its zarr.json}`` of a new store of ``spec`` (built in a
     temporary folder: small, no chunks but the coordinates')."""
     import tempfile
@@ -93,5 +89,5 @@ def expected_metadata(spec: SweepSpec, metrics: tuple[str, ...], store_format: i
 
     with tempfile.TemporaryDirectory(prefix="fabricflow-sweep-layout-") as folder:
         group = zarr.open_group(folder, mode="w", zarr_format=3)
-        create_arrays(group, spec, metrics, store_format)
+        create_arrays(group, spec, metrics)
         return {path.parent.name: path.read_text() for path in Path(folder).glob("*/zarr.json")}

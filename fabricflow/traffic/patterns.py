@@ -6,29 +6,10 @@ model (:mod:`fabricflow.collective`) builds the flows of real collective algorit
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.memory_budget import check_memory
-
-
-def strided_groups(num_gpus: int, group_size: int, num_groups: int | None = None) -> np.ndarray:
-    """Deprecated: ``make_groups(num_gpus, group_size, layout="strided")[:num_groups]``.
-
-    Use :func:`fabricflow.collective.make_groups` with ``layout="strided"``: member ``j``
-    of group ``i`` is GPU ``i + j * (num_gpus // group_size)``. This alias still accepts a
-    GPU count that ``group_size`` does not divide (the last ``num_gpus % group_size`` GPUs
-    are left out), as it always has.
-    """
-    warnings.warn(
-        "fabricflow.traffic.patterns.strided_groups is deprecated; use "
-        'fabricflow.collective.make_groups(num_gpus, group_size, layout="strided")',
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _strided_groups(num_gpus, group_size, num_groups)
 
 
 def _strided_groups(num_gpus: int, group_size: int, num_groups: int | None) -> np.ndarray:

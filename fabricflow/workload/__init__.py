@@ -26,7 +26,7 @@ from fabricflow.workload.gpu_memory import (
     memory_table,
     usable_hbm,
 )
-from fabricflow.workload.layout import Layout, layout_table, table_problems
+from fabricflow.workload.layout import Layout, for_layout, layout_table, table_problems
 from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec, list_models, load_model, model_from_config
 from fabricflow.workload.placement import Placement, place
@@ -55,6 +55,7 @@ __all__ = [
     "compose_step",
     "compute_table",
     "executed_flops_per_step",
+    "for_layout",
     "hardware_flops_per_step",
     "issue_rates",
     "list_gpus",

@@ -403,6 +403,24 @@ class Composition:
     ranks: list | None = None
     overlap: dict | None = None
 
+    def row(self, index: int) -> Composition:
+        """Row ``index`` of every part: seconds as floats, ``slow["rank"]`` an int,
+        ``ranks`` that row's list of per-rank dicts."""
+        return Composition(
+            breakdown={key: float(value[index]) for key, value in self.breakdown.items()},
+            slow={
+                key: int(value[index]) if key == "rank" else float(value[index])
+                for key, value in self.slow.items()
+            },
+            ranks=None if self.ranks is None else self.ranks[index],
+            overlap=None
+            if self.overlap is None
+            else {
+                dim: {key: float(value[index]) for key, value in values.items()}
+                for dim, values in self.overlap.items()
+            },
+        )
+
 
 def _rank_gpus(gpu, pp: int) -> tuple[GpuSpec, ...]:
     return (gpu,) * pp if isinstance(gpu, GpuSpec) else tuple(gpu)

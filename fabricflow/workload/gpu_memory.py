@@ -40,7 +40,7 @@ import numpy as np
 
 from fabricflow.errors import SpecError
 from fabricflow.workload.layer_cost import layer_shapes, module_masks, routed_tokens
-from fabricflow.workload.layout import Layout, layout_table
+from fabricflow.workload.layout import Layout, for_layout
 from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.stages import StageGroup, rank_names, rank_structure, stage_groups
@@ -235,7 +235,7 @@ def checkpoint_table(model: ModelSpec, table: LayoutTable) -> np.ndarray:
 
 def layer_activation_bytes(model: ModelSpec, layout: Layout, *, moe: bool) -> float:
     """Bytes saved for backward by one layer and one micro-batch on one GPU (no recompute)."""
-    return float(layer_activation_table(model, layout_table([layout]), moe=moe)[0])
+    return float(for_layout(layer_activation_table, layout, model=model, moe=moe))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +250,15 @@ class RankStates:
     working_activations: np.ndarray  # the layer recomputed under full recompute: kept in HBM
     logits: np.ndarray  # logits (and their gradient) on the last rank: kept in HBM
     layer_activations: np.ndarray  # saved by one layer for one micro-batch
+
+    def row(self, index: int) -> RankStates:
+        """Row ``index`` of the group (arrays ``[P]``; ``kept`` is the group's already)."""
+        return RankStates(
+            **{
+                f.name: getattr(self, f.name) if f.name == "kept" else getattr(self, f.name)[index]
+                for f in dataclasses.fields(self)
+            }
+        )
 
 
 def _check_inputs(model, layout_or_table) -> None:
@@ -408,27 +417,35 @@ def rank_memory_arrays(model: ModelSpec, table: LayoutTable, group: StageGroup) 
     return _with_offload(table.take(group.rows), rank_states(model, table, group))
 
 
-def _one(model: ModelSpec, layout: Layout) -> tuple[LayoutTable, StageGroup]:
+def _per_rank(rank_arrays, model: ModelSpec, layout: Layout):
+    """``rank_arrays(model, table, group)`` (a per-rank table form: arrays ``[n, P]``) for
+    one layout, as its row (arrays ``[P]``; see :func:`for_layout`)."""
+
+    def of_table(table: LayoutTable):
+        return rank_arrays(model, table, stage_groups(model, table)[0])
+
+    return for_layout(of_table, layout)
+
+
+def _checked(model: ModelSpec, layout: Layout) -> None:
     _check_inputs(model, layout)
     layout.validate(model)
-    table = layout_table([layout])
-    return table, stage_groups(model, table)[0]
 
 
 def rank_memory(model: ModelSpec, layout: Layout) -> tuple[MemoryEstimate, ...]:
     """HBM per GPU of every pipeline rank, first to last (length ``pp``), offload applied;
     see the module doc. ``layout`` is validated against ``model`` first."""
-    table, group = _one(model, layout)
-    parts = rank_memory_arrays(model, table, group)
+    _checked(model, layout)
+    parts = _per_rank(rank_memory_arrays, model, layout)
     names = rank_names(layout.pp)
     return tuple(
         MemoryEstimate(
-            weights=float(parts["weights"][0, r]),
-            gradients=float(parts["gradients"][0, r]),
-            optimizer=float(parts["optimizer"][0, r]),
-            activations=float(parts["activations"][0, r]),
+            weights=float(parts["weights"][r]),
+            gradients=float(parts["gradients"][r]),
+            optimizer=float(parts["optimizer"][r]),
+            activations=float(parts["activations"][r]),
             rank=names[r],
-            offloaded=float(parts["offloaded"][0, r]),
+            offloaded=float(parts["offloaded"][r]),
         )
         for r in range(layout.pp)
     )
@@ -447,18 +464,18 @@ def memory_per_gpu(model: ModelSpec, layout: Layout) -> MemoryEstimate:
 def offload_traffic(model: ModelSpec, layout: Layout) -> list[OffloadTraffic]:
     """Host-link bytes of every pipeline rank, first to last (all zeros when nothing is
     offloaded)."""
-    table, group = _one(model, layout)
-    ranks = rank_states(model, table, group)
+    _checked(model, layout)
+    ranks = _per_rank(rank_states, model, layout)
     names = rank_names(layout.pp)
     return [
         OffloadTraffic(
             rank=names[r],
-            layers=int(group.kept[r]),
-            weights=layout.offload_weights * float(ranks.weights[0, r]),
-            optimizer=layout.offload_optimizer * float(ranks.optimizer[0, r]),
+            layers=int(ranks.kept[r]),
+            weights=layout.offload_weights * float(ranks.weights[r]),
+            optimizer=layout.offload_optimizer * float(ranks.optimizer[r]),
             activations=layout.offload_activations
-            * float(group.kept[r])
-            * float(ranks.layer_activations[0, r]),
+            * float(ranks.kept[r])
+            * float(ranks.layer_activations[r]),
         )
         for r in range(layout.pp)
     ]
@@ -485,7 +502,7 @@ def rank_holdings(model: ModelSpec, layout: Layout) -> list[tuple[int, float, bo
 def in_flight_chunks(layout: Layout, rank: int) -> int:
     """Micro-batch chunks (of ``layers_per_rank / vpp`` layers) whose activations pipeline
     rank ``rank`` holds at its peak (:func:`fabricflow.workload.stages.in_flight_chunks`)."""
-    return int(chunks_in_flight(layout_table([layout]), layout.pp)[0, rank])
+    return int(for_layout(chunks_in_flight, layout, pp=layout.pp)[rank])
 
 
 def rank_parameters(model: ModelSpec, layout: Layout) -> list[tuple[float, float]]:
@@ -494,10 +511,8 @@ def rank_parameters(model: ModelSpec, layout: Layout) -> list[tuple[float, float
     Non-expert parameters are reduced over data x context parallel ranks, expert ones over
     the expert data-parallel ranks.
     """
-    table = layout_table([layout])
-    group = stage_groups(model, table)[0]
-    dense, expert = rank_parameter_arrays(model, table, group)
-    return [(float(d), float(e)) for d, e in zip(dense[0], expert[0], strict=True)]
+    dense, expert = _per_rank(rank_parameter_arrays, model, layout)
+    return [(float(d), float(e)) for d, e in zip(dense, expert, strict=True)]
 
 
 def stage_parameters(model: ModelSpec, layout: Layout) -> tuple[float, float]:

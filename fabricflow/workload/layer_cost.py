@@ -38,7 +38,7 @@ from fabricflow.workload.layout import (
     DEFAULT_RECOMPUTE_MODULES,
     RECOMPUTE_MODULES,
     Layout,
-    layout_table,
+    for_layout,
 )
 from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec
@@ -553,7 +553,7 @@ def layer_cost(
     model: ModelSpec, gpu: GpuSpec, layout: Layout, *, moe: bool, stack: Stack | None = None
 ) -> LayerCost:
     """Compute time of one (dense or MoE) layer per micro-batch on one GPU; see module doc."""
-    return layer_cost_table(model, gpu, layout_table([layout]), moe=moe, stack=stack).row(0)
+    return for_layout(layer_cost_table, layout, model=model, gpu=gpu, moe=moe, stack=stack)
 
 
 # Bytes per logit of the loss: Transformer Engine's fused cross entropy (the recipes'
@@ -593,11 +593,11 @@ def embedding_cost_table(model: ModelSpec, gpu: GpuSpec, table: LayoutTable) -> 
 
 def head_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> tuple[float, float]:
     """:func:`head_cost_table` for one layout (floats)."""
-    fwd, bwd = head_cost_table(model, gpu, layout_table([layout]))
-    return float(fwd[0]), float(bwd[0])
+    fwd, bwd = for_layout(head_cost_table, layout, model=model, gpu=gpu)
+    return float(fwd), float(bwd)
 
 
 def embedding_cost(model: ModelSpec, gpu: GpuSpec, layout: Layout) -> tuple[float, float]:
     """:func:`embedding_cost_table` for one layout (floats)."""
-    fwd, bwd = embedding_cost_table(model, gpu, layout_table([layout]))
-    return float(fwd[0]), float(bwd[0])
+    fwd, bwd = for_layout(embedding_cost_table, layout, model=model, gpu=gpu)
+    return float(fwd), float(bwd)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from fabricflow.workload.layout_table import (
     LayoutTable,
     as_column,
     first_problem,
+    only_row,
 )
 from fabricflow.workload.model_spec import ModelSpec
 
@@ -490,14 +491,28 @@ def layout_table(layouts: Iterable[Layout] | None = None, **columns) -> LayoutTa
     return LayoutTable(out)
 
 
+def for_layout(table_function: Callable, layout: Layout, /, **arguments):
+    """``table_function`` asked about one :class:`Layout`: the one row of
+    ``table_function(table=<the one-row table of layout>, **arguments)``.
+
+    This is how the per-layout API runs the table models (one code path for one layout
+    and for millions); ``table_function`` takes the table as its ``table`` argument and
+    returns row-indexed results, reduced to their row by
+    :func:`~fabricflow.workload.layout_table.only_row`. Example::
+
+        fwd, bwd = for_layout(head_cost_table, layout, model=model, gpu=gpu)  # floats
+    """
+    return only_row(table_function(table=layout_table([layout]), **arguments))
+
+
 @functools.lru_cache(maxsize=4096)
 def _first_problem(
     layout: Layout, model: ModelSpec | None, num_gpus: int | None
 ) -> tuple[str, str] | None:
     """(field, message) of the first rule ``layout`` breaks, or None; memoised (layouts and
     models are frozen), since a step validates the same layout several times."""
-    ok, field, message = table_problems(layout_table([layout]), model, num_gpus)
-    return None if ok[0] else (field[0], message[0])
+    ok, field, message = for_layout(table_problems, layout, model=model, num_gpus=num_gpus)
+    return None if ok else (field, message)
 
 
 def split_stages(num_layers: int, stages: int) -> np.ndarray:

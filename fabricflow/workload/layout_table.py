@@ -181,6 +181,26 @@ def _whole(array: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(numbers)) and np.all(numbers == np.round(numbers)))
 
 
+def only_row(result):
+    """The row of a table function's result computed on a one-row table: an array
+    ``[1, ...]`` -> its row ``[...]`` (a numpy scalar for ``[1]``); a tuple, list or dict
+    of results -> each item's row; an object with a ``row(index)`` method (a result dataclass of
+    arrays ``[N]``) -> ``row(0)``.
+
+    Raises:
+        TypeError: a result with no rows (a plain number, a string, ``None``).
+    """
+    if hasattr(result, "row"):
+        return result.row(0)
+    if isinstance(result, np.ndarray) and result.ndim >= 1:
+        return result[0]
+    if isinstance(result, (tuple, list)):
+        return type(result)(only_row(item) for item in result)
+    if isinstance(result, dict):
+        return {key: only_row(value) for key, value in result.items()}
+    raise TypeError(f"a table function's result has rows; got {type(result).__name__}")
+
+
 def first_problem(problems: Iterable[tuple[str, np.ndarray, object]], n: int):
     """Fold ``(field, failed [N], message)`` checks, in order, into the first failure per row:
     ``(ok [N] bool, field [N] object, message [N] object)``; ``message`` may be a callable
@@ -209,4 +229,5 @@ __all__ = [
     "LayoutTable",
     "as_column",
     "first_problem",
+    "only_row",
 ]

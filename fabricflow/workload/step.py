@@ -64,6 +64,7 @@ from fabricflow.workload.compute import (
     BREAKDOWN_KEYS,
     COLLECTIVES,
     CommTimes,
+    Composition,
     collective_sizes,
     compose,
 )
@@ -73,7 +74,7 @@ from fabricflow.workload.gpu import GpuSpec
 from fabricflow.workload.gpu_memory import GIB, MemoryEstimate, rank_memory, usable_hbm
 from fabricflow.workload.hetero import is_mixed, job_gpus, split_for_gpus
 from fabricflow.workload.intervals import DEFAULT_LEVEL, Interval, step_interval
-from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout, layout_table
+from fabricflow.workload.layout import OFFLOAD_FIELDS, Layout, for_layout
 from fabricflow.workload.layout_table import LayoutTable
 from fabricflow.workload.model_spec import ModelSpec, load_model
 from fabricflow.workload.placement import DEFAULT_PLACEMENT, Placement, parse_order, place
@@ -206,7 +207,6 @@ def step_time(
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
-            ``auto`` and ``collective-model`` are deprecated names of ``fabric``.
         algorithms: collective algorithm per dimension (``tp``, ``cp``, ``ep``, ``pp``,
             ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
             dimension not named, or ``auto``, takes the fastest algorithm per message size.
@@ -494,8 +494,8 @@ def compute_only(
     rank_gpus = job_gpus(gpu, layout)
     layout = split_for_gpus(model, layout, rank_gpus).validate(model)
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
-    parts = compose(model, rank_gpus, layout_table([layout]), CommTimes.free(), stack=stack)
-    return {key: float(value[0]) for key, value in parts.breakdown.items()}
+    free = CommTimes.free()
+    return for_layout(compose, layout, model=model, gpu=rank_gpus, comm=free, stack=stack).breakdown
 
 
 def _needed_collectives(model: ModelSpec, layout: Layout, sizes: dict) -> list[str]:
@@ -584,23 +584,22 @@ def compose_step(
     ``rank_gpus``: the GPU of each pipeline rank. One row of
     :func:`fabricflow.workload.compute.compose`."""
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
-    table = layout_table([layout])
-    times_ = collective_times(model, table, comm, ep_nodes, stack, ep_line)
-    parts = compose(model, rank_gpus, table, times_, per_rank=True, stack=stack)
+
+    def composed(table: LayoutTable) -> Composition:
+        times_ = collective_times(model, table, comm, ep_nodes, stack, ep_line)
+        return compose(model, rank_gpus, table, times_, per_rank=True, stack=stack)
+
+    parts = for_layout(composed, layout)
     names = rank_names(layout.pp)
     assert parts.ranks is not None
     times = {
-        name: {**values, "rank": name} for name, values in zip(names, parts.ranks[0], strict=True)
+        name: {**values, "rank": name} for name, values in zip(names, parts.ranks, strict=True)
     }
-    slow = dict(times[names[int(parts.slow["rank"][0])]])
+    slow = dict(times[names[parts.slow["rank"]]])
     assert parts.overlap is not None
     # what overlap hid and cost over the step, per dimension (also in step_time's details)
-    slow["overlap"] = {
-        dim: {key: float(value[0]) for key, value in values.items()}
-        for dim, values in parts.overlap.items()
-    }
-    breakdown = {key: float(value[0]) for key, value in parts.breakdown.items()}
-    return times, slow, breakdown
+    slow["overlap"] = parts.overlap
+    return times, slow, parts.breakdown
 
 
 def _coupled_step(

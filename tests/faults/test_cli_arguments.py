@@ -114,13 +114,14 @@ def test_step_help_offers_the_backend_names(capsys):
     assert "{fabric,alpha-beta}" in text and "collective-model" not in text
 
 
-def test_step_deprecated_backend_is_mapped_with_a_note(capsys):
+def test_step_former_backend_name_is_refused(capsys):
     args = [a if a != "alpha-beta" else "auto" for a in STEP]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the CLI maps the name itself: no warning raised
-        code, out, err = _cli_json(capsys, *args)
-    assert code == 0 and out["collective_backend"] == "fabric"
-    assert "--collectives auto is deprecated; use --collectives fabric" in err
+        warnings.simplefilter("error")  # refused by the parser: no warning raised either
+        code, out, _ = _cli_json(capsys, *args)
+    assert (code, out["error"]) == (2, "UsageError")
+    assert "--collectives: invalid choice: 'auto'" in out["message"]
+    assert "deprecated" not in out["message"]
 
 
 # ------------------------------------------------------------------- CLI, in-process
@@ -254,6 +255,8 @@ CLI_CASES = [
     ("cc max-work NaN", [*CC, "--max-work", "nan"], 2, "SpecError", ["max_work"]),
     ("cc ring 1", [*CC, "--scenario", "ring", "--flows", "1"], 2, "SpecError", ["flows"]),
     ("bench flag", ["bench", "--quick", "--x", "--json"], 2, "UsageError", ["--x"]),
+    # "dcqcn", the name of section cc before 0.1.0, is refused like any unknown section
+    ("bench former", ["bench", "dcqcn", "--quick", "--json"], 2, "SpecError", ["dcqcn", "'cc'"]),
 ]
 
 

@@ -125,7 +125,7 @@ def test_demo_terminated_exits_130_without_traceback(tmp_path):
 
 
 def test_bench_interrupted_reports_the_sections_it_finished():
-    proc = _cli("bench", "step", "dcqcn", "--quick")
+    proc = _cli("bench", "step", "cc", "--quick")
     lines = []
     for line in proc.stdout:  # the text report prints a section when it is done
         lines.append(line)

@@ -115,6 +115,23 @@ def test_an_emptied_store_zarr_json_is_refused_then_repaired_with_every_point(tm
     assert values(store) == EXPECTED
 
 
+def test_a_store_of_the_development_format_1_is_refused_naming_it(tmp_path, capsys):
+    """Format 1 (one point per chunk) was never released: no reader is kept for it."""
+    store = tmp_path / "s.zarr"
+    assert sweep(capsys, tmp_path, store)[0] == 0
+    meta = json.loads((store / "zarr.json").read_text())
+    assert meta["attributes"]["fabricflow_sweep"] == store_layout.FORMAT == 2
+    meta["attributes"]["fabricflow_sweep"] = 1
+    (store / "zarr.json").write_text(json.dumps(meta))
+    code, report, _ = sweep(capsys, tmp_path, store)
+    assert code == 1 and report["error"] == "OutputError"
+    assert "has format 1" in report["message"] and "reads format 2" in report["message"]
+    assert "--overwrite" in report["message"]
+    code, report, _ = sweep(capsys, tmp_path, store, "--overwrite")
+    assert code == 0 and report["computed"] == 6
+    assert values(store) == EXPECTED
+
+
 def test_a_write_left_half_done_by_kill_9_is_ignored(tmp_path, capsys, small_chunks):
     store = tmp_path / "s.zarr"
     assert sweep(capsys, tmp_path, store)[0] == 0
