@@ -203,7 +203,9 @@ class PredictedFailures:
         owners = np.unique(sim.state.owner[gpus])
         for owner in owners[owners >= 0].tolist():
             self._respond(sim.jobs[int(owner)])
-        sim._apply_health(False)  # the component's GPUs leave the pool (held ones later)
+        sim.failure_handling.apply_health(
+            False
+        )  # the component's GPUs leave the pool (held ones later)
         if failure_at is None:
             sim._push(sim.t + self.predictor.drain_s, ev.UNDRAIN, kind, index)
 
@@ -252,18 +254,18 @@ class PredictedFailures:
         to the queue (with its checkpoint) when there are none."""
         sim = self.sim
         self.protected[job.gpus] = False
-        out = sim._out_of_service(job)
+        out = sim.failure_handling.out_of_service(job)
         if not out.any():  # drained nodes repaired meanwhile: carry on where it is
             sim._restart(job)
             return
-        if sim._swap_nodes(job, job.gpus[out], idle_too=True):
+        if sim.failure_handling.swap_nodes(job, job.gpus[out], idle_too=True):
             job.migrations += 1
             self.counts["migrations"] += 1
             sim._restart(job)
         else:
             self.counts["requeued_after_alarm"] += 1
             sim._requeue(job, "alarm")
-        sim._apply_health(False)
+        sim.failure_handling.apply_health(False)
 
     def _strike(self, kind: str, index: int) -> None:
         """A failure drawn ahead strikes: a drained component's drain ends into it."""
@@ -277,11 +279,11 @@ class PredictedFailures:
             for owner in held[held >= 0].tolist():
                 if sim.jobs[int(owner)].state == CHECKPOINTING:
                     self.counts["failures_during_checkpoint"] += 1
-        sim._component_fails(kind, index)
+        sim.failure_handling.component_fails(kind, index)
         if predicted:
             del self.drained[key]
             sim.failing.gpu_drain[gpus] -= 1
-            sim._apply_health(False)
+            sim.failure_handling.apply_health(False)
 
     def _undrain(self, kind: str, index: int) -> None:
         """A falsely alarmed component is back after inspection."""
@@ -289,7 +291,7 @@ class PredictedFailures:
             return
         gpus, _ = self.sim.failing.parts(kind, index)
         self.sim.failing.gpu_drain[gpus] -= 1
-        self.sim._apply_health(False)
+        self.sim.failure_handling.apply_health(False)
 
     # -------------------------------------------------------------- outputs
     def report(self) -> dict:
