@@ -43,7 +43,7 @@ class FailureHandling:
         """Draw the next failure of component class ``kind`` and push its event."""
         sim = self.sim
         when, index = sim.failing.draw(kind, sim.t)
-        sim._push(when, ev.FAIL, kind, index)
+        sim.push(when, ev.FAIL, kind, index)
 
     def component_fails(self, kind: str, index: int) -> None:
         """Component ``index`` of class ``kind`` fails now; its repair is pushed."""
@@ -55,7 +55,7 @@ class FailureHandling:
         self.apply_health(links.size > 0)
         assert sim.model is not None
         self.repair_at[(kind, index)] = sim.t + sim.model.mttr_s[kind]
-        sim._push(sim.t + sim.model.mttr_s[kind], ev.REPAIR, kind, index)
+        sim.push(sim.t + sim.model.mttr_s[kind], ev.REPAIR, kind, index)
 
     def repair(self, kind: str, index: int) -> None:
         """Component ``index`` of class ``kind`` is back in service."""
@@ -77,18 +77,18 @@ class FailureHandling:
         if newly_down.size:
             hit = sim.state.set_down(newly_down)
             for key in sorted(int(k) for k in np.atleast_1d(hit)):
-                sim._interrupt(sim.jobs[key], reason="failed")
-            sim._allocation_changed()
+                sim.lifecycle.interrupt(sim.jobs[key], reason="failed")
+            sim.allocation_changed()
         if newly_up.size:
             sim.state.set_up(newly_up)
-            sim._allocation_changed()
+            sim.allocation_changed()
         if links_changed and sim.net is not None:  # without a network model: nothing to do
             began = time.perf_counter()
             sim.fabric = sim.failing.failed_fabric()
             sim.fabric_version += 1
             cut_off = sim.net.set_fabric(sim.fabric)
             for key in sorted(int(k) for k in cut_off):  # GPUs that can no longer reach each other
-                sim._interrupt(sim.jobs[key], reason="failed")
+                sim.lifecycle.interrupt(sim.jobs[key], reason="failed")
             sim.mix_changed = True
             sim.stats["fabric_updates"] += 1
             sim.stats["fabric_update_s"] += time.perf_counter() - began
@@ -128,7 +128,7 @@ class FailureHandling:
         sim.state.release(job.key)
         sim.state.allocate(job.key, gpus)
         job.gpus = gpus
-        sim._allocation_changed()
+        sim.allocation_changed()
         return True
 
     def _idle_nodes(self, count: int) -> np.ndarray | None:
@@ -155,7 +155,7 @@ class FailureHandling:
         if take.size:
             gpus = (take[:, None] * sim.gpn + np.arange(sim.gpn)).ravel()
             sim.state.reserve_spares(np.sort(gpus))
-            sim._allocation_changed()
+            sim.allocation_changed()
 
 
 def refuse_hopeless_jobs(

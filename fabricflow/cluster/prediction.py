@@ -152,7 +152,7 @@ class PredictedFailures:
         """Begin the failure stream of ``kind`` (drawn ``lead_s`` ahead) and its false alarms."""
         sim = self.sim
         when, index = sim.failing.draw(kind, 0.0)
-        sim._push(max(0.0, when - self.predictor.lead_s), ev.DRAW, kind, (when, index))
+        sim.push(max(0.0, when - self.predictor.lead_s), ev.DRAW, kind, (when, index))
         self._next_false_alarm(kind, 0.0)
 
     def _next_false_alarm(self, kind: str, now: float) -> None:
@@ -160,7 +160,7 @@ class PredictedFailures:
         if rate > 0:
             when = now + self.rng.exponential(1.0 / rate)
             index = int(self.rng.integers(self.sim.failing.count[kind]))
-            self.sim._push(when, ev.ALARM, kind, (index, None))
+            self.sim.push(when, ev.ALARM, kind, (index, None))
 
     def handle(self, kind: int, a, b) -> None:
         """One predictor event (:mod:`.events`)."""
@@ -182,9 +182,9 @@ class PredictedFailures:
         sim = self.sim
         if self.rng.random() < self.predictor.recall:
             self._alarm(kind, index, when)
-        sim._push(when, ev.PREDICTED_FAIL, kind, index)
+        sim.push(when, ev.PREDICTED_FAIL, kind, index)
         after, next_index = sim.failing.draw(kind, when)
-        sim._push(max(sim.t, after - self.predictor.lead_s), ev.DRAW, kind, (after, next_index))
+        sim.push(max(sim.t, after - self.predictor.lead_s), ev.DRAW, kind, (after, next_index))
 
     # -------------------------------------------------------------- alarms and drains
     def _alarm(self, kind: str, index: int, failure_at: float | None) -> None:
@@ -207,14 +207,14 @@ class PredictedFailures:
             False
         )  # the component's GPUs leave the pool (held ones later)
         if failure_at is None:
-            sim._push(sim.t + self.predictor.drain_s, ev.UNDRAIN, kind, index)
+            sim.push(sim.t + self.predictor.drain_s, ev.UNDRAIN, kind, index)
 
     def _respond(self, job) -> None:
         """A job on an alarmed component: checkpoint then move, or move now."""
         sim = self.sim
         job.alarms += 1
         if job.state == RUNNING:
-            sim._advance(job)
+            sim.lifecycle.advance(job)
             writing = sim.tau is not None and job.pos > sim.tau
             period = (sim.tau or 0.0) + sim.delta
             write = (
@@ -231,8 +231,8 @@ class PredictedFailures:
             job.checkpoint_until = sim.t + write
             self.protected[job.gpus] = True
             self.counts["proactive_checkpoints"] += 1
-            sim._push(job.checkpoint_until, ev.CHECKPOINTED, job.key, job.version)
-            sim._log(job)
+            sim.push(job.checkpoint_until, ev.CHECKPOINTED, job.key, job.version)
+            sim.lifecycle.log(job)
         elif job.state == RESTARTING:
             job.version += 1  # cancels its RESTARTED: it restarts over elsewhere
             self._move(job)
@@ -246,7 +246,7 @@ class PredictedFailures:
         job.committed = job.steps  # no progress while writing: all of it is kept
         job.pos = 0.0
         job.t_last = sim.t
-        sim._stop_running(job)
+        sim.lifecycle.stop_running(job)
         self._move(job)
 
     def _move(self, job) -> None:
@@ -256,15 +256,15 @@ class PredictedFailures:
         self.protected[job.gpus] = False
         out = sim.failure_handling.out_of_service(job)
         if not out.any():  # drained nodes repaired meanwhile: carry on where it is
-            sim._restart(job)
+            sim.lifecycle.restart(job)
             return
         if sim.failure_handling.swap_nodes(job, job.gpus[out], idle_too=True):
             job.migrations += 1
             self.counts["migrations"] += 1
-            sim._restart(job)
+            sim.lifecycle.restart(job)
         else:
             self.counts["requeued_after_alarm"] += 1
-            sim._requeue(job, "alarm")
+            sim.lifecycle.requeue(job, "alarm")
         sim.failure_handling.apply_health(False)
 
     def _strike(self, kind: str, index: int) -> None:

@@ -78,7 +78,7 @@ class SchedulingPass:
                 elif sim.backfill == "easy" and reserved is None:
                     reserved = self._reserve(request)
                 continue
-            sim._start(job, np.asarray(gpus, dtype=np.int64))
+            sim.lifecycle.start(job, np.asarray(gpus, dtype=np.int64))
             free = sim.state.num_free
             load = None
         sim.stats["schedule_s"] += time.perf_counter() - began
@@ -118,7 +118,7 @@ class SchedulingPass:
         }
         victims = sim.scheduler.victims(sim.state, request, running)
         for victim in victims:
-            sim._interrupt(sim.jobs[int(victim)], reason="preempted")
+            sim.lifecycle.interrupt(sim.jobs[int(victim)], reason="preempted")
         if not victims:
             return None
         load = None if sim.net is None else sim.net.link_load(fresh=False)

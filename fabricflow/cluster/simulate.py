@@ -1,4 +1,4 @@
-"""The event-driven cluster simulator: :func:`simulate_cluster` -> :class:`~.run.ClusterRun`.
+"""The event-driven cluster simulator: :func:`simulate_cluster` -> :class:`~.records.ClusterRun`.
 
 Events (a heap ordered by time): job arrivals, job completions, restarts done, component
 failures and repairs, and with a failure predictor (:mod:`.prediction`) alarms and the
@@ -12,11 +12,12 @@ committed step at any time follow from the time it has run (no event per checkpo
 Per event the simulator does O(running jobs) Python work; the cluster's GPU counts and
 fragmentation are kept by :class:`~.state.ClusterState` as it changes, and jobs are
 advanced lazily (only when their step time changes or they are touched). The simulator
-(:class:`_Simulator`: the event loop and the jobs' life) holds its other concerns as
-parts, one module each: :mod:`.checkpoint_clock` (analytic checkpoints),
-:mod:`.failure_handling` (failures, repairs, spare nodes), :mod:`.scheduling_pass`
-(starting queued jobs; the queue and its backfill policies are :mod:`.backfill`),
-:mod:`.accounting` (GPU-seconds and the timeline's logs) and :mod:`.prediction`.
+(:class:`_Simulator`: its state and the event loop) holds its other concerns as parts,
+one module each: :mod:`.job_lifecycle` (moving jobs between states),
+:mod:`.checkpoint_clock` (analytic checkpoints), :mod:`.failure_handling` (failures,
+repairs, spare nodes), :mod:`.scheduling_pass` (starting queued jobs; the queue and its
+backfill policies are :mod:`.backfill`), :mod:`.accounting` (GPU-seconds and the
+timeline's logs) and :mod:`.prediction`.
 
 GPU-second accounting: between consecutive events each GPU is busy (held by a job,
 running, restarting or checkpointing), down (failed, waiting for repair, or drained
@@ -39,7 +40,6 @@ from fabricflow.cluster import interference as _interference
 from fabricflow.cluster import schedulers as _schedulers
 from fabricflow.cluster.accounting import Accounting
 from fabricflow.cluster.backfill import JobQueue, check_backfill
-from fabricflow.cluster.checkpoint_clock import advance, wall_for
 from fabricflow.cluster.failure_events import FailureProcesses
 from fabricflow.cluster.failure_handling import FailureHandling, refuse_hopeless_jobs
 from fabricflow.cluster.failures import (
@@ -49,6 +49,7 @@ from fabricflow.cluster.failures import (
     job_mtbf,
     young_daly_interval,
 )
+from fabricflow.cluster.job_lifecycle import JobLifecycle
 from fabricflow.cluster.jobspec import JobSpec, parse_duration
 from fabricflow.cluster.prediction import PredictedFailures, check_predictor
 from fabricflow.cluster.records import (
@@ -69,7 +70,7 @@ from fabricflow.cluster.standalone import standalone_step
 from fabricflow.cluster.state import DOWN, FREE, SPARE, ClusterState
 from fabricflow.cluster.trace import load_trace
 from fabricflow.collective.structure_cache import fabric_fingerprint
-from fabricflow.errors import RoutingError, SolverError, SpecError
+from fabricflow.errors import SolverError, SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.memory_budget import check_memory
 from fabricflow.schema import check_size
@@ -270,13 +271,14 @@ def _all_jobspecs(trace) -> bool:
 
 
 class _Simulator:
-    """One simulation: the event loop (:meth:`run`, a heap of events ordered by time and
-    kind, :mod:`.events`) and the life of each job (queued, started, running, restarting,
-    interrupted, done), with analytic checkpoints (:mod:`.checkpoint_clock`). The other
-    concerns are parts it holds: :class:`~.failure_handling.FailureHandling` (failures,
-    repairs, spare nodes), :class:`~.scheduling_pass.SchedulingPass` (starting queued
-    jobs), :class:`~.accounting.Accounting` (GPU-seconds and the timeline's logs) and,
-    with a predictor, :class:`~.prediction.PredictedFailures`."""
+    """One simulation: its state (clock, jobs, queue, cluster state, network model) and
+    the event loop (:meth:`run`, a heap of events ordered by time and kind,
+    :mod:`.events`). Each other concern is a part it holds, one module each:
+    :class:`~.job_lifecycle.JobLifecycle` (moving jobs between states),
+    :class:`~.failure_handling.FailureHandling` (failures, repairs, spare nodes),
+    :class:`~.scheduling_pass.SchedulingPass` (starting queued jobs),
+    :class:`~.accounting.Accounting` (GPU-seconds and the timeline's logs) and, with a
+    predictor, :class:`~.prediction.PredictedFailures`."""
 
     def __init__(
         self,
@@ -344,6 +346,7 @@ class _Simulator:
         self.fabric_version = 0  # counts link failures and repairs
         self.progress = None
         self.failing = FailureProcesses(fabric, model, self.gpn, seed)
+        self.lifecycle = JobLifecycle(self)
         self.failure_handling = FailureHandling(self)
         self.scheduling = SchedulingPass(self)
         self.predictor = None if predictor is None else PredictedFailures(predictor, self)
@@ -353,15 +356,20 @@ class _Simulator:
             else:
                 self.failure_handling.push_next_failure(kind)
         for job in self.jobs:
-            self._push(job.spec.arrival_s, ev.ARRIVE, job.key)
+            self.push(job.spec.arrival_s, ev.ARRIVE, job.key)
             job.log.append((0.0, PENDING, 0, math.nan))
 
     # ------------------------------------------------------------------ event loop
-    def _push(self, when: float, kind: int, a, b=0) -> None:
+    def push(self, when: float, kind: int, a, b=0) -> None:
+        """Push an event of ``kind`` (:mod:`.events`) at ``when`` (s) with its arguments;
+        equal times pop in kind order, then in push order."""
         self.seq += 1
         heapq.heappush(self.heap, (when, kind, self.seq, a, b))
 
     def run(self) -> None:
+        """Handle the events in time order until every job is done (or the horizon), with
+        a scheduling pass and, when the job mix changed, new step times after each
+        instant; raises :class:`SolverError` when the run stalls or exceeds its events."""
         self.failure_handling.replenish_spares()
         self._snapshot()
         total = len(self.jobs)
@@ -404,32 +412,33 @@ class _Simulator:
         self._account(end)
         for job in self.jobs:
             if job.state == RUNNING:
-                self._advance(job)
+                self.lifecycle.advance(job)
         self.horizon_s = end
 
     def _handle(self, kind: int, a, b) -> None:
+        """Handle one event of ``kind`` (:mod:`.events`) with its arguments ``a``, ``b``."""
         if kind == ev.ARRIVE:
             job = self.jobs[a]
-            self._enqueue(job, "submitted")
-            self._log(job)
+            self.lifecycle.enqueue(job, "submitted")
+            self.lifecycle.log(job)
         elif kind == ev.FINISH:
             job = self.jobs[a]
             if job.version != b or job.state != RUNNING:
                 return
-            self._advance(job)
+            self.lifecycle.advance(job)
             job.steps = float(job.target)
             job.committed = job.steps
-            self._stop_running(job)
+            self.lifecycle.stop_running(job)
             job.state = DONE
             job.end_s = self.t
             self.progress_event = self.events
-            self._release(job)
+            self.lifecycle.release(job)
             self.done += 1
-            self._log(job)
+            self.lifecycle.log(job)
         elif kind == ev.RESTARTED:
             job = self.jobs[a]
             if job.version == b and job.state == RESTARTING:
-                self._run(job)
+                self.lifecycle.run(job)
         elif kind == ev.FAIL:
             self.failure_handling.push_next_failure(a)
             self.failure_handling.component_fails(a, b)
@@ -446,7 +455,7 @@ class _Simulator:
             return False
         for job in self.jobs:
             if job.state == RUNNING:
-                self._advance(job)  # commits are counted lazily: bring them up to date
+                self.lifecycle.advance(job)  # commits are counted lazily: bring them up to date
         return self.events - self.progress_event > STALL_EVENTS
 
     def _account(self, until: float) -> None:
@@ -455,150 +464,19 @@ class _Simulator:
         self.t = until
 
     def _snapshot(self) -> None:
+        """Log the GPU counts now (the allocation changed)."""
         self.accounting.snapshot(self.t, self.state)
 
-    def _allocation_changed(self) -> None:
+    def allocation_changed(self) -> None:
+        """Note that GPUs changed hands: spares, a snapshot and placements are due."""
         self.alloc_changed = True
         self.alloc_version += 1
 
-    # ------------------------------------------------------------------ jobs
-    def _log(self, job: JobRecord) -> None:
-        count = 0 if job.gpus is None else int(job.gpus.size)
-        step = job.step_s if job.state == RUNNING else math.nan
-        job.log.append((self.t, job.state, count, step))
-
-    def _advance(self, job: JobRecord) -> None:
-        """Progress of a running job from ``job.t_last`` to now (analytic checkpoints)."""
-        if advance(job, self.t, self.tau, self.delta):
-            self.progress_event = self.events
-
-    def _schedule_finish(self, job: JobRecord) -> None:
-        job.version += 1
-        # wall seconds from now until the job reaches its target at its step time
-        need = max(0.0, (job.target - job.steps) * job.step_s)
-        job.expected_end_s = self.t + wall_for(need, job.pos, self.tau, self.delta)
-        self._push(job.expected_end_s, ev.FINISH, job.key, job.version)
-
-    def _enqueue(self, job: JobRecord, reason: str) -> None:
-        """``job`` waits in the queue from now, for ``reason`` (see :mod:`.run`)."""
-        job.state = QUEUED
-        job.queued_since = self.t
-        job.wait_reason = reason
-        job.expected_end_s = math.inf
-        order = (-job.spec.priority, not job.requeued, job.spec.arrival_s)
-        self.queue.add(job.key, order, job.spec.gpus)
-
-    def _start(self, job: JobRecord, gpus: np.ndarray) -> None:
-        self.queue.remove(job.key)
-        self.state.allocate(job.key, gpus)
-        self.holding.add(job.key)
-        job.gpus = np.asarray(gpus, dtype=np.int64)
-        job.requeued = False
-        if job.queued_since is not None:
-            job.waits.append((job.wait_reason, self.t - job.queued_since))
-            job.queued_since = None
-        self._allocation_changed()
-        if job.start_s is None:
-            job.start_s = self.t
-        if job.needs_restart:
-            job.needs_restart = False
-            self._restart(job)
-        else:
-            self._run(job)
-
-    def _restart(self, job: JobRecord) -> None:
-        job.restarts += 1
-        if self.policy.restart_s > 0:
-            job.state = RESTARTING
-            job.t_last = self.t
-            job.version += 1
-            restart_end = self.t + self.policy.restart_s
-            job.expected_end_s = restart_end + wall_for(
-                (job.target - job.steps) * job.standalone_s, 0.0, self.tau, self.delta
-            )
-            self._push(restart_end, ev.RESTARTED, job.key, job.version)
-            self._log(job)
-        else:
-            self._run(job)
-
-    def _run(self, job: JobRecord) -> None:
-        job.state = RUNNING
-        job.t_last = self.t
-        job.pos = 0.0
-        job.step_s = job.standalone_s
-        if self.net is not None:
-            assert job.gpus is not None  # placed by _start or kept through a restart
-            try:
-                self.net.add(job.key, job.spec, job.standalone, job.gpus)
-            except RoutingError:
-                self._unreachable(job)
-                return
-        self.mix_changed = True
-        self._schedule_finish(job)
-        self._log(job)
-
-    def _release(self, job: JobRecord) -> None:
-        """``job`` gives its GPUs back (it is done or goes back to the queue)."""
-        self.state.release(job.key)
-        self.holding.discard(job.key)
-        job.gpus = None
-        self._allocation_changed()
-
-    def _unreachable(self, job: JobRecord) -> None:
-        """The job's GPUs cannot all reach each other over the surviving links (up/down
-        routing has no detour around these failures), so it cannot run there: it goes
-        back to the queue, keeps its progress, and is not placed again until the fabric or
-        the allocation changes (a repair, a failure, a job starting or ending), since the
-        same state would give the same placement."""
-        self._release(job)
-        job.requeued = True
-        job.needs_restart = job.restarts > 0 or job.failures > 0 or job.preemptions > 0
-        self._enqueue(job, "unreachable")
-        job.blocked_on = (self.fabric_version, self.alloc_version)
-        self.stats["unreachable_starts"] += 1
-        self._log(job)
-
-    def _stop_running(self, job: JobRecord) -> None:
-        if job.state in (RUNNING, CHECKPOINTING) and self.net is not None:
-            self.net.remove(job.key)
-            self.mix_changed = True
-
-    def _interrupt(self, job: JobRecord, *, reason: str) -> None:
-        """A failure hit ``job`` (``reason`` ``failed``) or it was ``preempted``: back to
-        its last checkpoint, then to spare nodes (a failure) or to the queue."""
-        if job.state not in (RUNNING, RESTARTING, CHECKPOINTING):
-            return
-        if self.predictor is not None and job.gpus is not None:
-            self.predictor.protected[job.gpus] = False
-        self._advance(job)
-        if job.state == RUNNING:
-            job.lost_work_s += job.pos
-        elif job.state == CHECKPOINTING:  # the proactive write is lost with the work before it
-            job.lost_work_s += job.pos + (self.t - job.t_last)
-        job.steps = job.committed
-        job.pos = 0.0
-        job.version += 1  # cancels its FINISH / RESTARTED / CHECKPOINTED event
-        self._stop_running(job)
-        if reason == "failed":
-            job.failures += 1
-        else:
-            job.preemptions += 1
-        if reason == "failed" and self.failure_handling.swap_to_spares(job):
-            self._restart(job)
-            return
-        self._requeue(job, reason)
-
-    def _requeue(self, job: JobRecord, reason: str) -> None:
-        """``job`` gives its GPUs back and waits in the queue to restart from its last
-        checkpoint (``reason``: why, see :mod:`.run`)."""
-        self._release(job)
-        job.requeued = True
-        job.needs_restart = True
-        self._enqueue(job, reason)
-        self._log(job)
-
     # ------------------------------------------------------------------ step times
     def _reevaluate(self) -> None:
+        """New step times of the running jobs (one joint solve with the network model,
+        else each at its standalone time); a job whose time changed is brought up to date
+        and its finish rescheduled."""
         running = [self.jobs[k] for k in sorted(self.holding) if self.jobs[k].state == RUNNING]
         if self.net is not None:
             began = time.perf_counter()
@@ -613,13 +491,15 @@ class _Simulator:
             if new != job.step_s:
                 if not (math.isfinite(new) and new > 0):
                     raise SolverError(f"step time of job {job.spec.id!r} is {new!r}")
-                self._advance(job)
+                self.lifecycle.advance(job)
                 job.step_s = new
-                self._schedule_finish(job)
-                self._log(job)
+                self.lifecycle.schedule_finish(job)
+                self.lifecycle.log(job)
 
     # ------------------------------------------------------------------ outputs
     def result(self, points: int) -> ClusterRun:
+        """The :class:`ClusterRun` of the finished run (a timeline of at most ``points``
+        time points)."""
         end = self.horizon_s
         rows = [self._job_row(job) for job in self.jobs]
         cluster = {
@@ -665,6 +545,8 @@ class _Simulator:
         return ClusterRun(rows, cluster, timeline, settings)
 
     def _job_row(self, job: JobRecord) -> dict:
+        """``job``'s result row, with its MTBF and Young-Daly checkpoint interval (s)
+        under the failure model."""
         mtbf = None
         best = None
         if self.model is not None:
