@@ -174,16 +174,7 @@ def simulate_cluster(
     policy = checkpoint if checkpoint is not None else CheckpointPolicy()
     if not isinstance(policy, CheckpointPolicy):
         raise SpecError("checkpoint", f"expected a CheckpointPolicy, got {policy!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
-    if not isinstance(interference, bool):  # "no" is truthy: it would turn the model on
-        raise SpecError("interference", f"expected True or False, got {interference!r}")
-    if (
-        isinstance(timeline_points, bool)
-        or not isinstance(timeline_points, (int, np.integer))
-        or timeline_points < 2
-    ):
-        raise SpecError("timeline_points", f"must be an integer >= 2, got {timeline_points!r}")
+    _check_run_options(seed, interference, timeline_points)
     backfill = check_backfill(backfill)
     predictor = check_predictor(prediction, model)
     calibration = as_calibration(calibration)
@@ -216,6 +207,21 @@ def simulate_cluster(
     sim.progress = progress
     sim.run()
     return sim.result(timeline_points_for(len(specs), int(timeline_points)))
+
+
+def _check_run_options(seed, interference, timeline_points) -> None:
+    """:class:`SpecError` naming the first of :func:`simulate_cluster`'s ``seed``,
+    ``interference`` and ``timeline_points`` that is not what it must be."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise SpecError("seed", f"must be an integer >= 0, got {seed!r}")
+    if not isinstance(interference, bool):  # "no" is truthy: it would turn the model on
+        raise SpecError("interference", f"expected True or False, got {interference!r}")
+    if (
+        isinstance(timeline_points, bool)
+        or not isinstance(timeline_points, (int, np.integer))
+        or timeline_points < 2
+    ):
+        raise SpecError("timeline_points", f"must be an integer >= 2, got {timeline_points!r}")
 
 
 def check_simulated_jobs(num_jobs: int, field: str) -> None:
