@@ -152,7 +152,7 @@ class PredictedFailures:
         """Begin the failure stream of ``kind`` (drawn ``lead_s`` ahead) and its false alarms."""
         sim = self.sim
         when, index = sim.failing.draw(kind, 0.0)
-        sim._push(max(0.0, when - self.predictor.lead_s), ev.DRAW, kind, (when, index))
+        sim.push(max(0.0, when - self.predictor.lead_s), ev.DRAW, kind, (when, index))
         self._next_false_alarm(kind, 0.0)
 
     def _next_false_alarm(self, kind: str, now: float) -> None:
@@ -160,7 +160,7 @@ class PredictedFailures:
         if rate > 0:
             when = now + self.rng.exponential(1.0 / rate)
             index = int(self.rng.integers(self.sim.failing.count[kind]))
-            self.sim._push(when, ev.ALARM, kind, (index, None))
+            self.sim.push(when, ev.ALARM, kind, (index, None))
 
     def handle(self, kind: int, a, b) -> None:
         """One predictor event (:mod:`.events`)."""
@@ -182,9 +182,9 @@ class PredictedFailures:
         sim = self.sim
         if self.rng.random() < self.predictor.recall:
             self._alarm(kind, index, when)
-        sim._push(when, ev.PREDICTED_FAIL, kind, index)
+        sim.push(when, ev.PREDICTED_FAIL, kind, index)
         after, next_index = sim.failing.draw(kind, when)
-        sim._push(max(sim.t, after - self.predictor.lead_s), ev.DRAW, kind, (after, next_index))
+        sim.push(max(sim.t, after - self.predictor.lead_s), ev.DRAW, kind, (after, next_index))
 
     # -------------------------------------------------------------- alarms and drains
     def _alarm(self, kind: str, index: int, failure_at: float | None) -> None:
@@ -203,16 +203,18 @@ class PredictedFailures:
         owners = np.unique(sim.state.owner[gpus])
         for owner in owners[owners >= 0].tolist():
             self._respond(sim.jobs[int(owner)])
-        sim._apply_health(False)  # the component's GPUs leave the pool (held ones later)
+        sim.failure_handling.apply_health(
+            False
+        )  # the component's GPUs leave the pool (held ones later)
         if failure_at is None:
-            sim._push(sim.t + self.predictor.drain_s, ev.UNDRAIN, kind, index)
+            sim.push(sim.t + self.predictor.drain_s, ev.UNDRAIN, kind, index)
 
     def _respond(self, job) -> None:
         """A job on an alarmed component: checkpoint then move, or move now."""
         sim = self.sim
         job.alarms += 1
         if job.state == RUNNING:
-            sim._advance(job)
+            sim.lifecycle.advance(job)
             writing = sim.tau is not None and job.pos > sim.tau
             period = (sim.tau or 0.0) + sim.delta
             write = (
@@ -229,8 +231,8 @@ class PredictedFailures:
             job.checkpoint_until = sim.t + write
             self.protected[job.gpus] = True
             self.counts["proactive_checkpoints"] += 1
-            sim._push(job.checkpoint_until, ev.CHECKPOINTED, job.key, job.version)
-            sim._log(job)
+            sim.push(job.checkpoint_until, ev.CHECKPOINTED, job.key, job.version)
+            sim.lifecycle.log(job)
         elif job.state == RESTARTING:
             job.version += 1  # cancels its RESTARTED: it restarts over elsewhere
             self._move(job)
@@ -244,7 +246,7 @@ class PredictedFailures:
         job.committed = job.steps  # no progress while writing: all of it is kept
         job.pos = 0.0
         job.t_last = sim.t
-        sim._stop_running(job)
+        sim.lifecycle.stop_running(job)
         self._move(job)
 
     def _move(self, job) -> None:
@@ -252,18 +254,18 @@ class PredictedFailures:
         to the queue (with its checkpoint) when there are none."""
         sim = self.sim
         self.protected[job.gpus] = False
-        out = sim._out_of_service(job)
+        out = sim.failure_handling.out_of_service(job)
         if not out.any():  # drained nodes repaired meanwhile: carry on where it is
-            sim._restart(job)
+            sim.lifecycle.restart(job)
             return
-        if sim._swap_nodes(job, job.gpus[out], idle_too=True):
+        if sim.failure_handling.swap_nodes(job, job.gpus[out], idle_too=True):
             job.migrations += 1
             self.counts["migrations"] += 1
-            sim._restart(job)
+            sim.lifecycle.restart(job)
         else:
             self.counts["requeued_after_alarm"] += 1
-            sim._requeue(job, "alarm")
-        sim._apply_health(False)
+            sim.lifecycle.requeue(job, "alarm")
+        sim.failure_handling.apply_health(False)
 
     def _strike(self, kind: str, index: int) -> None:
         """A failure drawn ahead strikes: a drained component's drain ends into it."""
@@ -277,11 +279,11 @@ class PredictedFailures:
             for owner in held[held >= 0].tolist():
                 if sim.jobs[int(owner)].state == CHECKPOINTING:
                     self.counts["failures_during_checkpoint"] += 1
-        sim._component_fails(kind, index)
+        sim.failure_handling.component_fails(kind, index)
         if predicted:
             del self.drained[key]
             sim.failing.gpu_drain[gpus] -= 1
-            sim._apply_health(False)
+            sim.failure_handling.apply_health(False)
 
     def _undrain(self, kind: str, index: int) -> None:
         """A falsely alarmed component is back after inspection."""
@@ -289,7 +291,7 @@ class PredictedFailures:
             return
         gpus, _ = self.sim.failing.parts(kind, index)
         self.sim.failing.gpu_drain[gpus] -= 1
-        self.sim._apply_health(False)
+        self.sim.failure_handling.apply_health(False)
 
     # -------------------------------------------------------------- outputs
     def report(self) -> dict:

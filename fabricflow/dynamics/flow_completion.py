@@ -229,17 +229,7 @@ def flow_completion_times(
         "pfc_hol": transfer - fair_time,
         "ack_queueing": ack_queueing,
     }
-    delivered = transfer + costs["propagation"] + store_forward
-    fct = delivered + ack + ack_queueing
-    shares = np.stack(
-        [
-            costs["propagation"] + store_forward + ack,
-            serialization,
-            components["bandwidth_share"],
-            components["pfc_hol"] + ack_queueing,
-        ]
-    )
-    dominant = np.asarray(MECHANISMS)[np.argmax(shares, axis=0)]
+    delivered, fct, dominant = _completion_totals(components, transfer)
     settings = {
         "fidelity": fidelity,
         "pfc": bool(pfc),
@@ -252,6 +242,28 @@ def flow_completion_times(
     settings.update(pfc_info)
     seconds = {"solve": solve_s, "total": time.perf_counter() - began}
     return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, events)
+
+
+def _completion_totals(
+    components: dict, transfer: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(delivered, fct, dominant)`` of every flow from its :attr:`FlowTimes.components`
+    and its ``transfer`` time (float64 ``[F]`` seconds each, start to the last byte
+    through its last link): the last byte at the receiver (with forward propagation and
+    store-and-forward), the last ACK back at the sender, and the mechanism
+    (:data:`MECHANISMS`) with the largest share of the flow's time."""
+    c = components
+    delivered = transfer + c["propagation"] + c["store_forward"]
+    fct = delivered + c["ack"] + c["ack_queueing"]
+    shares = np.stack(
+        [
+            c["propagation"] + c["store_forward"] + c["ack"],
+            c["serialization"],
+            c["bandwidth_share"],
+            c["pfc_hol"] + c["ack_queueing"],
+        ]
+    )
+    return delivered, fct, np.asarray(MECHANISMS)[np.argmax(shares, axis=0)]
 
 
 def _lossless_transfer(

@@ -265,6 +265,76 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
     num_gpus, per_node = common.num_gpus, common.gpus_per_node
 
     levels = len(tiers)
+    m, w = _tree_arities(topology, tiers, ports_per_plane)
+    rails = _fit_top_tier(topology, common, attachment, m)
+    H, W, N = _block_counts(m, w, num_gpus, planes, common)
+    slot_of_gpu = _host_slots(num_gpus, per_node, int(m[1]), attachment)
+
+    asm = Assembler()
+    gpu_node = asm.add_nodes(num_gpus, "gpu", tier=0) + np.arange(num_gpus)
+    scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
+    switch_offset = _add_switches(asm, tiers, planes, H, W, N)
+    up_offset, down_offset = _add_plane_links(
+        asm,
+        tiers,
+        gpu_node,
+        slot_of_gpu,
+        switch_offset,
+        m,
+        w,
+        W,
+        N,
+        nic=(ports_per_plane, nic_bandwidth, nic_latency),
+    )
+
+    structure = ClosStructure(
+        levels=levels,
+        planes=planes,
+        m=m,
+        w=w,
+        H=H,
+        W=W,
+        N=N,
+        switch_offset=switch_offset,
+        up_offset=up_offset,
+        down_offset=down_offset,
+        slot_of_gpu=slot_of_gpu,
+        scale_up=scale_up,
+        tier_names=tuple(t.name for t in tiers),
+        attachment=attachment,
+        rails=rails,
+        tiers=tuple(tiers),
+        nic_port_Bps=nic_bandwidth,
+        nic_ports_per_plane=ports_per_plane,
+    )
+    domains = (
+        np.arange(num_gpus) // common.scale_up.domain_size
+        if common.scale_up
+        else np.arange(num_gpus) // per_node
+    )
+    return finish_fabric(
+        asm,
+        common,
+        gpu_node,
+        domains,
+        structure,
+        group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)],
+        # ports of each tier's switches (radix, or down_ports + up_ports): summaries
+        # compare them with the ports the built fabric uses
+        meta={"switch_ports": {t.name: t.down_ports + t.up_ports for t in tiers}},
+    )
+
+
+def _tree_arities(
+    topology: sr.Section, tiers: list[TierSpec], ports_per_plane: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The XGFT arities of one plane, int64 ``[levels + 1]``: ``m[i]`` children of a
+    level-``i`` switch (host slots under a leaf for ``i = 1``; ``m[levels]`` is the top
+    tier's radix until :func:`_fit_top_tier` sets the blocks it joins) and ``w[i]``
+    parents of a level-``(i - 1)`` node (bundles of uplinks; ``w[0] = w[1] = 1``).
+    Raises :class:`SpecError` for ports that do not divide into ports per GPU or
+    bundles."""
+    levels = len(tiers)
     m = np.zeros(levels + 1, np.int64)
     w = np.ones(levels + 1, np.int64)
     if tiers[0].down_ports % ports_per_plane:
@@ -284,6 +354,16 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
                 f"{below.uplink_bundle} from tier {below.name!r}",
             )
         m[level] = tiers[level - 1].down_ports // below.uplink_bundle
+    return m, w
+
+
+def _fit_top_tier(topology: sr.Section, common, attachment: str, m: np.ndarray) -> int:
+    """Set ``m[levels]`` (in place) to the number of blocks the top tier joins for the
+    spec's GPU count and return the number of rails (trees; 1 unless rail-only). Raises
+    :class:`SpecError` when the GPUs do not fill whole top-tier blocks (naming GPU counts
+    that do) or the top tier's radix is too small."""
+    levels = len(m) - 1
+    num_gpus, per_node = common.num_gpus, common.gpus_per_node
     if levels == 1 and attachment == "rail" and per_node > 1:
         raise SpecError(
             topology.field("attachment"),
@@ -324,7 +404,16 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
             + (" per rail" if rails > 1 else ""),
         )
     m[levels] = top_children
+    return rails
 
+
+def _block_counts(
+    m: np.ndarray, w: np.ndarray, num_gpus: int, planes: int, common
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per level, int64 ``[levels + 1]``: host slots under a level-``i`` block ``H``,
+    switches per block ``W`` and switches per plane ``N`` (``N[0] = 0``). Refuses, before
+    anything is allocated, a fabric whose nodes and links would not fit in memory."""
+    levels = len(m) - 1
     m_int, w_int = [int(x) for x in m], [int(x) for x in w]
     H_int = list(itertools.accumulate([1, *m_int[1:]], operator.mul))
     W_int = [1, *itertools.accumulate(w_int[1:], operator.mul)]
@@ -338,15 +427,25 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
         * (num_gpus + sum(N_int[level] * w_int[level + 1] for level in range(1, levels))),
         what=f"this {levels}-tier Clos",
     )
-    H = np.asarray(H_int, np.int64)
-    W = np.asarray(W_int, np.int64)
-    N = np.asarray(N_int, np.int64)
-    slot_of_gpu = _host_slots(num_gpus, per_node, int(m[1]), attachment)
+    return (
+        np.asarray(H_int, np.int64),
+        np.asarray(W_int, np.int64),
+        np.asarray(N_int, np.int64),
+    )
 
-    asm = Assembler()
-    gpu_node = asm.add_nodes(num_gpus, "gpu", tier=0) + np.arange(num_gpus)
-    scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
 
+def _add_switches(
+    asm: Assembler,
+    tiers: list[TierSpec],
+    planes: int,
+    H: np.ndarray,
+    W: np.ndarray,
+    N: np.ndarray,
+) -> np.ndarray:
+    """Add every plane's switches, level by level; returns the node id of the first
+    switch of each (plane, level), int64 ``[planes, levels + 1]`` (column 0 unused). A
+    switch's group is its level-``(levels - 1)`` subtree (-1 on the top tier)."""
+    levels = len(tiers)
     switch_offset = np.zeros((planes, levels + 1), np.int64)
     for plane in range(planes):
         for level in range(1, levels + 1):
@@ -355,11 +454,34 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
             switch_offset[plane, level] = asm.add_nodes(
                 int(N[level]), tiers[level - 1].name, tier=level, group=group
             )
+    return switch_offset
 
-    up_offset = np.zeros((planes, levels), np.int64)
-    down_offset = np.zeros((planes, levels), np.int64)
+
+def _add_plane_links(
+    asm: Assembler,
+    tiers: list[TierSpec],
+    gpu_node: np.ndarray,
+    slot_of_gpu: np.ndarray,
+    switch_offset: np.ndarray,
+    m: np.ndarray,
+    w: np.ndarray,
+    W: np.ndarray,
+    N: np.ndarray,
+    *,
+    nic: tuple[int, float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Add every plane's links: the NIC cables from each GPU's node (``gpu_node``, by
+    GPU) to the leaf of its host slot (``slot_of_gpu``; ``nic``: ports per plane,
+    bandwidth per port in B/s, latency in s), then between consecutive levels. Returns
+    the first link id of each (plane, level)'s uplinks and downlinks, int64
+    ``[planes, levels]``."""
+    ports_per_plane, nic_bandwidth, nic_latency = nic
+    planes, levels = switch_offset.shape[0], len(tiers)
+    num_gpus = len(gpu_node)
     gpu_of_slot = np.empty(num_gpus, np.int64)
     gpu_of_slot[slot_of_gpu] = np.arange(num_gpus)
+    up_offset = np.zeros((planes, levels), np.int64)
+    down_offset = np.zeros((planes, levels), np.int64)
     for plane in range(planes):
         leaf = switch_offset[plane, 1] + np.arange(num_gpus) // m[1]
         up_offset[plane, 0], down_offset[plane, 0] = asm.add_cables(
@@ -403,43 +525,7 @@ def build_clos(topology: sr.Section, common: CommonSpec) -> Fabric:
                 tier.name,
                 tier.uplink_bundle,
             )
-
-    structure = ClosStructure(
-        levels=levels,
-        planes=planes,
-        m=m,
-        w=w,
-        H=H,
-        W=W,
-        N=N,
-        switch_offset=switch_offset,
-        up_offset=up_offset,
-        down_offset=down_offset,
-        slot_of_gpu=slot_of_gpu,
-        scale_up=scale_up,
-        tier_names=tuple(t.name for t in tiers),
-        attachment=attachment,
-        rails=rails,
-        tiers=tuple(tiers),
-        nic_port_Bps=nic_bandwidth,
-        nic_ports_per_plane=ports_per_plane,
-    )
-    domains = (
-        np.arange(num_gpus) // common.scale_up.domain_size
-        if common.scale_up
-        else np.arange(num_gpus) // per_node
-    )
-    return finish_fabric(
-        asm,
-        common,
-        gpu_node,
-        domains,
-        structure,
-        group_of_gpu=slot_of_gpu // H[max(levels - 1, 1)],
-        # ports of each tier's switches (radix, or down_ports + up_ports): summaries
-        # compare them with the ports the built fabric uses
-        meta={"switch_ports": {t.name: t.down_ports + t.up_ports for t in tiers}},
-    )
+    return up_offset, down_offset
 
 
 def _rail_only_rails(topology: sr.Section, common) -> int:

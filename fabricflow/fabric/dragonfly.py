@@ -147,30 +147,7 @@ class DragonflyStructure:
 
 def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
     """Build a dragonfly fabric from the ``topology`` section and the common spec."""
-    groups = topology.get("groups", sr.positive_int)
-    a = topology.get("switches_per_group", sr.positive_int)
-    if topology.has("gpus_per_switch") == topology.has("nodes_per_switch"):
-        raise SpecError(
-            topology.field("gpus_per_switch"),
-            "give exactly one of gpus_per_switch "
-            "or nodes_per_switch (servers of gpus_per_node GPUs per switch)",
-        )
-    if topology.has("gpus_per_switch"):
-        p = topology.get("gpus_per_switch", sr.positive_int)
-    else:
-        p = topology.get("nodes_per_switch", sr.positive_int) * common.gpus_per_node
-    copies = topology.get("global_links_per_group_pair", sr.positive_int, 1)
-    if groups < 2:
-        raise SpecError(
-            topology.field("groups"), f"a dragonfly needs at least 2 groups, got {groups}"
-        )
-    expected = groups * a * p
-    if common.num_gpus != expected:
-        raise SpecError(
-            "gpus",
-            f"groups x switches_per_group x gpus_per_switch = {groups} x {a} x "
-            f"{p} = {expected} GPUs, but gpus is {common.num_gpus}",
-        )
+    groups, a, p, copies = _group_shape(topology, common)
     nic_bw = topology.get("nic_bandwidth", sr.bandwidth)
     local_bw = topology.get("local_bandwidth", sr.bandwidth, nic_bw)
     local_bundle = topology.get("local_links_per_switch_pair", sr.positive_int, 1)
@@ -197,21 +174,10 @@ def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
     )
     nic_up, nic_down = asm.add_cables(gpu_node, switch_offset + gpu // p, nic_bw, nic_lat, "nic")
 
-    # Local all-to-all: ordered pairs (i, j), i != j, numbered (G a + i)(a - 1) + j - (j > i).
     local_offset = asm.num_links
-    if a > 1:
-        sw = np.repeat(np.arange(num_switches), a - 1)
-        jj = np.tile(np.arange(a - 1), num_switches)
-        i = sw % a
-        j = jj + (jj >= i)
-        asm.add_links(
-            switch_offset + sw,
-            switch_offset + (sw - i) + j,
-            local_bundle * local_bw,
-            local_lat,
-            "local",
-            local_bundle,
-        )
+    _add_local_links(
+        asm, switch_offset, groups, a, local_bundle * local_bw, local_lat, local_bundle
+    )
 
     links_per_pair = min(copies, a)
     structure = DragonflyStructure(
@@ -227,25 +193,7 @@ def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
         global_offset=asm.num_links,
         scale_up=scale_up,
     )
-    # Global links A -> B, slot 0..links_per_pair-1, in id order; copies c with the same
-    # c mod a share the switch pair and are bundled into slot c mod a.
-    src_group = np.repeat(np.arange(groups), groups - 1)
-    rank = np.tile(np.arange(groups - 1), groups)
-    dst_group = rank + (rank >= src_group)
-    slot = np.arange(links_per_pair)
-    A = np.repeat(src_group, links_per_pair)
-    B = np.repeat(dst_group, links_per_pair)
-    c = np.tile(slot, src_group.size)
-    bundled = (copies - c + a - 1) // a  # copies c, c + a, c + 2a, ... < copies
-    start = asm.add_links(
-        switch_offset + A * a + structure.global_switch(A, B, c),
-        switch_offset + B * a + structure.global_switch(B, A, c),
-        bundled * global_bw,
-        global_lat,
-        "global",
-        bundled,
-    )
-    assert start == structure.global_offset
+    _add_global_links(asm, structure, global_bw, global_lat)
 
     domains = gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node
     node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
@@ -262,3 +210,90 @@ def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
         node_groups=node_groups,
         meta={"dragonfly_global_arrangement": "round-robin, remote-group major"},
     )
+
+
+def _group_shape(topology: sr.Section, common) -> tuple[int, int, int, int]:
+    """``(groups, switches_per_group, gpus_per_switch, global_links_per_group_pair)`` of
+    the ``topology`` section, checked against each other and the spec's GPU count
+    (:class:`SpecError` naming the field)."""
+    groups = topology.get("groups", sr.positive_int)
+    a = topology.get("switches_per_group", sr.positive_int)
+    if topology.has("gpus_per_switch") == topology.has("nodes_per_switch"):
+        raise SpecError(
+            topology.field("gpus_per_switch"),
+            "give exactly one of gpus_per_switch "
+            "or nodes_per_switch (servers of gpus_per_node GPUs per switch)",
+        )
+    if topology.has("gpus_per_switch"):
+        p = topology.get("gpus_per_switch", sr.positive_int)
+    else:
+        p = topology.get("nodes_per_switch", sr.positive_int) * common.gpus_per_node
+    copies = topology.get("global_links_per_group_pair", sr.positive_int, 1)
+    if groups < 2:
+        raise SpecError(
+            topology.field("groups"), f"a dragonfly needs at least 2 groups, got {groups}"
+        )
+    expected = groups * a * p
+    if common.num_gpus != expected:
+        raise SpecError(
+            "gpus",
+            f"groups x switches_per_group x gpus_per_switch = {groups} x {a} x "
+            f"{p} = {expected} GPUs, but gpus is {common.num_gpus}",
+        )
+    return groups, a, p, copies
+
+
+def _add_local_links(
+    asm: Assembler,
+    switch_offset: int,
+    groups: int,
+    a: int,
+    capacity: float,
+    latency: float,
+    bundle: int,
+) -> None:
+    """Add each group's local all-to-all between its ``a`` switches: ordered pairs
+    ``(i, j)``, ``i != j``, numbered ``(G a + i)(a - 1) + j - (j > i)`` from the first
+    link added (``capacity`` B/s and ``latency`` s per link, ``bundle`` cables each)."""
+    num_switches = groups * a
+    if a > 1:
+        sw = np.repeat(np.arange(num_switches), a - 1)
+        jj = np.tile(np.arange(a - 1), num_switches)
+        i = sw % a
+        j = jj + (jj >= i)
+        asm.add_links(
+            switch_offset + sw,
+            switch_offset + (sw - i) + j,
+            capacity,
+            latency,
+            "local",
+            bundle,
+        )
+
+
+def _add_global_links(
+    asm: Assembler, structure: DragonflyStructure, bandwidth: float, latency: float
+) -> None:
+    """Add the global links from link id ``structure.global_offset`` on: every ordered
+    pair of groups ``A -> B``, slots ``0..links_per_pair - 1`` in id order; copies ``c``
+    with the same ``c mod a`` share the switch pair and are bundled into slot ``c mod a``
+    (``bandwidth`` B/s per copy, ``latency`` s)."""
+    groups, a = structure.groups, structure.switches_per_group
+    copies, links_per_pair = structure.copies, structure.links_per_pair
+    src_group = np.repeat(np.arange(groups), groups - 1)
+    rank = np.tile(np.arange(groups - 1), groups)
+    dst_group = rank + (rank >= src_group)
+    slot = np.arange(links_per_pair)
+    A = np.repeat(src_group, links_per_pair)
+    B = np.repeat(dst_group, links_per_pair)
+    c = np.tile(slot, src_group.size)
+    bundled = (copies - c + a - 1) // a  # copies c, c + a, c + 2a, ... < copies
+    start = asm.add_links(
+        structure.switch_offset + A * a + structure.global_switch(A, B, c),
+        structure.switch_offset + B * a + structure.global_switch(B, A, c),
+        bundled * bandwidth,
+        latency,
+        "global",
+        bundled,
+    )
+    assert start == structure.global_offset

@@ -230,16 +230,7 @@ def fit(problem: FitProblem) -> FitResult:
     prior_predicted = problem.measured * np.exp(prior_residuals * problem.sigma)
     everything = np.arange(count)
     reach = _jacobian(problem, problem.prior, everything, REACH)
-    # a parameter at its physical bound that the measurements would push beyond it (the
-    # descent direction points outside) cannot explain them: leave it out from the start
-    descent = -(reach.T @ prior_residuals)
-    blocked = {}
-    for i in range(count):
-        low, high = problem.bounds[i]
-        if (problem.prior[i] >= high * (1 - 1e-12) and descent[i] > 0) or (
-            problem.prior[i] <= low * (1 + 1e-12) and low > 0 and descent[i] < 0
-        ):
-            blocked[i] = "it is at its physical bound and the measurements ask for beyond it"
+    blocked = _blocked_at_bounds(problem, reach, prior_residuals)
     chosen_list, why = _identifiable(reach, limit=problem.measured.size, blocked=blocked)
     needed: set[int] = set()  # parameters a fit without them was worse for
     joint: dict[int, str] = {}
@@ -286,16 +277,7 @@ def fit(problem: FitProblem) -> FitResult:
             chosen_list = [c for c in chosen_list if c != worst]
             continue
         if dropped_now:
-            # the groups of parameters whose combination alone the measurements fix: the
-            # columns with weight in the near-null right singular vectors
-            unit = local / np.maximum(np.linalg.norm(local, axis=0), 1e-300)
-            _, singular, vt = np.linalg.svd(unit, full_matrices=True)
-            singular = np.concatenate([singular, np.zeros(vt.shape[0] - singular.size)])
-            for vector in vt[singular < 1e-6 * max(singular[0], 1e-300)]:
-                group = [chosen_list[q] for q in np.flatnonzero(np.abs(vector) > 0.1)]
-                for member in group:
-                    others = [problem.names[o] for o in group if o != member]
-                    joint[member] = f"; only jointly with {', '.join(others)}"
+            joint.update(_joint_groups(local, chosen_list, problem.names))
         covariance = np.linalg.pinv(local.T @ local) * scale
         theta_sigma = np.sqrt(np.clip(np.diag(covariance), 0.0, None))
         loose = [
@@ -330,3 +312,36 @@ def fit(problem: FitProblem) -> FitResult:
         log_sigma=log_sigma,
         chi2=chi2,
     )
+
+
+def _blocked_at_bounds(problem: FitProblem, reach: np.ndarray, residuals: np.ndarray) -> dict:
+    """``{parameter index: why}`` for the parameters at a physical bound that the
+    measurements would push beyond it (the descent direction from the prior, through the
+    secant Jacobian ``reach`` and the prior's ``residuals``, points outside): they cannot
+    explain the measurements and are left out from the start."""
+    descent = -(reach.T @ residuals)
+    blocked = {}
+    for i in range(len(problem.names)):
+        low, high = problem.bounds[i]
+        if (problem.prior[i] >= high * (1 - 1e-12) and descent[i] > 0) or (
+            problem.prior[i] <= low * (1 + 1e-12) and low > 0 and descent[i] < 0
+        ):
+            blocked[i] = "it is at its physical bound and the measurements ask for beyond it"
+    return blocked
+
+
+def _joint_groups(local: np.ndarray, chosen_list: list, names) -> dict:
+    """``{parameter index: note}`` for the groups of fitted parameters (``chosen_list``,
+    the columns of the Jacobian ``local`` ``[measurements, chosen]``) whose combination
+    alone the measurements fix: the columns with weight in the near-null right singular
+    vectors; the note names the others of its group."""
+    joint = {}
+    unit = local / np.maximum(np.linalg.norm(local, axis=0), 1e-300)
+    _, singular, vt = np.linalg.svd(unit, full_matrices=True)
+    singular = np.concatenate([singular, np.zeros(vt.shape[0] - singular.size)])
+    for vector in vt[singular < 1e-6 * max(singular[0], 1e-300)]:
+        group = [chosen_list[q] for q in np.flatnonzero(np.abs(vector) > 0.1)]
+        for member in group:
+            others = [names[o] for o in group if o != member]
+            joint[member] = f"; only jointly with {', '.join(others)}"
+    return joint

@@ -109,119 +109,14 @@ def calibrate(
             raise SpecError("--fabric", "the nccl-tests logs need the fabric they ran on")
         network = fabric if isinstance(fabric, Fabric) else load_fabric(fabric)
         logs = network_inputs(paths, network, gpus, op=op, min_bytes=min_bytes)
-        chosen = [n for n in NETWORK_PARAMETERS if f"network.{n}" in wanted]
-        names = tuple(f"network.{n}" for n in chosen)
-        prior = np.array([_default(n) for n in chosen], dtype=float)
-        measured = np.concatenate([log.time_s for log in logs])
-
-        def predict_network(values: np.ndarray) -> np.ndarray:
-            model = _cost(names, values)
-            return np.concatenate([log.predict(network, model) for log in logs])
-
-        result = fit(
-            FitProblem(
-                names,
-                prior,
-                tuple(parameter_bounds(n) for n in names),
-                predict_network,
-                measured,
-                np.full(measured.size, NETWORK_SIGMA),
-            )
-        )
-        fitted.update(_parameters(names, result, prior, f"{len(logs)} nccl-tests log(s)"))
-        collective_sigma = _log_sigma(result, measured)
-        start = 0
-        for log in logs:
-            part = slice(start, start + log.bytes.size)
-            start += log.bytes.size
-            calibrated = log.busbw(result.predicted[part])
-            inputs.append(
-                {
-                    "input": log.name,
-                    "kind": "nccl-tests",
-                    "op": log.op,
-                    "gpus": log.gpus,
-                    "sizes": [
-                        {
-                            "bytes": int(b),
-                            "measured_busbw": float(m),
-                            "uncalibrated_busbw": float(u),
-                            "calibrated_busbw": float(c),
-                            "residual": float(c / m - 1.0),
-                        }
-                        for b, m, u, c in zip(
-                            log.bytes,
-                            log.busbw_GBps,
-                            log.busbw(result.prior_predicted[part]),
-                            calibrated,
-                            strict=True,
-                        )
-                    ],
-                }
-            )
+        collective_sigma = _fit_network(network, logs, wanted, fitted, inputs)
     gpu_name = stack_name = None
     if steps is not None:
         source = os.fspath(steps) if isinstance(steps, (str, os.PathLike)) else "steps"
         entries = read_steps(steps) if isinstance(steps, (str, os.PathLike)) else list(steps)
         runs = step_inputs(entries, source)
-        gpu = runs[0].gpu
-        gpu_name = gpu.name
-        stack = runs[0].stack
-        # a parameter whose prior is 0 or unset (a host time the preset does not give)
-        # has no scale to fit in; it keeps its prior
-        fields: list[tuple[str, object, str]] = [("gpu", gpu, f) for f in GPU_PARAMETERS] + [
-            ("stack", stack, f) for f in STACK_PARAMETERS
-        ]
-        fields = [
-            (space, spec, f)
-            for space, spec, f in fields
-            if (getattr(spec, f) or 0) > 0 and f"{space}.{f}" in wanted
-        ]
-        names = tuple(f"{space}.{f}" for space, _, f in fields)
-        prior = np.array([getattr(spec, f) for _, spec, f in fields], dtype=float)
-        network_fixed = {k: p for k, p in fitted.items() if p.determined}
-        measured = np.array([run.step_time_s for run in runs])
-
-        def predict_steps(values: np.ndarray) -> np.ndarray:
-            trial = Calibration(
-                {
-                    **network_fixed,
-                    **{
-                        n: Parameter(n, p, v, 0.0, True, "trial")
-                        for n, p, v in zip(names, prior, values, strict=True)
-                    },
-                },
-                gpu=gpu_name,
-                stack=stack.name,
-            )
-            return np.array([run.predict(trial) for run in runs])
-
-        result = fit(
-            FitProblem(
-                names,
-                prior,
-                tuple(parameter_bounds(n) for n in names),
-                predict_steps,
-                measured,
-                np.full(measured.size, STEP_SIGMA),
-            )
-        )
-        fitted.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
-        step_sigma = _log_sigma(result, measured)
-        stack_name = stack.name
-        nothing = Calibration({}, gpu=gpu_name, stack=stack.name)
-        for run, cal in zip(runs, result.predicted, strict=True):
-            uncal = run.predict(nothing)  # the model with no calibration at all
-            inputs.append(
-                {
-                    "input": run.name,
-                    "kind": "step",
-                    "measured_step_time_s": run.step_time_s,
-                    "uncalibrated_step_time_s": float(uncal),
-                    "calibrated_step_time_s": float(cal),
-                    "residual": float(cal / run.step_time_s - 1.0),
-                }
-            )
+        gpu_name, stack_name = runs[0].gpu.name, runs[0].stack.name
+        step_sigma = _fit_steps(runs, wanted, fitted, inputs)
     return Calibration(
         parameters=fitted,
         gpu=gpu_name,
@@ -230,6 +125,129 @@ def calibrate(
         step_log_sigma=step_sigma,
         collective_log_sigma=collective_sigma,
     )
+
+
+def _fit_network(network: Fabric, logs: list, wanted: set, fitted: dict, inputs: list) -> float:
+    """Fit the ``network.*`` parameters in ``wanted`` to nccl-tests ``logs`` run on
+    ``network``: adds them to ``fitted`` and one entry per log to ``inputs`` (per size:
+    measured, uncalibrated and calibrated bus bandwidth, residual); returns the log-space
+    sigma of the collective residuals."""
+    chosen = [n for n in NETWORK_PARAMETERS if f"network.{n}" in wanted]
+    names = tuple(f"network.{n}" for n in chosen)
+    prior = np.array([_default(n) for n in chosen], dtype=float)
+    measured = np.concatenate([log.time_s for log in logs])
+
+    def predict_network(values: np.ndarray) -> np.ndarray:
+        model = _cost(names, values)
+        return np.concatenate([log.predict(network, model) for log in logs])
+
+    result = fit(
+        FitProblem(
+            names,
+            prior,
+            tuple(parameter_bounds(n) for n in names),
+            predict_network,
+            measured,
+            np.full(measured.size, NETWORK_SIGMA),
+        )
+    )
+    fitted.update(_parameters(names, result, prior, f"{len(logs)} nccl-tests log(s)"))
+    start = 0
+    for log in logs:
+        part = slice(start, start + log.bytes.size)
+        start += log.bytes.size
+        calibrated = log.busbw(result.predicted[part])
+        inputs.append(
+            {
+                "input": log.name,
+                "kind": "nccl-tests",
+                "op": log.op,
+                "gpus": log.gpus,
+                "sizes": [
+                    {
+                        "bytes": int(b),
+                        "measured_busbw": float(m),
+                        "uncalibrated_busbw": float(u),
+                        "calibrated_busbw": float(c),
+                        "residual": float(c / m - 1.0),
+                    }
+                    for b, m, u, c in zip(
+                        log.bytes,
+                        log.busbw_GBps,
+                        log.busbw(result.prior_predicted[part]),
+                        calibrated,
+                        strict=True,
+                    )
+                ],
+            }
+        )
+    return _log_sigma(result, measured)
+
+
+def _fit_steps(runs: list, wanted: set, fitted: dict, inputs: list) -> float:
+    """Fit the ``gpu.*`` and ``stack.*`` parameters in ``wanted`` (those with a positive
+    prior) to measured step ``runs``, the network parameters already determined in
+    ``fitted`` held fixed: adds them to ``fitted`` and one entry per run to ``inputs``
+    (measured, uncalibrated and calibrated step time, residual); returns the log-space
+    sigma of the step residuals."""
+    gpu = runs[0].gpu
+    gpu_name = gpu.name
+    stack = runs[0].stack
+    # a parameter whose prior is 0 or unset (a host time the preset does not give)
+    # has no scale to fit in; it keeps its prior
+    fields: list[tuple[str, object, str]] = [("gpu", gpu, f) for f in GPU_PARAMETERS] + [
+        ("stack", stack, f) for f in STACK_PARAMETERS
+    ]
+    fields = [
+        (space, spec, f)
+        for space, spec, f in fields
+        if (getattr(spec, f) or 0) > 0 and f"{space}.{f}" in wanted
+    ]
+    names = tuple(f"{space}.{f}" for space, _, f in fields)
+    prior = np.array([getattr(spec, f) for _, spec, f in fields], dtype=float)
+    network_fixed = {k: p for k, p in fitted.items() if p.determined}
+    measured = np.array([run.step_time_s for run in runs])
+
+    def predict_steps(values: np.ndarray) -> np.ndarray:
+        trial = Calibration(
+            {
+                **network_fixed,
+                **{
+                    n: Parameter(n, p, v, 0.0, True, "trial")
+                    for n, p, v in zip(names, prior, values, strict=True)
+                },
+            },
+            gpu=gpu_name,
+            stack=stack.name,
+        )
+        return np.array([run.predict(trial) for run in runs])
+
+    result = fit(
+        FitProblem(
+            names,
+            prior,
+            tuple(parameter_bounds(n) for n in names),
+            predict_steps,
+            measured,
+            np.full(measured.size, STEP_SIGMA),
+        )
+    )
+    fitted.update(_parameters(names, result, prior, f"{len(runs)} measured step(s)"))
+    sigma = _log_sigma(result, measured)
+    nothing = Calibration({}, gpu=gpu_name, stack=stack.name)
+    for run, cal in zip(runs, result.predicted, strict=True):
+        uncal = run.predict(nothing)  # the model with no calibration at all
+        inputs.append(
+            {
+                "input": run.name,
+                "kind": "step",
+                "measured_step_time_s": run.step_time_s,
+                "uncalibrated_step_time_s": float(uncal),
+                "calibrated_step_time_s": float(cal),
+                "residual": float(cal / run.step_time_s - 1.0),
+            }
+        )
+    return sigma
 
 
 def _default(field: str) -> float:

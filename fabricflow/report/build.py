@@ -225,7 +225,19 @@ def build_report(
     sections.append(cost_section(fabric, gpu.name, gpus, result))
     say(f"cost and power done ({sections[-1]['seconds']:.1f} s)")
 
-    lay = job["layout"]
+    return {
+        "title": f"{model.name} on {gpus:,} x {gpu.name}, {fabric.name}",
+        "job": _job_entry(fabric, model, gpu, gpus, job),
+        "headline": _headline(result, job, sections, given_layout=layout is not None),
+        "sections": sections,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def _headline(result, job: dict, sections: list[dict], *, given_layout: bool) -> dict:
+    """The report's headline numbers: the job's step time (with its interval), MFU,
+    throughput and memory, the fabric's bisection bandwidth, and with ``given_layout`` the
+    best layout the search found; the worst failure slowdown when one was measured."""
     headline = {
         "step_time_s": result.step_time_s,
         **(
@@ -243,33 +255,34 @@ def build_report(
         "bisection_Bps": sections[0]["bisection_Bps"],
     }
     search = next((s for s in sections if s["id"] == "layouts"), None)
-    if search is not None and layout is not None:  # the given layout against the best found
+    if search is not None and given_layout:  # the given layout against the best found
         headline["best_layout"] = search["best_layout"]
         headline["best_step_time_s"] = search["best_step_time_s"]
     failures = next(s for s in sections if s["id"] == "failures")
     if failures["worst_slowdown"] is not None:
         headline["worst_failure_slowdown"] = failures["worst_slowdown"]
+    return headline
+
+
+def _job_entry(fabric, model, gpu, gpus: int, job: dict) -> dict:
+    """The report's ``job`` entry: what was timed (fabric, model, GPU, layout, order,
+    placement, routing...) and the ``fabricflow step`` flags that time it again."""
+    lay = job["layout"]
     return {
-        "title": f"{model.name} on {gpus:,} x {gpu.name}, {fabric.name}",
-        "job": {
-            "fabric": fabric.name,
-            "model": model.name,
-            "gpu": gpu.name,
-            "gpus": gpus,
-            "layout": dataclasses.asdict(lay),
-            "order": job["order"],
-            "placement": job["placement"],
-            "seed": job.get("seed", 0),
-            "routing": job.get("routing", "auto"),
-            "algorithms": dict(job.get("algorithms") or {}),
-            "collectives": job.get("collectives", "fabric"),
-            # the flags of 'fabricflow step' that time this job again (after the job's
-            # fabric, model, GPU and GPU count): the headline's number, exactly
-            "step_arguments": step_arguments(lay, **{k: job[k] for k in STEP_OPTIONS if k in job}),
-        },
-        "headline": headline,
-        "sections": sections,
-        "seconds": time.monotonic() - started,
+        "fabric": fabric.name,
+        "model": model.name,
+        "gpu": gpu.name,
+        "gpus": gpus,
+        "layout": dataclasses.asdict(lay),
+        "order": job["order"],
+        "placement": job["placement"],
+        "seed": job.get("seed", 0),
+        "routing": job.get("routing", "auto"),
+        "algorithms": dict(job.get("algorithms") or {}),
+        "collectives": job.get("collectives", "fabric"),
+        # the flags of 'fabricflow step' that time this job again (after the job's
+        # fabric, model, GPU and GPU count): the headline's number, exactly
+        "step_arguments": step_arguments(lay, **{k: job[k] for k in STEP_OPTIONS if k in job}),
     }
 
 
@@ -657,6 +670,30 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
     return peak, chosen.algo
 
 
+# (key, header) of the utilization and failure tables
+_UTILIZATION_COLUMNS = [
+    ("collective", "collective"),
+    ("algo", "algorithm"),
+    ("kind", "link kind"),
+    ("links", "links"),
+    ("used", "carrying traffic"),
+    ("mean", "mean"),
+    ("p99", "p99"),
+    ("max", "max"),
+    ("saturated", "saturated"),
+]
+_FAILURE_COLUMNS = [
+    ("fraction_pct", "failed (%)"),
+    ("failed", "cables failed"),
+    ("reduced", "links at reduced capacity"),
+    ("draws", "draws"),
+    ("mean_s", "mean step (s)"),
+    ("max_s", "worst step (s)"),
+    ("slowdown_pct", "worst slowdown (%)"),
+    ("errors", "draws that failed"),
+]
+
+
 def _utilization_section(fabric, model, job) -> dict:
     from fabricflow.collective.comm import CollectiveCache
     from fabricflow.plots.rates import plot_utilization_by_tier
@@ -728,22 +765,7 @@ def _utilization_section(fabric, model, job) -> dict:
                 "png": _png(functools.partial(plot_utilization_by_tier, fabric, peak, title=title)),
             }
         )
-    text = (
-        "Each collective of the job is run by all its groups at once, at the job's placement, "
-        "with the algorithm the collective model picks for the message size the step model "
-        "uses; its transfers are routed and their rates max-min solved. Utilization is each "
-        "link's load over its payload capacity at the busiest phase of the algorithm; "
-        "statistics are over all links of a kind (idle ones included, failed ones left out). "
-        f"Routing {resolved}: "
-        + (
-            "each flow is split evenly over all its equal-cost paths, so every link of a "
-            "path set carries traffic and is counted."
-            if resolved in ("adaptive", "spray")
-            else "the links counted are those the flows' paths cross."
-        )
-    )
-    if not rows:
-        text += " The job has no collective that crosses a link (one GPU, or every group of one)."
+    text = _utilization_text(resolved, crossing=bool(rows))
     return _section(
         "utilization",
         "Per-tier utilization under the job's collectives",
@@ -756,22 +778,34 @@ def _utilization_section(fabric, model, job) -> dict:
         tables=[
             {
                 "caption": "Link utilization by tier, per collective",
-                "columns": [
-                    ("collective", "collective"),
-                    ("algo", "algorithm"),
-                    ("kind", "link kind"),
-                    ("links", "links"),
-                    ("used", "carrying traffic"),
-                    ("mean", "mean"),
-                    ("p99", "p99"),
-                    ("max", "max"),
-                    ("saturated", "saturated"),
-                ],
+                "columns": _UTILIZATION_COLUMNS,
                 "rows": rows,
             }
         ],
         figures=figures,
     )
+
+
+def _utilization_text(routing: str, *, crossing: bool) -> str:
+    """The utilization section's text: how the figures were made under ``routing`` (the
+    resolved policy), and a note when no collective of the job crosses a link."""
+    text = (
+        "Each collective of the job is run by all its groups at once, at the job's placement, "
+        "with the algorithm the collective model picks for the message size the step model "
+        "uses; its transfers are routed and their rates max-min solved. Utilization is each "
+        "link's load over its payload capacity at the busiest phase of the algorithm; "
+        "statistics are over all links of a kind (idle ones included, failed ones left out). "
+        f"Routing {routing}: "
+        + (
+            "each flow is split evenly over all its equal-cost paths, so every link of a "
+            "path set carries traffic and is counted."
+            if routing in ("adaptive", "spray")
+            else "the links counted are those the flows' paths cross."
+        )
+    )
+    if not crossing:
+        text += " The job has no collective that crosses a link (one GPU, or every group of one)."
+    return text
 
 
 def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, seed) -> dict:
@@ -797,21 +831,7 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
                 continue
             times.append(result.step_time_s)
             points.append((fraction, result.step_time_s))
-        row = {
-            "fraction_pct": 100 * fraction,
-            "failed": f"{min(failed)}-{max(failed)}" if min(failed) != max(failed) else failed[0],
-            "reduced": f"{min(reduced)}-{max(reduced)}"
-            if min(reduced) != max(reduced)
-            else reduced[0],
-            "draws": seeds,
-            "mean_s": float(np.mean(times)) if times else None,
-            "max_s": float(np.max(times)) if times else None,
-            # rounded to 1e-6 %: float noise of re-summed identical times is no slowdown
-            "slowdown_pct": round(100 * (float(np.max(times)) / healthy.step_time_s - 1), 6)
-            if times
-            else None,
-            "errors": "; ".join(errors) if errors else "",
-        }
+        row = _failure_row(fraction, failed, reduced, times, errors, seeds, healthy.step_time_s)
         rows.append(row)
     slowdowns = [r["slowdown_pct"] for r in rows if r["slowdown_pct"] is not None]
 
@@ -866,16 +886,7 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         tables=[
             {
                 "caption": f"Step time with failed {kind} cables",
-                "columns": [
-                    ("fraction_pct", "failed (%)"),
-                    ("failed", "cables failed"),
-                    ("reduced", "links at reduced capacity"),
-                    ("draws", "draws"),
-                    ("mean_s", "mean step (s)"),
-                    ("max_s", "worst step (s)"),
-                    ("slowdown_pct", "worst slowdown (%)"),
-                    ("errors", "draws that failed"),
-                ],
+                "columns": _FAILURE_COLUMNS,
                 "rows": rows,
             }
         ],
@@ -889,6 +900,32 @@ def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, s
         worst_slowdown=max(slowdowns) / 100 if slowdowns else None,
     )
     return section
+
+
+def _failure_row(
+    fraction: float,
+    failed: list[int],
+    reduced: list[int],
+    times: list[float],
+    errors: list[str],
+    draws: int,
+    healthy_s: float,
+) -> dict:
+    """The failure table's row of one failed ``fraction``: cables failed and links at
+    reduced capacity (a range over the draws), mean and worst step time (s) of the draws
+    that ran, the worst slowdown against the healthy step (``healthy_s``, in %), and the
+    draws that failed."""
+    return {
+        "fraction_pct": 100 * fraction,
+        "failed": f"{min(failed)}-{max(failed)}" if min(failed) != max(failed) else failed[0],
+        "reduced": f"{min(reduced)}-{max(reduced)}" if min(reduced) != max(reduced) else reduced[0],
+        "draws": draws,
+        "mean_s": float(np.mean(times)) if times else None,
+        "max_s": float(np.max(times)) if times else None,
+        # rounded to 1e-6 %: float noise of re-summed identical times is no slowdown
+        "slowdown_pct": round(100 * (float(np.max(times)) / healthy_s - 1), 6) if times else None,
+        "errors": "; ".join(errors) if errors else "",
+    }
 
 
 __all__ = [

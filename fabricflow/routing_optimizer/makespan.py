@@ -99,53 +99,16 @@ def optimize_routing(
     num = src_arr.shape[0]
     size_arr = check_size(size, num)
     k = check_k(k)
-    if objective not in OBJECTIVES:
-        raise SpecError("objective", f"must be one of {list(OBJECTIVES)}, got {objective!r}")
-    if not isinstance(integral, (bool, np.bool_)):
-        raise SpecError("integral", f"must be True or False, got {integral!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
-        raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
-    if steps is None:
-        steps = fractional.default_steps(num)
-    if (
-        isinstance(steps, bool)
-        or not isinstance(steps, (int, np.integer))
-        or not 1 <= steps <= 10**6
-    ):
-        raise SpecError("steps", f"must be an integer in 1..1000000, got {steps!r}")
-    if learning_rate is None:
-        learning_rate = fractional.DEFAULT_LEARNING_RATE
-    if (
-        isinstance(learning_rate, bool)
-        or not isinstance(learning_rate, (int, float, np.floating, np.integer))
-        or not math.isfinite(learning_rate)
-        or learning_rate <= 0
-    ):
-        raise SpecError("learning_rate", f"must be a finite number > 0, got {learning_rate!r}")
-    if (
-        isinstance(milp_time_limit_s, bool)
-        or not isinstance(milp_time_limit_s, (int, float, np.floating, np.integer))
-        or not math.isfinite(milp_time_limit_s)
-        or milp_time_limit_s < 0
-    ):
-        raise SpecError(
-            "milp_time_limit_s",
-            f"must be a finite number of seconds >= 0, got {milp_time_limit_s!r}",
-        )
-
-    paths = candidate_paths(fabric, src_arr, dst_arr, k, int(seed))
-    paths = with_ecmp_first(fabric, src_arr, dst_arr, paths, int(seed))
-    hops = paths.shape[2]
-    check_memory(
-        num * k * hops * fractional.BYTES_PER_ENTRY + num * k * fractional.BYTES_PER_VARIABLE,
-        f"optimizing the routing of {num:,} flows over {k} paths of up to {hops} links",
-        hint="optimize fewer flows at a time or lower k",
+    steps, learning_rate = _check_options(
+        num,
+        objective=objective,
+        integral=integral,
+        seed=seed,
+        steps=steps,
+        learning_rate=learning_rate,
+        milp_time_limit_s=milp_time_limit_s,
     )
-    capacity = np.asarray(fabric.capacity, np.float64)
-    on_path = paths[paths >= 0]
-    if on_path.size and np.any(capacity[on_path] <= 0):
-        # Routers avoid failed links; a working link of capacity 0 is a broken spec.
-        raise RoutingError("a candidate path crosses a link of capacity 0")
+    paths, capacity = _checked_paths(fabric, src_arr, dst_arr, k, int(seed))
     solved = solve_fractional(
         paths,
         size_arr,
@@ -195,6 +158,71 @@ def optimize_routing(
         integral_method="" if pinned is None else pinned.method,
         integral_lower_bound_s=float("nan") if pinned is None else pinned.lower_bound_s,
     )
+
+
+def _check_options(
+    num: int, *, objective, integral, seed, steps, learning_rate, milp_time_limit_s
+) -> tuple[int, float]:
+    """Check :func:`optimize_routing`'s options (:class:`SpecError` naming the one that is
+    wrong); returns ``(steps, learning_rate)`` with their defaults for ``num`` flows filled
+    in."""
+    if objective not in OBJECTIVES:
+        raise SpecError("objective", f"must be one of {list(OBJECTIVES)}, got {objective!r}")
+    if not isinstance(integral, (bool, np.bool_)):
+        raise SpecError("integral", f"must be True or False, got {integral!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise SpecError("seed", f"must be an integer in 0..2**63-1, got {seed!r}")
+    if steps is None:
+        steps = fractional.default_steps(num)
+    if (
+        isinstance(steps, bool)
+        or not isinstance(steps, (int, np.integer))
+        or not 1 <= steps <= 10**6
+    ):
+        raise SpecError("steps", f"must be an integer in 1..1000000, got {steps!r}")
+    if learning_rate is None:
+        learning_rate = fractional.DEFAULT_LEARNING_RATE
+    if (
+        isinstance(learning_rate, bool)
+        or not isinstance(learning_rate, (int, float, np.floating, np.integer))
+        or not math.isfinite(learning_rate)
+        or learning_rate <= 0
+    ):
+        raise SpecError("learning_rate", f"must be a finite number > 0, got {learning_rate!r}")
+    if (
+        isinstance(milp_time_limit_s, bool)
+        or not isinstance(milp_time_limit_s, (int, float, np.floating, np.integer))
+        or not math.isfinite(milp_time_limit_s)
+        or milp_time_limit_s < 0
+    ):
+        raise SpecError(
+            "milp_time_limit_s",
+            f"must be a finite number of seconds >= 0, got {milp_time_limit_s!r}",
+        )
+    return int(steps), float(learning_rate)
+
+
+def _checked_paths(
+    fabric: Fabric, src: np.ndarray, dst: np.ndarray, k: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` candidate paths of every flow (int ``[F, k, H]`` link ids, ``-1``
+    padded; ECMP's path first) and the fabric's capacity (float64 ``[L]``, B/s). Refuses,
+    before the optimizer allocates, a problem too large for memory, and raises
+    :class:`RoutingError` for a candidate path over a link of capacity 0."""
+    paths = candidate_paths(fabric, src, dst, k, seed)
+    paths = with_ecmp_first(fabric, src, dst, paths, seed)
+    num, hops = src.shape[0], paths.shape[2]
+    check_memory(
+        num * k * hops * fractional.BYTES_PER_ENTRY + num * k * fractional.BYTES_PER_VARIABLE,
+        f"optimizing the routing of {num:,} flows over {k} paths of up to {hops} links",
+        hint="optimize fewer flows at a time or lower k",
+    )
+    capacity = np.asarray(fabric.capacity, np.float64)
+    on_path = paths[paths >= 0]
+    if on_path.size and np.any(capacity[on_path] <= 0):
+        # Routers avoid failed links; a working link of capacity 0 is a broken spec.
+        raise RoutingError("a candidate path crosses a link of capacity 0")
+    return paths, capacity
 
 
 def check_k(k) -> int:

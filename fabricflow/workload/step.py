@@ -55,7 +55,7 @@ import numpy as np
 
 from fabricflow.collective.comm import CollectiveCache
 from fabricflow.collective.coupling import plan_windows
-from fabricflow.collective.nccl_cost import DEFAULT_COST
+from fabricflow.collective.nccl_cost import DEFAULT_COST, CostModel
 from fabricflow.errors import SolverError, SpecError, check_flag
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.workload.calibration import Calibration, as_calibration
@@ -251,6 +251,69 @@ def step_time(
         result = step_time("megatron-39.1b", "a100-80gb", layout, fabric)
         result.step_time_s, result.breakdown
     """
+    inputs = _resolve_inputs(
+        model,
+        gpu,
+        layout,
+        fabric,
+        stack=stack,
+        calibration=calibration,
+        seeds=seeds,
+        coupling=coupling,
+    )
+    memory = _check_memory(inputs, check_memory)
+    where, layout = _place(inputs, fabric, order=order, placement=placement, seed=seed)
+    timing = _time_step(
+        inputs,
+        layout,
+        where,
+        fabric,
+        collectives=collectives,
+        algorithms=algorithms,
+        routing=routing,
+        cc=cc,
+    )
+    return _result(inputs, layout, where, fabric, placement, memory, timing, interval_level)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What :func:`step_time` times, resolved from names and checked: the model, the
+    software stack, the calibration (``None``: priors), the GPU of each pipeline rank
+    (``rank_gpus``), the caller's layout (``given_layout``: what a given
+    :class:`Placement` was made for) and that layout split over the ranks' GPUs
+    (``layout``), the collective cost model, the number of routing seeds (``None``: one)
+    and whether overlapping traffic is coupled."""
+
+    model: ModelSpec
+    stack: Stack
+    calibration: Calibration | None
+    rank_gpus: tuple
+    given_layout: Layout
+    layout: Layout
+    cost: CostModel
+    num_seeds: int | None
+    coupling: bool
+
+
+def _resolve_inputs(
+    model: ModelSpec | str,
+    gpu: GpuSpec | str | Sequence | Mapping,
+    layout: Layout,
+    fabric: Fabric,
+    *,
+    stack: Stack | str | None,
+    calibration: Calibration | str | None,
+    seeds: int | None,
+    coupling: bool,
+) -> _Inputs:
+    """:func:`step_time`'s arguments resolved and checked, in this order: model, stack and
+    calibration from names or paths (a calibration's stack parameters replace the
+    stack's), ``layout`` and ``fabric`` by type, ``seeds`` and ``coupling`` by value, the
+    layout against the model, the GPU of each pipeline rank (a calibration's ``gpu.*``
+    parameters applied to the GPU it was measured on) and the collective cost model (its
+    ``network.*`` parameters), the layout's precision and offload against those GPUs, and
+    the layout split over them. Raises :class:`SpecError` naming the argument."""
     model = load_model(model) if not isinstance(model, ModelSpec) else model
     stack = stack if isinstance(stack, Stack) else load_stack(stack)
     calibration = as_calibration(calibration)
@@ -281,14 +344,22 @@ def step_time(
                 f"{each.name} has no host link bandwidth; give it (e.g. --gpu-set "
                 "host_link_bandwidth=50GB/s) to offload, or set the offload fractions to 0",
             )
-    given_layout = layout  # what a given Placement was made for
-    layout = split_for_gpus(model, layout, rank_gpus).validate(model)
-    memories = rank_memory(model, layout)
+    split = split_for_gpus(model, layout, rank_gpus).validate(model)
+    return _Inputs(model, stack, calibration, rank_gpus, layout, split, cost, num_seeds, coupling)
+
+
+def _check_memory(inputs: _Inputs, check: bool) -> tuple[MemoryEstimate, dict]:
+    """The most loaded rank's memory estimate and the margin entry of ``details``
+    (``usable_gib``, ``margin_gib``: the least room below any rank's usable HBM, in GiB).
+    With ``check``, raises :class:`SpecError` when a rank needs more than its GPU's usable
+    HBM."""
+    rank_gpus = inputs.rank_gpus
+    memories = rank_memory(inputs.model, inputs.layout)
     # each rank against its own GPU's usable HBM (the device less the headroom for CUDA
     # context, NCCL buffers and fragmentation, as the layout optimizer checks it); the
     # most oversubscribed rank is reported
     memory, gpu = max(zip(memories, rank_gpus), key=lambda mg: mg[0].total / usable_hbm(mg[1]))
-    if check_memory and memory.total > usable_hbm(gpu):
+    if check and memory.total > usable_hbm(gpu):
         parts = ", ".join(
             f"{k} {v:.1f}"
             for k, v in memory.as_gib().items()
@@ -308,10 +379,20 @@ def step_time(
         "usable_gib": min(usable_hbm(g) for g in rank_gpus) / GIB,
         "margin_gib": margin / GIB,
     }
-    memory = max(memories, key=lambda estimate: estimate.total)  # the most loaded rank
+    return max(memories, key=lambda estimate: estimate.total), memory_margin
+
+
+def _place(
+    inputs: _Inputs, fabric: Fabric, *, order: str, placement: str | Placement, seed: int
+) -> tuple[Placement, Layout]:
+    """Where the job's GPUs sit on ``fabric`` (a given :class:`Placement`, checked against
+    the layout and ``order``, or one built by :func:`placement.place`), and the layout to
+    time there: TP comm-GEMM overlap is dropped where a TP group leaves its scale-up
+    domain."""
+    layout = inputs.layout
     if isinstance(placement, Placement):
         # a placement of another layout (or rank order) would time other groups: refused
-        if placement.layout != given_layout:
+        if placement.layout != inputs.given_layout:
             raise SpecError("placement", "was made for another layout; place(layout, ...) this one")
         if order != DEFAULT_ORDER and parse_order(order) != placement.order:
             raise SpecError(
@@ -322,40 +403,83 @@ def step_time(
         where = placement
     else:
         where = place(
-            given_layout,
+            inputs.given_layout,
             fabric.num_gpus,
             order=order,
             placement=placement,
             seed=seed,
             gpus_per_node=fabric.gpus_per_node,
             fabric=fabric,
-            model=model,
+            model=inputs.model,
         )
     # Transformer Engine's userbuffers (TP comm-GEMM overlap) works only inside one NVLink
     # domain (docs/references.md): a TP group over the scale-out network runs NCCL
     # collectives, asynchronous in the backward pass where tp_backward_overlap allows
-    userbuffers = layout.tp_overlap and _tp_in_one_domain(where, fabric)
-    if layout.tp_overlap and not userbuffers:
+    if layout.tp_overlap and not _tp_in_one_domain(where, fabric):
         layout = dataclasses.replace(layout, tp_overlap=False)
-    comm = register_groups(
-        CollectiveCache(
+    return where, layout
+
+
+@dataclasses.dataclass(frozen=True)
+class _Timing:
+    """The composed step of :func:`_time_step`: per-rank micro-batch ``times``,
+    the ``slow``-est rank's entry, the ``breakdown`` (seconds) and its ``total``, the
+    ``coupling`` details entry, the collective cache ``comm`` that timed it, and the
+    ``variability`` over routing seeds (``None`` with one seed)."""
+
+    times: dict
+    slow: dict
+    breakdown: dict
+    total: float
+    coupling: dict
+    comm: CollectiveCache
+    variability: dict | None
+
+
+def _time_step(
+    inputs: _Inputs,
+    layout: Layout,
+    where: Placement,
+    fabric: Fabric,
+    *,
+    collectives: str,
+    algorithms: dict[str, str] | None,
+    routing: str,
+    cc: str | None,
+) -> _Timing:
+    """Every collective of the step timed on ``fabric`` with the groups of ``where``, and
+    the step composed from them (:func:`_coupled_step`); with several routing seeds, the
+    step again per seed. Raises :class:`SolverError` when a part is not a finite positive
+    number of seconds."""
+    model, stack = inputs.model, inputs.stack
+    ep_nodes = _ep_domains(where, fabric, model)
+    ep_line = line_rate(fabric, ep_nodes)
+
+    def coupled(route_seed: int) -> tuple[CollectiveCache, tuple]:
+        cache = CollectiveCache(
             fabric,
             collectives,
             field="collectives",
+            seed=route_seed,
             algorithms=algorithms,
             routing=routing,
             cc=cc,
-            cost=cost,
-        ),
-        where,
-        model,
-        layout,
-    )
-    ep_nodes = _ep_domains(where, fabric, model)
-    ep_line = line_rate(fabric, ep_nodes)
-    times, slow, breakdown, coupled = _coupled_step(
-        model, rank_gpus, layout, comm, coupling, ep_nodes=ep_nodes, stack=stack, ep_line=ep_line
-    )
+            cost=inputs.cost,
+        )
+        comm = register_groups(cache, where, model, layout)
+        step = _coupled_step(
+            model,
+            inputs.rank_gpus,
+            layout,
+            comm,
+            inputs.coupling,
+            ep_nodes=ep_nodes,
+            stack=stack,
+            ep_line=ep_line,
+        )
+        return comm, step
+
+    comm, (times, slow, breakdown, coupled_entry) = coupled(0)
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -367,34 +491,11 @@ def step_time(
             f"seconds (collectives={comm.backend!r}, fabric {fabric.name!r})"
         )
     variability = None
-    if num_seeds is not None:
+    if inputs.num_seeds is not None:
         # Only the routes depend on the seed: groups, placement and layer costs are reused.
         per_seed = [total]
-        for route_seed in range(1, num_seeds):
-            cache = CollectiveCache(
-                fabric,
-                collectives,
-                field="collectives",
-                seed=route_seed,
-                algorithms=algorithms,
-                routing=routing,
-                cc=cc,
-                cost=cost,
-            )
-            per_seed.append(
-                sum(
-                    _coupled_step(
-                        model,
-                        rank_gpus,
-                        layout,
-                        register_groups(cache, where, model, layout),
-                        coupling,
-                        ep_nodes=ep_nodes,
-                        stack=stack,
-                        ep_line=ep_line,
-                    )[2].values()
-                )
-            )
+        for route_seed in range(1, inputs.num_seeds):
+            per_seed.append(sum(coupled(route_seed)[1][2].values()))
         variability = {
             "seeds": len(per_seed),
             "p50_s": float(np.percentile(per_seed, 50)),
@@ -402,7 +503,30 @@ def step_time(
             "max_s": float(max(per_seed)),
             "step_time_s_per_seed": [float(t) for t in per_seed],
         }
+    return _Timing(times, slow, breakdown, total, coupled_entry, comm, variability)
 
+
+def _result(
+    inputs: _Inputs,
+    layout: Layout,
+    where: Placement,
+    fabric: Fabric,
+    placement: str | Placement,
+    memory: tuple[MemoryEstimate, dict],
+    timing: _Timing,
+    interval_level: float | None,
+) -> StepResult:
+    """The :class:`StepResult` of a timed step: throughput, model and executed FLOPs per
+    GPU, MFU against the sum of every GPU's peak, the details entries and the prediction
+    interval at ``interval_level`` (``None``: none)."""
+    model, stack, calibration, rank_gpus = (
+        inputs.model,
+        inputs.stack,
+        inputs.calibration,
+        inputs.rank_gpus,
+    )
+    memory_estimate, memory_margin = memory
+    comm, slow, total = timing.comm, timing.slow, timing.total
     num_gpus = layout.num_gpus
     per_stage = num_gpus // layout.pp
     peak_sum = per_stage * sum(rank_gpu.peak(layout.precision) for rank_gpu in rank_gpus)
@@ -424,23 +548,24 @@ def step_time(
         "algorithms": dict(comm.algorithms),
         "model_flops_per_step": flops,
         "parameters": model.num_parameters(),
-        "micro_batch_s": {rank: t["total"] for rank, t in times.items()},
+        "micro_batch_s": {rank: t["total"] for rank, t in timing.times.items()},
         "slowest_rank": slow["rank"],
         "pipeline_schedule": layout.schedule,
         "rank_layers": list(layout.rank_layers(model)),
         "rank_gpus": [rank_gpu.name for rank_gpu in rank_gpus],
-        "coupling": coupled,
+        "coupling": timing.coupling,
         "memory": memory_margin,
         "overlap": slow["overlap"],
-        # TP comm-GEMM overlap in force (asked for and every TP group in one NVLink domain)
-        "tp_userbuffers": bool(userbuffers and layout.sequence_parallel and layout.tp > 1),
+        # TP comm-GEMM overlap in force (every TP group in one NVLink domain: _place keeps
+        # tp_overlap only then)
+        "tp_userbuffers": bool(layout.tp_overlap and layout.sequence_parallel and layout.tp > 1),
         # compute seconds the slowest rank's GPU waits for its host to issue work (eager
         # layers whose host time exceeds their kernels'; included in "compute")
         "host_wait_s": slow["host"] * layout.num_micro_batches,
         "stack": stack.to_dict(),
     }
-    if variability is not None:
-        details["variability"] = variability
+    if timing.variability is not None:
+        details["variability"] = timing.variability
     if comm.cc is not None:
         details["cc"] = comm.cc
     if calibration is not None:
@@ -470,8 +595,8 @@ def step_time(
         tflops_per_gpu=flops / total / num_gpus / 1e12,
         hardware_tflops_per_gpu=hw_flops / total / num_gpus / 1e12,
         mfu=flops / (total * peak_sum),
-        memory=memory,
-        breakdown=breakdown,
+        memory=memory_estimate,
+        breakdown=timing.breakdown,
         details=details,
         interval=interval,
     )

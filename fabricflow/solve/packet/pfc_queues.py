@@ -356,7 +356,6 @@ def _simulate(
     num_slots,
     ack_chunk,
 ) -> QueueRun:
-    num_flows = size.shape[0]
     num_links = capacity.shape[0]
     num_groups = group_link.shape[0]
     dtype = capacity.dtype
@@ -474,8 +473,30 @@ def _simulate(
         busy = jnp.any(jnp.isinf(st.finish)) | jnp.any(jnp.isinf(st.ack[3]))
         return busy & (st.n < max_steps)
 
-    entries = jnp.zeros(entry_group.shape[0], dtype)
-    state = _State(
+    state = _initial_state(entry_group.shape[0], num_groups, num_links, num_slots, start, dtype)
+    state = jax.lax.while_loop(more, step, state)
+    ack_done = state.ack[3]
+    ack_wait = ack_done - state.finish
+    # one step of lag per hop after the first (the fluid's store-and-forward)
+    finish = state.finish - (flow_hops - 1).astype(dtype) * dt
+    unfinished = jnp.any(jnp.isinf(finish)) | jnp.any(jnp.isinf(ack_done))
+    status = jnp.where(unfinished, Status.MAX_ITERS_REACHED, Status.CONVERGED).astype(jnp.int32)
+    status = jnp.where(jnp.all(jnp.isfinite(size)), status, Status.NONFINITE)
+    fraction = state.paused_steps / jnp.maximum(state.n, 1).astype(dtype)
+    return QueueRun(finish, ack_wait, state.n, fraction, status)
+
+
+def _initial_state(
+    num_entries: int, num_groups: int, num_links: int, num_slots: int, start, dtype
+) -> _State:
+    """:func:`_simulate`'s loop state before its first step: the clock at the earliest
+    start (``start`` ``[F]`` seconds), nothing queued, injected or delivered, every
+    flow unfinished (``inf``), no pause decided (the last one long before the pause
+    history's ``num_slots`` steps) and no last-ACK token on its way."""
+    num_flows = start.shape[0]
+    inf = jnp.asarray(jnp.inf, dtype)
+    entries = jnp.zeros(num_entries, dtype)
+    return _State(
         jnp.min(start, initial=inf) if num_flows else jnp.zeros((), dtype),
         jnp.int32(0),
         entries,
@@ -497,13 +518,3 @@ def _simulate(
             jnp.full(num_flows, inf),
         ),
     )
-    state = jax.lax.while_loop(more, step, state)
-    ack_done = state.ack[3]
-    ack_wait = ack_done - state.finish
-    # one step of lag per hop after the first (the fluid's store-and-forward)
-    finish = state.finish - (flow_hops - 1).astype(dtype) * dt
-    unfinished = jnp.any(jnp.isinf(finish)) | jnp.any(jnp.isinf(ack_done))
-    status = jnp.where(unfinished, Status.MAX_ITERS_REACHED, Status.CONVERGED).astype(jnp.int32)
-    status = jnp.where(jnp.all(jnp.isfinite(size)), status, Status.NONFINITE)
-    fraction = state.paused_steps / jnp.maximum(state.n, 1).astype(dtype)
-    return QueueRun(finish, ack_wait, state.n, fraction, status)
