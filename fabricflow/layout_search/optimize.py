@@ -263,7 +263,8 @@ def optimize_layout(
         model, gpu: specs or preset names.
         fabric: the network (:func:`fabricflow.load_fabric`).
         gpus: GPUs in the job (dp follows from it); a list runs the capacity sweep of
-            :func:`capacity_sweep` and returns the search of the count with the best ``objective``, its ``sweep`` attribute the Dataset.
+            :func:`capacity_sweep` and returns the search of the count with the best
+            ``objective``, its ``sweep`` attribute the Dataset.
         global_batch, seq_len: sequences per step and tokens per sequence.
         precision: ``bf16`` or ``fp8`` GEMMs.
         fixed: knob -> value pinned (``{"tp": 8, "order": "tp-cp-ep-dp-pp"}``).
@@ -380,8 +381,17 @@ def optimize_layout(
     return search
 
 
-def capacity_sweep(model, gpu, fabric, *, gpus: list[int], objective: str = "tokens_per_gpu",
-                   budget_s: float | None = None, progress=None, **options) -> LayoutSearch:  # fmt: skip
+def capacity_sweep(
+    model,
+    gpu,
+    fabric,
+    *,
+    gpus: list[int],
+    objective: str = "tokens_per_gpu",
+    budget_s: float | None = None,
+    progress=None,
+    **options,
+) -> LayoutSearch:
     """Search each GPU count of ``gpus``; returns the :class:`LayoutSearch` of the count
     with the best ``objective`` with ``.sweep`` (Dataset over ``gpus``: ``step_time_s``,
     ``mfu``, ``tokens_per_gpu_s``, ``tokens_per_s``, ``memory_gib_per_gpu``, the winning

@@ -283,17 +283,17 @@ def get_task(name: str) -> SweepTask:
         )
     if name in ("maxmin", "cc"):
         # lazy: xarray (and JAX in a cc point) load only in sweeps of the solver tasks
-        from fabricflow.sweeps import solver_tasks as module
+        from fabricflow.sweeps import solver_tasks
 
         prefix = name.upper()
         return SweepTask(
             name,
-            getattr(module, f"{name}_point"),
-            tuple(getattr(module, f"{prefix}_METRICS")),
-            frozenset(getattr(module, f"{prefix}_BATCH_KEYS")),
-            getattr(module, f"{name}_batch"),
+            getattr(solver_tasks, f"{name}_point"),
+            tuple(getattr(solver_tasks, f"{prefix}_METRICS")),
+            frozenset(getattr(solver_tasks, f"{prefix}_BATCH_KEYS")),
+            getattr(solver_tasks, f"{name}_batch"),
             # checked before any point runs: a typo is bad input (exit 2), not a failed point
-            arguments=getattr(module, f"_{prefix}_ARGS"),
+            arguments=getattr(solver_tasks, f"_{prefix}_ARGS"),
         )
     if ":" in name:
         module_name, _, function_name = name.partition(":")
