@@ -53,9 +53,15 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from fabricflow.cluster.job_model import GpuLinks, JobModel, prepare_job_model
+from fabricflow.collective import structure_cache
+from fabricflow.collective.flow_rates import effective_capacity
+from fabricflow.collective.timing import ROUTINGS
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.fabric import Fabric
+from fabricflow.solve.maxmin.engine import max_min
+from fabricflow.solve.maxmin.entries import FlowEntries
 from fabricflow.workload.calibration import calibration_key
+from fabricflow.workload.comm_volume import dimension_bytes
 from fabricflow.workload.placement import parse_order
 
 
@@ -88,8 +94,6 @@ def job_traffic_shape(job: Any, standalone: Any = None, *, gpus_per_node: int = 
     """:class:`JobTraffic` of ``job`` (a JobSpec: ``model``, ``layout``, ``order``,
     ``gpus``) with ``standalone`` (its :class:`~fabricflow.workload.step.StepResult`, or
     ``None``) on servers of ``gpus_per_node`` GPUs."""
-    from fabricflow.workload.comm_volume import dimension_bytes
-
     layout = job.layout
     per_dim = dimension_bytes(job.model, layout)
     order = parse_order(job.order)
@@ -209,8 +213,6 @@ class Interference:
     """
 
     def __init__(self, fabric: Fabric, *, routing: str = "auto", seed: int = 0, calibration=None):
-        from fabricflow.collective.timing import ROUTINGS
-
         if not isinstance(fabric, Fabric):
             raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
         if routing not in ROUTINGS:
@@ -414,8 +416,6 @@ class Interference:
     # ------------------------------------------------------------------ internals
     def _job_model(self, spec) -> JobModel:
         if self._fingerprint is None:
-            from fabricflow.collective import structure_cache
-
             self._fingerprint = structure_cache.fabric_fingerprint(self.base)
         key = (
             spec.model,
@@ -500,8 +500,6 @@ class Interference:
         if not model.sets:
             return None
         if self._capacity is None:
-            from fabricflow.collective.flow_rates import effective_capacity
-
             self._capacity = effective_capacity(self.fabric, model.sets[0].cost)
         return self._capacity
 
@@ -601,9 +599,6 @@ class Interference:
     ) -> np.ndarray:
         """float64 ``[U]`` max-min rates of rows given as entries, on the current fabric's
         effective capacity (the shared engine, float64)."""
-        from fabricflow.solve.maxmin.engine import max_min
-        from fabricflow.solve.maxmin.entries import FlowEntries
-
         start = np.concatenate([[0], np.cumsum(row_entries)])
         entries = FlowEntries(start, entry_link, entry_coef, self.fabric.num_links)
         capacity = self._capacity

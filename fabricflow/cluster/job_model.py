@@ -38,9 +38,16 @@ from typing import Any
 
 import numpy as np
 
+from fabricflow.collective import structure_cache
+from fabricflow.collective.comm import CollectiveCache
+from fabricflow.collective.coupling import bound_phase, plan_windows
+from fabricflow.collective.flow_rates import effective_capacity, solve_phase
+from fabricflow.collective.nccl_cost import DEFAULT_COST
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload.hetero import job_gpus, split_for_gpus
 from fabricflow.workload.placement import Placement, parse_order
+from fabricflow.workload.step import compose_step, issue_rates, register_groups
 
 DIMENSION_NAMES = ("tp", "cp", "ep", "pp", "dp", "edp")
 COMPOSED_MEMO = 512  # remembered compositions per job shape
@@ -185,9 +192,6 @@ class JobModel:
     def step_seconds(self, rates: dict[str, np.ndarray]) -> float:
         """The step (s) with the sets' transfers at ``rates`` (``name -> [T]`` B/s; a set
         left out, or at exactly its reference rates, keeps its coupled alone times)."""
-        # deferred, as every step-model import here: the cluster package loads without it
-        from fabricflow.workload.step import compose_step
-
         changed = {}
         for s in self.sets:
             rate = rates.get(s.name)
@@ -223,8 +227,6 @@ class JobModel:
         Raises:
             RoutingError: the GPUs cannot all reach each other on ``fabric``.
         """
-        from fabricflow.collective.flow_rates import effective_capacity, solve_phase
-
         gpus = np.asarray(gpus, dtype=np.int64)
         reference = fabric is self.fabric and np.array_equal(gpus, np.arange(self.gpus))
         out = {}
@@ -347,13 +349,6 @@ def prepare_job_model(
     """The :class:`JobModel` of ``spec`` (a JobSpec) on the healthy ``fabric``: the step
     model's composition at GPUs ``0..n-1`` (see the module docs), with ``calibration``'s
     GPU and network constants when given."""
-    from fabricflow.collective import structure_cache
-    from fabricflow.collective.comm import CollectiveCache
-    from fabricflow.collective.coupling import bound_phase, plan_windows
-    from fabricflow.collective.nccl_cost import DEFAULT_COST
-    from fabricflow.workload.hetero import job_gpus, split_for_gpus
-    from fabricflow.workload.step import compose_step, issue_rates, register_groups
-
     model, given = spec.model, spec.layout
     given.validate(model)
     rank_gpus = job_gpus(spec.gpu, given)

@@ -36,7 +36,9 @@ import contextlib
 import numpy as np
 
 from fabricflow.errors import SpecError
+from fabricflow.fabric.clos import ClosStructure
 from fabricflow.fabric.fabric import Fabric
+from fabricflow.workload.placement import locality_order
 
 FREE, DOWN, SPARE = -1, -2, -3
 RESERVED = -4  # held back for another job's reservation, within one placement only
@@ -46,8 +48,6 @@ def server_blocks(fabric: Fabric) -> list[np.ndarray]:
     """Block id of every server at each subtree level, finest first: a list of int64
     ``[S]`` arrays with ids ``0..B_i-1`` (``S = G / gpus_per_node`` servers). Levels with
     one block, or one block per server, are left out (see the module docs)."""
-    from fabricflow.fabric.clos import ClosStructure
-
     per_node = server_size(fabric)
     first_gpu = np.arange(0, fabric.num_gpus, per_node, dtype=np.int64)
     num_servers = first_gpu.size
@@ -98,8 +98,6 @@ class ClusterState:
     """
 
     def __init__(self, fabric: Fabric):
-        from fabricflow.workload.placement import locality_order
-
         if not isinstance(fabric, Fabric):
             raise SpecError("fabric", f"expected a Fabric, got {type(fabric).__name__}")
         self.fabric = fabric

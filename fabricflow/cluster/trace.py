@@ -56,7 +56,9 @@ from fabricflow.cluster.trace_files import (
     read_trace_text,
     yaml_trace_rows,
 )
+from fabricflow.collective.structure_cache import fabric_fingerprint
 from fabricflow.errors import SpecError
+from fabricflow.layout_search.optimize import optimize_layout
 from fabricflow.memory_budget import check_memory
 from fabricflow.workload.gpu import GpuSpec, list_gpus, load_gpu
 from fabricflow.workload.layout import Layout
@@ -447,13 +449,8 @@ _OPTIMIZED: dict[tuple, tuple] = {}
 def _optimized_layout(model, gpu, gpus: int, fabric, seq_len: int, global_batch: int):
     """The best layout of ``optimize_layout`` (small budget), cached per model, GPU, size,
     sequence, batch and fabric."""
-    from fabricflow.collective.structure_cache import fabric_fingerprint
-
     key = (model, gpu, gpus, seq_len, global_batch, fabric_fingerprint(fabric))
     if key not in _OPTIMIZED:
-        # deferred: the layout search (and JAX behind it) only for traces that ask for it
-        from fabricflow.layout_search.optimize import optimize_layout
-
         search = optimize_layout(
             model,
             gpu,

@@ -1,21 +1,14 @@
 """fabricflow.layout_search: search parallel layouts, rank orders, placements and collective
-algorithms for the shortest training step on a fabric (:func:`optimize_layout`)."""
+algorithms for the shortest training step on a fabric (:func:`optimize_layout`); a list of
+GPU counts gives the capacity sweep (:func:`capacity_sweep`, :mod:`.gpu_counts`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from fabricflow.layout_search.optimize import (
+    LayoutSearch,
+    SearchInterrupted,
+    capacity_sweep,
+    optimize_layout,
+)
 
 __all__ = ["LayoutSearch", "SearchInterrupted", "capacity_sweep", "optimize_layout"]
-
-
-def __getattr__(name: str) -> Any:
-    # lazy: the package is imported by the CLI before any search is asked for
-    if name in ("LayoutSearch", "SearchInterrupted", "optimize_layout"):
-        from fabricflow.layout_search import optimize
-
-        return getattr(optimize, name)
-    if name == "capacity_sweep":
-        from fabricflow.layout_search.gpu_counts import capacity_sweep
-
-        return capacity_sweep
-    raise AttributeError(f"module 'fabricflow.layout_search' has no attribute {name!r}")

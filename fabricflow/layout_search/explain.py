@@ -3,6 +3,7 @@ on the fabric (the link kinds that bound the runner-up's slowest collective)."""
 
 from __future__ import annotations
 
+from fabricflow.collective.comm import prepared_collective
 from fabricflow.layout_search.layout_codes import candidate_of, describe, differences
 from fabricflow.workload.gpu_memory import stage_parameters
 from fabricflow.workload.placement import place
@@ -23,8 +24,6 @@ def label(kwargs: dict) -> str:
 
 def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     """Link kinds that bound the slowest group of ``part``'s main collective (or '')."""
-    from fabricflow.collective.comm import prepared_collective
-
     lay = kwargs["layout"]
     where = place(
         lay, fabric.num_gpus, order=kwargs["order"], placement=kwargs["placement"],

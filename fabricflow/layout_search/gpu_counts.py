@@ -1,60 +1,37 @@
-"""Capacity planning: the best layout for each GPU count, as one ``xarray.Dataset``.
+"""Capacity planning: the best layout of each GPU count as one ``xarray.Dataset``.
 
-Answers "how many GPUs for this batch, and at what efficiency": for each count the full
-search of :func:`~fabricflow.layout_search.optimize.optimize_layout` runs, and the sweep records
-the best step time, MFU, tokens per GPU-second and the winning layout. A count with no
-feasible layout is kept as a row of NaN with the reason, so the curve shows where the
-model stops fitting.
+Answers "how many GPUs for this batch, and at what efficiency":
+:func:`~fabricflow.layout_search.optimize.capacity_sweep` runs the full search of each
+count, and :func:`sweep_dataset` records the best step time, MFU, tokens per GPU-second
+and the winning layout of each. A count with no feasible layout is kept as a row of NaN
+with the reason, so the curve shows where the model stops fitting. This module takes the
+searches' results and never runs a search itself.
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-
-from fabricflow.errors import SpecError
 
 LAYOUT_COLUMNS = ("tp", "cp", "pp", "vpp", "ep", "dp", "micro_batch", "zero")
 
 
-def capacity_sweep(model, gpu, fabric, *, gpus: list[int], objective: str = "tokens_per_gpu",
-                   budget_s: float | None = None, progress=None, **options):  # fmt: skip
-    """Search each GPU count of ``gpus``; returns the :class:`LayoutSearch` of the count
-    with the best ``objective`` with ``.sweep`` (Dataset over ``gpus``: ``step_time_s``,
-    ``mfu``, ``tokens_per_gpu_s``, ``tokens_per_s``, ``memory_gib_per_gpu``, the winning
-    layout's sizes, ``order``, ``placement``, ``evaluated``, ``considered``, ``reason``).
+def best_count(searches: dict, objective: str) -> int:
+    """The GPU count of ``searches`` (count -> :class:`LayoutSearch`) with the best
+    ``objective``: most tokens per GPU-second for ``tokens_per_gpu``, else the shortest
+    step."""
+    if objective == "tokens_per_gpu":
+        return max(searches, key=lambda c: searches[c].best.tokens_per_s / c)
+    return min(searches, key=lambda c: searches[c].best.step_time_s)
 
-    ``budget_s`` is shared by all counts; ``budget_work`` (in ``options``) bounds each
-    count's search. Other options as :func:`optimize_layout`.
-    """
-    import xarray as xr
 
-    from fabricflow.layout_search.optimize import optimize_layout
+def sweep_dataset(counts: list[int], searches: dict, reasons: dict[int, str], objective: str):
+    """``xarray.Dataset`` over ``gpus`` (the sorted ``counts``): ``step_time_s``, ``mfu``,
+    ``tokens_per_gpu_s``, ``tokens_per_s``, ``memory_gib_per_gpu``, the winning layout's
+    sizes, ``order``, ``placement``, ``recompute``, ``evaluated``, ``considered``,
+    ``exhaustive`` and ``reason``; ``searches`` maps a count to its :class:`LayoutSearch`,
+    ``reasons`` a count without a feasible layout to why (its row is NaN)."""
+    import xarray as xr  # deferred: xarray is slow to import and only the result needs it
 
-    if not gpus:
-        raise SpecError("gpus", "the GPU-count sweep needs at least one count")
-    counts = sorted({int(g) for g in gpus})
-    started = time.monotonic()
-    searches = {}
-    reasons = {}
-    for count in counts:
-        left = None if budget_s is None else max(budget_s - (time.monotonic() - started), 1e-3)
-        if progress is not None:
-            progress(f"{count} GPUs:")
-        try:
-            searches[count] = optimize_layout(
-                model, gpu, fabric, gpus=count, objective=objective, budget_s=left,
-                progress=progress, **options,
-            )  # fmt: skip
-        except SpecError as error:
-            reasons[count] = str(error)
-    if not searches:
-        raise SpecError(
-            "gpus",
-            "no GPU count of the sweep has a feasible layout: "
-            + "; ".join(f"{c}: {r}" for c, r in list(reasons.items())[:3]),
-        )
     n = len(counts)
     data: dict = {name: np.full(n, np.nan) for name in (
         "step_time_s", "mfu", "tokens_per_gpu_s", "tokens_per_s", "memory_gib_per_gpu"
@@ -88,11 +65,4 @@ def capacity_sweep(model, gpu, fabric, *, gpus: list[int], objective: str = "tok
     variables["exhaustive"] = ("gpus", exhaustive)
     sweep = xr.Dataset(variables, coords={"gpus": np.asarray(counts, dtype=np.int64)})
     sweep.attrs["objective"] = objective
-    if objective == "tokens_per_gpu":
-        pick = max(searches, key=lambda c: searches[c].best.tokens_per_s / c)
-    else:
-        pick = min(searches, key=lambda c: searches[c].best.step_time_s)
-    chosen = searches[pick]
-    chosen.sweep = sweep
-    chosen.seconds = time.monotonic() - started
-    return chosen
+    return sweep

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from fabricflow.assignments import key_values
-from fabricflow.collective.comm import DIMENSION_OPS
+from fabricflow.collective.comm import DIMENSION_OPS, check_algorithms
+from fabricflow.collective.timing import ROUTINGS
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.workload import placement as _placement
@@ -123,13 +124,9 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
     if knob == "placement" and word not in placements():
         raise SpecError(where, f"unknown placement {word!r}; one of {list(placements())}")
     if knob == "routing":
-        from fabricflow.collective.timing import ROUTINGS
-
         if word not in ROUTINGS:
             raise SpecError(where, f"unknown routing {word!r}; one of {list(ROUTINGS)}")
     if knob.startswith("algo_"):
-        from fabricflow.collective.comm import check_algorithms
-
         dim = knob[len("algo_") :]
         try:
             return check_algorithms({dim: word})[dim]

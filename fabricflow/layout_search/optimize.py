@@ -37,6 +37,7 @@ from fabricflow.layout_search import knobs as _space
 from fabricflow.layout_search.branch_and_bound import RANKINGS, Visit
 from fabricflow.layout_search.candidate_table import CandidateTable, build_table
 from fabricflow.layout_search.compute_model import Analyser
+from fabricflow.layout_search.gpu_counts import best_count, sweep_dataset
 from fabricflow.layout_search.infeasible import raise_infeasible
 from fabricflow.layout_search.uncertainty import ROBUST_SEEDS, indistinguishable, robust_rank
 from fabricflow.workload.calibration import as_calibration
@@ -262,8 +263,8 @@ def optimize_layout(
         model, gpu: specs or preset names.
         fabric: the network (:func:`fabricflow.load_fabric`).
         gpus: GPUs in the job (dp follows from it); a list runs the capacity sweep of
-            :func:`fabricflow.layout_search.gpu_counts.capacity_sweep` and returns the search of
-            the count with the best ``objective``, its ``sweep`` attribute the Dataset.
+            :func:`capacity_sweep` and returns the search of the count with the best
+            ``objective``, its ``sweep`` attribute the Dataset.
         global_batch, seq_len: sequences per step and tokens per sequence.
         precision: ``bf16`` or ``fp8`` GEMMs.
         fixed: knob -> value pinned (``{"tp": 8, "order": "tp-cp-ep-dp-pp"}``).
@@ -304,8 +305,6 @@ def optimize_layout(
             its physical parameters time every candidate.
     """
     if isinstance(gpus, (list, tuple, np.ndarray)):
-        from fabricflow.layout_search.gpu_counts import capacity_sweep
-
         return capacity_sweep(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
@@ -380,6 +379,55 @@ def optimize_layout(
         search.upper_s = [upper for _, _, upper in ranked]
         search.best_kwargs, search.best = search.top[0]
     return search
+
+
+def capacity_sweep(
+    model,
+    gpu,
+    fabric,
+    *,
+    gpus: list[int],
+    objective: str = "tokens_per_gpu",
+    budget_s: float | None = None,
+    progress=None,
+    **options,
+) -> LayoutSearch:
+    """Search each GPU count of ``gpus``; returns the :class:`LayoutSearch` of the count
+    with the best ``objective`` with ``.sweep`` (Dataset over ``gpus``: ``step_time_s``,
+    ``mfu``, ``tokens_per_gpu_s``, ``tokens_per_s``, ``memory_gib_per_gpu``, the winning
+    layout's sizes, ``order``, ``placement``, ``evaluated``, ``considered``, ``reason``;
+    :func:`~fabricflow.layout_search.gpu_counts.sweep_dataset`).
+
+    ``budget_s`` is shared by all counts; ``budget_work`` (in ``options``) bounds each
+    count's search. Other options as :func:`optimize_layout`.
+    """
+    if not gpus:
+        raise SpecError("gpus", "the GPU-count sweep needs at least one count")
+    counts = sorted({int(g) for g in gpus})
+    started = time.monotonic()
+    searches = {}
+    reasons = {}
+    for count in counts:
+        left = None if budget_s is None else max(budget_s - (time.monotonic() - started), 1e-3)
+        if progress is not None:
+            progress(f"{count} GPUs:")
+        try:
+            searches[count] = optimize_layout(
+                model, gpu, fabric, gpus=count, objective=objective, budget_s=left,
+                progress=progress, **options,
+            )  # fmt: skip
+        except SpecError as error:
+            reasons[count] = str(error)
+    if not searches:
+        raise SpecError(
+            "gpus",
+            "no GPU count of the sweep has a feasible layout: "
+            + "; ".join(f"{c}: {r}" for c, r in list(reasons.items())[:3]),
+        )
+    chosen = searches[best_count(searches, objective)]
+    chosen.sweep = sweep_dataset(counts, searches, reasons, objective)
+    chosen.seconds = time.monotonic() - started
+    return chosen
 
 
 def require_connected(fabric: Fabric, gpus: int) -> None:

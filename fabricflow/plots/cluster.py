@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricflow.cluster.failures import expected_goodput, young_daly_interval
+from fabricflow.cluster.prediction import expected_goodput_with_prediction
 from fabricflow.plots.figures import new_figure, save_figure
 
 _COLOURS = {1: "#d9d9d9", 2: "#2b8cbe", 3: "#e34a33"}  # queued, running, restarting
@@ -140,8 +142,6 @@ def goodput_map_axes(
     interval from a tenth of the smallest job's Young optimum to ten times the largest's
     (widened to hold ``intervals_s``, the intervals simulated), so that the optima cross
     the middle of the map and its contours are readable."""
-    from fabricflow.cluster.failures import young_daly_interval
-
     mtbfs = np.asarray([m for m in mtbfs_s if m is not None and np.isfinite(m)], dtype=float)
     if not mtbfs.size:
         raise ValueError("no finite MTBF to draw a goodput map for")
@@ -167,8 +167,6 @@ def plot_goodput_map(path, *, write_s: float, restart_s: float, mtbf_s, interval
             them around a run's jobs).
         simulated: optional list of ``(mtbf_s, interval_s, goodput)`` drawn as labelled dots.
     """
-    from fabricflow.cluster.failures import expected_goodput, young_daly_interval
-
     mtbf = np.asarray(mtbf_s, dtype=np.float64)
     tau = np.asarray(interval_s, dtype=np.float64)
     grid = np.array([[expected_goodput(t, write_s, restart_s, m) for m in mtbf] for t in tau])
@@ -235,8 +233,6 @@ def plot_prediction_gain(
             ``gain_points_spread``; the reactive rows have ``recall`` None).
         interval_s, restart_s, mtbf_s, precision: the expectation's parameters.
     """
-    from fabricflow.cluster.prediction import expected_goodput_with_prediction
-
     writes = sorted({row["write_s"] for row in rows})
     leads = sorted({row["lead_s"] for row in rows if row["lead_s"] is not None})
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]

@@ -7,6 +7,7 @@ import numpy as np
 from fabricflow.layout_search.layout_codes import candidate_of, describe
 from fabricflow.plots.figures import new_figure, save_figure
 from fabricflow.plots.step import COLORS
+from fabricflow.workload.step import BREAKDOWN_KEYS
 
 
 def pareto_front(step_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
@@ -47,8 +48,6 @@ def plot_pareto(search, path: str) -> str:
 
 def plot_breakdown_top(search, path: str) -> str:
     """Stacked breakdown bars of the top K candidates, best first."""
-    from fabricflow.workload.step import BREAKDOWN_KEYS
-
     top = search.top
     fig = new_figure(figsize=(max(6.5, 0.8 * len(top) + 4.0), 4.8))
     ax = fig.subplots()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.solve.maxmin.link_views import tier_summary
 
 
 def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: str = "") -> Path:
@@ -17,8 +18,6 @@ def plot_utilization_by_tier(fabric, utilization, path: str | Path, *, title: st
         utilization: ``[L]`` from :func:`fabricflow.solve.maxmin.link_views.link_utilization`.
         path: output file (PNG/SVG/PDF by suffix).
     """
-    from fabricflow.solve.maxmin.link_views import tier_summary
-
     utilization = np.asarray(utilization, np.float64)
     summary = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
     kinds = list(summary)

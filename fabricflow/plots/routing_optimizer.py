@@ -20,6 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from fabricflow.errors import SpecError
+from fabricflow.plots.figures import new_figure
+from fabricflow.routing_optimizer.makespan import optimize_routing
+from fabricflow.routing_optimizer.sensitivity import capacity_sensitivity
 
 LEAF_TIER = 1
 
@@ -42,9 +45,6 @@ def upgrade_review(fabric, src, dst, size, *, k: int = 8, added_Bps: float = 50e
         fabric, src, dst, size, k, seed: as for :func:`fabricflow.optimize_routing`.
         added_Bps: capacity added per leaf switch and direction (default 400 Gb/s).
     """
-    from fabricflow.routing_optimizer.makespan import optimize_routing
-    from fabricflow.routing_optimizer.sensitivity import capacity_sensitivity
-
     if not (np.isfinite(added_Bps) and added_Bps > 0):
         raise SpecError("added_Bps", f"must be a finite number > 0, got {added_Bps!r}")
     plan = optimize_routing(fabric, src, dst, size=size, k=k, seed=seed)
@@ -90,8 +90,6 @@ def upgrade_review(fabric, src, dst, size, *, k: int = 8, added_Bps: float = 50e
 
 def plot_upgrade_review(review: dict, *, title: str = ""):
     """A two-panel :class:`matplotlib.figure.Figure` of :func:`upgrade_review`'s numbers."""
-    from fabricflow.plots.figures import new_figure
-
     fig = new_figure(figsize=(10, 4))
     left, right = fig.subplots(1, 2)
     names = review["ranking"]

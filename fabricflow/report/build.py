@@ -32,12 +32,27 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fabricflow.collective.comm import CollectiveCache
 from fabricflow.errors import FabricflowError, SpecError
+from fabricflow.fabric.fabric import Fabric
+from fabricflow.fabric.spec import load_fabric
 from fabricflow.fabric.summary import cables_per_kind, failure_text, port_usage_text
+from fabricflow.layout_search.optimize import optimize_layout
+from fabricflow.plots.fabric import plot_tiers
+from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto
+from fabricflow.plots.rates import plot_utilization_by_tier
+from fabricflow.plots.step import plot_breakdown
 from fabricflow.report.cost_section import cost_section
 from fabricflow.routing.clos import adaptive_link_values
 from fabricflow.routing.transport_policy import routing_for
+from fabricflow.solve.maxmin.link_views import tier_summary
 from fabricflow.units import format_bandwidth
+from fabricflow.workload.gpu import GpuSpec, load_gpu
+from fabricflow.workload.gpu_memory import stage_parameters
+from fabricflow.workload.model_spec import ModelSpec, load_model
+from fabricflow.workload.placement import place
+from fabricflow.workload.step import BREAKDOWN_KEYS, register_groups, step_time
 from fabricflow.workload.step_command import (
     describe_layout,
     describe_options,
@@ -82,9 +97,6 @@ def default_fail_kind(fabric) -> str:
 def _as_fabric(fabric):
     """A Fabric, or the one a preset name or YAML path names (as model and gpu take names);
     anything else is a SpecError, not an AttributeError deep in a section."""
-    from fabricflow.fabric.fabric import Fabric
-    from fabricflow.fabric.spec import load_fabric
-
     if isinstance(fabric, Fabric):
         return fabric
     if isinstance(fabric, (str, os.PathLike)):
@@ -165,9 +177,6 @@ def build_report(
         tables ``{"caption", "columns": [(key, header)], "rows": [dict]}`` and figures
         ``{"name", "caption", "png": bytes}``.
     """
-    from fabricflow.workload.gpu import GpuSpec, load_gpu
-    from fabricflow.workload.model_spec import ModelSpec, load_model
-
     model = model if isinstance(model, ModelSpec) else load_model(model)
     gpu = gpu if isinstance(gpu, GpuSpec) else load_gpu(gpu)
     fabric = _as_fabric(fabric)
@@ -300,8 +309,6 @@ def _section(id_: str, title: str, text: str, settings: dict, started: float, **
 
 
 def _fabric_section(fabric) -> dict:
-    from fabricflow.plots.fabric import plot_tiers
-
     started = time.monotonic()
     summary = fabric.summary()
     scale_up = summary["scale_up_link_kind"]
@@ -422,9 +429,6 @@ def _layouts_section(
     fabric, model, gpu, gpus, global_batch, seq_len, layout, budget_s, top_k, seed,
     calibration=None,
 ):  # fmt: skip
-    from fabricflow.layout_search.optimize import optimize_layout
-    from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto
-
     started = time.monotonic()
     if layout is not None:  # compare with the given layout's batch and sequence length
         global_batch, seq_len = layout.global_batch, layout.seq_len
@@ -543,9 +547,6 @@ def _interval_rows(result) -> list[dict]:
 
 
 def _step_section(fabric, model, gpu, job, *, optimized: bool):
-    from fabricflow.plots.step import plot_breakdown
-    from fabricflow.workload.step import BREAKDOWN_KEYS, step_time
-
     started = time.monotonic()
     result = step_time(model, gpu, fabric=fabric, **_step_kwargs(job))
     total = result.step_time_s
@@ -622,8 +623,6 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
 def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
     """The job's collectives as ``(group set, op, bytes, description)``, with the message
     sizes the step model uses for them (one rank's buffer, nccl-tests convention)."""
-    from fabricflow.workload.gpu_memory import stage_parameters
-
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     out = []
     if layout.tp > 1:
@@ -695,12 +694,6 @@ _FAILURE_COLUMNS = [
 
 
 def _utilization_section(fabric, model, job) -> dict:
-    from fabricflow.collective.comm import CollectiveCache
-    from fabricflow.plots.rates import plot_utilization_by_tier
-    from fabricflow.solve.maxmin.link_views import tier_summary
-    from fabricflow.workload.placement import place
-    from fabricflow.workload.step import register_groups
-
     started = time.monotonic()
     lay = job["layout"]
     where = place(
@@ -809,9 +802,6 @@ def _utilization_text(routing: str, *, crossing: bool) -> str:
 
 
 def _failure_section(fabric, model, gpu, job, healthy, kind, fractions, seeds, seed) -> dict:
-    from fabricflow.plots.figures import new_figure, save_figure
-    from fabricflow.workload.step import step_time
-
     started = time.monotonic()
     kwargs = _step_kwargs(job)
     rows, points = [], []

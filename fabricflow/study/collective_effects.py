@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabricflow.collective.timing import collective_time
+from fabricflow.collective.flow_rates import effective_capacity
+from fabricflow.collective.groups import make_groups
+from fabricflow.collective.timing import collective_time, prepare_collective
 from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.spec import build_fabric
 
@@ -122,8 +124,6 @@ def alltoall_attachment(
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
     aggregation inside the node first, so that network flows stay on their rail."""
-    from fabricflow.collective.groups import make_groups
-
     out = {}
     for label, fabric in fabrics.items():
         groups = make_groups(fabric.num_gpus, group_size)
@@ -153,9 +153,6 @@ def failed_link_effect(
     failure hurts); both directions fail together. Returns ``{"failed": [0, 1, ...],
     "busbw_Bps": [...], "failed_links": [...]}``.
     """
-    from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.collective.timing import prepare_collective
-
     failed_links: list[int] = []
     busbw, counts = [], []
     current = fabric
@@ -186,8 +183,6 @@ def interleaved_jobs(
     """``num_jobs`` jobs whose nodes interleave (node ``m`` belongs to job ``m % num_jobs``),
     as a scheduler that fills free nodes does; each job's groups are data-parallel style
     (strided over the job's GPUs). Returns one ``[groups, group_size]`` array per job."""
-    from fabricflow.collective.groups import make_groups
-
     node = np.arange(num_gpus) // gpus_per_node
     jobs = []
     for job in range(num_jobs):

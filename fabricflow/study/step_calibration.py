@@ -16,6 +16,7 @@ in docs/step-validation.md.
 from __future__ import annotations
 
 from fabricflow.workload.layout import FRAMEWORK_EFFICIENCY, Layout
+from fabricflow.workload.step import step_time
 
 # model preset, tp, pp, gpus, micro-batch, global batch, vpp, overlapped DDP, TFLOP/s per GPU
 MEGATRON_SC21_TABLE1 = (
@@ -61,8 +62,6 @@ def calibration_table(
     fabric, framework_efficiency: float = FRAMEWORK_EFFICIENCY, gpu: str = "a100-80gb"
 ) -> list[dict]:
     """Predicted vs published TFLOP/s per GPU for every row; ``error`` = predicted/published - 1."""
-    from fabricflow.workload.step import step_time
-
     rows = []
     for row in MEGATRON_SC21_TABLE1:
         result = step_time(row[0], gpu, table1_layout(row, framework_efficiency), fabric)

@@ -35,10 +35,12 @@ import numpy as np
 import xarray as xr
 
 from fabricflow.errors import FabricflowError
+from fabricflow.fabric.spec import load_fabric
 from fabricflow.workload.compute import BREAKDOWN_KEYS
 from fabricflow.workload.gpu_memory import GIB, memory_per_gpu
 from fabricflow.workload.model_spec import load_model
 from fabricflow.workload.stack import list_stacks, load_stack
+from fabricflow.workload.step import step_time
 
 NEMO_2511 = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -1109,9 +1111,6 @@ def predict(run: PublishedRun, **step_kwargs) -> dict:
     """The step model's prediction of ``run``: ``predicted_step_s``, ``error`` (predicted /
     measured - 1), the breakdown, memory, and ``refused`` (the layout was refused, with the
     reason)."""
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.workload.step import step_time
-
     model, layout, stack = run_setup(run)
     fabric = load_fabric(run.fabric, **run.fabric_overrides)
     out = {

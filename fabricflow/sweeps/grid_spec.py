@@ -28,6 +28,7 @@ import numpy as np
 
 from fabricflow import schema
 from fabricflow.errors import SpecError
+from fabricflow.files import read_structured
 
 SPEC_KEYS = ("task", "fixed", "grid", "metrics", "description")
 FABRIC_PREFIX = "fabric."
@@ -91,8 +92,6 @@ def read_sweep_spec(source: str | Path | Mapping) -> SweepSpec:
         data: Any = dict(source)
         where = "spec"
     else:
-        from fabricflow.files import read_structured
-
         data = read_structured(source, what="sweep spec")
         where = str(source)
     if not isinstance(data, Mapping):

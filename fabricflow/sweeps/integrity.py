@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabricflow.atomic import write_text
 from fabricflow.errors import OutputError
 from fabricflow.sweeps.grid_spec import SweepSpec
 from fabricflow.sweeps.store_layout import (
@@ -249,8 +250,6 @@ def repair_store(
     is written again with the SPEC's values. Nothing else is touched.
     """
     import zarr
-
-    from fabricflow.atomic import write_text
 
     expected = expected_metadata(spec, metrics)
     done: list[str] = []

@@ -17,6 +17,7 @@ import functools
 import json
 
 from fabricflow.errors import SpecError
+from fabricflow.fabric.spec import IMPORT_OPTIONS, build_fabric, fabric_spec, is_import
 from fabricflow.sweeps.grid_spec import FABRIC_PREFIX
 
 # Fabrics built in this process (the cache's misses): the bench reports it.
@@ -75,8 +76,6 @@ def resolved_spec(fabric, overrides: dict) -> dict:
     ``fabric.<option>`` keys naming one of its import options (``fabric.gpus_per_node``,
     ``fabric.companion``, ...: :data:`fabricflow.fabric.spec.IMPORT_OPTIONS`) are passed to
     the import; the others apply to the spec it gives."""
-    from fabricflow.fabric.spec import IMPORT_OPTIONS, fabric_spec, is_import
-
     if not isinstance(fabric, str):
         raise SpecError(
             "fabric",
@@ -105,8 +104,6 @@ def fabric_for(fabric, overrides: dict):
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def _build(spec_json: str):
-    from fabricflow.fabric.spec import build_fabric
-
     BUILDS["count"] += 1
     return build_fabric(json.loads(spec_json))
 
@@ -114,8 +111,6 @@ def _build(spec_json: str):
 def check_paths(fabrics: list, keys_values: dict[str, list]) -> None:
     """Resolve every ``fabric.*`` key against every base fabric before any point runs, so
     that a path that does not resolve is bad input (exit 2), not a failure of every point."""
-    from fabricflow.fabric.spec import IMPORT_OPTIONS, is_import
-
     options = {FABRIC_PREFIX + key for key in IMPORT_OPTIONS}
     for fabric in fabrics:
         # an import reads its options together (a companion gives what a flag leaves

@@ -15,6 +15,7 @@ import numpy as np
 
 from fabricflow import schema
 from fabricflow.errors import OutputError, SpecError
+from fabricflow.memory_budget import check_memory, memory_budget
 from fabricflow.sweeps.backends import (
     check_scheduler,
     dask_connect_timeout_s,
@@ -29,6 +30,7 @@ from fabricflow.sweeps.store_layout import FAILED
 from fabricflow.sweeps.tasks import SweepTask, check_arguments, get_task
 from fabricflow.sweeps.work_units import chunk_size, iter_units
 from fabricflow.sweeps.worker import Unit
+from fabricflow.units import format_size
 
 DASK_WORKERS = 16  # workers assumed when sizing units for a Dask cluster (unknown up front)
 DASK_IN_FLIGHT = 4 * DASK_WORKERS  # units submitted to Dask at a time
@@ -267,9 +269,6 @@ def check_size(spec: SweepSpec, metrics, store: Path) -> None:
         MemoryBudgetError: the bookkeeping needs more than the memory budget.
         OutputError: the store may need more than the free disk space.
     """
-    from fabricflow.memory_budget import check_memory
-    from fabricflow.units import format_size
-
     points = spec.size
     check_memory(
         points * BYTES_PER_POINT,
@@ -288,8 +287,6 @@ def check_size(spec: SweepSpec, metrics, store: Path) -> None:
 
 def _too_large(spec: SweepSpec, metrics) -> bool:
     """Whether the whole dataset would take over :data:`LAZY_FRACTION` of the budget."""
-    from fabricflow.memory_budget import memory_budget
-
     limit, _ = memory_budget()
     return spec.size * (8 * len(metrics) + 64) > LAZY_FRACTION * limit
 

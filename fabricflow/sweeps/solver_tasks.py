@@ -33,12 +33,25 @@ import os
 
 import numpy as np
 
-from fabricflow.errors import RoutingError, SpecError
+from fabricflow.dynamics.scenarios import build_scenario
+from fabricflow.dynamics.summaries import jain_fairness
+from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
+from fabricflow.fabric.fabric import Fabric
 from fabricflow.memory_budget import check_memory, memory_budget
+from fabricflow.routing.route import route
 from fabricflow.solve.maxmin.batch import max_min_batch
 from fabricflow.solve.maxmin.checked import max_min_rates
 from fabricflow.solve.maxmin.engine import max_min
 from fabricflow.solve.maxmin.entries import FlowEntries
+from fabricflow.solve.maxmin.link_views import link_utilization
+from fabricflow.traffic.patterns import (
+    alltoall_flows,
+    alltoall_groups,
+    incast_flows,
+    permutation_flows,
+    ring,
+)
+from fabricflow.units import parse_bandwidth, parse_time
 
 __all__ = [
     "CC_BATCH_KEYS",
@@ -189,8 +202,6 @@ maxmin_point.run_batch = maxmin_batch  # type: ignore[attr-defined]
 
 def _routes_for(kwargs: dict, fail: bool = True):
     """(fabric as solved, routes, options) of a point; ``fail=False``: the intact fabric."""
-    from fabricflow.fabric.fabric import Fabric
-
     unknown = sorted(set(kwargs) - _MAXMIN_ARGS)
     if unknown:
         raise SpecError(unknown[0], f"is not a maxmin argument; those are {sorted(_MAXMIN_ARGS)}")
@@ -217,8 +228,6 @@ def _routes_for(kwargs: dict, fail: bool = True):
 
 
 def _route(fabric, src, dst, options):
-    from fabricflow.routing.route import route
-
     try:
         return route(fabric, src, dst, policy=options["routing"], seed=options["seed"])
     except RoutingError as error:
@@ -231,8 +240,6 @@ def _route(fabric, src, dst, options):
 
 def _traffic(fabric, kwargs: dict, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` GPU indices of the point's traffic pattern."""
-    from fabricflow.traffic.patterns import alltoall_groups, permutation_flows, ring
-
     traffic = kwargs.get("traffic", "alltoall")
     if not isinstance(traffic, str):
         raise SpecError("traffic", f"must be one of {list(TRAFFIC)} or a file, got {traffic!r}")
@@ -318,8 +325,6 @@ def _scenario(fabric, routes, kwargs: dict, options: dict) -> _Scenario:
     capacity = fabric.capacity * _capacity_scale(fabric, kwargs.get("capacity_scale", 1.0))
     demand = kwargs.get("demand")
     if demand is not None:
-        from fabricflow.units import parse_bandwidth
-
         cap = parse_bandwidth(demand, "demand") if isinstance(demand, str) else demand
         if isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not float(cap) > 0:
             raise SpecError("demand", f"must be a rate > 0 (bytes/s or '100Gbps'), got {demand!r}")
@@ -346,9 +351,6 @@ def _capacity_scale(fabric, scale) -> np.ndarray | float:
 
 
 def _maxmin_metrics(fabric, scenario: _Scenario, rates: np.ndarray) -> dict[str, float]:
-    from fabricflow.dynamics.summaries import jain_fairness
-    from fabricflow.solve.maxmin.link_views import link_utilization
-
     capacity = scenario.capacity
     utilization = link_utilization(scenario.links, capacity, rates, scenario.coef)
     load = utilization * np.where(capacity > 0, capacity, 0)
@@ -517,7 +519,10 @@ def cc_batch(common: dict, varying: list[dict]) -> list[dict[str, float]]:
     arrays would exceed the memory budget is split in halves (estimated before any
     allocation by the simulator).
     """
+    # lazy: JAX, only when a cc point runs (maxmin sweeps and their workers never load it)
     from fabricflow.solve.cc.dcqcn import DCQCNParams
+
+    # lazy: JAX, as above
     from fabricflow.solve.parameters import stack_params
 
     if not varying:
@@ -541,8 +546,6 @@ def _fields(kwargs: dict) -> dict:
 
 def _cc_setup(common: dict) -> dict:
     """Fabric, routes, bottleneck and run settings of a cc group."""
-    from fabricflow.fabric.fabric import Fabric
-    from fabricflow.units import parse_bandwidth, parse_time
 
     def time(key, default):
         value = common.get(key, default)
@@ -555,8 +558,6 @@ def _cc_setup(common: dict) -> dict:
             "scenario", "give either scenario (a small cc scenario) or fabric + traffic"
         )
     if scenario is not None:
-        from fabricflow.dynamics.scenarios import build_scenario
-
         bandwidth = parse_bandwidth(common.get("link_bandwidth", "40Gbps"), "link_bandwidth")
         built = build_scenario(scenario, flows, bandwidth=bandwidth)
         fabric, routes, bottleneck = built.fabric, built.routes, built.bottleneck
@@ -578,9 +579,6 @@ def _cc_setup(common: dict) -> dict:
 
 
 def _cc_routes(fabric, traffic, flows: int, seed):
-    from fabricflow.routing.route import route
-    from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
-
     seed = _integer(seed, "seed", 0)
     if traffic == "incast":
         src, dst = incast_flows(fabric.num_gpus, flows, 0, seed)
@@ -595,8 +593,6 @@ def _cc_routes(fabric, traffic, flows: int, seed):
 
 def _cc_run(setup: dict, params: list, stack_params) -> list[dict[str, float]]:
     import jax
-
-    from fabricflow.errors import MemoryBudgetError
 
     devices = jax.devices()
     count = len(params)
@@ -621,7 +617,10 @@ def _cc_simulate(setup: dict, stacked, devices):
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+    # lazy: JAX, only when a cc point runs (maxmin sweeps and their workers never load it)
     from fabricflow.dynamics.congestion import prepare_fabric_run, simulate_dcqcn
+
+    # lazy: JAX, as above
     from fabricflow.solve.cc.run_cc import run_cc
 
     fabric, routes = setup["fabric"], setup["routes"]
@@ -650,8 +649,6 @@ def _cc_simulate(setup: dict, stacked, devices):
 
 
 def _cc_metrics(result, setup: dict) -> dict[str, float]:
-    from fabricflow.dynamics.summaries import jain_fairness
-
     since = result.duration / 2
     rate = result.mean_rate(since)
     window = result.time >= since

@@ -37,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fabricflow.atomic import describe_os_error, unwritable_reason
 from fabricflow.errors import OutputError, SpecError
 from fabricflow.sweeps.grid_spec import SweepSpec, spec_differences
 from fabricflow.sweeps.integrity import damage_error, inspect_store, read_array, repair_store
-from fabricflow.sweeps.store_layout import DONE, FAILED, FORMAT, PENDING, create_arrays
+from fabricflow.sweeps.store_layout import DONE, FAILED, FORMAT, PENDING, coordinate, create_arrays
 
 CREATING = ".fabricflow-creating"  # present while a store is being created
 MAX_FLUSH_S = 2.0  # results wait at most this long in memory (lost to a kill -9)
@@ -352,15 +353,11 @@ def stored_counts(path) -> dict[str, int]:
 
 
 def _os_error(path: Path, error: OSError) -> OutputError:
-    from fabricflow.atomic import describe_os_error
-
     return OutputError(f"store {str(path)!r}: {describe_os_error(error)}")
 
 
 def _check_writable(path: Path) -> None:
     """Refuse, before any point runs, a store folder that cannot take files."""
-    from fabricflow.atomic import describe_os_error, unwritable_reason
-
     reason = unwritable_reason(path)
     if reason is None:
         try:
@@ -457,8 +454,6 @@ def _read_attrs(path: Path, spec: SweepSpec, metrics, repair: bool) -> dict | No
 def _looks_like(path: Path, spec: SweepSpec) -> bool:
     """Whether the folder has the variables of ``spec``'s store with its grid values."""
     import zarr
-
-    from fabricflow.sweeps.store_layout import coordinate
 
     try:
         if list(zarr.open_array(path / "status", mode="r").shape) != list(spec.shape):

@@ -5,7 +5,7 @@ the SPEC's ``fixed`` arguments and the point's grid values, with ``fabric`` (and
 ``fabric.<path>`` key) already resolved into a :class:`~fabricflow.fabric.fabric.Fabric`.
 Built in: ``step`` (:func:`fabricflow.step_time`), ``collective``
 (:func:`fabricflow.collective_time`), ``optimize`` (:func:`fabricflow.optimize_layout`),
-``maxmin`` and ``cc`` (from :mod:`fabricflow.sweeps.solver_tasks`, imported when used), and
+``maxmin`` and ``cc`` (:mod:`fabricflow.sweeps.solver_tasks`, imported when asked for), and
 ``module:function``: any importable function returning a mapping of floats. Such a
 function may carry attributes ``metrics`` (default metric names), ``batch_keys`` and
 ``run_batch`` to opt into batching (see :class:`SweepTask`).
@@ -20,9 +20,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fabricflow.collective import make_groups
+from fabricflow.collective.timing import collective_time
 from fabricflow.errors import SpecError
+from fabricflow.layout_search.optimize import optimize_layout
 from fabricflow.sweeps.grid_spec import FABRIC_PREFIX
 from fabricflow.sweeps.overrides import fabric_for
+from fabricflow.units import parse_size
+from fabricflow.workload.calibration import as_calibration
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import step_time
 
 BUILTIN = ("step", "collective", "optimize", "maxmin", "cc")
 
@@ -78,8 +85,6 @@ _STEP_CALL = (
 
 
 def _layout_fields() -> frozenset[str]:
-    from fabricflow.workload.layout import Layout
-
     return frozenset(field.name for field in dataclasses.fields(Layout))
 
 
@@ -89,9 +94,6 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
     ``collectives``, ``seed``, ``calibration`` (a calibration file), and ``fail:
     "KIND:FRACTION"`` (cables failed first)."""
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step import step_time
-
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
     if seq is not None:
         if "seq_len" in kwargs:
@@ -145,11 +147,6 @@ def run_collective(
     ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algo``, ``protocol``,
     ``routing``, ``channels``, ``seed``, ``fail``, ``calibration`` (a calibration file:
     its network constants)."""
-    from fabricflow.collective import make_groups
-    from fabricflow.collective.timing import collective_time
-    from fabricflow.units import parse_size
-    from fabricflow.workload.calibration import as_calibration
-
     calibration = as_calibration(kwargs.pop("calibration", None))
     if calibration is not None:
         kwargs["cost"] = calibration.cost_model()
@@ -187,8 +184,6 @@ def run_optimize(
 ):
     """One :func:`~fabricflow.layout_search.optimize.optimize_layout`; metrics: the best layout's
     step time, MFU, tokens per GPU-second, memory, and its knobs as ``best_<knob>``."""
-    from fabricflow.layout_search.optimize import optimize_layout
-
     if (seq is None) == (seq_len is None):
         raise SpecError("seq", "give seq (or seq_len), once")
     fabric = _failed(fabric, fail, kwargs.get("seed", 0))
@@ -287,16 +282,18 @@ def get_task(name: str) -> SweepTask:
             required=frozenset({"fabric", "model", "gpu", "gpus", "global_batch"}),
         )
     if name in ("maxmin", "cc"):
-        module = _import("fabricflow.sweeps.solver_tasks", name)
+        # lazy: xarray (and JAX in a cc point) load only in sweeps of the solver tasks
+        from fabricflow.sweeps import solver_tasks
+
         prefix = name.upper()
         return SweepTask(
             name,
-            getattr(module, f"{name}_point"),
-            tuple(getattr(module, f"{prefix}_METRICS")),
-            frozenset(getattr(module, f"{prefix}_BATCH_KEYS")),
-            getattr(module, f"{name}_batch"),
+            getattr(solver_tasks, f"{name}_point"),
+            tuple(getattr(solver_tasks, f"{prefix}_METRICS")),
+            frozenset(getattr(solver_tasks, f"{prefix}_BATCH_KEYS")),
+            getattr(solver_tasks, f"{name}_batch"),
             # checked before any point runs: a typo is bad input (exit 2), not a failed point
-            arguments=getattr(module, f"_{prefix}_ARGS"),
+            arguments=getattr(solver_tasks, f"_{prefix}_ARGS"),
         )
     if ":" in name:
         module_name, _, function_name = name.partition(":")
