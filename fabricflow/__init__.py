@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "max_min_solution": "fabricflow.solve.maxmin.checked",
     "certify_max_min": "fabricflow.solve.maxmin.certificate",
     "Certificate": "fabricflow.solve.maxmin.certificate",
-    "SolverStatus": "fabricflow.solve.status:Status",
+    "SolverStatus": "fabricflow.solve.status",
     # flow completion
     "complete_flows": "fabricflow.solve.completion",
     "Completion": "fabricflow.solve.completion",
@@ -294,7 +294,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from fabricflow.solve.maxmin.checked import max_min_rates, max_min_solution
     from fabricflow.solve.packet.overheads import PacketParams
     from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.solve.status import Status as SolverStatus
+    from fabricflow.solve.status import SolverStatus
     from fabricflow.sweeps.run import sweep
     from fabricflow.traffic.htsim import read_connection_matrix
     from fabricflow.units import parse_bandwidth, parse_size, parse_time

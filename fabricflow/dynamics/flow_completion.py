@@ -270,7 +270,7 @@ def _lossless_transfer(
     from fabricflow.errors import SolverError
     from fabricflow.solve.packet.pfc_queues import simulate_lossless
     from fabricflow.solve.packet.queue_structure import build_groups
-    from fabricflow.solve.status import Status
+    from fabricflow.solve.status import SolverStatus
 
     dt, max_steps = loop
     xoff = float(np.max(pfc_params.xoff))
@@ -315,8 +315,8 @@ def _lossless_transfer(
                 pause_delay=2 * latency,
             )
         )
-    status = Status(int(run.status))
-    if status != Status.CONVERGED:
+    status = SolverStatus(int(run.status))
+    if status != SolverStatus.CONVERGED:
         raise SolverError(
             f"flow_completion_times: the PFC engine stopped after {int(run.steps)} steps of "
             f"{dt:.3g} s: {status.message.replace('max_iters', 'max_steps')}"

@@ -47,7 +47,7 @@ from fabricflow.solve.maxmin.inputs import (
     check_values,
 )
 from fabricflow.solve.maxmin.scaling import as_output_dtype, range_scaling
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 
 __all__ = ["Completion", "complete_flows"]
@@ -62,7 +62,7 @@ class Completion(NamedTuple):
         finish_time: ``[F]`` absolute seconds (``inf`` for flows that never finish).
         events: int: max-min solves run (one per event or window).
         rounds: int: water-filling rounds over all solves.
-        status: int :class:`~fabricflow.solve.status.Status` code.
+        status: int :class:`~fabricflow.solve.status.SolverStatus` code.
         elapsed: float64 ``[F]`` seconds from each flow's start to its finish (its
             completion time, at full resolution whatever the start; ``inf`` unfinished).
         method: the backend that ran (``"numpy"`` or ``"jax"``).
@@ -235,8 +235,8 @@ def _completion(result, merged, start, staggered, out_dtype, scaling, backend, t
         inverse, share = merged[5], merged[7]
         elapsed, remaining = elapsed[inverse], remaining[inverse] * share
     finish = np.where(np.isfinite(elapsed), start + elapsed, np.inf)
-    status = Status(result.status)
-    if status != Status.CONVERGED:
+    status = SolverStatus(result.status)
+    if status != SolverStatus.CONVERGED:
         if throw:
             # The loop bound of complete_flows is max_events, not max_iters.
             message = status.message.replace("raise max_iters", "raise max_events")
