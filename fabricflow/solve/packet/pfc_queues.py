@@ -503,7 +503,8 @@ def _simulate(
     # one step of lag per hop after the first (the fluid's store-and-forward)
     finish = state.finish - (flow_hops - 1).astype(dtype) * dt
     unfinished = jnp.any(jnp.isinf(finish)) | jnp.any(jnp.isinf(ack_done))
-    status = jnp.where(unfinished, SolverStatus.MAX_ITERS_REACHED, SolverStatus.CONVERGED).astype(jnp.int32)
+    status = jnp.where(unfinished, SolverStatus.MAX_ITERS_REACHED, SolverStatus.CONVERGED)
+    status = status.astype(jnp.int32)
     status = jnp.where(jnp.all(jnp.isfinite(size)), status, SolverStatus.NONFINITE)
     fraction = state.paused_steps / jnp.maximum(state.n, 1).astype(dtype)
     return QueueRun(finish, ack_wait, state.n, fraction, status)
