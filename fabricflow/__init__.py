@@ -48,8 +48,8 @@ _EXPORTS: dict[str, str] = {
     "Certificate": "fabricflow.solve.maxmin.certificate",
     "SolverStatus": "fabricflow.solve.status",
     # flow completion
-    "complete_flows": "fabricflow.solve.completion",
-    "Completion": "fabricflow.solve.completion",
+    "max_min_completion": "fabricflow.solve.completion",
+    "MaxMinCompletion": "fabricflow.solve.completion",
     "flow_completion_times": "fabricflow.dynamics.flow_completion",
     "FlowTimes": "fabricflow.dynamics.flow_completion",
     "PacketParams": "fabricflow.solve.packet.overheads",
@@ -139,7 +139,6 @@ __all__ = [
     "Certificate",
     "ClusterRun",
     "CollectiveResult",
-    "Completion",
     "DCQCNParams",
     "DesignSearch",
     "Fabric",
@@ -150,6 +149,7 @@ __all__ = [
     "Interval",
     "Layout",
     "LayoutSearch",
+    "MaxMinCompletion",
     "MemoryBudgetError",
     "ModelSpec",
     "OutputError",
@@ -173,7 +173,6 @@ __all__ = [
     "capacity_sensitivity",
     "certify_max_min",
     "collective_time",
-    "complete_flows",
     "dcqcn_fixed_point",
     "dcqcn_linear_stability",
     "design_fabric",
@@ -189,6 +188,7 @@ __all__ = [
     "load_model",
     "load_stack",
     "load_trace",
+    "max_min_completion",
     "max_min_rates",
     "max_min_solution",
     "memory_per_gpu",
@@ -289,7 +289,7 @@ if TYPE_CHECKING:  # real imports for type checkers and IDEs; never run
     from fabricflow.solve.cc.dcqcn import DCQCNParams
     from fabricflow.solve.cc.dcqcn_analysis import dcqcn_fixed_point, dcqcn_linear_stability
     from fabricflow.solve.cc.result import CCResult
-    from fabricflow.solve.completion import Completion, complete_flows
+    from fabricflow.solve.completion import MaxMinCompletion, max_min_completion
     from fabricflow.solve.maxmin.certificate import Certificate, certify_max_min
     from fabricflow.solve.maxmin.checked import max_min_rates, max_min_solution
     from fabricflow.solve.packet.overheads import PacketParams

@@ -38,7 +38,7 @@ def test_max_min_rates_refuses_truthy_strings(option):
 @pytest.mark.parametrize("option", ["throw", "merge"])
 def test_complete_flows_refuses_truthy_strings(option):
     with pytest.raises(SpecError) as info:
-        ff.complete_flows(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], **{option: "no"})
+        ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], **{option: "no"})
     assert info.value.field == option
 
 
@@ -62,13 +62,13 @@ def test_collective_refuses_a_string_rail_aware():
 
 def test_complete_flows_refuses_a_2d_size():
     with pytest.raises(SpecError) as info:
-        ff.complete_flows([[0], [0]], [1.0], np.ones((2, 2)))
+        ff.max_min_completion([[0], [0]], [1.0], np.ones((2, 2)))
     assert info.value.field == "size"
 
 
 def test_complete_flows_refuses_a_2d_start():
     with pytest.raises(SpecError) as info:
-        ff.complete_flows([[0], [0]], [1.0], [1.0, 1.0], start=np.zeros((3, 2)))
+        ff.max_min_completion([[0], [0]], [1.0], [1.0, 1.0], start=np.zeros((3, 2)))
     assert info.value.field == "start"
 
 
@@ -83,7 +83,7 @@ def test_batch_mismatch_blames_the_disagreeing_input():
 
 def test_complete_flows_event_bound_names_max_events():
     with pytest.raises(SolverError, match="raise max_events") as info:
-        ff.complete_flows(PARKING_LOT, [1.0, 3.0], [1.0, 2.0, 3.0], max_events=1)
+        ff.max_min_completion(PARKING_LOT, [1.0, 3.0], [1.0, 2.0, 3.0], max_events=1)
     assert "max_iters" not in str(info.value)
 
 

@@ -159,7 +159,7 @@ def test_step_deprecated_backend_is_mapped_with_a_note(capsys):
     assert "--collectives auto is deprecated; use --collectives fabric" in err
 
 
-# ------------------------------------------------ complete_flows: range and tolerances
+# ------------------------------------------------ max_min_completion: range and tolerances
 
 
 @pytest.mark.parametrize(
@@ -170,15 +170,15 @@ def test_completion_of_any_magnitude_matches_the_float64_reference(capacity_scal
     capacity = np.array([1.0, 3.0]) * capacity_scale
     size = np.array([1.0, 2.0, 5.0]) * size_scale
     start = np.array([0.0, 0.5, 0.1]) * size_scale / capacity_scale
-    result = ff.complete_flows(PARKING_LOT, capacity, size, start=start)
+    result = ff.max_min_completion(PARKING_LOT, capacity, size, start=start)
     expected = fluid_completion(PARKING_LOT, capacity, size, start)
     assert np.all(np.isfinite(result.finish_time)) and np.all(result.finish_time > 0)
     np.testing.assert_allclose(result.finish_time, expected, rtol=1e-6)
 
 
 def test_completion_keeps_float32_for_ordinary_inputs_and_huge_starts_in_float64():
-    assert ff.complete_flows(PARKING_LOT, [1e9, 2e9], [1e6] * 3).finish_time.dtype == np.float32
-    late = ff.complete_flows([[0]], [1.0], [1.0], start=[1e39]).finish_time
+    assert ff.max_min_completion(PARKING_LOT, [1e9, 2e9], [1e6] * 3).finish_time.dtype == np.float32
+    late = ff.max_min_completion([[0]], [1.0], [1.0], start=[1e39]).finish_time
     assert late.dtype == np.float64 and np.isfinite(late[0])
     np.testing.assert_allclose(late, [1e39], rtol=1e-12)
 
@@ -186,18 +186,18 @@ def test_completion_keeps_float32_for_ordinary_inputs_and_huge_starts_in_float64
 @pytest.mark.parametrize("rtol", [1.0, -1e-9, float("nan"), True, "1e-6"])
 def test_completion_rtol_is_checked_like_max_min_rates(rtol):
     expected = _raises_named(lambda: ff.max_min_rates([[0]], [1.0], rtol=rtol), "rtol")
-    got = _raises_named(lambda: ff.complete_flows([[0]], [1.0], [1.0], rtol=rtol), "rtol")
+    got = _raises_named(lambda: ff.max_min_completion([[0]], [1.0], [1.0], rtol=rtol), "rtol")
     assert str(got) == str(expected)
 
 
 @pytest.mark.parametrize("bound", [0, -1, 2**31, 1.5, True, "10"])
 def test_completion_max_events_is_checked_like_max_iters(bound):
-    error = _raises_named(lambda: ff.complete_flows([[0]], [1.0], [1.0], max_events=bound), "")
+    error = _raises_named(lambda: ff.max_min_completion([[0]], [1.0], [1.0], max_events=bound), "")
     assert error.field == "max_events" and "1..2147483647" in str(error)
 
 
 def test_completion_rtol_is_used():
-    loose = ff.complete_flows(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], rtol=1e-4)
+    loose = ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], rtol=1e-4)
     np.testing.assert_allclose(loose.finish_time, [2.0, 2.0, 2.0], rtol=1e-5)
 
 
@@ -312,7 +312,7 @@ def test_certify_max_min_judges_bad_rates_instead_of_crashing():
 def test_complete_flows_bad_inputs(kwargs, field):
     kwargs = {"capacity": [1.0, 1.0], **kwargs}
     capacity = kwargs.pop("capacity")
-    _raises_named(lambda: ff.complete_flows(PARKING_LOT, capacity, **kwargs), field, SpecError)
+    _raises_named(lambda: ff.max_min_completion(PARKING_LOT, capacity, **kwargs), field, SpecError)
 
 
 def test_solver_edge_inputs_give_the_reference_answer():
@@ -327,9 +327,9 @@ def test_solver_edge_inputs_give_the_reference_answer():
         progressive_filling(uint_links.astype(np.int64), [1.0, 3.0]),
         rtol=1e-6,
     )
-    zero = ff.complete_flows(PARKING_LOT, [1.0, 1.0], [0.0, 0.0, 0.0])
+    zero = ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [0.0, 0.0, 0.0])
     np.testing.assert_array_equal(zero.finish_time, [0.0, 0.0, 0.0])
-    blocked = ff.complete_flows(PARKING_LOT, [0.0, 1.0], [1.0, 1.0, 1.0])
+    blocked = ff.max_min_completion(PARKING_LOT, [0.0, 1.0], [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(blocked.finish_time, [np.inf, np.inf, 1.0])
 
 

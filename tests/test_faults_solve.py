@@ -113,7 +113,7 @@ def test_invalid_max_iters_is_refused(max_iters):
 )
 def test_completion_checks_its_bounds(options, field):
     with pytest.raises(SpecError) as error:
-        ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0], **options)
+        ff.max_min_completion([[0], [0]], [1.0], [1.0, 2.0], **options)
     assert error.value.field == field
 
 

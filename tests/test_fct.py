@@ -100,7 +100,7 @@ def test_fluid_is_the_max_min_engine_plus_latency():
     size = np.linspace(1e5, 2e6, 16)
     start = np.linspace(0, 20e-6, 16)
     times = ff.flow_completion_times(fabric, routes, size, start=start)
-    engine = ff.complete_flows(routes.links, fabric.capacity, size, start=start)
+    engine = ff.max_min_completion(routes.links, fabric.capacity, size, start=start)
     latency = np.where(routes.links >= 0, fabric.latency[routes.links], 0).sum(axis=1)
     np.testing.assert_array_equal(times.delivered, engine.elapsed + latency)
     np.testing.assert_allclose(engine.finish_time, start + engine.elapsed, rtol=1e-6)

@@ -25,7 +25,7 @@ model; its other phases keep their isolated times.
 Held rates overstate the contention when the background finishes first and releases its
 bandwidth: when the flows' finish times at the joint rates differ by more than
 :data:`RELEASE_RTOL`, the union is replayed with its bytes by the event-driven fluid
-model of :func:`~fabricflow.solve.completion.complete_flows` (rates re-solved as flows
+model of :func:`~fabricflow.solve.completion.max_min_completion` (rates re-solved as flows
 finish, in batched windows; a background collective counts as many times as its dimension
 issues it during the member), and that answer is used when it differs from the held
 rates' by more than :data:`RELEASE_RTOL`. A member is never credited with finishing
@@ -48,7 +48,7 @@ from fabricflow.collective.flow_rates import SolvedPhase, fair_rates
 from fabricflow.collective.timing import PreparedCollective
 from fabricflow.errors import MemoryBudgetError
 from fabricflow.memory_budget import check_memory
-from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.completion import max_min_completion
 from fabricflow.solve.completion_loop import subset_key
 from fabricflow.solve.maxmin.entries import FlowEntries
 
@@ -353,7 +353,7 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     alone = np.zeros(size.size)
     alone[mine] = member.sp.rate.reshape(-1)[union.flows[mine]]
     background = ~mine[moving]
-    done = complete_flows(
+    done = max_min_completion(
         union.entries.select(moving),
         member.prepared.capacity,
         size[moving],

@@ -1,7 +1,7 @@
 """``ff.flow_completion_times``: per-flow completion times at fluid or packet fidelity.
 
 ``fidelity="fluid"`` is the max-min event engine
-(:func:`fabricflow.solve.completion.complete_flows`, unchanged) plus propagation.
+(:func:`fabricflow.solve.completion.max_min_completion`, unchanged) plus propagation.
 ``fidelity="packet"`` adds the packet-level effects that make a packet simulator's flows
 slower, each a separate, physical mechanism (docs/fct.md):
 
@@ -129,7 +129,7 @@ def flow_completion_times(
         arbitration: how a switch egress of the PFC engine orders transit packets:
             ``"fifo"`` (default: one output queue, the shared-buffer switches of RoCE
             fabrics) or ``"round_robin"`` (one queue per input port, served in turn).
-        mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`).
+        mode, eps: of the max-min engine (:func:`~fabricflow.max_min_completion`).
         dt: step of the PFC engine in seconds (default one ``mtu`` packet's time on the
             fastest link used). max_steps: its loop bound.
 
@@ -142,7 +142,7 @@ def flow_completion_times(
             multipath routes (``coef``) with the PFC engine, which follows one path per
             flow.
     """
-    from fabricflow.solve.completion import complete_flows
+    from fabricflow.solve.completion import max_min_completion
 
     began = time.perf_counter()
     if fidelity not in FIDELITIES:
@@ -184,7 +184,9 @@ def flow_completion_times(
     weight = np.asarray(routes.coef, np.float64) if split else None
     costs = path_costs(links, capacity, latency, first, params, reverse, weight)
     solve_began = time.perf_counter()
-    fair = complete_flows(links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps)
+    fair = max_min_completion(
+        links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps
+    )
     fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
     events = int(fair.events)
     transfer = fair_time
