@@ -31,7 +31,7 @@ from fabricflow.solve.packet.queue_structure import ARBITRATIONS
 from fabricflow.solve.pfc.params import PFCParams
 
 FIDELITIES = ("fluid", "packet")
-CC_CHOICES = ("none", "dcqcn")
+CC_CHOICES = (None, "dcqcn")
 MECHANISMS = ("latency", "serialization", "bandwidth_share", "pfc_hol")
 
 
@@ -98,7 +98,7 @@ def flow_completion_times(
     start=None,
     fidelity: str = "fluid",
     pfc: bool | PFCParams = True,
-    cc: str = "none",
+    cc: str | None = None,
     packet: PacketParams | None = None,
     arbitration: str = "fifo",
     mode: str = "exact",
@@ -123,7 +123,8 @@ def flow_completion_times(
             a lossy fabric without congestion control drops packets, and retransmission
             is not modeled. The fluid fidelity has no packets: ``pfc`` and ``cc`` do
             not change it.
-        cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
+        cc: ``None`` (no congestion control: senders at line rate, paced only by PFC) or
+            ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
             packets, 64-B headers, 64-B ACKs); packet fidelity only.
         arbitration: how a switch egress of the PFC engine orders transit packets:
@@ -158,7 +159,7 @@ def flow_completion_times(
         pfc_params = PFCParams()
     else:
         raise SpecError("pfc", f"must be True, False or a PFCParams, got {pfc!r}")
-    if fidelity == "packet" and not pfc and cc == "none":
+    if fidelity == "packet" and not pfc and cc is None:
         raise SpecError(
             "pfc",
             "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
@@ -192,11 +193,11 @@ def flow_completion_times(
     transfer = fair_time
     ack_queueing = np.zeros(num_flows)
     pfc_info: dict = {}
-    if packet_mode and cc == "none":
+    if packet_mode and cc is None:
         if routes.coef is not None:
             raise SpecError(
                 "routes",
-                "the PFC engine (packet fidelity, cc 'none') follows one path per flow; "
+                "the PFC engine (packet fidelity, cc None) follows one path per flow; "
                 "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
             )
         transfer, ack_queueing, events, pfc_info = _lossless_transfer(
@@ -246,7 +247,7 @@ def flow_completion_times(
         "mtu_bytes": params.mtu if packet_mode else None,
         "header_bytes": params.header if packet_mode else None,
         "ack_bytes": params.ack_bytes if packet_mode else None,
-        "arbitration": arbitration if packet_mode and cc == "none" else None,
+        "arbitration": arbitration if packet_mode and cc is None else None,
     }
     settings.update(pfc_info)
     seconds = {"solve": solve_s, "total": time.perf_counter() - began}
