@@ -413,9 +413,9 @@ def test_fabric_changes_bad_inputs(fabric, change, field):
     ("op", "groups", "size", "options", "field"),
     [
         ("allreduce_x", [list(range(8))], 1e6, {}, "op"),
-        ("all_reduce", [list(range(8))], float("nan"), {}, "size_bytes"),
-        ("all_reduce", [list(range(8))], -1.0, {}, "size_bytes"),
-        ("all_reduce", [list(range(8))], float("inf"), {}, "size_bytes"),
+        ("all_reduce", [list(range(8))], float("nan"), {}, "size: "),
+        ("all_reduce", [list(range(8))], -1.0, {}, "size: "),
+        ("all_reduce", [list(range(8))], float("inf"), {}, "size: "),
         ("all_reduce", [[0, 0, 1, 2]], 1e6, {}, "groups"),
         ("all_reduce", [[0, 1024]], 1e6, {}, "groups"),
         ("all_reduce", [[0]], 1e6, {}, "groups"),
@@ -826,10 +826,10 @@ def test_alltoall_traffic_is_checked_against_the_memory_budget(monkeypatch):
 @pytest.mark.parametrize(
     ("op", "groups", "size", "field"),
     [
-        ("all_reduce", np.arange(16).reshape(2, 8), -5.0, "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), float("nan"), "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), "1MB", "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), True, "size_bytes"),
+        ("all_reduce", np.arange(16).reshape(2, 8), -5.0, "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), float("nan"), "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), "1MB", "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), True, "size: "),
         ("all_reduce", np.arange(8), 1e6, "groups"),
         ("all_reduce", [[0, 5000]], 1e6, "groups"),
         ("all_reduce", [[0, 1], [2]], 1e6, "groups"),

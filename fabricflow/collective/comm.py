@@ -73,19 +73,19 @@ def resolve_backend(backend: str, *, field: str = "backend", stacklevel: int = 3
 
 
 def collective_seconds(
-    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *, backend: str = "fabric"
+    fabric: Fabric, op: str, groups: np.ndarray, size: float, *, backend: str = "fabric"
 ) -> np.ndarray:
-    """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
+    """Seconds ``[num_groups]`` of ``op`` of ``size`` on every group, run concurrently.
 
     Args:
         fabric: the network.
         op: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all`` or ``sendrecv``.
         groups: int ``[num_groups, group_size]`` GPU indices.
-        size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
+        size: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
         backend: ``fabric`` (flows on the fabric, max-min shared) or ``alpha-beta`` (the
             analytic :func:`~.alpha_beta.alpha_beta_estimate`, no contention).
     """
-    return collective_timer(fabric, op, groups, backend=resolve_backend(backend))(size_bytes)
+    return collective_timer(fabric, op, groups, backend=resolve_backend(backend))(size)
 
 
 def collective_timer(
@@ -102,7 +102,7 @@ def collective_timer(
     cc: str | None = None,
     cost: CostModel = DEFAULT_COST,
 ):
-    """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
+    """A function ``size -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once per process for
     each (fabric, op, groups, ``algo``, ``seed``) (:func:`prepared_collective`); each size is
@@ -122,8 +122,8 @@ def collective_timer(
     backend = resolve_backend(backend, stacklevel=4)
     if groups.shape[1] < 2:  # one rank per group: nothing to communicate
 
-        def nothing(size_bytes: float) -> np.ndarray:
-            _check_size(size_bytes)
+        def nothing(size: float) -> np.ndarray:
+            _check_size(size)
             return np.zeros(groups.shape[0])
 
         nothing.collective = None  # type: ignore[attr-defined]
@@ -134,9 +134,9 @@ def collective_timer(
                 "op", f"the alpha-beta estimate knows {list(ALPHA_BETA_OPS)}, got {op!r}"
             )
 
-        def estimate(size_bytes: float) -> np.ndarray:
+        def estimate(size: float) -> np.ndarray:
             return alpha_beta_estimate(
-                fabric, op, groups, _check_size(size_bytes), field=field, fingerprint=fingerprint
+                fabric, op, groups, _check_size(size), field=field, fingerprint=fingerprint
             )
 
         estimate.collective = None  # type: ignore[attr-defined]
@@ -154,10 +154,10 @@ def collective_timer(
     )
     prepared = solved.prepared
 
-    def timed(size_bytes: float) -> np.ndarray:
-        if _check_size(size_bytes) == 0:
+    def timed(size: float) -> np.ndarray:
+        if _check_size(size) == 0:
             return np.zeros(groups.shape[0])
-        return solved(size_bytes)
+        return solved(size)
 
     timed.collective = prepared  # type: ignore[attr-defined]
     return timed
@@ -184,16 +184,16 @@ def _check_groups(fabric: Fabric, groups) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def _check_size(size_bytes) -> float:
-    """``size_bytes`` as a float: a real number, finite and >= 0 (SpecError otherwise)."""
+def _check_size(size) -> float:
+    """``size`` as a float: a real number, finite and >= 0 (SpecError otherwise)."""
     if (
-        isinstance(size_bytes, bool)
-        or not isinstance(size_bytes, numbers.Real)
-        or not math.isfinite(size_bytes)
-        or size_bytes < 0
+        isinstance(size, bool)
+        or not isinstance(size, numbers.Real)
+        or not math.isfinite(size)
+        or size < 0
     ):
-        raise SpecError("size_bytes", f"must be a finite number of bytes >= 0, got {size_bytes!r}")
-    return float(size_bytes)
+        raise SpecError("size", f"must be a finite number of bytes >= 0, got {size!r}")
+    return float(size)
 
 
 # The collectives each parallel dimension runs (step model), for ``algorithms`` checks.
@@ -348,16 +348,16 @@ class CollectiveCache:
             *(() if self.cost is DEFAULT_COST else (("cost", self.cost.key()),)),
         )
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+    def slowest(self, name: str, op: str, size: float) -> float:
         """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
-        key = (name, op, float(size_bytes))
+        key = (name, op, float(size))
         if key not in self._times:
-            times = self._timer(name, op)(size_bytes)
+            times = self._timer(name, op)(size)
             self._times[key] = float(times.max()) if times.size else 0.0
         return self._times[key]
 
     def asked(self) -> dict[tuple, float]:
-        """``{(name, op, size_bytes): slowest-group seconds}`` of every time asked so far."""
+        """``{(name, op, size): slowest-group seconds}`` of every time asked so far."""
         return dict(self._times)
 
     def collective(self, name: str, op: str):

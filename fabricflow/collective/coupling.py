@@ -411,11 +411,11 @@ class CoupledTimes:
         """As :meth:`~.comm.CollectiveCache.prepare_many` (the collectives alone)."""
         self.cache.prepare_many(pairs)
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+    def slowest(self, name: str, op: str, size: float) -> float:
         window = self.window_of(name, op)
         if window is None:
-            return self.cache.slowest(name, op, size_bytes)
-        member = (name, op, float(size_bytes))
+            return self.cache.slowest(name, op, size)
+        member = (name, op, float(size))
         others = [item for dim, item in self.background[window].items() if dim != name]
         alone = self.cache.slowest(*member)
         counts = []

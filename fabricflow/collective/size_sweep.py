@@ -51,8 +51,8 @@ def table_rows(results: list[CollectiveResult]) -> list[dict]:
     for result in results:
         rows.append(
             {
-                "bytes": int(round(result.size_bytes)),
-                "count": int(result.size_bytes // ELEMENT_BYTES),
+                "bytes": int(round(result.size)),
+                "count": int(result.size // ELEMENT_BYTES),
                 "time_s": result.time_s,
                 "time_us": result.time_s * 1e6,
                 "algbw_GBps": result.algbw_Bps / 1e9,

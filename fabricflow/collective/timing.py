@@ -47,11 +47,11 @@ MAX_CHANNELS = 64
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CollectiveResult:
-    """Time of one collective of ``size_bytes`` run by all groups at once.
+    """Time of one collective of ``size`` run by all groups at once.
 
     Attributes:
         op, algo, protocol: what ran (``algo``/``protocol`` as chosen by ``auto``).
-        size_bytes: ``S`` in nccl-tests' convention (see :mod:`.ops`).
+        size: ``S`` in nccl-tests' convention (see :mod:`.ops`).
         group_size: ranks per group ``n``.
         group_time_s: float64 ``[num_groups]`` seconds per group.
         time_s: the slowest group's time (the job waits for it).
@@ -69,7 +69,7 @@ class CollectiveResult:
     op: str
     algo: str
     protocol: str
-    size_bytes: float
+    size: float
     group_size: int
     group_time_s: np.ndarray
     time_s: float
@@ -88,7 +88,7 @@ class CollectiveResult:
     @property
     def algbw_Bps(self) -> float:
         """``S / t`` of the slowest group, bytes/s."""
-        return self.size_bytes / self.time_s if self.time_s > 0 else float("inf")
+        return self.size / self.time_s if self.time_s > 0 else float("inf")
 
     @property
     def busbw_Bps(self) -> float:
@@ -101,7 +101,7 @@ class CollectiveResult:
             "op": self.op,
             "algo": self.algo,
             "protocol": self.protocol,
-            "bytes": self.size_bytes,
+            "bytes": self.size,
             "group_size": self.group_size,
             "num_groups": self.num_groups,
             "time_s": self.time_s,
@@ -307,7 +307,7 @@ class PreparedCollective:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
         sizes = _as_sizes(sizes)
         if sizes.ndim != 1 or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
-            raise SpecError("size_bytes", f"sizes must be finite and >= 0 bytes, got {sizes}")
+            raise SpecError("size", f"sizes must be finite and >= 0 bytes, got {sizes}")
         options = []  # (label, solved, protocol, group_times [K, G], per-phase [P, K, G])
         for solved in self.solved:
             for protocol in solved.protocols:
@@ -345,7 +345,7 @@ class PreparedCollective:
                     op=self.op,
                     algo=solved.algorithm.name,
                     protocol=protocol,
-                    size_bytes=float(size),
+                    size=float(size),
                     group_size=int(self.groups.shape[1]),
                     group_time_s=group_time,
                     time_s=float(group_time[worst]),
@@ -505,7 +505,7 @@ def collective_time(
     fabric: Fabric,
     op: str,
     groups: GroupsLike,
-    size_bytes: float,
+    size: float,
     *,
     algo: str = "auto",
     protocol: str = "auto",
@@ -518,7 +518,7 @@ def collective_time(
     progress: Callable[[str], None] | None = None,
     cc=None,
 ) -> CollectiveResult:
-    """Time of collective ``op`` of ``size_bytes`` run by all ``groups`` at once on ``fabric``.
+    """Time of collective ``op`` of ``size`` run by all ``groups`` at once on ``fabric``.
 
     All groups' flows share the fabric (max-min fair rates), so concurrent groups slow
     each other down where their routes meet; the result gives every group's time, the
@@ -530,7 +530,7 @@ def collective_time(
             ``broadcast`` or ``sendrecv`` (NCCL / nccl-tests spellings accepted).
         groups: int ``[num_groups, group_size]`` GPU indices, one row per communicator
             (a single list = one group). Rank 0 of a row is the broadcast root.
-        size_bytes: ``S`` in bytes, as nccl-tests counts it (:mod:`fabricflow.collective.ops`).
+        size: ``S`` in bytes, as nccl-tests counts it (:mod:`fabricflow.collective.ops`).
         algo: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
@@ -579,10 +579,10 @@ def collective_time(
         >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algo="ring")
         >>> round(r.busbw_Bps / 1e9)        # ~370 GB/s, as measured on a DGX H100
     """
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real):
+    if isinstance(size, bool) or not isinstance(size, numbers.Real):
         raise SpecError(
-            "size_bytes",
-            f"must be one number of bytes, got {size_bytes!r} (for many sizes use "
+            "size",
+            f"must be one number of bytes, got {size!r} (for many sizes use "
             "PreparedCollective(...).evaluate(sizes))",
         )
     if cc is not None:
@@ -605,7 +605,7 @@ def collective_time(
         solver=solver,
         progress=progress,
     )
-    return prepared.evaluate([size_bytes])[0]
+    return prepared.evaluate([size])[0]
 
 
 def _as_sizes(sizes) -> np.ndarray:
@@ -614,5 +614,5 @@ def _as_sizes(sizes) -> np.ndarray:
     if any(
         isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real) for v in values.ravel()
     ):
-        raise SpecError("size_bytes", f"sizes must be numbers of bytes, got {sizes!r}")
+        raise SpecError("size", f"sizes must be numbers of bytes, got {sizes!r}")
     return values.astype(np.float64)

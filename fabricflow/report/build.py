@@ -635,16 +635,16 @@ def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
     return out
 
 
-def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str]:
+def collective_utilization(prepared, size: float) -> tuple[np.ndarray, str]:
     """float64 ``[L]`` peak utilization (load / payload capacity, max over phases) of the
-    algorithm the collective model picks at ``size_bytes``, and that algorithm's name.
+    algorithm the collective model picks at ``size``, and that algorithm's name.
 
     Every link the flows cross has its load: under ``adaptive`` routing, whose routes
     list one representative link per set of equal-cost links (each carrying the same
     load), every link of the set gets its representative's
     (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
     """
-    chosen = prepared.evaluate([size_bytes])[0]
+    chosen = prepared.evaluate([size])[0]
     solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
     capacity = prepared.capacity
     peak = np.zeros(capacity.shape[0])

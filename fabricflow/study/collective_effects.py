@@ -66,19 +66,17 @@ def ecmp_vs_spray(
     groups,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
+    size: float = 2**30,
     algo: str = "ring",
     seeds=(0, 1, 2, 3),
 ) -> dict:
     """Bus bandwidth (bytes/s, slowest group) with ECMP for several hash seeds, and with
     an even split over all equal-cost paths (``spray``)."""
     ecmp = [
-        collective_time(
-            fabric, op, groups, size_bytes, algo=algo, routing="ecmp", seed=seed
-        ).busbw_Bps
+        collective_time(fabric, op, groups, size, algo=algo, routing="ecmp", seed=seed).busbw_Bps
         for seed in seeds
     ]
-    spray = collective_time(fabric, op, groups, size_bytes, algo=algo, routing="spray").busbw_Bps
+    spray = collective_time(fabric, op, groups, size, algo=algo, routing="spray").busbw_Bps
     return {"ecmp_Bps": np.asarray(ecmp), "spray_Bps": float(spray)}
 
 
@@ -95,7 +93,7 @@ def node_pairs(num_gpus: int, *, shift: int, gpus_per_node: int = 8) -> np.ndarr
 
 
 def attachment_comparison(
-    fabrics: dict, *, size_bytes: float = 2**28, shifts=(0, 1), routing: str = "spray"
+    fabrics: dict, *, size: float = 2**28, shifts=(0, 1), routing: str = "spray"
 ) -> dict:
     """``{fabric label: {shift: sendrecv busbw (bytes/s)}}`` for node-pair traffic on each
     fabric (see :func:`node_pairs`): all pairs run at once; ``spray`` routing by default so
@@ -107,7 +105,7 @@ def attachment_comparison(
                 fabric,
                 "sendrecv",
                 node_pairs(fabric.num_gpus, shift=shift),
-                size_bytes,
+                size,
                 algo="direct",
                 routing=routing,
             ).busbw_Bps
@@ -117,7 +115,7 @@ def attachment_comparison(
 
 
 def alltoall_attachment(
-    fabrics: dict, *, group_size: int = 64, size_bytes: float = 2**28, routing: str = "spray"
+    fabrics: dict, *, group_size: int = 64, size: float = 2**28, routing: str = "spray"
 ) -> dict:
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
@@ -129,7 +127,7 @@ def alltoall_attachment(
         groups = make_groups(fabric.num_gpus, group_size)
         out[label] = {
             algo: collective_time(
-                fabric, "all_to_all", groups, size_bytes, algo=algo, routing=routing
+                fabric, "all_to_all", groups, size, algo=algo, routing=routing
             ).busbw_Bps
             for algo in ("direct", "hierarchical")
         }
@@ -141,7 +139,7 @@ def failed_link_effect(
     groups,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
+    size: float = 2**30,
     algo: str = "ring",
     routing: str = "spray",
     link_kind: str = "leaf",
@@ -162,7 +160,7 @@ def failed_link_effect(
     candidates = fabric.links_of_kind(link_kind)
     for step in range(max_failed + 1):
         prepared = prepare_collective(current, op, groups, algo=algo, routing=routing)
-        result = prepared.evaluate([size_bytes])[0]
+        result = prepared.evaluate([size])[0]
         busbw.append(result.busbw_Bps)
         counts.append(step)
         if step == max_failed:
@@ -202,7 +200,7 @@ def shared_jobs(
     jobs: list,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
+    size: float = 2**30,
     algo: str = "ring",
     routing: str = "ecmp",
     seed: int = 0,
@@ -216,9 +214,7 @@ def shared_jobs(
     """
     alone, together = [], []
     combined = np.concatenate([np.asarray(job) for job in jobs], axis=0)
-    result = collective_time(
-        fabric, op, combined, size_bytes, algo=algo, routing=routing, seed=seed
-    )
+    result = collective_time(fabric, op, combined, size, algo=algo, routing=routing, seed=seed)
     start = 0
     for job in jobs:
         rows = np.asarray(job).shape[0]
@@ -226,8 +222,6 @@ def shared_jobs(
         together.append(result.busbw_Bps * result.time_s / slowest)
         start += rows
         alone.append(
-            collective_time(
-                fabric, op, job, size_bytes, algo=algo, routing=routing, seed=seed
-            ).busbw_Bps
+            collective_time(fabric, op, job, size, algo=algo, routing=routing, seed=seed).busbw_Bps
         )
     return {"alone_Bps": np.asarray(alone), "together_Bps": np.asarray(together)}

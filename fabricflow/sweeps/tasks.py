@@ -156,11 +156,9 @@ def run_collective(
 
     gpus = _integer(gpus, "gpus")
     group_size = gpus if group_size is None else _integer(group_size, "group_size")
-    size_bytes = parse_size(size, "size", allow_zero=False) if isinstance(size, str) else size
+    size = parse_size(size, "size", allow_zero=False) if isinstance(size, str) else size
     groups = make_groups(gpus, group_size, layout=layout)
-    result = collective_time(
-        _failed(fabric, fail, seed), op, groups, size_bytes, seed=seed, **kwargs
-    )
+    result = collective_time(_failed(fabric, fail, seed), op, groups, size, seed=seed, **kwargs)
     return {
         "time_s": result.time_s,
         "algbw_GBps": result.algbw_Bps / 1e9,
