@@ -44,8 +44,8 @@ def test_evaluate_refuses_text_and_booleans(fabric):
 
 
 def test_integral_channels_of_any_integer_type_are_accepted(fabric):
-    a = collective_time(fabric, "all_reduce", np.arange(8), 2**24, algo="ring", channels=4)
+    a = collective_time(fabric, "all_reduce", np.arange(8), 2**24, algorithm="ring", channels=4)
     b = collective_time(
-        fabric, "all_reduce", np.arange(8), 2**24, algo="ring", channels=np.int64(4)
+        fabric, "all_reduce", np.arange(8), 2**24, algorithm="ring", channels=np.int64(4)
     )
     assert a.time_s == b.time_s

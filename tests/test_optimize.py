@@ -204,7 +204,7 @@ def test_interrupt_returns_the_best_so_far(model, oversubscribed, monkeypatch):
         ({"space": {"tp": [1, 2]}, "fixed": {"tp": 4}}, "fixed.tp", ["excludes"]),
         ({"fixed": {"zero": "x"}}, "fixed.zero", ["integer"]),
         ({"fixed": {"placement": "random"}}, "fixed.placement", ["contiguous"]),
-        ({"fixed": {"algo_dp": "magic"}}, "fixed.algo_dp", ["ring"]),
+        ({"fixed": {"algorithm_dp": "magic"}}, "fixed.algorithm_dp", ["ring"]),
         ({"objective": "speed"}, "objective", ["tokens_per_gpu"]),
     ],
 )

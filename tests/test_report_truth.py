@@ -181,7 +181,14 @@ def test_a_calibrated_report_prints_a_calibrated_step_command():
 def test_step_options_are_written_and_described():
     options = {"routing": "spray", "algorithms": {"dp": "ring"}, "collectives": "alpha-beta"}
     words = step_arguments(Layout(tp=8), **options)
-    assert words[-6:] == ["--routing", "spray", "--collectives", "alpha-beta", "--algo", "dp=ring"]
+    assert words[-6:] == [
+        "--routing",
+        "spray",
+        "--collectives",
+        "alpha-beta",
+        "--algorithm",
+        "dp=ring",
+    ]
     text = describe_step(Layout(tp=8, sequence_parallel=False), **options)
     assert "no SP" in text and "routing spray" in text and "dp ring" in text
 
@@ -189,7 +196,7 @@ def test_step_options_are_written_and_described():
 def test_step_takes_routing_algorithms_and_cc_from_the_command_line():
     base = ["step", *JOB, "--gpus", "16", "--tp", "8", "--micro-batch", "1"]
     base += ["--global-batch", "16", "--seq", "4096", "--json"]
-    code, out = _run([*base, "--routing", "ecmp", "--algo", "dp=ring"])
+    code, out = _run([*base, "--routing", "ecmp", "--algorithm", "dp=ring"])
     assert code == 0
     details = json.loads(out)
     assert details["routing"] == "ecmp" and details["algorithms"] == {"dp": "ring"}
@@ -211,10 +218,10 @@ def test_step_takes_routing_algorithms_and_cc_from_the_command_line():
 @pytest.mark.parametrize(
     ("flags", "field"),
     [
-        (["--algo", "dp"], "--algo"),
-        (["--algo", "xx=ring"], "--algo"),
-        (["--algo", "dp=ring", "--algo", "dp=tree"], "--algo dp"),
-        (["--algo", "dp=foo"], "--algo dp"),
+        (["--algorithm", "dp"], "--algorithm"),
+        (["--algorithm", "xx=ring"], "--algorithm"),
+        (["--algorithm", "dp=ring", "--algorithm", "dp=tree"], "--algorithm dp"),
+        (["--algorithm", "dp=foo"], "--algorithm dp"),
         (["--routing", "foo"], "--routing"),
     ],
 )

@@ -96,7 +96,7 @@ def collective_timer(
     backend: str = "fabric",
     field: str = "backend",
     seed: int = 0,
-    algo: str = "auto",
+    algorithm: str = "auto",
     fingerprint: str | None = None,
     routing: str = "auto",
     cc: str | None = None,
@@ -105,8 +105,8 @@ def collective_timer(
     """A function ``size -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once per process for
-    each (fabric, op, groups, ``algo``, ``seed``) (:func:`prepared_collective`); each size is
-    then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
+    each (fabric, op, groups, ``algorithm``, ``seed``) (:func:`prepared_collective`); each size is
+    then priced by NCCL's cost model on the solved rates. ``algorithm`` (``auto`` = fastest per
     size) is the collective model's algorithm; the alpha-beta estimate has no choice and
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
     :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
@@ -145,7 +145,7 @@ def collective_timer(
         fabric,
         op,
         groups,
-        algo=algo,
+        algorithm=algorithm,
         routing=routing,
         seed=seed,
         fingerprint=fingerprint,
@@ -239,11 +239,11 @@ def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
-    if algo not in algorithms_for(op):
+def _check_algorithm_op(dim: str, algorithm: str, op: str) -> None:
+    if algorithm not in algorithms_for(op):
         raise SpecError(
             f"algorithms.{dim}",
-            f"{algo!r} does not implement {op}, which {dim} runs in this layout; "
+            f"{algorithm!r} does not implement {op}, which {dim} runs in this layout; "
             f"one of {['auto', *algorithms_for(op)]}",
         )
 
@@ -376,10 +376,10 @@ class CollectiveCache:
         for name, op in pairs:
             if (name, op) in self._prepared or self.groups[name].shape[1] < 2:
                 continue
-            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
-            if algo != "auto":
-                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
-            todo[(name, op)] = (op, self.groups[name], algo)
+            algorithm = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algorithm != "auto":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algorithm, op)
+            todo[(name, op)] = (op, self.groups[name], algorithm)
         if len(todo) > 1:
             prepared_collectives(
                 self.fabric,
@@ -392,9 +392,9 @@ class CollectiveCache:
 
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
         if (name, op) not in self._prepared:
-            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
-            if algo != "auto" and self.backend == "fabric":
-                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
+            algorithm = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algorithm != "auto" and self.backend == "fabric":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algorithm, op)
             self._prepared[(name, op)] = collective_timer(
                 self.fabric,
                 op,
@@ -402,7 +402,7 @@ class CollectiveCache:
                 backend=self.backend,
                 field=self.field,
                 seed=self.seed,
-                algo=algo,
+                algorithm=algorithm,
                 fingerprint=self._fingerprint(),
                 routing=self.routing,
                 cc=self.cc,
@@ -471,23 +471,23 @@ def prepared_collectives(
     fingerprint: str | None = None,
     cost: CostModel = DEFAULT_COST,
 ) -> list[SolvedTimes]:
-    """:func:`prepared_collective` of many ``(op, groups, algo)`` at once: the ones not
+    """:func:`prepared_collective` of many ``(op, groups, algorithm)`` at once: the ones not
     in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
     per algorithm choice) and cached one by one under their own keys."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
     keys = [
-        _collective_key(fingerprint, op, groups, algo, routing, seed, cost=cost)
-        for op, groups, algo in requests
+        _collective_key(fingerprint, op, groups, algorithm, routing, seed, cost=cost)
+        for op, groups, algorithm in requests
     ]
     found = [structure_cache.lookup(key) for key in keys]
     missing = [i for i, value in enumerate(found) if value is structure_cache.MISSING]
-    for algo in sorted({requests[i][2] for i in missing}):
-        chosen = [i for i in missing if requests[i][2] == algo]
+    for algorithm in sorted({requests[i][2] for i in missing}):
+        chosen = [i for i in missing if requests[i][2] == algorithm]
         prepared = prepare_collectives(
             fabric,
             [requests[i][:2] for i in chosen],
-            algo=algo,
+            algorithm=algorithm,
             routing=routing,
             seed=seed,
             fabric_fingerprint=fingerprint,
@@ -500,14 +500,14 @@ def prepared_collectives(
 
 
 def _collective_key(
-    fingerprint, op, groups, algo, routing, seed, cc=None, cost: CostModel = DEFAULT_COST
+    fingerprint, op, groups, algorithm, routing, seed, cc=None, cost: CostModel = DEFAULT_COST
 ) -> tuple:
     return (
         "collective",
         fingerprint,
         str(op),
         structure_cache.groups_digest(groups),
-        str(algo),
+        str(algorithm),
         str(routing),
         int(seed),
         *(() if cc is None else (("cc", str(cc)),)),
@@ -520,7 +520,7 @@ def prepared_collective(
     op: str,
     groups: np.ndarray,
     *,
-    algo: str = "auto",
+    algorithm: str = "auto",
     routing: str = "auto",
     seed: int = 0,
     fingerprint: str | None = None,
@@ -528,7 +528,7 @@ def prepared_collective(
     cost: CostModel = DEFAULT_COST,
 ) -> SolvedTimes:
     """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
-    once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
+    once per process for each (fabric fingerprint, op, groups digest, algorithm, routing, seed).
 
     ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
     it (a step asks for several collectives on one fabric). ``cc``: a congestion-control law
@@ -536,7 +536,7 @@ def prepared_collective(
     ``cost``: the :class:`~.cost.CostModel` (part of the key)."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
-    key = _collective_key(fingerprint, op, groups, algo, routing, seed, cc, cost)
+    key = _collective_key(fingerprint, op, groups, algorithm, routing, seed, cc, cost)
     return structure_cache.cached(
         key,
         lambda: SolvedTimes(
@@ -544,7 +544,7 @@ def prepared_collective(
                 fabric,
                 op,
                 groups,
-                algo=algo,
+                algorithm=algorithm,
                 routing=routing,
                 seed=seed,
                 fabric_fingerprint=fingerprint,

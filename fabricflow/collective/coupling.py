@@ -136,14 +136,14 @@ def bound_phase(cache: CollectiveCache, name: str, op: str, size: float) -> Boun
     bound = None
     if prepared is not None:
         result = prepared.evaluate([float(size)])[0]
-        solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
+        solved = next(s for s in prepared.solved if s.algorithm.name == result.algorithm)
         sizes = np.array([float(size)])
         per_phase = np.stack(
             [prepared.phase_times(sp, result.protocol, sizes)[0] for sp in solved.phases]
         )  # [P, G]
         index = int(np.argmax(per_phase[:, result.slowest_group]))
         bound = Bound(
-            key=(name, op, result.algo, index),
+            key=(name, op, result.algorithm, index),
             prepared=prepared,
             sp=solved.phases[index],
             protocol=result.protocol,

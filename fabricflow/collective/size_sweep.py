@@ -46,7 +46,7 @@ def collective_sweep(fabric: Fabric, op: str, groups, sizes, **options) -> list[
 
 
 def table_rows(results: list[CollectiveResult]) -> list[dict]:
-    """One nccl-tests row per result: bytes, count, time, algbw, busbw, algo, protocol."""
+    """One nccl-tests row per result: bytes, count, time, algbw, busbw, algorithm, protocol."""
     rows = []
     for result in results:
         rows.append(
@@ -57,7 +57,7 @@ def table_rows(results: list[CollectiveResult]) -> list[dict]:
                 "time_us": result.time_s * 1e6,
                 "algbw_GBps": result.algbw_Bps / 1e9,
                 "busbw_GBps": result.busbw_Bps / 1e9,
-                "algo": result.algo,
+                "algorithm": result.algorithm,
                 "protocol": result.protocol,
                 "slowest_group": result.slowest_group,
                 "bottleneck": ",".join(sorted(set(result.bottleneck_kinds))),

@@ -50,7 +50,7 @@ class CollectiveResult:
     """Time of one collective of ``size`` run by all groups at once.
 
     Attributes:
-        op, algo, protocol: what ran (``algo``/``protocol`` as chosen by ``auto``).
+        op, algorithm, protocol: what ran (``algorithm``/``protocol`` as chosen by ``auto``).
         size: ``S`` in nccl-tests' convention (see :mod:`.ops`).
         group_size: ranks per group ``n``.
         group_time_s: float64 ``[num_groups]`` seconds per group.
@@ -63,11 +63,11 @@ class CollectiveResult:
         bottleneck_kinds: their link kinds (``nic``, ``leaf``, ``nvlink``, ...).
         bottleneck_utilization: their load / payload capacity (``~1`` when saturated).
         num_flows: flows given to the solver (merged transfers) over all phases.
-        candidates: ``{"algo/protocol": slowest-group seconds}`` of every option tried.
+        candidates: ``{"algorithm/protocol": slowest-group seconds}`` of every option tried.
     """
 
     op: str
-    algo: str
+    algorithm: str
     protocol: str
     size: float
     group_size: int
@@ -99,7 +99,7 @@ class CollectiveResult:
         """JSON-able summary (per-group times summarised, not listed)."""
         return {
             "op": self.op,
-            "algo": self.algo,
+            "algorithm": self.algorithm,
             "protocol": self.protocol,
             "bytes": self.size,
             "group_size": self.group_size,
@@ -154,7 +154,7 @@ class PreparedCollective:
         op: str,
         groups,
         *,
-        algo: str = "auto",
+        algorithm: str = "auto",
         protocol: str = "auto",
         routing: str = "auto",
         seed: int = 0,
@@ -193,20 +193,20 @@ class PreparedCollective:
             protocols_for(protocol, "ring")  # validates the name
         ordered, grid = _ordered_and_grid(self.groups, fabric.gpu_domain)
         capacity = effective_capacity(fabric, cost)
-        names = algorithms_for(self.op) if algo == "auto" else [get_algorithm(algo).name]
-        if algo != "auto" and self.op not in ALGORITHMS[names[0]].builders:
+        names = algorithms_for(self.op) if algorithm == "auto" else [get_algorithm(algorithm).name]
+        if algorithm != "auto" and self.op not in ALGORITHMS[names[0]].builders:
             raise SpecError(
-                "algo",
+                "algorithm",
                 f"{names[0]} does not implement {self.op}; for {self.op} "
                 f"use one of {['auto', *algorithms_for(self.op)]}",
             )
         self.skipped: dict[str, str] = {}
         self.solved: list[_Solved] = []
-        built = []  # (algorithm, phases, protocols): every phase is built before any solve
+        built = []  # (candidate, phases, protocols): every phase is built before any solve
         for name in names:
-            algorithm = ALGORITHMS[name]
+            candidate = ALGORITHMS[name]
             rails = grid.shape[2] if grid is not None else 1
-            default_channels = 1 if algorithm.per_pair_channels else cost.channels_per_rail * rails
+            default_channels = 1 if candidate.per_pair_channels else cost.channels_per_rail * rails
             ctx = Context(
                 self.op,
                 self.groups,
@@ -220,21 +220,21 @@ class PreparedCollective:
                 sharp_efficiency=cost.sharp_efficiency,
             )
             try:
-                phases = algorithm.build(ctx)
-                if algorithm.simple_only and protocol not in ("auto", "Simple"):
+                phases = candidate.build(ctx)
+                if candidate.simple_only and protocol not in ("auto", "Simple"):
                     raise NotApplicable(f"{name} runs the Simple protocol only")
             except NotApplicable as why:
-                if algo != "auto":
-                    raise SpecError("algo", str(why)) from None
+                if algorithm != "auto":
+                    raise SpecError("algorithm", str(why)) from None
                 self.skipped[name] = str(why)
                 continue
             protos = (
-                ("Simple",) if algorithm.simple_only else protocols_for(protocol, algorithm.family)
+                ("Simple",) if candidate.simple_only else protocols_for(protocol, candidate.family)
             )
-            built.append((algorithm, phases, protos))
+            built.append((candidate, phases, protos))
         if not built:
             raise SpecError(
-                "algo", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
+                "algorithm", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
             )
         # Refuse before routing anything when the work is absurd; tell long runs how long.
         estimate = _estimate.check_work(fabric, self.op, self.groups.shape, built)
@@ -343,7 +343,7 @@ class PreparedCollective:
             results.append(
                 CollectiveResult(
                     op=self.op,
-                    algo=solved.algorithm.name,
+                    algorithm=solved.algorithm.name,
                     protocol=protocol,
                     size=float(size),
                     group_size=int(self.groups.shape[1]),
@@ -507,7 +507,7 @@ def collective_time(
     groups: GroupsLike,
     size: float,
     *,
-    algo: str = "auto",
+    algorithm: str = "auto",
     protocol: str = "auto",
     routing: str = "auto",
     seed: int = 0,
@@ -531,7 +531,7 @@ def collective_time(
         groups: int ``[num_groups, group_size]`` GPU indices, one row per communicator
             (a single list = one group). Rank 0 of a row is the broadcast root.
         size: ``S`` in bytes, as nccl-tests counts it (:mod:`fabricflow.collective.ops`).
-        algo: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
+        algorithm: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
         routing: ``auto`` (default: what the fabric's transport does, see
@@ -562,7 +562,7 @@ def collective_time(
 
     Returns:
         :class:`CollectiveResult` (``time_s``, ``group_time_s`` ``[num_groups]``,
-        ``algbw_Bps``, ``busbw_Bps``, ``bottleneck_links``, ``algo``, ``protocol``).
+        ``algbw_Bps``, ``busbw_Bps``, ``bottleneck_links``, ``algorithm``, ``protocol``).
 
     Complexity: routing ``G * Tg * P`` hops and one max-min solve over ``G * Tg`` flows per
     phase and candidate algorithm (e.g. 2,048 groups x 16 ring channels = 32k flows);
@@ -576,7 +576,7 @@ def collective_time(
 
     Example:
         >>> fabric = ff.load_fabric("dgx-h100-superpod")
-        >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algo="ring")
+        >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algorithm="ring")
         >>> round(r.busbw_Bps / 1e9)        # ~370 GB/s, as measured on a DGX H100
     """
     if isinstance(size, bool) or not isinstance(size, numbers.Real):
@@ -595,7 +595,7 @@ def collective_time(
         fabric,
         op,
         groups,
-        algo=algo,
+        algorithm=algorithm,
         protocol=protocol,
         routing=routing,
         seed=seed,

@@ -469,9 +469,9 @@ class Visit:
             out["routing"] = routing
         algorithms = {}
         for dim in ("tp", "cp", "ep", "pp", "dp"):
-            algo = table.value(f"algo_{dim}", key, combo)
-            if algo != "auto":
-                algorithms[dim] = algo
+            algorithm = table.value(f"algorithm_{dim}", key, combo)
+            if algorithm != "auto":
+                algorithms[dim] = algorithm
         if algorithms:
             out["algorithms"] = algorithms
         if self.collectives != "fabric":

@@ -47,8 +47,8 @@ def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
         groups, size = where.groups(("dp", "cp")), grad * dense
     if groups.shape[1] < 2:
         return ""
-    algo = kwargs.get("algorithms", {}).get(part, "auto")
-    solved = prepared_collective(fabric, op, groups, algo=algo)
+    algorithm = kwargs.get("algorithms", {}).get(part, "auto")
+    solved = prepared_collective(fabric, op, groups, algorithm=algorithm)
     result = solved.prepared.evaluate([float(size)])[0]
     kinds = sorted(set(result.bottleneck_kinds))
     return "/".join(kinds)

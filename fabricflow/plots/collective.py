@@ -39,7 +39,7 @@ def plot_collective(results, path: str | Path, *, title: str = "") -> Path:
     op, n = results[0].op, results[0].group_size
     factor = busbw_factor(op, n)
     curves = algorithm_curves(results)
-    chosen = [r.algo for r in results]
+    chosen = [r.algorithm for r in results]
     fig = new_figure(figsize=(11, 4.2))
     bw_ax, time_ax = fig.subplots(1, 2)
     for name, seconds in curves.items():

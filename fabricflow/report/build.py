@@ -645,7 +645,7 @@ def collective_utilization(prepared, size: float) -> tuple[np.ndarray, str]:
     (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
     """
     chosen = prepared.evaluate([size])[0]
-    solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
+    solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algorithm)
     capacity = prepared.capacity
     peak = np.zeros(capacity.shape[0])
     usable = capacity > 0
@@ -654,7 +654,7 @@ def collective_utilization(prepared, size: float) -> tuple[np.ndarray, str]:
         np.maximum(peak, np.where(usable, load / np.where(usable, capacity, 1.0), 0.0), out=peak)
     if prepared.routing == "adaptive":
         peak = adaptive_link_values(prepared.fabric, peak)
-    return peak, chosen.algo
+    return peak, chosen.algorithm
 
 
 def _utilization_section(fabric, model, job) -> dict:
@@ -697,7 +697,7 @@ def _utilization_section(fabric, model, job) -> dict:
         prepared = cache.collective(name, op)
         if prepared is None:
             continue
-        peak, algo = collective_utilization(prepared, size)
+        peak, algorithm = collective_utilization(prepared, size)
         groups = cache.groups[name]
         for kind, stats in tier_summary(
             peak, fabric.link_kind_id, fabric.link_kinds, fabric.link_up
@@ -707,7 +707,7 @@ def _utilization_section(fabric, model, job) -> dict:
             rows.append(
                 {
                     "collective": f"{name} {op}",
-                    "algo": algo,
+                    "algorithm": algorithm,
                     "kind": kind,
                     "links": stats["links"],
                     "used": int(((peak > 0) & (fabric.link_kind == kind)).sum()),
@@ -718,7 +718,7 @@ def _utilization_section(fabric, model, job) -> dict:
                 }
             )
         title = (
-            f"{what}: {name} {op} ({algo}), {groups.shape[0]:,} groups of {groups.shape[1]}, "
+            f"{what}: {name} {op} ({algorithm}), {groups.shape[0]:,} groups of {groups.shape[1]}, "
             f"{size / 2**20:,.1f} MiB"
         )
         figures.append(
@@ -758,7 +758,7 @@ def _utilization_section(fabric, model, job) -> dict:
                 "caption": "Link utilization by tier, per collective",
                 "columns": [
                     ("collective", "collective"),
-                    ("algo", "algorithm"),
+                    ("algorithm", "algorithm"),
                     ("kind", "link kind"),
                     ("links", "links"),
                     ("used", "carrying traffic"),

@@ -67,16 +67,20 @@ def ecmp_vs_spray(
     *,
     op: str = "all_reduce",
     size: float = 2**30,
-    algo: str = "ring",
+    algorithm: str = "ring",
     seeds=(0, 1, 2, 3),
 ) -> dict:
     """Bus bandwidth (bytes/s, slowest group) with ECMP for several hash seeds, and with
     an even split over all equal-cost paths (``spray``)."""
     ecmp = [
-        collective_time(fabric, op, groups, size, algo=algo, routing="ecmp", seed=seed).busbw_Bps
+        collective_time(
+            fabric, op, groups, size, algorithm=algorithm, routing="ecmp", seed=seed
+        ).busbw_Bps
         for seed in seeds
     ]
-    spray = collective_time(fabric, op, groups, size, algo=algo, routing="spray").busbw_Bps
+    spray = collective_time(
+        fabric, op, groups, size, algorithm=algorithm, routing="spray"
+    ).busbw_Bps
     return {"ecmp_Bps": np.asarray(ecmp), "spray_Bps": float(spray)}
 
 
@@ -106,7 +110,7 @@ def attachment_comparison(
                 "sendrecv",
                 node_pairs(fabric.num_gpus, shift=shift),
                 size,
-                algo="direct",
+                algorithm="direct",
                 routing=routing,
             ).busbw_Bps
             for shift in shifts
@@ -126,10 +130,10 @@ def alltoall_attachment(
     for label, fabric in fabrics.items():
         groups = make_groups(fabric.num_gpus, group_size)
         out[label] = {
-            algo: collective_time(
-                fabric, "all_to_all", groups, size, algo=algo, routing=routing
+            algorithm: collective_time(
+                fabric, "all_to_all", groups, size, algorithm=algorithm, routing=routing
             ).busbw_Bps
-            for algo in ("direct", "hierarchical")
+            for algorithm in ("direct", "hierarchical")
         }
     return out
 
@@ -140,7 +144,7 @@ def failed_link_effect(
     *,
     op: str = "all_reduce",
     size: float = 2**30,
-    algo: str = "ring",
+    algorithm: str = "ring",
     routing: str = "spray",
     link_kind: str = "leaf",
     max_failed: int = 3,
@@ -159,13 +163,13 @@ def failed_link_effect(
     current = fabric
     candidates = fabric.links_of_kind(link_kind)
     for step in range(max_failed + 1):
-        prepared = prepare_collective(current, op, groups, algo=algo, routing=routing)
+        prepared = prepare_collective(current, op, groups, algorithm=algorithm, routing=routing)
         result = prepared.evaluate([size])[0]
         busbw.append(result.busbw_Bps)
         counts.append(step)
         if step == max_failed:
             break
-        solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
+        solved = next(s for s in prepared.solved if s.algorithm.name == result.algorithm)
         load = np.zeros(fabric.num_links)
         for sp in solved.phases:
             load += sp.link_load(fabric.num_links)
@@ -201,7 +205,7 @@ def shared_jobs(
     *,
     op: str = "all_reduce",
     size: float = 2**30,
-    algo: str = "ring",
+    algorithm: str = "ring",
     routing: str = "ecmp",
     seed: int = 0,
 ) -> dict:
@@ -214,7 +218,9 @@ def shared_jobs(
     """
     alone, together = [], []
     combined = np.concatenate([np.asarray(job) for job in jobs], axis=0)
-    result = collective_time(fabric, op, combined, size, algo=algo, routing=routing, seed=seed)
+    result = collective_time(
+        fabric, op, combined, size, algorithm=algorithm, routing=routing, seed=seed
+    )
     start = 0
     for job in jobs:
         rows = np.asarray(job).shape[0]
@@ -222,6 +228,8 @@ def shared_jobs(
         together.append(result.busbw_Bps * result.time_s / slowest)
         start += rows
         alone.append(
-            collective_time(fabric, op, job, size, algo=algo, routing=routing, seed=seed).busbw_Bps
+            collective_time(
+                fabric, op, job, size, algorithm=algorithm, routing=routing, seed=seed
+            ).busbw_Bps
         )
     return {"alone_Bps": np.asarray(alone), "together_Bps": np.asarray(together)}

@@ -100,7 +100,7 @@ def _measure(
         throughput.append(float(rates.astype(np.float64).sum()))
         slowest.append(float(rates.min()))
         result = collective_time(
-            fabric, "all_reduce", groups, allreduce_bytes, algo="ring", routing=policy, seed=0
+            fabric, "all_reduce", groups, allreduce_bytes, algorithm="ring", routing=policy, seed=0
         )
         busbw.append(float(result.busbw_Bps))
     out: dict[str, np.ndarray | float] = {

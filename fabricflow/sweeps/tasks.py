@@ -142,7 +142,7 @@ def run_collective(
     """One :func:`~fabricflow.collective.timing.collective_time` by all groups of the first
     ``gpus`` GPUs at once: ``group_size`` ranks per group (default all), ``layout``
     ``contiguous`` or ``strided`` (:func:`~fabricflow.collective.groups.make_groups`),
-    ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algo``, ``protocol``,
+    ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algorithm``, ``protocol``,
     ``routing``, ``channels``, ``seed``, ``fail``, ``calibration`` (a calibration file:
     its network constants)."""
     from fabricflow.collective import make_groups
@@ -246,7 +246,7 @@ def get_task(name: str) -> SweepTask:
                     "layout",
                     "fail",
                     "seed",
-                    "algo",
+                    "algorithm",
                     "protocol",
                     "routing",
                     "channels",

@@ -115,7 +115,7 @@ def step_arguments(layout: Layout, **options) -> list[str]:
         layout: the timed layout.
         **options: the other arguments given to :func:`step_time`: ``order``,
             ``placement`` (a name), ``seed``, ``routing``, ``algorithms`` (``{dim:
-            algo}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
+            algorithm}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
             its choices are the defaults the flags start from), ``calibration`` (the
             calibration file's path); missing ones are defaults.
 
@@ -164,9 +164,9 @@ def step_arguments(layout: Layout, **options) -> list[str]:
             if not isinstance(value, (str, int)):
                 raise SpecError(name, f"expected a name, got {type(value).__name__}")
             words += [flag, str(value)]
-    for dim, algo in sorted((options.get("algorithms") or {}).items()):
-        if algo != "auto":
-            words += ["--algo", f"{dim}={algo}"]
+    for dim, algorithm in sorted((options.get("algorithms") or {}).items()):
+        if algorithm != "auto":
+            words += ["--algorithm", f"{dim}={algorithm}"]
     return words
 
 
@@ -227,7 +227,7 @@ def describe_options(*, placement_too: bool = True, **options) -> str:
         if value is not None and value != _OPTIONS[name][1]:
             steps.append(f"{name} {value}")
     algorithms = {d: a for d, a in (options.get("algorithms") or {}).items() if a != "auto"}
-    steps += [f"{dim} {algo}" for dim, algo in sorted(algorithms.items())]
+    steps += [f"{dim} {algorithm}" for dim, algorithm in sorted(algorithms.items())]
     if options.get("seed"):
         steps.append(f"seed {options['seed']}")
     return ", ".join(steps)
