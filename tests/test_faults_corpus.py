@@ -481,7 +481,7 @@ def test_step_time_bad_layouts(fabric, changes, field):
         ({"order": "tp-dp"}, "order"),
         ({"order": "tp-tp-cp-ep-dp-pp"}, "order"),
         ({"placement": "random"}, "placement"),
-        ({"placement": "scattered", "seed": -1}, "seed"),
+        ({"placement": "scattered", "placement_seed": -1}, "seed"),
         ({"collectives": "nccl"}, "collectives"),
         ({"model": "gpt-7"}, "model"),
         ({"gpu": "h200-xyz"}, "gpu"),

@@ -133,7 +133,9 @@ def test_every_layout_field_has_a_step_flag_that_round_trips():
     full = Layout(recompute="full", recompute_layers=2)
     parser = _step_parser()
     for layout in (changed, others, full, Layout()):
-        words = step_arguments(layout, order="pp-tp-cp-ep-dp", placement="scattered", seed=3)
+        words = step_arguments(
+            layout, order="pp-tp-cp-ep-dp", placement="scattered", placement_seed=3
+        )
         args = parser.parse_args(["step", "--fabric", "x", "--model", "y", "--gpus", "1", *words])
         assert step_command.layout_from_args(args) == layout, words
         assert (args.order, args.placement, args.seed) == ("pp-tp-cp-ep-dp", "scattered", 3)
@@ -168,7 +170,7 @@ def test_a_calibrated_report_prints_a_calibrated_step_command():
     assert args.calibration == "site cal.yaml"
     job = {
         "layout": dataclasses.asdict(Layout(tp=8, global_batch=8)),
-        "order": "tp-cp-ep-dp-pp", "placement": "deployed", "seed": 0, "routing": "auto",
+        "order": "tp-cp-ep-dp-pp", "placement": "deployed", "placement_seed": 0, "routing": "auto",
         "algorithms": {}, "collectives": "fabric",
     }  # fmt: skip
     report_args = argparse.Namespace(

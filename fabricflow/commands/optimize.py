@@ -199,7 +199,7 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         top_k=args.top,
         budget_s=args.budget,
         budget_work=args.budget_work,
-        seed=args.seed,
+        placement_seed=args.seed,
         collectives=args.collectives,
         ranking=args.ranking,
         calibration=calibration_from_args(args),

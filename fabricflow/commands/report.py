@@ -178,7 +178,7 @@ def step_command_of(args, job: dict) -> str:
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
         fields["pp_split"] = tuple(fields["pp_split"])
-    options = {k: job[k] for k in ("order", "placement", "seed", "routing", "algorithms")}
+    options = {k: job[k] for k in ("order", "placement", "placement_seed", "routing", "algorithms")}
     options["collectives"] = job["collectives"]
     options["calibration"] = getattr(args, "calibration", None)  # calibrated numbers too
     fabric_flags = {key: getattr(args, key, None) for key in IMPORT_FLAGS}

@@ -263,14 +263,20 @@ def register(subparsers) -> None:
         "GPUs whole trays, spares kept, TP/EP groups inside one domain when they fit; "
         "contiguous elsewhere); domain-aligned: 64 ranks per such domain",
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--seeds",
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the run's random draws: the cables --fail takes down and the scattered "
+        "placement (default 0)",
+    )
+    parser.add_argument(
+        "--routing-seeds",
         type=int,
         default=None,
         metavar="N",
         help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max "
-        "(default: one run with --seed)",
+        "(default: one run, routing seed 0)",
     )
     add_fail_flag(parser)
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
@@ -647,8 +653,11 @@ def run(args) -> int:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
     fabric = failed_fabric(load_fabric_flags(args), args.fail, args.seed)
-    if args.seeds is not None and args.seeds < 1:
-        raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
+    if args.routing_seeds is not None and args.routing_seeds < 1:
+        raise SpecError(
+            "--routing-seeds",
+            f"must be at least 1 (routing seeds 0..N-1), got {args.routing_seeds}",
+        )
     algorithms = parse_algorithms(args.algorithm)
     if args.routing not in ROUTINGS:
         raise SpecError("--routing", f"unknown routing {args.routing!r}; one of {list(ROUTINGS)}")
@@ -659,10 +668,10 @@ def run(args) -> int:
         fabric,
         order=args.order,
         placement=args.placement,
-        seed=args.seed,
+        placement_seed=args.seed,
         check_memory=not args.no_memory_check,
         collectives=collectives,
-        seeds=args.seeds,
+        routing_seeds=args.routing_seeds,
         calibration=calibration,
         interval_level=args.interval_level,
         routing=args.routing,
@@ -783,7 +792,7 @@ def print_result(result, plot: str | None) -> None:
     var = d.get("variability")
     if var:
         print(
-            f"  over {var['seeds']} routing seeds: p50 {format_time(var['p50_s'])}, "
+            f"  over {var['routing_seeds']} routing seeds: p50 {format_time(var['p50_s'])}, "
             f"p99 {format_time(var['p99_s'])}, max {format_time(var['max_s'])}"
         )
     if plot:

@@ -463,7 +463,7 @@ class Visit:
             order = DEFAULT_ORDER  # the placement picks the rank order itself
         out: dict = {"layout": layout, "order": order, "placement": placement}
         if placement == "scattered":
-            out["seed"] = self.seed
+            out["placement_seed"] = self.seed
         routing = table.value("routing", key, combo)
         if routing != "auto":
             out["routing"] = routing

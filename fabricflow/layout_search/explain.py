@@ -28,7 +28,7 @@ def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     lay = kwargs["layout"]
     where = place(
         lay, fabric.num_gpus, order=kwargs["order"], placement=kwargs["placement"],
-        seed=kwargs.get("seed", 0), gpus_per_node=fabric.gpus_per_node,
+        seed=kwargs.get("placement_seed", 0), gpus_per_node=fabric.gpus_per_node,
     )  # fmt: skip
     tokens = lay.micro_batch * lay.seq_len / lay.cp
     activation = 2.0 * tokens * model.hidden_size

@@ -187,7 +187,7 @@ def build_report(
     job: dict = dict(timing)
     step = None
     if layout is not None:
-        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed, **timing}
+        job = {"layout": layout.validate(model, num_gpus=gpus), "placement_seed": seed, **timing}
         job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "deployed")
         # timed before the search: a layout over the memory budget is refused at once
         step = _step_section(fabric, model, gpu, job, optimized=False)
@@ -209,7 +209,7 @@ def build_report(
         say(f"layout search done ({section['seconds']:.1f} s)")
         if layout is None:
             job = {**best_kwargs, **timing}
-            job.setdefault("seed", seed)
+            job.setdefault("placement_seed", seed)
     if step is None:
         step = _step_section(fabric, model, gpu, job, optimized=True)
     section, result = step
@@ -259,7 +259,7 @@ def build_report(
             "layout": dataclasses.asdict(lay),
             "order": job["order"],
             "placement": job["placement"],
-            "seed": job.get("seed", 0),
+            "placement_seed": job.get("placement_seed", 0),
             "routing": job.get("routing", "auto"),
             "algorithms": dict(job.get("algorithms") or {}),
             "collectives": job.get("collectives", "fabric"),
@@ -389,7 +389,7 @@ def _fabric_section(fabric) -> dict:
 
 
 # step_time's options besides the layout that a job (or an optimizer candidate) carries
-STEP_OPTIONS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
+STEP_OPTIONS = ("order", "placement", "placement_seed", "routing", "algorithms", "collectives")
 
 
 def _describe(kwargs: dict) -> str:
@@ -425,7 +425,7 @@ def _layouts_section(
         precision=layout.precision if layout is not None else "bf16",
         top_k=top_k,
         budget_s=budget_s,
-        seed=seed,
+        placement_seed=seed,
         calibration=calibration,
     )
     if search.stopped == "interrupted":
@@ -509,7 +509,7 @@ def _layouts_section(
 
 def _step_kwargs(job: dict) -> dict:
     """What :func:`step_time` takes from the job: the layout and every option it carries
-    (order, placement, seed, routing, algorithms, collective backend), and the
+    (order, placement, placement seed, routing, algorithms, collective backend), and the
     calibration and interval level of the report."""
     keys = ("layout", *STEP_OPTIONS, "calibration", "interval_level")
     return {k: job[k] for k in keys if k in job}
@@ -579,7 +579,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
                 "global_batch": lay.global_batch,
                 "seq_len": lay.seq_len,
                 "precision": lay.precision,
-                "seed": job.get("seed", 0),
+                "seed": job.get("placement_seed", 0),
             },
             started,
             tables=[
@@ -671,7 +671,7 @@ def _utilization_section(fabric, model, job) -> dict:
         fabric.num_gpus,
         order=job["order"],
         placement=job["placement"],
-        seed=job.get("seed", 0),
+        seed=job.get("placement_seed", 0),
         gpus_per_node=fabric.gpus_per_node,
         fabric=fabric,
         model=model,
@@ -683,7 +683,7 @@ def _utilization_section(fabric, model, job) -> dict:
         CollectiveCache(
             fabric,
             "fabric",
-            seed=job.get("seed", 0),
+            seed=job.get("placement_seed", 0),
             algorithms=job.get("algorithms"),
             routing=routing,
         ),
@@ -750,7 +750,7 @@ def _utilization_section(fabric, model, job) -> dict:
         text,
         {
             "routing": resolved + (" (auto: the fabric's transport)" if routing == "auto" else ""),
-            "seed": job.get("seed", 0),
+            "seed": job.get("placement_seed", 0),
         },
         started,
         tables=[

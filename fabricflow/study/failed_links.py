@@ -115,7 +115,7 @@ def _measure(
             step["layout"],
             fabric,
             placement="scattered",
-            seed=0,
+            placement_seed=0,
             routing="ecmp",
         )
         out["step_time_s"] = float(timed.step_time_s)

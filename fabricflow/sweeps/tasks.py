@@ -68,7 +68,6 @@ STEP_METRICS = (
 _STEP_CALL = (
     "order",
     "placement",
-    "seed",
     "check_memory",
     "collectives",
     "coupling",
@@ -87,12 +86,14 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     """One :func:`~fabricflow.workload.step.step_time`: ``gpus`` and the :class:`Layout`
     fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq`` or ``seq_len``, ...;
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
-    ``collectives``, ``seed``, ``calibration`` (a calibration file), and ``fail:
-    "KIND:FRACTION"`` (cables failed first)."""
+    ``collectives``, ``seed`` (the point's seed: the cables ``fail`` takes down and the
+    ``scattered`` placement, ``placement_seed``), ``calibration`` (a calibration file), and
+    ``fail: "KIND:FRACTION"`` (cables failed first)."""
     from fabricflow.workload.layout import Layout
     from fabricflow.workload.step import step_time
 
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
+    seed = kwargs.pop("seed", 0)
     if seq is not None:
         if "seq_len" in kwargs:
             raise SpecError("seq", "give seq or seq_len, not both")
@@ -108,8 +109,8 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     if isinstance(kwargs.get("pp_split"), list):
         kwargs["pp_split"] = tuple(kwargs["pp_split"])
     layout = Layout(**kwargs).validate(num_gpus=gpus)
-    fabric = _failed(fabric, fail, call.get("seed", 0))
-    result = step_time(model, gpu, layout, fabric, **call)
+    fabric = _failed(fabric, fail, seed)
+    result = step_time(model, gpu, layout, fabric, placement_seed=seed, **call)
     out = {
         "step_time_s": result.step_time_s,
         "mfu": result.mfu,
@@ -189,11 +190,13 @@ def run_optimize(
 
     if (seq is None) == (seq_len is None):
         raise SpecError("seq", "give seq (or seq_len), once")
-    fabric = _failed(fabric, fail, kwargs.get("seed", 0))
+    seed = kwargs.pop("seed", 0)
+    fabric = _failed(fabric, fail, seed)
     search = optimize_layout(
         model,
         gpu,
         fabric,
+        placement_seed=seed,
         gpus=_integer(gpus, "gpus"),
         global_batch=global_batch,
         seq_len=seq if seq is not None else seq_len,
@@ -227,7 +230,9 @@ def get_task(name: str) -> SweepTask:
             "step",
             run_step,
             STEP_METRICS,
-            arguments=frozenset({"fabric", "model", "gpu", "gpus", "fail", "seq", *_STEP_CALL})
+            arguments=frozenset(
+                {"fabric", "model", "gpu", "gpus", "fail", "seq", "seed", *_STEP_CALL}
+            )
             | _layout_fields(),
             required=frozenset({"fabric", "model", "gpu", "gpus"}),
         )
