@@ -145,7 +145,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         store=tmp_path / "designs.zarr",  # resumed: nothing is computed again
         workers=0,
         layout_work=8,
-        budget=1.0,
+        capex_budget=1.0,
     )
     assert poor.best is None and all(r["over_budget"] for r in poor.rows)
 
@@ -153,8 +153,8 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
 def test_bad_design_inputs_name_the_field(tmp_path):
     with pytest.raises(ff.SpecError, match="objective"):
         design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", objective="speed")
-    with pytest.raises(ff.SpecError, match="budget"):
-        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", budget=-5)
+    with pytest.raises(ff.SpecError, match="capex_budget"):
+        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", capex_budget=-5)
     with pytest.raises(ff.SpecError, match=r"jobs\[0\].gpus"):
         design_fabric([{**JOB, "gpus": 0}], gpu="h100-sxm", store=tmp_path / "s")
     with pytest.raises(ff.SpecError, match="no design of the space"):

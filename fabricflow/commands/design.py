@@ -73,7 +73,7 @@ def register(subparsers) -> None:
         help="pin a layout knob of every job's layout search (e.g. tp=8)",
     )
     parser.add_argument(
-        "--budget", type=float, default=None, help="most total capex a winner may cost"
+        "--capex-budget", type=float, default=None, help="most total capex a winner may cost"
     )
     parser.add_argument(
         "--objective",
@@ -153,7 +153,7 @@ def run(args) -> int:
     search = design_fabric(
         {"gpu": args.gpu, "jobs": jobs},
         space=space,
-        budget=args.budget,
+        capex_budget=args.capex_budget,
         objective=args.objective,
         store=os.path.join(args.out, "designs.zarr"),
         layout_work=args.layout_work,
@@ -219,7 +219,9 @@ def print_text(search, top: int) -> None:
         )
     )
     best = search.best
-    print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
+    print(
+        f"best by {search.objective}: {best['design'] if best else 'none within the capex budget'}"
+    )
     print(f"{len(rows)} designs evaluated, {len(search.infeasible)} infeasible, "
           f"{len(search.failed)} failed")  # fmt: skip
     for code, reason in search.infeasible.items():
