@@ -81,7 +81,7 @@ def register(subparsers) -> None:
         choices=["tokens_per_dollar", "cost_per_million_tokens", "step_time", "capex", "power"],
     )
     parser.add_argument(
-        "--layout-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_WORK
+        "--layout-budget-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_BUDGET_WORK
         help="work of each job's layout search per design: group structures solved plus "
         "candidates timed (the same answer on every run, unlike seconds); where a search "
         "stops short, every design's best layouts are timed on that design",
@@ -156,7 +156,7 @@ def run(args) -> int:
         capex_budget=args.capex_budget,
         objective=args.objective,
         store=os.path.join(args.out, "designs.zarr"),
-        layout_work=args.layout_work,
+        layout_budget_work=args.layout_budget_work,
         cost=read_cost_file(args.cost_file) if args.cost_file else None,
         workers=args.workers,
         scheduler=args.scheduler,

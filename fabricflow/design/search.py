@@ -3,7 +3,7 @@
 Every design of the space (:mod:`fabricflow.design.space`) is one point of a resumable
 sweep (:func:`fabricflow.sweeps`, task :func:`~fabricflow.design.space.evaluate_design`,
 local processes or a Dask scheduler): the fabric is built, priced, and each job gets its
-best layout from :func:`fabricflow.optimize_layout` within ``layout_work`` units of work
+best layout from :func:`fabricflow.optimize_layout` within ``layout_budget_work`` units of work
 (structures solved plus candidates timed: reproducible, unlike seconds). Where some
 design's search did not finish, a second sweep (its store beside the first,
 ``<store>-common``) times the union of every design's best layouts on each such design,
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fabricflow.design.space import (
-    DEFAULT_LAYOUT_WORK,
+    DEFAULT_LAYOUT_BUDGET_WORK,
     check_jobs,
     design_codes,
     design_metrics,
@@ -90,7 +90,7 @@ def design_fabric(
     objective: str = "tokens_per_dollar",
     store: str | Path,
     gpu: str | None = None,
-    layout_work: int = DEFAULT_LAYOUT_WORK,
+    layout_budget_work: int = DEFAULT_LAYOUT_BUDGET_WORK,
     cost: dict | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
@@ -109,7 +109,7 @@ def design_fabric(
         capex_budget: most total capex (GPUs and network, the table's currency) a winner may
             cost; None: no cap.
         objective: one of :data:`OBJECTIVES`.
-        layout_work: work of each job's layout search per design (group structures solved
+        layout_budget_work: work of each job's layout search per design (group structures solved
             plus candidates timed, ``optimize_layout(budget_work=...)``); a search that
             runs out returns its best so far (``layouts_exhaustive`` 0) and the design
             then takes the fastest of every design's best layouts (module doc).
@@ -130,8 +130,14 @@ def design_fabric(
         or not math.isfinite(capex_budget)
     ):  # fmt: skip
         raise SpecError("capex_budget", f"must be a finite capex > 0, got {capex_budget!r}")
-    if isinstance(layout_work, bool) or not isinstance(layout_work, int) or layout_work < 1:
-        raise SpecError("layout_work", f"must be an integer >= 1, got {layout_work!r}")
+    if (
+        isinstance(layout_budget_work, bool)
+        or not isinstance(layout_budget_work, int)
+        or layout_budget_work < 1
+    ):
+        raise SpecError(
+            "layout_budget_work", f"must be an integer >= 1, got {layout_budget_work!r}"
+        )
     if isinstance(workload, dict):
         gpu = workload.get("gpu", gpu)
         jobs = check_jobs(workload.get("jobs"))
@@ -151,7 +157,7 @@ def design_fabric(
     if not feasible:
         raise SpecError("space", f"no design of the space holds {total:,} GPUs: {infeasible}")
     say = _say(progress)
-    fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_work": layout_work}
+    fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_budget_work": layout_budget_work}
     if cost:
         fixed["cost"] = cost
     calibration = as_calibration(calibration)
@@ -161,7 +167,7 @@ def design_fabric(
                                "overwrite": overwrite, "progress": progress,
                                "metrics": design_metrics(jobs)}  # fmt: skip
     say(f"{len(feasible)} designs to evaluate ({len(infeasible)} infeasible): each job's layout "
-        f"search within {layout_work} units of work")  # fmt: skip
+        f"search within {layout_budget_work} units of work")  # fmt: skip
     dataset = sweep(TASK, {"design": feasible}, fixed=fixed, store=str(store), **options)
     rows, failed = _rows(dataset, jobs)
     unfinished = [r["design"] for r in rows if not r["layouts_exhaustive"]]
