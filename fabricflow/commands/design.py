@@ -81,7 +81,8 @@ def register(subparsers) -> None:
         choices=["tokens_per_dollar", "cost_per_million_tokens", "step_time", "capex", "power"],
     )
     parser.add_argument(
-        "--layout-budget-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_BUDGET_WORK
+        # default: fabricflow.design.space.DEFAULT_LAYOUT_BUDGET_WORK
+        "--layout-budget-work", type=int, default=512, metavar="N",
         help="work of each job's layout search per design: group structures solved plus "
         "candidates timed (the same answer on every run, unlike seconds); where a search "
         "stops short, every design's best layouts are timed on that design",
