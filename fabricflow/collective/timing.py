@@ -36,7 +36,7 @@ from fabricflow.fabric.transport import routing_for
 from fabricflow.link_loads import link_load
 from fabricflow.typing import GroupsLike
 
-# "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
+# "auto": the routing that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
 # compact form of "spray" with the same rates), one hashed path per flow (ecmp) otherwise.
 # "optimized": each phase's hops split over candidate paths (fabricflow.optimize_routing).
@@ -178,7 +178,7 @@ class PreparedCollective:
         self.cost = cost
         if routing not in ROUTINGS:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
-        # The policy actually used: "auto" resolved from the fabric's transport.
+        # The routing actually used: "auto" resolved from the fabric's transport.
         self.routing = routing_for(fabric) if routing == "auto" else routing
         if channels is not None and (
             isinstance(channels, bool)
