@@ -36,7 +36,7 @@ def test_max_min_rates_refuses_truthy_strings(option):
 
 
 @pytest.mark.parametrize("option", ["throw", "merge"])
-def test_complete_flows_refuses_truthy_strings(option):
+def test_max_min_completion_refuses_truthy_strings(option):
     with pytest.raises(SpecError) as info:
         ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], **{option: "no"})
     assert info.value.field == option
@@ -60,13 +60,13 @@ def test_collective_refuses_a_string_rail_aware():
 # ------------------------------------------------------------------ shapes and field names
 
 
-def test_complete_flows_refuses_a_2d_size():
+def test_max_min_completion_refuses_a_2d_size():
     with pytest.raises(SpecError) as info:
         ff.max_min_completion([[0], [0]], [1.0], np.ones((2, 2)))
     assert info.value.field == "size"
 
 
-def test_complete_flows_refuses_a_2d_start():
+def test_max_min_completion_refuses_a_2d_start():
     with pytest.raises(SpecError) as info:
         ff.max_min_completion([[0], [0]], [1.0], [1.0, 1.0], start=np.zeros((3, 2)))
     assert info.value.field == "start"
@@ -81,7 +81,7 @@ def test_batch_mismatch_blames_the_disagreeing_input():
     assert info.value.field == "demand"
 
 
-def test_complete_flows_event_bound_names_max_events():
+def test_max_min_completion_event_bound_names_max_events():
     with pytest.raises(SolverError, match="raise max_events") as info:
         ff.max_min_completion(PARKING_LOT, [1.0, 3.0], [1.0, 2.0, 3.0], max_events=1)
     assert "max_iters" not in str(info.value)

@@ -309,7 +309,7 @@ def test_certify_max_min_judges_bad_rates_instead_of_crashing():
         (dict(size=[1, 1, 1], weight=[0, 1, 1]), "weight"),
     ],
 )
-def test_complete_flows_bad_inputs(kwargs, field):
+def test_max_min_completion_bad_inputs(kwargs, field):
     kwargs = {"capacity": [1.0, 1.0], **kwargs}
     capacity = kwargs.pop("capacity")
     _raises_named(lambda: ff.max_min_completion(PARKING_LOT, capacity, **kwargs), field, SpecError)
