@@ -36,7 +36,7 @@ REPORT = [
     "scattered",
     "--budget",
     "1",
-    "--top",
+    "--top-k",
     "3",
     "--fail-fractions",
     "0.25",

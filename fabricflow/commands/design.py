@@ -94,7 +94,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a store of another search"
     )
-    parser.add_argument("--top", type=int, default=10, help="designs printed (default 10)")
+    parser.add_argument("--top-k", type=int, default=10, help="designs printed (default 10)")
     parser.add_argument(
         "--calibration",
         default=None,
@@ -183,13 +183,13 @@ def run(args) -> int:
         "currency": search.currency,
         "pareto": [r["design"] for r in search.rows if r["pareto"]],
         "searches_finished": sum(r["search"] == "finished" for r in search.rows),
-        "top": rows[: args.top],
+        "top": rows[: args.top_k],
         "files": [str(figure), table, *stores, *fabrics],
     }
     if args.json:
         print_json(out)
     else:
-        print_text(search, args.top)
+        print_text(search, args.top_k)
         print(f"wrote {json.dumps(out['files'])}")
     return 1 if search.failed else 0
 
