@@ -105,18 +105,15 @@ def run(args) -> int:
         mtu=parse_size(args.mtu, "mtu", allow_zero=False),
         header=parse_size(args.header, "header"),
     ).validate()
-    pfc = (
-        PFCParams().replace(xoff=args.pfc_xoff, hysteresis=args.pfc_hysteresis)
-        if args.pfc == "on"
-        else False
-    )
+    pfc_params = PFCParams().replace(xoff=args.pfc_xoff, hysteresis=args.pfc_hysteresis)
     fabric = load_fabric_flags(args)
     src, dst, size, start, traffic = _traffic(args, fabric.num_gpus, size_default)
     built = time.perf_counter()
     routes = route(fabric, src, dst, policy=args.routing, seed=args.seed)
     routed = time.perf_counter()
     options = {
-        "pfc": pfc,
+        "pfc": args.pfc == "on",
+        "pfc_params": pfc_params,
         "cc": None if args.cc == "none" else args.cc,
         "packet": packet,
         "arbitration": args.arbitration,

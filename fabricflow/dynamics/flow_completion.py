@@ -97,7 +97,8 @@ def flow_completion_times(
     *,
     start=None,
     fidelity: str = "fluid",
-    pfc: bool | PFCParams = True,
+    pfc: bool = True,
+    pfc_params: PFCParams | None = None,
     cc: str | None = None,
     packet: PacketParams | None = None,
     arbitration: str = "fifo",
@@ -117,12 +118,13 @@ def flow_completion_times(
             ``fabricflow fct`` command defaults to ``packet`` instead: it answers what a
             packet simulator would measure, with both fidelities side by side in
             ``--out``.
-        pfc: lossless fabric (PFC on, default thresholds), a
-            :class:`~fabricflow.PFCParams` (PFC on with its static ``xoff`` and
-            ``hysteresis``), or ``False``, which at packet fidelity needs ``cc="dcqcn"``:
-            a lossy fabric without congestion control drops packets, and retransmission
-            is not modeled. The fluid fidelity has no packets: ``pfc`` and ``cc`` do
-            not change it.
+        pfc: ``True`` (lossless fabric, PFC on) or ``False``, which at packet fidelity
+            needs ``cc="dcqcn"``: a lossy fabric without congestion control drops
+            packets, and retransmission is not modeled. The fluid fidelity has no
+            packets: ``pfc`` and ``cc`` do not change it.
+        pfc_params: :class:`~fabricflow.PFCParams`, the static ``xoff`` and
+            ``hysteresis`` of PFC when on (default ``PFCParams()``), as for
+            :func:`fabricflow.simulate_cc`.
         cc: ``None`` (no congestion control: senders at line rate, paced only by PFC) or
             ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
@@ -152,13 +154,14 @@ def flow_completion_times(
         raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
     if arbitration not in ARBITRATIONS:
         raise SpecError("arbitration", f"must be one of {list(ARBITRATIONS)}, got {arbitration!r}")
-    if isinstance(pfc, PFCParams):
-        pfc.validate()
-        pfc_params, pfc = pfc, True
-    elif isinstance(pfc, (bool, np.bool_)):
+    if not isinstance(pfc, (bool, np.bool_)):
+        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
+    if pfc_params is None:
         pfc_params = PFCParams()
+    elif isinstance(pfc_params, PFCParams):
+        pfc_params.validate()
     else:
-        raise SpecError("pfc", f"must be True, False or a PFCParams, got {pfc!r}")
+        raise SpecError("pfc_params", f"must be a PFCParams or None, got {pfc_params!r}")
     if fidelity == "packet" and not pfc and cc is None:
         raise SpecError(
             "pfc",
