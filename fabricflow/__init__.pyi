@@ -3,8 +3,7 @@
 Each ``from MODULE import NAME as NAME`` line (the explicit re-export form of typed
 stubs) makes ``NAME`` public: type checkers and IDEs read this stub, and
 ``fabricflow/__init__.py`` reads the same lines to load each name from its module on
-first use (``import fabricflow`` itself imports no JAX). A public name that differs from
-its module's (``SolverStatus``) is imported under a private name and assigned below.
+first use (``import fabricflow`` itself imports no JAX).
 A new public name is one line here; ``__all__`` and ``dir(fabricflow)`` follow.
 """
 
@@ -54,15 +53,15 @@ from fabricflow.solve.cc.dcqcn import DCQCNParams as DCQCNParams
 from fabricflow.solve.cc.dcqcn_analysis import dcqcn_fixed_point as dcqcn_fixed_point
 from fabricflow.solve.cc.dcqcn_analysis import dcqcn_linear_stability as dcqcn_linear_stability
 from fabricflow.solve.cc.result import CCResult as CCResult
-from fabricflow.solve.completion import Completion as Completion
-from fabricflow.solve.completion import complete_flows as complete_flows
+from fabricflow.solve.completion import MaxMinCompletion as MaxMinCompletion
+from fabricflow.solve.completion import max_min_completion as max_min_completion
 from fabricflow.solve.maxmin.certificate import Certificate as Certificate
 from fabricflow.solve.maxmin.certificate import certify_max_min as certify_max_min
 from fabricflow.solve.maxmin.checked import max_min_rates as max_min_rates
 from fabricflow.solve.maxmin.checked import max_min_solution as max_min_solution
 from fabricflow.solve.packet.overheads import PacketParams as PacketParams
 from fabricflow.solve.pfc.params import PFCParams as PFCParams
-from fabricflow.solve.status import Status as _Status
+from fabricflow.solve.status import SolverStatus as SolverStatus
 from fabricflow.sweeps.run import sweep as sweep
 from fabricflow.traffic.htsim import read_connection_matrix as read_connection_matrix
 from fabricflow.units import parse_bandwidth as parse_bandwidth
@@ -88,5 +87,3 @@ from fabricflow.workload.step import StepResult as StepResult
 from fabricflow.workload.step import step_time as step_time
 
 __version__: str
-
-SolverStatus = _Status

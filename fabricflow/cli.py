@@ -92,7 +92,7 @@ class UsageError(Exception):
         super().__init__(message)
 
 
-# argparse's wording of a value outside ``choices`` (commands, --recompute, --algo, ...).
+# argparse's wording of a value outside ``choices`` (commands, --recompute, --algorithm, ...).
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<value>.*?)' \(choose from (?P<choices>.*)\)")
 
 

@@ -45,7 +45,7 @@ def _tunings(fast: bool) -> dict:
         tuned = tune_cc(
             scenario,
             cc,
-            params=names,
+            parameters=names,
             steps=3 if fast else 12,
             learning_rate=0.1,
             duration=0.01,

@@ -22,7 +22,7 @@ from fabricflow.collective import collective_sweep, nccl_sizes
 from fabricflow.plots.figures import new_figure, save_figure
 
 CASES = [
-    # (label, preset, op, GPUs, algo, measured busbw GB/s)
+    # (label, preset, op, GPUs, algorithm, measured busbw GB/s)
     ("H100 node, ring", "dgx-h100-superpod", "all_reduce", 8, "ring", 370.0),
     ("H100 node, NVLS", "dgx-h100-superpod", "all_reduce", 8, "nvls", 480.0),
     ("H100 node, auto", "dgx-h100-superpod", "all_reduce", 8, "auto", None),
@@ -35,16 +35,16 @@ CASES = [
 def calibration(sizes: np.ndarray) -> list[dict]:
     fabrics: dict = {}
     rows = []
-    for label, preset, op, gpus, algo, measured in CASES:
+    for label, preset, op, gpus, algorithm, measured in CASES:
         fabric = fabrics.setdefault(preset, ff.load_fabric(preset))
         groups = np.arange(gpus) if isinstance(gpus, int) else np.asarray(gpus)
-        results = collective_sweep(fabric, op, groups, sizes, algo=algo)
+        results = collective_sweep(fabric, op, groups, sizes, algorithm=algorithm)
         rows.append(
             {
                 "label": label,
                 "measured_busbw_GBps": measured,
                 "busbw_GBps": [r.busbw_Bps / 1e9 for r in results],
-                "algo": [r.algo for r in results],
+                "algorithm": [r.algorithm for r in results],
                 "protocol": [r.protocol for r in results],
             }
         )
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             "label": r["label"],
             "measured_GBps": r["measured_busbw_GBps"],
             "model_GBps_at_8GiB": r["busbw_GBps"][-1],
-            "algo": r["algo"][-1],
+            "algorithm": r["algorithm"][-1],
         }
         for r in rows
     ]

@@ -86,11 +86,11 @@ def test_tuning_improves_the_objective_within_the_box(problem):
 def test_bad_tuning_requests_name_the_field():
     sc = dumbbell(2, bandwidth=C40)
     with pytest.raises(SpecError, match="not a DCQCN parameter") as error:
-        TuningProblem.build(sc, "dcqcn", params=["eta"], duration=1e-4, records=2)
-    assert error.value.field == "params"
+        TuningProblem.build(sc, "dcqcn", parameters=["eta"], duration=1e-4, records=2)
+    assert error.value.field == "parameters"
     with pytest.raises(SpecError) as error:
         TuningProblem.build(
-            sc, "dcqcn", params=["kmax"], bounds={"kmax": (1e3, 2e3)}, duration=1e-4, records=2
+            sc, "dcqcn", parameters=["kmax"], bounds={"kmax": (1e3, 2e3)}, duration=1e-4, records=2
         )
     assert error.value.field == "bounds.kmax"
     with pytest.raises(SpecError, match="objective"):

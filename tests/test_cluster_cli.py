@@ -71,7 +71,7 @@ def test_json_object_and_out_folder(tmp_path, capsys):
         "gpu=1h",
         "--checkpoint-interval",
         "10m",
-        "--checkpoint-time",
+        "--checkpoint-write-time",
         "20s",
         "--restart-time",
         "2m",

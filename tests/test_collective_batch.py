@@ -27,7 +27,7 @@ def test_prepare_collectives_equals_one_at_a_time(small_rail_fabric):
     for (op, groups), batch in zip(requests, together, strict=True):
         alone = prepare_collective(fabric, op, groups, routing="ecmp")
         for a, b in zip(alone.evaluate(sizes), batch.evaluate(sizes), strict=True):
-            assert (a.algo, a.protocol) == (b.algo, b.protocol)
+            assert (a.algorithm, a.protocol) == (b.algorithm, b.protocol)
             np.testing.assert_array_equal(a.group_time_s, b.group_time_s)
         for sa, sb in zip(alone.solved, batch.solved, strict=True):
             for pa, pb in zip(sa.phases, sb.phases, strict=True):

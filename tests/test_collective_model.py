@@ -46,16 +46,16 @@ def a100():
 
 
 def test_h100_node_ring_allreduce_about_370(h100):
-    result = collective_time(h100, "all_reduce", np.arange(8), LARGE, algo="ring")
+    result = collective_time(h100, "all_reduce", np.arange(8), LARGE, algorithm="ring")
     assert result.busbw_Bps / 1e9 == pytest.approx(370, rel=0.10)
     assert set(result.bottleneck_kinds) == {"nvlink"}
 
 
 def test_h100_node_nvls_allreduce_about_480(h100):
-    result = collective_time(h100, "all_reduce", np.arange(8), LARGE, algo="nvls")
+    result = collective_time(h100, "all_reduce", np.arange(8), LARGE, algorithm="nvls")
     assert result.busbw_Bps / 1e9 == pytest.approx(480, rel=0.10)
     auto = collective_time(h100, "all_reduce", np.arange(8), LARGE)
-    assert auto.algo == "nvls"
+    assert auto.algorithm == "nvls"
 
 
 @pytest.mark.parametrize("op", ["sendrecv", "all_reduce"])
@@ -65,9 +65,9 @@ def test_one_400g_nic_about_47(h100, op):
     assert "nic" in result.bottleneck_kinds
 
 
-@pytest.mark.parametrize("nodes, algo", [(2, "ring"), (4, "auto"), (8, "auto")])
-def test_multinode_dgx_a100_allreduce_about_192(a100, nodes, algo):
-    result = collective_time(a100, "all_reduce", np.arange(8 * nodes), LARGE, algo=algo)
+@pytest.mark.parametrize("nodes, algorithm", [(2, "ring"), (4, "auto"), (8, "auto")])
+def test_multinode_dgx_a100_allreduce_about_192(a100, nodes, algorithm):
+    result = collective_time(a100, "all_reduce", np.arange(8 * nodes), LARGE, algorithm=algorithm)
     assert result.busbw_Bps / 1e9 == pytest.approx(192, rel=0.10)
 
 
@@ -151,7 +151,7 @@ def test_failed_spine_link_lowers_busbw_and_is_avoided():
         "all_reduce",
         make_groups(256, 32, layout="strided"),
         2**30,
-        algo="ring",
+        algorithm="ring",
         routing="ecmp",
     )
     assert np.isfinite(result.time_s)
@@ -161,7 +161,7 @@ def test_failed_spine_link_lowers_busbw_and_is_avoided():
 def test_per_group_times_and_bottleneck_report():
     fabric = small_clos(attachment="tor", leaf_down=16, leaf_up=4)
     groups = make_groups(256, 32)
-    result = collective_time(fabric, "all_reduce", groups, 2**30, algo="ring")
+    result = collective_time(fabric, "all_reduce", groups, 2**30, algorithm="ring")
     assert result.group_time_s.shape == (8,)
     assert result.time_s == result.group_time_s.max()
     assert result.slowest_group == int(np.argmax(result.group_time_s))
@@ -197,7 +197,7 @@ def test_cli_json_rows(capsys):
     out = json.loads(capsys.readouterr().out)
     assert [row["bytes"] for row in out["rows"]] == [2**20, 2**23, 2**26]
     for row in out["rows"]:
-        assert set(row) >= {"bytes", "time_s", "algbw_GBps", "busbw_GBps", "algo"}
+        assert set(row) >= {"bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm"}
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 15 / 16)
 
 
@@ -243,8 +243,8 @@ def test_cli_table_and_error(capsys):
 
 
 def test_bad_inputs_name_the_field(h100):
-    with pytest.raises(SpecError, match="algo"):
-        collective_time(h100, "all_to_all", np.arange(8), 1e6, algo="tree")
+    with pytest.raises(SpecError, match="algorithm"):
+        collective_time(h100, "all_to_all", np.arange(8), 1e6, algorithm="tree")
     with pytest.raises(SpecError, match="routing"):
         collective_time(h100, "all_reduce", np.arange(8), 1e6, routing="random")
     with pytest.raises(SpecError, match="size"):
@@ -252,7 +252,7 @@ def test_bad_inputs_name_the_field(h100):
     with pytest.raises(SpecError, match="protocol"):
         collective_time(h100, "all_reduce", np.arange(8), 1e6, protocol="LL64")
     with pytest.raises(SpecError, match="power-of-two"):
-        collective_time(h100, "all_reduce", np.arange(6), 1e6, algo="halving_doubling")
+        collective_time(h100, "all_reduce", np.arange(6), 1e6, algorithm="halving_doubling")
 
 
 def _study(name):
@@ -287,7 +287,7 @@ def test_huge_all_to_all_is_refused_before_allocating(monkeypatch):
     monkeypatch.setenv("FABRICFLOW_MEMORY_BUDGET", "16GiB")  # the same on any machine
     fabric = ff.load_fabric("clos-100k", gpus=16384)
     with pytest.raises(ff.MemoryBudgetError, match="flow hops"):
-        collective_time(fabric, "all_to_all", np.arange(16384), 2**30, algo="direct")
+        collective_time(fabric, "all_to_all", np.arange(16384), 2**30, algorithm="direct")
 
 
 def test_cli_fail_option(capsys):

@@ -13,8 +13,8 @@ def test_the_chosen_algorithm_is_a_band_under_every_algorithm_line(monkeypatch, 
         SimpleNamespace(
             op="all_reduce",
             group_size=8,
-            size_bytes=size,
-            algo="ring",
+            size=size,
+            algorithm="ring",
             time_s=size / 1e11,
             candidates={"ring/Simple": size / 1e11, "tree/LL": size / 5e10},
         )

@@ -36,10 +36,10 @@ def fct_error(finish, reference, start):
 
 @pytest.mark.parametrize("method", BACKENDS)
 def test_two_flows_by_hand(method):
-    result = ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0], method=method)
+    result = ff.max_min_completion([[0], [0]], [1.0], [1.0, 2.0], method=method)
     np.testing.assert_allclose(result.finish_time, [2.0, 3.0], rtol=1e-6)
     assert int(result.events) == 2 and result.method == method
-    late = ff.complete_flows([[0], [0]], [1.0], [1.0, 1.0], start=[0.0, 0.5], method=method)
+    late = ff.max_min_completion([[0], [0]], [1.0], [1.0, 1.0], start=[0.0, 0.5], method=method)
     np.testing.assert_allclose(late.finish_time, [1.5, 2.0], rtol=1e-6)
     np.testing.assert_allclose(late.elapsed, [1.5, 1.5], rtol=1e-12)
 
@@ -50,7 +50,7 @@ def test_exact_mode_matches_reference(method, staggered, weighted):
     for seed in range(6):
         kwargs = instance(seed, staggered=staggered, weighted=weighted)
         reference = fluid_completion(**kwargs)
-        result = ff.complete_flows(**kwargs, method=method)
+        result = ff.max_min_completion(**kwargs, method=method)
         start = kwargs.get("start", np.zeros(NUM_FLOWS))
         assert fct_error(result.finish_time, reference, start) <= 1e-4
         np.testing.assert_allclose(result.elapsed, reference - start, rtol=1e-4)
@@ -63,8 +63,8 @@ def test_batched_mode_within_documented_bound(method, eps):
     for seed in range(6):
         kwargs = instance(100 + seed, staggered=seed % 2 == 1)
         reference = fluid_completion(**kwargs)
-        exact = ff.complete_flows(**kwargs, method=method)
-        batched = ff.complete_flows(**kwargs, mode="batched", eps=eps, method=method)
+        exact = ff.max_min_completion(**kwargs, method=method)
+        batched = ff.max_min_completion(**kwargs, mode="batched", eps=eps, method=method)
         start = kwargs.get("start", np.zeros(NUM_FLOWS))
         assert fct_error(batched.finish_time, reference, start) <= 2 * eps
         assert int(batched.events) <= int(exact.events)
@@ -73,8 +73,8 @@ def test_batched_mode_within_documented_bound(method, eps):
 def test_identical_flows_merge_and_finish_together():
     links = np.array([[0, 1]] * 6 + [[1, -1]] * 2, np.int32)
     size = np.array([4.0] * 6 + [1.0, 1.0])
-    merged = ff.complete_flows(links, [3.0, 2.0], size)
-    plain = ff.complete_flows(links, [3.0, 2.0], size, merge=False)
+    merged = ff.max_min_completion(links, [3.0, 2.0], size)
+    plain = ff.max_min_completion(links, [3.0, 2.0], size, merge=False)
     np.testing.assert_allclose(merged.finish_time, plain.finish_time, rtol=1e-5)
     np.testing.assert_allclose(
         merged.finish_time, fluid_completion(links, [3.0, 2.0], size), rtol=1e-5
@@ -83,16 +83,16 @@ def test_identical_flows_merge_and_finish_together():
 
 
 def test_flows_through_failed_link_never_finish_and_zero_size_finish_at_start():
-    result = ff.complete_flows([[0], [1], [1]], [0.0, 1.0], [1.0, 1.0, 0.0], start=[0, 0, 2.0])
+    result = ff.max_min_completion([[0], [1], [1]], [0.0, 1.0], [1.0, 1.0, 0.0], start=[0, 0, 2.0])
     assert np.isinf(result.finish_time[0])
     assert result.finish_time[1] == pytest.approx(1.0)
     assert result.finish_time[2] == pytest.approx(2.0)
 
 
 def test_empty():
-    assert ff.complete_flows(np.zeros((0, 2), np.int32), [1.0], np.zeros(0)).finish_time.shape == (
-        0,
-    )
+    assert ff.max_min_completion(
+        np.zeros((0, 2), np.int32), [1.0], np.zeros(0)
+    ).finish_time.shape == (0,)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_empty():
 def test_bad_input_names_the_field(kwargs, field):
     args = {"links": [[0], [0]], "capacity": [1.0], "size": [1.0, 1.0], **kwargs}
     with pytest.raises(SpecError) as error:
-        ff.complete_flows(args.pop("links"), args.pop("capacity"), args.pop("size"), **args)
+        ff.max_min_completion(args.pop("links"), args.pop("capacity"), args.pop("size"), **args)
     assert error.value.field == field
 
 
@@ -124,11 +124,11 @@ TWO_MB_WIRE, NIC_BPS = 2e6 * 1.12, 400e9 / 8
 @pytest.mark.parametrize("method", BACKENDS)
 @pytest.mark.parametrize("offset", [0.0, 1.0, 1e3, 1e9])
 def test_completion_time_keeps_microseconds_at_any_start(method, offset):
-    result = ff.complete_flows(
+    result = ff.max_min_completion(
         [[0], [1]], [NIC_BPS, NIC_BPS], [TWO_MB_WIRE] * 2, start=[0.0, offset], method=method
     )
     np.testing.assert_allclose(result.elapsed, [44.8e-6, 44.8e-6], rtol=1e-6)
-    both_late = ff.complete_flows(
+    both_late = ff.max_min_completion(
         [[0], [1]], [NIC_BPS, NIC_BPS], [TWO_MB_WIRE] * 2, start=[offset] * 2, method=method
     )
     np.testing.assert_allclose(both_late.elapsed, [44.8e-6, 44.8e-6], rtol=1e-6)
@@ -150,7 +150,7 @@ def test_flow_completion_times_keeps_microseconds_at_any_start(offset):
 def test_stop_after_reports_the_bytes_left(method):
     """Flow 0 (1 B) and flow 1 (3 B) share a 1 B/s link: flow 0 finishes at 2 s, flow 1
     has sent 1 B by then and has 2 B left."""
-    done = ff.complete_flows(
+    done = ff.max_min_completion(
         [[0], [0]], [1.0], [1.0, 3.0], stop_after=np.array([True, False]), method=method
     )
     assert done.elapsed[0] == pytest.approx(2.0) and np.isinf(done.elapsed[1])

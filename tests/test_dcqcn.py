@@ -15,7 +15,7 @@ from fabricflow.solve.cc import integrator as dcqcn_kernel
 from fabricflow.solve.cc.dcqcn import DCQCNParams, dcqcn_derivatives
 from fabricflow.solve.cc.dcqcn_analysis import fixed_point
 from fabricflow.solve.parameters import stack_params
-from fabricflow.solve.status import Status as SolverStatus
+from fabricflow.solve.status import SolverStatus
 
 C40 = 40e9 / 8  # 40 Gb/s in bytes/s
 # One timing for the dumbbell runs here (0.1 s in 500 records of 200 steps): the kernel is

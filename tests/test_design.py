@@ -107,7 +107,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "designs.zarr",
         workers=0,
-        layout_work=8,
+        layout_budget_work=8,
     )
     assert [r["design"] for r in search.rows] == [
         search.best["design"],
@@ -132,7 +132,7 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "doubled.zarr",
         workers=0,
-        layout_work=8,
+        layout_budget_work=8,
         cost=_doubled(),
     )
     assert [r["design"] for r in doubled.rows] == [r["design"] for r in search.rows]
@@ -144,8 +144,8 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
         space=SMALL,
         store=tmp_path / "designs.zarr",  # resumed: nothing is computed again
         workers=0,
-        layout_work=8,
-        budget=1.0,
+        layout_budget_work=8,
+        capex_budget=1.0,
     )
     assert poor.best is None and all(r["over_budget"] for r in poor.rows)
 
@@ -153,8 +153,8 @@ def test_design_search_store_front_and_price_scaling(tmp_path):
 def test_bad_design_inputs_name_the_field(tmp_path):
     with pytest.raises(ff.SpecError, match="objective"):
         design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", objective="speed")
-    with pytest.raises(ff.SpecError, match="budget"):
-        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", budget=-5)
+    with pytest.raises(ff.SpecError, match="capex_budget"):
+        design_fabric([JOB], gpu="h100-sxm", store=tmp_path / "s", capex_budget=-5)
     with pytest.raises(ff.SpecError, match=r"jobs\[0\].gpus"):
         design_fabric([{**JOB, "gpus": 0}], gpu="h100-sxm", store=tmp_path / "s")
     with pytest.raises(ff.SpecError, match="no design of the space"):
@@ -224,7 +224,7 @@ def test_designs_are_ranked_on_the_same_layouts_reproducibly(tmp_path, monkeypat
             space=TWO,
             store=tmp_path / f"{i}.zarr",
             workers=0,
-            layout_work=1,
+            layout_budget_work=1,
         )  # fmt: skip
         for i in range(2)
     ]
@@ -258,7 +258,7 @@ def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
             "--fix", "pp=1", "--fix", "micro_batch=1", "--space", "tiers=1,2",
             "--space", "oversubscription=1", "--space", "attachment=rail",
             "--space", "planes=1", "--space", "nic_speed=400Gbps", "--space", "transport=ib",
-            "--layout-work", "4", "--out", str(tmp_path / "out"), "--workers", "0",
+            "--layout-budget-work", "4", "--out", str(tmp_path / "out"), "--workers", "0",
         ]
     )  # fmt: skip
     assert code == 0
@@ -290,13 +290,13 @@ def test_design_cli_table_shows_layout_search_and_reasons(tmp_path, capsys):
 
 def test_design_cli_default_work_matches_the_api():
     from fabricflow.cli import build_parser
-    from fabricflow.design.space import DEFAULT_LAYOUT_WORK
+    from fabricflow.design.space import DEFAULT_LAYOUT_BUDGET_WORK
 
     parser = build_parser()
     args = parser.parse_args(
         ["design", "--gpu", "h100-sxm", "--job", "llama3-8b:64:64:2048", "--out", "x"]
     )
-    assert args.layout_work == DEFAULT_LAYOUT_WORK
+    assert args.layout_budget_work == DEFAULT_LAYOUT_BUDGET_WORK
 
 
 def test_pareto_legend_lists_only_classes_with_points_and_names_the_currency(tmp_path):

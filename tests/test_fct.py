@@ -100,7 +100,7 @@ def test_fluid_is_the_max_min_engine_plus_latency():
     size = np.linspace(1e5, 2e6, 16)
     start = np.linspace(0, 20e-6, 16)
     times = ff.flow_completion_times(fabric, routes, size, start=start)
-    engine = ff.complete_flows(routes.links, fabric.capacity, size, start=start)
+    engine = ff.max_min_completion(routes.links, fabric.capacity, size, start=start)
     latency = np.where(routes.links >= 0, fabric.latency[routes.links], 0).sum(axis=1)
     np.testing.assert_array_equal(times.delivered, engine.elapsed + latency)
     np.testing.assert_allclose(engine.finish_time, start + engine.elapsed, rtol=1e-6)
@@ -127,8 +127,10 @@ def test_incast_victim_and_queued_ack_behind_pfc():
     wire = wire_bytes(np.array([size]), PacketParams())[0][0]
     victim = {}
     for xoff in (100e3, 300e3):
-        pfc = ff.PFCParams(xoff=xoff, hysteresis=10e3)
-        packet = ff.flow_completion_times(fabric, routes, size, fidelity="packet", pfc=pfc)
+        pfc_params = ff.PFCParams(xoff=xoff, hysteresis=10e3)
+        packet = ff.flow_completion_times(
+            fabric, routes, size, fidelity="packet", pfc_params=pfc_params
+        )
         victim[xoff] = packet.delivered[3] - packet.components["propagation"][3]
         victim[xoff] -= packet.components["store_forward"][3]
         assert 1.5 * wire / C < victim[xoff] < 3.3 * wire / C
@@ -192,7 +194,7 @@ def test_bad_inputs_name_the_field():
         assert error.value.field == "size"
     with pytest.raises(ff.SpecError) as error:
         ff.flow_completion_times(
-            fabric, routes, 1e6, fidelity="packet", pfc=ff.PFCParams(xoff=5000, hysteresis=0)
+            fabric, routes, 1e6, fidelity="packet", pfc_params=ff.PFCParams(xoff=5000, hysteresis=0)
         )
     assert error.value.field == "pfc.xoff"
     # routes of another fabric: other link ids, or paths that do not join their endpoints

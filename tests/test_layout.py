@@ -144,7 +144,7 @@ def test_integers_beyond_int64_are_refused_by_the_api_and_the_cli(capsys):
     ("kwargs", "field", "match"),
     [
         # 8 x (2^63 - 1) wrapped to -8, which divides 512: the layout passed and the step
-        # failed later on a negative message size ('size_bytes: ... got -33554432.0')
+        # failed later on a negative message size ('size: ... got -33554432.0')
         ({"dp": 8, "micro_batch": 2**63 - 1}, "layout.global_batch", "smaller than dp x"),
         ({"dp": 8, "micro_batch": 128}, "layout.global_batch", "smaller than dp x"),
         ({"global_batch": 2**62, "seq_len": 4096}, "layout.seq_len", "tokens per step"),

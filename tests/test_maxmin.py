@@ -369,7 +369,7 @@ def test_memory_budget_refuses_before_allocating(monkeypatch):
         ff.max_min_rates(np.zeros((10_000, 4), np.int32), [1.0], merge=False)
     assert "10000 flows x 4 hops" in str(error.value)
     with pytest.raises(MemoryBudgetError, match="10000 flows x 4 hops"):
-        ff.complete_flows(np.zeros((10_000, 4), np.int32), [1.0], np.ones(10_000))
+        ff.max_min_completion(np.zeros((10_000, 4), np.int32), [1.0], np.ones(10_000))
 
 
 @pytest.mark.parametrize("method, layout", [("numpy", "block"), ("jax", "block"), ("jax", "vmap")])

@@ -204,7 +204,7 @@ def test_interrupt_returns_the_best_so_far(model, oversubscribed, monkeypatch):
         ({"space": {"tp": [1, 2]}, "fixed": {"tp": 4}}, "fixed.tp", ["excludes"]),
         ({"fixed": {"zero": "x"}}, "fixed.zero", ["integer"]),
         ({"fixed": {"placement": "random"}}, "fixed.placement", ["contiguous"]),
-        ({"fixed": {"algo_dp": "magic"}}, "fixed.algo_dp", ["ring"]),
+        ({"fixed": {"algorithm_dp": "magic"}}, "fixed.algorithm_dp", ["ring"]),
         ({"objective": "speed"}, "objective", ["tokens_per_gpu"]),
     ],
 )
@@ -245,7 +245,7 @@ def test_cli_json_and_out(tmp_path, capsys):
             "optimize", "--fabric", "dgx-a100-superpod", "--gpu", GPU,
             "--model", "megatron-1.7b", "--gpus", "16", "--global-batch", "32", "--seq", "2048",
             "--space", "tp=1,2", "--space", "pp=1,2", "--space", "micro_batch=1,2",
-            "--fix", "zero=1", "--top", "3", "--json", "--out", str(tmp_path),
+            "--fix", "zero=1", "--top-k", "3", "--json", "--out", str(tmp_path),
         ]
     )  # fmt: skip
     assert code == 0

@@ -170,8 +170,8 @@ def test_work_budget_answers_the_same_every_time():
 def test_negative_seed_and_disconnected_fabric_are_refused_at_once():
     from fabricflow.errors import RoutingError, SpecError
 
-    with pytest.raises(SpecError, match="seed"):
-        run(seed=-1)
+    with pytest.raises(SpecError, match="placement_seed"):
+        run(placement_seed=-1)
     with pytest.raises(SpecError, match="budget_work"):
         run(budget_work=0)
     no_nics = tiny_oversubscribed().without(link_kind="nic", fraction=1.0)

@@ -11,7 +11,7 @@ from fabricflow.dynamics.scenarios import incast, ring
 from fabricflow.solve.pfc.deadlock import deadlock_cycles
 from fabricflow.solve.pfc.params import PFCParams
 from fabricflow.solve.pfc.victims import victim_flows
-from fabricflow.solve.status import Status as SolverStatus
+from fabricflow.solve.status import SolverStatus
 
 C40 = 40e9 / 8
 # Every incast run here has these shapes and this timing, so a PFC mode compiles once.

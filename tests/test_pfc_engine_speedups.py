@@ -53,7 +53,7 @@ def _case(name: str):
         np.array([2e6, 2e6, 2e6, 2e6, 1e5, 3e4]),
         start=np.array([0.0, 0.0, 5e-6, 0.0, 1e-3, 2e-3]),
         fidelity="packet",
-        pfc=PFCParams().replace(xoff="150KB"),
+        pfc_params=PFCParams().replace(xoff="150KB"),
     )
 
 

@@ -34,7 +34,7 @@ def test_public_names_resolve_and_all_matches_the_stub():
     for name in fabricflow.__all__:
         assert getattr(fabricflow, name) is not None, name
     assert set(fabricflow.__all__) <= set(dir(fabricflow))
-    assert fabricflow.SolverStatus.__name__ == "Status"
+    assert fabricflow.SolverStatus.__name__ == "SolverStatus"
     assert fabricflow.errors.SpecError is fabricflow.SpecError
     with pytest.raises(AttributeError, match="no_such_name"):
         fabricflow.no_such_name  # noqa: B018

@@ -36,7 +36,7 @@ REPORT = [
     "scattered",
     "--budget",
     "1",
-    "--top",
+    "--top-k",
     "3",
     "--fail-fractions",
     "0.25",
@@ -156,8 +156,8 @@ def test_collective_utilization_matches_the_solved_rates():
     fabric = ff.load_fabric("dgx-h100-superpod")
     groups = np.arange(16).reshape(2, 8)
     prepared = prepare_collective(fabric, "all_reduce", groups)
-    peak, algo = collective_utilization(prepared, 256 * 2**20)
-    assert algo in {s.algorithm.name for s in prepared.solved}
+    peak, algorithm = collective_utilization(prepared, 256 * 2**20)
+    assert algorithm in {s.algorithm.name for s in prepared.solved}
     assert peak.max() <= 1 + 1e-6 and peak.min() >= 0
     network = np.isin(fabric.link_kind, ["nic", "leaf"])
     assert peak[network].max() == 0

@@ -133,7 +133,9 @@ def test_every_layout_field_has_a_step_flag_that_round_trips():
     full = Layout(recompute="full", recompute_layers=2)
     parser = _step_parser()
     for layout in (changed, others, full, Layout()):
-        words = step_arguments(layout, order="pp-tp-cp-ep-dp", placement="scattered", seed=3)
+        words = step_arguments(
+            layout, order="pp-tp-cp-ep-dp", placement="scattered", placement_seed=3
+        )
         args = parser.parse_args(["step", "--fabric", "x", "--model", "y", "--gpus", "1", *words])
         assert step_command.layout_from_args(args) == layout, words
         assert (args.order, args.placement, args.seed) == ("pp-tp-cp-ep-dp", "scattered", 3)
@@ -168,7 +170,7 @@ def test_a_calibrated_report_prints_a_calibrated_step_command():
     assert args.calibration == "site cal.yaml"
     job = {
         "layout": dataclasses.asdict(Layout(tp=8, global_batch=8)),
-        "order": "tp-cp-ep-dp-pp", "placement": "deployed", "seed": 0, "routing": "auto",
+        "order": "tp-cp-ep-dp-pp", "placement": "deployed", "placement_seed": 0, "routing": "auto",
         "algorithms": {}, "collectives": "fabric",
     }  # fmt: skip
     report_args = argparse.Namespace(
@@ -181,7 +183,14 @@ def test_a_calibrated_report_prints_a_calibrated_step_command():
 def test_step_options_are_written_and_described():
     options = {"routing": "spray", "algorithms": {"dp": "ring"}, "collectives": "alpha-beta"}
     words = step_arguments(Layout(tp=8), **options)
-    assert words[-6:] == ["--routing", "spray", "--collectives", "alpha-beta", "--algo", "dp=ring"]
+    assert words[-6:] == [
+        "--routing",
+        "spray",
+        "--collectives",
+        "alpha-beta",
+        "--algorithm",
+        "dp=ring",
+    ]
     text = describe_step(Layout(tp=8, sequence_parallel=False), **options)
     assert "no SP" in text and "routing spray" in text and "dp ring" in text
 
@@ -189,7 +198,7 @@ def test_step_options_are_written_and_described():
 def test_step_takes_routing_algorithms_and_cc_from_the_command_line():
     base = ["step", *JOB, "--gpus", "16", "--tp", "8", "--micro-batch", "1"]
     base += ["--global-batch", "16", "--seq", "4096", "--json"]
-    code, out = _run([*base, "--routing", "ecmp", "--algo", "dp=ring"])
+    code, out = _run([*base, "--routing", "ecmp", "--algorithm", "dp=ring"])
     assert code == 0
     details = json.loads(out)
     assert details["routing"] == "ecmp" and details["algorithms"] == {"dp": "ring"}
@@ -211,10 +220,10 @@ def test_step_takes_routing_algorithms_and_cc_from_the_command_line():
 @pytest.mark.parametrize(
     ("flags", "field"),
     [
-        (["--algo", "dp"], "--algo"),
-        (["--algo", "xx=ring"], "--algo"),
-        (["--algo", "dp=ring", "--algo", "dp=tree"], "--algo dp"),
-        (["--algo", "dp=foo"], "--algo dp"),
+        (["--algorithm", "dp"], "--algorithm"),
+        (["--algorithm", "xx=ring"], "--algorithm"),
+        (["--algorithm", "dp=ring", "--algorithm", "dp=tree"], "--algorithm dp"),
+        (["--algorithm", "dp=foo"], "--algorithm dp"),
         (["--routing", "foo"], "--routing"),
     ],
 )

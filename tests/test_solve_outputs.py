@@ -34,7 +34,7 @@ def test_utilization_tiers_bottlenecks_and_plots(small_rail_fabric, tmp_path):
     assert np.all(utilization[solution.bottleneck[limited]] >= 1 - 1e-5)
 
     size = np.full(routes.num_flows, 1e6)
-    fct = ff.complete_flows(routes.links, fabric.capacity, size, mode="batched").finish_time
+    fct = ff.max_min_completion(routes.links, fabric.capacity, size, mode="batched").finish_time
     assert np.all(np.isfinite(fct))
     assert plot_utilization_by_tier(fabric, utilization, tmp_path / "util.png").stat().st_size > 0
     assert plot_fct_cdf({"ecmp": fct}, tmp_path / "fct.png").stat().st_size > 0

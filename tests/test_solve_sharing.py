@@ -45,11 +45,11 @@ def test_identical_phases_are_solved_once_and_match_a_separate_solve():
 def test_a_fabric_edited_in_place_is_solved_again():
     fabric = small_clos(gpus=128, leaf_up=8)
     groups = make_groups(128, 16, layout="strided")
-    before = prepare_collective(fabric, "reduce_scatter", groups, algo="ring")
+    before = prepare_collective(fabric, "reduce_scatter", groups, algorithm="ring")
     rate_before = before.solved[0].phases[0].rate.copy()
     nic = np.flatnonzero(fabric.link_kind == "nic")
     fabric.capacity[nic] *= 0.25  # the NICs lose three quarters of their bandwidth
-    after = prepare_collective(fabric, "all_gather", groups, algo="ring")
+    after = prepare_collective(fabric, "all_gather", groups, algorithm="ring")
     sp = after.solved[0].phases[0]
     assert sp.rate is not before.solved[0].phases[0].rate
     _same_solve(sp, solve_phase(fabric, sp.phase, after.capacity, routing=after.routing))

@@ -73,8 +73,12 @@ def test_order_decides_what_stays_on_nvlink(a100):
 
 def test_scattered_placement_is_seeded(a100):
     layout = Layout(tp=8, dp=8, micro_batch=2, global_batch=16, seq_len=2048)
-    a = step_time("megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", seed=1)
-    b = step_time("megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", seed=1)
+    a = step_time(
+        "megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", placement_seed=1
+    )
+    b = step_time(
+        "megatron-7.5b", "a100-80gb", layout, a100, placement="scattered", placement_seed=1
+    )
     assert a.step_time_s == b.step_time_s
 
 

@@ -124,19 +124,21 @@ def test_alpha_beta_backend_has_no_coupling(a100):
     assert "alpha-beta" in coupling["model"]
 
 
-def test_seeds_report_spread_and_seed_zero_result(h100):
+def test_routing_seeds_report_spread_and_seed_zero_result(h100):
     layout = Layout(**MIXTRAL)
     one = step_time("mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False)
-    many = step_time("mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False, seeds=3)
+    many = step_time("mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False, routing_seeds=3)
     var = many.details["variability"]
-    assert var["seeds"] == 3 and len(var["step_time_s_per_seed"]) == 3
+    assert var["routing_seeds"] == 3 and len(var["step_time_s_per_seed"]) == 3
     assert var["step_time_s_per_seed"][0] == one.step_time_s == many.step_time_s
     assert min(var["step_time_s_per_seed"]) <= var["p50_s"] <= var["p99_s"] <= var["max_s"]
     assert var["max_s"] == max(var["step_time_s_per_seed"])
     assert "variability" not in one.details
     for bad in (0, -1, 1.5, True, "2"):
-        with pytest.raises(SpecError, match="seeds"):
-            step_time("mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False, seeds=bad)
+        with pytest.raises(SpecError, match="routing_seeds"):
+            step_time(
+                "mixtral-8x7b", "h100-sxm", layout, h100, check_memory=False, routing_seeds=bad
+            )
 
 
 def test_route_seed_reaches_the_collective_model():
@@ -155,21 +157,21 @@ def test_route_seed_reaches_the_collective_model():
         CollectiveCache(a100, seed=-1)
 
 
-def test_cli_seeds_and_failures(capsys):
+def test_cli_routing_seeds_and_failures(capsys):
     from cli_args import STEP
 
     from fabricflow.cli import main
 
     args = [*STEP, "--pp", "2", "--tp", "4"]  # PP and DP cross the nodes: a tail window
-    assert main([*args, "--seeds", "2", "--fail", "leaf:0.05", "--json"]) == 0
+    assert main([*args, "--routing-seeds", "2", "--fail", "leaf:0.05", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["variability"]["seeds"] == 2
+    assert data["variability"]["routing_seeds"] == 2
     assert data["failed_links"] > 0
     assert data["coupling"]["coupled_step_s"] == data["step_time_s"]
-    assert main([*args, "--seeds", "2"]) == 0
+    assert main([*args, "--routing-seeds", "2"]) == 0
     text = capsys.readouterr().out
     assert "over 2 routing seeds: p50" in text and "coupling" in text
-    for flag, value in (("--seeds", "0"), ("--fail", "leaf"), ("--fail", "leaf:x")):
+    for flag, value in (("--routing-seeds", "0"), ("--fail", "leaf"), ("--fail", "leaf:x")):
         assert main([*args, flag, value, "--json"]) == 2
         assert flag in json.loads(capsys.readouterr().out)["message"]
 

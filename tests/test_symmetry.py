@@ -15,11 +15,11 @@ from fabricflow.collective.groups import domain_grid
 from fabricflow.collective.symmetry import domain_replica, replicated_domains
 
 
-def _phases(fabric, algo, op, groups, channels=2):
+def _phases(fabric, algorithm, op, groups, channels=2):
     grid = domain_grid(groups, fabric.gpu_domain)
     grid = grid if grid is not None else groups[:, :, None]
-    ctx = Context(op, groups, groups, grid, channels, nvls=algo == "nvls")
-    return ALGORITHMS[algo].build(ctx)
+    ctx = Context(op, groups, groups, grid, channels, nvls=algorithm == "nvls")
+    return ALGORITHMS[algorithm].build(ctx)
 
 
 def _full(fabric, phase, capacity, monkeypatch, routing="ecmp"):
@@ -35,14 +35,16 @@ def _assert_same(a, b):
 
 @pytest.mark.parametrize("routing", ["ecmp", "adaptive"])
 @pytest.mark.parametrize(
-    "algo, op",
+    "algorithm, op",
     [("ring", "all_reduce"), ("halving_doubling", "reduce_scatter"), ("direct", "all_to_all")],
 )
-def test_replicated_phase_equals_the_full_solve(small_rail_fabric, monkeypatch, algo, op, routing):
+def test_replicated_phase_equals_the_full_solve(
+    small_rail_fabric, monkeypatch, algorithm, op, routing
+):
     fabric = small_rail_fabric  # 4-GPU NVLink domains
     groups = make_groups(fabric.num_gpus, 4, layout="contiguous")
     capacity = effective_capacity(fabric, DEFAULT_COST)
-    for phase in _phases(fabric, algo, op, groups):
+    for phase in _phases(fabric, algorithm, op, groups):
         assert replicated_domains(fabric, phase) is not None
         fast = solve_phase(fabric, phase, capacity, routing=routing)
         assert fast.replicated

@@ -148,7 +148,7 @@ def test_a_sprayed_flow_pays_the_latency_of_one_path():
     propagation, store-and-forward and ACK are the mean over its paths (64 on k = 16)."""
     fabric = ff.load_fabric("fat-tree-k16")
     src, dst = np.array([0]), np.array([1000])
-    for fidelity, cc in (("fluid", "none"), ("packet", "dcqcn")):
+    for fidelity, cc in (("fluid", None), ("packet", "dcqcn")):
         ecmp, spray = (
             ff.flow_completion_times(
                 fabric, ff.route(fabric, src, dst, policy=policy), 2e6, fidelity=fidelity, cc=cc

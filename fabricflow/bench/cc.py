@@ -72,7 +72,7 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str, cc: str = "dcqc
 
     from fabricflow.solve.cc.prepare import prepare_cc
     from fabricflow.solve.cc.run_cc import run_cc
-    from fabricflow.solve.status import Status
+    from fabricflow.solve.status import SolverStatus
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
     dt = 1e-6
@@ -106,7 +106,7 @@ def _case(num_flows: int, steps: int, result: dict, prefix: str, cc: str = "dcqc
     result[f"{prefix}_hops"] = int(links.shape[1])
     result[f"{prefix}_steps"] = steps
     result[f"{prefix}_ns_per_flow_step"] = result[f"{prefix}_run_s"] / (num_flows * steps) * 1e9
-    result[f"{prefix}_status"] = Status(int(np.max(res.status))).name.lower()
+    result[f"{prefix}_status"] = SolverStatus(int(np.max(res.status))).name.lower()
     result[f"{prefix}_mean_rate_Gbps"] = float(np.mean(res.mean_rate()) * 8 / 1e9)
     result[f"{prefix}_paused_link_fraction"] = float(np.mean(res.pause_time > 0))
 

@@ -2,8 +2,8 @@
 16,384-GPU job on a 3-tier fabric, routed and solved together.
 
 Target (2-core machine): at most 30 s for the whole collective (routing every
-hop of every ring channel, one max-min solve, pricing), with ``algo="ring"`` and with
-``algo="auto"`` (every applicable algorithm solved). The job is the first 16,384 GPUs of
+hop of every ring channel, one max-min solve, pricing), with ``algorithm="ring"`` and with
+``algorithm="auto"`` (every applicable algorithm solved). The job is the first 16,384 GPUs of
 ``clos-100k`` (3 tiers); data parallelism over 8 nodes apart: 2,048 groups of 8 GPUs,
 ``GPU i, i + 2048, ...`` (the layout of a job with 2,048-way model parallelism).
 """
@@ -36,15 +36,15 @@ def run(args) -> dict:
         fabric = load_fabric("clos-100k", gpus=gpus)
     groups = make_groups(gpus, group_size, layout="strided")
     result["num_groups"] = int(groups.shape[0])
-    for algo, routing in (("ring", "ecmp"), ("ring", "multipath"), ("auto", "ecmp")):
-        key = f"{algo}_{routing}"
+    for algorithm, routing in (("ring", "ecmp"), ("ring", "multipath"), ("auto", "ecmp")):
+        key = f"{algorithm}_{routing}"
         with measured(result, key):
             # What collective_time does, keeping the phases to report their solvers.
             prepared = prepare_collective(
-                fabric, "reduce_scatter", groups, algo=algo, routing=routing
+                fabric, "reduce_scatter", groups, algorithm=algorithm, routing=routing
             )
             res = prepared.evaluate([2**30])[0]
-        result[f"{key}_algo"] = res.algo
+        result[f"{key}_algorithm"] = res.algorithm
         result[f"{key}_solvers"] = solvers_used(prepared)
         result[f"{key}_flows"] = res.num_flows
         result[f"{key}_busbw_GBps"] = res.busbw_Bps / 1e9

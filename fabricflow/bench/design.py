@@ -21,14 +21,14 @@ CASES = {
     "llama3_405b_16k": dict(
         job={"model": "llama3-405b", "gpus": 16384, "global_batch": 2048, "seq_len": 8192,
              "fixed": {"tp": 8}},
-        space={"tiers": [3], "transport": ["ib", "roce"]}, layout_work=512, workers=2, target_s=1800.0,
+        space={"tiers": [3], "transport": ["ib", "roce"]}, layout_budget_work=512, workers=2, target_s=1800.0,
     ),
 }  # fmt: skip
 QUICK = {
     "llama3_8b_256": dict(
         job={"model": "llama3-8b", "gpus": 256, "global_batch": 256, "seq_len": 4096,
              "fixed": {"tp": 8}},
-        space={"tiers": [2], "planes": [1], "nic_speed": ["400Gbps"]}, layout_work=16,
+        space={"tiers": [2], "planes": [1], "nic_speed": ["400Gbps"]}, layout_budget_work=16,
         workers=2, target_s=600.0,
     ),
 }  # fmt: skip
@@ -42,7 +42,7 @@ def run_case(case: dict) -> dict:
         with measured(out, "design"):
             search = design_fabric(
                 {"gpu": "h100-sxm", "jobs": [case["job"]]}, space=case["space"],
-                store=f"{folder}/designs.zarr", layout_work=case["layout_work"],
+                store=f"{folder}/designs.zarr", layout_budget_work=case["layout_budget_work"],
                 workers=case["workers"], progress=False,
             )  # fmt: skip
     out.update(

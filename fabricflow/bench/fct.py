@@ -18,7 +18,7 @@ DESCRIPTION = "flow completion times: 2 MB permutation on fat-tree k=16 / k=32, 
 
 def run(args) -> int | dict:
     quick = bool(getattr(args, "quick", False))
-    result: dict = {"size_bytes": 2e6, "traffic": "permutation", "pfc": True, "cc": "none"}
+    result: dict = {"size_bytes": 2e6, "traffic": "permutation", "pfc": True, "cc": None}
     for k in (8, 16) if quick else (16, 32):
         result[f"k{k}"] = _case(k)
     if not quick:

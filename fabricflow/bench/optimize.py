@@ -112,7 +112,7 @@ def search_case(case: dict) -> dict:
         best_breakdown=search.best.breakdown,
     )
     naive = dict(search.best_kwargs, order=DEFAULT_ORDER, placement="contiguous")
-    naive.pop("seed", None)
+    naive.pop("placement_seed", None)
     result = step_time(case["model"], case["gpu"], fabric=fabric, **naive)
     out["naive_contiguous_default_order"] = {
         "step_time_s": result.step_time_s,

@@ -85,7 +85,12 @@ def run(args) -> dict:
         step_time("llama3-405b", "h100-sxm", layout, fabric, check_memory=False)
     result["warm_cpu_s"] = time.process_time() - cpu
     seeds = step_time(
-        "llama3-405b", "h100-sxm", layout, fabric, check_memory=False, seeds=1 if quick else 4
+        "llama3-405b",
+        "h100-sxm",
+        layout,
+        fabric,
+        check_memory=False,
+        routing_seeds=1 if quick else 4,
     )
     result["step_time_s_by_seed"] = seeds.details.get("variability", {}).get(
         "step_time_s_per_seed", [seeds.step_time_s]

@@ -60,7 +60,7 @@ class SetModel:
 
     Attributes:
         name: the group set.
-        rep: ``(name, op, size_bytes)`` of the representative collective.
+        rep: ``(name, op, size)`` of the representative collective.
         phase: the bound :class:`~fabricflow.collective.phase.Phase` (GPUs of the
             reference placement, which are rank ids).
         solved: its solve at the reference placement (a ``SolvedPhase``).
@@ -69,7 +69,7 @@ class SetModel:
         group: int64 ``[T]`` group of each transfer.
         total_s, phase_s: float64 ``[G]`` the representative's seconds alone and its bound
             phase's, per group.
-        others: ``{(op, size_bytes): (total_s, phase_s)}`` of the set's other collectives.
+        others: ``{(op, size): (total_s, phase_s)}`` of the set's other collectives.
         cost: the collective model's cost model (its link efficiencies).
         routing, seed: how the collective model routed the phase.
         fabric: the fabric of the reference solve.
@@ -114,8 +114,8 @@ class _Table:
         self.model = model
         self.changed = changed
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
-        key = (name, op, float(size_bytes))
+    def slowest(self, name: str, op: str, size: float) -> float:
+        key = (name, op, float(size))
         base = self.model.base.get(key)
         if base is None:  # asked first now (a composition that differs): not expected
             raise KeyError(f"the job model has no time for {key}")
@@ -125,7 +125,7 @@ class _Table:
         sets = self.model.sets_by_name[name]
         if sets.rep == key:
             return max(base, priced)
-        other = sets.others.get((op, float(size_bytes)))
+        other = sets.others.get((op, float(size)))
         if other is None:
             return base
         total, phase = other
@@ -142,10 +142,10 @@ class _Recorder:
         self.view = view
         self.asked: dict[tuple, float] = {}
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
-        key = (name, op, float(size_bytes))
+    def slowest(self, name: str, op: str, size: float) -> float:
+        key = (name, op, float(size))
         if key not in self.asked:
-            self.asked[key] = float(self.view.slowest(name, op, size_bytes))
+            self.asked[key] = float(self.view.slowest(name, op, size))
         return self.asked[key]
 
 

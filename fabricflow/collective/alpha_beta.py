@@ -78,7 +78,7 @@ def alpha_beta_estimate(
     fabric: Fabric,
     op: str,
     groups: np.ndarray,
-    size_bytes: float,
+    size: float,
     *,
     field: str = "backend",
     fingerprint: str | None = None,
@@ -116,16 +116,16 @@ def alpha_beta_estimate(
         ring_bw, nvlink, nic = (np.where(bw > 0, bw, np.inf) for bw in (ring_bw, nvlink, nic))
     hop = np.where(intra, NVLINK_HOP_S, NETWORK_HOP_S)
     if op == "all_reduce":
-        time = 2 * (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
+        time = 2 * (n - 1) / n * size / ring_bw + BASE_LATENCY_S + 2 * (n - 1) * hop
     elif op in ("reduce_scatter", "all_gather"):
-        time = (n - 1) / n * size_bytes / ring_bw + BASE_LATENCY_S + (n - 1) * hop
+        time = (n - 1) / n * size / ring_bw + BASE_LATENCY_S + (n - 1) * hop
     elif op == "all_to_all":
-        local = (per_domain - 1) / n * size_bytes / nvlink
-        remote = np.where(intra, 0.0, (n - per_domain) / n * size_bytes / np.maximum(nic, 1e-30))
+        local = (per_domain - 1) / n * size / nvlink
+        remote = np.where(intra, 0.0, (n - per_domain) / n * size / np.maximum(nic, 1e-30))
         time = np.maximum(local, remote) + BASE_LATENCY_S + hop
     elif op == "sendrecv":
         # The slowest pair of the group: across domains if any member is elsewhere.
-        time = size_bytes / np.where(intra, nvlink, np.minimum(nvlink, nic)) + BASE_LATENCY_S + hop
+        time = size / np.where(intra, nvlink, np.minimum(nvlink, nic)) + BASE_LATENCY_S + hop
     else:
         raise ValueError(f"unknown op {op!r}")
     return np.broadcast_to(time, (num_groups,)).astype(np.float64)

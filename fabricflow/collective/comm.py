@@ -60,19 +60,19 @@ def check_backend(backend: str, *, field: str = "backend") -> str:
 
 
 def collective_seconds(
-    fabric: Fabric, op: str, groups: np.ndarray, size_bytes: float, *, backend: str = "fabric"
+    fabric: Fabric, op: str, groups: np.ndarray, size: float, *, backend: str = "fabric"
 ) -> np.ndarray:
-    """Seconds ``[num_groups]`` of ``op`` of ``size_bytes`` on every group, run concurrently.
+    """Seconds ``[num_groups]`` of ``op`` of ``size`` on every group, run concurrently.
 
     Args:
         fabric: the network.
         op: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all`` or ``sendrecv``.
         groups: int ``[num_groups, group_size]`` GPU indices.
-        size_bytes: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
+        size: nccl-tests size (the buffer of one rank; see ``collective/ops.py``).
         backend: ``fabric`` (flows on the fabric, max-min shared) or ``alpha-beta`` (the
             analytic :func:`~.alpha_beta.alpha_beta_estimate`, no contention).
     """
-    return collective_timer(fabric, op, groups, backend=check_backend(backend))(size_bytes)
+    return collective_timer(fabric, op, groups, backend=check_backend(backend))(size)
 
 
 def collective_timer(
@@ -83,17 +83,17 @@ def collective_timer(
     backend: str = "fabric",
     field: str = "backend",
     seed: int = 0,
-    algo: str = "auto",
+    algorithm: str = "auto",
     fingerprint: str | None = None,
     routing: str = "auto",
     cc: str | None = None,
     cost: CostModel = DEFAULT_COST,
 ):
-    """A function ``size_bytes -> seconds [num_groups]`` for fixed (fabric, op, groups).
+    """A function ``size -> seconds [num_groups]`` for fixed (fabric, op, groups).
 
     With the collective model, routing and the max-min solve happen once per process for
-    each (fabric, op, groups, ``algo``, ``seed``) (:func:`prepared_collective`); each size is
-    then priced by NCCL's cost model on the solved rates. ``algo`` (``auto`` = fastest per
+    each (fabric, op, groups, ``algorithm``, ``seed``) (:func:`prepared_collective`); each size is
+    then priced by NCCL's cost model on the solved rates. ``algorithm`` (``auto`` = fastest per
     size) is the collective model's algorithm; the alpha-beta estimate has no choice and
     ignores it. ``seed``: the ECMP hash seed of the routes. ``fingerprint``:
     :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
@@ -109,8 +109,8 @@ def collective_timer(
     backend = check_backend(backend)
     if groups.shape[1] < 2:  # one rank per group: nothing to communicate
 
-        def nothing(size_bytes: float) -> np.ndarray:
-            _check_size(size_bytes)
+        def nothing(size: float) -> np.ndarray:
+            _check_size(size)
             return np.zeros(groups.shape[0])
 
         nothing.collective = None  # type: ignore[attr-defined]
@@ -121,9 +121,9 @@ def collective_timer(
                 "op", f"the alpha-beta estimate knows {list(ALPHA_BETA_OPS)}, got {op!r}"
             )
 
-        def estimate(size_bytes: float) -> np.ndarray:
+        def estimate(size: float) -> np.ndarray:
             return alpha_beta_estimate(
-                fabric, op, groups, _check_size(size_bytes), field=field, fingerprint=fingerprint
+                fabric, op, groups, _check_size(size), field=field, fingerprint=fingerprint
             )
 
         estimate.collective = None  # type: ignore[attr-defined]
@@ -132,7 +132,7 @@ def collective_timer(
         fabric,
         op,
         groups,
-        algo=algo,
+        algorithm=algorithm,
         routing=routing,
         seed=seed,
         fingerprint=fingerprint,
@@ -141,10 +141,10 @@ def collective_timer(
     )
     prepared = solved.prepared
 
-    def timed(size_bytes: float) -> np.ndarray:
-        if _check_size(size_bytes) == 0:
+    def timed(size: float) -> np.ndarray:
+        if _check_size(size) == 0:
             return np.zeros(groups.shape[0])
-        return solved(size_bytes)
+        return solved(size)
 
     timed.collective = prepared  # type: ignore[attr-defined]
     return timed
@@ -171,16 +171,16 @@ def _check_groups(fabric: Fabric, groups) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def _check_size(size_bytes) -> float:
-    """``size_bytes`` as a float: a real number, finite and >= 0 (SpecError otherwise)."""
+def _check_size(size) -> float:
+    """``size`` as a float: a real number, finite and >= 0 (SpecError otherwise)."""
     if (
-        isinstance(size_bytes, bool)
-        or not isinstance(size_bytes, numbers.Real)
-        or not math.isfinite(size_bytes)
-        or size_bytes < 0
+        isinstance(size, bool)
+        or not isinstance(size, numbers.Real)
+        or not math.isfinite(size)
+        or size < 0
     ):
-        raise SpecError("size_bytes", f"must be a finite number of bytes >= 0, got {size_bytes!r}")
-    return float(size_bytes)
+        raise SpecError("size", f"must be a finite number of bytes >= 0, got {size!r}")
+    return float(size)
 
 
 # The collectives each parallel dimension runs (step model), for ``algorithms`` checks.
@@ -226,11 +226,11 @@ def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _check_algorithm_op(dim: str, algo: str, op: str) -> None:
-    if algo not in algorithms_for(op):
+def _check_algorithm_op(dim: str, algorithm: str, op: str) -> None:
+    if algorithm not in algorithms_for(op):
         raise SpecError(
             f"algorithms.{dim}",
-            f"{algo!r} does not implement {op}, which {dim} runs in this layout; "
+            f"{algorithm!r} does not implement {op}, which {dim} runs in this layout; "
             f"one of {['auto', *algorithms_for(op)]}",
         )
 
@@ -335,16 +335,16 @@ class CollectiveCache:
             *(() if self.cost is DEFAULT_COST else (("cost", self.cost.key()),)),
         )
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+    def slowest(self, name: str, op: str, size: float) -> float:
         """Seconds of the slowest group of ``name`` (synchronous training waits for it)."""
-        key = (name, op, float(size_bytes))
+        key = (name, op, float(size))
         if key not in self._times:
-            times = self._timer(name, op)(size_bytes)
+            times = self._timer(name, op)(size)
             self._times[key] = float(times.max()) if times.size else 0.0
         return self._times[key]
 
     def asked(self) -> dict[tuple, float]:
-        """``{(name, op, size_bytes): slowest-group seconds}`` of every time asked so far."""
+        """``{(name, op, size): slowest-group seconds}`` of every time asked so far."""
         return dict(self._times)
 
     def collective(self, name: str, op: str):
@@ -363,10 +363,10 @@ class CollectiveCache:
         for name, op in pairs:
             if (name, op) in self._prepared or self.groups[name].shape[1] < 2:
                 continue
-            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
-            if algo != "auto":
-                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
-            todo[(name, op)] = (op, self.groups[name], algo)
+            algorithm = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algorithm != "auto":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algorithm, op)
+            todo[(name, op)] = (op, self.groups[name], algorithm)
         if len(todo) > 1:
             prepared_collectives(
                 self.fabric,
@@ -379,9 +379,9 @@ class CollectiveCache:
 
     def _timer(self, name: str, op: str) -> Callable[[float], np.ndarray]:
         if (name, op) not in self._prepared:
-            algo = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
-            if algo != "auto" and self.backend == "fabric":
-                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algo, op)
+            algorithm = self.algorithms.get(DIMENSION_OF_GROUP.get(name, name), "auto")
+            if algorithm != "auto" and self.backend == "fabric":
+                _check_algorithm_op(DIMENSION_OF_GROUP.get(name, name), algorithm, op)
             self._prepared[(name, op)] = collective_timer(
                 self.fabric,
                 op,
@@ -389,7 +389,7 @@ class CollectiveCache:
                 backend=self.backend,
                 field=self.field,
                 seed=self.seed,
-                algo=algo,
+                algorithm=algorithm,
                 fingerprint=self._fingerprint(),
                 routing=self.routing,
                 cc=self.cc,
@@ -458,23 +458,23 @@ def prepared_collectives(
     fingerprint: str | None = None,
     cost: CostModel = DEFAULT_COST,
 ) -> list[SolvedTimes]:
-    """:func:`prepared_collective` of many ``(op, groups, algo)`` at once: the ones not
+    """:func:`prepared_collective` of many ``(op, groups, algorithm)`` at once: the ones not
     in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
     per algorithm choice) and cached one by one under their own keys."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
     keys = [
-        _collective_key(fingerprint, op, groups, algo, routing, seed, cost=cost)
-        for op, groups, algo in requests
+        _collective_key(fingerprint, op, groups, algorithm, routing, seed, cost=cost)
+        for op, groups, algorithm in requests
     ]
     found = [structure_cache.lookup(key) for key in keys]
     missing = [i for i, value in enumerate(found) if value is structure_cache.MISSING]
-    for algo in sorted({requests[i][2] for i in missing}):
-        chosen = [i for i in missing if requests[i][2] == algo]
+    for algorithm in sorted({requests[i][2] for i in missing}):
+        chosen = [i for i in missing if requests[i][2] == algorithm]
         prepared = prepare_collectives(
             fabric,
             [requests[i][:2] for i in chosen],
-            algo=algo,
+            algorithm=algorithm,
             routing=routing,
             seed=seed,
             fabric_fingerprint=fingerprint,
@@ -487,14 +487,14 @@ def prepared_collectives(
 
 
 def _collective_key(
-    fingerprint, op, groups, algo, routing, seed, cc=None, cost: CostModel = DEFAULT_COST
+    fingerprint, op, groups, algorithm, routing, seed, cc=None, cost: CostModel = DEFAULT_COST
 ) -> tuple:
     return (
         "collective",
         fingerprint,
         str(op),
         structure_cache.groups_digest(groups),
-        str(algo),
+        str(algorithm),
         str(routing),
         int(seed),
         *(() if cc is None else (("cc", str(cc)),)),
@@ -507,7 +507,7 @@ def prepared_collective(
     op: str,
     groups: np.ndarray,
     *,
-    algo: str = "auto",
+    algorithm: str = "auto",
     routing: str = "auto",
     seed: int = 0,
     fingerprint: str | None = None,
@@ -515,7 +515,7 @@ def prepared_collective(
     cost: CostModel = DEFAULT_COST,
 ) -> SolvedTimes:
     """:func:`fabricflow.collective.prepare_collective` of ``(fabric, op, groups)``, solved
-    once per process for each (fabric fingerprint, op, groups digest, algo, routing, seed).
+    once per process for each (fabric fingerprint, op, groups digest, algorithm, routing, seed).
 
     ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
     it (a step asks for several collectives on one fabric). ``cc``: a congestion-control law
@@ -523,7 +523,7 @@ def prepared_collective(
     ``cost``: the :class:`~.cost.CostModel` (part of the key)."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
-    key = _collective_key(fingerprint, op, groups, algo, routing, seed, cc, cost)
+    key = _collective_key(fingerprint, op, groups, algorithm, routing, seed, cc, cost)
     return structure_cache.cached(
         key,
         lambda: SolvedTimes(
@@ -531,7 +531,7 @@ def prepared_collective(
                 fabric,
                 op,
                 groups,
-                algo=algo,
+                algorithm=algorithm,
                 routing=routing,
                 seed=seed,
                 fabric_fingerprint=fingerprint,

@@ -25,7 +25,7 @@ model; its other phases keep their isolated times.
 Held rates overstate the contention when the background finishes first and releases its
 bandwidth: when the flows' finish times at the joint rates differ by more than
 :data:`RELEASE_RTOL`, the union is replayed with its bytes by the event-driven fluid
-model of :func:`~fabricflow.solve.completion.complete_flows` (rates re-solved as flows
+model of :func:`~fabricflow.solve.completion.max_min_completion` (rates re-solved as flows
 finish, in batched windows; a background collective counts as many times as its dimension
 issues it during the member), and that answer is used when it differs from the held
 rates' by more than :data:`RELEASE_RTOL`. A member is never credited with finishing
@@ -48,7 +48,7 @@ from fabricflow.collective.flow_rates import SolvedPhase, fair_rates
 from fabricflow.collective.timing import PreparedCollective
 from fabricflow.errors import MemoryBudgetError
 from fabricflow.memory_budget import check_memory
-from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.completion import max_min_completion
 from fabricflow.solve.completion_loop import subset_key
 from fabricflow.solve.maxmin.entries import FlowEntries
 
@@ -136,14 +136,14 @@ def bound_phase(cache: CollectiveCache, name: str, op: str, size: float) -> Boun
     bound = None
     if prepared is not None:
         result = prepared.evaluate([float(size)])[0]
-        solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
+        solved = next(s for s in prepared.solved if s.algorithm.name == result.algorithm)
         sizes = np.array([float(size)])
         per_phase = np.stack(
             [prepared.phase_times(sp, result.protocol, sizes)[0] for sp in solved.phases]
         )  # [P, G]
         index = int(np.argmax(per_phase[:, result.slowest_group]))
         bound = Bound(
-            key=(name, op, result.algo, index),
+            key=(name, op, result.algorithm, index),
             prepared=prepared,
             sp=solved.phases[index],
             protocol=result.protocol,
@@ -353,7 +353,7 @@ def _replay(member: Bound, parts: list[Bound], scale: list[float], union: _Union
     alone = np.zeros(size.size)
     alone[mine] = member.sp.rate.reshape(-1)[union.flows[mine]]
     background = ~mine[moving]
-    done = complete_flows(
+    done = max_min_completion(
         union.entries.select(moving),
         member.prepared.capacity,
         size[moving],
@@ -411,11 +411,11 @@ class CoupledTimes:
         """As :meth:`~.comm.CollectiveCache.prepare_many` (the collectives alone)."""
         self.cache.prepare_many(pairs)
 
-    def slowest(self, name: str, op: str, size_bytes: float) -> float:
+    def slowest(self, name: str, op: str, size: float) -> float:
         window = self.window_of(name, op)
         if window is None:
-            return self.cache.slowest(name, op, size_bytes)
-        member = (name, op, float(size_bytes))
+            return self.cache.slowest(name, op, size)
+        member = (name, op, float(size))
         others = [item for dim, item in self.background[window].items() if dim != name]
         alone = self.cache.slowest(*member)
         counts = []

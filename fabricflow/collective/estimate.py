@@ -30,7 +30,7 @@ PROGRESS_AFTER_S = 10.0
 
 SHRINK_HINT = (
     "use fewer or smaller groups, fewer channels (channels=, --channels), one algorithm "
-    "instead of auto (algo=, --algo), or the hierarchical algorithm"
+    "instead of auto (algorithm=, --algorithm), or the hierarchical algorithm"
 )
 
 

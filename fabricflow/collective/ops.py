@@ -72,10 +72,10 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def bandwidths(op: str, n: int, size_bytes, time_s):
-    """``(algbw, busbw)`` in bytes/s for a collective of ``size_bytes`` that took ``time_s``.
+def bandwidths(op: str, n: int, size, time_s):
+    """``(algbw, busbw)`` in bytes/s for a collective of ``size`` that took ``time_s``.
 
     Works elementwise on numpy arrays.
     """
-    algbw = size_bytes / time_s
+    algbw = size / time_s
     return algbw, algbw * busbw_factor(op, n)

@@ -89,18 +89,18 @@ class Phase:
     def transfers_per_group(self) -> int:
         return int(self.hop_src.shape[1])
 
-    def bytes_sent(self, num_gpus: int, size_bytes: float = 1.0) -> np.ndarray:
+    def bytes_sent(self, num_gpus: int, size: float = 1.0) -> np.ndarray:
         """float64 ``[num_gpus]``: bytes each GPU sends over its hops in this phase
-        (``repeat`` included), for a collective of ``size_bytes``. For checks and tests."""
-        return self._per_gpu(self.hop_src, num_gpus, size_bytes)
+        (``repeat`` included), for a collective of ``size``. For checks and tests."""
+        return self._per_gpu(self.hop_src, num_gpus, size)
 
-    def bytes_received(self, num_gpus: int, size_bytes: float = 1.0) -> np.ndarray:
+    def bytes_received(self, num_gpus: int, size: float = 1.0) -> np.ndarray:
         """float64 ``[num_gpus]``: bytes each GPU receives over its hops in this phase."""
-        return self._per_gpu(self.hop_dst, num_gpus, size_bytes)
+        return self._per_gpu(self.hop_dst, num_gpus, size)
 
-    def _per_gpu(self, ends: np.ndarray, num_gpus: int, size_bytes: float) -> np.ndarray:
+    def _per_gpu(self, ends: np.ndarray, num_gpus: int, size: float) -> np.ndarray:
         valid = ends >= 0
-        per_hop = self.hop_load * (self.bytes_per_size[:, :, None] * size_bytes * self.repeat)
+        per_hop = self.hop_load * (self.bytes_per_size[:, :, None] * size * self.repeat)
         return np.bincount(ends[valid], weights=per_hop[valid], minlength=num_gpus)
 
 

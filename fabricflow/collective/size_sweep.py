@@ -13,30 +13,30 @@ from fabricflow.units import format_size
 ELEMENT_BYTES = 4
 
 
-def nccl_sizes(min_bytes: float, max_bytes: float, step_factor: float = 2.0) -> np.ndarray:
+def nccl_sizes(min_size: float, max_size: float, step_factor: float = 2.0) -> np.ndarray:
     """Sizes ``min, min*f, min*f^2, ... <= max`` (bytes), as nccl-tests ``-b -e -f`` gives.
 
     Sizes are whole bytes: each is rounded to the nearest byte and repeats are dropped
     (``-b 1 -f 1.5`` gives 1, 2, 3, 5, 8, ...).
     """
-    if not (np.isfinite(min_bytes) and np.isfinite(max_bytes)) or min_bytes <= 0:
-        raise SpecError("minbytes", f"must be a positive finite size, got {min_bytes}")
-    for field, value in (("minbytes", min_bytes), ("maxbytes", max_bytes)):
+    if not (np.isfinite(min_size) and np.isfinite(max_size)) or min_size <= 0:
+        raise SpecError("minbytes", f"must be a positive finite size, got {min_size}")
+    for field, value in (("minbytes", min_size), ("maxbytes", max_size)):
         if value != np.floor(value):
             raise SpecError(field, f"must be a whole number of bytes, got {value:g}")
-    if max_bytes < min_bytes:
+    if max_size < min_size:
         raise SpecError(
             "maxbytes",
-            f"must be >= minbytes ({format_size(min_bytes)}), got {format_size(max_bytes)}",
+            f"must be >= minbytes ({format_size(min_size)}), got {format_size(max_size)}",
         )
     if not step_factor > 1.0:
         raise SpecError("stepfactor", f"must be > 1, got {step_factor}")
-    count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(step_factor) + 1e-9)) + 1
+    count = int(np.floor(np.log(max_size / min_size) / np.log(step_factor) + 1e-9)) + 1
     if count > 4096:
         raise SpecError(
             "stepfactor", f"{count} sizes between minbytes and maxbytes; use a larger step factor"
         )
-    return np.unique(np.minimum(np.round(min_bytes * step_factor ** np.arange(count)), max_bytes))
+    return np.unique(np.minimum(np.round(min_size * step_factor ** np.arange(count)), max_size))
 
 
 def collective_sweep(fabric: Fabric, op: str, groups, sizes, **options) -> list[CollectiveResult]:
@@ -46,18 +46,18 @@ def collective_sweep(fabric: Fabric, op: str, groups, sizes, **options) -> list[
 
 
 def table_rows(results: list[CollectiveResult]) -> list[dict]:
-    """One nccl-tests row per result: bytes, count, time, algbw, busbw, algo, protocol."""
+    """One nccl-tests row per result: bytes, count, time, algbw, busbw, algorithm, protocol."""
     rows = []
     for result in results:
         rows.append(
             {
-                "bytes": int(round(result.size_bytes)),
-                "count": int(result.size_bytes // ELEMENT_BYTES),
+                "bytes": int(round(result.size)),
+                "count": int(result.size // ELEMENT_BYTES),
                 "time_s": result.time_s,
                 "time_us": result.time_s * 1e6,
                 "algbw_GBps": result.algbw_Bps / 1e9,
                 "busbw_GBps": result.busbw_Bps / 1e9,
-                "algo": result.algo,
+                "algorithm": result.algorithm,
                 "protocol": result.protocol,
                 "slowest_group": result.slowest_group,
                 "bottleneck": ",".join(sorted(set(result.bottleneck_kinds))),

@@ -298,7 +298,7 @@ def store(key: tuple, value: Any) -> None:
 class SolvedTimes:
     """A collective solved on a fabric, pricing sizes with a memo of the sizes asked.
 
-    Calling it with ``size_bytes`` returns float64 ``[num_groups]`` seconds (a shared
+    Calling it with ``size`` (bytes) returns float64 ``[num_groups]`` seconds (a shared
     array: do not modify it). A step asks for the same few sizes again and again.
     """
 
@@ -308,8 +308,8 @@ class SolvedTimes:
         self.prepared = prepared
         self._times: dict[float, np.ndarray] = {}
 
-    def __call__(self, size_bytes: float) -> np.ndarray:
-        size = float(size_bytes)
+    def __call__(self, size: float) -> np.ndarray:
+        size = float(size)
         times = self._times.get(size)
         if times is None:
             result = self.prepared.evaluate([size])[0]

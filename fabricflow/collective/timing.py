@@ -36,7 +36,7 @@ from fabricflow.link_loads import link_load
 from fabricflow.routing.transport_policy import routing_for
 from fabricflow.typing import GroupsLike
 
-# "auto": the policy that stands for the fabric's transport (fabricflow.fabric.transport):
+# "auto": the routing that stands for the fabric's transport (fabricflow.fabric.transport):
 # an even split over all equal-cost paths under adaptive routing on a Clos ("adaptive", the
 # compact form of "spray" with the same rates), one hashed path per flow (ecmp) otherwise.
 # "optimized": each phase's hops split over candidate paths (fabricflow.optimize_routing).
@@ -47,11 +47,11 @@ MAX_CHANNELS = 64
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CollectiveResult:
-    """Time of one collective of ``size_bytes`` run by all groups at once.
+    """Time of one collective of ``size`` run by all groups at once.
 
     Attributes:
-        op, algo, protocol: what ran (``algo``/``protocol`` as chosen by ``auto``).
-        size_bytes: ``S`` in nccl-tests' convention (see :mod:`.ops`).
+        op, algorithm, protocol: what ran (``algorithm``/``protocol`` as chosen by ``auto``).
+        size: ``S`` in nccl-tests' convention (see :mod:`.ops`).
         group_size: ranks per group ``n``.
         group_time_s: float64 ``[num_groups]`` seconds per group.
         time_s: the slowest group's time (the job waits for it).
@@ -63,13 +63,13 @@ class CollectiveResult:
         bottleneck_kinds: their link kinds (``nic``, ``leaf``, ``nvlink``, ...).
         bottleneck_utilization: their load / payload capacity (``~1`` when saturated).
         num_flows: flows given to the solver (merged transfers) over all phases.
-        candidates: ``{"algo/protocol": slowest-group seconds}`` of every option tried.
+        candidates: ``{"algorithm/protocol": slowest-group seconds}`` of every option tried.
     """
 
     op: str
-    algo: str
+    algorithm: str
     protocol: str
-    size_bytes: float
+    size: float
     group_size: int
     group_time_s: np.ndarray
     time_s: float
@@ -88,7 +88,7 @@ class CollectiveResult:
     @property
     def algbw_Bps(self) -> float:
         """``S / t`` of the slowest group, bytes/s."""
-        return self.size_bytes / self.time_s if self.time_s > 0 else float("inf")
+        return self.size / self.time_s if self.time_s > 0 else float("inf")
 
     @property
     def busbw_Bps(self) -> float:
@@ -99,9 +99,9 @@ class CollectiveResult:
         """JSON-able summary (per-group times summarised, not listed)."""
         return {
             "op": self.op,
-            "algo": self.algo,
+            "algorithm": self.algorithm,
             "protocol": self.protocol,
-            "bytes": self.size_bytes,
+            "bytes": self.size,
             "group_size": self.group_size,
             "num_groups": self.num_groups,
             "time_s": self.time_s,
@@ -154,7 +154,7 @@ class PreparedCollective:
         op: str,
         groups,
         *,
-        algo: str = "auto",
+        algorithm: str = "auto",
         protocol: str = "auto",
         routing: str = "auto",
         seed: int = 0,
@@ -178,7 +178,7 @@ class PreparedCollective:
         self.cost = cost
         if routing not in ROUTINGS:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
-        # The policy actually used: "auto" resolved from the fabric's transport.
+        # The routing actually used: "auto" resolved from the fabric's transport.
         self.routing = routing_for(fabric) if routing == "auto" else routing
         if channels is not None and (
             isinstance(channels, bool)
@@ -193,20 +193,20 @@ class PreparedCollective:
             protocols_for(protocol, "ring")  # validates the name
         ordered, grid = _ordered_and_grid(self.groups, fabric.gpu_domain)
         capacity = effective_capacity(fabric, cost)
-        names = algorithms_for(self.op) if algo == "auto" else [get_algorithm(algo).name]
-        if algo != "auto" and self.op not in ALGORITHMS[names[0]].builders:
+        names = algorithms_for(self.op) if algorithm == "auto" else [get_algorithm(algorithm).name]
+        if algorithm != "auto" and self.op not in ALGORITHMS[names[0]].builders:
             raise SpecError(
-                "algo",
+                "algorithm",
                 f"{names[0]} does not implement {self.op}; for {self.op} "
                 f"use one of {['auto', *algorithms_for(self.op)]}",
             )
         self.skipped: dict[str, str] = {}
         self.solved: list[_Solved] = []
-        built = []  # (algorithm, phases, protocols): every phase is built before any solve
+        built = []  # (candidate, phases, protocols): every phase is built before any solve
         for name in names:
-            algorithm = ALGORITHMS[name]
+            candidate = ALGORITHMS[name]
             rails = grid.shape[2] if grid is not None else 1
-            default_channels = 1 if algorithm.per_pair_channels else cost.channels_per_rail * rails
+            default_channels = 1 if candidate.per_pair_channels else cost.channels_per_rail * rails
             ctx = Context(
                 self.op,
                 self.groups,
@@ -220,21 +220,21 @@ class PreparedCollective:
                 sharp_efficiency=cost.sharp_efficiency,
             )
             try:
-                phases = algorithm.build(ctx)
-                if algorithm.simple_only and protocol not in ("auto", "Simple"):
+                phases = candidate.build(ctx)
+                if candidate.simple_only and protocol not in ("auto", "Simple"):
                     raise NotApplicable(f"{name} runs the Simple protocol only")
             except NotApplicable as why:
-                if algo != "auto":
-                    raise SpecError("algo", str(why)) from None
+                if algorithm != "auto":
+                    raise SpecError("algorithm", str(why)) from None
                 self.skipped[name] = str(why)
                 continue
             protos = (
-                ("Simple",) if algorithm.simple_only else protocols_for(protocol, algorithm.family)
+                ("Simple",) if candidate.simple_only else protocols_for(protocol, candidate.family)
             )
-            built.append((algorithm, phases, protos))
+            built.append((candidate, phases, protos))
         if not built:
             raise SpecError(
-                "algo", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
+                "algorithm", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
             )
         # Refuse before routing anything when the work is absurd; tell long runs how long.
         estimate = _estimate.check_work(fabric, self.op, self.groups.shape, built)
@@ -307,7 +307,7 @@ class PreparedCollective:
         """One :class:`CollectiveResult` per size (bytes), the fastest option for each."""
         sizes = _as_sizes(sizes)
         if sizes.ndim != 1 or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
-            raise SpecError("size_bytes", f"sizes must be finite and >= 0 bytes, got {sizes}")
+            raise SpecError("size", f"sizes must be finite and >= 0 bytes, got {sizes}")
         options = []  # (label, solved, protocol, group_times [K, G], per-phase [P, K, G])
         for solved in self.solved:
             for protocol in solved.protocols:
@@ -343,9 +343,9 @@ class PreparedCollective:
             results.append(
                 CollectiveResult(
                     op=self.op,
-                    algo=solved.algorithm.name,
+                    algorithm=solved.algorithm.name,
                     protocol=protocol,
-                    size_bytes=float(size),
+                    size=float(size),
                     group_size=int(self.groups.shape[1]),
                     group_time_s=group_time,
                     time_s=float(group_time[worst]),
@@ -505,9 +505,9 @@ def collective_time(
     fabric: Fabric,
     op: str,
     groups: GroupsLike,
-    size_bytes: float,
+    size: float,
     *,
-    algo: str = "auto",
+    algorithm: str = "auto",
     protocol: str = "auto",
     routing: str = "auto",
     seed: int = 0,
@@ -518,7 +518,7 @@ def collective_time(
     progress: Callable[[str], None] | None = None,
     cc=None,
 ) -> CollectiveResult:
-    """Time of collective ``op`` of ``size_bytes`` run by all ``groups`` at once on ``fabric``.
+    """Time of collective ``op`` of ``size`` run by all ``groups`` at once on ``fabric``.
 
     All groups' flows share the fabric (max-min fair rates), so concurrent groups slow
     each other down where their routes meet; the result gives every group's time, the
@@ -530,8 +530,8 @@ def collective_time(
             ``broadcast`` or ``sendrecv`` (NCCL / nccl-tests spellings accepted).
         groups: int ``[num_groups, group_size]`` GPU indices, one row per communicator
             (a single list = one group). Rank 0 of a row is the broadcast root.
-        size_bytes: ``S`` in bytes, as nccl-tests counts it (:mod:`fabricflow.collective.ops`).
-        algo: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
+        size: ``S`` in bytes, as nccl-tests counts it (:mod:`fabricflow.collective.ops`).
+        algorithm: ``auto`` (fastest applicable for this size) or one of ``ring``, ``tree``,
             ``halving_doubling``, ``hierarchical``, ``nvls``, ``sharp``, ``direct``.
         protocol: ``auto``, ``LL``, ``LL128`` or ``Simple``.
         routing: ``auto`` (default: what the fabric's transport does, see
@@ -562,7 +562,7 @@ def collective_time(
 
     Returns:
         :class:`CollectiveResult` (``time_s``, ``group_time_s`` ``[num_groups]``,
-        ``algbw_Bps``, ``busbw_Bps``, ``bottleneck_links``, ``algo``, ``protocol``).
+        ``algbw_Bps``, ``busbw_Bps``, ``bottleneck_links``, ``algorithm``, ``protocol``).
 
     Complexity: routing ``G * Tg * P`` hops and one max-min solve over ``G * Tg`` flows per
     phase and candidate algorithm (e.g. 2,048 groups x 16 ring channels = 32k flows);
@@ -576,13 +576,13 @@ def collective_time(
 
     Example:
         >>> fabric = ff.load_fabric("dgx-h100-superpod")
-        >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algo="ring")
+        >>> r = collective_time(fabric, "all_reduce", np.arange(8), 8 * 2**30, algorithm="ring")
         >>> round(r.busbw_Bps / 1e9)        # ~370 GB/s, as measured on a DGX H100
     """
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real):
+    if isinstance(size, bool) or not isinstance(size, numbers.Real):
         raise SpecError(
-            "size_bytes",
-            f"must be one number of bytes, got {size_bytes!r} (for many sizes use "
+            "size",
+            f"must be one number of bytes, got {size!r} (for many sizes use "
             "PreparedCollective(...).evaluate(sizes))",
         )
     if cc is not None:
@@ -594,7 +594,7 @@ def collective_time(
         fabric,
         op,
         groups,
-        algo=algo,
+        algorithm=algorithm,
         protocol=protocol,
         routing=routing,
         seed=seed,
@@ -604,7 +604,7 @@ def collective_time(
         solver=solver,
         progress=progress,
     )
-    return prepared.evaluate([size_bytes])[0]
+    return prepared.evaluate([size])[0]
 
 
 def _as_sizes(sizes) -> np.ndarray:
@@ -613,5 +613,5 @@ def _as_sizes(sizes) -> np.ndarray:
     if any(
         isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real) for v in values.ravel()
     ):
-        raise SpecError("size_bytes", f"sizes must be numbers of bytes, got {sizes!r}")
+        raise SpecError("size", f"sizes must be numbers of bytes, got {sizes!r}")
     return values.astype(np.float64)

@@ -44,7 +44,7 @@ def register(subparsers) -> None:
         help="op of logs that do not name their nccl-tests binary (all_reduce, ...)",
     )
     parser.add_argument(
-        "--min-bytes", default="1MiB", help="smallest message size fitted (default 1MiB)"
+        "--min-size", default="1MiB", help="smallest message size fitted (default 1MiB)"
     )
     parser.add_argument(
         "--steps",
@@ -87,7 +87,7 @@ def run(args) -> int:
         gpus=args.gpus,
         steps=args.steps,
         op=args.op,
-        min_bytes=parse_size(args.min_bytes, "--min-bytes", allow_zero=False),
+        min_size=parse_size(args.min_size, "--min-size", allow_zero=False),
         parameters=None if args.parameters is None else args.parameters.split(","),
     )
     out = result.to_dict()

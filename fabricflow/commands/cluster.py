@@ -4,7 +4,7 @@ Example::
 
     fabricflow cluster --fabric dgx-h100-superpod --trace studies/cluster_trace.yaml \\
         --scheduler topology --mtbf default --checkpoint-interval 30m \\
-        --checkpoint-time 60s --restart-time 10m --spares 2 --json
+        --checkpoint-write-time 60s --restart-time 10m --spares 2 --json
     fabricflow cluster --fabric clos-100k --synthetic 1000 --horizon 30d --mtbf default --out run/
 
 ``--mtbf COMPONENT=DURATION`` (repeatable; ``COMPONENT`` one of ``gpu``, ``nic``,
@@ -150,7 +150,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--checkpoint-interval", default=None, help="compute time between checkpoints (none)"
     )
-    parser.add_argument("--checkpoint-time", default="0s", help="time to write one (0s)")
+    parser.add_argument("--checkpoint-write-time", default="0s", help="time to write one (0s)")
     parser.add_argument("--restart-time", default="0s", help="failure to computing again (0s)")
     parser.add_argument("--spares", type=int, default=0, help="hot spare nodes (0)")
     parser.add_argument("--horizon", default=None, help="stop time, e.g. 30d (all jobs done)")
@@ -242,7 +242,7 @@ def run(args) -> int:
         raise SpecError("--spares", f"must be >= 0 nodes, got {args.spares}")
     policy = CheckpointPolicy(
         interval_s=args.checkpoint_interval,
-        write_s=args.checkpoint_time,
+        write_s=args.checkpoint_write_time,
         restart_s=args.restart_time,
         spares=args.spares,
     )

@@ -4,7 +4,7 @@ Example::
 
     fabricflow collective --fabric dgx-h100-superpod --op all_reduce --gpus 8
     fabricflow collective --fabric dgx-a100-superpod --op all_reduce --gpus 128 \\
-        --group-size 16 --layout strided --algo ring --routing spray --json
+        --group-size 16 --layout strided --algorithm ring --routing spray --json
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def register(subparsers) -> None:
         help="size multiplier between rows (default 2)",
     )
     parser.add_argument(
-        "--algo",
+        "--algorithm",
         default="auto",
         help="auto|ring|tree|halving_doubling|hierarchical|nvls|sharp|direct",
     )
@@ -167,7 +167,7 @@ def run(args) -> int:
         args.op,
         groups,
         sizes,
-        algo=args.algo,
+        algorithm=args.algorithm,
         protocol=args.protocol,
         routing=args.routing,
         seed=args.seed,
@@ -252,7 +252,7 @@ def run(args) -> int:
             ("algbw_GBps", "algbw(GB/s)"),
             ("busbw_GBps", "busbw(GB/s)"),
             ("busbw_range", "busbw range"),
-            ("algo", "algo"),
+            ("algorithm", "algo"),
             ("protocol", "proto"),
             ("bottleneck", "bottleneck"),
         ],

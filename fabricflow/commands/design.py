@@ -73,7 +73,7 @@ def register(subparsers) -> None:
         help="pin a layout knob of every job's layout search (e.g. tp=8)",
     )
     parser.add_argument(
-        "--budget", type=float, default=None, help="most total capex a winner may cost"
+        "--capex-budget", type=float, default=None, help="most total capex a winner may cost"
     )
     parser.add_argument(
         "--objective",
@@ -81,7 +81,8 @@ def register(subparsers) -> None:
         choices=["tokens_per_dollar", "cost_per_million_tokens", "step_time", "capex", "power"],
     )
     parser.add_argument(
-        "--layout-work", type=int, default=512, metavar="N",  # optimize.design.DEFAULT_LAYOUT_WORK
+        # default: fabricflow.design.space.DEFAULT_LAYOUT_BUDGET_WORK
+        "--layout-budget-work", type=int, default=512, metavar="N",
         help="work of each job's layout search per design: group structures solved plus "
         "candidates timed (the same answer on every run, unlike seconds); where a search "
         "stops short, every design's best layouts are timed on that design",
@@ -93,7 +94,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a store of another search"
     )
-    parser.add_argument("--top", type=int, default=10, help="designs printed (default 10)")
+    parser.add_argument("--top-k", type=int, default=10, help="designs printed (default 10)")
     parser.add_argument(
         "--calibration",
         default=None,
@@ -153,10 +154,10 @@ def run(args) -> int:
     search = design_fabric(
         {"gpu": args.gpu, "jobs": jobs},
         space=space,
-        budget=args.budget,
+        capex_budget=args.capex_budget,
         objective=args.objective,
         store=os.path.join(args.out, "designs.zarr"),
-        layout_work=args.layout_work,
+        layout_budget_work=args.layout_budget_work,
         cost=read_cost_file(args.cost_file) if args.cost_file else None,
         workers=args.workers,
         scheduler=args.scheduler,
@@ -182,13 +183,13 @@ def run(args) -> int:
         "currency": search.currency,
         "pareto": [r["design"] for r in search.rows if r["pareto"]],
         "searches_finished": sum(r["search"] == "finished" for r in search.rows),
-        "top": rows[: args.top],
+        "top": rows[: args.top_k],
         "files": [str(figure), table, *stores, *fabrics],
     }
     if args.json:
         print_json(out)
     else:
-        print_text(search, args.top)
+        print_text(search, args.top_k)
         print(f"wrote {json.dumps(out['files'])}")
     return 1 if search.failed else 0
 
@@ -219,7 +220,9 @@ def print_text(search, top: int) -> None:
         )
     )
     best = search.best
-    print(f"best by {search.objective}: {best['design'] if best else 'none within the budget'}")
+    print(
+        f"best by {search.objective}: {best['design'] if best else 'none within the capex budget'}"
+    )
     print(f"{len(rows)} designs evaluated, {len(search.infeasible)} infeasible, "
           f"{len(search.failed)} failed")  # fmt: skip
     for code, reason in search.infeasible.items():

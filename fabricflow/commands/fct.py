@@ -63,7 +63,12 @@ def register(subparsers) -> None:
     parser.add_argument("--routing", default="ecmp", help="ecmp | spray | multipath | ...")
     parser.add_argument("--seed", type=int, default=0, help="traffic and ECMP hash seed")
     parser.add_argument("--pfc", default="on", choices=["on", "off"])
-    parser.add_argument("--cc", default="none", choices=["none", "dcqcn"])
+    parser.add_argument(
+        "--cc",
+        default="none",
+        choices=["none", "dcqcn"],
+        help="congestion control (none: senders at line rate, paced only by PFC; default: none)",
+    )
     parser.add_argument(
         "--arbitration",
         default="fifo",
@@ -100,17 +105,19 @@ def run(args) -> int:
         mtu=parse_size(args.mtu, "mtu", allow_zero=False),
         header=parse_size(args.header, "header"),
     ).validate()
-    pfc = (
-        PFCParams().replace(xoff=args.pfc_xoff, hysteresis=args.pfc_hysteresis)
-        if args.pfc == "on"
-        else False
-    )
+    pfc_params = PFCParams().replace(xoff=args.pfc_xoff, hysteresis=args.pfc_hysteresis)
     fabric = load_fabric_flags(args)
     src, dst, size, start, traffic = _traffic(args, fabric.num_gpus, size_default)
     built = time.perf_counter()
     routes = route(fabric, src, dst, policy=args.routing, seed=args.seed)
     routed = time.perf_counter()
-    options = {"pfc": pfc, "cc": args.cc, "packet": packet, "arbitration": args.arbitration}
+    options = {
+        "pfc": args.pfc == "on",
+        "pfc_params": pfc_params,
+        "cc": None if args.cc == "none" else args.cc,
+        "packet": packet,
+        "arbitration": args.arbitration,
+    }
     times = flow_completion_times(
         fabric, routes, size, start=start, fidelity=args.fidelity, **options
     )

@@ -64,7 +64,7 @@ def register(subparsers) -> None:
         help="step_time_upper: the best answers ranked again by an upper quantile of their "
         "step time (over ECMP hash seeds and the prediction interval at --interval-level)",
     )
-    parser.add_argument("--top", type=int, default=10, help="how many of the best to show")
+    parser.add_argument("--top-k", type=int, default=10, help="how many of the best to show")
     parser.add_argument(
         "--budget",
         type=float,
@@ -196,10 +196,10 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
         fixed=fixed,
         space=space,
         objective=args.objective,
-        top_k=args.top,
+        top_k=args.top_k,
         budget_s=args.budget,
         budget_work=args.budget_work,
-        seed=args.seed,
+        placement_seed=args.seed,
         collectives=args.collectives,
         ranking=args.ranking,
         calibration=calibration_from_args(args),

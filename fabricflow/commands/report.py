@@ -76,7 +76,7 @@ def register(subparsers) -> None:
         help="seconds the layout optimizer may time candidates (default 30; 0 skips the "
         "search and needs a given layout)",
     )
-    parser.add_argument("--top", type=int, default=5, help="layouts listed (default 5)")
+    parser.add_argument("--top-k", type=int, default=5, help="layouts listed (default 5)")
     parser.add_argument(
         "--fail-kind",
         default=None,
@@ -178,7 +178,7 @@ def step_command_of(args, job: dict) -> str:
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
         fields["pp_split"] = tuple(fields["pp_split"])
-    options = {k: job[k] for k in ("order", "placement", "seed", "routing", "algorithms")}
+    options = {k: job[k] for k in ("order", "placement", "placement_seed", "routing", "algorithms")}
     options["collectives"] = job["collectives"]
     options["calibration"] = getattr(args, "calibration", None)  # calibrated numbers too
     fabric_flags = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
@@ -244,7 +244,7 @@ def run(args) -> int:
             global_batch=args.global_batch,
             seq_len=args.seq,
             budget_s=args.budget,
-            top_k=args.top,
+            top_k=args.top_k,
             fail_kind=args.fail_kind,
             fail_fractions=fractions,
             fail_seeds=args.fail_seeds,
@@ -263,7 +263,7 @@ def run(args) -> int:
     except SpecError as error:  # name the command's flag, not the library's argument
         flags = {
             "budget_s": "--budget",
-            "top_k": "--top",
+            "top_k": "--top-k",
             "fail_kind": "--fail-kind",
             "fail_seeds": "--fail-seeds",
             "gpus": "--gpus",

@@ -265,14 +265,20 @@ def register(subparsers) -> None:
         "GPUs whole trays, spares kept, TP/EP groups inside one domain when they fit; "
         "contiguous elsewhere); domain-aligned: 64 ranks per such domain",
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--seeds",
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the run's random draws: the cables --fail takes down and the scattered "
+        "placement (default 0)",
+    )
+    parser.add_argument(
+        "--routing-seeds",
         type=int,
         default=None,
         metavar="N",
         help="time the step with ECMP hash seeds 0..N-1 and report p50, p99 and max "
-        "(default: one run with --seed)",
+        "(default: one run, routing seed 0)",
     )
     add_fail_flag(parser)
     parser.add_argument(
@@ -290,10 +296,10 @@ def register(subparsers) -> None:
         "adaptive spraying on a Clos with adaptive routing, per-flow ECMP otherwise)",
     )
     parser.add_argument(
-        "--algo",
+        "--algorithm",
         action="append",
         default=[],
-        metavar="DIM=ALGO",
+        metavar="DIM=ALGORITHM",
         help="collective algorithm of one dimension (tp, cp, ep, pp, dp), e.g. dp=ring "
         "(repeatable; default: the fastest per message size)",
     )
@@ -478,24 +484,24 @@ def stack_from_args(args):
 
 
 def parse_algorithms(items: list[str]) -> dict[str, str]:
-    """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
+    """``['dp=ring', 'tp=nvls']`` (``--algorithm``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
     with canonical names; errors name the flag, the dimension and the allowed values."""
     from fabricflow.collective.comm import check_algorithms
     from fabricflow.errors import SpecError
 
     out: dict[str, str] = {}
     for item in items:
-        dim, sep, algo = (word.strip() for word in item.partition("="))
-        if not sep or not dim or not algo:
-            raise SpecError("--algo", f"expected DIM=ALGO such as dp=ring, got {item!r}")
+        dim, sep, algorithm = (word.strip() for word in item.partition("="))
+        if not sep or not dim or not algorithm:
+            raise SpecError("--algorithm", f"expected DIM=ALGORITHM such as dp=ring, got {item!r}")
         if dim in out:
-            raise SpecError(f"--algo {dim}", "given twice; give each dimension once")
-        out[dim] = algo
+            raise SpecError(f"--algorithm {dim}", "given twice; give each dimension once")
+        out[dim] = algorithm
     try:
         return check_algorithms(out)
     except SpecError as error:
         raise SpecError(
-            error.field.replace("algorithms.", "--algo ").replace("algorithms", "--algo"),
+            error.field.replace("algorithms.", "--algorithm ").replace("algorithms", "--algorithm"),
             str(error).split(": ", 1)[-1],
         ) from None
 
@@ -632,9 +638,12 @@ def run(args) -> int:
         overrides["attn_implementation"] = args.attention
     model = load_model(args.model, **overrides)
     fabric = failed_fabric(load_fabric_flags(args), args.fail, args.seed)
-    if args.seeds is not None and args.seeds < 1:
-        raise SpecError("--seeds", f"must be at least 1 (routing seeds 0..N-1), got {args.seeds}")
-    algorithms = parse_algorithms(args.algo)
+    if args.routing_seeds is not None and args.routing_seeds < 1:
+        raise SpecError(
+            "--routing-seeds",
+            f"must be at least 1 (routing seeds 0..N-1), got {args.routing_seeds}",
+        )
+    algorithms = parse_algorithms(args.algorithm)
     if args.routing not in ROUTINGS:
         raise SpecError("--routing", f"unknown routing {args.routing!r}; one of {list(ROUTINGS)}")
     result = step_time(
@@ -644,10 +653,10 @@ def run(args) -> int:
         fabric,
         order=args.order,
         placement=args.placement,
-        seed=args.seed,
+        placement_seed=args.seed,
         check_memory=not args.no_memory_check,
         collectives=args.collectives,
-        seeds=args.seeds,
+        routing_seeds=args.routing_seeds,
         calibration=calibration,
         interval_level=args.interval_level,
         routing=args.routing,
@@ -748,7 +757,7 @@ def print_result(result, plot: str | None) -> None:
         share = value / result.step_time_s if result.step_time_s else 0.0
         print(f"    {key:<10} {format_time(value) if value else '0':>10}  {100 * share:5.1f}%")
     extra = [f"routing {d['routing']}"] if d.get("routing", "auto") != "auto" else []
-    extra += [f"{dim} {algo}" for dim, algo in (d.get("algorithms") or {}).items()]
+    extra += [f"{dim} {algorithm}" for dim, algorithm in (d.get("algorithms") or {}).items()]
     if d.get("cc"):
         extra.append(f"congestion control {d['cc']} (phase rates scaled by its efficiency)")
     print(f"  collectives: {', '.join([d['collective_backend'], *extra])}")
@@ -768,7 +777,7 @@ def print_result(result, plot: str | None) -> None:
     var = d.get("variability")
     if var:
         print(
-            f"  over {var['seeds']} routing seeds: p50 {format_time(var['p50_s'])}, "
+            f"  over {var['routing_seeds']} routing seeds: p50 {format_time(var['p50_s'])}, "
             f"p99 {format_time(var['p99_s'])}, max {format_time(var['max_s'])}"
         )
     if plot:

@@ -3,14 +3,14 @@
 Every design of the space (:mod:`fabricflow.design.space`) is one point of a resumable
 sweep (:func:`fabricflow.sweeps`, task :func:`~fabricflow.design.space.evaluate_design`,
 local processes or a Dask scheduler): the fabric is built, priced, and each job gets its
-best layout from :func:`fabricflow.optimize_layout` within ``layout_work`` units of work
+best layout from :func:`fabricflow.optimize_layout` within ``layout_budget_work`` units of work
 (structures solved plus candidates timed: reproducible, unlike seconds). Where some
 design's search did not finish, a second sweep (its store beside the first,
 ``<store>-common``) times the union of every design's best layouts on each such design,
 which then takes the fastest of them: designs are compared on the same candidate set, so
 a design never ranks behind another for a layout its own search missed.
 Designs whose spec cannot hold the workload are listed with the reason and not run.
-The answer ranks the designs by ``objective`` (those over ``budget``, a cap on total
+The answer ranks the designs by ``objective`` (those over ``capex_budget``, a cap on total
 capex, are not eligible), marks the Pareto front of cost per million tokens against step
 time, and draws it (:func:`plot_design_front`) with the winners labelled.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fabricflow.design.space import (
-    DEFAULT_LAYOUT_WORK,
+    DEFAULT_LAYOUT_BUDGET_WORK,
     check_jobs,
     design_codes,
     design_metrics,
@@ -59,7 +59,7 @@ class DesignSearch:
         infeasible: design code -> why its spec cannot hold the workload.
         failed: design code -> the error of a design that failed while evaluated.
         dataset: the sweep store's ``xarray.Dataset`` (dimension ``design``).
-        objective, budget: as given.
+        objective, capex_budget: as given.
         common: the common-layout sweep's Dataset (None when every search finished).
         currency: of every cost in the rows (the price table's).
 
@@ -77,7 +77,7 @@ class DesignSearch:
     failed: dict[str, str]
     dataset: object
     objective: str
-    budget: float | None
+    capex_budget: float | None
     common: object = None
     currency: str = ""
 
@@ -86,11 +86,11 @@ def design_fabric(
     workload,
     *,
     space: dict | None = None,
-    budget: float | None = None,
+    capex_budget: float | None = None,
     objective: str = "tokens_per_dollar",
     store: str | Path,
     gpu: str | None = None,
-    layout_work: int = DEFAULT_LAYOUT_WORK,
+    layout_budget_work: int = DEFAULT_LAYOUT_BUDGET_WORK,
     cost: dict | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
@@ -106,10 +106,10 @@ def design_fabric(
             the layout search.
         space: design knob -> values (:data:`~fabricflow.design.space.DEFAULT_SPACE`
             for the others).
-        budget: most total capex (GPUs and network, the table's currency) a winner may
+        capex_budget: most total capex (GPUs and network, the table's currency) a winner may
             cost; None: no cap.
         objective: one of :data:`OBJECTIVES`.
-        layout_work: work of each job's layout search per design (group structures solved
+        layout_budget_work: work of each job's layout search per design (group structures solved
             plus candidates timed, ``optimize_layout(budget_work=...)``); a search that
             runs out returns its best so far (``layouts_exhaustive`` 0) and the design
             then takes the fastest of every design's best layouts (module doc).
@@ -123,13 +123,21 @@ def design_fabric(
     """
     if objective not in OBJECTIVES:
         raise SpecError("objective", f"one of {list(OBJECTIVES)}, got {objective!r}")
-    if budget is not None and (
-        isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
-        or not math.isfinite(budget)
+    if capex_budget is not None and (
+        isinstance(capex_budget, bool)
+        or not isinstance(capex_budget, int | float)
+        or not capex_budget > 0
+        or not math.isfinite(capex_budget)
     ):  # fmt: skip
-        raise SpecError("budget", f"must be a finite capex > 0, got {budget!r}")
-    if isinstance(layout_work, bool) or not isinstance(layout_work, int) or layout_work < 1:
-        raise SpecError("layout_work", f"must be an integer >= 1, got {layout_work!r}")
+        raise SpecError("capex_budget", f"must be a finite capex > 0, got {capex_budget!r}")
+    if (
+        isinstance(layout_budget_work, bool)
+        or not isinstance(layout_budget_work, int)
+        or layout_budget_work < 1
+    ):
+        raise SpecError(
+            "layout_budget_work", f"must be an integer >= 1, got {layout_budget_work!r}"
+        )
     if isinstance(workload, dict):
         gpu = workload.get("gpu", gpu)
         jobs = check_jobs(workload.get("jobs"))
@@ -149,7 +157,7 @@ def design_fabric(
     if not feasible:
         raise SpecError("space", f"no design of the space holds {total:,} GPUs: {infeasible}")
     say = _say(progress)
-    fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_work": layout_work}
+    fixed: dict = {"jobs": jobs, "gpu": gpu, "layout_budget_work": layout_budget_work}
     if cost:
         fixed["cost"] = cost
     calibration = as_calibration(calibration)
@@ -159,7 +167,7 @@ def design_fabric(
                                "overwrite": overwrite, "progress": progress,
                                "metrics": design_metrics(jobs)}  # fmt: skip
     say(f"{len(feasible)} designs to evaluate ({len(infeasible)} infeasible): each job's layout "
-        f"search within {layout_work} units of work")  # fmt: skip
+        f"search within {layout_budget_work} units of work")  # fmt: skip
     dataset = sweep(TASK, {"design": feasible}, fixed=fixed, store=str(store), **options)
     rows, failed = _rows(dataset, jobs)
     unfinished = [r["design"] for r in rows if not r["layouts_exhaustive"]]
@@ -174,13 +182,13 @@ def design_fabric(
         )  # fmt: skip
         rows = _merge(rows, *_rows(common_dataset, jobs), failed)
     for row in rows:
-        row["over_budget"] = budget is not None and row["capex"] > budget
+        row["over_budget"] = capex_budget is not None and row["capex"] > capex_budget
     mark_pareto(rows, "step_time_s", "cost_per_million_tokens")
     metric, sign = OBJECTIVES[objective]
     rows.sort(key=lambda r: (r["over_budget"], -sign * r[metric], r["design"]))
     eligible = [r for r in rows if not r["over_budget"]]
     return DesignSearch(rows, eligible[0] if eligible else None, infeasible, failed, dataset,
-                        objective, budget, common_dataset, _currency(cost))  # fmt: skip
+                        objective, capex_budget, common_dataset, _currency(cost))  # fmt: skip
 
 
 def common_store(store: str | Path) -> str:

@@ -79,7 +79,7 @@ RADIX = {
 # timed; optimize_layout's budget_work): Llama-3-405B on 16,384 H100 searched the default
 # space exhaustively in 89 (3-tier 3:1 rail) and 96 (3:1 rail-only) units on InfiniBand
 # designs, 335 on the 1:1 rail RoCE-ECMP one (docs/cost.md).
-DEFAULT_LAYOUT_WORK = 512
+DEFAULT_LAYOUT_BUDGET_WORK = 512
 METRICS = (
     "step_time_s",
     "tokens_per_s",
@@ -245,7 +245,7 @@ def evaluate_design(
     design: str,
     jobs: list,
     gpu: str,
-    layout_work: int = DEFAULT_LAYOUT_WORK,
+    layout_budget_work: int = DEFAULT_LAYOUT_BUDGET_WORK,
     cost: dict | None = None,
     scale_up_bandwidth: str = "900GB/s",
     calibration: dict | None = None,
@@ -255,7 +255,7 @@ def evaluate_design(
     GPUs) and price it.
 
     Without ``common``, each job's layout comes from ``optimize_layout`` with a budget of
-    ``layout_work`` units of work (group structures solved plus candidates timed: the
+    ``layout_budget_work`` units of work (group structures solved plus candidates timed: the
     same answer on every run, however loaded the machine). With ``common`` (one list of
     candidates per job, each a mapping knob -> value of :mod:`.layoutcode`), each
     candidate is timed on this design and the fastest is the job's layout: the same
@@ -284,7 +284,7 @@ def evaluate_design(
             search = optimize_layout(
                 job["model"], gpu, fabric, gpus=job["gpus"], global_batch=job["global_batch"],
                 seq_len=job["seq_len"], fixed=job.get("fixed"), space=job.get("space"),
-                top_k=1, budget_work=layout_work, calibration=calibrated,
+                top_k=1, budget_work=layout_budget_work, calibration=calibrated,
             )  # fmt: skip
             exhaustive &= bool(search.exhaustive)
             kwargs, best = search.best_kwargs, search.best

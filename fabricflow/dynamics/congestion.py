@@ -128,7 +128,7 @@ def simulate_cc(
             (:data:`fabricflow.solve.cc.work.DEFAULT_MAX_WORK`, about an hour on 2 cores).
         progress: ``progress(fraction_done, elapsed_s)`` after each of ~20 chunks.
         throw: raise :class:`SolverError` for a non-finite run instead of returning it
-            with ``status == Status.NONFINITE``.
+            with ``status == SolverStatus.NONFINITE``.
 
     Returns:
         :class:`~fabricflow.solve.cc.result.CCResult`.

@@ -1,7 +1,7 @@
 """``ff.flow_completion_times``: per-flow completion times at fluid or packet fidelity.
 
 ``fidelity="fluid"`` is the max-min event engine
-(:func:`fabricflow.solve.completion.complete_flows`, unchanged) plus propagation.
+(:func:`fabricflow.solve.completion.max_min_completion`, unchanged) plus propagation.
 ``fidelity="packet"`` adds the packet-level effects that make a packet simulator's flows
 slower, each a separate, physical mechanism (docs/fct.md):
 
@@ -28,15 +28,15 @@ import numpy as np
 
 from fabricflow.errors import SolverError, SpecError
 from fabricflow.memory_budget import check_memory
-from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.completion import max_min_completion
 from fabricflow.solve.packet.overheads import PacketParams, path_costs, reverse_links, wire_bytes
 from fabricflow.solve.packet.pfc_queues import simulate_lossless
 from fabricflow.solve.packet.queue_structure import ARBITRATIONS, build_groups
 from fabricflow.solve.pfc.params import PFCParams
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 FIDELITIES = ("fluid", "packet")
-CC_CHOICES = ("none", "dcqcn")
+CC_CHOICES = (None, "dcqcn")
 MECHANISMS = ("latency", "serialization", "bandwidth_share", "pfc_hol")
 
 
@@ -102,8 +102,9 @@ def flow_completion_times(
     *,
     start=None,
     fidelity: str = "fluid",
-    pfc: bool | PFCParams = True,
-    cc: str = "none",
+    pfc: bool = True,
+    pfc_params: PFCParams | None = None,
+    cc: str | None = None,
     packet: PacketParams | None = None,
     arbitration: str = "fifo",
     mode: str = "exact",
@@ -122,19 +123,21 @@ def flow_completion_times(
             ``fabricflow fct`` command defaults to ``packet`` instead: it answers what a
             packet simulator would measure, with both fidelities side by side in
             ``--out``.
-        pfc: lossless fabric (PFC on, default thresholds), a
-            :class:`~fabricflow.PFCParams` (PFC on with its static ``xoff`` and
-            ``hysteresis``), or ``False``, which at packet fidelity needs ``cc="dcqcn"``:
-            a lossy fabric without congestion control drops packets, and retransmission
-            is not modeled. The fluid fidelity has no packets: ``pfc`` and ``cc`` do
-            not change it.
-        cc: ``"none"`` (senders at line rate, paced only by PFC) or ``"dcqcn"``.
+        pfc: ``True`` (lossless fabric, PFC on) or ``False``, which at packet fidelity
+            needs ``cc="dcqcn"``: a lossy fabric without congestion control drops
+            packets, and retransmission is not modeled. The fluid fidelity has no
+            packets: ``pfc`` and ``cc`` do not change it.
+        pfc_params: :class:`~fabricflow.PFCParams`, the static ``xoff`` and
+            ``hysteresis`` of PFC when on (default ``PFCParams()``), as for
+            :func:`fabricflow.simulate_cc`.
+        cc: ``None`` (no congestion control: senders at line rate, paced only by PFC) or
+            ``"dcqcn"``.
         packet: :class:`~fabricflow.solve.packet.overheads.PacketParams` (default 9000-B
             packets, 64-B headers, 64-B ACKs); packet fidelity only.
         arbitration: how a switch egress of the PFC engine orders transit packets:
             ``"fifo"`` (default: one output queue, the shared-buffer switches of RoCE
             fabrics) or ``"round_robin"`` (one queue per input port, served in turn).
-        mode, eps: of the max-min engine (:func:`~fabricflow.complete_flows`).
+        mode, eps: of the max-min engine (:func:`~fabricflow.max_min_completion`).
         dt: step of the PFC engine in seconds (default one ``mtu`` packet's time on the
             fastest link used). max_steps: its loop bound.
 
@@ -154,14 +157,15 @@ def flow_completion_times(
         raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
     if arbitration not in ARBITRATIONS:
         raise SpecError("arbitration", f"must be one of {list(ARBITRATIONS)}, got {arbitration!r}")
-    if isinstance(pfc, PFCParams):
-        pfc.validate()
-        pfc_params, pfc = pfc, True
-    elif isinstance(pfc, (bool, np.bool_)):
+    if not isinstance(pfc, (bool, np.bool_)):
+        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
+    if pfc_params is None:
         pfc_params = PFCParams()
+    elif isinstance(pfc_params, PFCParams):
+        pfc_params.validate()
     else:
-        raise SpecError("pfc", f"must be True, False or a PFCParams, got {pfc!r}")
-    if fidelity == "packet" and not pfc and cc == "none":
+        raise SpecError("pfc_params", f"must be a PFCParams or None, got {pfc_params!r}")
+    if fidelity == "packet" and not pfc and cc is None:
         raise SpecError(
             "pfc",
             "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
@@ -187,17 +191,19 @@ def flow_completion_times(
     weight = np.asarray(routes.coef, np.float64) if split else None
     costs = path_costs(links, capacity, latency, first, params, reverse, weight)
     solve_began = time.perf_counter()
-    fair = complete_flows(links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps)
+    fair = max_min_completion(
+        links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps
+    )
     fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
     events = int(fair.events)
     transfer = fair_time
     ack_queueing = np.zeros(num_flows)
     pfc_info: dict = {}
-    if packet_mode and cc == "none":
+    if packet_mode and cc is None:
         if routes.coef is not None:
             raise SpecError(
                 "routes",
-                "the PFC engine (packet fidelity, cc 'none') follows one path per flow; "
+                "the PFC engine (packet fidelity, cc None) follows one path per flow; "
                 "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
             )
         transfer, ack_queueing, events, pfc_info = _lossless_transfer(
@@ -237,7 +243,7 @@ def flow_completion_times(
         "mtu_bytes": params.mtu if packet_mode else None,
         "header_bytes": params.header if packet_mode else None,
         "ack_bytes": params.ack_bytes if packet_mode else None,
-        "arbitration": arbitration if packet_mode and cc == "none" else None,
+        "arbitration": arbitration if packet_mode and cc is None else None,
     }
     settings.update(pfc_info)
     seconds = {"solve": solve_s, "total": time.perf_counter() - began}
@@ -321,8 +327,8 @@ def _lossless_transfer(
                 pause_delay=2 * latency,
             )
         )
-    status = Status(int(run.status))
-    if status != Status.CONVERGED:
+    status = SolverStatus(int(run.status))
+    if status != SolverStatus.CONVERGED:
         raise SolverError(
             f"flow_completion_times: the PFC engine stopped after {int(run.steps)} steps of "
             f"{dt:.3g} s: {status.message.replace('max_iters', 'max_steps')}"

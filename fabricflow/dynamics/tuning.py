@@ -17,7 +17,7 @@ Example::
 
     import fabricflow as ff
     from fabricflow.dynamics.scenarios import incast
-    tuned = ff.tune_cc(incast(8), "dcqcn", params=["kmin", "kmax", "rate_ai"])
+    tuned = ff.tune_cc(incast(8), "dcqcn", parameters=["kmin", "kmax", "rate_ai"])
     tuned.objective, tuned.default_objective, tuned.params
 
 The gradients are those of the discretized fluid: exact derivatives of the Euler steps,
@@ -124,7 +124,7 @@ class TuningProblem:
         scenario,
         cc: str = "dcqcn",
         objective="throughput-delay",
-        params: Sequence[str] = (),
+        parameters: Sequence[str] = (),
         *,
         bounds: dict | None = None,
         base=None,
@@ -150,11 +150,11 @@ class TuningProblem:
                 dtype=jnp.float64,
             )
         law = prepared.law
-        names = tuple(params) or tuple(_default_names(law.name))
+        names = tuple(parameters) or tuple(_default_names(law.name))
         unknown = [name for name in names if name not in law.params_class.FIELDS]
         if unknown:
             raise SpecError(
-                "params",
+                "parameters",
                 f"{unknown[0]!r} is not a {law.title} parameter; those are "
                 f"{sorted(law.params_class.FIELDS)}",
             )
@@ -271,7 +271,7 @@ def tune_cc(
     scenario,
     cc: str = "dcqcn",
     objective="throughput-delay",
-    params: Sequence[str] = (),
+    parameters: Sequence[str] = (),
     *,
     bounds: dict | None = None,
     base=None,
@@ -284,18 +284,18 @@ def tune_cc(
     records: int = 50,
     extra_delay: float = 4e-6,
 ) -> CCTuning:
-    """Tune ``params`` of rate law ``cc`` on ``scenario`` by gradient through the fluid.
+    """Tune ``parameters`` of rate law ``cc`` on ``scenario`` by gradient through the fluid.
 
     Args:
         scenario: a scenario of :mod:`fabricflow.dynamics.scenarios` (its bottleneck is
             the link the objective reads; for a union, the first part's), a
             ``(fabric, routes[, bottleneck_link])`` tuple, or a :class:`TuningProblem`
-            already built (then ``cc``, ``objective``, ``params`` and the run options are
+            already built (then ``cc``, ``objective``, ``parameters`` and the run options are
             its own; its compiled gradient is reused).
         cc: ``dcqcn``, ``hpcc``, ``timely``, ``swift`` or ``predictive``.
         objective: one of :data:`OBJECTIVES` or ``f(metrics) -> scalar`` (JAX; smaller is
             better) over the keys of :func:`metrics`.
-        params: the parameter names to tune (default: DCQCN ``kmin, kmax, pmax, rate_ai``;
+        parameters: the parameter names to tune (default: DCQCN ``kmin, kmax, pmax, rate_ai``;
             HPCC ``eta, expected_flows``; TIMELY ``beta, rate_ai``; Swift ``base_target,
             beta``; predictive ``target_delay, horizon``).
         bounds: name -> ``(low, high)`` in SI units (default: x/4 .. 4x the starting value,
@@ -319,7 +319,7 @@ def tune_cc(
             scenario,
             cc,
             objective,
-            params,
+            parameters,
             bounds=bounds,
             base=base,
             delay_weight=delay_weight,
@@ -388,7 +388,7 @@ def _bounds(base: Parameters, names, given) -> tuple[np.ndarray, np.ndarray]:
         if key not in names:
             fields = type(base).FIELDS
             hint = (
-                f"{key!r} is a parameter of the law but not tuned; add it to params"
+                f"{key!r} is a parameter of the law but not tuned; add it to parameters"
                 if key in fields
                 else f"unknown parameter {key!r}; the tuned ones are {list(names)}"
             )

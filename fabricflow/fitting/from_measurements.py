@@ -19,7 +19,7 @@ from fabricflow.fabric.fabric import Fabric
 from fabricflow.fabric.spec import load_fabric
 from fabricflow.fitting.fit import FitProblem, FitResult, fit
 from fabricflow.fitting.network import LOG_SIGMA as NETWORK_SIGMA
-from fabricflow.fitting.network import MIN_BYTES, network_inputs
+from fabricflow.fitting.network import MIN_SIZE, network_inputs
 from fabricflow.fitting.steps import LOG_SIGMA as STEP_SIGMA
 from fabricflow.fitting.steps import read_steps, step_inputs
 from fabricflow.workload.calibration import (
@@ -65,7 +65,7 @@ def calibrate(
     gpus: int | None = None,
     steps=None,
     op: str | None = None,
-    min_bytes: float = MIN_BYTES,
+    min_size: float = MIN_SIZE,
     parameters=None,
 ) -> Calibration:
     """Fit the model's physical parameters to a user's measurements.
@@ -79,7 +79,7 @@ def calibrate(
         steps: measured steps: the path of a steps YAML file or its list of entries
             (:mod:`fabricflow.fitting.steps`).
         op: the op of logs that do not name their binary.
-        min_bytes: smallest message size fitted (default 1 MiB).
+        min_size: smallest message size fitted (default 1 MiB).
         parameters: names of the parameters to fit (``gpu.<field>``,
             ``network.<field>``); default: every one the inputs bear on. The others keep
             their prior.
@@ -108,7 +108,7 @@ def calibrate(
         if fabric is None:
             raise SpecError("--fabric", "the nccl-tests logs need the fabric they ran on")
         network = fabric if isinstance(fabric, Fabric) else load_fabric(fabric)
-        logs = network_inputs(paths, network, gpus, op=op, min_bytes=min_bytes)
+        logs = network_inputs(paths, network, gpus, op=op, min_size=min_size)
         collective_sigma = _fit_network(network, logs, wanted, fitted, inputs)
     gpu_name = stack_name = None
     if steps is not None:

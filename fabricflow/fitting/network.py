@@ -3,7 +3,7 @@
 Each log is one collective (op from the binary named in the log, e.g. ``all_reduce_perf``,
 else ``op``) on the job's first ``gpus`` GPUs of the fabric (the ranks the log lists, when
 it lists them), as ``fabricflow collective`` runs it. Its measured time per size (the
-mean of the out-of-place and in-place columns), at sizes of at least ``min_bytes``, is
+mean of the out-of-place and in-place columns), at sizes of at least ``min_size``, is
 fitted by the ``network.*`` parameters (:data:`~fabricflow.workload.calibration.NETWORK_PARAMETERS`):
 the scale-up and network payload efficiencies, the NVLS and SHARP reduction efficiencies
 and the scale-up and network latency scales.
@@ -28,7 +28,7 @@ from fabricflow.collective.timing import prepare_collective
 from fabricflow.errors import SpecError
 from fabricflow.fabric.fabric import Fabric
 
-__all__ = ["CONTRADICTION", "LOG_SIGMA", "MIN_BYTES", "NcclInput", "network_inputs"]
+__all__ = ["CONTRADICTION", "LOG_SIGMA", "MIN_SIZE", "NcclInput", "network_inputs"]
 
 LOG_SIGMA = 0.02
 """Relative run-to-run noise of an nccl-tests time (about 2 % on a quiet system)."""
@@ -37,7 +37,7 @@ CONTRADICTION = 0.10
 """Bus bandwidths of one op, GPU count and size further apart than this contradict each
 other (about 3 sigma of two measurements with :data:`LOG_SIGMA` noise each, rounded up)."""
 
-MIN_BYTES = 2**20
+MIN_SIZE = 2**20
 """Smallest message size fitted by default (1 MiB)."""
 
 _BINARIES = {binary: op for op, (binary, _, _) in NCCL_TESTS_OPS.items()}
@@ -128,13 +128,13 @@ def network_inputs(
     gpus: int | None,
     *,
     op: str | None = None,
-    min_bytes: float = MIN_BYTES,
+    min_size: float = MIN_SIZE,
 ) -> list[NcclInput]:
     """The logs at ``paths`` read and checked (module docstring).
 
     Raises:
         SpecError: a log that cannot be read, names another op than ``op``, has no size
-            of at least ``min_bytes``, lists another GPU count than ``gpus``, needs more
+            of at least ``min_size``, lists another GPU count than ``gpus``, needs more
             GPUs than ``fabric`` has, or contradicts another log (both named).
     """
     inputs = []
@@ -151,10 +151,10 @@ def network_inputs(
             raise SpecError(
                 "--gpus", f"{name}: {ranks} GPUs; the fabric {fabric.name!r} has {fabric.num_gpus}"
             )
-        keep = log.bytes >= min_bytes
+        keep = log.bytes >= min_size
         if not keep.any():
             raise SpecError(
-                "nccl-tests", f"{name}: no size of at least {int(min_bytes)} B to calibrate on"
+                "nccl-tests", f"{name}: no size of at least {int(min_size)} B to calibrate on"
             )
         time_s = log.time_us[:, keep].mean(axis=0) * 1e-6
         if np.any(time_s <= 0):

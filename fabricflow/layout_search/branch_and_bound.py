@@ -463,15 +463,15 @@ class Visit:
             order = DEFAULT_ORDER  # the placement picks the rank order itself
         out: dict = {"layout": layout, "order": order, "placement": placement}
         if placement == "scattered":
-            out["seed"] = self.seed
+            out["placement_seed"] = self.seed
         routing = table.value("routing", key, combo)
         if routing != "auto":
             out["routing"] = routing
         algorithms = {}
         for dim in ("tp", "cp", "ep", "pp", "dp"):
-            algo = table.value(f"algo_{dim}", key, combo)
-            if algo != "auto":
-                algorithms[dim] = algo
+            algorithm = table.value(f"algorithm_{dim}", key, combo)
+            if algorithm != "auto":
+                algorithms[dim] = algorithm
         if algorithms:
             out["algorithms"] = algorithms
         if self.collectives != "fabric":

@@ -336,8 +336,8 @@ def _signature_masks(searched, network, net_codes, signature):
             valid &= first[col]
             continue
         dim = None
-        if knob.startswith("algo_"):
-            dim = knob[len("algo_") :]
+        if knob.startswith("algorithm_"):
+            dim = knob[len("algorithm_") :]
         elif knob in ("tp_overlap", "pp_overlap", "ep_overlap", "dp_overlap"):
             dim = knob.split("_")[0]
         if dim is not None and not on[dim]:

@@ -27,7 +27,7 @@ def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
     lay = kwargs["layout"]
     where = place(
         lay, fabric.num_gpus, order=kwargs["order"], placement=kwargs["placement"],
-        seed=kwargs.get("seed", 0), gpus_per_node=fabric.gpus_per_node,
+        seed=kwargs.get("placement_seed", 0), gpus_per_node=fabric.gpus_per_node,
     )  # fmt: skip
     tokens = lay.micro_batch * lay.seq_len / lay.cp
     activation = 2.0 * tokens * model.hidden_size
@@ -46,8 +46,8 @@ def bottleneck(fabric, model, kwargs: dict, part: str) -> str:
         groups, size = where.groups(("dp", "cp")), grad * dense
     if groups.shape[1] < 2:
         return ""
-    algo = kwargs.get("algorithms", {}).get(part, "auto")
-    solved = prepared_collective(fabric, op, groups, algo=algo)
+    algorithm = kwargs.get("algorithms", {}).get(part, "auto")
+    solved = prepared_collective(fabric, op, groups, algorithm=algorithm)
     result = solved.prepared.evaluate([float(size)])[0]
     kinds = sorted(set(result.bottleneck_kinds))
     return "/".join(kinds)

@@ -45,8 +45,8 @@ _SET_DIMS = {"tp": ("tp",), "cp": ("cp",), "pp": ("pp",), "dp": ("dp", "cp"), "e
 GROUP_MEMO = 64
 # Collectives (group set, op) prepared per engine call when structures are opened.
 PREPARE_BATCH = 16
-STRUCTURE_KNOBS = ("order", "placement", "routing", "algo_tp", "algo_cp", "algo_ep",
-                   "algo_pp", "algo_dp")  # fmt: skip
+STRUCTURE_KNOBS = ("order", "placement", "routing", "algorithm_tp", "algorithm_cp", "algorithm_ep",
+                   "algorithm_pp", "algorithm_dp")  # fmt: skip
 
 
 class Late(Exception):
@@ -211,12 +211,12 @@ class Structures:
                 groups = self.groups(sid)
                 if groups is None or name not in groups or groups[name].shape[1] < 2:
                     continue
-                algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
+                algorithm = self.value(sid, f"algorithm_{_DIMENSION_OF[name]}")
                 routing = self.value(sid, "routing")
-                memo = (self.set_key(sid, name), op, algo, routing)
+                memo = (self.set_key(sid, name), op, algorithm, routing)
                 if memo not in self._asked:
                     self._asked.add(memo)
-                    batches.setdefault(routing, {})[memo] = (op, groups[name], algo)
+                    batches.setdefault(routing, {})[memo] = (op, groups[name], algorithm)
         left = [memo for requests in batches.values() for memo in requests]
         for routing, requests in batches.items():
             todo = list(requests.values())
@@ -347,8 +347,8 @@ class Structures:
         solve lives in the bounded process-wide cache, never held here)."""
         groups = self.groups(sid)
         assert groups is not None
-        algo = self.value(sid, f"algo_{_DIMENSION_OF[name]}")
+        algorithm = self.value(sid, f"algorithm_{_DIMENSION_OF[name]}")
         return collective_timer(
-            self.fabric, op, groups[name], backend=self.collectives, seed=0, algo=algo,
+            self.fabric, op, groups[name], backend=self.collectives, seed=0, algorithm=algorithm,
             fingerprint=self.fingerprint, routing=self.value(sid, "routing"), cost=self.cost,
         )  # fmt: skip

@@ -3,7 +3,7 @@
 A knob is a :class:`~fabricflow.workload.layout.Layout` field (read from the dataclass, so a
 field added to ``Layout`` can be pinned or searched without a change here), or one of the
 step options ``order``, ``placement``, ``routing`` (the collective model's routing policy, e.g.
-``ecmp`` or ``optimized``) and ``algo_<dim>`` (the collective algorithm of
+``ecmp`` or ``optimized``) and ``algorithm_<dim>`` (the collective algorithm of
 dimension ``tp``, ``cp``, ``ep``, ``pp`` or ``dp``). ``dp`` follows from the GPU count;
 ``global_batch`` and ``seq_len`` are arguments of the search, not knobs.
 """
@@ -29,10 +29,17 @@ from fabricflow.workload.model_spec import ModelSpec
 # Set by the search's arguments, never by fixed/space.
 ARGUMENT_FIELDS = ("global_batch", "seq_len")
 STEP_KNOBS = ("order", "placement", "routing")
-ALGO_KNOBS = tuple(f"algo_{dim}" for dim in DIMENSION_OPS)
+ALGORITHM_KNOBS = tuple(f"algorithm_{dim}" for dim in DIMENSION_OPS)
 # Knobs that change neither compute nor memory, only how communication is timed or hidden:
 # they multiply the candidates without multiplying the analytic work.
-NETWORK_KNOBS = ("tp_overlap", "dp_overlap", "pp_overlap", "ep_overlap", *STEP_KNOBS, *ALGO_KNOBS)
+NETWORK_KNOBS = (
+    "tp_overlap",
+    "dp_overlap",
+    "pp_overlap",
+    "ep_overlap",
+    *STEP_KNOBS,
+    *ALGORITHM_KNOBS,
+)
 
 # Rank orders of the default space (fastest-varying first). Each keeps a different
 # dimension inside the scale-up domain, the rail / leaf, or the pod: Megatron's default
@@ -62,7 +69,7 @@ def layout_fields() -> dict[str, dataclasses.Field]:
 
 
 def known_knobs() -> list[str]:
-    return [*layout_fields(), *STEP_KNOBS, *ALGO_KNOBS]
+    return [*layout_fields(), *STEP_KNOBS, *ALGORITHM_KNOBS]
 
 
 def placements() -> tuple[str, ...]:
@@ -126,8 +133,8 @@ def parse_value(knob: str, text: Any, field: str = "fix") -> Any:
     if knob == "routing":
         if word not in ROUTINGS:
             raise SpecError(where, f"unknown routing {word!r}; one of {list(ROUTINGS)}")
-    if knob.startswith("algo_"):
-        dim = knob[len("algo_") :]
+    if knob.startswith("algorithm_"):
+        dim = knob[len("algorithm_") :]
         try:
             return check_algorithms({dim: word})[dim]
         except SpecError as error:

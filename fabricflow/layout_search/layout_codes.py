@@ -53,8 +53,8 @@ def candidate_of(kwargs: dict) -> dict:
     out["order"] = kwargs["order"]
     out["placement"] = kwargs["placement"]
     out["routing"] = kwargs.get("routing", "auto")
-    for dim, algo in kwargs.get("algorithms", {}).items():
-        out[f"algo_{dim}"] = algo
+    for dim, algorithm in kwargs.get("algorithms", {}).items():
+        out[f"algorithm_{dim}"] = algorithm
     for knob in _space.known_knobs():
         out.setdefault(knob, _space.default_value(knob))
     return out
@@ -123,7 +123,7 @@ def describe(candidate: dict, *, wrap: bool = False, where: bool = True) -> str:
             switches.append(("" if lay[knob] else "no-") + short)
     parts = [sizes, memory, ",".join(switches)]
     parts += [lay["order"], lay["placement"]] if where else []
-    for knob in ("routing", *_space.ALGO_KNOBS):
+    for knob in ("routing", *_space.ALGORITHM_KNOBS):
         if lay.get(knob, "auto") != "auto":
             parts.append(f"{knob}={lay[knob]}")
     parts = [p for p in parts if p]

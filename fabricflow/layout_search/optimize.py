@@ -57,7 +57,7 @@ class LayoutSearch:
     """Outcome of :func:`optimize_layout`.
 
     Attributes:
-        best_kwargs: ``layout``, ``order``, ``placement`` (and ``seed``, ``algorithms``,
+        best_kwargs: ``layout``, ``order``, ``placement`` (and ``placement_seed``, ``algorithms``,
             ``collectives`` when they matter): ``ff.step_time(model, gpu, fabric=fabric,
             **best_kwargs)`` re-times the winner. (A Ctrl-C before any candidate could be
             timed raises :class:`SearchInterrupted`, which carries the counts.)
@@ -248,7 +248,7 @@ def optimize_layout(
     top_k: int = 10,
     budget_s: float | None = None,
     budget_work: int | None = None,
-    seed: int = 0,
+    placement_seed: int = 0,
     collectives: str = "fabric",
     ranking: str = "bound",
     progress: Callable[[str], None] | None = None,
@@ -286,7 +286,7 @@ def optimize_layout(
             and the bounds are not counted); past it the best found so far is returned
             (``stopped="work"``). Unlike ``budget_s`` it does not depend on the machine's
             speed or load: the same search answers the same every time.
-        seed: seed of the ``scattered`` placement (an integer >= 0).
+        placement_seed: seed of the ``scattered`` placement (an integer >= 0).
         collectives: ``fabric`` (contention on the fabric) or ``alpha-beta`` (no contention).
         ranking: ``bound`` (every candidate is timed or ruled out by a lower bound: exact)
             or ``class``: on top of the bounds, a candidate whose class-level estimate
@@ -308,7 +308,8 @@ def optimize_layout(
         return capacity_sweep(
             model, gpu, fabric, gpus=list(gpus), global_batch=global_batch, seq_len=seq_len,
             precision=precision, fixed=fixed, space=space, objective=objective, top_k=top_k,
-            budget_s=budget_s, budget_work=budget_work, seed=seed, collectives=collectives,
+            budget_s=budget_s, budget_work=budget_work, placement_seed=placement_seed,
+            collectives=collectives,
             ranking=ranking, progress=progress, stack=stack, calibration=calibration,
             interval_level=interval_level,
         )  # fmt: skip
@@ -324,7 +325,7 @@ def optimize_layout(
         fabric, gpus, global_batch, seq_len, top_k, objective, budget_s, collectives, progress
     )
     work = None if budget_work is None else _check_int(budget_work, "budget_work")
-    seed = _check_int(seed, "seed", low=0)
+    placement_seed = _check_int(placement_seed, "placement_seed", low=0)
     require_connected(fabric, count)
     if ranking not in RANKINGS:
         raise SpecError("ranking", f"unknown ranking {ranking!r}; one of {list(RANKINGS)}")
@@ -337,7 +338,7 @@ def optimize_layout(
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
     visit = Visit(
-        model, gpu, fabric, table, top_k=top_k, seed=seed, collectives=collectives,
+        model, gpu, fabric, table, top_k=top_k, seed=placement_seed, collectives=collectives,
         gpus=count, say=say, ranking=ranking, work=work, stack=stack, calibration=calibration,
         interval_level=interval_level,
     )  # fmt: skip
@@ -367,7 +368,7 @@ def optimize_layout(
                 model,
                 gpu,
                 fabric=fabric,
-                seeds=ROBUST_SEEDS,
+                routing_seeds=ROBUST_SEEDS,
                 stack=stack,
                 calibration=calibration,
                 interval_level=interval_level,

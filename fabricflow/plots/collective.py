@@ -35,11 +35,11 @@ def plot_collective(results, path: str | Path, *, title: str = "") -> Path:
     """Two panels against the message size (log2): bus bandwidth (GB/s, nccl-tests
     convention, linear) and time (us, log), one line per algorithm, the chosen one (per
     size) as a grey band beneath them."""
-    sizes = np.array([r.size_bytes for r in results], np.float64)
+    sizes = np.array([r.size for r in results], np.float64)
     op, n = results[0].op, results[0].group_size
     factor = busbw_factor(op, n)
     curves = algorithm_curves(results)
-    chosen = [r.algo for r in results]
+    chosen = [r.algorithm for r in results]
     fig = new_figure(figsize=(11, 4.2))
     bw_ax, time_ax = fig.subplots(1, 2)
     for name, seconds in curves.items():

@@ -196,7 +196,7 @@ def build_report(
     job: dict = dict(timing)
     step = None
     if layout is not None:
-        job = {"layout": layout.validate(model, num_gpus=gpus), "seed": seed, **timing}
+        job = {"layout": layout.validate(model, num_gpus=gpus), "placement_seed": seed, **timing}
         job.update(order=order or "tp-cp-ep-dp-pp", placement=placement or "deployed")
         # timed before the search: a layout over the memory budget is refused at once
         step = _step_section(fabric, model, gpu, job, optimized=False)
@@ -218,7 +218,7 @@ def build_report(
         say(f"layout search done ({section['seconds']:.1f} s)")
         if layout is None:
             job = {**best_kwargs, **timing}
-            job.setdefault("seed", seed)
+            job.setdefault("placement_seed", seed)
     if step is None:
         step = _step_section(fabric, model, gpu, job, optimized=True)
     section, result = step
@@ -285,7 +285,7 @@ def _job_entry(fabric, model, gpu, gpus: int, job: dict) -> dict:
         "layout": dataclasses.asdict(lay),
         "order": job["order"],
         "placement": job["placement"],
-        "seed": job.get("seed", 0),
+        "placement_seed": job.get("placement_seed", 0),
         "routing": job.get("routing", "auto"),
         "algorithms": dict(job.get("algorithms") or {}),
         "collectives": job.get("collectives", "fabric"),
@@ -409,7 +409,7 @@ def _fabric_section(fabric) -> dict:
 
 
 # step_time's options besides the layout that a job (or an optimizer candidate) carries
-STEP_OPTIONS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
+STEP_OPTIONS = ("order", "placement", "placement_seed", "routing", "algorithms", "collectives")
 
 
 def _describe(kwargs: dict) -> str:
@@ -442,7 +442,7 @@ def _layouts_section(
         precision=layout.precision if layout is not None else "bf16",
         top_k=top_k,
         budget_s=budget_s,
-        seed=seed,
+        placement_seed=seed,
         calibration=calibration,
     )
     if search.stopped == "interrupted":
@@ -526,7 +526,7 @@ def _layouts_section(
 
 def _step_kwargs(job: dict) -> dict:
     """What :func:`step_time` takes from the job: the layout and every option it carries
-    (order, placement, seed, routing, algorithms, collective backend), and the
+    (order, placement, placement seed, routing, algorithms, collective backend), and the
     calibration and interval level of the report."""
     keys = ("layout", *STEP_OPTIONS, "calibration", "interval_level")
     return {k: job[k] for k in keys if k in job}
@@ -593,7 +593,7 @@ def _step_section(fabric, model, gpu, job, *, optimized: bool):
                 "global_batch": lay.global_batch,
                 "seq_len": lay.seq_len,
                 "precision": lay.precision,
-                "seed": job.get("seed", 0),
+                "seed": job.get("placement_seed", 0),
             },
             started,
             tables=[
@@ -647,17 +647,17 @@ def job_collectives(model, layout) -> list[tuple[str, str, float, str]]:
     return out
 
 
-def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str]:
+def collective_utilization(prepared, size: float) -> tuple[np.ndarray, str]:
     """float64 ``[L]`` peak utilization (load / payload capacity, max over phases) of the
-    algorithm the collective model picks at ``size_bytes``, and that algorithm's name.
+    algorithm the collective model picks at ``size``, and that algorithm's name.
 
     Every link the flows cross has its load: under ``adaptive`` routing, whose routes
     list one representative link per set of equal-cost links (each carrying the same
     load), every link of the set gets its representative's
     (:func:`~fabricflow.routing.clos.adaptive_link_values`), as ``spray`` routes give it.
     """
-    chosen = prepared.evaluate([size_bytes])[0]
-    solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algo)
+    chosen = prepared.evaluate([size])[0]
+    solved = next(s for s in prepared.solved if s.algorithm.name == chosen.algorithm)
     capacity = prepared.capacity
     peak = np.zeros(capacity.shape[0])
     usable = capacity > 0
@@ -666,13 +666,13 @@ def collective_utilization(prepared, size_bytes: float) -> tuple[np.ndarray, str
         np.maximum(peak, np.where(usable, load / np.where(usable, capacity, 1.0), 0.0), out=peak)
     if prepared.routing == "adaptive":
         peak = adaptive_link_values(prepared.fabric, peak)
-    return peak, chosen.algo
+    return peak, chosen.algorithm
 
 
 # (key, header) of the utilization and failure tables
 _UTILIZATION_COLUMNS = [
     ("collective", "collective"),
-    ("algo", "algorithm"),
+    ("algorithm", "algorithm"),
     ("kind", "link kind"),
     ("links", "links"),
     ("used", "carrying traffic"),
@@ -701,7 +701,7 @@ def _utilization_section(fabric, model, job) -> dict:
         fabric.num_gpus,
         order=job["order"],
         placement=job["placement"],
-        seed=job.get("seed", 0),
+        seed=job.get("placement_seed", 0),
         gpus_per_node=fabric.gpus_per_node,
         fabric=fabric,
         model=model,
@@ -713,7 +713,7 @@ def _utilization_section(fabric, model, job) -> dict:
         CollectiveCache(
             fabric,
             "fabric",
-            seed=job.get("seed", 0),
+            seed=job.get("placement_seed", 0),
             algorithms=job.get("algorithms"),
             routing=routing,
         ),
@@ -727,7 +727,7 @@ def _utilization_section(fabric, model, job) -> dict:
         prepared = cache.collective(name, op)
         if prepared is None:
             continue
-        peak, algo = collective_utilization(prepared, size)
+        peak, algorithm = collective_utilization(prepared, size)
         groups = cache.groups[name]
         for kind, stats in tier_summary(
             peak, fabric.link_kind_id, fabric.link_kinds, fabric.link_up
@@ -737,7 +737,7 @@ def _utilization_section(fabric, model, job) -> dict:
             rows.append(
                 {
                     "collective": f"{name} {op}",
-                    "algo": algo,
+                    "algorithm": algorithm,
                     "kind": kind,
                     "links": stats["links"],
                     "used": int(((peak > 0) & (fabric.link_kind == kind)).sum()),
@@ -748,7 +748,7 @@ def _utilization_section(fabric, model, job) -> dict:
                 }
             )
         title = (
-            f"{what}: {name} {op} ({algo}), {groups.shape[0]:,} groups of {groups.shape[1]}, "
+            f"{what}: {name} {op} ({algorithm}), {groups.shape[0]:,} groups of {groups.shape[1]}, "
             f"{size / 2**20:,.1f} MiB"
         )
         figures.append(
@@ -765,7 +765,7 @@ def _utilization_section(fabric, model, job) -> dict:
         text,
         {
             "routing": resolved + (" (auto: the fabric's transport)" if routing == "auto" else ""),
-            "seed": job.get("seed", 0),
+            "seed": job.get("placement_seed", 0),
         },
         started,
         tables=[

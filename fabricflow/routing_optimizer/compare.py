@@ -8,7 +8,7 @@ the optimized split):
   completion, ``makespan_s / completion_s`` (1: the bottleneck link is busy throughout);
 * ``throughput_Bps``: the aggregate max-min fair rate of all flows started together;
 * ``completion_s``: when the last flow finishes under max-min sharing recomputed as
-  flows finish (:func:`fabricflow.complete_flows`).
+  flows finish (:func:`fabricflow.max_min_completion`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from fabricflow.errors import SpecError
 from fabricflow.routing.route import route
 from fabricflow.routing.routes import Routes
-from fabricflow.solve.completion import complete_flows
+from fabricflow.solve.completion import max_min_completion
 from fabricflow.solve.maxmin.checked import max_min_rates
 
 COMPLETION_MODES = ("batched", "exact")
@@ -42,7 +42,7 @@ def routing_figures(
             "throughput_Bps": float(rates.sum()),
             "completion_s": None,
         }
-    done = complete_flows(routes.links, capacity, size, coef=routes.coef, mode=mode)
+    done = max_min_completion(routes.links, capacity, size, coef=routes.coef, mode=mode)
     finish = float(np.max(np.asarray(done.finish_time, np.float64), initial=0.0))
     return {
         "makespan_s": makespan,

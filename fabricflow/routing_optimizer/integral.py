@@ -33,8 +33,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fabricflow.link_loads import link_load
 from fabricflow.routing_optimizer.integral_milp import MAX_VARIABLES, solve_milp
-from fabricflow.routing_optimizer.potential_descent import batch_makespans, descend, link_loads
+from fabricflow.routing_optimizer.potential_descent import batch_makespans, descend
 
 ROUNDINGS = 32
 # ... fewer on huge instances, so that the R x F x K draw stays this many entries at most.
@@ -183,7 +184,7 @@ class _Search:
 
     def offer(self, choice) -> None:
         """Keep ``choice`` if it beats the best; ``improved`` says whether it did."""
-        load = link_loads(self.paths[np.arange(choice.size), choice], self.size, self.num_links)
+        load = link_load(self.paths[np.arange(choice.size), choice], self.size, self.num_links)
         span = float((load * self.inv_cap).max(initial=0.0))
         self.improved = span < self.best_span * (1 - TIE_RTOL)
         if self.improved:
@@ -213,7 +214,7 @@ class _Search:
         descend again; False when no flow on them can move."""
         rows = np.arange(self.best.size)
         current = self.paths[rows, self.best]
-        load = link_loads(current, self.size, self.num_links)
+        load = link_load(current, self.size, self.num_links)
         hot = load * self.inv_cap >= self.best_span * (1 - TIE_RTOL)
         on_hot = np.flatnonzero(
             np.any((current >= 0) & hot[np.maximum(current, 0)], axis=1) & (self.count > 1)

@@ -77,7 +77,7 @@ class RoutingPlan:
 
     def routes(self) -> Routes:
         """The plan as :class:`Routes` (policy ``"optimized"``) for ``max_min_rates``,
-        ``complete_flows`` and the collective model.
+        ``max_min_completion`` and the collective model.
 
         ``links`` int32 ``[F, W]`` with ``coef`` the share of the flow on each link: the
         ``K`` paths side by side (``W <= K * H``), entries of a link shared by several

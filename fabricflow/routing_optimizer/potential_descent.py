@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricflow.link_loads import link_load
 from fabricflow.memory_budget import check_memory
 
 # Flows on links whose weight exp(beta (t - t_max) / scale) is below exp(-HOT_SPAN) are
@@ -44,14 +45,6 @@ MIN_ROUND_GAIN = 1e-6
 # Moves per link per round: the start and the ceiling of the adaptive cap m.
 CAP_START = 16
 CAP_MAX = 1024
-
-
-def link_loads(links: np.ndarray, size: np.ndarray, num_links: int) -> np.ndarray:
-    """float64 ``[L]`` bytes: ``size[f]`` on every link of ``links[f]`` (int ``[F, H]``,
-    ``-1`` padded)."""
-    used = links >= 0
-    weights = np.broadcast_to(size[:, None], links.shape)[used]
-    return np.bincount(links[used], weights=weights, minlength=num_links)
 
 
 def batch_makespans(
@@ -106,7 +99,7 @@ def descend(
     rows = np.arange(num_flows)
     valid = np.any(paths >= 0, axis=2)
     choice = np.asarray(choice, np.int64).copy()
-    load = link_loads(paths[rows, choice], size, num_links)
+    load = link_load(paths[rows, choice], size, num_links)
     check_memory(  # the most a round allocates: every flow a mover
         num_flows * k * hops * (hops * 2 + 64),
         f"integral routing descent over {num_flows:,} flows",
@@ -136,8 +129,8 @@ def descend(
             flows, targets = _capped(
                 paths, choice, movers[improving], best[improving], gain[improving], num_links, cap
             )
-            old = link_loads(paths[flows, choice[flows]], size[flows], num_links)
-            trial = load + link_loads(paths[flows, targets], size[flows], num_links) - old
+            old = link_load(paths[flows, choice[flows]], size[flows], num_links)
+            trial = load + link_load(paths[flows, targets], size[flows], num_links) - old
             trial_phi = np.exp(np.minimum(trial * inv_cap * norm - top, MAX_EXPONENT)).sum()
             if trial_phi < phi or cap == 1:
                 break
@@ -148,7 +141,7 @@ def descend(
         if phi - trial_phi < MIN_ROUND_GAIN * phi:
             break  # converged: what is left would move Phi by nothing that matters
         if rounds % 64 == 0:  # recompute from scratch now and then: no drift
-            load = link_loads(paths[rows, choice], size, num_links)
+            load = link_load(paths[rows, choice], size, num_links)
     return choice, rounds, work
 
 

@@ -1,4 +1,4 @@
-"""``ff.complete_flows``: event-driven fluid flow completion times (the completion engine).
+"""``ff.max_min_completion``: event-driven fluid flow completion times (the completion engine).
 
 Flows arrive at ``start[f]`` with ``size[f]`` bytes and share the fabric max-min fairly;
 rates are recomputed whenever a flow arrives or finishes (m3's flowSim,
@@ -23,7 +23,7 @@ Modes:
 Time base: times are computed relative to the earliest start, and each flow's elapsed
 time (start to finish) is accumulated on its own, so completion times keep their
 resolution at any start time (a 45 us transfer that starts at 1e9 s is still 45 us);
-``Completion.elapsed`` holds them. Flows that can never finish (every path crosses a
+``MaxMinCompletion.elapsed`` holds them. Flows that can never finish (every path crosses a
 failed link) get finish time ``inf``.
 """
 
@@ -47,22 +47,22 @@ from fabricflow.solve.maxmin.inputs import (
     check_values,
 )
 from fabricflow.solve.maxmin.scaling import as_output_dtype, range_scaling
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 from fabricflow.typing import CapacityLike, CoefLike, FlowValuesLike, LinkIdsLike
 
-__all__ = ["Completion", "complete_flows"]
+__all__ = ["MaxMinCompletion", "max_min_completion"]
 
 MODES = ("exact", "batched")
 
 
-class Completion(NamedTuple):
-    """Result of :func:`complete_flows`.
+class MaxMinCompletion(NamedTuple):
+    """Result of :func:`max_min_completion`.
 
     Attributes:
         finish_time: ``[F]`` absolute seconds (``inf`` for flows that never finish).
         events: int: max-min solves run (one per event or window).
         rounds: int: water-filling rounds over all solves.
-        status: int :class:`~fabricflow.solve.status.Status` code.
+        status: int :class:`~fabricflow.solve.status.SolverStatus` code.
         elapsed: float64 ``[F]`` seconds from each flow's start to its finish (its
             completion time, at full resolution whatever the start; ``inf`` unfinished).
         method: the backend that ran (``"numpy"`` or ``"jax"``).
@@ -81,7 +81,7 @@ class Completion(NamedTuple):
     stop_time: float
 
 
-def complete_flows(
+def max_min_completion(
     links: LinkIdsLike | FlowEntries,
     capacity: CapacityLike,
     size: FlowValuesLike,
@@ -101,7 +101,7 @@ def complete_flows(
     first_rates: FlowValuesLike | None = None,
     solves: dict | None = None,
     dtype=None,
-) -> Completion:
+) -> MaxMinCompletion:
     """Finish time of every flow under max-min fair sharing, recomputed at each event.
 
     Args:
@@ -140,7 +140,7 @@ def complete_flows(
             the inputs are float64 and ``jax_enable_x64`` is on, else float32.
 
     Returns:
-        :class:`Completion` with numpy arrays; ``finish_time`` in seconds: float32 by
+        :class:`MaxMinCompletion` with numpy arrays; ``finish_time`` in seconds: float32 by
         default when every flow starts at 0, float64 when the inputs are float64 with
         ``jax_enable_x64`` on, when starts differ (absolute times need the resolution),
         or when a finish time does not fit float32. ``elapsed`` is float64.
@@ -150,7 +150,7 @@ def complete_flows(
     magnitude works.
 
     Example:
-        >>> complete_flows([[0], [0]], [1.0], [1.0, 2.0]).finish_time   # 0.5 B/s each, then 1
+        >>> max_min_completion([[0], [0]], [1.0], [1.0, 2.0]).finish_time   # 0.5 B/s each, then 1
         array([2., 3.], dtype=float32)
     """
     checked = _checked(links, capacity, size, start, weight, coef, mode, eps, window)
@@ -162,7 +162,7 @@ def complete_flows(
     stop_after = _flags(stop_after, num_flows)
     first_rates = _first_rates(first_rates, num_flows, starts)
     check_solve_memory(
-        entries.num_entries, num_flows, problem.capacity.shape[0], None, "complete_flows"
+        entries.num_entries, num_flows, problem.capacity.shape[0], None, "max_min_completion"
     )
     out_dtype = output_dtype(dtype, problem.capacity, problem.weight, sizes, starts)
     # Times are size / rate: scaling capacities and sizes by the same power of two leaves
@@ -229,24 +229,24 @@ def complete_flows(
 
 
 def _completion(result, merged, start, staggered, out_dtype, scaling, backend, throw):
-    """The :class:`Completion` of an event loop's result (merged flows spread back)."""
+    """The :class:`MaxMinCompletion` of an event loop's result (merged flows spread back)."""
     elapsed, remaining = result.elapsed, scaling.restore(result.remaining)
     if merged is not None:
         inverse, share = merged[5], merged[7]
         elapsed, remaining = elapsed[inverse], remaining[inverse] * share
     finish = np.where(np.isfinite(elapsed), start + elapsed, np.inf)
-    status = Status(result.status)
-    if status != Status.CONVERGED:
+    status = SolverStatus(result.status)
+    if status != SolverStatus.CONVERGED:
         if throw:
-            # The loop bound of complete_flows is max_events, not max_iters.
+            # The loop bound of max_min_completion is max_events, not max_iters.
             message = status.message.replace("raise max_iters", "raise max_events")
             raise SolverError(
-                f"complete_flows: {message} (status {status.name}, {result.events} events)"
+                f"max_min_completion: {message} (status {status.name}, {result.events} events)"
             )
         finish = np.where(np.isinf(finish), np.nan, finish)
     origin = float(start.min(initial=0.0)) if start.size else 0.0
     wide = staggered or origin != 0.0
-    return Completion(
+    return MaxMinCompletion(
         finish if wide else as_output_dtype(finish, out_dtype),
         np.asarray(result.events),
         np.asarray(result.rounds),
@@ -275,7 +275,7 @@ def _checked(links, capacity, size, start, weight, coef, mode, eps, window):
     if problem.batch is not None:
         raise SpecError(
             "capacity",
-            "complete_flows takes one scenario ([L] capacities, [F] weights); loop over scenarios",
+            "max_min_completion takes one scenario ([L] capacities, [F] weights); loop over scenarios",
         )
     if entries is None:
         entries = FlowEntries.from_padded(problem.links, problem.coef, problem.capacity.shape[0])

@@ -17,7 +17,7 @@ from fabricflow.solve.event_result import EventResult
 from fabricflow.solve.maxmin.entries import FlowEntries
 from fabricflow.solve.maxmin.flat import constrained_links, flat_water_fill
 from fabricflow.solve.maxmin.jax_backend import pad_problem, x64_mode
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = ["run_events", "simulate_events"]
 
@@ -96,8 +96,8 @@ def simulate_events(
     waiting = jnp.any(left & stop_after) | (~jnp.any(stop_after) & jnp.any(left))
     status = jnp.where(
         unsettled | (waiting & ~stalled),
-        Status.MAX_ITERS_REACHED,
-        jnp.where(jnp.any(jnp.isnan(elapsed)), Status.NONFINITE, Status.CONVERGED),
+        SolverStatus.MAX_ITERS_REACHED,
+        jnp.where(jnp.any(jnp.isnan(elapsed)), SolverStatus.NONFINITE, SolverStatus.CONVERGED),
     ).astype(jnp.int32)
     elapsed = jnp.where(done, elapsed, jnp.where(remaining > 0, inf, elapsed))
     return elapsed, remaining, now, events, rounds, status

@@ -33,7 +33,7 @@ import numpy as np
 from fabricflow.solve.event_result import EventResult
 from fabricflow.solve.maxmin.entries import FlowEntries, compact_links
 from fabricflow.solve.maxmin.numpy_fill import numpy_water_fill
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = ["jax_events", "numpy_events", "subset_key"]
 
@@ -71,12 +71,12 @@ def numpy_events(
     elapsed = np.zeros(num_flows)
     done = np.zeros(num_flows, dtype=bool)
     live = _Present(entries)
-    now, events, rounds, status = 0.0, 0, 0, Status.CONVERGED
+    now, events, rounds, status = 0.0, 0, 0, SolverStatus.CONVERGED
     while not done.all():
         if stop_after is not None and done[stop_after].all():
             break
         if events >= max_events:
-            status = Status.MAX_ITERS_REACHED
+            status = SolverStatus.MAX_ITERS_REACHED
             break
         present = (start <= now) & ~done
         rate = np.zeros(num_flows)

@@ -1,11 +1,11 @@
-"""Status codes of the bounded solver loops (returned inside jit, never raised there)."""
+"""SolverStatus codes of the bounded solver loops (returned inside jit, never raised there)."""
 
 from __future__ import annotations
 
 import enum
 
 
-class Status(enum.IntEnum):
+class SolverStatus(enum.IntEnum):
     """Outcome of a jitted solver loop, stored as an int32 in its ``Solution``.
 
     ``CONVERGED``: every flow is settled. ``MAX_ITERS_REACHED``: the loop bound was hit
@@ -23,10 +23,10 @@ class Status(enum.IntEnum):
     @property
     def message(self) -> str:
         return {
-            Status.CONVERGED: "converged",
-            Status.MAX_ITERS_REACHED: "loop bound reached before every flow was settled; "
+            SolverStatus.CONVERGED: "converged",
+            SolverStatus.MAX_ITERS_REACHED: "loop bound reached before every flow was settled; "
             "raise max_iters",
-            Status.NONFINITE: "a non-finite value (NaN or inf) appeared; check the inputs",
-            Status.INFEASIBLE: "infeasible input (negative capacity, size or demand, or a "
+            SolverStatus.NONFINITE: "a non-finite value (NaN or inf) appeared; check the inputs",
+            SolverStatus.INFEASIBLE: "infeasible input (negative capacity, size or demand, or a "
             "non-positive weight)",
         }[self]

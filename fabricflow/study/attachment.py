@@ -83,10 +83,10 @@ def _busbw(
     if pxn is None:
         prepared = prepare_collective(fabric, op, groups)
     elif op == "all_reduce":
-        prepared = prepare_collective(fabric, op, groups, algo="ring", rail_aware=pxn)
+        prepared = prepare_collective(fabric, op, groups, algorithm="ring", rail_aware=pxn)
     else:
-        algo = "hierarchical" if pxn else "direct"
-        prepared = prepare_collective(fabric, op, groups, algo=algo)
+        algorithm = "hierarchical" if pxn else "direct"
+        prepared = prepare_collective(fabric, op, groups, algorithm=algorithm)
     return np.array([result.busbw_Bps for result in prepared.evaluate(sizes)])
 
 

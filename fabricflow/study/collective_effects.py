@@ -68,19 +68,21 @@ def ecmp_vs_spray(
     groups,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
-    algo: str = "ring",
+    size: float = 2**30,
+    algorithm: str = "ring",
     seeds=(0, 1, 2, 3),
 ) -> dict:
     """Bus bandwidth (bytes/s, slowest group) with ECMP for several hash seeds, and with
     an even split over all equal-cost paths (``spray``)."""
     ecmp = [
         collective_time(
-            fabric, op, groups, size_bytes, algo=algo, routing="ecmp", seed=seed
+            fabric, op, groups, size, algorithm=algorithm, routing="ecmp", seed=seed
         ).busbw_Bps
         for seed in seeds
     ]
-    spray = collective_time(fabric, op, groups, size_bytes, algo=algo, routing="spray").busbw_Bps
+    spray = collective_time(
+        fabric, op, groups, size, algorithm=algorithm, routing="spray"
+    ).busbw_Bps
     return {"ecmp_Bps": np.asarray(ecmp), "spray_Bps": float(spray)}
 
 
@@ -97,7 +99,7 @@ def node_pairs(num_gpus: int, *, shift: int, gpus_per_node: int = 8) -> np.ndarr
 
 
 def attachment_comparison(
-    fabrics: dict, *, size_bytes: float = 2**28, shifts=(0, 1), routing: str = "spray"
+    fabrics: dict, *, size: float = 2**28, shifts=(0, 1), routing: str = "spray"
 ) -> dict:
     """``{fabric label: {shift: sendrecv busbw (bytes/s)}}`` for node-pair traffic on each
     fabric (see :func:`node_pairs`): all pairs run at once; ``spray`` routing by default so
@@ -109,8 +111,8 @@ def attachment_comparison(
                 fabric,
                 "sendrecv",
                 node_pairs(fabric.num_gpus, shift=shift),
-                size_bytes,
-                algo="direct",
+                size,
+                algorithm="direct",
                 routing=routing,
             ).busbw_Bps
             for shift in shifts
@@ -119,7 +121,7 @@ def attachment_comparison(
 
 
 def alltoall_attachment(
-    fabrics: dict, *, group_size: int = 64, size_bytes: float = 2**28, routing: str = "spray"
+    fabrics: dict, *, group_size: int = 64, size: float = 2**28, routing: str = "spray"
 ) -> dict:
     """``{fabric label: {"direct": busbw, "hierarchical": busbw}}`` (bytes/s) of all-to-all
     in contiguous groups (MoE expert parallelism): direct cross-rail flows versus PXN-style
@@ -128,10 +130,10 @@ def alltoall_attachment(
     for label, fabric in fabrics.items():
         groups = make_groups(fabric.num_gpus, group_size)
         out[label] = {
-            algo: collective_time(
-                fabric, "all_to_all", groups, size_bytes, algo=algo, routing=routing
+            algorithm: collective_time(
+                fabric, "all_to_all", groups, size, algorithm=algorithm, routing=routing
             ).busbw_Bps
-            for algo in ("direct", "hierarchical")
+            for algorithm in ("direct", "hierarchical")
         }
     return out
 
@@ -141,8 +143,8 @@ def failed_link_effect(
     groups,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
-    algo: str = "ring",
+    size: float = 2**30,
+    algorithm: str = "ring",
     routing: str = "spray",
     link_kind: str = "leaf",
     max_failed: int = 3,
@@ -158,13 +160,13 @@ def failed_link_effect(
     current = fabric
     candidates = fabric.links_of_kind(link_kind)
     for step in range(max_failed + 1):
-        prepared = prepare_collective(current, op, groups, algo=algo, routing=routing)
-        result = prepared.evaluate([size_bytes])[0]
+        prepared = prepare_collective(current, op, groups, algorithm=algorithm, routing=routing)
+        result = prepared.evaluate([size])[0]
         busbw.append(result.busbw_Bps)
         counts.append(step)
         if step == max_failed:
             break
-        solved = next(s for s in prepared.solved if s.algorithm.name == result.algo)
+        solved = next(s for s in prepared.solved if s.algorithm.name == result.algorithm)
         load = np.zeros(fabric.num_links)
         for sp in solved.phases:
             load += sp.link_load(fabric.num_links)
@@ -197,8 +199,8 @@ def shared_jobs(
     jobs: list,
     *,
     op: str = "all_reduce",
-    size_bytes: float = 2**30,
-    algo: str = "ring",
+    size: float = 2**30,
+    algorithm: str = "ring",
     routing: str = "ecmp",
     seed: int = 0,
 ) -> dict:
@@ -212,7 +214,7 @@ def shared_jobs(
     alone, together = [], []
     combined = np.concatenate([np.asarray(job) for job in jobs], axis=0)
     result = collective_time(
-        fabric, op, combined, size_bytes, algo=algo, routing=routing, seed=seed
+        fabric, op, combined, size, algorithm=algorithm, routing=routing, seed=seed
     )
     start = 0
     for job in jobs:
@@ -222,7 +224,7 @@ def shared_jobs(
         start += rows
         alone.append(
             collective_time(
-                fabric, op, job, size_bytes, algo=algo, routing=routing, seed=seed
+                fabric, op, job, size, algorithm=algorithm, routing=routing, seed=seed
             ).busbw_Bps
         )
     return {"alone_Bps": np.asarray(alone), "together_Bps": np.asarray(together)}

@@ -94,13 +94,13 @@ def _measure(
     """The metrics of one (possibly failed) fabric; per-routing ones as ``[R]`` arrays."""
     src, dst = _permutation(fabric)
     throughput, slowest, busbw = [], [], []
-    for policy in routings:
-        routes = route(fabric, src, dst, policy=policy, seed=0)
+    for routing in routings:
+        routes = route(fabric, src, dst, policy=routing, seed=0)
         rates = np.asarray(max_min_rates(routes.links, fabric.capacity, coef=routes.coef))
         throughput.append(float(rates.astype(np.float64).sum()))
         slowest.append(float(rates.min()))
         result = collective_time(
-            fabric, "all_reduce", groups, allreduce_bytes, algo="ring", routing=policy, seed=0
+            fabric, "all_reduce", groups, allreduce_bytes, algorithm="ring", routing=routing, seed=0
         )
         busbw.append(float(result.busbw_Bps))
     out: dict[str, np.ndarray | float] = {
@@ -115,7 +115,7 @@ def _measure(
             step["layout"],
             fabric,
             placement="scattered",
-            seed=0,
+            placement_seed=0,
             routing="ecmp",
         )
         out["step_time_s"] = float(timed.step_time_s)
@@ -142,7 +142,7 @@ def failed_links_study(
         kinds: cable kinds to fail (one at a time).
         fractions: failed fractions of that kind's cables, each in [0, 1].
         seeds: failure-set seeds.
-        routings: routing policies for the permutation and the AllReduce.
+        routings: routings (``ecmp``, ``spray``, ...) of the permutation and the AllReduce.
         group_size: AllReduce group size (groups strided over the fabric: one member
             per server slot, as data-parallel groups are).
         allreduce_bytes: AllReduce message, bytes.

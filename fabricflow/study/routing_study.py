@@ -79,12 +79,12 @@ def _routes(fabric: Fabric, src, dst, size, routing: str, k: int):
 
 
 def routing_point(
-    fabric: Fabric, pattern: str, size_bytes: float, *, k: int = 8, routings=ROUTINGS
+    fabric: Fabric, pattern: str, size: float, *, k: int = 8, routings=ROUTINGS
 ) -> dict:
     """The figures of each of ``routings`` (names from :data:`ROUTINGS`) for one fabric
     and pattern: ``{name: [R]}`` for :data:`FIGURES` and ``{tier_*: [R, T]}``."""
     src, dst = pattern_flows(fabric, pattern)
-    size = np.full(src.shape[0], float(size_bytes))
+    size = np.full(src.shape[0], float(size))
     tiers = tier_of_links(fabric)
     capacity = np.asarray(fabric.capacity, np.float64)
     out: dict[str, list] = {name: [] for name in FIGURES}

@@ -30,7 +30,7 @@ from fabricflow.workload.intervals import INTERVALS_FILE, gpu_generation
 __all__ = ["COLLECTIVE_CASES", "interval_rows", "main"]
 
 COLLECTIVE_CASES = (
-    # (label, preset, op, GPUs, algo, published busbw GB/s at large sizes; references §4)
+    # (label, preset, op, GPUs, algorithm, published busbw GB/s at large sizes; references §4)
     ("H100 node, ring", "dgx-h100-superpod", "all_reduce", 8, "ring", 370.0),
     ("H100 node, NVLS", "dgx-h100-superpod", "all_reduce", 8, "nvls", 480.0),
     ("400G NIC, 2 nodes x 1 GPU", "dgx-h100-superpod", "sendrecv", (0, 8), "auto", 47.0),
@@ -81,12 +81,12 @@ def interval_rows(runs=PUBLISHED_RUNS) -> dict:
         raise ValueError("no (GPU, release) group of the study has two runs that ran")
     collectives = []
     fabrics: dict = {}
-    for label, preset, op, gpus, algo, measured in COLLECTIVE_CASES:
+    for label, preset, op, gpus, algorithm, measured in COLLECTIVE_CASES:
         if preset not in fabrics:  # each preset built once
             fabrics[preset] = load_fabric(preset)
         fabric = fabrics[preset]
         groups_ = np.arange(gpus) if isinstance(gpus, int) else np.asarray(gpus)
-        result = prepare_collective(fabric, op, groups_, algo=algo).evaluate([2.0**33])[0]
+        result = prepare_collective(fabric, op, groups_, algorithm=algorithm).evaluate([2.0**33])[0]
         predicted = busbw_factor(op, result.group_size) * result.algbw_Bps / 1e9
         collectives.append(
             {"name": label, "log_ratio": math.log(predicted / measured)}  # time ratio

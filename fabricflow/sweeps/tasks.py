@@ -75,7 +75,6 @@ STEP_METRICS = (
 _STEP_CALL = (
     "order",
     "placement",
-    "seed",
     "check_memory",
     "collectives",
     "coupling",
@@ -92,9 +91,11 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     """One :func:`~fabricflow.workload.step.step_time`: ``gpus`` and the :class:`Layout`
     fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq`` or ``seq_len``, ...;
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
-    ``collectives``, ``seed``, ``calibration`` (a calibration file), and ``fail:
-    "KIND:FRACTION"`` (cables failed first)."""
+    ``collectives``, ``seed`` (the point's seed: the cables ``fail`` takes down and the
+    ``scattered`` placement, ``placement_seed``), ``calibration`` (a calibration file), and
+    ``fail: "KIND:FRACTION"`` (cables failed first)."""
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
+    seed = kwargs.pop("seed", 0)
     if seq is not None:
         if "seq_len" in kwargs:
             raise SpecError("seq", "give seq or seq_len, not both")
@@ -110,8 +111,8 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     if isinstance(kwargs.get("pp_split"), list):
         kwargs["pp_split"] = tuple(kwargs["pp_split"])
     layout = Layout(**kwargs).validate(num_gpus=gpus)
-    fabric = _failed(fabric, fail, call.get("seed", 0))
-    result = step_time(model, gpu, layout, fabric, **call)
+    fabric = _failed(fabric, fail, seed)
+    result = step_time(model, gpu, layout, fabric, placement_seed=seed, **call)
     out = {
         "step_time_s": result.step_time_s,
         "mfu": result.mfu,
@@ -144,7 +145,7 @@ def run_collective(
     """One :func:`~fabricflow.collective.timing.collective_time` by all groups of the first
     ``gpus`` GPUs at once: ``group_size`` ranks per group (default all), ``layout``
     ``contiguous`` or ``strided`` (:func:`~fabricflow.collective.groups.make_groups`),
-    ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algo``, ``protocol``,
+    ``size`` in bytes (a number or text with a unit, ``"64MiB"``), ``algorithm``, ``protocol``,
     ``routing``, ``channels``, ``seed``, ``fail``, ``calibration`` (a calibration file:
     its network constants)."""
     calibration = as_calibration(kwargs.pop("calibration", None))
@@ -153,11 +154,9 @@ def run_collective(
 
     gpus = _integer(gpus, "gpus")
     group_size = gpus if group_size is None else _integer(group_size, "group_size")
-    size_bytes = parse_size(size, "size", allow_zero=False) if isinstance(size, str) else size
+    size = parse_size(size, "size", allow_zero=False) if isinstance(size, str) else size
     groups = make_groups(gpus, group_size, layout=layout)
-    result = collective_time(
-        _failed(fabric, fail, seed), op, groups, size_bytes, seed=seed, **kwargs
-    )
+    result = collective_time(_failed(fabric, fail, seed), op, groups, size, seed=seed, **kwargs)
     return {
         "time_s": result.time_s,
         "algbw_GBps": result.algbw_Bps / 1e9,
@@ -186,11 +185,13 @@ def run_optimize(
     step time, MFU, tokens per GPU-second, memory, and its knobs as ``best_<knob>``."""
     if (seq is None) == (seq_len is None):
         raise SpecError("seq", "give seq (or seq_len), once")
-    fabric = _failed(fabric, fail, kwargs.get("seed", 0))
+    seed = kwargs.pop("seed", 0)
+    fabric = _failed(fabric, fail, seed)
     search = optimize_layout(
         model,
         gpu,
         fabric,
+        placement_seed=seed,
         gpus=_integer(gpus, "gpus"),
         global_batch=global_batch,
         seq_len=seq if seq is not None else seq_len,
@@ -224,7 +225,9 @@ def get_task(name: str) -> SweepTask:
             "step",
             run_step,
             STEP_METRICS,
-            arguments=frozenset({"fabric", "model", "gpu", "gpus", "fail", "seq", *_STEP_CALL})
+            arguments=frozenset(
+                {"fabric", "model", "gpu", "gpus", "fail", "seq", "seed", *_STEP_CALL}
+            )
             | _layout_fields(),
             required=frozenset({"fabric", "model", "gpu", "gpus"}),
         )
@@ -243,7 +246,7 @@ def get_task(name: str) -> SweepTask:
                     "layout",
                     "fail",
                     "seed",
-                    "algo",
+                    "algorithm",
                     "protocol",
                     "routing",
                     "channels",

@@ -65,7 +65,14 @@ FRAMEWORK_ORDERS = {
 REQUIRED_KEYS = ("tp", "pp", "dp", "micro_batch", "global_batch", "seq_len")
 # Keys a result's layout may hold besides the Layout fields (optimize's ``best``: the
 # other arguments of the step_time call that timed the winner).
-PLACEMENT_KEYS = ("order", "placement", "seed", "routing", "algorithms", "collectives")
+PLACEMENT_KEYS = (
+    "order",
+    "placement",
+    "placement_seed",
+    "routing",
+    "algorithms",
+    "collectives",
+)
 
 
 def layout_of(result: Any) -> dict:

@@ -174,10 +174,10 @@ def step_time(
     *,
     order: str = DEFAULT_ORDER,
     placement: str | Placement = DEFAULT_PLACEMENT,
-    seed: int = 0,
+    placement_seed: int = 0,
     check_memory: bool = True,
     collectives: str = "fabric",
-    seeds: int | None = None,
+    routing_seeds: int | None = None,
     coupling: bool = True,
     algorithms: dict[str, str] | None = None,
     routing: str = "auto",
@@ -199,11 +199,13 @@ def step_time(
         order: Megatron-style rank order, fastest-varying dimension first.
         placement: ``deployed`` (default: as racks are run; on fabrics without
             spare-keeping scale-up domains the same as ``contiguous``), ``contiguous``,
-            ``domain-aligned``, ``scattered`` (seeded, whole servers),
+            ``domain-aligned``, ``scattered`` (seeded by ``placement_seed``, whole servers),
             ``topology-aware`` (picks the order: heaviest dimension into the smallest
             subtree of ``fabric``; ``order`` stays at its default) or a
             :class:`Placement` built by :func:`placement.place` for this ``layout`` (a
             non-default ``order`` must then match the placement's).
+        placement_seed: seed of the ``scattered`` placement (an integer >= 0; the other
+            placements draw nothing).
         check_memory: raise :class:`SpecError` when the estimate exceeds HBM.
         collectives: ``fabric`` (the collective model: flows on the fabric, max-min
             shared) or ``alpha-beta`` (analytic estimate, no contention; for comparison).
@@ -211,9 +213,10 @@ def step_time(
             ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
             dimension not named, or ``auto``, takes the fastest algorithm per message size.
             Used by the ``fabric`` backend (alpha-beta has no algorithm choice).
-        seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step with ECMP
-            hash seeds ``1..N-1``; ``details["variability"]`` then holds ``p50_s``,
-            ``p99_s``, ``max_s`` and ``step_time_s_per_seed`` (the result is seed 0's).
+        routing_seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step
+            with the collectives' ECMP hash seeds ``1..N-1``; ``details["variability"]``
+            then holds ``routing_seeds``, ``p50_s``, ``p99_s``, ``max_s`` and
+            ``step_time_s_per_seed`` (the result is routing seed 0's).
         coupling: ``False`` times each dimension's collectives alone (the model before
             the coupling; faster, never slower a step), for comparison.
         routing: routing of the collective model's flows: ``auto`` (the fabric's
@@ -258,11 +261,13 @@ def step_time(
         fabric,
         stack=stack,
         calibration=calibration,
-        seeds=seeds,
+        routing_seeds=routing_seeds,
         coupling=coupling,
     )
     memory = _check_memory(inputs, check_memory)
-    where, layout = _place(inputs, fabric, order=order, placement=placement, seed=seed)
+    where, layout = _place(
+        inputs, fabric, order=order, placement=placement, placement_seed=placement_seed
+    )
     timing = _time_step(
         inputs,
         layout,
@@ -304,12 +309,12 @@ def _resolve_inputs(
     *,
     stack: Stack | str | None,
     calibration: Calibration | str | None,
-    seeds: int | None,
+    routing_seeds: int | None,
     coupling: bool,
 ) -> _Inputs:
     """:func:`step_time`'s arguments resolved and checked, in this order: model, stack and
     calibration from names or paths (a calibration's stack parameters replace the
-    stack's), ``layout`` and ``fabric`` by type, ``seeds`` and ``coupling`` by value, the
+    stack's), ``layout`` and ``fabric`` by type, ``routing_seeds`` and ``coupling`` by value, the
     layout against the model, the GPU of each pipeline rank (a calibration's ``gpu.*``
     parameters applied to the GPU it was measured on) and the collective cost model (its
     ``network.*`` parameters), the layout's precision and offload against those GPUs, and
@@ -326,7 +331,7 @@ def _resolve_inputs(
             "fabric",
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
-    num_seeds = None if seeds is None else _check_seeds(seeds)
+    num_seeds = None if routing_seeds is None else _check_routing_seeds(routing_seeds)
     coupling = check_flag(coupling, "coupling")
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
@@ -383,7 +388,12 @@ def _check_memory(inputs: _Inputs, check: bool) -> tuple[MemoryEstimate, dict]:
 
 
 def _place(
-    inputs: _Inputs, fabric: Fabric, *, order: str, placement: str | Placement, seed: int
+    inputs: _Inputs,
+    fabric: Fabric,
+    *,
+    order: str,
+    placement: str | Placement,
+    placement_seed: int,
 ) -> tuple[Placement, Layout]:
     """Where the job's GPUs sit on ``fabric`` (a given :class:`Placement`, checked against
     the layout and ``order``, or one built by :func:`placement.place`), and the layout to
@@ -407,7 +417,7 @@ def _place(
             fabric.num_gpus,
             order=order,
             placement=placement,
-            seed=seed,
+            seed=placement_seed,
             gpus_per_node=fabric.gpus_per_node,
             fabric=fabric,
             model=inputs.model,
@@ -497,7 +507,7 @@ def _time_step(
         for route_seed in range(1, inputs.num_seeds):
             per_seed.append(sum(coupled(route_seed)[1][2].values()))
         variability = {
-            "seeds": len(per_seed),
+            "routing_seeds": len(per_seed),
             "p50_s": float(np.percentile(per_seed, 50)),
             "p99_s": float(np.percentile(per_seed, 99)),
             "max_s": float(max(per_seed)),
@@ -544,7 +554,7 @@ def _result(
         "collective_backend": comm.backend,
         # what else sets the collectives' times: routing, its hash seed, algorithms
         "routing": comm.routing,
-        "seed": comm.seed,
+        "routing_seed": comm.seed,
         "algorithms": dict(comm.algorithms),
         "model_flops_per_step": flops,
         "parameters": model.num_parameters(),
@@ -808,10 +818,17 @@ def _ep_domains(where: Placement, fabric: Fabric, model: ModelSpec) -> int:
     return int(max(counts))
 
 
-def _check_seeds(seeds) -> int:
-    if isinstance(seeds, bool) or not isinstance(seeds, numbers.Integral) or seeds < 1:
-        raise SpecError("seeds", f"must be an integer >= 1 (routing seeds 0..N-1), got {seeds!r}")
-    return int(seeds)
+def _check_routing_seeds(routing_seeds) -> int:
+    if (
+        isinstance(routing_seeds, bool)
+        or not isinstance(routing_seeds, numbers.Integral)
+        or routing_seeds < 1
+    ):
+        raise SpecError(
+            "routing_seeds",
+            f"must be an integer >= 1 (routing seeds 0..N-1), got {routing_seeds!r}",
+        )
+    return int(routing_seeds)
 
 
 def register_groups(

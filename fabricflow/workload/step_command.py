@@ -4,7 +4,7 @@ The design-review report, the layout optimizer and anything else that times a la
 with :func:`~fabricflow.workload.step.step_time` can print what it timed so that a
 reader gets the same number from ``fabricflow step``: :func:`step_arguments` writes
 every :class:`~fabricflow.workload.layout.Layout` field that differs from its default,
-and the step options (order, placement, seed, routing, collective algorithms, collective
+and the step options (order, placement, placement seed, routing, collective algorithms, collective
 backend, congestion control), as that command's flags. :func:`describe_step` is the same
 content as one readable line.
 
@@ -92,7 +92,7 @@ _ALWAYS = frozenset(
 _OPTIONS = {
     "order": ("--order", DEFAULT_ORDER),
     "placement": ("--placement", DEFAULT_PLACEMENT),
-    "seed": ("--seed", 0),
+    "placement_seed": ("--seed", 0),
     "routing": ("--routing", "auto"),
     "collectives": ("--collectives", "fabric"),
     "cc": ("--cc", None),
@@ -114,8 +114,8 @@ def step_arguments(layout: Layout, **options) -> list[str]:
     Args:
         layout: the timed layout.
         **options: the other arguments given to :func:`step_time`: ``order``,
-            ``placement`` (a name), ``seed``, ``routing``, ``algorithms`` (``{dim:
-            algo}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
+            ``placement`` (a name), ``placement_seed``, ``routing``, ``algorithms`` (``{dim:
+            algorithm}``), ``collectives``, ``cc`` (a law's name), ``stack`` (a preset's name:
             its choices are the defaults the flags start from), ``calibration`` (the
             calibration file's path); missing ones are defaults.
 
@@ -164,9 +164,9 @@ def step_arguments(layout: Layout, **options) -> list[str]:
             if not isinstance(value, (str, int)):
                 raise SpecError(name, f"expected a name, got {type(value).__name__}")
             words += [flag, str(value)]
-    for dim, algo in sorted((options.get("algorithms") or {}).items()):
-        if algo != "auto":
-            words += ["--algo", f"{dim}={algo}"]
+    for dim, algorithm in sorted((options.get("algorithms") or {}).items()):
+        if algorithm != "auto":
+            words += ["--algorithm", f"{dim}={algorithm}"]
     return words
 
 
@@ -217,7 +217,7 @@ def describe_layout(layout: Layout) -> str:
 def describe_options(*, placement_too: bool = True, **options) -> str:
     """The options' part of :func:`describe_step`: rank order and placement (unless
     ``placement_too`` is False), then routing, collective backend, congestion control,
-    algorithms and seed where not the defaults; ``''`` when nothing is left to say."""
+    algorithms and placement seed where not the defaults; ``''`` when nothing is left to say."""
     steps = []
     if placement_too:
         steps.append(f"order {options.get('order') or _OPTIONS['order'][1]}")
@@ -227,9 +227,9 @@ def describe_options(*, placement_too: bool = True, **options) -> str:
         if value is not None and value != _OPTIONS[name][1]:
             steps.append(f"{name} {value}")
     algorithms = {d: a for d, a in (options.get("algorithms") or {}).items() if a != "auto"}
-    steps += [f"{dim} {algo}" for dim, algo in sorted(algorithms.items())]
-    if options.get("seed"):
-        steps.append(f"seed {options['seed']}")
+    steps += [f"{dim} {algorithm}" for dim, algorithm in sorted(algorithms.items())]
+    if options.get("placement_seed"):
+        steps.append(f"placement seed {options['placement_seed']}")
     return ", ".join(steps)
 
 

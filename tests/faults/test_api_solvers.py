@@ -1,5 +1,5 @@
 """Bad and extreme inputs to the solvers (``max_min_rates``, ``certify_max_min``,
-``complete_flows``) and the flag check they share: a named error that names the field, or
+``max_min_completion``) and the flag check they share: a named error that names the field, or
 the answer of the float64 reference (subnormal, huge and mixed magnitudes)."""
 
 from __future__ import annotations
@@ -38,24 +38,24 @@ def test_max_min_rates_refuses_truthy_strings(option):
 
 
 @pytest.mark.parametrize("option", ["throw", "merge"])
-def test_complete_flows_refuses_truthy_strings(option):
+def test_max_min_completion_refuses_truthy_strings(option):
     with pytest.raises(SpecError) as info:
-        ff.complete_flows(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], **{option: "no"})
+        ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], **{option: "no"})
     assert info.value.field == option
 
 
 # ------------------------------------------------------------------ shapes and field names
 
 
-def test_complete_flows_refuses_a_2d_size():
+def test_max_min_completion_refuses_a_2d_size():
     with pytest.raises(SpecError) as info:
-        ff.complete_flows([[0], [0]], [1.0], np.ones((2, 2)))
+        ff.max_min_completion([[0], [0]], [1.0], np.ones((2, 2)))
     assert info.value.field == "size"
 
 
-def test_complete_flows_refuses_a_2d_start():
+def test_max_min_completion_refuses_a_2d_start():
     with pytest.raises(SpecError) as info:
-        ff.complete_flows([[0], [0]], [1.0], [1.0, 1.0], start=np.zeros((3, 2)))
+        ff.max_min_completion([[0], [0]], [1.0], [1.0, 1.0], start=np.zeros((3, 2)))
     assert info.value.field == "start"
 
 
@@ -68,9 +68,9 @@ def test_batch_mismatch_blames_the_disagreeing_input():
     assert info.value.field == "demand"
 
 
-def test_complete_flows_event_bound_names_max_events():
+def test_max_min_completion_event_bound_names_max_events():
     with pytest.raises(SolverError, match="raise max_events") as info:
-        ff.complete_flows(PARKING_LOT, [1.0, 3.0], [1.0, 2.0, 3.0], max_events=1)
+        ff.max_min_completion(PARKING_LOT, [1.0, 3.0], [1.0, 2.0, 3.0], max_events=1)
     assert "max_iters" not in str(info.value)
 
 
@@ -104,7 +104,7 @@ def test_unsolvable_span_is_a_clear_error():
     assert info.value.field == "capacity"
 
 
-# ------------------------------------------------ complete_flows: range and tolerances
+# ------------------------------------------------ max_min_completion: range and tolerances
 
 
 @pytest.mark.parametrize(
@@ -115,15 +115,15 @@ def test_completion_of_any_magnitude_matches_the_float64_reference(capacity_scal
     capacity = np.array([1.0, 3.0]) * capacity_scale
     size = np.array([1.0, 2.0, 5.0]) * size_scale
     start = np.array([0.0, 0.5, 0.1]) * size_scale / capacity_scale
-    result = ff.complete_flows(PARKING_LOT, capacity, size, start=start)
+    result = ff.max_min_completion(PARKING_LOT, capacity, size, start=start)
     expected = fluid_completion(PARKING_LOT, capacity, size, start)
     assert np.all(np.isfinite(result.finish_time)) and np.all(result.finish_time > 0)
     np.testing.assert_allclose(result.finish_time, expected, rtol=1e-6)
 
 
 def test_completion_keeps_float32_for_ordinary_inputs_and_huge_starts_in_float64():
-    assert ff.complete_flows(PARKING_LOT, [1e9, 2e9], [1e6] * 3).finish_time.dtype == np.float32
-    late = ff.complete_flows([[0]], [1.0], [1.0], start=[1e39]).finish_time
+    assert ff.max_min_completion(PARKING_LOT, [1e9, 2e9], [1e6] * 3).finish_time.dtype == np.float32
+    late = ff.max_min_completion([[0]], [1.0], [1.0], start=[1e39]).finish_time
     assert late.dtype == np.float64 and np.isfinite(late[0])
     np.testing.assert_allclose(late, [1e39], rtol=1e-12)
 
@@ -131,18 +131,18 @@ def test_completion_keeps_float32_for_ordinary_inputs_and_huge_starts_in_float64
 @pytest.mark.parametrize("rtol", [1.0, -1e-9, float("nan"), True, "1e-6"])
 def test_completion_rtol_is_checked_like_max_min_rates(rtol):
     expected = _raises_named(lambda: ff.max_min_rates([[0]], [1.0], rtol=rtol), "rtol")
-    got = _raises_named(lambda: ff.complete_flows([[0]], [1.0], [1.0], rtol=rtol), "rtol")
+    got = _raises_named(lambda: ff.max_min_completion([[0]], [1.0], [1.0], rtol=rtol), "rtol")
     assert str(got) == str(expected)
 
 
 @pytest.mark.parametrize("bound", [0, -1, 2**31, 1.5, True, "10"])
 def test_completion_max_events_is_checked_like_max_iters(bound):
-    error = _raises_named(lambda: ff.complete_flows([[0]], [1.0], [1.0], max_events=bound), "")
+    error = _raises_named(lambda: ff.max_min_completion([[0]], [1.0], [1.0], max_events=bound), "")
     assert error.field == "max_events" and "1..2147483647" in str(error)
 
 
 def test_completion_rtol_is_used():
-    loose = ff.complete_flows(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], rtol=1e-4)
+    loose = ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [1.0, 1.0, 1.0], rtol=1e-4)
     np.testing.assert_allclose(loose.finish_time, [2.0, 2.0, 2.0], rtol=1e-5)
 
 
@@ -222,10 +222,10 @@ def test_certify_max_min_judges_bad_rates_instead_of_crashing():
         (dict(size=[1, 1, 1], weight=[0, 1, 1]), "weight"),
     ],
 )
-def test_complete_flows_bad_inputs(kwargs, field):
+def test_max_min_completion_bad_inputs(kwargs, field):
     kwargs = {"capacity": [1.0, 1.0], **kwargs}
     capacity = kwargs.pop("capacity")
-    _raises_named(lambda: ff.complete_flows(PARKING_LOT, capacity, **kwargs), field, SpecError)
+    _raises_named(lambda: ff.max_min_completion(PARKING_LOT, capacity, **kwargs), field, SpecError)
 
 
 def test_solver_edge_inputs_give_the_reference_answer():
@@ -240,9 +240,9 @@ def test_solver_edge_inputs_give_the_reference_answer():
         progressive_filling(uint_links.astype(np.int64), [1.0, 3.0]),
         rtol=1e-6,
     )
-    zero = ff.complete_flows(PARKING_LOT, [1.0, 1.0], [0.0, 0.0, 0.0])
+    zero = ff.max_min_completion(PARKING_LOT, [1.0, 1.0], [0.0, 0.0, 0.0])
     np.testing.assert_array_equal(zero.finish_time, [0.0, 0.0, 0.0])
-    blocked = ff.complete_flows(PARKING_LOT, [0.0, 1.0], [1.0, 1.0, 1.0])
+    blocked = ff.max_min_completion(PARKING_LOT, [0.0, 1.0], [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(blocked.finish_time, [np.inf, np.inf, 1.0])
 
 
@@ -345,5 +345,5 @@ def test_invalid_max_iters_is_refused(max_iters):
 )
 def test_completion_checks_its_bounds(options, field):
     with pytest.raises(SpecError) as error:
-        ff.complete_flows([[0], [0]], [1.0], [1.0, 2.0], **options)
+        ff.max_min_completion([[0], [0]], [1.0], [1.0, 2.0], **options)
     assert error.value.field == field

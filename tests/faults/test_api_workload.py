@@ -66,7 +66,7 @@ def test_step_time_bad_layouts(fabric, changes, field):
         ({"order": "tp-dp"}, "order"),
         ({"order": "tp-tp-cp-ep-dp-pp"}, "order"),
         ({"placement": "random"}, "placement"),
-        ({"placement": "scattered", "seed": -1}, "seed"),
+        ({"placement": "scattered", "placement_seed": -1}, "seed"),
         ({"collectives": "nccl"}, "collectives"),
         ({"model": "gpt-7"}, "model"),
         ({"gpu": "h200-xyz"}, "gpu"),
@@ -186,10 +186,10 @@ def test_memory_per_gpu_bad_inputs_and_a_checked_answer():
 @pytest.mark.parametrize(
     ("op", "groups", "size", "field"),
     [
-        ("all_reduce", np.arange(16).reshape(2, 8), -5.0, "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), float("nan"), "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), "1MB", "size_bytes"),
-        ("all_reduce", np.arange(16).reshape(2, 8), True, "size_bytes"),
+        ("all_reduce", np.arange(16).reshape(2, 8), -5.0, "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), float("nan"), "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), "1MB", "size: "),
+        ("all_reduce", np.arange(16).reshape(2, 8), True, "size: "),
         ("all_reduce", np.arange(8), 1e6, "groups"),
         ("all_reduce", [[0, 5000]], 1e6, "groups"),
         ("all_reduce", [[0, 1], [2]], 1e6, "groups"),

@@ -165,7 +165,7 @@ def test_an_optimize_winner_with_step_arguments_launches_with_notes():
         **LAYOUT,
         "order": "tp-cp-ep-dp-pp",
         "placement": "scattered",
-        "seed": 3,
+        "placement_seed": 3,
         "routing": "spray",
         "algorithms": {"dp": "tree"},
         "collectives": "analytic",

@@ -83,13 +83,13 @@ ALIASES = {
 def get_algorithm(name: str) -> Algorithm:
     key = ALIASES.get(str(name).lower(), str(name).lower())
     if key not in ALGORITHMS:
-        raise SpecError("algo", f"unknown algorithm {name!r}; one of {['auto', *ALGORITHMS]}")
+        raise SpecError("algorithm", f"unknown algorithm {name!r}; one of {['auto', *ALGORITHMS]}")
     return ALGORITHMS[key]
 
 
 def algorithms_for(op: str) -> list[str]:
     """Names of the algorithms that implement ``op`` (canonical op name)."""
-    return [name for name, algo in ALGORITHMS.items() if op in algo.builders]
+    return [name for name, algorithm in ALGORITHMS.items() if op in algorithm.builders]
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "Context", "NotApplicable", "algorithms_for", "get_algorithm"]

@@ -50,10 +50,10 @@ class Context:
     def size(self) -> int:
         return int(self.groups.shape[1])
 
-    def require_grid(self, algo: str) -> np.ndarray:
+    def require_grid(self, algorithm: str) -> np.ndarray:
         if self.grid is None:
             raise NotApplicable(
-                f"{algo} needs the same number of group members in every "
+                f"{algorithm} needs the same number of group members in every "
                 "scale-up domain a group touches"
             )
         return self.grid

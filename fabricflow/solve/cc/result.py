@@ -9,7 +9,7 @@ import numpy as np
 from fabricflow.errors import SpecError
 from fabricflow.solve.parameters import Parameters
 from fabricflow.solve.pfc.params import PFCParams
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 _PER_ITEM = (
     "rate",
@@ -43,7 +43,7 @@ class CCResult:
         trimmed: ``[L]`` bytes trimmed at each link's egress (0 without trimming).
         law_state: name -> ``[F]`` final state of the law (DCQCN: ``rate``,
             ``target_rate``, ``alpha``).
-        status: :class:`~fabricflow.solve.status.Status` (``CONVERGED``: the run reached
+        status: :class:`~fabricflow.solve.status.SolverStatus` (``CONVERGED``: the run reached
             ``duration`` with finite values; ``NONFINITE``: a NaN or inf appeared); int32
             ``[batch]`` codes for a batch.
         links, capacity, size, start, delay: the problem (``[F, H]`` -1 padded, ``[L]``
@@ -63,7 +63,7 @@ class CCResult:
     flow_pause_time: np.ndarray
     finish_time: np.ndarray
     law_state: dict
-    status: Status | np.ndarray
+    status: SolverStatus | np.ndarray
     links: np.ndarray
     prev_links: np.ndarray
     capacity: np.ndarray
@@ -131,7 +131,7 @@ class CCResult:
         pick = {name: getattr(self, name)[index] for name in _PER_ITEM}
         return dataclasses.replace(
             self,
-            status=Status(int(np.asarray(self.status)[index])),
+            status=SolverStatus(int(np.asarray(self.status)[index])),
             law_state={name: value[index] for name, value in self.law_state.items()},
             capacity=self.capacity[index] if self.capacity.ndim == 2 else self.capacity,
             params=self.params.item(index) if self.params.batch_size() else self.params,

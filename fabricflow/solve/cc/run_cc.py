@@ -19,7 +19,7 @@ from fabricflow.errors import SolverError, SpecError, check_flag
 from fabricflow.solve.cc import integrator
 from fabricflow.solve.cc.prepare import PreparedRun, prepare_cc
 from fabricflow.solve.cc.result import CCResult
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 
 def run_cc(
@@ -35,7 +35,7 @@ def run_cc(
     Args:
         prepared: from :func:`~.prepare.prepare_cc`.
         throw: raise :class:`SolverError` when the run went non-finite; with ``False`` the
-            result carries ``status == Status.NONFINITE`` (per batch entry).
+            result carries ``status == SolverStatus.NONFINITE`` (per batch entry).
         outputs: ``(final state, records)`` of ``prepared.kernel`` (benchmarks compile
             and run the kernel themselves).
         progress: ``progress(fraction_done, elapsed_s)`` after each chunk; the run is
@@ -53,10 +53,10 @@ def run_cc(
     else:
         final, recs = _run_chunked(prepared, progress, chunks)
     nonfinite = np.asarray(final.nonfinite)
-    codes = np.where(nonfinite, Status.NONFINITE, Status.CONVERGED).astype(np.int32)
+    codes = np.where(nonfinite, SolverStatus.NONFINITE, SolverStatus.CONVERGED).astype(np.int32)
     if throw and np.any(nonfinite):
         raise SolverError(
-            f"{prepared.law.title} run: {Status.NONFINITE.message} (status NONFINITE: "
+            f"{prepared.law.title} run: {SolverStatus.NONFINITE.message} (status NONFINITE: "
             "non-finite rates or queues); reduce dt or check the parameters"
         )
     config = prepared.config
@@ -72,7 +72,7 @@ def run_cc(
         flow_pause_time=np.asarray(final.flow_pause_time),
         finish_time=np.asarray(final.finish, dtype=np.float64),
         law_state={name: np.asarray(value) for name, value in final.law._asdict().items()},
-        status=Status(int(codes)) if codes.ndim == 0 else codes,
+        status=SolverStatus(int(codes)) if codes.ndim == 0 else codes,
         links=prepared.links,
         prev_links=prepared.prev_links,
         capacity=prepared.capacity,

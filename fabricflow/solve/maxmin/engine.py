@@ -48,7 +48,7 @@ from fabricflow.solve.maxmin.inputs import (
 )
 from fabricflow.solve.maxmin.numpy_fill import numpy_water_fill
 from fabricflow.solve.maxmin.scaling import as_output_dtype, range_scaling
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = [
     "METHODS",
@@ -73,7 +73,7 @@ class MaxMinSolution(NamedTuple):
         bottleneck: int64 ``[F]``: the saturated link that fixed each flow's rate, or
             ``-1`` when its demand (or nothing: rate ``inf``) did.
         rounds: int: water-filling rounds run (``[B]`` with a batch).
-        status: int: a :class:`~fabricflow.solve.status.Status` code (``[B]``).
+        status: int: a :class:`~fabricflow.solve.status.SolverStatus` code (``[B]``).
         method: the backend that ran, ``"jax"`` or ``"numpy"``.
     """
 
@@ -271,14 +271,14 @@ def max_min(
     if merged is not None:
         rate, bottleneck = merged.split(rate), merged.spread(bottleneck)
         unsettled = merged.spread(unsettled)
-    if np.any(status != Status.CONVERGED):
-        worst = Status(int(np.max(status)))
+    if np.any(status != SolverStatus.CONVERGED):
+        worst = SolverStatus(int(np.max(status)))
         if throw:
             raise SolverError(
                 f"max_min_rates: {worst.message} (status {worst.name}, "
                 f"{int(np.max(rounds))} rounds)"
             )
-        bad = status != Status.CONVERGED
+        bad = status != SolverStatus.CONVERGED
         unsettled = unsettled | (np.isnan(rate) & (bad[..., None] if bad.ndim else bad))
     rates = as_output_dtype(np.where(unsettled, np.nan, rate), out_dtype)
     return MaxMinSolution(rates, bottleneck.astype(np.int64), rounds, status, backend)
@@ -352,7 +352,7 @@ def _numpy_solve(entries: FlowEntries, capacity, weight, demand, rtol, max_iters
         )
         if used is not None:
             bottleneck = np.where(bottleneck >= 0, used[np.maximum(bottleneck, 0)], -1)
-        status = Status.MAX_ITERS_REACHED if unsettled.any() else Status.CONVERGED
+        status = SolverStatus.MAX_ITERS_REACHED if unsettled.any() else SolverStatus.CONVERGED
         out.append((rate, bottleneck, rounds, int(status), unsettled))
     rate, bottleneck, rounds, status, unsettled = zip(*out, strict=True)
     return (

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = [
     "FlatSolution",
@@ -56,7 +56,7 @@ class FlatSolution(NamedTuple):
 
     ``rates`` ``[F]`` (the unit of the capacities), ``bottleneck`` int32 ``[F]`` (the
     saturated link that fixed each rate; ``-1``: the demand, or nothing), ``rounds``
-    int32 (water-filling rounds run), ``status`` int32 (a :class:`Status` code),
+    int32 (water-filling rounds run), ``status`` int32 (a :class:`SolverStatus` code),
     ``unsettled`` bool ``[F]`` (flows still active when ``max_iters`` stopped the loop).
     """
 
@@ -204,12 +204,12 @@ def constrained_links(link, coef, capacity):
 
 
 def status_of(unsettled, rate):
-    """int32 :class:`Status`: MAX_ITERS_REACHED when flows stayed unsettled, NONFINITE
+    """int32 :class:`SolverStatus`: MAX_ITERS_REACHED when flows stayed unsettled, NONFINITE
     for a NaN rate, else CONVERGED (inputs are checked on the host)."""
     return jnp.where(
         unsettled,
-        Status.MAX_ITERS_REACHED,
-        jnp.where(jnp.any(jnp.isnan(rate)), Status.NONFINITE, Status.CONVERGED),
+        SolverStatus.MAX_ITERS_REACHED,
+        jnp.where(jnp.any(jnp.isnan(rate)), SolverStatus.NONFINITE, SolverStatus.CONVERGED),
     ).astype(jnp.int32)
 
 

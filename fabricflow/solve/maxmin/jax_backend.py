@@ -23,7 +23,7 @@ import numpy as np
 from fabricflow.jax_cache import ensure_persistent_cache
 from fabricflow.solve.maxmin.entries import FlowEntries, block_diagonal, bucket_size
 from fabricflow.solve.maxmin.flat import solve_flat, solve_flat_batch
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = [
     "BATCH_LAYOUTS",
@@ -171,8 +171,8 @@ def _block_solve(entries, capacity, weight, demand, dtype, max_iters, rtol):
     bottleneck = np.where(bottleneck >= 0, bottleneck - offset, -1)
     status = np.where(
         unsettled.any(axis=1),
-        Status.MAX_ITERS_REACHED,
-        np.where(np.isnan(rate).any(axis=1), Status.NONFINITE, Status.CONVERGED),
+        SolverStatus.MAX_ITERS_REACHED,
+        np.where(np.isnan(rate).any(axis=1), SolverStatus.NONFINITE, SolverStatus.CONVERGED),
     )
     return rate, bottleneck, np.full(batch, int(rounds)), status.astype(np.int32), unsettled
 

@@ -12,7 +12,7 @@ from fabricflow.solve.maxmin.engine import MaxMinSolution, default_rtol, output_
 from fabricflow.solve.maxmin.entries import FlowEntries, bucket_size
 from fabricflow.solve.maxmin.flat import solve_stacked
 from fabricflow.solve.maxmin.jax_backend import original_links, pad_problem, used_links, x64_mode
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 __all__ = ["stacked_solve"]
 
@@ -49,8 +49,8 @@ def stacked_solve(problems, capacities, weights, demands, dtype, rtol, throw):
     for i, x in enumerate(padded):
         real = slice(0, x.num_flows)
         status = int(np.asarray(solution.status)[i])
-        if status != Status.CONVERGED and throw:
-            raise SolverError(f"max_min_batch: problem {i}: {Status(status).message}")
+        if status != SolverStatus.CONVERGED and throw:
+            raise SolverError(f"max_min_batch: problem {i}: {SolverStatus(status).message}")
         rates = np.asarray(solution.rates[i], np.float64)[real]
         rates = np.where(np.asarray(solution.unsettled[i])[real], np.nan, rates).astype(out_dtype)
         bottleneck = original_links(np.asarray(solution.bottleneck[i])[real], x.used_links)

@@ -63,7 +63,7 @@ import numpy as np
 
 from fabricflow.solve.packet.queue_structure import Groups
 from fabricflow.solve.pfc.pause import pause_update
-from fabricflow.solve.status import Status
+from fabricflow.solve.status import SolverStatus
 
 
 class QueueRun(NamedTuple):
@@ -75,7 +75,7 @@ class QueueRun(NamedTuple):
         ack_wait: ``[F]`` seconds the last ACK waited in the return path's queues and
             pauses (its serialization and propagation excluded).
         steps: steps run. paused_fraction: ``[L]`` share of steps each link was paused.
-        status: int32 :class:`~fabricflow.solve.status.Status` code.
+        status: int32 :class:`~fabricflow.solve.status.SolverStatus` code.
     """
 
     finish_time: jax.Array
@@ -480,8 +480,10 @@ def _simulate(
     # one step of lag per hop after the first (the fluid's store-and-forward)
     finish = state.finish - (flow_hops - 1).astype(dtype) * dt
     unfinished = jnp.any(jnp.isinf(finish)) | jnp.any(jnp.isinf(ack_done))
-    status = jnp.where(unfinished, Status.MAX_ITERS_REACHED, Status.CONVERGED).astype(jnp.int32)
-    status = jnp.where(jnp.all(jnp.isfinite(size)), status, Status.NONFINITE)
+    status = jnp.where(unfinished, SolverStatus.MAX_ITERS_REACHED, SolverStatus.CONVERGED).astype(
+        jnp.int32
+    )
+    status = jnp.where(jnp.all(jnp.isfinite(size)), status, SolverStatus.NONFINITE)
     fraction = state.paused_steps / jnp.maximum(state.n, 1).astype(dtype)
     return QueueRun(finish, ack_wait, state.n, fraction, status)
 
