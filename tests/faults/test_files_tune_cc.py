@@ -17,7 +17,7 @@ C40 = 40e9 / 8
 def _build(**kwargs):
     scenario = kwargs.pop("scenario", dumbbell(2, bandwidth=C40))
     return TuningProblem.build(
-        scenario, "dcqcn", params=["kmin", "kmax"], duration=1e-4, records=2, **kwargs
+        scenario, "dcqcn", parameters=["kmin", "kmax"], duration=1e-4, records=2, **kwargs
     )
 
 
@@ -31,7 +31,7 @@ def _build(**kwargs):
         ({"kmax": (1e3, float("inf"))}, "bounds.kmax[1]", "finite number > 0"),
         ({"kmax": ("1e3", 2e5)}, "bounds.kmax[0]", "finite number"),
         ({"kmx": (1e3, 2e5)}, "bounds.kmx", "did you mean 'kmax'"),
-        ({"pmax": (0.01, 0.5)}, "bounds.pmax", "not tuned; add it to params"),
+        ({"pmax": (0.01, 0.5)}, "bounds.pmax", "not tuned; add it to parameters"),
         ([(1e3, 2e5)], "bounds", "mapping"),
     ],
 )

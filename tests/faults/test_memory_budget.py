@@ -36,7 +36,8 @@ from fabricflow.fabric import summary
 from fabricflow.fabric.spec import build_fabric, load_fabric
 from fabricflow.memory_budget import check_memory, memory_budget
 from fabricflow.routing import clos
-from fabricflow.routing.route_limits import MERGE_BYTES_PER_ENTRY, route
+from fabricflow.routing.route import route
+from fabricflow.routing.route_limits import MERGE_BYTES_PER_ENTRY
 
 # ------------------------------------------------------------------ parking-lot estimate
 
