@@ -25,7 +25,6 @@ import copy
 import importlib
 import json
 import os
-import pkgutil
 import re
 import signal
 import sys
@@ -33,7 +32,7 @@ import traceback
 import warnings
 
 from fabricflow.atomic import recording
-from fabricflow.commands import _interrupt
+from fabricflow.commands import COMMANDS, _interrupt, module_name
 from fabricflow.commands._interrupt import Interrupted
 from fabricflow.errors import FabricflowError, OutputError, UnitWarning, did_you_mean
 
@@ -188,20 +187,28 @@ def _wants_json(argv: list[str]) -> bool:
     return any(len(arg) >= 4 and "--json".startswith(arg) for arg in argv)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from fabricflow import commands
-
+def build_parser(*commands: str) -> argparse.ArgumentParser:
+    """The ``fabricflow`` parser: every command of :data:`~fabricflow.commands.COMMANDS`
+    listed with its summary; the ``commands`` named get their whole parser (their modules
+    are imported), the others only their name, which is all that ``--help`` and a
+    misspelled command need."""
     parser = _ArgumentParser(
         prog="fabricflow",
         description="Flow-level network planning for AI-training clusters.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        importlib.import_module(f"{commands.__name__}.{info.name}").register(subparsers)
+    for name, summary in COMMANDS.items():
+        command = subparsers.add_parser(name, help=summary)
+        if name in commands:
+            importlib.import_module(module_name(name)).register(command)
     return parser
+
+
+def _command_of(argv: list[str]) -> tuple[str, ...]:
+    """The command that ``argv`` runs (its first word that names one), as a tuple of
+    at most one name for :func:`build_parser`."""
+    return next(((token,) for token in argv if token in COMMANDS), ())
 
 
 def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
@@ -439,7 +446,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    parser = build_parser()
+    parser = build_parser(*_command_of(argv))
     try:
         args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:

@@ -9,8 +9,7 @@ import time
 from fabricflow.commands._common import add_json_flag, mark_done, print_json
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("bench", help="scale benchmarks (fabric, maxmin, ...)")
+def register(parser) -> None:
     parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
     parser.add_argument(
         "--quick", action="store_true", help="small sizes, for a smoke test of the benchmark itself"

@@ -19,14 +19,12 @@ from fabricflow.commands._common import (
 )
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "calibrate",
-        help="fit GPU and network parameters to nccl-tests logs and measured steps",
-        description="Fit the model's physical parameters (network efficiencies and "
+def register(parser) -> None:
+    parser.description = (
+        "Fit the model's physical parameters (network efficiencies and "
         "latencies from nccl-tests logs; GPU efficiencies and host times from measured "
         "steps) and write a calibration file that --calibration of step, collective, "
-        "optimize, design, report, cluster and sweep reads (docs/calibration.md).",
+        "optimize, design, report, cluster and sweep reads (docs/calibration.md)."
     )
     parser.add_argument(
         "--nccl-tests", nargs="+", default=[], metavar="LOG", help="nccl-tests output files"

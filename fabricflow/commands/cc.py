@@ -32,14 +32,9 @@ from fabricflow.commands._common import (
 CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
-def register(subparsers) -> None:
+def register(parser) -> None:
     from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB
 
-    parser = subparsers.add_parser(
-        "cc",
-        help="congestion-control (DCQCN, HPCC, TIMELY, Swift, predictive, Ultra Ethernet's "
-        "NSCC and RCCC) and PFC or trimming dynamics",
-    )
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
     knobs = "; ".join(f"{name}: {what}" for name, what in SIZE_KNOB.items())
     parser.add_argument(

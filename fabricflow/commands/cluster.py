@@ -79,13 +79,11 @@ JOB_COLUMNS = (
 )
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "cluster",
-        help="simulate a job trace: scheduling, interference, failures -> goodput",
-        description="Event-driven simulation of training jobs sharing a fabric: placement "
+def register(parser) -> None:
+    parser.description = (
+        "Event-driven simulation of training jobs sharing a fabric: placement "
         "by a scheduler, step times with co-located jobs' traffic, component failures, "
-        "checkpoints, restarts and hot spares; per-job and cluster goodput.",
+        "checkpoints, restarts and hot spares; per-job and cluster goodput."
     )
     add_fabric_flags(parser)
     source = parser.add_mutually_exclusive_group(required=True)

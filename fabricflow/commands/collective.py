@@ -28,12 +28,10 @@ from fabricflow.commands.cc import CC_CHOICES
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "collective",
-        help="collective time / algbw / busbw sweep (nccl-tests style)",
-        description="Time a collective run by all groups at once on a fabric; prints an "
-        "nccl-tests-style table (size, count, time, algbw, busbw).",
+def register(parser) -> None:
+    parser.description = (
+        "Time a collective run by all groups at once on a fabric; prints an "
+        "nccl-tests-style table (size, count, time, algbw, busbw)."
     )
     add_fabric_flags(parser)
     parser.add_argument("--op", required=True, help=OPS_HELP)

@@ -24,10 +24,7 @@ DEFAULT_PRESET = "clos-100k"
 DEFAULT_GROUP_SIZE = 8
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="route and solve traffic on the default preset, write plots"
-    )
+def register(parser) -> None:
     add_fabric_flags(parser, default=DEFAULT_PRESET)
     parser.add_argument(
         "--out",

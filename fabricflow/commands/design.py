@@ -43,12 +43,7 @@ DESIGN_COLUMNS = [
 CSV_FIRST = ("design", "layout", "search", "layout_from", "gpus", "fabric_gpus")
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "design",
-        help="search fabric designs (tiers, oversubscription, attachment, planes, NIC speed, "
-        "scale-up, IB/RoCE) for a workload; Pareto front of cost vs step time",
-    )
+def register(parser) -> None:
     parser.add_argument("--gpu", required=True, help="GPU preset (also priced: cost.gpus)")
     parser.add_argument(
         "--job",

@@ -28,8 +28,7 @@ from fabricflow.commands._common import (
 )
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("fabric", help="summary of a fabric preset or YAML spec")
+def register(parser) -> None:
     add_fabric_flags(parser, positional=True)
     parser.add_argument(
         "--out",

@@ -38,12 +38,10 @@ from fabricflow.commands._common import (
 PATTERNS = ("permutation", "alltoall", "incast")
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "fct",
-        help="flow completion times (fluid or packet fidelity) of a traffic pattern",
-        description="Per-flow completion times on a fabric: max-min fluid, or packet "
-        "fidelity (headers, store-and-forward, ACK path, PFC head-of-line blocking).",
+def register(parser) -> None:
+    parser.description = (
+        "Per-flow completion times on a fabric: max-min fluid, or packet "
+        "fidelity (headers, store-and-forward, ACK path, PFC head-of-line blocking)."
     )
     add_fabric_flags(parser)
     parser.add_argument(

@@ -5,12 +5,10 @@ from __future__ import annotations
 from fabricflow.commands._common import add_json_flag, print_json, print_table
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "gpus",
-        help="list GPU presets (peak TFLOP/s, HBM, HBM bandwidth, host link)",
-        description="List the GPU presets that --gpu takes: dense peak bf16 and fp8 "
-        "TFLOP/s, HBM capacity and bandwidth, compute units and the host link.",
+def register(parser) -> None:
+    parser.description = (
+        "List the GPU presets that --gpu takes: dense peak bf16 and fp8 "
+        "TFLOP/s, HBM capacity and bandwidth, compute units and the host link."
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)

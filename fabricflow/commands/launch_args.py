@@ -21,12 +21,10 @@ import sys
 from fabricflow.commands._common import add_json_flag, print_json
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "launch-args",
-        help="a step/optimize result's layout as Megatron-LM or NeMo arguments",
-        description="The layout of 'fabricflow step --json' or 'optimize --json' as the "
-        "command-line arguments that launch it (docs/launch-args.md).",
+def register(parser) -> None:
+    parser.description = (
+        "The layout of 'fabricflow step --json' or 'optimize --json' as the "
+        "command-line arguments that launch it (docs/launch-args.md)."
     )
     parser.add_argument("result", help="JSON file of a step or optimize result ('-': stdin)")
     parser.add_argument("--framework", default="megatron", choices=["megatron", "nemo"])

@@ -15,10 +15,7 @@ from fabricflow.commands._common import (
 from fabricflow.commands.step import stack_from_args
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "optimize", help="search layouts, rank orders and placements for the shortest step"
-    )
+def register(parser) -> None:
     add_fabric_flags(parser)
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from fabricflow.commands._common import add_json_flag, print_json
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("presets", help="list fabric presets")
+def register(parser) -> None:
     add_json_flag(parser)
     parser.set_defaults(func=run)
 

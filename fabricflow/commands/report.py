@@ -30,13 +30,11 @@ _LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zer
 _LAYOUT_SWITCHES = ("no_sequence_parallel",)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="self-contained HTML design review of a job on a fabric",
-        description="Compute a design review of one training job (fabric summary and "
+def register(parser) -> None:
+    parser.description = (
+        "Compute a design review of one training job (fabric summary and "
         "bisection, best layouts, step breakdown, per-tier utilization, failure "
-        "sensitivity) and write it as one self-contained HTML page, OUT/report.html.",
+        "sensitivity) and write it as one self-contained HTML page, OUT/report.html."
     )
     add_fabric_flags(parser)
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")

@@ -20,8 +20,7 @@ from fabricflow.commands._common import (
 from fabricflow.commands.cc import CC_CHOICES
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
+def register(parser) -> None:
     add_fabric_flags(parser)
     parser.add_argument(
         "--gpu",

@@ -21,13 +21,11 @@ import sys
 from fabricflow.commands._common import add_json_flag, output_store, print_json
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "sweep",
-        help="run a parameter sweep (SPEC.yaml) into a resumable zarr store",
-        description="Evaluate a task (step, collective, optimize, maxmin, cc, module:function) "
+def register(parser) -> None:
+    parser.description = (
+        "Evaluate a task (step, collective, optimize, maxmin, cc, module:function) "
         "at every point of a SPEC's grid; results go to a zarr store as points finish, and a "
-        "rerun computes only the missing points.",
+        "rerun computes only the missing points."
     )
     parser.add_argument("spec", help="SPEC file (YAML or JSON): task, fixed, grid, metrics")
     parser.add_argument(
