@@ -6,7 +6,10 @@ import json
 import platform
 import time
 
+from fabricflow.bench import aliases, sections
 from fabricflow.commands._common import add_json_flag, mark_done, print_json
+from fabricflow.errors import SpecError
+from fabricflow.files import to_jsonable
 
 
 def register(parser) -> None:
@@ -32,9 +35,6 @@ def register(parser) -> None:
 
 def run(args) -> int:
     import sys
-
-    from fabricflow.bench import aliases, sections
-    from fabricflow.errors import SpecError
 
     available = sections()
     renamed = aliases()
@@ -78,8 +78,6 @@ def run(args) -> int:
             for key, value in section.items():
                 print(f"  {key}: {value}")
     if args.out:
-        from fabricflow.files import to_jsonable
-
         with open(args.out, "w") as handle:
             json.dump(to_jsonable(report), handle)
     if args.json:

@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+from fabricflow.atomic import write_text
 from fabricflow.commands._common import (
     IMPORT_FLAGS,
     add_fabric_flags,
@@ -17,6 +18,9 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
+from fabricflow.fitting import calibrate
+from fabricflow.units import parse_size
+from fabricflow.workload.calibration import calibration_text
 
 
 def register(parser) -> None:
@@ -75,10 +79,6 @@ def _fabric(args):
 
 
 def run(args) -> int:
-    from fabricflow.fitting import calibrate
-    from fabricflow.units import parse_size
-    from fabricflow.workload.calibration import calibration_text
-
     result = calibrate(
         args.nccl_tests,
         fabric=_fabric(args),
@@ -90,8 +90,6 @@ def run(args) -> int:
     )
     out = result.to_dict()
     if args.out is not None:
-        from fabricflow.atomic import write_text
-
         if write_outputs(args, "--out", write_text, args.out, calibration_text(result)):
             out["file"] = args.out
     if args.json:

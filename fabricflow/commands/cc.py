@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
+from fabricflow.atomic import atomic_path
 from fabricflow.commands._common import (
     add_json_flag,
     output_folder,
@@ -28,13 +29,22 @@ from fabricflow.commands._common import (
     write_json_file,
     write_outputs,
 )
+from fabricflow.dynamics.congestion import simulate_cc
+from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB, build_scenario
+from fabricflow.dynamics.summaries import role_summary, summarize, to_dataset
+from fabricflow.errors import SpecError
+from fabricflow.plots.congestion import plot_pause_spread, plot_rates_and_queues
+from fabricflow.solve.cc.laws import resolve_law
+from fabricflow.solve.cc.nscc import nscc_params
+from fabricflow.solve.maxmin.engine import max_min as solve_max_min
+from fabricflow.solve.parameters import parse_overrides
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
 CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
 def register(parser) -> None:
-    from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB
-
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
     knobs = "; ".join(f"{name}: {what}" for name, what in SIZE_KNOB.items())
     parser.add_argument(
@@ -98,17 +108,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from fabricflow.dynamics.congestion import simulate_cc
-    from fabricflow.dynamics.scenarios import build_scenario
-    from fabricflow.dynamics.summaries import role_summary, summarize
-    from fabricflow.errors import SpecError
-    from fabricflow.solve.cc.laws import resolve_law
-    from fabricflow.solve.cc.nscc import nscc_params
-    from fabricflow.solve.maxmin.engine import max_min as solve_max_min
-    from fabricflow.solve.parameters import parse_overrides
-    from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.units import parse_bandwidth, parse_size, parse_time
-
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
     duration = parse_time(args.duration, "--duration", allow_zero=False)
     dt = parse_time(args.dt, "--dt", allow_zero=False)
@@ -197,9 +196,6 @@ def min_rate_warnings(title: str, params, max_min) -> list[str]:
 
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
     """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
-    from fabricflow.atomic import atomic_path
-    from fabricflow.dynamics.summaries import to_dataset
-    from fabricflow.plots.congestion import plot_pause_spread, plot_rates_and_queues
 
     with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)

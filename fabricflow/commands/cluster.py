@@ -29,16 +29,38 @@ import os
 import time
 
 from fabricflow.assignments import key_values
+from fabricflow.atomic import atomic_path, ensure_folder, write_text
+from fabricflow.cluster.failures import (
+    DEFAULT_MTBF_S,
+    CheckpointPolicy,
+    FailureModel,
+    parse_component_durations,
+)
+from fabricflow.cluster.jobspec import LoadedTrace
+from fabricflow.cluster.prediction import Predictor
+from fabricflow.cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
+from fabricflow.cluster.trace import load_trace, synthetic_trace
+from fabricflow.commands._calibration_flags import calibration_from_args
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     mark_done,
     output_folder,
     print_json,
     write_json_file,
     write_outputs,
+)
+from fabricflow.commands._interrupt import check
+from fabricflow.csv_tables import csv_text
+from fabricflow.errors import SpecError
+from fabricflow.memory_budget import check_memory
+from fabricflow.plots.cluster import (
+    goodput_map_axes,
+    plot_gantt,
+    plot_goodput_map,
+    plot_slowdown_cdf,
+    plot_utilization,
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
@@ -174,8 +196,6 @@ def register(parser) -> None:
 
 def failure_options(mtbf_items, mttr_items):
     """The :class:`FailureModel` of ``--mtbf``/``--mttr`` items, or None without ``--mtbf``."""
-    from fabricflow.cluster.failures import DEFAULT_MTBF_S, FailureModel, parse_component_durations
-    from fabricflow.errors import SpecError
 
     if not mtbf_items:
         if mttr_items:
@@ -191,8 +211,6 @@ def failure_options(mtbf_items, mttr_items):
 def prediction_options(items):
     """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
     None without them."""
-    from fabricflow.cluster.prediction import Predictor
-    from fabricflow.errors import SpecError
 
     if not items:
         return None
@@ -221,16 +239,6 @@ def prediction_options(items):
 
 def run(args) -> int:
     began = time.perf_counter()
-    from fabricflow.cluster.failures import CheckpointPolicy
-    from fabricflow.cluster.jobspec import LoadedTrace
-    from fabricflow.cluster.simulate import (
-        check_simulated_jobs,
-        estimated_run_bytes,
-        simulate_cluster,
-    )
-    from fabricflow.cluster.trace import load_trace, synthetic_trace
-    from fabricflow.errors import SpecError
-    from fabricflow.memory_budget import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
     predictor = prediction_options(args.predict)
@@ -318,8 +326,6 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
     JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
     import sys
 
-    from fabricflow.commands._interrupt import check
-
     began = time.perf_counter()
     last = [-math.inf]
 
@@ -334,15 +340,6 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
 
 
 def _write_outputs(args, result, report) -> None:
-    from fabricflow.atomic import atomic_path, ensure_folder, write_text
-    from fabricflow.plots.cluster import (
-        goodput_map_axes,
-        plot_gantt,
-        plot_goodput_map,
-        plot_slowdown_cdf,
-        plot_utilization,
-    )
-
     ensure_folder(args.out)
     path = os.path.join(args.out, "timeline.nc")
     with atomic_path(path) as tmp:
@@ -387,6 +384,5 @@ def jobs_csv(jobs: list[dict]) -> str:
     """The per-job rows as CSV text through the project's one table exporter
     (:func:`fabricflow.csv_tables.csv_text`: empty cells for None, numbers that read back
     exactly, text quoted where it holds a comma)."""
-    from fabricflow.csv_tables import csv_text
 
     return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

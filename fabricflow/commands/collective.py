@@ -9,12 +9,17 @@ Example::
 
 from __future__ import annotations
 
+from fabricflow.atomic import ensure_folder, write_text
+from fabricflow.collective import make_groups
+from fabricflow.collective.cc_rates import as_cc_rates
+from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
+from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
+from fabricflow.collective.timing import MAX_CHANNELS
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
-    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -24,6 +29,14 @@ from fabricflow.commands._common import (
     write_outputs,
 )
 from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.commands.step import _check_plot_format
+from fabricflow.csv_tables import csv_text
+from fabricflow.errors import SpecError
+from fabricflow.fabric.summary import failure_counts, failure_text
+from fabricflow.fabric.transport import routing_for
+from fabricflow.plots.collective import plot_collective
+from fabricflow.units import format_size, parse_size
+from fabricflow.workload.intervals import collective_interval
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
@@ -115,15 +128,6 @@ def register(parser) -> None:
 def run(args) -> int:
     import math
 
-    from fabricflow.collective import make_groups
-    from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
-    from fabricflow.collective.timing import MAX_CHANNELS
-    from fabricflow.commands.step import _check_plot_format
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.summary import failure_counts, failure_text
-    from fabricflow.fabric.transport import routing_for
-    from fabricflow.units import format_size
-
     if args.plot is not None:
         _check_plot_format(args.plot)  # before the sweep, not after it
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
@@ -157,7 +161,6 @@ def run(args) -> int:
     solver = None
     if args.cc is not None:
         # deferred: the congestion-control fluid is JAX
-        from fabricflow.collective.cc_rates import as_cc_rates
 
         solver = as_cc_rates(fabric, args.cc, None)
     results = collective_sweep(
@@ -176,7 +179,6 @@ def run(args) -> int:
         solver=solver,
     )
     rows = table_rows(results)
-    from fabricflow.workload.intervals import collective_interval
 
     for row in rows:
         interval = collective_interval(
@@ -204,8 +206,6 @@ def run(args) -> int:
         "calibration": args.calibration,
     }
     if args.plot is not None:
-        from fabricflow.plots.collective import plot_collective
-
         title = (
             f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
             + (f" ({args.layout})" if header["num_groups"] > 1 else "")
@@ -273,10 +273,6 @@ def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
     import os
 
-    from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
-    from fabricflow.csv_tables import csv_text
-
     ensure_folder(folder)
     scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []
     columns = {key: [row[key] for row in rows] for key in scalars}
@@ -305,9 +301,6 @@ def _progress(line: str) -> None:
 def _size(value: str, field: str) -> float:
     """``parse_size`` for -b/-e; nccl-tests style ``8M`` gets a hint (``8MB`` or ``8MiB``)."""
     import re
-
-    from fabricflow.errors import SpecError
-    from fabricflow.units import parse_size
 
     try:
         return parse_size(value, field, allow_zero=False)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 
+from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
@@ -34,6 +35,16 @@ from fabricflow.commands._common import (
     write_json_file,
     write_outputs,
 )
+from fabricflow.csv_tables import csv_text
+from fabricflow.dynamics.flow_completion import flow_completion_times, percentiles
+from fabricflow.errors import SpecError
+from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.routing.route import route
+from fabricflow.solve.packet.overheads import PacketParams
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.traffic.htsim import read_connection_matrix
+from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
+from fabricflow.units import parse_size
 
 PATTERNS = ("permutation", "alltoall", "incast")
 
@@ -86,12 +97,6 @@ def register(parser) -> None:
 
 def run(args) -> int:
     began = time.perf_counter()
-    from fabricflow.dynamics.flow_completion import flow_completion_times
-    from fabricflow.errors import SpecError
-    from fabricflow.routing.route import route
-    from fabricflow.solve.packet.overheads import PacketParams
-    from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.units import parse_size
 
     size_default = parse_size(args.size, "size", allow_zero=False)
     packet = PacketParams(
@@ -172,9 +177,6 @@ def _traffic(args, num_hosts: int, size_default: float):
     """``(src, dst, size, start, description)`` from ``--traffic``."""
     import numpy as np
 
-    from fabricflow.errors import SpecError
-    from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
-
     kind = args.traffic
     if kind in PATTERNS:
         hosts = num_hosts if args.hosts is None else args.hosts
@@ -192,7 +194,6 @@ def _traffic(args, num_hosts: int, size_default: float):
         raise SpecError(
             "traffic", f"{kind!r} is neither a pattern {list(PATTERNS)} nor an existing file"
         )
-    from fabricflow.traffic.htsim import read_connection_matrix
 
     matrix = read_connection_matrix(kind)
     if matrix.num_nodes > num_hosts:
@@ -212,8 +213,6 @@ def _traffic(args, num_hosts: int, size_default: float):
 
 
 def _percentiles(values):
-    from fabricflow.dynamics.flow_completion import percentiles
-
     return percentiles(values)
 
 
@@ -231,10 +230,6 @@ def _process_seconds() -> float | None:
 
 def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> None:
     import numpy as np
-
-    from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.csv_tables import csv_text
-    from fabricflow.plots.figures import new_figure, save_figure
 
     ensure_folder(args.out)
     by = {times.fidelity: times}

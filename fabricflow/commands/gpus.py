@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.workload.gpu import list_gpus, load_gpu
 
 
 def register(parser) -> None:
@@ -31,8 +32,6 @@ def gpu_facts(gpu) -> dict:
 
 
 def run(args) -> int:
-    from fabricflow.workload.gpu import list_gpus, load_gpu
-
     rows = [gpu_facts(load_gpu(name)) for name in list_gpus()]
     if args.json:
         print_json({"gpus": rows})

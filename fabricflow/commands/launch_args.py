@@ -19,6 +19,9 @@ from __future__ import annotations
 import sys
 
 from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.errors import SpecError
+from fabricflow.files import parse_structured, read_structured
+from fabricflow.workload.launch_args import result_arguments
 
 
 def register(parser) -> None:
@@ -40,10 +43,6 @@ def register(parser) -> None:
 
 def run(args) -> int:
     import os
-
-    from fabricflow.errors import SpecError
-    from fabricflow.files import parse_structured, read_structured
-    from fabricflow.workload.launch_args import result_arguments
 
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")

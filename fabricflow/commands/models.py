@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.workload.model_spec import list_models, load_model
 
 
 def register(parser) -> None:
@@ -43,8 +44,6 @@ def model_facts(model) -> dict:
 
 
 def run(args) -> int:
-    from fabricflow.workload.model_spec import list_models, load_model
-
     rows = [model_facts(load_model(name)) for name in list_models()]
     if args.json:
         print_json({"models": rows})

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from fabricflow.atomic import atomic_path
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
 )
+from fabricflow.commands._interrupt import mark_reported
 from fabricflow.commands.step import stack_from_args
+from fabricflow.errors import SpecError
+from fabricflow.files import to_jsonable
+from fabricflow.layout_search.explain import why_best
+from fabricflow.layout_search.knobs import parse_assignments
+from fabricflow.layout_search.layout_codes import candidate_of
+from fabricflow.layout_search.layout_codes import describe as line
+from fabricflow.layout_search.optimize import SearchInterrupted, flatten_kwargs, optimize_layout
+from fabricflow.layout_search.uncertainty import indistinguishable
+from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto, plot_sweep
+from fabricflow.units import format_time
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.model_spec import load_model
 
 
 def register(parser) -> None:
@@ -106,8 +119,6 @@ def register(parser) -> None:
 
 
 def _gpu_counts(text: str) -> int | list[int]:
-    from fabricflow.errors import SpecError
-
     words = [w.strip() for w in str(text).split(",") if w.strip()]
     try:
         counts = [int(w) for w in words]
@@ -120,11 +131,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 
 def run(args) -> int:
     import sys
-
-    from fabricflow.layout_search.knobs import parse_assignments
-    from fabricflow.layout_search.optimize import SearchInterrupted
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model_spec import load_model
 
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
@@ -155,9 +161,6 @@ def run(args) -> int:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
         import json
 
-        from fabricflow.commands._interrupt import mark_reported
-        from fabricflow.files import to_jsonable
-
         if args.json:
             sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
             mark_reported()
@@ -177,8 +180,6 @@ def run(args) -> int:
 def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
     """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
     import sys
-
-    from fabricflow.layout_search.optimize import optimize_layout
 
     stack = stack_from_args(args)
     return optimize_layout(
@@ -210,9 +211,6 @@ def _interrupted_before_any(args, stop) -> int:
     import json
     import sys
 
-    from fabricflow.commands._interrupt import mark_reported
-    from fabricflow.files import to_jsonable
-
     out = stop.to_dict()
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -238,10 +236,6 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     import json
     import os
 
-    from fabricflow.atomic import atomic_path
-    from fabricflow.files import to_jsonable
-    from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto
-
     paths = []
     best = os.path.join(folder, "best.json")
     with atomic_path(best) as tmp, open(tmp, "w", encoding="utf-8") as handle:
@@ -256,8 +250,6 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     paths.append(plot_breakdown_top(search, os.path.join(folder, "top_breakdown.png")))
     sweep = getattr(search, "sweep", None)
     if sweep is not None:
-        from fabricflow.plots.layout_search import plot_sweep
-
         data = os.path.join(folder, "gpu_sweep.nc")
         with atomic_path(data) as tmp:
             sweep.to_netcdf(tmp)
@@ -268,22 +260,17 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-    from fabricflow.layout_search.layout_codes import candidate_of
-    from fabricflow.layout_search.layout_codes import describe as line
 
     return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
     """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
-    from fabricflow.layout_search.explain import why_best
 
     return why_best(search)
 
 
 def print_text(search, why: str) -> None:
-    from fabricflow.units import format_time
-
     best = search.best
     counts = search.counts
     unexamined = f", {counts['unexamined']:,} not yet examined" if counts.get("unexamined") else ""
@@ -320,8 +307,6 @@ def print_text(search, why: str) -> None:
             f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
         )
     print(f"why: {why}")
-    from fabricflow.layout_search.optimize import flatten_kwargs
-    from fabricflow.layout_search.uncertainty import indistinguishable
 
     close = indistinguishable(
         search.top,

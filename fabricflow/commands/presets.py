@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.fabric.spec import list_presets
 
 
 def register(parser) -> None:
@@ -11,8 +12,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    from fabricflow.fabric.spec import list_presets
-
     presets = list_presets()
     if args.json:
         print_json({"presets": presets})

@@ -11,17 +11,25 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
+from fabricflow.atomic import write_text
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
     IMPORT_FLAGS,
-    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
 )
+from fabricflow.commands._interrupt import check
+from fabricflow.errors import SpecError
+from fabricflow.report.build import build_report
+from fabricflow.report.html import fabricflow_version, render_html
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model_spec import load_model
+from fabricflow.workload.step_command import step_command
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
 # The report command's options, in the order of --help, for the page's command line.
@@ -107,8 +115,6 @@ def register(parser) -> None:
 def _fractions(text: str) -> list[float]:
     import math
 
-    from fabricflow.errors import SpecError
-
     values = []
     for word in (w.strip() for w in text.split(",")):
         try:
@@ -125,8 +131,6 @@ def _fractions(text: str) -> list[float]:
 
 def _layout(args):
     """The :class:`Layout` of the layout flags, or ``None`` when none is given."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.layout import Layout
 
     given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
     if not given and not any(getattr(args, flag) for flag in _LAYOUT_SWITCHES):
@@ -170,8 +174,6 @@ def step_command_of(args, job: dict) -> str:
     """The ``fabricflow step`` command that times the report's job again (its headline
     step time): the report's fabric, model, GPU and GPU count as given, then the job's
     layout and options (:func:`~fabricflow.workload.step_command.step_command`)."""
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step_command import step_command
 
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
@@ -203,13 +205,6 @@ def command_line(args) -> str:
 def run(args) -> int:
     import os
     import sys
-
-    from fabricflow.atomic import write_text
-    from fabricflow.errors import SpecError
-    from fabricflow.report.build import build_report
-    from fabricflow.report.html import fabricflow_version, render_html
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model_spec import load_model
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
@@ -254,7 +249,6 @@ def run(args) -> int:
     except KeyboardInterrupt:
         # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the
         # signal that arrived (exit 130) as every command does
-        from fabricflow.commands._interrupt import check
 
         check()
         raise

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from fabricflow.assignments import key_values
+from fabricflow.collective.comm import DEPRECATED_BACKENDS, check_algorithms
+from fabricflow.collective.timing import ROUTINGS
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
-    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -18,6 +19,18 @@ from fabricflow.commands._common import (
     write_outputs,
 )
 from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.errors import SpecError
+from fabricflow.fabric.summary import failure_counts, failure_text
+from fabricflow.files import parse_structured
+from fabricflow.plots.figures import image_formats
+from fabricflow.plots.step import plot_breakdown
+from fabricflow.units import format_time
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.hetero import job_gpus, load_job, parse_gpu_mix
+from fabricflow.workload.layout import DISPATCHERS, FP8_RECIPES
+from fabricflow.workload.model_spec import load_model
+from fabricflow.workload.stack import load_stack
+from fabricflow.workload.step import step_time
 
 
 def register(parser) -> None:
@@ -322,7 +335,6 @@ def register(parser) -> None:
 
 def layout_from_args(args):
     """The :class:`Layout` described by the CLI flags (errors name the flag)."""
-    from fabricflow.errors import SpecError
 
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
@@ -404,7 +416,6 @@ def layout_from_args(args):
 
 def _switch(args, name: str) -> bool | None:
     """True for ``--NAME``, False for ``--no-NAME``, None (the stack decides) for neither."""
-    from fabricflow.errors import SpecError
 
     on = getattr(args, name, False)
     off = getattr(args, f"no_{name}", False)
@@ -416,7 +427,6 @@ def _switch(args, name: str) -> bool | None:
 
 def add_stack_flags(parser) -> None:
     """``--stack`` and the software-choice flags a stack sets and a user may override."""
-    from fabricflow.workload.layout import DISPATCHERS, FP8_RECIPES
 
     parser.add_argument(
         "--stack",
@@ -461,8 +471,6 @@ def add_stack_flags(parser) -> None:
 def stack_from_args(args):
     """The :class:`~fabricflow.workload.stack.Stack` of ``--stack`` (the default preset
     without one); errors name the flag."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.stack import load_stack
 
     sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
@@ -479,8 +487,6 @@ def stack_from_args(args):
 def parse_algorithms(items: list[str]) -> dict[str, str]:
     """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
     with canonical names; errors name the flag, the dimension and the allowed values."""
-    from fabricflow.collective.comm import check_algorithms
-    from fabricflow.errors import SpecError
 
     out: dict[str, str] = {}
     for item in items:
@@ -503,8 +509,6 @@ def parse_pp_split(text: str) -> tuple[int, ...]:
     """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
     import re
 
-    from fabricflow.errors import SpecError
-
     items = [item.strip() for item in text.split(",")]
     if not all(re.fullmatch(r"[0-9]+", item) for item in items):
         raise SpecError(
@@ -517,9 +521,6 @@ def gpus_from_args(args, layout):
     """The GPU of the job: a :class:`GpuSpec`, or a list of ``(GpuSpec, count)`` in
     pipeline order (``--gpu a:n,b:m`` or ``--job FILE``), checked against ``layout``
     (whole stages; errors name the flag). ``--gpu-set`` applies to every type."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.hetero import job_gpus, load_job, parse_gpu_mix
 
     sets = _assignments(args.gpu_set, "--gpu-set")
     if args.job is not None:
@@ -546,9 +547,6 @@ def _assignments(items: list[str], flag: str) -> dict:
     """
     import math
     import re
-
-    from fabricflow.errors import SpecError
-    from fabricflow.files import parse_structured
 
     out: dict = {}
     for key, value in key_values(items, flag, example="FIELD=VALUE").items():
@@ -592,8 +590,6 @@ def _backend(name: str) -> str:
     one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
     import sys
 
-    from fabricflow.collective.comm import DEPRECATED_BACKENDS
-
     if name in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[name]
         print(f"note: --collectives {name} is deprecated; use --collectives {new}", file=sys.stderr)
@@ -609,9 +605,6 @@ def _check_plot_format(path: str) -> None:
     result)."""
     from pathlib import Path
 
-    from fabricflow.errors import SpecError
-    from fabricflow.plots.figures import image_formats
-
     extension = Path(path).suffix.lstrip(".").lower() or "png"
     formats = image_formats()
     if extension not in formats:
@@ -622,12 +615,6 @@ def _check_plot_format(path: str) -> None:
 
 def run(args) -> int:
     import dataclasses
-
-    from fabricflow.collective.timing import ROUTINGS
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.summary import failure_counts
-    from fabricflow.workload.model_spec import load_model
-    from fabricflow.workload.step import step_time
 
     if args.plot:
         _check_plot_format(args.plot)
@@ -670,8 +657,6 @@ def run(args) -> int:
         stack=stack_from_args(args),
     )
     if args.plot:
-        from fabricflow.plots.step import plot_breakdown
-
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         # a plot that cannot be written is reported after the result (exit 1)
         if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
@@ -704,9 +689,6 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
-    from fabricflow.fabric.summary import failure_text
-    from fabricflow.units import format_time
-
     d = result.details
     lay = d["layout"]
     print(

@@ -19,6 +19,12 @@ from __future__ import annotations
 import sys
 
 from fabricflow.commands._common import add_json_flag, output_store, print_json
+from fabricflow.commands._interrupt import Interrupted
+from fabricflow.errors import OutputError, SpecError
+from fabricflow.sweeps.grid_spec import read_sweep_spec
+from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep
+from fabricflow.sweeps.store import ignore_zarr_notices, stored_counts
+from fabricflow.workload.calibration import read_calibration
 
 
 def register(parser) -> None:
@@ -80,11 +86,6 @@ def register(parser) -> None:
 
 def run(args) -> int:
     import warnings
-
-    from fabricflow.commands._interrupt import Interrupted
-    from fabricflow.errors import OutputError
-    from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep
-    from fabricflow.sweeps.store import ignore_zarr_notices
 
     ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
@@ -153,10 +154,6 @@ def _with_calibration(spec: str, calibration: str | None):
     import dataclasses
     import os
 
-    from fabricflow.errors import SpecError
-    from fabricflow.sweeps.grid_spec import read_sweep_spec
-    from fabricflow.workload.calibration import read_calibration
-
     if calibration is None:
         return spec
     read_calibration(calibration)  # a bad file is bad input before any point runs
@@ -172,7 +169,6 @@ def _with_calibration(spec: str, calibration: str | None):
 def _stored(store: str) -> dict | None:
     """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
     now (read from disk), or None when it has no status yet."""
-    from fabricflow.sweeps.store import stored_counts
 
     try:
         return {**stored_counts(store), "store": store}
