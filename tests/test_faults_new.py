@@ -120,11 +120,11 @@ def test_bench_commands_in_the_docs_parse_and_name_real_sections():
     import shlex
     from pathlib import Path
 
-    from fabricflow.bench import sections
+    from fabricflow.bench import SECTIONS
     from fabricflow.cli import build_parser
 
     root = Path(__file__).resolve().parent.parent
-    known = set(sections())
+    known = set(SECTIONS)
     parser = build_parser("bench")
     found = 0
     for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:

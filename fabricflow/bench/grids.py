@@ -25,9 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTION = "grids"
-DESCRIPTION = "sweep grids of 2x10^5 and 10^7 points: seconds to the first points, memory"
-
 POINTS = 1000  # points each run computes before it stops itself
 GRIDS = {
     "2e5": {"x": list(range(200_000))},

@@ -31,8 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTION = "sweep"
-DESCRIPTION = "1,000-point step-time sweep on clos-100k with 2 local workers; kill and resume"
+from fabricflow.sweeps.run import run_sweep
 
 TARGET_S = 600.0
 WORKERS = 2
@@ -71,8 +70,6 @@ def spec(quick: bool) -> dict:
 
 
 def run(args) -> dict:
-    from fabricflow.sweeps.run import run_sweep
-
     quick = bool(getattr(args, "quick", False))
     sweep_spec = spec(quick)
     result: dict = {"preset": "clos-100k", "workers": WORKERS}

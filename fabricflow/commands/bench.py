@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import sys
 import time
 
-from fabricflow.bench import aliases, sections
+from fabricflow.bench import ALIASES, SECTIONS, load
 from fabricflow.commands._common import add_json_flag, mark_done, print_json
 from fabricflow.errors import SpecError
 from fabricflow.files import to_jsonable
@@ -34,27 +36,23 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    import sys
-
-    available = sections()
-    renamed = aliases()
-    for old in sorted(set(args.sections) & set(renamed)):
-        print(f"bench: section {old!r} is now {renamed[old]!r}", file=sys.stderr)
+    for old in sorted(set(args.sections) & set(ALIASES)):
+        print(f"bench: section {old!r} is now {ALIASES[old]!r}", file=sys.stderr)
     # section gpu runs when asked for (by name, or --gpu with no section named), never
     # as part of "all": it is the 8-minute accelerator run
-    default = ["gpu"] if args.gpu else [name for name in available if name != "gpu"]
-    chosen = [renamed.get(name, name) for name in args.sections] or default
-    unknown = [name for name in chosen if name not in available]
+    default = ["gpu"] if args.gpu else [name for name in SECTIONS if name != "gpu"]
+    chosen = [ALIASES.get(name, name) for name in args.sections] or default
+    unknown = [name for name in chosen if name not in SECTIONS]
     if unknown:
-        raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
-    import os
-
+        raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
     if "gpu" in chosen and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
         # each gpu case runs in its own process: this one must not reserve the device's
         # memory (JAX takes 75% of it at start by default), only look at it; the cases
         # get JAX's default back
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         args.case_env_drop = ("XLA_PYTHON_CLIENT_PREALLOCATE",)
+    # the sections asked for, and JAX, imported once the environment above is set
+    sections = {name: load(name) for name in chosen}
     import jax
 
     report = {
@@ -68,7 +66,7 @@ def run(args) -> int:
     }
     for name in chosen:
         start = time.perf_counter()
-        section = available[name].run(args)
+        section = sections[name].run(args)
         section.setdefault("section_wall_s", time.perf_counter() - start)
         report[name] = section
         mark_done(args, name)
