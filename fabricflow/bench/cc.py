@@ -125,7 +125,6 @@ BATCH_RANGES = {
 
 def parameter_batch(cc: str, count: int, seed: int = 0):
     """``count`` parameter sets of law ``cc`` drawn log-uniformly (:data:`BATCH_RANGES`)."""
-
     law = resolve_law(cc)
     rng = np.random.default_rng(seed)
     draws = {

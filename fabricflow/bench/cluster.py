@@ -59,7 +59,6 @@ def run_case(
     """Simulate ``jobs`` synthetic jobs over ``days`` on ``fabric_name`` (see the module
     docs) and return the figures. ``progress``: passed to ``simulate_cluster`` (called
     after every event; it may raise to stop the run)."""
-
     began = time.perf_counter()
     cpu_began = time.process_time()
     fabric = load_fabric(fabric_name)

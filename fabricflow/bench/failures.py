@@ -52,7 +52,6 @@ def run(args) -> dict:
 
 def _setup(quick: bool, scenarios: int):
     """The fabric, the shared routes and the scenario grid ``[(kind, fraction, seed)]``."""
-
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
     src, dst = alltoall_groups(fabric.num_gpus, 16, 64 if quick else 417)
     routes = route(fabric, src, dst, policy="ecmp", seed=0)
@@ -64,7 +63,6 @@ def _setup(quick: bool, scenarios: int):
 def _capacities(fabric, grid, used) -> np.ndarray:
     """float32 ``[len(grid), len(used)]``: each scenario's capacities of the crossed links
     (made chunk by chunk: all 4,096 full ``[L]`` rows would take 22 GB)."""
-
     out = np.empty((len(grid), used.size), np.float32)
     for kind in KINDS:
         rows = [i for i, g in enumerate(grid) if g[0] == kind]

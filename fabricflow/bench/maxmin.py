@@ -64,7 +64,6 @@ def run(args) -> dict:
 def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
     """Both backends: numpy once, JAX first call (compile + solve) and a second call with
     new capacities (solve only); their rates compared."""
-
     case: dict = {"flows": int(links.shape[0]), "max_hops": int(links.shape[1])}
     with measured(case, "numpy_solve"):
         numpy_solution = max_min(links, capacity, method="numpy")
@@ -89,7 +88,6 @@ def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
 def _batch_layouts(links: np.ndarray, capacity: np.ndarray, scenarios: int = 8) -> dict:
     """Seconds per scenario of ``scenarios`` capacity scenarios over the same flows: JAX
     block-diagonal, JAX vmapped, numpy one after another (each after a warm-up call)."""
-
     rng = np.random.default_rng(0)
     batch = (capacity[None, :] * rng.uniform(0.5, 1.5, (scenarios, capacity.size))).astype(
         np.float32

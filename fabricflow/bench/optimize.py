@@ -80,7 +80,6 @@ def _describe(kwargs: dict) -> dict:
 
 def search_case(case: dict) -> dict:
     """Run one case's search in this process; the figures of the search and its winner."""
-
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "global_batch", "seq_len")}
     fabric = load_fabric(case["fabric"])
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -84,7 +84,6 @@ def run(args) -> dict:
 
 def _cold(call, repeats: int = 2) -> tuple[float, float]:
     """Best (CPU, wall) seconds of ``call`` with the structure cache cleared first."""
-
     best_cpu = best_wall = float("inf")
     for _ in range(repeats):
         structure_cache.clear()
@@ -98,7 +97,6 @@ def _cold(call, repeats: int = 2) -> tuple[float, float]:
 def _batch_layouts(fabric, model, layout) -> dict:
     """Every phase of the layout's DP reduce-scatter and TP all-gather solved as one batch
     with JAX, block-diagonal and vmapped (seconds after a warm-up call), and with numpy."""
-
     where = place(layout, fabric.num_gpus, gpus_per_node=fabric.gpus_per_node, fabric=fabric)
     problems = []
     for dims, op in ((("dp", "cp"), "reduce_scatter"), ("tp", "all_gather")):

@@ -160,7 +160,6 @@ def run(args) -> dict:
 def _cold_cpu(call, repeats: int = 3) -> float:
     """Best CPU seconds of ``call`` over ``repeats`` cold runs (structure cache cleared
     before each; the process already warm: modules imported, caches of the fabric kept)."""
-
     best = float("inf")
     for _ in range(repeats):
         structure_cache.clear()

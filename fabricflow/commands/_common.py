@@ -104,7 +104,6 @@ def load_fabric_flags(args):
         SpecError: a bad fabric or file (named); an import flag given for a preset or
             YAML spec (``--gpus-per-node`` ... named).
     """
-
     options = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
     given = {key: value for key, value in options.items() if value is not None}
     if given and (args.fabric is None or not is_import(args.fabric)):
@@ -118,7 +117,6 @@ def load_fabric_flags(args):
 def print_json(obj) -> None:
     """Print the command's one JSON object; an output that could not be written (see
     :func:`write_outputs`) is named in it as ``error`` and ``message`` beside the result."""
-
     check()  # an interrupt swallowed by library code still stops the report
     if _deferred and isinstance(obj, dict):
         obj = {**obj, "error": "OutputError", "message": "; ".join(_deferred)}
@@ -156,7 +154,6 @@ def mark_done(args, item) -> None:
     Files written through :func:`fabricflow.atomic.atomic_path` are recorded already
     (the CLI records them as they are renamed into place, in ``args.written``).
     """
-
     completed = args.__dict__.setdefault("completed", [])
     if item not in completed:
         completed.append(item)
@@ -218,7 +215,6 @@ def check_destinations(args, parser) -> None:
     Raises:
         OutputError: an output folder cannot be created or written into (``--out: ...``).
     """
-
     for action in parser._actions:
         path = getattr(args, action.dest, None)
         if not path or action.type not in (output_folder, output_file):
@@ -350,5 +346,4 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
 
 def write_json_file(path: str, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically (whole file or none)."""
-
     write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")

@@ -196,7 +196,6 @@ def min_rate_warnings(title: str, params, max_min) -> list[str]:
 
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
     """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
-
     with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)
     plot_rates_and_queues(

@@ -196,7 +196,6 @@ def register(parser) -> None:
 
 def failure_options(mtbf_items, mttr_items):
     """The :class:`FailureModel` of ``--mtbf``/``--mttr`` items, or None without ``--mtbf``."""
-
     if not mtbf_items:
         if mttr_items:
             raise SpecError("--mttr", "needs --mtbf (no component fails without an MTBF)")
@@ -211,7 +210,6 @@ def failure_options(mtbf_items, mttr_items):
 def prediction_options(items):
     """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
     None without them."""
-
     if not items:
         return None
     options: dict = {}
@@ -384,5 +382,4 @@ def jobs_csv(jobs: list[dict]) -> str:
     """The per-job rows as CSV text through the project's one table exporter
     (:func:`fabricflow.csv_tables.csv_text`: empty cells for None, numbers that read back
     exactly, text quoted where it holds a comma)."""
-
     return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

@@ -144,7 +144,6 @@ def run(args) -> int:
 def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:
     """The demo's three figures into ``out``: capacity per tier, utilization and flows per
     link by kind."""
-
     plot_tiers(fabric, out / "fabric_tiers.png")
     plot_link_values_by_kind(
         fabric,
@@ -168,7 +167,6 @@ def _group_size(fabric, group_size: int | None) -> int:
     """``--group-size``, checked as ``collective`` checks it (it must divide the GPU count:
     the all-to-all would silently leave the remaining GPUs out); the default is the
     largest divisor of the GPU count up to :data:`DEFAULT_GROUP_SIZE`, or the GPU count."""
-
     num_gpus = fabric.num_gpus
     if num_gpus < 2:
         raise SpecError(

@@ -226,7 +226,6 @@ def write_fabrics(search, folder: str) -> list[str]:
     """``FOLDER/<design>.yaml``: each evaluated design's fabric as a YAML spec (what
     ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
     evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
-
     os.makedirs(folder, exist_ok=True)
     paths = []
     for row in search.rows:

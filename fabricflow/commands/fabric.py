@@ -87,7 +87,6 @@ def _out_path(text: str) -> str:
 
 def _export(args, fabric) -> int:
     """``--export``: the topology file to ``--out`` or stdout."""
-
     writer = {"slurm-tree": slurm_tree_text, "slurm-block": slurm_block_text}
     text = writer.get(args.export, spec_yaml_text)(fabric)
     if args.out is None:
@@ -152,7 +151,6 @@ def run(args) -> int:
 
 def _write_files(fabric, summary: dict, folder: str) -> None:
     """summary.json and the two figures into ``folder`` (each file whole or absent)."""
-
     out = Path(folder)
     write_json_file(str(out / "summary.json"), summary)
     plot_tiers(fabric, out / "fabric_tiers.png")

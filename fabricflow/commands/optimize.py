@@ -260,13 +260,11 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-
     return line(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
     """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
-
     return why_best(search)
 
 

@@ -131,7 +131,6 @@ def _fractions(text: str) -> list[float]:
 
 def _layout(args):
     """The :class:`Layout` of the layout flags, or ``None`` when none is given."""
-
     given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
     if not given and not any(getattr(args, flag) for flag in _LAYOUT_SWITCHES):
         for flag in ("order", "placement"):
@@ -174,7 +173,6 @@ def step_command_of(args, job: dict) -> str:
     """The ``fabricflow step`` command that times the report's job again (its headline
     step time): the report's fabric, model, GPU and GPU count as given, then the job's
     layout and options (:func:`~fabricflow.workload.step_command.step_command`)."""
-
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
         fields["pp_split"] = tuple(fields["pp_split"])

@@ -335,7 +335,6 @@ def register(parser) -> None:
 
 def layout_from_args(args):
     """The :class:`Layout` described by the CLI flags (errors name the flag)."""
-
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
     for flag in ("tp", "cp", "pp"):
@@ -416,7 +415,6 @@ def layout_from_args(args):
 
 def _switch(args, name: str) -> bool | None:
     """True for ``--NAME``, False for ``--no-NAME``, None (the stack decides) for neither."""
-
     on = getattr(args, name, False)
     off = getattr(args, f"no_{name}", False)
     flag = name.replace("_", "-")
@@ -427,7 +425,6 @@ def _switch(args, name: str) -> bool | None:
 
 def add_stack_flags(parser) -> None:
     """``--stack`` and the software-choice flags a stack sets and a user may override."""
-
     parser.add_argument(
         "--stack",
         default=None,
@@ -471,7 +468,6 @@ def add_stack_flags(parser) -> None:
 def stack_from_args(args):
     """The :class:`~fabricflow.workload.stack.Stack` of ``--stack`` (the default preset
     without one); errors name the flag."""
-
     sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
         return load_stack(getattr(args, "stack", None), **sets)
@@ -487,7 +483,6 @@ def stack_from_args(args):
 def parse_algorithms(items: list[str]) -> dict[str, str]:
     """``['dp=ring', 'tp=nvls']`` (``--algo``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
     with canonical names; errors name the flag, the dimension and the allowed values."""
-
     out: dict[str, str] = {}
     for item in items:
         dim, sep, algo = (word.strip() for word in item.partition("="))
@@ -521,7 +516,6 @@ def gpus_from_args(args, layout):
     """The GPU of the job: a :class:`GpuSpec`, or a list of ``(GpuSpec, count)`` in
     pipeline order (``--gpu a:n,b:m`` or ``--job FILE``), checked against ``layout``
     (whole stages; errors name the flag). ``--gpu-set`` applies to every type."""
-
     sets = _assignments(args.gpu_set, "--gpu-set")
     if args.job is not None:
         job = load_job(args.job)

@@ -169,7 +169,6 @@ def _with_calibration(spec: str, calibration: str | None):
 def _stored(store: str) -> dict | None:
     """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
     now (read from disk), or None when it has no status yet."""
-
     try:
         return {**stored_counts(store), "store": store}
     except OSError:
