@@ -34,7 +34,27 @@ from fabricflow.workload.step import step_time
 
 
 def register(parser) -> None:
+    """The flags of ``fabricflow step``, group by group (the order ``--help`` lists them)."""
     add_fabric_flags(parser)
+    _add_job_flags(parser)
+    _add_parallelism_flags(parser)
+    _add_batch_flags(parser)
+    add_stack_flags(parser)
+    _add_training_flags(parser)
+    _add_overlap_flags(parser)
+    _add_memory_flags(parser)
+    _add_override_flags(parser)
+    _add_kernel_flags(parser)
+    _add_placement_flags(parser)
+    _add_network_flags(parser)
+    _add_output_flags(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_job_flags(parser) -> None:
+    """The job: ``--gpu`` (or ``--job``), ``--model`` and ``--gpus``."""
     parser.add_argument(
         "--gpu",
         default=None,
@@ -50,6 +70,11 @@ def register(parser) -> None:
     )
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
+
+
+def _add_parallelism_flags(parser) -> None:
+    """The parallel dimensions (``--tp``, ``--pp``, ``--dp``, ``--cp``, ``--ep``, ``--vpp``),
+    ``--pp-split`` and sequence parallelism."""
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--pp", type=int, default=1)
     parser.add_argument("--dp", type=int, default=None, help="default: gpus / (tp cp pp)")
@@ -73,10 +98,17 @@ def register(parser) -> None:
         action="store_true",
         help="turn sequence parallelism off (all-reduces instead of all-gather / reduce-scatter)",
     )
+
+
+def _add_batch_flags(parser) -> None:
+    """``--micro-batch``, ``--global-batch`` (sequences) and ``--seq`` (tokens)."""
     parser.add_argument("--micro-batch", type=int, required=True)
     parser.add_argument("--global-batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    add_stack_flags(parser)
+
+
+def _add_training_flags(parser) -> None:
+    """Recomputation, precision, ZeRO stage and pipeline schedule (else the stack's)."""
     parser.add_argument(
         "--recompute",
         default=None,
@@ -97,6 +129,11 @@ def register(parser) -> None:
         "bidirectional schedule (even pp, even micro-batch count >= 2 pp; hides MoE "
         "all-to-all, keeps two copies of the weights)",
     )
+
+
+def _add_overlap_flags(parser) -> None:
+    """Which communication hides behind compute, and the fused kernels: each switch and
+    its ``--no-`` form override the stack."""
     parser.add_argument(
         "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
     )
@@ -158,6 +195,11 @@ def register(parser) -> None:
         action="store_true",
         help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)",
     )
+
+
+def _add_memory_flags(parser) -> None:
+    """Data types of the gradients, optimizer state and cached activations, the MoE
+    imbalance, and the shares offloaded to host memory (fractions in [0, 1])."""
     parser.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -198,6 +240,10 @@ def register(parser) -> None:
             help=f"fraction in [0, 1] of the {what} kept in host memory over the GPU's "
             "host link (--gpu-set host_link_bandwidth=...)",
         )
+
+
+def _add_override_flags(parser) -> None:
+    """Overrides of the model and the GPU: ``--attention``, ``--gpu-set``, ``--model-set``."""
     parser.add_argument(
         "--attention",
         default=None,
@@ -219,6 +265,11 @@ def register(parser) -> None:
         metavar="FIELD=VALUE",
         help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
     )
+
+
+def _add_kernel_flags(parser) -> None:
+    """Expert tensor parallelism and MoE capacity, the interleaved schedule's groups,
+    what is recomputed and what runs from CUDA graphs."""
     parser.add_argument(
         "--expert-tp",
         type=int,
@@ -266,6 +317,10 @@ def register(parser) -> None:
         "moe, moe_router, moe_preprocess ('': none; ignored with --cuda-graphs; default: the "
         "stack's, else '')",
     )
+
+
+def _add_placement_flags(parser) -> None:
+    """Rank order and placement, the ECMP hash seeds and the ``--fail`` what-if."""
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
         "--placement",
@@ -285,6 +340,10 @@ def register(parser) -> None:
         "(default: one run with --seed)",
     )
     add_fail_flag(parser)
+
+
+def _add_network_flags(parser) -> None:
+    """How collectives are timed: ``--collectives``, ``--routing``, ``--algo``, ``--cc``."""
     # "auto" and "collective-model" are the former names of "fabric", still accepted.
     parser.add_argument(
         "--collectives",
@@ -316,6 +375,10 @@ def register(parser) -> None:
         help="congestion control: scale each collective phase's rates by its flows' "
         "efficiency under this rate law (default: ideal max-min rates; see docs/cc.md)",
     )
+
+
+def _add_output_flags(parser) -> None:
+    """``--no-memory-check`` and ``--plot FILE``."""
     parser.add_argument(
         "--no-memory-check",
         action="store_true",
@@ -328,9 +391,6 @@ def register(parser) -> None:
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def layout_from_args(args):
