@@ -102,12 +102,30 @@ JOB_COLUMNS = (
 
 
 def register(parser) -> None:
+    """The flags of ``fabricflow cluster``, group by group (the order ``--help`` lists them)."""
     parser.description = (
         "Event-driven simulation of training jobs sharing a fabric: placement "
         "by a scheduler, step times with co-located jobs' traffic, component failures, "
         "checkpoints, restarts and hot spares; per-job and cluster goodput."
     )
     add_fabric_flags(parser)
+    _add_trace_flags(parser)
+    _add_scheduler_flags(parser)
+    _add_failure_flags(parser)
+    _add_run_flags(parser)
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every job; job rows give calibrated intervals",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_trace_flags(parser) -> None:
+    """The jobs: ``--trace FILE`` (and how to read a public trace) or ``--synthetic N``."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
     source.add_argument(
@@ -132,6 +150,10 @@ def register(parser) -> None:
         help="public-trace rows asking for part of a GPU: skip them (counted) or round "
         "each instance up to whole GPUs (skip)",
     )
+
+
+def _add_scheduler_flags(parser) -> None:
+    """The scheduler that places the jobs, and its backfill."""
     parser.add_argument(
         "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
     )
@@ -143,6 +165,11 @@ def register(parser) -> None:
         "cannot start; greedy = every job that fits starts; none = first come, first "
         "served (easy)",
     )
+
+
+def _add_failure_flags(parser) -> None:
+    """Component failures and the recovery from them: MTBF/MTTR, failure prediction,
+    checkpoints, restarts and hot spares."""
     parser.add_argument(
         "--mtbf",
         action="append",
@@ -173,6 +200,10 @@ def register(parser) -> None:
     parser.add_argument("--checkpoint-time", default="0s", help="time to write one (0s)")
     parser.add_argument("--restart-time", default="0s", help="failure to computing again (0s)")
     parser.add_argument("--spares", type=int, default=0, help="hot spare nodes (0)")
+
+
+def _add_run_flags(parser) -> None:
+    """The simulated time, the seed, interference between jobs and the output folder."""
     parser.add_argument("--horizon", default=None, help="stop time, e.g. 30d (all jobs done)")
     parser.add_argument("--seed", type=int, default=0, help="failures and synthetic trace (0)")
     parser.add_argument(
@@ -183,15 +214,6 @@ def register(parser) -> None:
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
-    parser.add_argument(
-        "--calibration",
-        default=None,
-        metavar="FILE",
-        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
-        "time every job; job rows give calibrated intervals",
-    )
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def failure_options(mtbf_items, mttr_items):

@@ -29,7 +29,18 @@ from fabricflow.workload.model_spec import load_model
 
 
 def register(parser) -> None:
+    """The flags of ``fabricflow optimize``, group by group (the order ``--help`` lists them)."""
     add_fabric_flags(parser)
+    _add_job_flags(parser)
+    _add_search_flags(parser)
+    _add_ranking_flags(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_job_flags(parser) -> None:
+    """The job: GPU, model, GPU count, batch, sequence length, precision and stack."""
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument(
@@ -52,6 +63,11 @@ def register(parser) -> None:
         "knobs neither searched nor pinned, its parameters time every candidate "
         "(default: megatron-core)",
     )
+
+
+def _add_search_flags(parser) -> None:
+    """What the search varies and fixes, what it minimizes, how many answers it shows
+    and its budget."""
     parser.add_argument(
         "--fix",
         action="append",
@@ -92,6 +108,10 @@ def register(parser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the scattered placement (>= 0)"
     )
+
+
+def _add_ranking_flags(parser) -> None:
+    """How candidates are timed and ranked, and the output folder."""
     parser.add_argument(
         "--collectives",
         default="fabric",
@@ -113,9 +133,6 @@ def register(parser) -> None:
         help="folder for best.json (the --json object: 'fabricflow launch-args' reads it), "
         "candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def _gpu_counts(text: str) -> int | list[int]:
