@@ -20,6 +20,9 @@ Sizes beyond the section's: ``python -m fabricflow.bench.failures --scenarios 25
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 import time
 
 import numpy as np
@@ -116,8 +119,6 @@ def _case(quick: bool, scenarios: int) -> dict:
 
 def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
     """Solve every scenario chunk by chunk; record compile and solve times."""
-    import sys
-
     remap = np.full(fabric.num_links + 1, -1, np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
     compact = remap[links]
@@ -191,9 +192,6 @@ def _gpu_case() -> dict | str:
 
 def main(argv=None) -> None:
     """``python -m fabricflow.bench.failures [--quick] [--scenarios N] [--json]``."""
-    import argparse
-    import json
-
     parser = argparse.ArgumentParser(description=SECTIONS["failures"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--scenarios", type=int, default=None)

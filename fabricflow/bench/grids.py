@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -36,8 +37,6 @@ _CALLS = {"count": 0}
 def probe_point(x, y=0, after=POINTS, report=None) -> dict:
     """``value = x``. At its ``after``-th call in a process it writes the process's peak
     RSS (KiB) to ``report`` and sends SIGINT to its process (the sweep's, inline)."""
-    import resource
-
     _CALLS["count"] += 1
     if _CALLS["count"] == after:
         if report:

@@ -24,6 +24,7 @@ missed target ends with its counts instead of running on. ``--quick``: Megatron 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -70,8 +71,6 @@ BUDGET_FACTOR = 3.0
 
 
 def _describe(kwargs: dict) -> dict:
-    import dataclasses
-
     lay = dataclasses.asdict(kwargs["layout"])
     keep = ("tp", "cp", "pp", "vpp", "ep", "dp", "micro_batch", "recompute", "zero",
             "sequence_parallel", "tp_overlap", "dp_overlap")  # fmt: skip

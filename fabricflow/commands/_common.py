@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import sys
+import tempfile
 
 from fabricflow.atomic import describe_os_error, ensure_folder, write_text
 from fabricflow.commands._interrupt import check, mark_reported
@@ -179,8 +183,6 @@ _deferred_reported: list[bool] = []  # [True] once print_json put them in the ob
 
 
 def _non_empty(text: str) -> str:
-    import argparse
-
     if not text.strip():
         raise argparse.ArgumentTypeError(
             f"an empty path {text!r}; give a file or folder name (e.g. 'out' or '.')"
@@ -240,8 +242,6 @@ def check_destinations(args, parser) -> None:
 def check_out_file(path: str, flag: str = "--plot") -> None:
     """Fail now if the file ``path`` cannot be written: it is a folder, or its folder cannot
     be created or written into (:func:`check_out_folder`)."""
-    import os
-
     if os.path.isdir(path):
         raise OutputError(f"{flag}: cannot write {path!r}: it is a folder")
     check_out_folder(os.path.dirname(os.path.abspath(path)), flag)
@@ -256,8 +256,6 @@ def write_outputs(args, flag: str, write, *arguments, **keywords) -> list[str]:
     """Call ``write(*arguments, **keywords)``; an :class:`~fabricflow.errors.OutputError`
     stops it and is reported after the command's result (exit 1), so that a full disk does
     not lose the finished work. Returns the files it completed (whole on disk)."""
-    import os
-
     written = args.__dict__.setdefault("written", [])
     before = len(written)
     try:
@@ -300,10 +298,6 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
     :func:`fabricflow.atomic.atomic_path`, creates it again). Raises
     :class:`~fabricflow.errors.OutputError` ("--out: cannot ...") naming the reason.
     """
-    import contextlib
-    import os
-    import tempfile
-
     if os.path.exists(path) and not os.path.isdir(path):
         raise OutputError(
             f"{flag}: cannot use {path!r} as output folder: it exists and is not a folder"

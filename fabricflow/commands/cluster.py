@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 from fabricflow.assignments import key_values
@@ -344,8 +345,6 @@ def run(args) -> int:
 def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
     """``say(text)``: checks for Ctrl-C, and prints ``text`` on stderr (stdout stays one
     JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
-    import sys
-
     began = time.perf_counter()
     last = [-math.inf]
 

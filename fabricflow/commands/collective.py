@@ -9,6 +9,11 @@ Example::
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import sys
+
 from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.collective import make_groups
 from fabricflow.collective.cc_rates import as_cc_rates
@@ -126,8 +131,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    import math
-
     if args.plot is not None:
         _check_plot_format(args.plot)  # before the sweep, not after it
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
@@ -271,8 +274,6 @@ def groups_text(num_groups: int, group_size: int) -> str:
 
 def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
-    import os
-
     ensure_folder(folder)
     scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []
     columns = {key: [row[key] for row in rows] for key in scalars}
@@ -293,15 +294,11 @@ def _transport_text(transport) -> str:
 
 def _progress(line: str) -> None:
     """Progress of a long collective, on stderr (stdout stays the table or the JSON)."""
-    import sys
-
     print(line, file=sys.stderr, flush=True)
 
 
 def _size(value: str, field: str) -> float:
     """``parse_size`` for -b/-e; nccl-tests style ``8M`` gets a hint (``8MB`` or ``8MiB``)."""
-    import re
-
     try:
         return parse_size(value, field, allow_zero=False)
     except SpecError as error:

@@ -14,6 +14,7 @@ time, the Pareto front and the winners labelled).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 
@@ -241,8 +242,6 @@ def write_fabrics(search, folder: str) -> list[str]:
 
 def write_csv(search, path: str) -> str:
     """``designs.csv``: one row per design, best first (each job's layout as one line)."""
-    import csv
-
     rows = []
     for row in search.rows:
         flat = {k: v for k, v in row.items() if not (k.startswith("job") and k[3:].isdigit())}

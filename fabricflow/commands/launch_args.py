@@ -16,6 +16,7 @@ prints ``{"framework", "arguments", "argv", "notes", "layout", "order", "placeme
 
 from __future__ import annotations
 
+import os
 import sys
 
 from fabricflow.commands._common import add_json_flag, print_json
@@ -42,8 +43,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    import os
-
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")
     elif os.path.isdir(args.result):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 from fabricflow.atomic import atomic_path
 from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
@@ -147,8 +151,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 
 
 def run(args) -> int:
-    import sys
-
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
@@ -176,7 +178,6 @@ def run(args) -> int:
         out["written"] = written
     if interrupted:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
-        import json
 
         if args.json:
             sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -196,8 +197,6 @@ def run(args) -> int:
 
 def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
     """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
-    import sys
-
     stack = stack_from_args(args)
     return optimize_layout(
         model,
@@ -225,9 +224,6 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
 def _interrupted_before_any(args, stop) -> int:
     """Ctrl-C before any candidate was timed: say how far the search got; exit 130."""
-    import json
-    import sys
-
     out = stop.to_dict()
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -250,9 +246,6 @@ def _sweep_rows(sweep) -> list[dict]:
 def _write_out(search, folder: str, result: dict) -> list[str]:
     """``best.json`` (``result``: the object ``--json`` prints, which ``launch-args``
     reads), ``candidates.nc`` and the figures into ``folder``."""
-    import json
-    import os
-
     paths = []
     best = os.path.join(folder, "best.json")
     with atomic_path(best) as tmp, open(tmp, "w", encoding="utf-8") as handle:

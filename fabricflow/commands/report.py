@@ -11,6 +11,11 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
+import math
+import os
+import shlex
+import sys
+
 from fabricflow.atomic import write_text
 from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
@@ -113,8 +118,6 @@ def register(parser) -> None:
 
 
 def _fractions(text: str) -> list[float]:
-    import math
-
     values = []
     for word in (w.strip() for w in text.split(",")):
         try:
@@ -188,8 +191,6 @@ def step_command_of(args, job: dict) -> str:
 def command_line(args) -> str:
     """The command that reproduces the report: every flag with its value, defaults
     included (so that a later change of a default does not change what it means)."""
-    import shlex
-
     words = ["fabricflow", "report"]
     for action in _PARSER_ACTIONS:
         value = getattr(args, action.dest, None)
@@ -201,9 +202,6 @@ def command_line(args) -> str:
 
 
 def run(args) -> int:
-    import os
-    import sys
-
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
     if args.global_batch is not None and args.global_batch < 1:

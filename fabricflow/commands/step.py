@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
+import re
+import sys
+from pathlib import Path
 
 from fabricflow.assignments import key_values
 from fabricflow.collective.comm import DEPRECATED_BACKENDS, check_algorithms
@@ -562,8 +567,6 @@ def parse_algorithms(items: list[str]) -> dict[str, str]:
 
 def parse_pp_split(text: str) -> tuple[int, ...]:
     """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
-    import re
-
     items = [item.strip() for item in text.split(",")]
     if not all(re.fullmatch(r"[0-9]+", item) for item in items):
         raise SpecError(
@@ -599,9 +602,6 @@ def _assignments(items: list[str], flag: str) -> dict:
     key given twice are refused, and every error names the flag and the key. Lists,
     mappings and null go to the model or GPU loader, which checks each field.
     """
-    import math
-    import re
-
     out: dict = {}
     for key, value in key_values(items, flag, example="FIELD=VALUE").items():
         field = f"{flag} {key}"
@@ -642,8 +642,6 @@ def _assignments(items: list[str], flag: str) -> dict:
 def _backend(name: str) -> str:
     """The step model's backend for ``--collectives``; a former name is mapped to its new
     one with a note on stderr (a DeprecationWarning would be hidden from CLI users)."""
-    import sys
-
     if name in DEPRECATED_BACKENDS:
         new = DEPRECATED_BACKENDS[name]
         print(f"note: --collectives {name} is deprecated; use --collectives {new}", file=sys.stderr)
@@ -657,8 +655,6 @@ def _check_plot_format(path: str) -> None:
     :func:`~fabricflow.plots.figures.save_figure` reads it. The destination itself is
     checked by the CLI before the command runs (an unwritable one is reported after the
     result)."""
-    from pathlib import Path
-
     extension = Path(path).suffix.lstrip(".").lower() or "png"
     formats = image_formats()
     if extension not in formats:
@@ -668,8 +664,6 @@ def _check_plot_format(path: str) -> None:
 
 
 def run(args) -> int:
-    import dataclasses
-
     if args.plot:
         _check_plot_format(args.plot)
     collectives = _backend(args.collectives)

@@ -16,7 +16,10 @@ object, and an interrupt or a full disk says how many points the store holds.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import warnings
 
 from fabricflow.commands._common import add_json_flag, output_store, print_json
 from fabricflow.commands._interrupt import Interrupted
@@ -85,8 +88,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    import warnings
-
     ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
         with warnings.catch_warnings():
@@ -151,9 +152,6 @@ def run(args) -> int:
 def _with_calibration(spec: str, calibration: str | None):
     """The SPEC file, or the SPEC with ``calibration`` (an absolute path, checked by
     reading it) among its fixed arguments."""
-    import dataclasses
-    import os
-
     if calibration is None:
         return spec
     read_calibration(calibration)  # a bad file is bad input before any point runs
