@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from fabricflow.dynamics.flow_completion import flow_completion_times
 from fabricflow.fabric.spec import load_fat_tree
 from fabricflow.routing.route import route
@@ -31,8 +33,6 @@ def run(args) -> int | dict:
 
 
 def _case(k: int) -> dict:
-    import numpy as np
-
     began = time.perf_counter()
     fabric = load_fat_tree(k)
     src, dst = permutation_flows(fabric.num_gpus, seed=0)

@@ -47,6 +47,8 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from fabricflow.fabric.spec import load_fabric
 from fabricflow.solve.cc.laws import CC_NAMES
 from fabricflow.traffic.patterns import alltoall_groups
@@ -254,8 +256,6 @@ def _drain(stream, chunks: list, echo: bool) -> None:
 def maxmin_10m(budget_s: float, quick: bool) -> dict:
     """Route and solve the 10M-flow all-to-all on clos-1m (quick: 15,360 flows on 4,096
     GPUs of clos-100k); ``device_s`` is the second solve."""
-    import numpy as np
-
     # lazy: each case runs in its own process within a time budget; it imports its case only
     from fabricflow.bench.million import GROUP_SIZE, GROUPS_FULL, solve_case
 

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from fabricflow.sweeps.run import run_sweep
 
 TARGET_S = 600.0
@@ -100,7 +102,6 @@ def run(args) -> dict:
 
 def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> dict:
     """Kill a CLI run at about half (the whole process group, SIGKILL), rerun it."""
-    import numpy as np
     import zarr
 
     spec_path = root / "spec.json"
@@ -161,6 +162,4 @@ def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> 
 
 def _done(zarr, store: Path) -> int:
     """Points with status done in ``store``."""
-    import numpy as np
-
     return int(np.count_nonzero(np.asarray(zarr.open_array(store / "status", mode="r")[...]) == 1))

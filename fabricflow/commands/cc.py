@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
 from fabricflow.atomic import atomic_path
 from fabricflow.commands._common import (
     add_json_flag,
@@ -180,8 +182,6 @@ def run(args) -> int:
 def min_rate_warnings(title: str, params, max_min) -> list[str]:
     """A warning when some flows' max-min share is below the law's minimum rate: at that
     floor they offer their bottleneck more than it carries, and only PFC holds it back."""
-    import numpy as np
-
     floor = float(getattr(params, "min_rate", 0.0))
     below = int(np.count_nonzero(np.asarray(max_min) < floor * (1 - 1e-9)))
     if floor <= 0 or below == 0:
@@ -210,8 +210,6 @@ def _write_outputs(out: str, result, scenario, report: dict) -> None:
 
 def _links_to_plot(result, scenario):
     """The scenario's bottleneck first, then the links with the largest peak queues."""
-    import numpy as np
-
     order = [int(link) for link in np.argsort(result.queue.max(axis=0))[::-1]]
     if scenario.bottleneck is not None:
         order = [scenario.bottleneck] + [link for link in order if link != scenario.bottleneck]
@@ -219,8 +217,6 @@ def _links_to_plot(result, scenario):
 
 
 def _print_text(args, law, result, scenario, summary, report) -> None:
-    import numpy as np
-
     rate = np.asarray(summary["mean_rate_Bps"])
     ideal = np.asarray(summary["max_min_rate_Bps"])
     victims = [int(v) for v in summary["victim_flows"]]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from fabricflow.collective.groups import make_groups
 from fabricflow.commands._common import (
     add_fabric_flags,
@@ -53,8 +55,6 @@ def register(parser) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-
     out = Path(args.out)
     timings = {}
     start = time.perf_counter()

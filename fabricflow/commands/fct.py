@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.commands._common import (
     add_fabric_flags,
@@ -175,8 +177,6 @@ def run(args) -> int:
 
 def _traffic(args, num_hosts: int, size_default: float):
     """``(src, dst, size, start, description)`` from ``--traffic``."""
-    import numpy as np
-
     kind = args.traffic
     if kind in PATTERNS:
         hosts = num_hosts if args.hosts is None else args.hosts
@@ -229,8 +229,6 @@ def _process_seconds() -> float | None:
 
 
 def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> None:
-    import numpy as np
-
     ensure_folder(args.out)
     by = {times.fidelity: times}
     if other is not None:

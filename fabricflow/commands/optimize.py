@@ -20,10 +20,10 @@ from fabricflow.commands._interrupt import mark_reported
 from fabricflow.commands.step import stack_from_args
 from fabricflow.errors import SpecError
 from fabricflow.files import to_jsonable
+from fabricflow.layout_search import layout_codes
 from fabricflow.layout_search.explain import why_best
 from fabricflow.layout_search.knobs import parse_assignments
 from fabricflow.layout_search.layout_codes import candidate_of
-from fabricflow.layout_search.layout_codes import describe as line
 from fabricflow.layout_search.optimize import SearchInterrupted, flatten_kwargs, optimize_layout
 from fabricflow.layout_search.uncertainty import indistinguishable
 from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto, plot_sweep
@@ -270,7 +270,7 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-    return line(candidate_of(kwargs), where=False)
+    return layout_codes.describe(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
