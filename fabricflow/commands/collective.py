@@ -47,11 +47,24 @@ OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
 
 def register(parser) -> None:
+    """The flags of ``fabricflow collective``, group by group (the order ``--help`` lists them)."""
     parser.description = (
         "Time a collective run by all groups at once on a fabric; prints an "
         "nccl-tests-style table (size, count, time, algbw, busbw)."
     )
     add_fabric_flags(parser)
+    _add_group_flags(parser)
+    _add_size_flags(parser)
+    _add_transport_flags(parser)
+    _add_output_flags(parser)
+    add_fail_flag(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_group_flags(parser) -> None:
+    """The collective and who runs it: ``--op``, ``--gpus``, ``--group-size``, ``--layout``."""
     parser.add_argument("--op", required=True, help=OPS_HELP)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job (the first N)")
     parser.add_argument(
@@ -67,6 +80,10 @@ def register(parser) -> None:
         help="contiguous: group i = GPUs i*G..; strided: GPUs i, i+N/G, ... "
         "(data-parallel style, one member per node)",
     )
+
+
+def _add_size_flags(parser) -> None:
+    """The message sizes swept, as nccl-tests takes them: ``-b``, ``-e``, ``-f``."""
     parser.add_argument("--minbytes", "-b", default="8MiB", help="smallest size (default 8MiB)")
     parser.add_argument("--maxbytes", "-e", default="8GiB", help="largest size (default 8GiB)")
     parser.add_argument(
@@ -76,6 +93,11 @@ def register(parser) -> None:
         default=2.0,
         help="size multiplier between rows (default 2)",
     )
+
+
+def _add_transport_flags(parser) -> None:
+    """How the collective runs on the fabric: algorithm, protocol, routing, congestion
+    control, channels, rail awareness and the ECMP seed."""
     parser.add_argument(
         "--algo",
         default="auto",
@@ -109,6 +131,10 @@ def register(parser) -> None:
         help="rings cross rails between nodes instead of using PXN",
     )
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+
+
+def _add_output_flags(parser) -> None:
+    """``--plot FILE`` and ``--out DIR``."""
     parser.add_argument(
         "--plot",
         default=None,
@@ -124,10 +150,6 @@ def register(parser) -> None:
         help="folder for collective.csv (the table, exact numbers) and nccl-tests.txt (the "
         "table in nccl-tests' output format, for tools that read nccl-tests logs)",
     )
-    add_fail_flag(parser)
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args) -> int:
