@@ -1,8 +1,9 @@
 """The ``fabricflow`` command.
 
-Each subcommand lives in its own module under ``fabricflow/commands/`` and provides
-``register(subparsers)`` (adds its parser and sets ``func``) so that commands stay small
-and independent. Every command accepts ``--json`` and then prints exactly one JSON object.
+Each subcommand lives in its own module under ``fabricflow/commands/``, named with its
+one-line summary in :data:`fabricflow.commands.COMMANDS`, and provides ``register(parser)``
+(adds its flags and sets ``func``) so that commands stay small and independent. Every
+command accepts ``--json`` and then prints exactly one JSON object.
 
 Exit codes: 0 success; 2 bad input (usage, :class:`~fabricflow.errors.SpecError` and the
 other input errors, memory budget); 1 an output cannot be written
@@ -10,11 +11,13 @@ other input errors, memory budget); 1 an output cannot be written
 SIGTERM: files already written stay, partial ones never appear); 141 stdout closed early
 (``fabricflow presets | head -1``).
 
-Start-up stays light: ``import fabricflow`` is lazy and command modules import JAX, SciPy,
-xarray and matplotlib only inside the function that runs the command, so ``--help`` and
-``presets`` never load them. The command line (not in-process callers of :func:`main`)
-turns on JAX's persistent compilation cache (:mod:`fabricflow.jax_cache`), so the second
-run of a command skips compilation; ``FABRICFLOW_NO_JAX_CACHE=1`` opts out.
+Start-up stays light: ``import fabricflow`` is lazy, and the CLI imports only the module of
+the command that runs (:func:`build_parser`); ``--help`` and a misspelled command read the
+table and import none. A command module imports what it needs (JAX, SciPy, xarray) at its
+top, so ``fabricflow step --help`` loads JAX while ``--help`` and ``presets`` never do.
+The command line (not in-process callers of :func:`main`) turns on JAX's persistent
+compilation cache (:mod:`fabricflow.jax_cache`), so the second run of a command skips
+compilation; ``FABRICFLOW_NO_JAX_CACHE=1`` opts out.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import copy
 import importlib
 import json
 import os
-import pkgutil
 import re
 import signal
 import sys
@@ -33,9 +35,12 @@ import traceback
 import warnings
 
 from fabricflow.atomic import recording
-from fabricflow.commands import _interrupt
+from fabricflow.commands import COMMANDS, _interrupt, module_name
 from fabricflow.commands._interrupt import Interrupted
 from fabricflow.errors import FabricflowError, OutputError, UnitWarning, did_you_mean
+from fabricflow.files import to_jsonable
+from fabricflow.jax_cache import enable_persistent_cache
+from fabricflow.memory_budget import out_of_memory
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a killed writer
@@ -188,20 +193,28 @@ def _wants_json(argv: list[str]) -> bool:
     return any(len(arg) >= 4 and "--json".startswith(arg) for arg in argv)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from fabricflow import commands
-
+def build_parser(*commands: str) -> argparse.ArgumentParser:
+    """The ``fabricflow`` parser: every command of :data:`~fabricflow.commands.COMMANDS`
+    listed with its summary; the ``commands`` named get their whole parser (their modules
+    are imported), the others only their name, which is all that ``--help`` and a
+    misspelled command need."""
     parser = _ArgumentParser(
         prog="fabricflow",
         description="Flow-level network planning for AI-training clusters.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        importlib.import_module(f"{commands.__name__}.{info.name}").register(subparsers)
+    for name, summary in COMMANDS.items():
+        command = subparsers.add_parser(name, help=summary)
+        if name in commands:
+            importlib.import_module(module_name(name)).register(command)
     return parser
+
+
+def _command_of(argv: list[str]) -> tuple[str, ...]:
+    """The command that ``argv`` runs (its first word that names one), as a tuple of
+    at most one name for :func:`build_parser`."""
+    return next(((token,) for token in argv if token in COMMANDS), ())
 
 
 def _value_flags(parser: argparse.ArgumentParser) -> set[str]:
@@ -298,8 +311,6 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
     if hard_exit is None:
         hard_exit = argv is None
     if argv is None:  # the real command (not a program calling main): cache compiled kernels
-        from fabricflow.jax_cache import enable_persistent_cache
-
         enable_persistent_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
     with _interrupt.handling(), _unit_warnings():
@@ -424,8 +435,6 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
         if _interrupt.reported():  # the command's JSON object is out: keep it the only one
             print(f"fabricflow: {message}", file=sys.stderr)
         elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
-            from fabricflow.files import to_jsonable
-
             print(json.dumps({"error": "Interrupted", "message": message, **to_jsonable(extra)}))
         else:
             command = getattr(args, "command", None)
@@ -439,7 +448,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    parser = build_parser()
+    parser = build_parser(*_command_of(argv))
     try:
         args = parser.parse_args(_attach_negative_values(argv, parser))
     except UsageError as error:
@@ -456,8 +465,7 @@ def _run(argv: list[str]) -> int:
     args.completed = []
     args.written = []  # every file renamed into place (temporary ones of a command too)
     args.partial = {}
-    # _common imports numpy: not at module level, where it would delay the start-up
-    # signal handlers below the imports
+    # lazy: _common reads fabrics (fabric.spec); --help and a misspelled command need none
     from fabricflow.commands._common import check_destinations, finish_outputs, reset_outputs
 
     reset_outputs()
@@ -476,8 +484,6 @@ def _run(argv: list[str]) -> int:
         _report(args, argv, type(error).__name__, str(error))
         return 2
     except MemoryError as error:  # a raw allocation failure: name what ran out
-        from fabricflow.memory_budget import out_of_memory
-
         named = out_of_memory(error, f"fabricflow {args.command}")
         _report(args, argv, type(named).__name__, str(named))
         return 2

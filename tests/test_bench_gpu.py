@@ -36,19 +36,19 @@ def test_without_a_gpu_the_run_is_skipped_with_the_reason_and_exit_0(capsys, tmp
 
 
 def test_all_sections_without_gpu_flag_leave_the_gpu_run_out(monkeypatch, capsys):
-    from fabricflow import bench
+    from fabricflow.commands import bench
 
     ran = []
 
     class Fake:
-        SECTION = "fake"
-
         @staticmethod
         def run(args):
             ran.append(args.gpu)
             return {}
 
-    monkeypatch.setattr(bench, "sections", lambda: {"fake": Fake, "gpu": gpu})
+    modules = {"fake": Fake, "gpu": gpu}
+    monkeypatch.setattr(bench, "SECTIONS", {"fake": "a fake section", "gpu": "the GPU run"})
+    monkeypatch.setattr(bench, "load", modules.__getitem__)
     assert main(["bench", "--json"]) == 0
     assert "gpu" not in json.loads(capsys.readouterr().out)
     assert ran == [False]

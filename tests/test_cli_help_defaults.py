@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 
 from fabricflow.cli import DefaultsHelpFormatter, _subparsers, build_parser
+from fabricflow.commands import COMMANDS
 
 
 def test_every_option_with_a_default_shows_it_in_help():
-    parser = build_parser()
+    parser = build_parser(*COMMANDS)
     for name, command in _subparsers(parser).items():
         text = command.format_help()
         for action in command._actions:
@@ -34,7 +35,7 @@ def test_switches_and_unset_options_show_no_noise():
 def test_fct_fidelity_default_is_explained_on_both_sides():
     import fabricflow.dynamics.flow_completion as fct
 
-    command = _subparsers(build_parser())["fct"]
+    command = _subparsers(build_parser("fct"))["fct"]
     text = " ".join(command.format_help().split())
     assert "(default: packet)" in text and "ff.flow_completion_times" in text
     assert "fabricflow fct" in fct.flow_completion_times.__doc__

@@ -167,13 +167,14 @@ def test_unwritable_out_fails_before_simulating(tmp_path, capsys):
 
 
 def test_interrupt_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    from fabricflow.cluster import simulate
+    from fabricflow.commands import cluster as cluster_command
     from fabricflow.commands._interrupt import Interrupted
 
     def interrupted(*args, **kwargs):
         raise Interrupted(signal.SIGINT)
 
-    monkeypatch.setattr(simulate, "simulate_cluster", interrupted)
+    # the command's own name for the simulation (imported at the command module's top)
+    monkeypatch.setattr(cluster_command, "simulate_cluster", interrupted)
     out = tmp_path / "run"
     argv = [*BASE, "--trace", _trace(tmp_path), "--out", str(out), "--json"]
     assert main(argv) == 130

@@ -292,7 +292,7 @@ def test_design_cli_default_work_matches_the_api():
     from fabricflow.cli import build_parser
     from fabricflow.design.space import DEFAULT_LAYOUT_BUDGET_WORK
 
-    parser = build_parser()
+    parser = build_parser("design")
     args = parser.parse_args(
         ["design", "--gpu", "h100-sxm", "--job", "llama3-8b:64:64:2048", "--out", "x"]
     )

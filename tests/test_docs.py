@@ -176,12 +176,12 @@ def test_bench_commands_in_the_docs_parse_and_name_real_sections():
     import shlex
     from pathlib import Path
 
-    from fabricflow.bench import sections
+    from fabricflow.bench import SECTIONS
     from fabricflow.cli import build_parser
 
     root = Path(__file__).resolve().parent.parent
-    known = set(sections())
-    parser = build_parser()
+    known = set(SECTIONS)
+    parser = build_parser("bench")
     found = 0
     for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         for command in re.findall(r"`(?:[A-Z_]+=\S+ )?fabricflow (bench[^`]*)`", page.read_text()):

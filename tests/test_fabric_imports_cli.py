@@ -14,6 +14,7 @@ import pytest
 import fabricflow as ff
 from fabricflow.cli import _subparsers, build_parser, main
 from fabricflow.collective.timing import prepare_collective
+from fabricflow.commands import COMMANDS
 from fabricflow.design.space import design_spec
 from fabricflow.fabric.spec import build_fabric, load_fat_tree, spec_yaml_text
 from fabricflow.sweeps.overrides import check_paths, resolved_spec
@@ -46,7 +47,7 @@ def site(tmp_path):
 
 def test_every_command_that_takes_a_fabric_takes_the_import_flags():
     takes = set()
-    for name, command in _subparsers(build_parser()).items():
+    for name, command in _subparsers(build_parser(*COMMANDS)).items():
         actions = {action.dest: action for action in command._actions}
         if "fabric" not in actions:
             continue

@@ -127,7 +127,7 @@ def test_the_memory_choices_round_trip_through_the_step_command():
     assert "--no-fp8-activation-cache" in over
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    register(sub)
+    register(sub.add_parser("step"))
     args = parser.parse_args(
         ["step", "--fabric", "x", "--model", "m", "--gpu", "g", "--gpus", "8"] + words
     )

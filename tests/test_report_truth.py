@@ -44,7 +44,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
 
 def _step_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
-    step_command.register(parser.add_subparsers())
+    step_command.register(parser.add_subparsers().add_parser("step"))
     return parser
 
 

@@ -21,9 +21,13 @@ import resource
 import numpy as np
 
 from fabricflow.bench._measure import measured
-
-SECTION = "cc"
-DESCRIPTION = "congestion-control fluid model: flows x steps per second; 1,000-set batches"
+from fabricflow.dynamics.congestion import prepare_fabric_run
+from fabricflow.dynamics.scenarios import incast
+from fabricflow.solve.cc.laws import CC_NAMES, resolve_law
+from fabricflow.solve.cc.prepare import prepare_cc
+from fabricflow.solve.cc.run_cc import run_cc
+from fabricflow.solve.parameters import stack_params
+from fabricflow.solve.status import SolverStatus
 
 
 def leaf_spine_flows(
@@ -69,10 +73,6 @@ def leaf_spine_flows(
 
 def _case(num_flows: int, steps: int, result: dict, prefix: str, cc: str = "dcqcn") -> None:
     import jax
-
-    from fabricflow.solve.cc.prepare import prepare_cc
-    from fabricflow.solve.cc.run_cc import run_cc
-    from fabricflow.solve.status import SolverStatus
 
     links, capacity, marking, pfc_ingress, path_latency = leaf_spine_flows(num_flows)
     dt = 1e-6
@@ -125,9 +125,6 @@ BATCH_RANGES = {
 
 def parameter_batch(cc: str, count: int, seed: int = 0):
     """``count`` parameter sets of law ``cc`` drawn log-uniformly (:data:`BATCH_RANGES`)."""
-    from fabricflow.solve.cc.laws import resolve_law
-    from fabricflow.solve.parameters import stack_params
-
     law = resolve_law(cc)
     rng = np.random.default_rng(seed)
     draws = {
@@ -141,10 +138,6 @@ def parameter_batch(cc: str, count: int, seed: int = 0):
 def _batch_case(cc: str, count: int, result: dict) -> None:
     """``count`` parameter sets of ``cc`` in one vmapped call of one compiled kernel."""
     import jax
-
-    from fabricflow.dynamics.congestion import prepare_fabric_run
-    from fabricflow.dynamics.scenarios import incast
-    from fabricflow.solve.cc.run_cc import run_cc
 
     scenario = incast(16, bandwidth=40e9 / 8)
     prefix = f"batch_{cc}"
@@ -185,8 +178,6 @@ def _batch_case(cc: str, count: int, result: dict) -> None:
 
 def run(options) -> dict:
     import jax
-
-    from fabricflow.solve.cc.laws import CC_NAMES
 
     quick = bool(getattr(options, "quick", False))
     result: dict = {}

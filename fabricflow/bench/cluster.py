@@ -19,8 +19,12 @@ from __future__ import annotations
 import resource
 import time
 
-SECTION = "cluster"
-DESCRIPTION = "cluster simulation: 1,000-job 30-day trace on clos-100k with failures"
+from fabricflow.cluster.failures import CheckpointPolicy
+from fabricflow.cluster.simulate import simulate_cluster
+from fabricflow.cluster.standalone import clear_cache
+from fabricflow.cluster.synthetic import synthetic_trace
+from fabricflow.fabric.spec import load_fabric
+
 TARGET_S = 300.0
 TARGET_RSS_BYTES = 8 * 2**30
 
@@ -55,12 +59,6 @@ def run_case(
     """Simulate ``jobs`` synthetic jobs over ``days`` on ``fabric_name`` (see the module
     docs) and return the figures. ``progress``: passed to ``simulate_cluster`` (called
     after every event; it may raise to stop the run)."""
-    from fabricflow.cluster.failures import CheckpointPolicy
-    from fabricflow.cluster.simulate import simulate_cluster
-    from fabricflow.cluster.standalone import clear_cache
-    from fabricflow.cluster.synthetic import synthetic_trace
-    from fabricflow.fabric.spec import load_fabric
-
     began = time.perf_counter()
     cpu_began = time.process_time()
     fabric = load_fabric(fabric_name)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from fabricflow.bench.cluster import run_case, with_targets
 
-SECTION = "cluster-90d"
-DESCRIPTION = "cluster simulation: 10,000-job 90-day trace on clos-100k with failures"
 TARGET_S = 1800.0
 TARGET_RSS_BYTES = 12 * 2**30
 

@@ -11,17 +11,13 @@ hop of every ring channel, one max-min solve, pricing), with ``algorithm="ring"`
 from __future__ import annotations
 
 from fabricflow.bench._measure import measured
-
-SECTION = "collective"
-DESCRIPTION = "reduce-scatter of 2,048 concurrent DP groups of a 16k-GPU job (3-tier Clos)"
+from fabricflow.collective import make_groups, prepare_collective
+from fabricflow.fabric.spec import load_fabric
 
 TARGET_S = 30.0
 
 
 def run(args) -> dict:
-    from fabricflow.collective import make_groups, prepare_collective
-    from fabricflow.fabric.spec import load_fabric
-
     quick = bool(getattr(args, "quick", False))
     gpus = 4096 if quick else 16384
     group_size = 8

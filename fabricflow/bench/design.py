@@ -13,9 +13,7 @@ from __future__ import annotations
 import tempfile
 
 from fabricflow.bench._measure import measured
-
-SECTION = "design"
-DESCRIPTION = "fabric design search: Llama-3-405B on 16,384 H100, 72 designs, <= 30 min"
+from fabricflow.design.search import design_fabric
 
 CASES = {
     "llama3_405b_16k": dict(
@@ -35,8 +33,6 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from fabricflow.design.search import design_fabric
-
     out: dict = {"job": case["job"], "space": case["space"], "workers": case["workers"]}
     with tempfile.TemporaryDirectory(prefix="fabricflow-bench-design-") as folder:
         with measured(out, "design"):

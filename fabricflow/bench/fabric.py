@@ -7,16 +7,12 @@ ECMP-route 1,000,000 flows (all-to-all in groups spread over the fabric) in <= 1
 from __future__ import annotations
 
 from fabricflow.bench._measure import measured
-
-SECTION = "fabric"
-DESCRIPTION = "build clos-100k; ECMP/multipath routing of 1M all-to-all flows"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.routing.route import route
+from fabricflow.traffic.patterns import alltoall_groups
 
 
 def run(args) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.routing.route import route
-    from fabricflow.traffic.patterns import alltoall_groups
-
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k"}
     with measured(result, "build"):

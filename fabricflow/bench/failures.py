@@ -20,14 +20,23 @@ Sizes beyond the section's: ``python -m fabricflow.bench.failures --scenarios 25
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 import time
 
 import numpy as np
 
+from fabricflow.bench import SECTIONS
 from fabricflow.bench._measure import measured
-
-SECTION = "failures"
-DESCRIPTION = "4,096 link-failure scenarios of max-min on 100k flows as one vmapped batch"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.memory_budget import memory_budget
+from fabricflow.routing.route import route
+from fabricflow.solve.maxmin.checked import max_min_rates
+from fabricflow.solve.maxmin.engine import max_min
+from fabricflow.solve.maxmin.inputs import solve_bytes
+from fabricflow.sweeps.solver_tasks import failure_capacities
+from fabricflow.traffic.patterns import alltoall_groups
 
 FRACTIONS = (0.005, 0.01, 0.02, 0.05)
 KINDS = ("leaf", "spine")
@@ -46,10 +55,6 @@ def run(args) -> dict:
 
 def _setup(quick: bool, scenarios: int):
     """The fabric, the shared routes and the scenario grid ``[(kind, fraction, seed)]``."""
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.routing.route import route
-    from fabricflow.traffic.patterns import alltoall_groups
-
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
     src, dst = alltoall_groups(fabric.num_gpus, 16, 64 if quick else 417)
     routes = route(fabric, src, dst, policy="ecmp", seed=0)
@@ -61,8 +66,6 @@ def _setup(quick: bool, scenarios: int):
 def _capacities(fabric, grid, used) -> np.ndarray:
     """float32 ``[len(grid), len(used)]``: each scenario's capacities of the crossed links
     (made chunk by chunk: all 4,096 full ``[L]`` rows would take 22 GB)."""
-    from fabricflow.sweeps.solver_tasks import failure_capacities
-
     out = np.empty((len(grid), used.size), np.float32)
     for kind in KINDS:
         rows = [i for i, g in enumerate(grid) if g[0] == kind]
@@ -77,9 +80,6 @@ def _capacities(fabric, grid, used) -> np.ndarray:
 
 def _case(quick: bool, scenarios: int) -> dict:
     import jax
-
-    from fabricflow.memory_budget import memory_budget
-    from fabricflow.solve.maxmin.inputs import solve_bytes
 
     out: dict = {"preset": "clos-100k", "dtype": "float32", "device": str(jax.devices()[0])}
     with measured(out, "setup"):
@@ -119,10 +119,6 @@ def _case(quick: bool, scenarios: int) -> dict:
 
 def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
     """Solve every scenario chunk by chunk; record compile and solve times."""
-    import sys
-
-    from fabricflow.solve.maxmin.engine import max_min
-
     remap = np.full(fabric.num_links + 1, -1, np.int32)
     remap[used] = np.arange(used.size, dtype=np.int32)
     compact = remap[links]
@@ -163,8 +159,6 @@ def _solve_all(out: dict, fabric, grid, links, used, chunk: int):
 
 
 def _intact(links, capacity, used) -> float:
-    from fabricflow.solve.maxmin.checked import max_min_rates
-
     return float(np.sum(max_min_rates(links, capacity.astype(np.float32))))
 
 
@@ -198,10 +192,7 @@ def _gpu_case() -> dict | str:
 
 def main(argv=None) -> None:
     """``python -m fabricflow.bench.failures [--quick] [--scenarios N] [--json]``."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(description=DESCRIPTION)
+    parser = argparse.ArgumentParser(description=SECTIONS["failures"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--scenarios", type=int, default=None)
     parser.add_argument("--json", action="store_true")

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import time
 
-SECTION = "fct"
-DESCRIPTION = "flow completion times: 2 MB permutation on fat-tree k=16 / k=32, fluid vs packet"
+import numpy as np
+
+from fabricflow.dynamics.flow_completion import flow_completion_times
+from fabricflow.fabric.spec import load_fat_tree
+from fabricflow.routing.route import route
+from fabricflow.traffic.patterns import permutation_flows
 
 
 def run(args) -> int | dict:
@@ -29,13 +33,6 @@ def run(args) -> int | dict:
 
 
 def _case(k: int) -> dict:
-    import numpy as np
-
-    from fabricflow.dynamics.flow_completion import flow_completion_times
-    from fabricflow.fabric.spec import load_fat_tree
-    from fabricflow.routing.route import route
-    from fabricflow.traffic.patterns import permutation_flows
-
     began = time.perf_counter()
     fabric = load_fat_tree(k)
     src, dst = permutation_flows(fabric.num_gpus, seed=0)

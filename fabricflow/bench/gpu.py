@@ -47,8 +47,11 @@ import sys
 import threading
 import time
 
-SECTION = "gpu"
-DESCRIPTION = "the prepared GPU run: 10M-flow max-min, 16k/98k searches, CC vmap, cluster (8 min)"
+import numpy as np
+
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.solve.cc.laws import CC_NAMES
+from fabricflow.traffic.patterns import alltoall_groups
 
 TOTAL_BUDGET_S = 480.0
 #: Seconds kept back from the total: this process's own start (JAX) and the report.
@@ -253,11 +256,8 @@ def _drain(stream, chunks: list, echo: bool) -> None:
 def maxmin_10m(budget_s: float, quick: bool) -> dict:
     """Route and solve the 10M-flow all-to-all on clos-1m (quick: 15,360 flows on 4,096
     GPUs of clos-100k); ``device_s`` is the second solve."""
-    import numpy as np
-
+    # lazy: each case runs in its own process within a time budget; it imports its case only
     from fabricflow.bench.million import GROUP_SIZE, GROUPS_FULL, solve_case
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.traffic.patterns import alltoall_groups
 
     preset, sizes = ("clos-100k", {"gpus": 4096}) if quick else ("clos-1m", {})
     started = time.perf_counter()
@@ -276,8 +276,8 @@ def maxmin_10m(budget_s: float, quick: bool) -> dict:
 
 def cc_vmap(budget_s: float, quick: bool) -> dict:
     """1,000 parameter sets per law in one vmapped call each (quick: 10 sets of DCQCN)."""
+    # lazy: each case runs in its own process within a time budget; it imports its case only
     from fabricflow.bench.cc import _batch_case
-    from fabricflow.solve.cc.laws import CC_NAMES
 
     out: dict = {}
     laws = ("dcqcn",) if quick else CC_NAMES
@@ -292,6 +292,7 @@ def cc_vmap(budget_s: float, quick: bool) -> dict:
 def search(name: str, budget_s: float, quick: bool) -> dict:
     """The layout search of ``name`` with its search budget (quick: Megatron 18.4B on
     256 A100, 20 s); ``device_s`` is the search."""
+    # lazy: each case runs in its own process within a time budget; it imports its case only
     from fabricflow.bench import optimize
 
     if quick:
@@ -317,6 +318,7 @@ class _OutOfBudget(Exception):
 def cluster(budget_s: float, quick: bool) -> dict:
     """The cluster section's 30-day case, stopped when ``budget_s`` (less a margin for the
     report) is spent (quick: 20 jobs over one day on dgx-h100-superpod)."""
+    # lazy: each case runs in its own process within a time budget; it imports its case only
     from fabricflow.bench.cluster import run_case
 
     stop_at = _START + budget_s - 5.0

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-SECTION = "grids"
-DESCRIPTION = "sweep grids of 2x10^5 and 10^7 points: seconds to the first points, memory"
 
 POINTS = 1000  # points each run computes before it stops itself
 GRIDS = {
@@ -39,8 +37,6 @@ _CALLS = {"count": 0}
 def probe_point(x, y=0, after=POINTS, report=None) -> dict:
     """``value = x``. At its ``after``-th call in a process it writes the process's peak
     RSS (KiB) to ``report`` and sends SIGINT to its process (the sweep's, inline)."""
-    import resource
-
     _CALLS["count"] += 1
     if _CALLS["count"] == after:
         if report:

@@ -19,18 +19,14 @@ import time
 import numpy as np
 
 from fabricflow.bench._measure import measured
-
-SECTION = "maxmin"
-DESCRIPTION = "max-min engine: numpy and JAX backends on 1M-flow MoE all-to-all and a ring"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.routing.route import route
+from fabricflow.solve.maxmin.engine import max_min, resolve_method
+from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
+from fabricflow.traffic.patterns import alltoall_groups, ring
 
 
 def run(args) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.routing.route import route
-    from fabricflow.solve.maxmin.engine import resolve_method
-    from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
-    from fabricflow.traffic.patterns import alltoall_groups, ring
-
     quick = bool(getattr(args, "quick", False))
     result: dict = {"preset": "clos-100k", "dtype": "float32"}
     fabric = load_fabric("clos-100k", **({"gpus": 4096} if quick else {}))
@@ -68,8 +64,6 @@ def run(args) -> dict:
 def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
     """Both backends: numpy once, JAX first call (compile + solve) and a second call with
     new capacities (solve only); their rates compared."""
-    from fabricflow.solve.maxmin.engine import max_min
-
     case: dict = {"flows": int(links.shape[0]), "max_hops": int(links.shape[1])}
     with measured(case, "numpy_solve"):
         numpy_solution = max_min(links, capacity, method="numpy")
@@ -94,8 +88,6 @@ def _solve_case(links: np.ndarray, capacity: np.ndarray) -> dict:
 def _batch_layouts(links: np.ndarray, capacity: np.ndarray, scenarios: int = 8) -> dict:
     """Seconds per scenario of ``scenarios`` capacity scenarios over the same flows: JAX
     block-diagonal, JAX vmapped, numpy one after another (each after a warm-up call)."""
-    from fabricflow.solve.maxmin.engine import max_min
-
     rng = np.random.default_rng(0)
     batch = (capacity[None, :] * rng.uniform(0.5, 1.5, (scenarios, capacity.size))).astype(
         np.float32
@@ -120,10 +112,6 @@ def _gpu_cases(fabric, capacity: np.ndarray) -> dict | str:
     """10M flows and a scatter-add contention probe, only on a GPU."""
     import jax
     import jax.numpy as jnp
-
-    from fabricflow.routing.route import route
-    from fabricflow.solve.maxmin.engine import max_min
-    from fabricflow.traffic.patterns import alltoall_groups
 
     if not any(device.platform == "gpu" for device in jax.devices()):
         return "skipped: no GPU device"

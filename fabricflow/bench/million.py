@@ -36,9 +36,10 @@ import time
 import numpy as np
 
 from fabricflow.bench._measure import measured
-
-SECTION = "million"
-DESCRIPTION = "clos-1m (1,048,576 GPUs): build, route and max-min solve a 10M-flow all-to-all"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.routing.route import route
+from fabricflow.solve.maxmin.checked import max_min_solution
+from fabricflow.traffic.patterns import alltoall_groups
 
 PRESET = "clos-1m"
 GROUP_SIZE = 16
@@ -72,9 +73,6 @@ print(json.dumps({
 
 def run(args) -> dict:
     import jax
-
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.traffic.patterns import alltoall_groups
 
     quick = bool(getattr(args, "quick", False))
     result: dict = {
@@ -137,9 +135,6 @@ def solve_case(fabric, capacity: np.ndarray, src, dst, *, second_call: bool) -> 
     """Route ``src -> dst`` (ECMP) and solve max-min rates; times and peak RSS of each."""
     import jax
 
-    from fabricflow.routing.route import route
-    from fabricflow.solve.maxmin.checked import max_min_solution
-
     case: dict = {"flows": int(src.size), "device": str(jax.devices()[0])}
     with measured(case, "route"):
         routes = route(fabric, src, dst, policy="ecmp", seed=0)
@@ -171,8 +166,6 @@ def shard_options() -> dict:
     """``{"shard": "flows"}`` where several devices are present and the solver takes a
     ``shard`` option (the flow-sharded max-min); ``{}`` (one device) otherwise."""
     import jax
-
-    from fabricflow.solve.maxmin.checked import max_min_solution
 
     if len(jax.devices()) < 2:
         return {}

@@ -24,6 +24,7 @@ missed target ends with its counts instead of running on. ``--quick``: Megatron 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -31,8 +32,11 @@ import subprocess
 import sys
 import time
 
-SECTION = "optimize"
-DESCRIPTION = "layout search: Llama-3-405B on 16k (meta-llama3-24k) and 98k H100, GPT-3 on 1k A100"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.layout_search.class_model_error import class_model_error
+from fabricflow.layout_search.optimize import optimize_layout
+from fabricflow.workload.step import DEFAULT_ORDER, step_time
+
 GIB = 2**30
 
 CASES = {
@@ -67,8 +71,6 @@ BUDGET_FACTOR = 3.0
 
 
 def _describe(kwargs: dict) -> dict:
-    import dataclasses
-
     lay = dataclasses.asdict(kwargs["layout"])
     keep = ("tp", "cp", "pp", "vpp", "ep", "dp", "micro_batch", "recompute", "zero",
             "sequence_parallel", "tp_overlap", "dp_overlap")  # fmt: skip
@@ -77,11 +79,6 @@ def _describe(kwargs: dict) -> dict:
 
 def search_case(case: dict) -> dict:
     """Run one case's search in this process; the figures of the search and its winner."""
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.layout_search.class_model_error import class_model_error
-    from fabricflow.layout_search.optimize import optimize_layout
-    from fabricflow.workload.step import DEFAULT_ORDER, step_time
-
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "global_batch", "seq_len")}
     fabric = load_fabric(case["fabric"])
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -19,19 +19,21 @@ import time
 import numpy as np
 
 from fabricflow.bench._measure import measured
-
-SECTION = "planner"
-DESCRIPTION = "step_time on each max-min backend and the engine's batch layouts, on the device"
+from fabricflow.collective import structure_cache
+from fabricflow.collective.flow_rates import effective_capacity
+from fabricflow.collective.nccl_cost import DEFAULT_COST
+from fabricflow.collective.timing import prepare_collective
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.solve.maxmin.batch import max_min_batch
+from fabricflow.solve.maxmin.engine import METHOD_ENV
+from fabricflow.solve.maxmin.entries import FlowEntries
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.placement import place
+from fabricflow.workload.step import step_time
 
 
 def run(args) -> dict:
     import jax
-
-    from fabricflow.collective import structure_cache
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.solve.maxmin.engine import METHOD_ENV
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step import step_time
 
     on_gpu = any(device.platform == "gpu" for device in jax.devices())
     large = bool(getattr(args, "gpu", False)) and on_gpu and not getattr(args, "quick", False)
@@ -82,8 +84,6 @@ def run(args) -> dict:
 
 def _cold(call, repeats: int = 2) -> tuple[float, float]:
     """Best (CPU, wall) seconds of ``call`` with the structure cache cleared first."""
-    from fabricflow.collective import structure_cache
-
     best_cpu = best_wall = float("inf")
     for _ in range(repeats):
         structure_cache.clear()
@@ -97,13 +97,6 @@ def _cold(call, repeats: int = 2) -> tuple[float, float]:
 def _batch_layouts(fabric, model, layout) -> dict:
     """Every phase of the layout's DP reduce-scatter and TP all-gather solved as one batch
     with JAX, block-diagonal and vmapped (seconds after a warm-up call), and with numpy."""
-    from fabricflow.collective.flow_rates import effective_capacity
-    from fabricflow.collective.nccl_cost import DEFAULT_COST
-    from fabricflow.collective.timing import prepare_collective
-    from fabricflow.solve.maxmin.batch import max_min_batch
-    from fabricflow.solve.maxmin.entries import FlowEntries
-    from fabricflow.workload.placement import place
-
     where = place(layout, fabric.num_gpus, gpus_per_node=fabric.gpus_per_node, fabric=fabric)
     problems = []
     for dims, op in ((("dp", "cp"), "reduce_scatter"), ("tp", "all_gather")):

@@ -10,9 +10,9 @@ Llama-3-8B on 64 GPUs with a 5 s search and one draw per fraction.
 from __future__ import annotations
 
 from fabricflow.bench._measure import measured
-
-SECTION = "report"
-DESCRIPTION = "design-review report: Llama-3-70B on 1,024 H100 (dgx-h100-superpod), <= 2 min"
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.report.build import build_report
+from fabricflow.report.html import fabricflow_version, render_html
 
 CASES = {
     "llama3_70b_1k": dict(
@@ -29,10 +29,6 @@ QUICK = {
 
 
 def run_case(case: dict) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.report.build import build_report
-    from fabricflow.report.html import fabricflow_version, render_html
-
     out: dict = {k: case[k] for k in ("fabric", "model", "gpu", "gpus", "budget_s", "fail_seeds")}
     with measured(out, "report"):
         report = build_report(

@@ -26,9 +26,11 @@ import os
 import numpy as np
 
 from fabricflow.bench._measure import measured
-
-SECTION = "routing"
-DESCRIPTION = "routing optimizer vs ECMP and spray on MoE all-to-all; 1M-flow optimization"
+from fabricflow.collective import make_groups
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.routing.route import route
+from fabricflow.routing_optimizer.compare import routing_figures
+from fabricflow.routing_optimizer.makespan import optimize_routing
 
 TARGET_S = 60.0
 TARGET_BYTES = 8 * 2**30
@@ -36,8 +38,6 @@ GROUP_SIZE = 64
 
 
 def _alltoall(num_gpus: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    from fabricflow.collective import make_groups
-
     members = make_groups(num_gpus, GROUP_SIZE, layout="strided")[:groups]
     src = np.repeat(members, GROUP_SIZE, axis=1).ravel()
     dst = np.tile(members, (1, GROUP_SIZE)).ravel()
@@ -57,9 +57,6 @@ COMPLETION_MAX_FLOWS = 50_000
 
 
 def _spray(fabric, src, dst, sizes) -> dict:
-    from fabricflow.routing.route import route
-    from fabricflow.routing_optimizer.compare import routing_figures
-
     probe = route(fabric, src[:256], dst[:256], policy="spray")
     width = max(int(probe.links.shape[1]), 1)
     if src.shape[0] * width <= SPRAY_MAX_ENTRIES:
@@ -87,10 +84,6 @@ def _completes(sizes: np.ndarray) -> bool:
 
 
 def _compare(fabric, groups: int, size: float) -> dict:
-    from fabricflow.routing.route import route
-    from fabricflow.routing_optimizer.compare import routing_figures
-    from fabricflow.routing_optimizer.makespan import optimize_routing
-
     src, dst = _alltoall(fabric.num_gpus, groups)
     sizes = np.full(src.shape[0], size)
     out: dict = {"groups": groups, "flows": int(src.shape[0]), "size_bytes": size}
@@ -118,9 +111,6 @@ def _compare(fabric, groups: int, size: float) -> dict:
 
 
 def run(args) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.routing_optimizer.makespan import optimize_routing
-
     quick = bool(getattr(args, "quick", False))
     result: dict = {"cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
     llama = load_fabric("meta-llama3-24k")

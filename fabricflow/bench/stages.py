@@ -15,20 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from fabricflow.bench._measure import measured
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import step_time
 
-SECTION = "stages"
-DESCRIPTION = (
-    "DeepSeek-V3 on 2,048 H800 (PP16 uneven, EP64, DualPipe) vs published GPU hours; "
-    "a Llama-3-70B job over H100 + H20"
-)
 PUBLISHED_GPU_HOURS_PER_T_TOKENS = 180e3  # DeepSeek-V3 report, section 1 (H800 hours)
 
 
 def run(args) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step import step_time
-
     quick = bool(getattr(args, "quick", False))
     result: dict = {}
     with measured(result, "fabric_build"):

@@ -22,20 +22,15 @@ from __future__ import annotations
 import time
 
 from fabricflow.bench._measure import measured
-
-SECTION = "step"
-DESCRIPTION = (
-    "Llama-3-405B step time on 16,384 GPUs of meta-llama3-24k (TP8 PP16 DP128); "
-    "Megatron Table 1 errors"
-)
+from fabricflow.collective import structure_cache
+from fabricflow.fabric.spec import load_fabric
+from fabricflow.study.step_calibration import calibration_table
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.step import step_time
 
 
 def run(args) -> dict:
-    from fabricflow.fabric.spec import load_fabric
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step import step_time
-
     quick = bool(getattr(args, "quick", False))
     result: dict = {"fabric": "meta-llama3-24k", "model": "llama3-405b"}
     with measured(result, "fabric_build"):
@@ -66,7 +61,6 @@ def run(args) -> dict:
             seq_len=8192,
             sequence_parallel=True,
         )
-    from fabricflow.collective import structure_cache
 
     structure_cache.clear()  # cold: every group structure routed and solved
     cpu = time.process_time()
@@ -138,7 +132,6 @@ def run(args) -> dict:
         collective_backend=out.details["collective_backend"],
     )
     # Accuracy: error of every row of Megatron-LM SC21 Table 1 (published TFLOP/s per GPU).
-    from fabricflow.study.step_calibration import calibration_table
 
     selene = load_fabric("dgx-a100-superpod")
     with measured(result, "calibration"):
@@ -172,8 +165,6 @@ def run(args) -> dict:
 def _cold_cpu(call, repeats: int = 3) -> float:
     """Best CPU seconds of ``call`` over ``repeats`` cold runs (structure cache cleared
     before each; the process already warm: modules imported, caches of the fabric kept)."""
-    from fabricflow.collective import structure_cache
-
     best = float("inf")
     for _ in range(repeats):
         structure_cache.clear()

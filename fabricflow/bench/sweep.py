@@ -31,8 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-SECTION = "sweep"
-DESCRIPTION = "1,000-point step-time sweep on clos-100k with 2 local workers; kill and resume"
+import numpy as np
+
+from fabricflow.sweeps.run import run_sweep
 
 TARGET_S = 600.0
 WORKERS = 2
@@ -71,8 +72,6 @@ def spec(quick: bool) -> dict:
 
 
 def run(args) -> dict:
-    from fabricflow.sweeps.run import run_sweep
-
     quick = bool(getattr(args, "quick", False))
     sweep_spec = spec(quick)
     result: dict = {"preset": "clos-100k", "workers": WORKERS}
@@ -103,7 +102,6 @@ def run(args) -> dict:
 
 def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> dict:
     """Kill a CLI run at about half (the whole process group, SIGKILL), rerun it."""
-    import numpy as np
     import zarr
 
     spec_path = root / "spec.json"
@@ -164,6 +162,4 @@ def _resume(sweep_spec: dict, root: Path, uninterrupted_s: float, reference) -> 
 
 def _done(zarr, store: Path) -> int:
     """Points with status done in ``store``."""
-    import numpy as np
-
     return int(np.count_nonzero(np.asarray(zarr.open_array(store / "status", mode="r")[...]) == 1))

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import sys
+import tempfile
 
+from fabricflow.atomic import describe_os_error, ensure_folder, write_text
+from fabricflow.commands._interrupt import check, mark_reported
+from fabricflow.errors import OutputError, SpecError
+from fabricflow.fabric.spec import is_import, load_fabric
 from fabricflow.files import to_jsonable
 
 
@@ -32,7 +40,6 @@ def failed_fabric(fabric, fail: str | None, seed: int):
     and the fraction are validated by ``Fabric.without``."""
     if not fail:
         return fabric
-    from fabricflow.errors import SpecError
 
     kind, _, fraction = fail.partition(":")
     try:
@@ -101,9 +108,6 @@ def load_fabric_flags(args):
         SpecError: a bad fabric or file (named); an import flag given for a preset or
             YAML spec (``--gpus-per-node`` ... named).
     """
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.spec import is_import, load_fabric
-
     options = {key: getattr(args, key, None) for key in IMPORT_FLAGS}
     given = {key: value for key, value in options.items() if value is not None}
     if given and (args.fabric is None or not is_import(args.fabric)):
@@ -117,8 +121,6 @@ def load_fabric_flags(args):
 def print_json(obj) -> None:
     """Print the command's one JSON object; an output that could not be written (see
     :func:`write_outputs`) is named in it as ``error`` and ``message`` beside the result."""
-    from fabricflow.commands._interrupt import check, mark_reported
-
     check()  # an interrupt swallowed by library code still stops the report
     if _deferred and isinstance(obj, dict):
         obj = {**obj, "error": "OutputError", "message": "; ".join(_deferred)}
@@ -156,8 +158,6 @@ def mark_done(args, item) -> None:
     Files written through :func:`fabricflow.atomic.atomic_path` are recorded already
     (the CLI records them as they are renamed into place, in ``args.written``).
     """
-    from fabricflow.commands._interrupt import check
-
     completed = args.__dict__.setdefault("completed", [])
     if item not in completed:
         completed.append(item)
@@ -183,8 +183,6 @@ _deferred_reported: list[bool] = []  # [True] once print_json put them in the ob
 
 
 def _non_empty(text: str) -> str:
-    import argparse
-
     if not text.strip():
         raise argparse.ArgumentTypeError(
             f"an empty path {text!r}; give a file or folder name (e.g. 'out' or '.')"
@@ -219,8 +217,6 @@ def check_destinations(args, parser) -> None:
     Raises:
         OutputError: an output folder cannot be created or written into (``--out: ...``).
     """
-    from fabricflow.errors import OutputError
-
     for action in parser._actions:
         path = getattr(args, action.dest, None)
         if not path or action.type not in (output_folder, output_file):
@@ -246,10 +242,6 @@ def check_destinations(args, parser) -> None:
 def check_out_file(path: str, flag: str = "--plot") -> None:
     """Fail now if the file ``path`` cannot be written: it is a folder, or its folder cannot
     be created or written into (:func:`check_out_folder`)."""
-    import os
-
-    from fabricflow.errors import OutputError
-
     if os.path.isdir(path):
         raise OutputError(f"{flag}: cannot write {path!r}: it is a folder")
     check_out_folder(os.path.dirname(os.path.abspath(path)), flag)
@@ -264,10 +256,6 @@ def write_outputs(args, flag: str, write, *arguments, **keywords) -> list[str]:
     """Call ``write(*arguments, **keywords)``; an :class:`~fabricflow.errors.OutputError`
     stops it and is reported after the command's result (exit 1), so that a full disk does
     not lose the finished work. Returns the files it completed (whole on disk)."""
-    import os
-
-    from fabricflow.errors import OutputError
-
     written = args.__dict__.setdefault("written", [])
     before = len(written)
     try:
@@ -310,13 +298,6 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
     :func:`fabricflow.atomic.atomic_path`, creates it again). Raises
     :class:`~fabricflow.errors.OutputError` ("--out: cannot ...") naming the reason.
     """
-    import contextlib
-    import os
-    import tempfile
-
-    from fabricflow.atomic import describe_os_error, ensure_folder
-    from fabricflow.errors import OutputError
-
     if os.path.exists(path) and not os.path.isdir(path):
         raise OutputError(
             f"{flag}: cannot use {path!r} as output folder: it exists and is not a folder"
@@ -359,33 +340,4 @@ def check_out_folder(path: str, flag: str = "--out") -> None:
 
 def write_json_file(path: str, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically (whole file or none)."""
-    from fabricflow.atomic import write_text
-
     write_text(path, json.dumps(to_jsonable(obj), indent=1) + "\n")
-
-
-def add_calibration_flags(parser) -> None:
-    """``--calibration FILE`` (a ``fabricflow calibrate`` output) and ``--interval-level``."""
-    parser.add_argument(
-        "--calibration",
-        default=None,
-        metavar="FILE",
-        help="calibration YAML written by 'fabricflow calibrate': its fitted GPU and network "
-        "parameters replace the model's, and intervals come from its uncertainty",
-    )
-    parser.add_argument(
-        "--interval-level",
-        type=float,
-        default=0.8,
-        help="level of the prediction intervals (share of outcomes inside)",
-    )
-
-
-def calibration_from_args(args):
-    """The :class:`~fabricflow.workload.calibration.Calibration` of ``--calibration``
-    (None without one); ``--interval-level`` checked."""
-    from fabricflow.workload.calibration import read_calibration
-    from fabricflow.workload.intervals import check_level
-
-    check_level(getattr(args, "interval_level", 0.8))
-    return None if args.calibration is None else read_calibration(args.calibration)

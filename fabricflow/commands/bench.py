@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 
+from fabricflow.bench import SECTIONS, load
 from fabricflow.commands._common import add_json_flag, mark_done, print_json
+from fabricflow.errors import SpecError
+from fabricflow.files import to_jsonable
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("bench", help="scale benchmarks (fabric, maxmin, ...)")
+def register(parser) -> None:
     parser.add_argument("sections", nargs="*", help="sections to run (default: all)")
     parser.add_argument(
         "--quick", action="store_true", help="small sizes, for a smoke test of the benchmark itself"
@@ -32,25 +35,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from fabricflow.bench import sections
-    from fabricflow.errors import SpecError
-
-    available = sections()
     # section gpu runs when asked for (by name, or --gpu with no section named), never
     # as part of "all": it is the 8-minute accelerator run
-    default = ["gpu"] if args.gpu else [name for name in available if name != "gpu"]
+    default = ["gpu"] if args.gpu else [name for name in SECTIONS if name != "gpu"]
     chosen = list(args.sections) or default
-    unknown = [name for name in chosen if name not in available]
+    unknown = [name for name in chosen if name not in SECTIONS]
     if unknown:
-        raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(available)}")
-    import os
-
+        raise SpecError("sections", f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
     if "gpu" in chosen and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
         # each gpu case runs in its own process: this one must not reserve the device's
         # memory (JAX takes 75% of it at start by default), only look at it; the cases
         # get JAX's default back
         os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         args.case_env_drop = ("XLA_PYTHON_CLIENT_PREALLOCATE",)
+    # the sections asked for, and JAX, imported once the environment above is set
+    sections = {name: load(name) for name in chosen}
     import jax
 
     report = {
@@ -64,7 +63,7 @@ def run(args) -> int:
     }
     for name in chosen:
         start = time.perf_counter()
-        section = available[name].run(args)
+        section = sections[name].run(args)
         section.setdefault("section_wall_s", time.perf_counter() - start)
         report[name] = section
         mark_done(args, name)
@@ -74,8 +73,6 @@ def run(args) -> int:
             for key, value in section.items():
                 print(f"  {key}: {value}")
     if args.out:
-        from fabricflow.files import to_jsonable
-
         with open(args.out, "w") as handle:
             json.dump(to_jsonable(report), handle)
     if args.json:

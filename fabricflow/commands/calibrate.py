@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+from fabricflow.atomic import write_text
 from fabricflow.commands._common import (
     IMPORT_FLAGS,
     add_fabric_flags,
@@ -17,16 +18,17 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
+from fabricflow.fitting import calibrate
+from fabricflow.units import parse_size
+from fabricflow.workload.calibration import calibration_text
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "calibrate",
-        help="fit GPU and network parameters to nccl-tests logs and measured steps",
-        description="Fit the model's physical parameters (network efficiencies and "
+def register(parser) -> None:
+    parser.description = (
+        "Fit the model's physical parameters (network efficiencies and "
         "latencies from nccl-tests logs; GPU efficiencies and host times from measured "
         "steps) and write a calibration file that --calibration of step, collective, "
-        "optimize, design, report, cluster and sweep reads (docs/calibration.md).",
+        "optimize, design, report, cluster and sweep reads (docs/calibration.md)."
     )
     parser.add_argument(
         "--nccl-tests", nargs="+", default=[], metavar="LOG", help="nccl-tests output files"
@@ -77,10 +79,6 @@ def _fabric(args):
 
 
 def run(args) -> int:
-    from fabricflow.fitting import calibrate
-    from fabricflow.units import parse_size
-    from fabricflow.workload.calibration import calibration_text
-
     result = calibrate(
         args.nccl_tests,
         fabric=_fabric(args),
@@ -92,8 +90,6 @@ def run(args) -> int:
     )
     out = result.to_dict()
     if args.out is not None:
-        from fabricflow.atomic import write_text
-
         if write_outputs(args, "--out", write_text, args.out, calibration_text(result)):
             out["file"] = args.out
     if args.json:

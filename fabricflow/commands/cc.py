@@ -21,6 +21,9 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
+
+from fabricflow.atomic import atomic_path
 from fabricflow.commands._common import (
     add_json_flag,
     output_folder,
@@ -28,18 +31,22 @@ from fabricflow.commands._common import (
     write_json_file,
     write_outputs,
 )
+from fabricflow.dynamics.congestion import simulate_cc
+from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB, build_scenario
+from fabricflow.dynamics.summaries import role_summary, summarize, to_dataset
+from fabricflow.errors import SpecError
+from fabricflow.plots.congestion import plot_pause_spread, plot_rates_and_queues
+from fabricflow.solve.cc.laws import resolve_law
+from fabricflow.solve.cc.nscc import nscc_params
+from fabricflow.solve.maxmin.engine import max_min as solve_max_min
+from fabricflow.solve.parameters import parse_overrides
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.units import parse_bandwidth, parse_size, parse_time
 
 CC_CHOICES = ("dcqcn", "hpcc", "timely", "swift", "predictive", "nscc", "rccc")
 
 
-def register(subparsers) -> None:
-    from fabricflow.dynamics.scenarios import SCENARIOS, SIZE_KNOB
-
-    parser = subparsers.add_parser(
-        "cc",
-        help="congestion-control (DCQCN, HPCC, TIMELY, Swift, predictive, Ultra Ethernet's "
-        "NSCC and RCCC) and PFC or trimming dynamics",
-    )
+def register(parser) -> None:
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
     knobs = "; ".join(f"{name}: {what}" for name, what in SIZE_KNOB.items())
     parser.add_argument(
@@ -103,17 +110,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from fabricflow.dynamics.congestion import simulate_cc
-    from fabricflow.dynamics.scenarios import build_scenario
-    from fabricflow.dynamics.summaries import role_summary, summarize
-    from fabricflow.errors import SpecError
-    from fabricflow.solve.cc.laws import resolve_law
-    from fabricflow.solve.cc.nscc import nscc_params
-    from fabricflow.solve.maxmin.engine import max_min as solve_max_min
-    from fabricflow.solve.parameters import parse_overrides
-    from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.units import parse_bandwidth, parse_size, parse_time
-
     bandwidth = parse_bandwidth(args.link_bandwidth, "--link-bandwidth")
     duration = parse_time(args.duration, "--duration", allow_zero=False)
     dt = parse_time(args.dt, "--dt", allow_zero=False)
@@ -186,8 +182,6 @@ def run(args) -> int:
 def min_rate_warnings(title: str, params, max_min) -> list[str]:
     """A warning when some flows' max-min share is below the law's minimum rate: at that
     floor they offer their bottleneck more than it carries, and only PFC holds it back."""
-    import numpy as np
-
     floor = float(getattr(params, "min_rate", 0.0))
     below = int(np.count_nonzero(np.asarray(max_min) < floor * (1 - 1e-9)))
     if floor <= 0 or below == 0:
@@ -202,10 +196,6 @@ def min_rate_warnings(title: str, params, max_min) -> list[str]:
 
 def _write_outputs(out: str, result, scenario, report: dict) -> None:
     """``<cc>.nc``, ``rates_queues.png``, ``pause_spread.png`` and ``summary.json``."""
-    from fabricflow.atomic import atomic_path
-    from fabricflow.dynamics.summaries import to_dataset
-    from fabricflow.plots.congestion import plot_pause_spread, plot_rates_and_queues
-
     with atomic_path(os.path.join(out, f"{result.cc}.nc")) as tmp:
         to_dataset(result).to_netcdf(tmp)
     plot_rates_and_queues(
@@ -220,8 +210,6 @@ def _write_outputs(out: str, result, scenario, report: dict) -> None:
 
 def _links_to_plot(result, scenario):
     """The scenario's bottleneck first, then the links with the largest peak queues."""
-    import numpy as np
-
     order = [int(link) for link in np.argsort(result.queue.max(axis=0))[::-1]]
     if scenario.bottleneck is not None:
         order = [scenario.bottleneck] + [link for link in order if link != scenario.bottleneck]
@@ -229,8 +217,6 @@ def _links_to_plot(result, scenario):
 
 
 def _print_text(args, law, result, scenario, summary, report) -> None:
-    import numpy as np
-
     rate = np.asarray(summary["mean_rate_Bps"])
     ideal = np.asarray(summary["max_min_rate_Bps"])
     victims = [int(v) for v in summary["victim_flows"]]

@@ -26,19 +26,42 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 from fabricflow.assignments import key_values
+from fabricflow.atomic import atomic_path, ensure_folder, write_text
+from fabricflow.cluster.failures import (
+    DEFAULT_MTBF_S,
+    CheckpointPolicy,
+    FailureModel,
+    parse_component_durations,
+)
+from fabricflow.cluster.jobspec import LoadedTrace
+from fabricflow.cluster.prediction import Predictor
+from fabricflow.cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
+from fabricflow.cluster.trace import load_trace, synthetic_trace
+from fabricflow.commands._calibration_flags import calibration_from_args
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     mark_done,
     output_folder,
     print_json,
     write_json_file,
     write_outputs,
+)
+from fabricflow.commands._interrupt import check
+from fabricflow.csv_tables import csv_text
+from fabricflow.errors import SpecError
+from fabricflow.memory_budget import check_memory
+from fabricflow.plots.cluster import (
+    goodput_map_axes,
+    plot_gantt,
+    plot_goodput_map,
+    plot_slowdown_cdf,
+    plot_utilization,
 )
 
 SCHEDULER_NAMES = ("first-fit", "packed", "topology", "block")
@@ -79,15 +102,31 @@ JOB_COLUMNS = (
 )
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "cluster",
-        help="simulate a job trace: scheduling, interference, failures -> goodput",
-        description="Event-driven simulation of training jobs sharing a fabric: placement "
+def register(parser) -> None:
+    """The flags of ``fabricflow cluster``, group by group (the order ``--help`` lists them)."""
+    parser.description = (
+        "Event-driven simulation of training jobs sharing a fabric: placement "
         "by a scheduler, step times with co-located jobs' traffic, component failures, "
-        "checkpoints, restarts and hot spares; per-job and cluster goodput.",
+        "checkpoints, restarts and hot spares; per-job and cluster goodput."
     )
     add_fabric_flags(parser)
+    _add_trace_flags(parser)
+    _add_scheduler_flags(parser)
+    _add_failure_flags(parser)
+    _add_run_flags(parser)
+    parser.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
+        "time every job; job rows give calibrated intervals",
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_trace_flags(parser) -> None:
+    """The jobs: ``--trace FILE`` (and how to read a public trace) or ``--synthetic N``."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", help="trace file (YAML or CSV; see docs/cluster.md)")
     source.add_argument(
@@ -112,6 +151,10 @@ def register(subparsers) -> None:
         help="public-trace rows asking for part of a GPU: skip them (counted) or round "
         "each instance up to whole GPUs (skip)",
     )
+
+
+def _add_scheduler_flags(parser) -> None:
+    """The scheduler that places the jobs, and its backfill."""
     parser.add_argument(
         "--scheduler", default="topology", choices=SCHEDULER_NAMES, help="(topology)"
     )
@@ -123,6 +166,11 @@ def register(subparsers) -> None:
         "cannot start; greedy = every job that fits starts; none = first come, first "
         "served (easy)",
     )
+
+
+def _add_failure_flags(parser) -> None:
+    """Component failures and the recovery from them: MTBF/MTTR, failure prediction,
+    checkpoints, restarts and hot spares."""
     parser.add_argument(
         "--mtbf",
         action="append",
@@ -153,6 +201,10 @@ def register(subparsers) -> None:
     parser.add_argument("--checkpoint-write-time", default="0s", help="time to write one (0s)")
     parser.add_argument("--restart-time", default="0s", help="failure to computing again (0s)")
     parser.add_argument("--spares", type=int, default=0, help="hot spare nodes (0)")
+
+
+def _add_run_flags(parser) -> None:
+    """The simulated time, the seed, interference between jobs and the output folder."""
     parser.add_argument("--horizon", default=None, help="stop time, e.g. 30d (all jobs done)")
     parser.add_argument("--seed", type=int, default=0, help="failures and synthetic trace (0)")
     parser.add_argument(
@@ -163,22 +215,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for the dataset and figures"
     )
-    parser.add_argument(
-        "--calibration",
-        default=None,
-        metavar="FILE",
-        help="calibration YAML of 'fabricflow calibrate': its GPU and network parameters "
-        "time every job; job rows give calibrated intervals",
-    )
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def failure_options(mtbf_items, mttr_items):
     """The :class:`FailureModel` of ``--mtbf``/``--mttr`` items, or None without ``--mtbf``."""
-    from fabricflow.cluster.failures import DEFAULT_MTBF_S, FailureModel, parse_component_durations
-    from fabricflow.errors import SpecError
-
     if not mtbf_items:
         if mttr_items:
             raise SpecError("--mttr", "needs --mtbf (no component fails without an MTBF)")
@@ -193,9 +233,6 @@ def failure_options(mtbf_items, mttr_items):
 def prediction_options(items):
     """The :class:`~fabricflow.cluster.prediction.Predictor` of ``--predict`` items, or
     None without them."""
-    from fabricflow.cluster.prediction import Predictor
-    from fabricflow.errors import SpecError
-
     if not items:
         return None
     options: dict = {}
@@ -223,16 +260,6 @@ def prediction_options(items):
 
 def run(args) -> int:
     began = time.perf_counter()
-    from fabricflow.cluster.failures import CheckpointPolicy
-    from fabricflow.cluster.jobspec import LoadedTrace
-    from fabricflow.cluster.simulate import (
-        check_simulated_jobs,
-        estimated_run_bytes,
-        simulate_cluster,
-    )
-    from fabricflow.cluster.trace import load_trace, synthetic_trace
-    from fabricflow.errors import SpecError
-    from fabricflow.memory_budget import check_memory
 
     failures = failure_options(args.mtbf, args.mttr)
     predictor = prediction_options(args.predict)
@@ -318,10 +345,6 @@ def run(args) -> int:
 def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
     """``say(text)``: checks for Ctrl-C, and prints ``text`` on stderr (stdout stays one
     JSON object) once the command has run ``after_s`` seconds, then every ``every_s``."""
-    import sys
-
-    from fabricflow.commands._interrupt import check
-
     began = time.perf_counter()
     last = [-math.inf]
 
@@ -336,15 +359,6 @@ def _progress_printer(*, after_s: float = 3.0, every_s: float = 10.0):
 
 
 def _write_outputs(args, result, report) -> None:
-    from fabricflow.atomic import atomic_path, ensure_folder, write_text
-    from fabricflow.plots.cluster import (
-        goodput_map_axes,
-        plot_gantt,
-        plot_goodput_map,
-        plot_slowdown_cdf,
-        plot_utilization,
-    )
-
     ensure_folder(args.out)
     path = os.path.join(args.out, "timeline.nc")
     with atomic_path(path) as tmp:
@@ -389,6 +403,4 @@ def jobs_csv(jobs: list[dict]) -> str:
     """The per-job rows as CSV text through the project's one table exporter
     (:func:`fabricflow.csv_tables.csv_text`: empty cells for None, numbers that read back
     exactly, text quoted where it holds a comma)."""
-    from fabricflow.csv_tables import csv_text
-
     return csv_text({column: [job.get(column) for job in jobs] for column in JOB_COLUMNS})

@@ -9,12 +9,22 @@ Example::
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import sys
+
+from fabricflow.atomic import ensure_folder, write_text
+from fabricflow.collective import make_groups
+from fabricflow.collective.cc_rates import as_cc_rates
+from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
+from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
+from fabricflow.collective.timing import MAX_CHANNELS
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
-    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -24,18 +34,37 @@ from fabricflow.commands._common import (
     write_outputs,
 )
 from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.commands.step import _check_plot_format
+from fabricflow.csv_tables import csv_text
+from fabricflow.errors import SpecError
+from fabricflow.fabric.summary import failure_counts, failure_text
+from fabricflow.fabric.transport import routing_for
+from fabricflow.plots.collective import plot_collective
+from fabricflow.units import format_size, parse_size
+from fabricflow.workload.intervals import collective_interval
 
 OPS_HELP = "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast|sendrecv"
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "collective",
-        help="collective time / algbw / busbw sweep (nccl-tests style)",
-        description="Time a collective run by all groups at once on a fabric; prints an "
-        "nccl-tests-style table (size, count, time, algbw, busbw).",
+def register(parser) -> None:
+    """The flags of ``fabricflow collective``, group by group (the order ``--help`` lists them)."""
+    parser.description = (
+        "Time a collective run by all groups at once on a fabric; prints an "
+        "nccl-tests-style table (size, count, time, algbw, busbw)."
     )
     add_fabric_flags(parser)
+    _add_group_flags(parser)
+    _add_size_flags(parser)
+    _add_transport_flags(parser)
+    _add_output_flags(parser)
+    add_fail_flag(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_group_flags(parser) -> None:
+    """The collective and who runs it: ``--op``, ``--gpus``, ``--group-size``, ``--layout``."""
     parser.add_argument("--op", required=True, help=OPS_HELP)
     parser.add_argument("--gpus", type=int, required=True, help="GPUs of the job (the first N)")
     parser.add_argument(
@@ -51,6 +80,10 @@ def register(subparsers) -> None:
         help="contiguous: group i = GPUs i*G..; strided: GPUs i, i+N/G, ... "
         "(data-parallel style, one member per node)",
     )
+
+
+def _add_size_flags(parser) -> None:
+    """The message sizes swept, as nccl-tests takes them: ``-b``, ``-e``, ``-f``."""
     parser.add_argument("--minbytes", "-b", default="8MiB", help="smallest size (default 8MiB)")
     parser.add_argument("--maxbytes", "-e", default="8GiB", help="largest size (default 8GiB)")
     parser.add_argument(
@@ -60,6 +93,11 @@ def register(subparsers) -> None:
         default=2.0,
         help="size multiplier between rows (default 2)",
     )
+
+
+def _add_transport_flags(parser) -> None:
+    """How the collective runs on the fabric: algorithm, protocol, routing, congestion
+    control, channels, rail awareness and the ECMP seed."""
     parser.add_argument(
         "--algorithm",
         default="auto",
@@ -93,6 +131,10 @@ def register(subparsers) -> None:
         help="rings cross rails between nodes instead of using PXN",
     )
     parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed")
+
+
+def _add_output_flags(parser) -> None:
+    """``--plot FILE`` and ``--out DIR``."""
     parser.add_argument(
         "--plot",
         default=None,
@@ -108,24 +150,9 @@ def register(subparsers) -> None:
         help="folder for collective.csv (the table, exact numbers) and nccl-tests.txt (the "
         "table in nccl-tests' output format, for tools that read nccl-tests logs)",
     )
-    add_fail_flag(parser)
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    import math
-
-    from fabricflow.collective import make_groups
-    from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
-    from fabricflow.collective.timing import MAX_CHANNELS
-    from fabricflow.commands.step import _check_plot_format
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.summary import failure_counts, failure_text
-    from fabricflow.routing.transport_policy import routing_for
-    from fabricflow.units import format_size
-
     if args.plot is not None:
         _check_plot_format(args.plot)  # before the sweep, not after it
     if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
@@ -159,7 +186,6 @@ def run(args) -> int:
     solver = None
     if args.cc is not None:
         # deferred: the congestion-control fluid is JAX
-        from fabricflow.collective.cc_rates import as_cc_rates
 
         solver = as_cc_rates(fabric, args.cc, None)
     results = collective_sweep(
@@ -178,7 +204,6 @@ def run(args) -> int:
         solver=solver,
     )
     rows = table_rows(results)
-    from fabricflow.workload.intervals import collective_interval
 
     for row in rows:
         interval = collective_interval(
@@ -206,8 +231,6 @@ def run(args) -> int:
         "calibration": args.calibration,
     }
     if args.plot is not None:
-        from fabricflow.plots.collective import plot_collective
-
         title = (
             f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
             + (f" ({args.layout})" if header["num_groups"] > 1 else "")
@@ -273,12 +296,6 @@ def groups_text(num_groups: int, group_size: int) -> str:
 
 def _write_tables(rows: list[dict], header: dict, folder: str) -> None:
     """``collective.csv`` and ``nccl-tests.txt`` of the table into ``folder``."""
-    import os
-
-    from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
-    from fabricflow.csv_tables import csv_text
-
     ensure_folder(folder)
     scalars = [key for key in rows[0] if not isinstance(rows[0][key], list)] if rows else []
     columns = {key: [row[key] for row in rows] for key in scalars}
@@ -299,18 +316,11 @@ def _transport_text(transport) -> str:
 
 def _progress(line: str) -> None:
     """Progress of a long collective, on stderr (stdout stays the table or the JSON)."""
-    import sys
-
     print(line, file=sys.stderr, flush=True)
 
 
 def _size(value: str, field: str) -> float:
     """``parse_size`` for -b/-e; nccl-tests style ``8M`` gets a hint (``8MB`` or ``8MiB``)."""
-    import re
-
-    from fabricflow.errors import SpecError
-    from fabricflow.units import parse_size
-
     try:
         return parse_size(value, field, allow_zero=False)
     except SpecError as error:

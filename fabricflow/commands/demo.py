@@ -11,6 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
+from fabricflow.collective.groups import make_groups
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
@@ -19,15 +22,19 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
+from fabricflow.commands.fabric import print_summary
+from fabricflow.errors import SpecError
+from fabricflow.plots.fabric import plot_link_values_by_kind, plot_tiers
+from fabricflow.routing.route import route
+from fabricflow.solve.maxmin.checked import max_min_solution
+from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
+from fabricflow.traffic.patterns import alltoall_groups, ring
 
 DEFAULT_PRESET = "clos-100k"
 DEFAULT_GROUP_SIZE = 8
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="route and solve traffic on the default preset, write plots"
-    )
+def register(parser) -> None:
     add_fabric_flags(parser, default=DEFAULT_PRESET)
     parser.add_argument(
         "--out",
@@ -48,14 +55,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-
-    from fabricflow.commands.fabric import print_summary
-    from fabricflow.routing.route import route
-    from fabricflow.solve.maxmin.checked import max_min_solution
-    from fabricflow.solve.maxmin.link_views import link_utilization, tier_summary
-    from fabricflow.traffic.patterns import alltoall_groups, ring
-
     out = Path(args.out)
     timings = {}
     start = time.perf_counter()
@@ -145,8 +144,6 @@ def run(args) -> int:
 def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:
     """The demo's three figures into ``out``: capacity per tier, utilization and flows per
     link by kind."""
-    from fabricflow.plots.fabric import plot_link_values_by_kind, plot_tiers
-
     plot_tiers(fabric, out / "fabric_tiers.png")
     plot_link_values_by_kind(
         fabric,
@@ -170,9 +167,6 @@ def _group_size(fabric, group_size: int | None) -> int:
     """``--group-size``, checked as ``collective`` checks it (it must divide the GPU count:
     the all-to-all would silently leave the remaining GPUs out); the default is the
     largest divisor of the GPU count up to :data:`DEFAULT_GROUP_SIZE`, or the GPU count."""
-    from fabricflow.collective.groups import make_groups
-    from fabricflow.errors import SpecError
-
     num_gpus = fabric.num_gpus
     if num_gpus < 2:
         raise SpecError(

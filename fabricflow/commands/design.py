@@ -14,18 +14,25 @@ time, the Pareto front and the winners labelled).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 
 from fabricflow.assignments import key_values
+from fabricflow.atomic import atomic_path
+from fabricflow.commands._calibration_flags import calibration_from_args
 from fabricflow.commands._common import (
     add_json_flag,
-    calibration_from_args,
     output_folder,
     print_json,
     print_table,
 )
+from fabricflow.design.search import common_store, design_fabric, plot_design_front
+from fabricflow.design.space import design_spec
 from fabricflow.errors import SpecError
+from fabricflow.fabric.cost_table import read_cost_file
+from fabricflow.fabric.spec import spec_text
+from fabricflow.layout_search.layout_codes import describe
 
 DESIGN_COLUMNS = [
     ("design", "design"),
@@ -43,12 +50,7 @@ DESIGN_COLUMNS = [
 CSV_FIRST = ("design", "layout", "search", "layout_from", "gpus", "fabric_gpus")
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "design",
-        help="search fabric designs (tiers, oversubscription, attachment, planes, NIC speed, "
-        "scale-up, IB/RoCE) for a workload; Pareto front of cost vs step time",
-    )
+def register(parser) -> None:
     parser.add_argument("--gpu", required=True, help="GPU preset (also priced: cost.gpus)")
     parser.add_argument(
         "--job",
@@ -107,8 +109,6 @@ def register(subparsers) -> None:
 
 
 def parse_job(text: str, fixed: dict) -> dict:
-    from fabricflow.errors import SpecError
-
     parts = text.split(":")
     if len(parts) != 4:
         raise SpecError("--job", f"expected MODEL:GPUS:GLOBAL_BATCH:SEQ, got {text!r}")
@@ -145,9 +145,6 @@ def _number(text: str):
 
 
 def run(args) -> int:
-    from fabricflow.design.search import design_fabric, plot_design_front
-    from fabricflow.fabric.cost_table import read_cost_file
-
     fixed = parse_assignments(args.fix, "--fix", lists=False)
     jobs = [parse_job(text, fixed) for text in args.job]
     space = parse_assignments(args.space, "--space", lists=True)
@@ -169,8 +166,6 @@ def run(args) -> int:
     table = write_csv(search, os.path.join(args.out, "designs.csv"))
     stores = [os.path.join(args.out, "designs.zarr")]
     if search.common is not None:
-        from fabricflow.design.search import common_store
-
         stores.append(common_store(stores[0]))
     rows = search.rows
     fabrics = write_fabrics(search, os.path.join(args.out, "fabrics"))
@@ -235,10 +230,6 @@ def write_fabrics(search, folder: str) -> list[str]:
     """``FOLDER/<design>.yaml``: each evaluated design's fabric as a YAML spec (what
     ``--fabric FILE`` and :func:`fabricflow.load_fabric` read), built for the GPUs it was
     evaluated with; ``/`` and ``:`` of the design code become ``_`` and ``-``."""
-    from fabricflow.atomic import atomic_path
-    from fabricflow.design.space import design_spec
-    from fabricflow.fabric.spec import spec_text
-
     os.makedirs(folder, exist_ok=True)
     paths = []
     for row in search.rows:
@@ -254,11 +245,6 @@ def write_fabrics(search, folder: str) -> list[str]:
 
 def write_csv(search, path: str) -> str:
     """``designs.csv``: one row per design, best first (each job's layout as one line)."""
-    import csv
-
-    from fabricflow.atomic import atomic_path
-    from fabricflow.layout_search.layout_codes import describe
-
     rows = []
     for row in search.rows:
         flat = {k: v for k, v in row.items() if not (k.startswith("job") and k[3:].isdigit())}

@@ -17,19 +17,30 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fabricflow.atomic import write_text
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
+    check_out_file,
+    check_out_folder,
     load_fabric_flags,
     output_folder,
     print_json,
     write_json_file,
     write_outputs,
 )
+from fabricflow.errors import SpecError
+from fabricflow.fabric.bom import bill_of_materials
+from fabricflow.fabric.cost import fabric_cost
+from fabricflow.fabric.cost_table import read_cost_file
+from fabricflow.fabric.slurm import slurm_block_text, slurm_tree_text
+from fabricflow.fabric.spec import spec_yaml_text
+from fabricflow.fabric.summary import failure_text, port_usage_text
+from fabricflow.plots.fabric import plot_tiers, plot_topology_sketch
+from fabricflow.units import format_bandwidth
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("fabric", help="summary of a fabric preset or YAML spec")
+def register(parser) -> None:
     add_fabric_flags(parser, positional=True)
     parser.add_argument(
         "--out",
@@ -76,11 +87,6 @@ def _out_path(text: str) -> str:
 
 def _export(args, fabric) -> int:
     """``--export``: the topology file to ``--out`` or stdout."""
-    from fabricflow.atomic import write_text
-    from fabricflow.commands._common import check_out_file
-    from fabricflow.fabric.slurm import slurm_block_text, slurm_tree_text
-    from fabricflow.fabric.spec import spec_yaml_text
-
     writer = {"slurm-tree": slurm_tree_text, "slurm-block": slurm_block_text}
     text = writer.get(args.export, spec_yaml_text)(fabric)
     if args.out is None:
@@ -99,10 +105,6 @@ def _export(args, fabric) -> int:
 
 
 def run(args) -> int:
-    from fabricflow.commands._common import check_out_folder
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.cost_table import read_cost_file
-
     if args.export is not None:
         # the export writes the topology file alone: a summary flag would be dropped
         for flag, given in (
@@ -126,14 +128,10 @@ def run(args) -> int:
     if args.cost_file and not (args.bom or args.cost):
         args.cost = True
     if args.cost:
-        from fabricflow.fabric.cost import fabric_cost
-
         cost = fabric_cost(fabric, overrides)
         summary["bom"] = cost.bom.to_dict()
         summary["cost"] = cost.to_dict()
     elif args.bom:
-        from fabricflow.fabric.bom import bill_of_materials
-
         summary["bom"] = bill_of_materials(fabric, overrides).to_dict()
     if args.out is not None:
         # a file that cannot be written is reported after the result (exit 1)
@@ -153,8 +151,6 @@ def run(args) -> int:
 
 def _write_files(fabric, summary: dict, folder: str) -> None:
     """summary.json and the two figures into ``folder`` (each file whole or absent)."""
-    from fabricflow.plots.fabric import plot_tiers, plot_topology_sketch
-
     out = Path(folder)
     write_json_file(str(out / "summary.json"), summary)
     plot_tiers(fabric, out / "fabric_tiers.png")
@@ -190,9 +186,6 @@ def print_cost(cost: dict) -> None:
 
 
 def print_summary(summary: dict) -> None:
-    from fabricflow.fabric.summary import failure_text, port_usage_text
-    from fabricflow.units import format_bandwidth
-
     scale_up = summary.get("scale_up_link_kind")
     print(f"{summary['name']}: {summary['description']}")
     domains = (

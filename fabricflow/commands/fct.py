@@ -24,6 +24,9 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
+from fabricflow.atomic import ensure_folder, write_text
 from fabricflow.commands._common import (
     add_fabric_flags,
     add_json_flag,
@@ -34,16 +37,24 @@ from fabricflow.commands._common import (
     write_json_file,
     write_outputs,
 )
+from fabricflow.csv_tables import csv_text
+from fabricflow.dynamics.flow_completion import flow_completion_times, percentiles
+from fabricflow.errors import SpecError
+from fabricflow.plots.figures import new_figure, save_figure
+from fabricflow.routing.route import route
+from fabricflow.solve.packet.overheads import PacketParams
+from fabricflow.solve.pfc.params import PFCParams
+from fabricflow.traffic.htsim import read_connection_matrix
+from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
+from fabricflow.units import parse_size
 
 PATTERNS = ("permutation", "alltoall", "incast")
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "fct",
-        help="flow completion times (fluid or packet fidelity) of a traffic pattern",
-        description="Per-flow completion times on a fabric: max-min fluid, or packet "
-        "fidelity (headers, store-and-forward, ACK path, PFC head-of-line blocking).",
+def register(parser) -> None:
+    parser.description = (
+        "Per-flow completion times on a fabric: max-min fluid, or packet "
+        "fidelity (headers, store-and-forward, ACK path, PFC head-of-line blocking)."
     )
     add_fabric_flags(parser)
     parser.add_argument(
@@ -93,12 +104,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     began = time.perf_counter()
-    from fabricflow.dynamics.flow_completion import flow_completion_times
-    from fabricflow.errors import SpecError
-    from fabricflow.routing.route import route
-    from fabricflow.solve.packet.overheads import PacketParams
-    from fabricflow.solve.pfc.params import PFCParams
-    from fabricflow.units import parse_size
 
     size_default = parse_size(args.size, "size", allow_zero=False)
     packet = PacketParams(
@@ -179,11 +184,6 @@ def run(args) -> int:
 
 def _traffic(args, num_hosts: int, size_default: float):
     """``(src, dst, size, start, description)`` from ``--traffic``."""
-    import numpy as np
-
-    from fabricflow.errors import SpecError
-    from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
-
     kind = args.traffic
     if kind in PATTERNS:
         hosts = num_hosts if args.hosts is None else args.hosts
@@ -201,7 +201,6 @@ def _traffic(args, num_hosts: int, size_default: float):
         raise SpecError(
             "traffic", f"{kind!r} is neither a pattern {list(PATTERNS)} nor an existing file"
         )
-    from fabricflow.traffic.htsim import read_connection_matrix
 
     matrix = read_connection_matrix(kind)
     if matrix.num_nodes > num_hosts:
@@ -221,8 +220,6 @@ def _traffic(args, num_hosts: int, size_default: float):
 
 
 def _percentiles(values):
-    from fabricflow.dynamics.flow_completion import percentiles
-
     return percentiles(values)
 
 
@@ -239,12 +236,6 @@ def _process_seconds() -> float | None:
 
 
 def _write_outputs(args, fabric, routes, size, start, times, other, summary) -> None:
-    import numpy as np
-
-    from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.csv_tables import csv_text
-    from fabricflow.plots.figures import new_figure, save_figure
-
     ensure_folder(args.out)
     by = {times.fidelity: times}
     if other is not None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.workload.gpu import list_gpus, load_gpu
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "gpus",
-        help="list GPU presets (peak TFLOP/s, HBM, HBM bandwidth, host link)",
-        description="List the GPU presets that --gpu takes: dense peak bf16 and fp8 "
-        "TFLOP/s, HBM capacity and bandwidth, compute units and the host link.",
+def register(parser) -> None:
+    parser.description = (
+        "List the GPU presets that --gpu takes: dense peak bf16 and fp8 "
+        "TFLOP/s, HBM capacity and bandwidth, compute units and the host link."
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -33,8 +32,6 @@ def gpu_facts(gpu) -> dict:
 
 
 def run(args) -> int:
-    from fabricflow.workload.gpu import list_gpus, load_gpu
-
     rows = [gpu_facts(load_gpu(name)) for name in list_gpus()]
     if args.json:
         print_json({"gpus": rows})

@@ -16,17 +16,19 @@ prints ``{"framework", "arguments", "argv", "notes", "layout", "order", "placeme
 
 from __future__ import annotations
 
+import os
 import sys
 
 from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.errors import SpecError
+from fabricflow.files import parse_structured, read_structured
+from fabricflow.workload.launch_args import result_arguments
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "launch-args",
-        help="a step/optimize result's layout as Megatron-LM or NeMo arguments",
-        description="The layout of 'fabricflow step --json' or 'optimize --json' as the "
-        "command-line arguments that launch it (docs/launch-args.md).",
+def register(parser) -> None:
+    parser.description = (
+        "The layout of 'fabricflow step --json' or 'optimize --json' as the "
+        "command-line arguments that launch it (docs/launch-args.md)."
     )
     parser.add_argument("result", help="JSON file of a step or optimize result ('-': stdin)")
     parser.add_argument("--framework", default="megatron", choices=["megatron", "nemo"])
@@ -41,12 +43,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import os
-
-    from fabricflow.errors import SpecError
-    from fabricflow.files import parse_structured, read_structured
-    from fabricflow.workload.launch_args import result_arguments
-
     if args.result == "-":
         result = parse_structured(sys.stdin.read(), what="result", source="<stdin>", syntax="json")
     elif os.path.isdir(args.result):

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.workload.model_spec import list_models, load_model
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "models",
-        help="list model presets (parameters, layers, hidden size, heads, experts)",
-        description="List the model presets that --model takes: parameters (total, and "
+def register(parser) -> None:
+    parser.description = (
+        "List the model presets that --model takes: parameters (total, and "
         "active per token for mixture-of-experts models), layers, hidden size, attention "
-        "heads (query / key-value), experts and vocabulary.",
+        "heads (query / key-value), experts and vocabulary."
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -45,8 +44,6 @@ def model_facts(model) -> dict:
 
 
 def run(args) -> int:
-    from fabricflow.workload.model_spec import list_models, load_model
-
     rows = [model_facts(load_model(name)) for name in list_models()]
     if args.json:
         print_json({"models": rows})

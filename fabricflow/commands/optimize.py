@@ -2,24 +2,49 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
+from fabricflow.atomic import atomic_path
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
 )
+from fabricflow.commands._interrupt import mark_reported
 from fabricflow.commands.step import stack_from_args
+from fabricflow.errors import SpecError
+from fabricflow.files import to_jsonable
+from fabricflow.layout_search import layout_codes
+from fabricflow.layout_search.explain import why_best
+from fabricflow.layout_search.knobs import parse_assignments
+from fabricflow.layout_search.layout_codes import candidate_of
+from fabricflow.layout_search.optimize import SearchInterrupted, flatten_kwargs, optimize_layout
+from fabricflow.layout_search.uncertainty import indistinguishable
+from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto, plot_sweep
+from fabricflow.units import format_time
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.model_spec import load_model
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "optimize", help="search layouts, rank orders and placements for the shortest step"
-    )
+def register(parser) -> None:
+    """The flags of ``fabricflow optimize``, group by group (the order ``--help`` lists them)."""
     add_fabric_flags(parser)
+    _add_job_flags(parser)
+    _add_search_flags(parser)
+    _add_ranking_flags(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_job_flags(parser) -> None:
+    """The job: GPU, model, GPU count, batch, sequence length, precision and stack."""
     parser.add_argument("--gpu", required=True, help="GPU preset (a100-80gb, h100-sxm, ...)")
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument(
@@ -42,6 +67,11 @@ def register(subparsers) -> None:
         "knobs neither searched nor pinned, its parameters time every candidate "
         "(default: megatron-core)",
     )
+
+
+def _add_search_flags(parser) -> None:
+    """What the search varies and fixes, what it minimizes, how many answers it shows
+    and its budget."""
     parser.add_argument(
         "--fix",
         action="append",
@@ -82,6 +112,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the scattered placement (>= 0)"
     )
+
+
+def _add_ranking_flags(parser) -> None:
+    """How candidates are timed and ranked, and the output folder."""
     parser.add_argument(
         "--collectives",
         default="fabric",
@@ -103,14 +137,9 @@ def register(subparsers) -> None:
         help="folder for best.json (the --json object: 'fabricflow launch-args' reads it), "
         "candidates.nc and the figures (Pareto front, top-K breakdown)",
     )
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def _gpu_counts(text: str) -> int | list[int]:
-    from fabricflow.errors import SpecError
-
     words = [w.strip() for w in str(text).split(",") if w.strip()]
     try:
         counts = [int(w) for w in words]
@@ -122,13 +151,6 @@ def _gpu_counts(text: str) -> int | list[int]:
 
 
 def run(args) -> int:
-    import sys
-
-    from fabricflow.layout_search.knobs import parse_assignments
-    from fabricflow.layout_search.optimize import SearchInterrupted
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model_spec import load_model
-
     gpus = _gpu_counts(args.gpus)
     fixed = parse_assignments(args.fix, many=False, field="--fix")
     space = parse_assignments(args.space, many=True, field="--space") if args.space else None
@@ -156,10 +178,6 @@ def run(args) -> int:
         out["written"] = written
     if interrupted:
         # Ctrl-C: the best found so far is the answer; report it and leave with 130.
-        import json
-
-        from fabricflow.commands._interrupt import mark_reported
-        from fabricflow.files import to_jsonable
 
         if args.json:
             sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -179,10 +197,6 @@ def run(args) -> int:
 
 def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
     """The layout search the flags ask for (progress lines on stderr unless ``--json``)."""
-    import sys
-
-    from fabricflow.layout_search.optimize import optimize_layout
-
     stack = stack_from_args(args)
     return optimize_layout(
         model,
@@ -210,12 +224,6 @@ def _search(args, model, gpu, fabric, gpus, fixed, space, quiet):
 
 def _interrupted_before_any(args, stop) -> int:
     """Ctrl-C before any candidate was timed: say how far the search got; exit 130."""
-    import json
-    import sys
-
-    from fabricflow.commands._interrupt import mark_reported
-    from fabricflow.files import to_jsonable
-
     out = stop.to_dict()
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(out)) + "\n")
@@ -238,13 +246,6 @@ def _sweep_rows(sweep) -> list[dict]:
 def _write_out(search, folder: str, result: dict) -> list[str]:
     """``best.json`` (``result``: the object ``--json`` prints, which ``launch-args``
     reads), ``candidates.nc`` and the figures into ``folder``."""
-    import json
-    import os
-
-    from fabricflow.atomic import atomic_path
-    from fabricflow.files import to_jsonable
-    from fabricflow.plots.layout_search import plot_breakdown_top, plot_pareto
-
     paths = []
     best = os.path.join(folder, "best.json")
     with atomic_path(best) as tmp, open(tmp, "w", encoding="utf-8") as handle:
@@ -259,8 +260,6 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
     paths.append(plot_breakdown_top(search, os.path.join(folder, "top_breakdown.png")))
     sweep = getattr(search, "sweep", None)
     if sweep is not None:
-        from fabricflow.plots.layout_search import plot_sweep
-
         data = os.path.join(folder, "gpu_sweep.nc")
         with atomic_path(data) as tmp:
             sweep.to_netcdf(tmp)
@@ -271,22 +270,15 @@ def _write_out(search, folder: str, result: dict) -> list[str]:
 
 def describe(kwargs: dict) -> str:
     """The table's layout column: complete but for the order and placement columns."""
-    from fabricflow.layout_search.layout_codes import candidate_of
-    from fabricflow.layout_search.layout_codes import describe as line
-
-    return line(candidate_of(kwargs), where=False)
+    return layout_codes.describe(candidate_of(kwargs), where=False)
 
 
 def explain(search) -> str:
     """One line: why the winner wins (what the runner-up loses, and where on the fabric)."""
-    from fabricflow.layout_search.explain import why_best
-
     return why_best(search)
 
 
 def print_text(search, why: str) -> None:
-    from fabricflow.units import format_time
-
     best = search.best
     counts = search.counts
     unexamined = f", {counts['unexamined']:,} not yet examined" if counts.get("unexamined") else ""
@@ -323,8 +315,6 @@ def print_text(search, why: str) -> None:
             f"{result.memory_gib_per_gpu:6.1f}  {exposed}"
         )
     print(f"why: {why}")
-    from fabricflow.layout_search.optimize import flatten_kwargs
-    from fabricflow.layout_search.uncertainty import indistinguishable
 
     close = indistinguishable(
         search.top,

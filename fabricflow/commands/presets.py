@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.fabric.spec import list_presets
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("presets", help="list fabric presets")
+def register(parser) -> None:
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from fabricflow.fabric.spec import list_presets
-
     presets = list_presets()
     if args.json:
         print_json({"presets": presets})

@@ -11,17 +11,30 @@ breakdown, per-tier utilization under the job's collectives and failure sensitiv
 
 from __future__ import annotations
 
+import math
+import os
+import shlex
+import sys
+
+from fabricflow.atomic import write_text
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
     IMPORT_FLAGS,
-    add_calibration_flags,
     add_fabric_flags,
     add_json_flag,
-    calibration_from_args,
     load_fabric_flags,
     output_folder,
     print_json,
     write_outputs,
 )
+from fabricflow.commands._interrupt import check
+from fabricflow.errors import SpecError
+from fabricflow.report.build import build_report
+from fabricflow.report.html import fabricflow_version, render_html
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.layout import Layout
+from fabricflow.workload.model_spec import load_model
+from fabricflow.workload.step_command import step_command
 
 # Layout flags: giving any of them fixes the job's layout instead of taking the optimizer's.
 # The report command's options, in the order of --help, for the page's command line.
@@ -30,13 +43,11 @@ _LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zer
 _LAYOUT_SWITCHES = ("no_sequence_parallel",)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="self-contained HTML design review of a job on a fabric",
-        description="Compute a design review of one training job (fabric summary and "
+def register(parser) -> None:
+    parser.description = (
+        "Compute a design review of one training job (fabric summary and "
         "bisection, best layouts, step breakdown, per-tier utilization, failure "
-        "sensitivity) and write it as one self-contained HTML page, OUT/report.html.",
+        "sensitivity) and write it as one self-contained HTML page, OUT/report.html."
     )
     add_fabric_flags(parser)
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
@@ -107,10 +118,6 @@ def register(subparsers) -> None:
 
 
 def _fractions(text: str) -> list[float]:
-    import math
-
-    from fabricflow.errors import SpecError
-
     values = []
     for word in (w.strip() for w in text.split(",")):
         try:
@@ -127,9 +134,6 @@ def _fractions(text: str) -> list[float]:
 
 def _layout(args):
     """The :class:`Layout` of the layout flags, or ``None`` when none is given."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.layout import Layout
-
     given = [flag for flag in _LAYOUT_FLAGS if getattr(args, flag) is not None]
     if not given and not any(getattr(args, flag) for flag in _LAYOUT_SWITCHES):
         for flag in ("order", "placement"):
@@ -172,9 +176,6 @@ def step_command_of(args, job: dict) -> str:
     """The ``fabricflow step`` command that times the report's job again (its headline
     step time): the report's fabric, model, GPU and GPU count as given, then the job's
     layout and options (:func:`~fabricflow.workload.step_command.step_command`)."""
-    from fabricflow.workload.layout import Layout
-    from fabricflow.workload.step_command import step_command
-
     fields = dict(job["layout"])
     if fields.get("pp_split") is not None:
         fields["pp_split"] = tuple(fields["pp_split"])
@@ -190,8 +191,6 @@ def step_command_of(args, job: dict) -> str:
 def command_line(args) -> str:
     """The command that reproduces the report: every flag with its value, defaults
     included (so that a later change of a default does not change what it means)."""
-    import shlex
-
     words = ["fabricflow", "report"]
     for action in _PARSER_ACTIONS:
         value = getattr(args, action.dest, None)
@@ -203,16 +202,6 @@ def command_line(args) -> str:
 
 
 def run(args) -> int:
-    import os
-    import sys
-
-    from fabricflow.atomic import write_text
-    from fabricflow.errors import SpecError
-    from fabricflow.report.build import build_report
-    from fabricflow.report.html import fabricflow_version, render_html
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.model_spec import load_model
-
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
     if args.global_batch is not None and args.global_batch < 1:
@@ -256,7 +245,6 @@ def run(args) -> int:
     except KeyboardInterrupt:
         # the layout search answers Ctrl-C with a plain KeyboardInterrupt: report the
         # signal that arrived (exit 130) as every command does
-        from fabricflow.commands._interrupt import check
 
         check()
         raise

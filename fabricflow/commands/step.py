@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
+import re
+from pathlib import Path
 
 from fabricflow.assignments import key_values
+from fabricflow.collective.comm import check_algorithms
+from fabricflow.collective.timing import ROUTINGS
+from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
 from fabricflow.commands._common import (
-    add_calibration_flags,
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
-    calibration_from_args,
     failed_fabric,
     load_fabric_flags,
     output_file,
@@ -18,11 +23,42 @@ from fabricflow.commands._common import (
     write_outputs,
 )
 from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.errors import SpecError
+from fabricflow.fabric.summary import failure_counts, failure_text
+from fabricflow.files import parse_structured
+from fabricflow.plots.figures import image_formats
+from fabricflow.plots.step import plot_breakdown
+from fabricflow.units import format_time
+from fabricflow.workload.gpu import load_gpu
+from fabricflow.workload.hetero import job_gpus, load_job, parse_gpu_mix
+from fabricflow.workload.layout import DISPATCHERS, FP8_RECIPES
+from fabricflow.workload.model_spec import load_model
+from fabricflow.workload.stack import load_stack
+from fabricflow.workload.step import step_time
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("step", help="training step time, MFU and breakdown")
+def register(parser) -> None:
+    """The flags of ``fabricflow step``, group by group (the order ``--help`` lists them)."""
     add_fabric_flags(parser)
+    _add_job_flags(parser)
+    _add_parallelism_flags(parser)
+    _add_batch_flags(parser)
+    add_stack_flags(parser)
+    _add_training_flags(parser)
+    _add_overlap_flags(parser)
+    _add_memory_flags(parser)
+    _add_override_flags(parser)
+    _add_kernel_flags(parser)
+    _add_placement_flags(parser)
+    _add_network_flags(parser)
+    _add_output_flags(parser)
+    add_calibration_flags(parser)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_job_flags(parser) -> None:
+    """The job: ``--gpu`` (or ``--job``), ``--model`` and ``--gpus``."""
     parser.add_argument(
         "--gpu",
         default=None,
@@ -38,6 +74,11 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--model", required=True, help="model preset or config.json/YAML path")
     parser.add_argument("--gpus", type=int, required=True, help="GPUs in the job")
+
+
+def _add_parallelism_flags(parser) -> None:
+    """The parallel dimensions (``--tp``, ``--pp``, ``--dp``, ``--cp``, ``--ep``, ``--vpp``),
+    ``--pp-split`` and sequence parallelism."""
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--pp", type=int, default=1)
     parser.add_argument("--dp", type=int, default=None, help="default: gpus / (tp cp pp)")
@@ -62,10 +103,17 @@ def register(subparsers) -> None:
         action="store_true",
         help="turn sequence parallelism off (all-reduces instead of all-gather / reduce-scatter)",
     )
+
+
+def _add_batch_flags(parser) -> None:
+    """``--micro-batch``, ``--global-batch`` (sequences) and ``--seq`` (tokens)."""
     parser.add_argument("--micro-batch", type=int, required=True)
     parser.add_argument("--global-batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
-    add_stack_flags(parser)
+
+
+def _add_training_flags(parser) -> None:
+    """Recomputation, precision, ZeRO stage and pipeline schedule (else the stack's)."""
     parser.add_argument(
         "--recompute",
         default=None,
@@ -86,6 +134,11 @@ def register(subparsers) -> None:
         "bidirectional schedule (even pp, even micro-batch count >= 2 pp; hides MoE "
         "all-to-all, keeps two copies of the weights)",
     )
+
+
+def _add_overlap_flags(parser) -> None:
+    """Which communication hides behind compute, and the fused kernels: each switch and
+    its ``--no-`` form override the stack."""
     parser.add_argument(
         "--no-dp-overlap", action="store_true", help="DP gradient comm after backward"
     )
@@ -148,6 +201,11 @@ def register(subparsers) -> None:
         action="store_true",
         help="hide MoE all-to-all behind another chunk's compute (DualPipe-like)",
     )
+
+
+def _add_memory_flags(parser) -> None:
+    """Data types of the gradients, optimizer state and cached activations, the MoE
+    imbalance, and the shares offloaded to host memory (fractions in [0, 1])."""
     parser.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -188,6 +246,10 @@ def register(subparsers) -> None:
             help=f"fraction in [0, 1] of the {what} kept in host memory over the GPU's "
             "host link (--gpu-set host_link_bandwidth=...)",
         )
+
+
+def _add_override_flags(parser) -> None:
+    """Overrides of the model and the GPU: ``--attention``, ``--gpu-set``, ``--model-set``."""
     parser.add_argument(
         "--attention",
         default=None,
@@ -209,6 +271,11 @@ def register(subparsers) -> None:
         metavar="FIELD=VALUE",
         help="override a config.json field, e.g. num_hidden_layers=4 (repeatable)",
     )
+
+
+def _add_kernel_flags(parser) -> None:
+    """Expert tensor parallelism and MoE capacity, the interleaved schedule's groups,
+    what is recomputed and what runs from CUDA graphs."""
     parser.add_argument(
         "--expert-tp",
         type=int,
@@ -256,6 +323,10 @@ def register(subparsers) -> None:
         "moe, moe_router, moe_preprocess ('': none; ignored with --cuda-graphs; default: the "
         "stack's, else '')",
     )
+
+
+def _add_placement_flags(parser) -> None:
+    """Rank order and placement, the ECMP hash seeds and the ``--fail`` what-if."""
     parser.add_argument("--order", default="tp-cp-ep-dp-pp", help="rank order, fastest first")
     parser.add_argument(
         "--placement",
@@ -281,6 +352,10 @@ def register(subparsers) -> None:
         "(default: one run, routing seed 0)",
     )
     add_fail_flag(parser)
+
+
+def _add_network_flags(parser) -> None:
+    """How collectives are timed: ``--collectives``, ``--routing``, ``--algorithm``, ``--cc``."""
     parser.add_argument(
         "--collectives",
         default="fabric",
@@ -310,6 +385,10 @@ def register(subparsers) -> None:
         help="congestion control: scale each collective phase's rates by its flows' "
         "efficiency under this rate law (default: ideal max-min rates; see docs/cc.md)",
     )
+
+
+def _add_output_flags(parser) -> None:
+    """``--no-memory-check`` and ``--plot FILE``."""
     parser.add_argument(
         "--no-memory-check",
         action="store_true",
@@ -322,15 +401,10 @@ def register(subparsers) -> None:
         help="write a stacked-bar breakdown; format from the extension (png, pdf, svg, ...; "
         "none: PNG)",
     )
-    add_calibration_flags(parser)
-    add_json_flag(parser)
-    parser.set_defaults(func=run)
 
 
 def layout_from_args(args):
     """The :class:`Layout` described by the CLI flags (errors name the flag)."""
-    from fabricflow.errors import SpecError
-
     if args.gpus < 1:
         raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
     for flag in ("tp", "cp", "pp"):
@@ -411,8 +485,6 @@ def layout_from_args(args):
 
 def _switch(args, name: str) -> bool | None:
     """True for ``--NAME``, False for ``--no-NAME``, None (the stack decides) for neither."""
-    from fabricflow.errors import SpecError
-
     on = getattr(args, name, False)
     off = getattr(args, f"no_{name}", False)
     flag = name.replace("_", "-")
@@ -423,8 +495,6 @@ def _switch(args, name: str) -> bool | None:
 
 def add_stack_flags(parser) -> None:
     """``--stack`` and the software-choice flags a stack sets and a user may override."""
-    from fabricflow.workload.layout import DISPATCHERS, FP8_RECIPES
-
     parser.add_argument(
         "--stack",
         default=None,
@@ -468,9 +538,6 @@ def add_stack_flags(parser) -> None:
 def stack_from_args(args):
     """The :class:`~fabricflow.workload.stack.Stack` of ``--stack`` (the default preset
     without one); errors name the flag."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.stack import load_stack
-
     sets = _assignments(getattr(args, "stack_set", []), "--stack-set")
     try:
         return load_stack(getattr(args, "stack", None), **sets)
@@ -486,9 +553,6 @@ def stack_from_args(args):
 def parse_algorithms(items: list[str]) -> dict[str, str]:
     """``['dp=ring', 'tp=nvls']`` (``--algorithm``, repeatable) -> ``{'dp': 'ring', 'tp': 'nvls'}``
     with canonical names; errors name the flag, the dimension and the allowed values."""
-    from fabricflow.collective.comm import check_algorithms
-    from fabricflow.errors import SpecError
-
     out: dict[str, str] = {}
     for item in items:
         dim, sep, algorithm = (word.strip() for word in item.partition("="))
@@ -508,10 +572,6 @@ def parse_algorithms(items: list[str]) -> dict[str, str]:
 
 def parse_pp_split(text: str) -> tuple[int, ...]:
     """``"3,4,4,3"`` -> ``(3, 4, 4, 3)``; the layout checks the length and the sum."""
-    import re
-
-    from fabricflow.errors import SpecError
-
     items = [item.strip() for item in text.split(",")]
     if not all(re.fullmatch(r"[0-9]+", item) for item in items):
         raise SpecError(
@@ -524,10 +584,6 @@ def gpus_from_args(args, layout):
     """The GPU of the job: a :class:`GpuSpec`, or a list of ``(GpuSpec, count)`` in
     pipeline order (``--gpu a:n,b:m`` or ``--job FILE``), checked against ``layout``
     (whole stages; errors name the flag). ``--gpu-set`` applies to every type."""
-    from fabricflow.errors import SpecError
-    from fabricflow.workload.gpu import load_gpu
-    from fabricflow.workload.hetero import job_gpus, load_job, parse_gpu_mix
-
     sets = _assignments(args.gpu_set, "--gpu-set")
     if args.job is not None:
         job = load_job(args.job)
@@ -551,12 +607,6 @@ def _assignments(items: list[str], flag: str) -> dict:
     key given twice are refused, and every error names the flag and the key. Lists,
     mappings and null go to the model or GPU loader, which checks each field.
     """
-    import math
-    import re
-
-    from fabricflow.errors import SpecError
-    from fabricflow.files import parse_structured
-
     out: dict = {}
     for key, value in key_values(items, flag, example="FIELD=VALUE").items():
         field = f"{flag} {key}"
@@ -600,11 +650,6 @@ def _check_plot_format(path: str) -> None:
     :func:`~fabricflow.plots.figures.save_figure` reads it. The destination itself is
     checked by the CLI before the command runs (an unwritable one is reported after the
     result)."""
-    from pathlib import Path
-
-    from fabricflow.errors import SpecError
-    from fabricflow.plots.figures import image_formats
-
     extension = Path(path).suffix.lstrip(".").lower() or "png"
     formats = image_formats()
     if extension not in formats:
@@ -614,14 +659,6 @@ def _check_plot_format(path: str) -> None:
 
 
 def run(args) -> int:
-    import dataclasses
-
-    from fabricflow.collective.timing import ROUTINGS
-    from fabricflow.errors import SpecError
-    from fabricflow.fabric.summary import failure_counts
-    from fabricflow.workload.model_spec import load_model
-    from fabricflow.workload.step import step_time
-
     if args.plot:
         _check_plot_format(args.plot)
     calibration = calibration_from_args(args)
@@ -665,8 +702,6 @@ def run(args) -> int:
         stack=stack_from_args(args),
     )
     if args.plot:
-        from fabricflow.plots.step import plot_breakdown
-
         label = f"{model.name}\nTP{layout.tp} PP{layout.pp} DP{layout.dp}"
         # a plot that cannot be written is reported after the result (exit 1)
         if not write_outputs(args, "--plot", plot_breakdown, [(label, result)], args.plot):
@@ -699,9 +734,6 @@ def flops_text(result, recompute: str) -> str:
 
 
 def print_result(result, plot: str | None) -> None:
-    from fabricflow.fabric.summary import failure_text
-    from fabricflow.units import format_time
-
     d = result.details
     lay = d["layout"]
     print(

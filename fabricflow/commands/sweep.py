@@ -16,18 +16,25 @@ object, and an interrupt or a full disk says how many points the store holds.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import warnings
 
 from fabricflow.commands._common import add_json_flag, output_store, print_json
+from fabricflow.commands._interrupt import Interrupted
+from fabricflow.errors import OutputError, SpecError
+from fabricflow.sweeps.grid_spec import read_sweep_spec
+from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep
+from fabricflow.sweeps.store import ignore_zarr_notices, stored_counts
+from fabricflow.workload.calibration import read_calibration
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "sweep",
-        help="run a parameter sweep (SPEC.yaml) into a resumable zarr store",
-        description="Evaluate a task (step, collective, optimize, maxmin, cc, module:function) "
+def register(parser) -> None:
+    parser.description = (
+        "Evaluate a task (step, collective, optimize, maxmin, cc, module:function) "
         "at every point of a SPEC's grid; results go to a zarr store as points finish, and a "
-        "rerun computes only the missing points.",
+        "rerun computes only the missing points."
     )
     parser.add_argument("spec", help="SPEC file (YAML or JSON): task, fixed, grid, metrics")
     parser.add_argument(
@@ -81,13 +88,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import warnings
-
-    from fabricflow.commands._interrupt import Interrupted
-    from fabricflow.errors import OutputError
-    from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep
-    from fabricflow.sweeps.store import ignore_zarr_notices
-
     ignore_zarr_notices()  # for the process: zarr's I/O thread can warn after an interrupt
     try:
         with warnings.catch_warnings():
@@ -152,13 +152,6 @@ def run(args) -> int:
 def _with_calibration(spec: str, calibration: str | None):
     """The SPEC file, or the SPEC with ``calibration`` (an absolute path, checked by
     reading it) among its fixed arguments."""
-    import dataclasses
-    import os
-
-    from fabricflow.errors import SpecError
-    from fabricflow.sweeps.grid_spec import read_sweep_spec
-    from fabricflow.workload.calibration import read_calibration
-
     if calibration is None:
         return spec
     read_calibration(calibration)  # a bad file is bad input before any point runs
@@ -174,8 +167,6 @@ def _with_calibration(spec: str, calibration: str | None):
 def _stored(store: str) -> dict | None:
     """``points``, ``done``, ``failed``, ``pending`` and ``store`` as the store holds them
     now (read from disk), or None when it has no status yet."""
-    from fabricflow.sweeps.store import stored_counts
-
     try:
         return {**stored_counts(store), "store": store}
     except OSError:

@@ -141,13 +141,14 @@ def _fake_bench(monkeypatch, second):
     """``bench`` with two tiny sections; the second runs ``second()``."""
     import types
 
-    import fabricflow.bench as bench
+    import fabricflow.commands.bench as bench
 
     sections = {
         "first": types.SimpleNamespace(run=lambda args: {"value": 1}),
         "second": types.SimpleNamespace(run=lambda args: second()),
     }
-    monkeypatch.setattr(bench, "sections", lambda: sections)
+    monkeypatch.setattr(bench, "SECTIONS", dict.fromkeys(sections, "a tiny section"))
+    monkeypatch.setattr(bench, "load", sections.__getitem__)
 
 
 def test_bench_json_interrupt_keeps_completed_sections(monkeypatch, capsys):
