@@ -35,8 +35,8 @@ import traceback
 import warnings
 
 from fabricflow.atomic import recording
-from fabricflow.commands import COMMANDS, _interrupt, module_name
-from fabricflow.commands._interrupt import Interrupted
+from fabricflow.commands import COMMANDS, interrupts, module_name
+from fabricflow.commands.interrupts import Interrupted
 from fabricflow.errors import FabricflowError, OutputError, UnitWarning, did_you_mean
 from fabricflow.files import to_jsonable
 from fabricflow.jax_cache import enable_persistent_cache
@@ -54,7 +54,7 @@ def _interrupted_at_start(signum, frame) -> None:
     """
     name = signal.Signals(signum).name
     wants_json = any(len(arg) >= 4 and "--json".startswith(arg) for arg in sys.argv[1:])
-    if wants_json and not _interrupt.reported():
+    if wants_json and not interrupts.reported():
         text = json.dumps(
             {
                 "error": "Interrupted",
@@ -278,7 +278,7 @@ def _attach_negative_values(argv: list[str], parser: argparse.ArgumentParser) ->
 def _report(args, argv: list[str], error: str, message: str, **extra) -> None:
     """One JSON object on stdout under --json, else ``fabricflow CMD: error: ...`` on stderr."""
     if getattr(args, "json", False) or (args is None and _wants_json(argv)):
-        _interrupt.mark_reported()
+        interrupts.mark_reported()
         print(json.dumps({"error": error, "message": message, **extra}))
     else:
         command = getattr(args, "command", None)
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None, *, hard_exit: bool | None = None) -> int
     if argv is None:  # the real command (not a program calling main): cache compiled kernels
         enable_persistent_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
-    with _interrupt.handling(), _unit_warnings():
+    with interrupts.handling(), _unit_warnings():
         try:
             return _main(argv)
         except Interrupted as interrupt:
@@ -393,7 +393,7 @@ def _main(argv: list[str]) -> int:
     finally:
         if isinstance(sys.stdout, _GuardedStdout):
             sys.stdout = stream
-    late = _interrupt.received()
+    late = interrupts.received()
     if code == 0 and late is not None:
         # library code swallowed the signal and the command finished anyway: its output
         # is whole, but the run was asked to stop
@@ -418,7 +418,7 @@ def whole_outputs(args) -> list:
 
 def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     """Report an interrupt (one JSON object under --json) and leave with 130."""
-    _interrupt.ignore()
+    interrupts.ignore()
     completed = whole_outputs(args)
     partial = dict(getattr(args, "partial", {}) or {})
     # a command may say what it holds so far: a message and counts (sweep: points stored)
@@ -432,7 +432,7 @@ def _interrupted(args, argv: list[str], name: str, hard_exit: bool) -> int:
     if partial:
         extra["partial"] = partial
     try:
-        if _interrupt.reported():  # the command's JSON object is out: keep it the only one
+        if interrupts.reported():  # the command's JSON object is out: keep it the only one
             print(f"fabricflow: {message}", file=sys.stderr)
         elif getattr(args, "json", False) or (args is None and _wants_json(argv)):
             print(json.dumps({"error": "Interrupted", "message": message, **to_jsonable(extra)}))
@@ -454,7 +454,7 @@ def _run(argv: list[str]) -> int:
     except UsageError as error:
         text = _suggest_flags(parser, argv, str(error))
         if _wants_json(argv):
-            _interrupt.mark_reported()
+            interrupts.mark_reported()
             print(json.dumps({"error": "UsageError", "message": f"{error.parser.prog}: {text}"}))
         else:
             error.parser.print_usage(sys.stderr)
@@ -465,8 +465,8 @@ def _run(argv: list[str]) -> int:
     args.completed = []
     args.written = []  # every file renamed into place (temporary ones of a command too)
     args.partial = {}
-    # lazy: _common reads fabrics (fabric.spec); --help and a misspelled command need none
-    from fabricflow.commands._common import check_destinations, finish_outputs, reset_outputs
+    # lazy: commands.common reads fabrics (fabric.spec); --help and a misspelled command need none
+    from fabricflow.commands.common import check_destinations, finish_outputs, reset_outputs
 
     reset_outputs()
     try:
@@ -493,7 +493,7 @@ def _run(argv: list[str]) -> int:
         if not getattr(args, "json", False):
             raise
         traceback.print_exc()
-        _interrupt.mark_reported()
+        interrupts.mark_reported()
         print(json.dumps({"error": "InternalError", "message": f"{type(error).__name__}: {error}"}))
         return 1
 

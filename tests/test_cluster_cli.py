@@ -168,7 +168,7 @@ def test_unwritable_out_fails_before_simulating(tmp_path, capsys):
 
 def test_interrupt_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):
     from fabricflow.commands import cluster as cluster_command
-    from fabricflow.commands._interrupt import Interrupted
+    from fabricflow.commands.interrupts import Interrupted
 
     def interrupted(*args, **kwargs):
         raise Interrupted(signal.SIGINT)

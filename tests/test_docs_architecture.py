@@ -117,15 +117,16 @@ def _commands() -> dict[str, str]:
 
 
 def _sections() -> dict[str, str]:
-    """Benchmark module file name -> its section (the module-level ``SECTION = "NAME"``)."""
-    found = {}
-    for module in _tree()["bench"]:
-        tree = ast.parse(_source("bench", module).read_text(encoding="utf-8"))
-        for node in tree.body:
-            section = _assignment(node, "SECTION")
-            if isinstance(section, ast.Constant) and isinstance(section.value, str):
-                found[module] = section.value
-    return found
+    """Benchmark module file name -> its section, from the table ``SECTIONS`` of
+    ``fabricflow/bench/__init__.py`` (section ``NAME`` lives in module ``NAME``, ``-`` as
+    ``_``)."""
+    init = ROOT / "fabricflow" / "bench" / "__init__.py"
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        table = _assignment(node, "SECTIONS")
+        if isinstance(table, ast.Dict):
+            names = [key.value for key in table.keys if isinstance(key, ast.Constant)]
+            return {f"{name.replace('-', '_')}.py": name for name in names}
+    pytest.fail("no SECTIONS table in fabricflow/bench/__init__.py")
 
 
 def _draft(package: str, module: str) -> str:

@@ -278,7 +278,7 @@ def test_cli_interrupt_prints_the_best_so_far_and_writes_out(tmp_path, capsys, m
     import signal
 
     from fabricflow.cli import main
-    from fabricflow.commands._interrupt import Interrupted
+    from fabricflow.commands.interrupts import Interrupted
 
     calls = []
     real = visit_module.step_time

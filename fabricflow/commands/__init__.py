@@ -5,7 +5,8 @@ the did-you-mean of a misspelled command read it, so they import no command modu
 command ``NAME`` lives in the module ``NAME`` (``-`` as ``_``), which provides
 ``register(parser)`` (adds the command's flags to its parser and sets its
 ``func(args) -> int``) and imports what it needs at its top: the CLI imports the one
-module of the command that runs. Helpers shared by commands live in ``_common.py``.
+module of the command that runs. The modules of :data:`HELPERS` are no commands: what
+the commands and the CLI share.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ COMMANDS = {
     "step": "training step time, MFU and breakdown",
     "sweep": "run a parameter sweep (SPEC.yaml) into a resumable zarr store",
 }
+
+
+#: The modules of this package that are no command: shared by the commands and the CLI.
+HELPERS = ("calibration_flags", "common", "interrupts")
 
 
 def module_name(command: str) -> str:

@@ -8,7 +8,7 @@ import platform
 import time
 
 from fabricflow.bench import SECTIONS, load
-from fabricflow.commands._common import add_json_flag, mark_done, print_json
+from fabricflow.commands.common import add_json_flag, mark_done, print_json
 from fabricflow.errors import SpecError
 from fabricflow.files import to_jsonable
 

@@ -9,7 +9,7 @@ Example::
 from __future__ import annotations
 
 from fabricflow.atomic import write_text
-from fabricflow.commands._common import (
+from fabricflow.commands.common import (
     IMPORT_FLAGS,
     add_fabric_flags,
     add_json_flag,

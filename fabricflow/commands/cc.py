@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 from fabricflow.atomic import atomic_path
-from fabricflow.commands._common import (
+from fabricflow.commands.common import (
     add_json_flag,
     output_folder,
     print_json,

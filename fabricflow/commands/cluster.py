@@ -41,8 +41,8 @@ from fabricflow.cluster.jobspec import LoadedTrace
 from fabricflow.cluster.prediction import Predictor
 from fabricflow.cluster.simulate import check_simulated_jobs, estimated_run_bytes, simulate_cluster
 from fabricflow.cluster.trace import load_trace, synthetic_trace
-from fabricflow.commands._calibration_flags import calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import calibration_from_args
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,
@@ -52,7 +52,7 @@ from fabricflow.commands._common import (
     write_json_file,
     write_outputs,
 )
-from fabricflow.commands._interrupt import check
+from fabricflow.commands.interrupts import check
 from fabricflow.csv_tables import csv_text
 from fabricflow.errors import SpecError
 from fabricflow.memory_budget import check_memory

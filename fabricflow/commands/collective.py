@@ -20,8 +20,9 @@ from fabricflow.collective.cc_rates import as_cc_rates
 from fabricflow.collective.nccl_tests import NCCL_TESTS_OPS, format_nccl_tests
 from fabricflow.collective.size_sweep import collective_sweep, nccl_sizes, table_rows
 from fabricflow.collective.timing import MAX_CHANNELS
-from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import add_calibration_flags, calibration_from_args
+from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
@@ -33,13 +34,12 @@ from fabricflow.commands._common import (
     print_table,
     write_outputs,
 )
-from fabricflow.commands.cc import CC_CHOICES
 from fabricflow.commands.step import _check_plot_format
 from fabricflow.csv_tables import csv_text
 from fabricflow.errors import SpecError
 from fabricflow.fabric.summary import failure_counts, failure_text
-from fabricflow.fabric.transport import routing_for
 from fabricflow.plots.collective import plot_collective
+from fabricflow.routing.transport_policy import routing_for
 from fabricflow.units import format_size, parse_size
 from fabricflow.workload.intervals import collective_interval
 

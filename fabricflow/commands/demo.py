@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from fabricflow.collective.groups import make_groups
-from fabricflow.commands._common import (
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,

@@ -20,8 +20,8 @@ import os
 
 from fabricflow.assignments import key_values
 from fabricflow.atomic import atomic_path
-from fabricflow.commands._calibration_flags import calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import calibration_from_args
+from fabricflow.commands.common import (
     add_json_flag,
     output_folder,
     print_json,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from fabricflow.atomic import write_text
-from fabricflow.commands._common import (
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_json_flag,
     check_out_file,

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from fabricflow.atomic import ensure_folder, write_text
-from fabricflow.commands._common import (
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,

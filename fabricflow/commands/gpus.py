@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.commands.common import add_json_flag, print_json, print_table
 from fabricflow.workload.gpu import list_gpus, load_gpu
 
 

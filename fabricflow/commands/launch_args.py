@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.commands.common import add_json_flag, print_json
 from fabricflow.errors import SpecError
 from fabricflow.files import parse_structured, read_structured
 from fabricflow.workload.launch_args import result_arguments

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricflow.commands._common import add_json_flag, print_json, print_table
+from fabricflow.commands.common import add_json_flag, print_json, print_table
 from fabricflow.workload.model_spec import list_models, load_model
 
 

@@ -7,8 +7,8 @@ import os
 import sys
 
 from fabricflow.atomic import atomic_path
-from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import add_calibration_flags, calibration_from_args
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_json_flag,
     load_fabric_flags,
@@ -16,7 +16,7 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
-from fabricflow.commands._interrupt import mark_reported
+from fabricflow.commands.interrupts import mark_reported
 from fabricflow.commands.step import stack_from_args
 from fabricflow.errors import SpecError
 from fabricflow.files import to_jsonable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricflow.commands._common import add_json_flag, print_json
+from fabricflow.commands.common import add_json_flag, print_json
 from fabricflow.fabric.spec import list_presets
 
 

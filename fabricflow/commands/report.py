@@ -17,8 +17,8 @@ import shlex
 import sys
 
 from fabricflow.atomic import write_text
-from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import add_calibration_flags, calibration_from_args
+from fabricflow.commands.common import (
     IMPORT_FLAGS,
     add_fabric_flags,
     add_json_flag,
@@ -27,7 +27,7 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
-from fabricflow.commands._interrupt import check
+from fabricflow.commands.interrupts import check
 from fabricflow.errors import SpecError
 from fabricflow.report.build import build_report
 from fabricflow.report.html import fabricflow_version, render_html

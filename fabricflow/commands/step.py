@@ -11,8 +11,9 @@ from pathlib import Path
 from fabricflow.assignments import key_values
 from fabricflow.collective.comm import check_algorithms
 from fabricflow.collective.timing import ROUTINGS
-from fabricflow.commands._calibration_flags import add_calibration_flags, calibration_from_args
-from fabricflow.commands._common import (
+from fabricflow.commands.calibration_flags import add_calibration_flags, calibration_from_args
+from fabricflow.commands.cc import CC_CHOICES
+from fabricflow.commands.common import (
     add_fabric_flags,
     add_fail_flag,
     add_json_flag,
@@ -22,7 +23,6 @@ from fabricflow.commands._common import (
     print_json,
     write_outputs,
 )
-from fabricflow.commands.cc import CC_CHOICES
 from fabricflow.errors import SpecError
 from fabricflow.fabric.summary import failure_counts, failure_text
 from fabricflow.files import parse_structured

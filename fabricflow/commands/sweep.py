@@ -21,8 +21,8 @@ import os
 import sys
 import warnings
 
-from fabricflow.commands._common import add_json_flag, output_store, print_json
-from fabricflow.commands._interrupt import Interrupted
+from fabricflow.commands.common import add_json_flag, output_store, print_json
+from fabricflow.commands.interrupts import Interrupted
 from fabricflow.errors import OutputError, SpecError
 from fabricflow.sweeps.grid_spec import read_sweep_spec
 from fabricflow.sweeps.run import MAX_POINTS, failed_points, run_sweep

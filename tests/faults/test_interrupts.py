@@ -16,7 +16,7 @@ import pytest
 from fault_helpers import one_json, run_main, start_cli
 
 from fabricflow import atomic
-from fabricflow.commands import _interrupt
+from fabricflow.commands import interrupts
 
 
 def test_a_signal_during_an_import_is_raised_once_the_import_is_done(tmp_path, monkeypatch):
@@ -29,8 +29,8 @@ def test_a_signal_during_an_import_is_raised_once_the_import_is_done(tmp_path, m
         "LOADED = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    with _interrupt.handling():
-        with pytest.raises(_interrupt.Interrupted) as caught:
+    with interrupts.handling():
+        with pytest.raises(interrupts.Interrupted) as caught:
             import slow_import  # noqa: F401
 
             time.sleep(5)  # the deferred interrupt arrives here, not inside the import

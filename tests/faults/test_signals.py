@@ -178,7 +178,7 @@ def test_interrupt_swallowed_by_library_code_still_stops_the_report(monkeypatch,
 
 def test_signal_after_the_report_keeps_one_json_object(monkeypatch, capsys):
     import fabricflow.commands.presets as presets
-    from fabricflow.commands._common import print_json
+    from fabricflow.commands.common import print_json
 
     def report_then_signal(args):
         print_json({"presets": []})

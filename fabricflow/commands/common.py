@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 from fabricflow.atomic import describe_os_error, ensure_folder, write_text
-from fabricflow.commands._interrupt import check, mark_reported
+from fabricflow.commands.interrupts import check, mark_reported
 from fabricflow.errors import OutputError, SpecError
 from fabricflow.fabric.spec import is_import, load_fabric
 from fabricflow.files import to_jsonable
