@@ -58,7 +58,8 @@ def test_a_command_imports_its_own_module_only():
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['presets', '--json'])\n"
         "loaded = [m for m in sys.modules if m.startswith('fabricflow.commands.')]\n"
-        "print(json.dumps([code, sorted(m for m in loaded if not m.split('.')[-1][0] == '_')]))\n"
+        "from fabricflow.commands import HELPERS\n"
+        "print(json.dumps([code, sorted(m for m in loaded if m.split('.')[-1] not in HELPERS)]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
