@@ -25,7 +25,7 @@ def test_negative_value_reaches_the_command(capsys, flag):
 def test_only_the_running_commands_value_flags_take_negative_values():
     from fabricflow.cli import _attach_negative_values, build_parser
 
-    parser = build_parser()
+    parser = build_parser("step", "bench", "collective")  # the parsers of these commands
     # --gpu takes a value in `step` but is a switch in `bench`
     assert _attach_negative_values(["step", "--gpu", "-1"], parser) == ["step", "--gpu=-1"]
     assert _attach_negative_values(["bench", "--gpu", "-1"], parser) == ["bench", "--gpu", "-1"]
