@@ -27,7 +27,7 @@ def _late_queue(result, part, share=0.5):
 
 def run(out, *, fast: bool = False) -> dict:
     from fabricflow.atomic import ensure_folder, write_text
-    from fabricflow.commands._common import to_jsonable
+    from fabricflow.files import to_jsonable
     from fabricflow.plots.figures import save_figure
     from fabricflow.study import cc_laws
     from fabricflow.study.cc_laws_plots import plot_hpcc, plot_predictive, plot_swift, plot_timely
