@@ -26,26 +26,13 @@ __version__ = "0.1.0"
 
 def _read_stub(path: Path) -> dict[str, tuple[str, str]]:
     """Public name -> (module, attribute in it), from the stub's top-level statements:
-    ``from MODULE import ATTRIBUTE as NAME`` makes ``NAME`` public unless it starts with
-    an underscore; ``NAME = _PRIVATE`` exports an imported private name as ``NAME``.
-    Anything else there (the docstring, ``__version__: str``) defines no lazy name."""
-    imported: dict[str, tuple[str, str]] = {}
+    ``from MODULE import NAME as NAME`` makes ``NAME`` public. Anything else there (the
+    docstring, ``__version__: str``) defines no lazy name."""
     public: dict[str, tuple[str, str]] = {}
     for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body:
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
-                name = alias.asname or alias.name
-                imported[name] = (node.module, alias.name)
-                if not name.startswith("_"):
-                    public[name] = imported[name]
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in imported
-        ):
-            public[node.targets[0].id] = imported[node.value.id]
+                public[alias.asname or alias.name] = (node.module, alias.name)
     return public
 
 
