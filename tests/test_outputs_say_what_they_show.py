@@ -102,7 +102,7 @@ def test_cc_fairness_is_over_the_flows_that_share_the_bottleneck(capsys):
 
 
 def test_the_collective_plot_title_counts_groups_in_words(monkeypatch, tmp_path):
-    from fabricflow.plots import collective
+    from fabricflow.commands import collective  # the command's own name of the plot
 
     titles = []
 
