@@ -204,15 +204,7 @@ def prepare_cc(
         (delay_steps, hop_delay_steps),
         trim_limit,
     )
-    config = integrator.Config(
-        dt=timing.dt,
-        steps_per_record=timing.steps_per_record,
-        num_records=timing.num_records,
-        ring_slots=ring_slots,
-        pfc_mode=pfc_mode,
-        num_nodes=int(num_nodes or num_links),
-        trim=trim is not None,
-    )
+    config = _config(timing, ring_slots, pfc_mode, int(num_nodes or num_links), trim is not None)
     return PreparedRun(
         law=law,
         problem=problem,
@@ -244,6 +236,20 @@ def _check_pfc_params(pfc_params) -> PFCParams:
         raise SpecError("pfc_params", f"expected PFCParams, got {type(pfc_params).__name__}")
     pfc_params.validate()
     return pfc_params
+
+
+def _config(timing, ring_slots: int, pfc_mode, num_nodes: int, trim: bool) -> integrator.Config:
+    """The integrator's static :class:`~.integrator.Config`: step ``dt`` (s) and records of
+    ``timing``, delay ring slots, PFC mode, nodes of the PFC thresholds, trimming on/off."""
+    return integrator.Config(
+        dt=timing.dt,
+        steps_per_record=timing.steps_per_record,
+        num_records=timing.num_records,
+        ring_slots=ring_slots,
+        pfc_mode=pfc_mode,
+        num_nodes=num_nodes,
+        trim=trim,
+    )
 
 
 def _previous_links(links: np.ndarray, valid: np.ndarray) -> np.ndarray:
