@@ -221,16 +221,7 @@ def max_min(
         problem.batch,
         "max_min_rates",
     )
-    merged = None
-    if entries is None:
-        if merge:
-            merged = merge_identical_flows(
-                problem.links, problem.coef, problem.weight, problem.demand
-            )
-            if merged.num_unique == problem.links.shape[0] and problem.weight is None:
-                merged = None
-        rows, coef = (problem.links, problem.coef) if merged is None else merged[:2]
-        entries = FlowEntries.from_padded(rows, coef, problem.capacity.shape[-1])
+    entries, merged = _entries(problem, entries, merge)
     weight = problem.weight if merged is None else merged.weight
     demand = problem.demand if merged is None else merged.demand
     num_flows = entries.num_flows
@@ -244,25 +235,17 @@ def max_min(
     demand = _per_scenario(demand, batch, num_flows, np.inf)
     if batch_layout not in ("block", "vmap"):
         raise SpecError("batch_layout", f"must be 'block' or 'vmap', got {batch_layout!r}")
-    if backend == "numpy":
-        rate, bottleneck, rounds, status, unsettled = _numpy_solve(
-            entries, capacity, weight, demand, rtol, max_iters
-        )
-    else:
-        # lazy: the JAX backend imports JAX; a numpy solve (and ``import fabricflow``) stays light
-        from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax
-
-        rate, bottleneck, rounds, status, unsettled = run_jax(
-            entries,
-            capacity,
-            weight,
-            demand,
-            dtype=solve_dtype,
-            max_iters=max_iters,
-            rtol=rtol,
-            shard=resolve_shard(shard, batch, entries.num_entries, entries.num_links),
-            layout=batch_layout,
-        )
+    rate, bottleneck, rounds, status, unsettled = _run_backend(
+        backend,
+        entries,
+        (capacity, weight, demand),
+        batch=batch,
+        dtype=solve_dtype,
+        max_iters=max_iters,
+        rtol=rtol,
+        shard=shard,
+        batch_layout=batch_layout,
+    )
     rounds, status = np.asarray(rounds, np.int64), np.asarray(status, np.int64)
     if batch is None:
         rate, bottleneck, unsettled = rate[0], bottleneck[0], unsettled[0]
@@ -282,6 +265,50 @@ def max_min(
         unsettled = unsettled | (np.isnan(rate) & (bad[..., None] if bad.ndim else bad))
     rates = as_output_dtype(np.where(unsettled, np.nan, rate), out_dtype)
     return MaxMinSolution(rates, bottleneck.astype(np.int64), rounds, status, backend)
+
+
+def _entries(problem, entries, merge: bool):
+    """``(entries, merged)``: the flows to solve as :class:`~.entries.FlowEntries` (the given
+    ``entries``, else the padded rows of ``problem``, identical rows merged into one weighted
+    flow when ``merge``) and the :func:`~.identical_flows.merge_identical_flows` result
+    that spreads the answer back (``None`` when nothing was merged)."""
+    merged = None
+    if entries is None:
+        if merge:
+            merged = merge_identical_flows(
+                problem.links, problem.coef, problem.weight, problem.demand
+            )
+            if merged.num_unique == problem.links.shape[0] and problem.weight is None:
+                merged = None
+        rows, coef = (problem.links, problem.coef) if merged is None else merged[:2]
+        entries = FlowEntries.from_padded(rows, coef, problem.capacity.shape[-1])
+    return entries, merged
+
+
+def _run_backend(
+    backend: str, entries, arrays, *, batch, dtype, max_iters, rtol, shard, batch_layout
+):
+    """``(rate, bottleneck, rounds, status, unsettled)``, each with a leading scenario axis,
+    from the ``backend`` (``"numpy"`` or ``"jax"``) on ``arrays`` = ``(capacity [B, L],
+    weight [B, F], demand [B, F])`` (scaled, per scenario); ``batch``: the problem's
+    scenario count (``None`` for one scenario), for the JAX backend's sharding."""
+    capacity, weight, demand = arrays
+    if backend == "numpy":
+        return _numpy_solve(entries, capacity, weight, demand, rtol, max_iters)
+    # lazy: the JAX backend imports JAX; a numpy solve (and ``import fabricflow``) stays light
+    from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax
+
+    return run_jax(
+        entries,
+        capacity,
+        weight,
+        demand,
+        dtype=dtype,
+        max_iters=max_iters,
+        rtol=rtol,
+        shard=resolve_shard(shard, batch, entries.num_entries, entries.num_links),
+        layout=batch_layout,
+    )
 
 
 def _checked(links, capacity, weight, demand, coef):
