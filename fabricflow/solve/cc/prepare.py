@@ -204,7 +204,16 @@ def prepare_cc(
         (delay_steps, hop_delay_steps),
         trim_limit,
     )
-    config = _config(timing, ring_slots, pfc_mode, int(num_nodes or num_links), trim is not None)
+    config = integrator.Config(
+        dt=timing.dt,
+        steps_per_record=timing.steps_per_record,
+        num_records=timing.num_records,
+        ring_slots=ring_slots,
+        pfc_mode=pfc_mode,
+        num_nodes=int(num_nodes or num_links),
+        trim=trim is not None,
+    )
+    axes = _problem_axes(capacity)
     return PreparedRun(
         law=law,
         problem=problem,
@@ -213,7 +222,7 @@ def prepare_cc(
         config=config,
         dtype=dtype,
         batch=batch,
-        problem_axes=_problem_axes(capacity),
+        problem_axes=axes,
         links=links,
         prev_links=prev_links,
         capacity=capacity,
@@ -236,20 +245,6 @@ def _check_pfc_params(pfc_params) -> PFCParams:
         raise SpecError("pfc_params", f"expected PFCParams, got {type(pfc_params).__name__}")
     pfc_params.validate()
     return pfc_params
-
-
-def _config(timing, ring_slots: int, pfc_mode, num_nodes: int, trim: bool) -> integrator.Config:
-    """The integrator's static :class:`~.integrator.Config`: step ``dt`` (s) and records of
-    ``timing``, delay ring slots, PFC mode, nodes of the PFC thresholds, trimming on/off."""
-    return integrator.Config(
-        dt=timing.dt,
-        steps_per_record=timing.steps_per_record,
-        num_records=timing.num_records,
-        ring_slots=ring_slots,
-        pfc_mode=pfc_mode,
-        num_nodes=num_nodes,
-        trim=trim,
-    )
 
 
 def _previous_links(links: np.ndarray, valid: np.ndarray) -> np.ndarray:

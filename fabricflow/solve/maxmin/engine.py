@@ -235,17 +235,25 @@ def max_min(
     demand = _per_scenario(demand, batch, num_flows, np.inf)
     if batch_layout not in ("block", "vmap"):
         raise SpecError("batch_layout", f"must be 'block' or 'vmap', got {batch_layout!r}")
-    rate, bottleneck, rounds, status, unsettled = _run_backend(
-        backend,
-        entries,
-        (capacity, weight, demand),
-        batch=batch,
-        dtype=solve_dtype,
-        max_iters=max_iters,
-        rtol=rtol,
-        shard=shard,
-        batch_layout=batch_layout,
-    )
+    if backend == "numpy":
+        rate, bottleneck, rounds, status, unsettled = _numpy_solve(
+            entries, capacity, weight, demand, rtol, max_iters
+        )
+    else:
+        # lazy: the JAX backend imports JAX; a numpy solve (and ``import fabricflow``) stays light
+        from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax
+
+        rate, bottleneck, rounds, status, unsettled = run_jax(
+            entries,
+            capacity,
+            weight,
+            demand,
+            dtype=solve_dtype,
+            max_iters=max_iters,
+            rtol=rtol,
+            shard=resolve_shard(shard, batch, entries.num_entries, entries.num_links),
+            layout=batch_layout,
+        )
     rounds, status = np.asarray(rounds, np.int64), np.asarray(status, np.int64)
     if batch is None:
         rate, bottleneck, unsettled = rate[0], bottleneck[0], unsettled[0]
@@ -283,32 +291,6 @@ def _entries(problem, entries, merge: bool):
         rows, coef = (problem.links, problem.coef) if merged is None else merged[:2]
         entries = FlowEntries.from_padded(rows, coef, problem.capacity.shape[-1])
     return entries, merged
-
-
-def _run_backend(
-    backend: str, entries, arrays, *, batch, dtype, max_iters, rtol, shard, batch_layout
-):
-    """``(rate, bottleneck, rounds, status, unsettled)``, each with a leading scenario axis,
-    from the ``backend`` (``"numpy"`` or ``"jax"``) on ``arrays`` = ``(capacity [B, L],
-    weight [B, F], demand [B, F])`` (scaled, per scenario); ``batch``: the problem's
-    scenario count (``None`` for one scenario), for the JAX backend's sharding."""
-    capacity, weight, demand = arrays
-    if backend == "numpy":
-        return _numpy_solve(entries, capacity, weight, demand, rtol, max_iters)
-    # lazy: the JAX backend imports JAX; a numpy solve (and ``import fabricflow``) stays light
-    from fabricflow.solve.maxmin.sharded import resolve_shard, run_jax
-
-    return run_jax(
-        entries,
-        capacity,
-        weight,
-        demand,
-        dtype=dtype,
-        max_iters=max_iters,
-        rtol=rtol,
-        shard=resolve_shard(shard, batch, entries.num_entries, entries.num_links),
-        layout=batch_layout,
-    )
 
 
 def _checked(links, capacity, weight, demand, coef):
