@@ -129,7 +129,7 @@ class _Solved:
     protocols: tuple[str, ...]
 
 
-def _check_channels(channels) -> None:
+def _check_channels(channels: int | None) -> None:
     """Checks ``channels``: ``None`` (the algorithm's default) or an integer from 1 to
     :data:`MAX_CHANNELS`, the channels per group.
 

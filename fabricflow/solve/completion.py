@@ -207,7 +207,16 @@ def max_min_completion(
     return _completion(result, merged, starts, staggered, out_dtype, scaling, backend, throw)
 
 
-def _run_events(backend: str, solve: FlowEntries, arrays, *, first_rates, solves, dtype, options):
+def _run_events(
+    backend: str,
+    solve: FlowEntries,
+    arrays,
+    *,
+    first_rates,
+    solves,
+    dtype,
+    options: dict[str, object],
+):
     """The event loop's result on ``backend`` (``"numpy"`` or ``"jax"``) for the flows of
     ``solve``; ``arrays`` is ``(capacities [L], amounts [F], relative starts [F] s,
     weights [F])``, float64, scaled. The numpy backend drops the entries of links of
