@@ -129,6 +129,39 @@ class _Solved:
     protocols: tuple[str, ...]
 
 
+def _check_channels(channels: int | None) -> None:
+    """Checks ``channels``: ``None`` (the algorithm's default) or an integer from 1 to
+    :data:`MAX_CHANNELS`, the channels per group.
+
+    Raises:
+        SpecError: anything else (a bool included).
+    """
+    if channels is not None and (
+        isinstance(channels, bool)
+        or not isinstance(channels, numbers.Integral)
+        or not 1 <= channels <= MAX_CHANNELS
+    ):
+        # Each channel multiplies the flows routed and solved; NCCL itself uses <= 64.
+        raise SpecError("channels", f"must be an integer in 1..{MAX_CHANNELS}, got {channels!r}")
+
+
+def _algorithm_names(op: str, algorithm: str) -> list[str]:
+    """The candidate algorithms of ``op`` (canonical): every one that implements it for
+    ``"auto"``, else the canonical name of ``algorithm``.
+
+    Raises:
+        SpecError: an unknown algorithm, or one that does not implement ``op``.
+    """
+    names = algorithms_for(op) if algorithm == "auto" else [get_algorithm(algorithm).name]
+    if algorithm != "auto" and op not in ALGORITHMS[names[0]].builders:
+        raise SpecError(
+            "algorithm",
+            f"{names[0]} does not implement {op}; for {op} "
+            f"use one of {['auto', *algorithms_for(op)]}",
+        )
+    return names
+
+
 class PreparedCollective:
     """Phases of a collective routed and solved once; :meth:`evaluate` prices any sizes.
 
@@ -180,28 +213,59 @@ class PreparedCollective:
             raise SpecError("routing", f"unknown routing {routing!r}; one of {list(ROUTINGS)}")
         # The routing actually used: "auto" resolved from the fabric's transport.
         self.routing = routing_for(fabric) if routing == "auto" else routing
-        if channels is not None and (
-            isinstance(channels, bool)
-            or not isinstance(channels, numbers.Integral)
-            or not 1 <= channels <= MAX_CHANNELS
-        ):
-            # Each channel multiplies the flows routed and solved; NCCL itself uses <= 64.
-            raise SpecError(
-                "channels", f"must be an integer in 1..{MAX_CHANNELS}, got {channels!r}"
-            )
+        _check_channels(channels)
         if protocol != "auto":
             protocols_for(protocol, "ring")  # validates the name
         ordered, grid = _ordered_and_grid(self.groups, fabric.gpu_domain)
         capacity = effective_capacity(fabric, cost)
-        names = algorithms_for(self.op) if algorithm == "auto" else [get_algorithm(algorithm).name]
-        if algorithm != "auto" and self.op not in ALGORITHMS[names[0]].builders:
-            raise SpecError(
-                "algorithm",
-                f"{names[0]} does not implement {self.op}; for {self.op} "
-                f"use one of {['auto', *algorithms_for(self.op)]}",
-            )
+        names = _algorithm_names(self.op, algorithm)
         self.skipped: dict[str, str] = {}
         self.solved: list[_Solved] = []
+        built = self._build_phases(
+            names,
+            algorithm,
+            protocol,
+            (ordered, grid),
+            channels=channels,
+            rail_aware=rail_aware,
+        )
+        say = self._announce(built, progress)
+        # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
+        # share one route and solve; only the default solver, whose answer is known.
+        self.shared = (
+            SharedPhases(
+                fabric,
+                capacity,
+                self.routing,
+                seed,
+                fingerprint=fabric_fingerprint,
+                capacity_known=cost is DEFAULT_COST,
+            )
+            if solver is None
+            else None
+        )
+        self._built = built
+        self._say = say
+        self._seed, self._solver = seed, solver
+        self._capacity = capacity
+        # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
+        # size nor the protocol, so a size sweep computes it once per phase.
+        self._link_load: dict[int, np.ndarray] = {}
+        if solve:
+            self.attach(self._solve(self.pending_phases()))
+
+    def _build_phases(
+        self, names: list[str], algorithm: str, protocol: str, placement, *, channels, rail_aware
+    ) -> list[tuple]:
+        """``(candidate, phases, protocols)`` of each algorithm of ``names`` that applies
+        (every phase built before any is solved); the others go to :attr:`skipped` with the
+        reason. ``placement`` is ``(ordered, grid)`` of :func:`_ordered_and_grid`.
+
+        Raises:
+            SpecError: the ``algorithm`` asked for by name does not apply, or none applies.
+        """
+        ordered, grid = placement
+        cost, fabric = self.cost, self.fabric
         built = []  # (candidate, phases, protocols): every phase is built before any solve
         for name in names:
             candidate = ALGORITHMS[name]
@@ -236,8 +300,20 @@ class PreparedCollective:
             raise SpecError(
                 "algorithm", f"no algorithm applies to {self.op} on these groups: {self.skipped}"
             )
+        return built
+
+    def _announce(self, built: list[tuple], progress) -> Callable[[str], None] | None:
+        """``progress`` when the estimated time of routing and solving ``built`` reaches
+        :data:`~fabricflow.collective.estimate.PROGRESS_AFTER_S` seconds (after telling it
+        the estimate), else ``None``.
+
+        Raises:
+            SpecError, MemoryBudgetError: work past the limits of
+                :func:`~fabricflow.collective.estimate.check_work`, refused before
+                anything is routed.
+        """
         # Refuse before routing anything when the work is absurd; tell long runs how long.
-        estimate = _estimate.check_work(fabric, self.op, self.groups.shape, built)
+        estimate = _estimate.check_work(self.fabric, self.op, self.groups.shape, built)
         say = progress if progress is not None and estimate >= _estimate.PROGRESS_AFTER_S else None
         if say is not None:
             say(
@@ -245,29 +321,7 @@ class PreparedCollective:
                 f"{self.groups.shape[1]:,}, {sum(len(b[1]) for b in built)} phases over "
                 f"{len(built)} algorithm(s), estimated ~{estimate:.0f} s"
             )
-        # Phases with the same flows (a reduce-scatter's and an all-gather's ring, ...)
-        # share one route and solve; only the default solver, whose answer is known.
-        self.shared = (
-            SharedPhases(
-                fabric,
-                capacity,
-                self.routing,
-                seed,
-                fingerprint=fabric_fingerprint,
-                capacity_known=cost is DEFAULT_COST,
-            )
-            if solver is None
-            else None
-        )
-        self._built = built
-        self._say = say
-        self._seed, self._solver = seed, solver
-        self._capacity = capacity
-        # Per-link load of each solved phase, by id(SolvedPhase): it depends on neither the
-        # size nor the protocol, so a size sweep computes it once per phase.
-        self._link_load: dict[int, np.ndarray] = {}
-        if solve:
-            self.attach(self._solve(self.pending_phases()))
+        return say
 
     def pending_phases(self) -> list[Phase]:
         """Every phase of every candidate algorithm, in order, before :meth:`attach`."""

@@ -153,36 +153,11 @@ def _add_output_flags(parser) -> None:
 
 
 def run(args) -> int:
-    if args.plot is not None:
-        _check_plot_format(args.plot)  # before the sweep, not after it
-    if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
-        # checked here too so the error names the flag; the model checks the same range
-        raise SpecError(
-            "--channels", f"must lie in 1..{MAX_CHANNELS} channels per group, got {args.channels}"
-        )
-    calibration = calibration_from_args(args)
-    if not math.isfinite(args.stepfactor):
-        raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
-    fabric = load_fabric_flags(args)
-    routing = routing_for(fabric) if args.routing == "auto" else args.routing
-    fabric = failed_fabric(fabric, args.fail, args.seed)
-    if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value
-        raise SpecError(
-            "fabric", f"a collective needs at least 2 GPUs; {fabric.name} has {fabric.num_gpus}"
-        )
-    if args.gpus < 2 or args.gpus > fabric.num_gpus:
-        raise SpecError(
-            "gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}"
-        )
+    calibration = _check_flags(args)
+    fabric, routing = _fabric_flags(args)
     group_size = args.gpus if args.group_size is None else args.group_size
     groups = make_groups(args.gpus, group_size, layout=args.layout)
-    smallest, largest = _size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes")
-    if largest < smallest:
-        raise SpecError(
-            "--maxbytes",
-            f"must be >= --minbytes ({format_size(smallest)}), got {format_size(largest)}",
-        )
-    sizes = nccl_sizes(smallest, largest, args.stepfactor)
+    sizes = _sizes(args)
     solver = None
     if args.cc is not None:
         # deferred: the congestion-control fluid is JAX
@@ -204,17 +179,7 @@ def run(args) -> int:
         solver=solver,
     )
     rows = table_rows(results)
-
-    for row in rows:
-        interval = collective_interval(
-            row["time_s"], level=args.interval_level, calibration=calibration
-        )
-        row["time_interval_s"] = interval.to_list()
-        # bus bandwidth is bytes over time: the slow end of the time is its low end
-        row["busbw_interval_GBps"] = [
-            row["busbw_GBps"] * row["time_s"] / interval.high,
-            row["busbw_GBps"] * row["time_s"] / interval.low,
-        ]
+    _add_intervals(rows, args.interval_level, calibration)
     header = {
         "fabric": fabric.name,
         "op": results[0].op,
@@ -230,11 +195,94 @@ def run(args) -> int:
         "interval_level": args.interval_level,
         "calibration": args.calibration,
     }
+    _write_files(args, header, results, rows)
+    if args.json:
+        print_json({**header, "rows": rows})
+        return 0
+    _print_text(args, header, rows, fabric, calibration)
+    return 0
+
+
+def _check_flags(args):
+    """The calibration of ``--calibration`` (``None`` without it), after checking the flags
+    that need no fabric, in this order: the ``--plot`` format (before the sweep, not after
+    it), ``--channels`` (1..MAX_CHANNELS), the calibration, ``--stepfactor`` (finite).
+
+    Raises:
+        SpecError: the first flag out of range.
+    """
+    if args.plot is not None:
+        _check_plot_format(args.plot)  # before the sweep, not after it
+    if args.channels is not None and not 1 <= args.channels <= MAX_CHANNELS:
+        # checked here too so the error names the flag; the model checks the same range
+        raise SpecError(
+            "--channels", f"must lie in 1..{MAX_CHANNELS} channels per group, got {args.channels}"
+        )
+    calibration = calibration_from_args(args)
+    if not math.isfinite(args.stepfactor):
+        raise SpecError("--stepfactor", f"must be a finite number > 1, got {args.stepfactor}")
+    return calibration
+
+
+def _fabric_flags(args):
+    """``(fabric, routing)``: the fabric of the flags with its ``--fail`` failures applied,
+    and the routing policy (``auto`` resolved from the fabric's transport).
+
+    Raises:
+        SpecError: a fabric of fewer than 2 GPUs, or ``--gpus`` outside 2..its GPUs.
+    """
+    fabric = load_fabric_flags(args)
+    routing = routing_for(fabric) if args.routing == "auto" else args.routing
+    fabric = failed_fabric(fabric, args.fail, args.seed)
+    if fabric.num_gpus < 2:  # "must lie in 2..1" would name no valid value
+        raise SpecError(
+            "fabric", f"a collective needs at least 2 GPUs; {fabric.name} has {fabric.num_gpus}"
+        )
+    if args.gpus < 2 or args.gpus > fabric.num_gpus:
+        raise SpecError(
+            "gpus", f"must lie in 2..{fabric.num_gpus} for {fabric.name}, got {args.gpus}"
+        )
+    return fabric, routing
+
+
+def _sizes(args):
+    """The message sizes in bytes, ``--minbytes`` to ``--maxbytes`` by ``--stepfactor``.
+
+    Raises:
+        SpecError: a size that does not parse, or ``--maxbytes`` below ``--minbytes``.
+    """
+    smallest, largest = _size(args.minbytes, "minbytes"), _size(args.maxbytes, "maxbytes")
+    if largest < smallest:
+        raise SpecError(
+            "--maxbytes",
+            f"must be >= --minbytes ({format_size(smallest)}), got {format_size(largest)}",
+        )
+    return nccl_sizes(smallest, largest, args.stepfactor)
+
+
+def _add_intervals(rows: list[dict], level: float, calibration) -> None:
+    """Adds to each row its prediction interval at ``level`` (a fraction):
+    ``time_interval_s`` (``[low, high]`` seconds) and ``busbw_interval_GBps``."""
+    for row in rows:
+        interval = collective_interval(row["time_s"], level=level, calibration=calibration)
+        row["time_interval_s"] = interval.to_list()
+        # bus bandwidth is bytes over time: the slow end of the time is its low end
+        row["busbw_interval_GBps"] = [
+            row["busbw_GBps"] * row["time_s"] / interval.high,
+            row["busbw_GBps"] * row["time_s"] / interval.low,
+        ]
+
+
+def _write_files(args, header: dict, results, rows: list[dict]) -> None:
+    """Writes the ``--plot`` figure and the ``--out`` tables when asked, and names them in
+    ``header`` (``plot``, ``files``); a file that cannot be written is reported after the
+    result (exit 1)."""
     if args.plot is not None:
         title = (
-            f"{header['op']} on {fabric.name}: {groups_text(header['num_groups'], group_size)}"
+            f"{header['op']} on {header['fabric']}: "
+            f"{groups_text(header['num_groups'], header['group_size'])}"
             + (f" ({args.layout})" if header["num_groups"] > 1 else "")
-            + f", routing {routing}"
+            + f", routing {header['routing']}"
             + (f", {args.cc}" if args.cc else "")
         )
         # a plot that cannot be written is reported after the result (exit 1)
@@ -243,12 +291,15 @@ def run(args) -> int:
     if args.out is not None:
         # files that cannot be written are reported after the result (exit 1)
         header["files"] = write_outputs(args, "--out", _write_tables, rows, header, args.out)
-    if args.json:
-        print_json({**header, "rows": rows})
-        return 0
+
+
+def _print_text(args, header: dict, rows: list[dict], fabric, calibration) -> None:
+    """The text answer: a commented header (fabric, groups, routing, congestion control,
+    failures, the interval's source), the nccl-tests-like table, and the files written."""
     print(
         f"# fabricflow collective: {header['op']} on {fabric.name}, {args.gpus} GPUs in "
-        f"{groups_text(header['num_groups'], group_size)} ({args.layout}), routing {routing}"
+        f"{groups_text(header['num_groups'], header['group_size'])} ({args.layout}), "
+        f"routing {header['routing']}"
         + (f" (auto: {_transport_text(fabric.transport)})" if args.routing == "auto" else "")
         + (
             f", congestion control {args.cc} (max-min rates x its flows' efficiency)"
@@ -284,7 +335,6 @@ def run(args) -> int:
         print(f"# plot written to {header['plot']}")
     if header.get("files"):
         print("# files: " + ", ".join(header["files"]))
-    return 0
 
 
 def groups_text(num_groups: int, group_size: int) -> str:

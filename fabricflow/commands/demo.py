@@ -65,18 +65,7 @@ def run(args) -> int:
     if not args.json:
         print_summary(summary)
 
-    start = time.perf_counter()
-    ring_routes = route(fabric, *ring(fabric.num_gpus))
-    timings["route_ring_s"] = time.perf_counter() - start
-    src, dst = alltoall_groups(fabric.num_gpus, args.group_size)
-    start = time.perf_counter()
-    a2a_routes = route(fabric, src, dst, policy="ecmp", seed=0)
-    timings["route_alltoall_s"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    solution = max_min_solution(a2a_routes.links, fabric.capacity)
-    rates = np.asarray(solution.rates, dtype=np.float64)
-    timings["maxmin_alltoall_s"] = time.perf_counter() - start
+    ring_routes, a2a_routes, solution, rates = _route_and_solve(fabric, args.group_size, timings)
     utilization = link_utilization(a2a_routes.links, fabric.capacity, rates)
     tiers = tier_summary(utilization, fabric.link_kind_id, fabric.link_kinds, fabric.link_up)
 
@@ -121,24 +110,51 @@ def run(args) -> int:
     if args.json:
         print_json(result)
     else:
-        print(
-            f"ring over {fabric.num_gpus:,} GPUs: {ring_routes.num_flows:,} flows, "
-            f"hop counts {dict(enumerate(result['ring_hops_histogram']))}"
-        )
-        print(
-            f"all-to-all in groups of {args.group_size}: {a2a_routes.num_flows:,} flows; "
-            f"max flows per link by kind {result['alltoall_max_flows_per_link']}"
-        )
-        print(
-            f"max-min fair rates: min {result['alltoall_rate_Bps']['min'] / 1e9:.3g} GB/s, median "
-            f"{result['alltoall_rate_Bps']['median'] / 1e9:.3g} GB/s, max "
-            f"{result['alltoall_rate_Bps']['max'] / 1e9:.3g} GB/s; aggregate "
-            f"{result['alltoall_aggregate_Bps'] / 1e12:.4g} TB/s in {result['maxmin_rounds']} rounds; "
-            f"saturated links {result['alltoall_saturated_links_per_kind']}"
-        )
-        print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
-        print("figures: " + ", ".join(figures))
+        _print_text(result, args.group_size)
     return 0
+
+
+def _route_and_solve(fabric, group_size: int, timings: dict):
+    """``(ring_routes, alltoall_routes, solution, rates)``: a ring over every GPU routed,
+    an all-to-all in groups of ``group_size`` routed (ECMP, seed 0) and its max-min rates
+    solved (``rates`` float64 ``[F]`` bytes/s); the wall seconds of each step go into ``timings`` (``route_ring_s``,
+    ``route_alltoall_s``, ``maxmin_alltoall_s``)."""
+    start = time.perf_counter()
+    ring_routes = route(fabric, *ring(fabric.num_gpus))
+    timings["route_ring_s"] = time.perf_counter() - start
+    src, dst = alltoall_groups(fabric.num_gpus, group_size)
+    start = time.perf_counter()
+    a2a_routes = route(fabric, src, dst, policy="ecmp", seed=0)
+    timings["route_alltoall_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    solution = max_min_solution(a2a_routes.links, fabric.capacity)
+    rates = np.asarray(solution.rates, dtype=np.float64)
+    timings["maxmin_alltoall_s"] = time.perf_counter() - start
+    return ring_routes, a2a_routes, solution, rates
+
+
+def _print_text(result: dict, group_size: int) -> None:
+    """The demo's answer as text: the ring's flows and hop counts, the all-to-all's flows
+    and busiest links per kind, its max-min rates (GB/s) and saturated links, the wall
+    seconds of each step and the figures written."""
+    print(
+        f"ring over {result['num_gpus']:,} GPUs: {result['ring_flows']:,} flows, "
+        f"hop counts {dict(enumerate(result['ring_hops_histogram']))}"
+    )
+    print(
+        f"all-to-all in groups of {group_size}: {result['alltoall_flows']:,} flows; "
+        f"max flows per link by kind {result['alltoall_max_flows_per_link']}"
+    )
+    print(
+        f"max-min fair rates: min {result['alltoall_rate_Bps']['min'] / 1e9:.3g} GB/s, median "
+        f"{result['alltoall_rate_Bps']['median'] / 1e9:.3g} GB/s, max "
+        f"{result['alltoall_rate_Bps']['max'] / 1e9:.3g} GB/s; aggregate "
+        f"{result['alltoall_aggregate_Bps'] / 1e12:.4g} TB/s in {result['maxmin_rounds']} rounds; "
+        f"saturated links {result['alltoall_saturated_links_per_kind']}"
+    )
+    print("timings: " + ", ".join(f"{k} {v:.2f}" for k, v in result["timings"].items()))
+    print("figures: " + ", ".join(result["figures"]))
 
 
 def _write_figures(fabric, out, utilization, flows_per_link, routes, rounds, group_size) -> None:

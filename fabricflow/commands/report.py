@@ -202,12 +202,7 @@ def command_line(args) -> str:
 
 
 def run(args) -> int:
-    if args.gpus < 1:
-        raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
-    if args.global_batch is not None and args.global_batch < 1:
-        raise SpecError("--global-batch", f"must be an integer >= 1, got {args.global_batch}")
-    if args.seq < 1:
-        raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
+    _check_counts(args)
     fractions = _fractions(args.fail_fractions)
     fabric = load_fabric_flags(args)
     model = load_model(args.model)
@@ -249,26 +244,59 @@ def run(args) -> int:
         check()
         raise
     except SpecError as error:  # name the command's flag, not the library's argument
-        flags = {
-            "budget_s": "--budget",
-            "top_k": "--top-k",
-            "fail_kind": "--fail-kind",
-            "fail_seeds": "--fail-seeds",
-            "gpus": "--gpus",
-        }
-        if error.field in flags:
-            raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
-        raise
+        _raise_as_flag(error)
     path = os.path.join(args.out, "report.html")
     report["step_command"] = step_command_of(args, report["job"])
     html = render_html(report, version=fabricflow_version(), command=command_line(args))
     # a report that cannot be written is said after its headline (exit 1), not lost unseen
     written = write_outputs(args, "--out", write_text, path, html)
+    _print_answer(args, report, path if written else None)
+    return 0
+
+
+def _check_counts(args) -> None:
+    """Checks the counts that need no fabric: ``--gpus``, ``--global-batch`` and ``--seq``
+    (integers >= 1; ``--global-batch`` may be absent), in that order.
+
+    Raises:
+        SpecError: naming the first flag below 1.
+    """
+    if args.gpus < 1:
+        raise SpecError("--gpus", f"must be an integer >= 1, got {args.gpus}")
+    if args.global_batch is not None and args.global_batch < 1:
+        raise SpecError("--global-batch", f"must be an integer >= 1, got {args.global_batch}")
+    if args.seq < 1:
+        raise SpecError("--seq", f"must be an integer >= 1, got {args.seq}")
+
+
+def _raise_as_flag(error: SpecError):
+    """Raises ``error`` again, renamed after the command's flag where the library's argument
+    has one (``budget_s`` -> ``--budget``, ...); as it is otherwise.
+
+    Raises:
+        SpecError: always.
+    """
+    flags = {
+        "budget_s": "--budget",
+        "top_k": "--top-k",
+        "fail_kind": "--fail-kind",
+        "fail_seeds": "--fail-seeds",
+        "gpus": "--gpus",
+    }
+    if error.field in flags:
+        raise SpecError(flags[error.field], str(error).split(": ", 1)[-1]) from None
+    raise error
+
+
+def _print_answer(args, report: dict, path: str | None) -> None:
+    """The answer on stdout: with ``--json`` the report's file (``path``, ``None`` when it
+    could not be written), title, seconds, sections, figure count, headline, job and the
+    equivalent ``step`` command; else the headline in three or four lines of text."""
     head = report["headline"]
     if args.json:
         print_json(
             {
-                "report": path if written else None,
+                "report": path,
                 "title": report["title"],
                 "seconds": report["seconds"],
                 "sections": [s["id"] for s in report["sections"]],
@@ -290,6 +318,5 @@ def run(args) -> int:
             )
         )
         print(f"  the same step: {report['step_command']}")
-        if written:
+        if path is not None:
             print(f"  wrote {path} ({report['seconds']:.0f} s)")
-    return 0

@@ -151,26 +151,7 @@ def flow_completion_times(
             flow.
     """
     began = time.perf_counter()
-    if fidelity not in FIDELITIES:
-        raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
-    if cc not in CC_CHOICES:
-        raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
-    if arbitration not in ARBITRATIONS:
-        raise SpecError("arbitration", f"must be one of {list(ARBITRATIONS)}, got {arbitration!r}")
-    if not isinstance(pfc, (bool, np.bool_)):
-        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
-    if pfc_params is None:
-        pfc_params = PFCParams()
-    elif isinstance(pfc_params, PFCParams):
-        pfc_params.validate()
-    else:
-        raise SpecError("pfc_params", f"must be a PFCParams or None, got {pfc_params!r}")
-    if fidelity == "packet" and not pfc and cc is None:
-        raise SpecError(
-            "pfc",
-            "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
-            "packets and their retransmission is not modeled; allowed: pfc on, or cc dcqcn",
-        )
+    pfc_params = _check_options(fidelity, cc, arbitration, pfc, pfc_params)
     links = _check_routes(fabric, routes)
     num_flows = links.shape[0]
     size = _flow_values("size", size, num_flows, positive=True)
@@ -191,41 +172,30 @@ def flow_completion_times(
     weight = np.asarray(routes.coef, np.float64) if split else None
     costs = path_costs(links, capacity, latency, first, params, reverse, weight)
     solve_began = time.perf_counter()
-    fair = max_min_completion(
-        links, capacity, wire, start=start, coef=routes.coef, mode=mode, eps=eps
+    fair, lossless = _transfer(
+        links,
+        capacity,
+        latency,
+        wire,
+        start,
+        routes.coef,
+        reverse,
+        lossless_engine=packet_mode and cc is None,
+        engine_args=(params, pfc_params, (dt, max_steps), arbitration, mode, eps),
     )
-    fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
-    events = int(fair.events)
-    transfer = fair_time
-    ack_queueing = np.zeros(num_flows)
-    pfc_info: dict = {}
-    if packet_mode and cc is None:
-        if routes.coef is not None:
-            raise SpecError(
-                "routes",
-                "the PFC engine (packet fidelity, cc None) follows one path per flow; "
-                "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
-            )
-        transfer, ack_queueing, events, pfc_info = _lossless_transfer(
-            links,
-            capacity,
-            latency,
-            wire,
-            start,
-            params,
-            pfc_params,
-            (dt, max_steps),
-            reverse,
-            arbitration,
-        )
     solve_s = time.perf_counter() - solve_began
+    fair_time = fair.elapsed  # start to finish, at full resolution whatever the start
+    if lossless is None:  # the max-min transfer is the transfer
+        transfer, ack_queueing, events, pfc_info = fair_time, np.zeros(num_flows), fair.events, {}
+    else:
+        transfer, ack_queueing, events, pfc_info = lossless
 
-    serialization = wire / costs["min_capacity"]
     if packet_mode:
         ack, store_forward = costs["ack"], costs["store_forward"]
     else:  # the fluid model: propagation both ways, no packets
         ack = _reverse_propagation(links, latency, reverse, weight)
         store_forward = np.zeros(num_flows)
+    serialization = wire / costs["min_capacity"]
     components = {
         "propagation": costs["propagation"],
         "store_forward": store_forward,
@@ -236,7 +206,83 @@ def flow_completion_times(
         "ack_queueing": ack_queueing,
     }
     delivered, fct, dominant = _completion_totals(components, transfer)
-    settings = {
+    settings = _settings(fidelity, pfc, cc, params, arbitration)
+    settings.update(pfc_info)
+    seconds = {"solve": solve_s, "total": time.perf_counter() - began}
+    return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, int(events))
+
+
+def _check_options(fidelity, cc, arbitration, pfc, pfc_params) -> PFCParams:
+    """The ``pfc_params`` to use (``PFCParams()`` when ``None``) after checking the
+    options of :func:`flow_completion_times` that need no fabric: ``fidelity``, ``cc``,
+    ``arbitration``, ``pfc``, ``pfc_params`` (in that order), and that PFC off at packet
+    fidelity comes with congestion control.
+
+    Raises:
+        SpecError: the first option out of its choices.
+    """
+    if fidelity not in FIDELITIES:
+        raise SpecError("fidelity", f"must be one of {list(FIDELITIES)}, got {fidelity!r}")
+    if cc not in CC_CHOICES:
+        raise SpecError("cc", f"must be one of {list(CC_CHOICES)}, got {cc!r}")
+    if arbitration not in ARBITRATIONS:
+        raise SpecError("arbitration", f"must be one of {list(ARBITRATIONS)}, got {arbitration!r}")
+    if not isinstance(pfc, (bool, np.bool_)):
+        raise SpecError("pfc", f"must be True or False, got {pfc!r}")
+    if pfc_params is None:
+        pfc_params = PFCParams()
+    elif isinstance(pfc_params, PFCParams):
+        pfc_params.validate()
+    else:
+        raise SpecError("pfc_params", f"must be a PFCParams or None, got {pfc_params!r}")
+    if fidelity == "packet" and not pfc and cc is None:
+        raise SpecError(
+            "pfc",
+            "PFC off needs cc='dcqcn': a lossy fabric without congestion control drops "
+            "packets and their retransmission is not modeled; allowed: pfc on, or cc dcqcn",
+        )
+    return pfc_params
+
+
+def _transfer(
+    links, capacity, latency, wire, start, coef, reverse, *, lossless_engine, engine_args
+):
+    """``(fair, lossless)``: the max-min transfer of every flow (the
+    :func:`~fabricflow.max_min_completion` result: ``elapsed`` float64 ``[F]`` seconds from
+    start to the last byte, ``events``) and, when ``lossless_engine`` (packet fidelity
+    without congestion control), the PFC engine's ``(transfer, ack_queueing, events,
+    pfc_info)`` of :func:`_lossless_transfer`, else ``None``.
+
+    ``wire`` is float64 ``[F]`` bytes on the wire, ``start`` ``[F]`` seconds; ``coef`` the
+    routes' split (``None`` for one path per flow); ``engine_args`` is ``(packet params,
+    pfc params, (dt, max_steps), arbitration, mode, eps)``.
+
+    Raises:
+        SpecError: multipath routes (``coef``) for the PFC engine, which follows one path
+            per flow (checked after the max-min solve, as the call always did).
+    """
+    params, pfc_params, steps, arbitration, mode, eps = engine_args
+    fair = max_min_completion(links, capacity, wire, start=start, coef=coef, mode=mode, eps=eps)
+    if not lossless_engine:
+        return fair, None
+    if coef is not None:
+        raise SpecError(
+            "routes",
+            "the PFC engine (packet fidelity, cc None) follows one path per flow; "
+            "multipath/spray routes split flows: use ecmp routing or cc='dcqcn'",
+        )
+    lossless = _lossless_transfer(
+        links, capacity, latency, wire, start, params, pfc_params, steps, reverse, arbitration
+    )
+    return fair, lossless
+
+
+def _settings(fidelity, pfc, cc, params, arbitration) -> dict:
+    """The options a :class:`FlowTimes` reports in ``settings``: ``fidelity``, ``pfc``,
+    ``cc``, and the packet sizes in bytes (``mtu_bytes``, ``header_bytes``, ``ack_bytes``)
+    and ``arbitration`` where the fidelity uses them (``None`` otherwise)."""
+    packet_mode = fidelity == "packet"
+    return {
         "fidelity": fidelity,
         "pfc": bool(pfc),
         "cc": cc,
@@ -245,9 +291,6 @@ def flow_completion_times(
         "ack_bytes": params.ack_bytes if packet_mode else None,
         "arbitration": arbitration if packet_mode and cc is None else None,
     }
-    settings.update(pfc_info)
-    seconds = {"solve": solve_s, "total": time.perf_counter() - began}
-    return FlowTimes(fct, delivered, components, dominant, fidelity, settings, seconds, events)
 
 
 def _completion_totals(

@@ -346,12 +346,7 @@ def optimize_layout(
     # the enumeration goes on: the budget then holds, an answer being there already
     first = None if deadline is None else (lambda: _time_first(visit, started))
     cut_short = _analyse(table, Analyser(model, gpu, count, stack), deadline, first)
-    say(
-        f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
-        f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "
-        f"{int(table.analysed.sum()):,} analytic keys ({time.monotonic() - started:.1f} s)"
-        + (f"; enumeration stopped ({cut_short})" if cut_short else "")
-    )
+    say(_space_line(table, started, cut_short))
     if table.feasible_candidates == 0 and not cut_short:
         raise_infeasible(model, gpu, table, count, global_batch)
     if table.feasible_candidates:
@@ -362,24 +357,45 @@ def optimize_layout(
     search = _result(visit, table, started, model, fabric, count, global_batch, seq_len, objective)
     search.interval_level, search.calibration = interval_level, calibration
     if objective == "step_time_upper":
-        ranked = robust_rank(
-            search.top,
-            lambda kwargs: step_time(
-                model,
-                gpu,
-                fabric=fabric,
-                routing_seeds=ROBUST_SEEDS,
-                stack=stack,
-                calibration=calibration,
-                interval_level=interval_level,
-                **kwargs,
-            ),  # fmt: skip
-            interval_level,
-        )
-        search.top = [(kwargs, result) for kwargs, result, _ in ranked]
-        search.upper_s = [upper for _, _, upper in ranked]
-        search.best_kwargs, search.best = search.top[0]
+        _rank_by_upper(search, model, gpu, fabric, stack, calibration, interval_level)
     return search
+
+
+def _space_line(table, started: float, cut_short: str | None) -> str:
+    """The progress line after the enumeration of ``table``: settings, distinct, examined
+    and feasible candidates, analytic keys, seconds since ``started`` (``time.monotonic``)
+    and why the enumeration stopped early, if it did."""
+    return (
+        f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
+        f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "
+        f"{int(table.analysed.sum()):,} analytic keys ({time.monotonic() - started:.1f} s)"
+        + (f"; enumeration stopped ({cut_short})" if cut_short else "")
+    )
+
+
+def _rank_by_upper(
+    search: LayoutSearch, model, gpu, fabric, stack, calibration, interval_level: float
+) -> None:
+    """Ranks ``search.top`` again by an upper quantile of each answer's step time (over
+    :data:`ROBUST_SEEDS` ECMP hash seeds and the model's interval at ``interval_level``:
+    :func:`robust_rank`), setting ``top``, ``upper_s`` (seconds) and ``best``."""
+    ranked = robust_rank(
+        search.top,
+        lambda kwargs: step_time(
+            model,
+            gpu,
+            fabric=fabric,
+            routing_seeds=ROBUST_SEEDS,
+            stack=stack,
+            calibration=calibration,
+            interval_level=interval_level,
+            **kwargs,
+        ),  # fmt: skip
+        interval_level,
+    )
+    search.top = [(kwargs, result) for kwargs, result, _ in ranked]
+    search.upper_s = [upper for _, _, upper in ranked]
+    search.best_kwargs, search.best = search.top[0]
 
 
 def capacity_sweep(

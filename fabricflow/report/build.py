@@ -311,60 +311,8 @@ def _section(id_: str, title: str, text: str, settings: dict, started: float, **
 def _fabric_section(fabric) -> dict:
     started = time.monotonic()
     summary = fabric.summary()
-    scale_up = summary["scale_up_link_kind"]
-    overview = [
-        {"item": "GPUs", "value": f"{summary['num_gpus']:,}"},
-        {"item": "GPUs per node", "value": summary["gpus_per_node"]},
-        {
-            "item": "scale-up domain",
-            "value": f"{summary['scale_up_domain_size']} GPUs"
-            + (f" ({scale_up})" if scale_up else ""),
-        },
-        {"item": "network switches", "value": f"{summary['num_network_switches']:,}"},
-        {
-            "item": "scale-up switches",
-            "value": f"{summary['num_scale_up_switches']:,} (one per {scale_up} domain)"
-            if scale_up
-            else "0",
-        },
-        {"item": "directed links", "value": f"{summary['num_links']:,}"},
-        {"item": "failures", "value": failure_text(summary)},
-        {
-            "item": "bisection bandwidth (one way)",
-            "value": format_bandwidth(summary["bisection_bandwidth_Bps"])
-            + f" ({summary['bisection_bandwidth_Bps'] / 1e12:,.2f} TB/s)",
-        },
-        {
-            "item": "bisection per GPU (over the GPUs of one half)",
-            "value": format_bandwidth(summary["bisection_per_gpu_Bps"])
-            + (
-                f", {100 * summary['bisection_ratio']:.3g} % of full bisection"
-                if summary["bisection_ratio"] is not None
-                else ""
-            ),
-        },
-    ]
-    kinds = [
-        {
-            "kind": kind,
-            "links": count,
-            "cables": summary["cables_per_kind"][kind],
-            "total_Tbps": summary["capacity_per_kind_Bps"][kind] * 8 / 1e12,
-        }
-        for kind, count in summary["links_per_kind"].items()
-    ]
-    tiers = [
-        {
-            "tier": t["tier"],
-            "name": t["name"],
-            "switches": t["switches"],
-            "oversubscription": "top tier"
-            if t["oversubscription"] is None
-            else f"{t['oversubscription']:.3g}:1",
-            "ports": port_usage_text(t),
-        }
-        for t in summary["tiers"]
-    ]
+    overview = _fabric_overview(summary)
+    kinds, tiers = _kind_and_tier_rows(summary)
     return _section(
         "fabric",
         "Fabric summary and bisection",
@@ -408,6 +356,73 @@ def _fabric_section(fabric) -> dict:
     )
 
 
+def _fabric_overview(summary: dict) -> list[dict]:
+    """The rows (``item``, ``value`` as text) of the fabric's overview table, from
+    :meth:`~fabricflow.Fabric.summary`: GPUs, scale-up domain, switches, links, failures,
+    bisection bandwidth in total and per GPU."""
+    scale_up = summary["scale_up_link_kind"]
+    return [
+        {"item": "GPUs", "value": f"{summary['num_gpus']:,}"},
+        {"item": "GPUs per node", "value": summary["gpus_per_node"]},
+        {
+            "item": "scale-up domain",
+            "value": f"{summary['scale_up_domain_size']} GPUs"
+            + (f" ({scale_up})" if scale_up else ""),
+        },
+        {"item": "network switches", "value": f"{summary['num_network_switches']:,}"},
+        {
+            "item": "scale-up switches",
+            "value": f"{summary['num_scale_up_switches']:,} (one per {scale_up} domain)"
+            if scale_up
+            else "0",
+        },
+        {"item": "directed links", "value": f"{summary['num_links']:,}"},
+        {"item": "failures", "value": failure_text(summary)},
+        {
+            "item": "bisection bandwidth (one way)",
+            "value": format_bandwidth(summary["bisection_bandwidth_Bps"])
+            + f" ({summary['bisection_bandwidth_Bps'] / 1e12:,.2f} TB/s)",
+        },
+        {
+            "item": "bisection per GPU (over the GPUs of one half)",
+            "value": format_bandwidth(summary["bisection_per_gpu_Bps"])
+            + (
+                f", {100 * summary['bisection_ratio']:.3g} % of full bisection"
+                if summary["bisection_ratio"] is not None
+                else ""
+            ),
+        },
+    ]
+
+
+def _kind_and_tier_rows(summary: dict) -> tuple[list[dict], list[dict]]:
+    """The rows of the links-per-kind table (directed links, cables, total Tb/s) and of
+    the switch-tier table (switches, oversubscription, ports used), from
+    :meth:`~fabricflow.Fabric.summary`."""
+    kinds = [
+        {
+            "kind": kind,
+            "links": count,
+            "cables": summary["cables_per_kind"][kind],
+            "total_Tbps": summary["capacity_per_kind_Bps"][kind] * 8 / 1e12,
+        }
+        for kind, count in summary["links_per_kind"].items()
+    ]
+    tiers = [
+        {
+            "tier": t["tier"],
+            "name": t["name"],
+            "switches": t["switches"],
+            "oversubscription": "top tier"
+            if t["oversubscription"] is None
+            else f"{t['oversubscription']:.3g}:1",
+            "ports": port_usage_text(t),
+        }
+        for t in summary["tiers"]
+    ]
+    return kinds, tiers
+
+
 # step_time's options besides the layout that a job (or an optimizer candidate) carries
 STEP_OPTIONS = ("order", "placement", "placement_seed", "routing", "algorithms", "collectives")
 
@@ -448,24 +463,7 @@ def _layouts_section(
     if search.stopped == "interrupted":
         # the optimizer answers Ctrl-C with its best so far; a report stops whole instead
         raise KeyboardInterrupt("the layout search was interrupted")
-    rows = []
-    for rank, (kwargs, res) in enumerate(search.top, 1):
-        comm = {k: v for k, v in res.breakdown.items() if k in ("tp", "cp", "ep", "pp", "dp")}
-        worst = max(comm, key=lambda k: comm[k]) if comm else None
-        rows.append(
-            {
-                "rank": rank,
-                "layout": _describe_apart(kwargs),  # order and placement have columns
-                "order": kwargs["order"],
-                "placement": kwargs["placement"],
-                "step_s": res.step_time_s,
-                "mfu_pct": 100 * res.mfu,
-                "memory_gib": res.memory_gib_per_gpu,
-                "exposed": f"{worst} {comm[worst]:.3g} s"
-                if worst is not None and comm[worst] > 0
-                else "none",
-            }
-        )
+    rows = _top_rows(search)
     counts = search.counts
     text = (
         f"Layout optimizer over TP, CP, EP, PP (with virtual stages), DP, micro-batch, "
@@ -522,6 +520,31 @@ def _layouts_section(
         ),
         dict(search.best_kwargs),
     )
+
+
+def _top_rows(search) -> list[dict]:
+    """One row per answer of a :class:`~fabricflow.LayoutSearch`, best first: its layout,
+    rank order, placement, step (s), MFU (%), memory (GiB per GPU) and the largest
+    exposed communication (``"tp 0.012 s"``, or ``"none"``)."""
+    rows = []
+    for rank, (kwargs, res) in enumerate(search.top, 1):
+        comm = {k: v for k, v in res.breakdown.items() if k in ("tp", "cp", "ep", "pp", "dp")}
+        worst = max(comm, key=lambda k: comm[k]) if comm else None
+        rows.append(
+            {
+                "rank": rank,
+                "layout": _describe_apart(kwargs),  # order and placement have columns
+                "order": kwargs["order"],
+                "placement": kwargs["placement"],
+                "step_s": res.step_time_s,
+                "mfu_pct": 100 * res.mfu,
+                "memory_gib": res.memory_gib_per_gpu,
+                "exposed": f"{worst} {comm[worst]:.3g} s"
+                if worst is not None and comm[worst] > 0
+                else "none",
+            }
+        )
+    return rows
 
 
 def _step_kwargs(job: dict) -> dict:

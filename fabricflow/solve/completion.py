@@ -195,6 +195,35 @@ def max_min_completion(
         "max_events": 2 * solve.num_flows + 1 if max_events is None else max_events,
         "stop_after": stop_after,
     }
+    result = _run_events(
+        backend,
+        solve,
+        (capacities, amounts, relative, weights),
+        first_rates=rates0,
+        solves=None if merged is not None else solves,
+        dtype=solve_dtype,
+        options=options,
+    )
+    return _completion(result, merged, starts, staggered, out_dtype, scaling, backend, throw)
+
+
+def _run_events(
+    backend: str,
+    solve: FlowEntries,
+    arrays,
+    *,
+    first_rates,
+    solves,
+    dtype,
+    options: dict[str, object],
+):
+    """The event loop's result on ``backend`` (``"numpy"`` or ``"jax"``) for the flows of
+    ``solve``; ``arrays`` is ``(capacities [L], amounts [F], relative starts [F] s,
+    weights [F])``, float64, scaled. The numpy backend drops the entries of links of
+    infinite capacity (they constrain nothing), takes ``first_rates`` and the ``solves``
+    cache; the jax one solves in ``dtype``. ``options``: ``eps``, ``window``, ``rtol``,
+    ``max_events``, ``stop_after``."""
+    capacities, amounts, relative, weights = arrays
     if backend == "numpy":
         keep = np.isfinite(capacities[solve.link])
         if not keep.all():  # links of infinite capacity constrain nothing
@@ -205,27 +234,25 @@ def max_min_completion(
                 solve.num_flows,
                 solve.num_links,
             )
-        result = numpy_events(
+        return numpy_events(
             solve,
             np.where(np.isfinite(capacities), capacities, 0.0),
             amounts,
             relative,
             weights,
-            first_rates=rates0,
-            solves=None if merged is not None else solves,
+            first_rates=first_rates,
+            solves=solves,
             **options,  # type: ignore[arg-type]
         )
-    else:
-        result = jax_events(
-            solve,
-            capacities,
-            amounts,
-            relative,
-            weights,
-            dtype=solve_dtype,
-            **options,  # type: ignore[arg-type]
-        )
-    return _completion(result, merged, starts, staggered, out_dtype, scaling, backend, throw)
+    return jax_events(
+        solve,
+        capacities,
+        amounts,
+        relative,
+        weights,
+        dtype=dtype,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 def _completion(result, merged, start, staggered, out_dtype, scaling, backend, throw):

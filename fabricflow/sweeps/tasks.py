@@ -299,24 +299,35 @@ def get_task(name: str) -> SweepTask:
             arguments=getattr(solver_tasks, f"_{prefix}_ARGS"),
         )
     if ":" in name:
-        module_name, _, function_name = name.partition(":")
-        module = _import(module_name, name)
-        function = module
-        for part in function_name.split("."):
-            function = getattr(function, part, None)
-            if function is None:
-                raise SpecError("task", f"{module_name!r} has no {function_name!r}")
-        if not callable(function):
-            raise SpecError("task", f"{name!r} is not a function")
-        return SweepTask(
-            name,
-            function,
-            tuple(getattr(function, "metrics", ())),
-            frozenset(getattr(function, "batch_keys", ())),
-            getattr(function, "run_batch", None),
-            arguments=_arguments(function),
-        )
+        return _function_task(name)
     raise SpecError("task", f"unknown task {name!r}; use one of {list(BUILTIN)} or module:function")
+
+
+def _function_task(name: str) -> SweepTask:
+    """The task of a user's ``module:function`` (``function`` may be dotted: a method of
+    a class); its optional attributes ``metrics``, ``batch_keys`` and ``run_batch`` make
+    the task's, its signature the arguments it takes.
+
+    Raises:
+        SpecError: a module that cannot be imported, a missing name, or one not callable.
+    """
+    module_name, _, function_name = name.partition(":")
+    module = _import(module_name, name)
+    function = module
+    for part in function_name.split("."):
+        function = getattr(function, part, None)
+        if function is None:
+            raise SpecError("task", f"{module_name!r} has no {function_name!r}")
+    if not callable(function):
+        raise SpecError("task", f"{name!r} is not a function")
+    return SweepTask(
+        name,
+        function,
+        tuple(getattr(function, "metrics", ())),
+        frozenset(getattr(function, "batch_keys", ())),
+        getattr(function, "run_batch", None),
+        arguments=_arguments(function),
+    )
 
 
 def _import(module_name: str, task: str):

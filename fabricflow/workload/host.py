@@ -45,6 +45,7 @@ All functions are vectorized over the rows of a layout table (arrays ``[N]``, se
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -184,71 +185,29 @@ def host_times(
     stack = load_stack(stack) if not isinstance(stack, Stack) else stack
     n = len(table)
     fp8 = table.precision == "fp8"
-    graphed = scope_masks(table)
-    on = lambda mask: np.where(mask, 1.0, 0.0)  # noqa: E731
     op_s = op_seconds(gpu, table, stack)
-    launch = op_s  # one graph replay
-    attention = [("attention_mla" if model.is_mla else "attention", 1.0)]
-    if model.qk_norm:
-        attention.append(("attention_qk_norm", 1.0))
-    flex = (table.dispatcher == "deepep") | (table.dispatcher == "hybridep")
-    # measured forward kernel counts of the router part (and of router + preprocessing
-    # under a flex dispatcher); the backward keeps the counted ops
-    router_ops = np.where(
-        flex,
-        stack.flex_preprocess_ops,
-        np.where(table.moe_router_fusion, stack.router_ops, stack.router_unfused_ops),
-    )
     mxfp8 = fp8 & (table.fp8_recipe == "mxfp8")
-    quantize_ops = np.where(mxfp8, stack.mxfp8_quantize_ops, 1.0)
     # MXFP8's host ops per linear module and pass beyond a per-tensor recipe's
     extra = np.where(mxfp8, stack.mxfp8_quantize_ops - 1.0, 0.0) * op_s
-    linear = {key: extra * count for key, count in LINEAR_MODULES.items()}
+    issue = _Issue(stack, op_s, fp8, scope_masks(table), extra)
+    graphed = issue.graphed
+    launch = op_s  # one graph replay
     out = {}
     # forward host seconds of the MLP (dense) or MoE block and of the shared experts: what
     # recomputing them re-issues
     parts = {"mlp": np.zeros(n), "shared": np.zeros(n)}
     for name, counts in (("forward", FORWARD), ("backward", BACKWARD)):
-        attn = _cost(attention, counts, op_s, stack, fp8) + linear[attention[0][0]]
-        attn = np.where(graphed["attn"], launch, attn)
+        attn = _attention_seconds(model, counts, issue)
         if not moe:
-            mlp = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
-            mlp = np.where(graphed["mlp"], launch, mlp)
+            mlp = np.where(graphed["mlp"], launch, _mlp_seconds(counts, issue))
             out[name] = (attn + mlp, np.zeros(n))
             if name == "forward":
                 parts["mlp"] = mlp
             continue
-        local = model.num_experts / table.ep.astype(np.float64)
-        if name == "forward":
-            modules = counts["router"][0]
-            router = op_s * (modules * stack.host_module_ops + router_ops)
-            preprocess = np.where(flex, 0.0, _cost([("preprocess", 1.0)], counts, op_s, stack, fp8))
-        else:
-            router = _cost([("router", 1.0)], counts, op_s, stack, fp8)
-            preprocess = _cost([("preprocess", 1.0)], counts, op_s, stack, fp8)
-        router = np.where(graphed["moe_router"], launch, router)
-        preprocess = np.where(graphed["moe_preprocess"], 0.0, preprocess)  # in the router graph
-        groups = 2.0 * local  # per expert, per grouped linear (FC1 and FC2)
-        dispatch = _cost(
-            [("dispatch", 1.0), ("dispatch_fp8", on(fp8)), ("expert", groups)]
-            + [("expert_fp8", groups * on(fp8) * quantize_ops)],
-            counts,
-            op_s,
-            stack,
-            fp8,
-        )
-        shared = np.zeros(n)
-        if model.num_shared_experts:
-            # the shared experts run inside the router's graph when it is captured
-            shared = _cost([("mlp", 1.0)], counts, op_s, stack, fp8) + linear["mlp"]
-            shared = np.where(graphed["moe_router"], 0.0, shared)
-            dispatch = dispatch + shared
-        whole_moe = graphed["moe"]
-        pre = np.where(whole_moe, launch, router + preprocess)
-        post = np.where(whole_moe, 0.0, dispatch)
+        pre, post, shared = _moe_seconds(model, table, counts, issue, forward=name == "forward")
         out[name] = (attn + pre, post)
         if name == "forward":
-            parts = {"mlp": pre + post, "shared": np.where(whole_moe, 0.0, shared)}
+            parts = {"mlp": pre + post, "shared": shared}
     synced = moe & (table.moe_capacity_factor == 0.0) & ~graphed["moe"]
     full = table.cuda_graphs
     zero = lambda x: np.where(full, 0.0, x).astype(np.float64)  # noqa: E731
@@ -256,19 +215,7 @@ def host_times(
     backward = out["backward"][0] + out["backward"][1]
     if redo is not None:
         # the recomputed forward work is issued again by the host in the backward pass
-        redone = {
-            "core_attn": stack.host_module_ops * op_s * ~graphed["attn"],
-            "mla_up_proj": (2 * stack.host_module_ops * op_s + 2 * extra)
-            * (model.is_mla & ~graphed["attn"]),
-            "layernorm": 2 * stack.host_module_ops * op_s,
-            "moe_act": op_s * moe,
-            "mlp": parts["mlp"] * (not moe),
-            "moe": parts["mlp"] * moe,
-            "shared_experts": parts["shared"],
-        }
-        selective = np.zeros(n)
-        for key, cost in redone.items():
-            selective = selective + np.where(redo[key], cost, 0.0)
+        selective = _selective_redo_seconds(model, moe, redo, issue, parts)
         backward = backward + redo["full"] * (forward_pre + forward_post) + selective
     return HostTimes(
         pre=zero(forward_pre),
@@ -276,6 +223,110 @@ def host_times(
         backward=zero(backward),
         synced=np.where(synced & ~full, 1.0, 0.0) * np.ones(n),
     )
+
+
+class _Issue(NamedTuple):
+    """What pricing host work needs for every row of a table (``[N]`` arrays):
+    ``stack``, ``op_s`` (host seconds per eager op), ``fp8`` (bool), ``graphed``
+    (:func:`scope_masks`) and ``extra`` (MXFP8's host seconds per linear module and pass
+    beyond a per-tensor recipe's)."""
+
+    stack: Stack
+    op_s: np.ndarray
+    fp8: np.ndarray
+    graphed: dict
+    extra: np.ndarray
+
+    def cost(self, parts: list, counts: dict) -> np.ndarray:
+        """:func:`_cost` of ``parts`` under this stack: host seconds ``[N]``."""
+        return _cost(parts, counts, self.op_s, self.stack, self.fp8)
+
+    def linear(self, module: str) -> np.ndarray:
+        """MXFP8's extra host seconds ``[N]`` of the linear layers of ``module``."""
+        return self.extra * LINEAR_MODULES[module]
+
+
+def _attention_seconds(model: ModelSpec, counts: dict, issue: _Issue) -> np.ndarray:
+    """Host seconds ``[N]`` of the attention block in one pass (``counts``: :data:`FORWARD`
+    or :data:`BACKWARD`): one graph replay where attention is graphed."""
+    attention = [("attention_mla" if model.is_mla else "attention", 1.0)]
+    if model.qk_norm:
+        attention.append(("attention_qk_norm", 1.0))
+    attn = issue.cost(attention, counts) + issue.linear(attention[0][0])
+    return np.where(issue.graphed["attn"], issue.op_s, attn)
+
+
+def _mlp_seconds(counts: dict, issue: _Issue) -> np.ndarray:
+    """Host seconds ``[N]`` of one dense MLP (or the shared experts) in one pass, eager."""
+    return issue.cost([("mlp", 1.0)], counts) + issue.linear("mlp")
+
+
+def _moe_seconds(
+    model: ModelSpec, table: LayoutTable, counts: dict, issue: _Issue, *, forward: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host seconds ``[N]`` each of the MoE block in one pass: ``(pre, post, shared)``,
+    the work before the token dispatch (router and preprocessing), after it (dispatch,
+    experts, shared experts) and the shared experts' part of ``post``."""
+    stack, op_s, fp8, graphed = issue.stack, issue.op_s, issue.fp8, issue.graphed
+    launch = op_s  # one graph replay
+    on = lambda mask: np.where(mask, 1.0, 0.0)  # noqa: E731
+    flex = (table.dispatcher == "deepep") | (table.dispatcher == "hybridep")
+    quantize_ops = np.where(fp8 & (table.fp8_recipe == "mxfp8"), stack.mxfp8_quantize_ops, 1.0)
+    local = model.num_experts / table.ep.astype(np.float64)
+    if forward:
+        # measured forward kernel counts of the router part (and of router + preprocessing
+        # under a flex dispatcher); the backward keeps the counted ops
+        router_ops = np.where(
+            flex,
+            stack.flex_preprocess_ops,
+            np.where(table.moe_router_fusion, stack.router_ops, stack.router_unfused_ops),
+        )
+        modules = counts["router"][0]
+        router = op_s * (modules * stack.host_module_ops + router_ops)
+        preprocess = np.where(flex, 0.0, issue.cost([("preprocess", 1.0)], counts))
+    else:
+        router = issue.cost([("router", 1.0)], counts)
+        preprocess = issue.cost([("preprocess", 1.0)], counts)
+    router = np.where(graphed["moe_router"], launch, router)
+    preprocess = np.where(graphed["moe_preprocess"], 0.0, preprocess)  # in the router graph
+    groups = 2.0 * local  # per expert, per grouped linear (FC1 and FC2)
+    dispatch = issue.cost(
+        [("dispatch", 1.0), ("dispatch_fp8", on(fp8)), ("expert", groups)]
+        + [("expert_fp8", groups * on(fp8) * quantize_ops)],
+        counts,
+    )
+    shared = np.zeros(len(fp8))
+    if model.num_shared_experts:
+        # the shared experts run inside the router's graph when it is captured
+        shared = np.where(graphed["moe_router"], 0.0, _mlp_seconds(counts, issue))
+        dispatch = dispatch + shared
+    whole_moe = graphed["moe"]
+    pre = np.where(whole_moe, launch, router + preprocess)
+    post = np.where(whole_moe, 0.0, dispatch)
+    return pre, post, np.where(whole_moe, 0.0, shared)
+
+
+def _selective_redo_seconds(
+    model: ModelSpec, moe: bool, redo: dict, issue: _Issue, parts: dict
+) -> np.ndarray:
+    """Host seconds ``[N]`` the backward pass re-issues for the modules ``redo`` recomputes
+    selectively; ``parts``: the forward seconds of the MLP or MoE block (``mlp``) and of
+    the shared experts (``shared``)."""
+    stack, op_s, graphed = issue.stack, issue.op_s, issue.graphed
+    redone = {
+        "core_attn": stack.host_module_ops * op_s * ~graphed["attn"],
+        "mla_up_proj": (2 * stack.host_module_ops * op_s + 2 * issue.extra)
+        * (model.is_mla & ~graphed["attn"]),
+        "layernorm": 2 * stack.host_module_ops * op_s,
+        "moe_act": op_s * moe,
+        "mlp": parts["mlp"] * (not moe),
+        "moe": parts["mlp"] * moe,
+        "shared_experts": parts["shared"],
+    }
+    selective = np.zeros(len(issue.fp8))
+    for key, cost in redone.items():
+        selective = selective + np.where(redo[key], cost, 0.0)
+    return selective
 
 
 def host_excess(

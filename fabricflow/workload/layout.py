@@ -830,7 +830,6 @@ def _pipeline_problems(t: LayoutTable) -> list[tuple]:
     schedule = t.pipeline_schedule
     m = t.num_micro_batches
     dual = schedule == "dualpipe"
-    has_split = np.array([s is not None for s in t.pp_split], dtype=bool)
     out: list[tuple] = [
         _choice(t, "pipeline_schedule", PIPELINE_SCHEDULES),
         (
@@ -862,38 +861,7 @@ def _pipeline_problems(t: LayoutTable) -> list[tuple]:
             ],
         ),
     ]
-    lengths = np.array([len(s) if s is not None else -1 for s in t.pp_split])
-    out.append(
-        (
-            "layout.pp_split",
-            has_split & (lengths != t.pp),
-            lambda rows: [
-                f"has {lengths[i]} entries; it needs one per rank, pp={t.pp[i]}" for i in rows
-            ],
-        )
-    )
-    bad_values = np.array(
-        [
-            s is not None
-            and len(s) == p
-            and (min(s) < 0 or (p > 2 and min(s[1:-1]) < 1) or (p == 1 and s[0] < 1))
-            for s, p in zip(t.pp_split, t.pp, strict=True)
-        ],
-        dtype=bool,
-    )
-    out.append(
-        (
-            "layout.pp_split",
-            bad_values,
-            lambda rows: [
-                f"{list(t.pp_split[i])}: the only rank needs >= 1 layer"
-                if t.pp[i] == 1
-                else f"{list(t.pp_split[i])}: every rank needs >= 1 layer; only the first and "
-                "the last (which hold the embedding and the loss) may hold 0"
-                for i in rows
-            ],
-        )
-    )
+    out += _pp_split_problems(t)
     out += [
         (
             "layout.vpp",
@@ -920,6 +888,43 @@ def _pipeline_problems(t: LayoutTable) -> list[tuple]:
         ),
     ]
     return out
+
+
+def _pp_split_problems(t: LayoutTable) -> list[tuple]:
+    """The problems of each row's ``pp_split`` (layers per pipeline rank, when given): one
+    entry per rank, and at least one layer on every rank but the first and the last (the
+    only rank, when pp = 1, needs one too)."""
+    has_split = np.array([s is not None for s in t.pp_split], dtype=bool)
+    lengths = np.array([len(s) if s is not None else -1 for s in t.pp_split])
+    bad_values = np.array(
+        [
+            s is not None
+            and len(s) == p
+            and (min(s) < 0 or (p > 2 and min(s[1:-1]) < 1) or (p == 1 and s[0] < 1))
+            for s, p in zip(t.pp_split, t.pp, strict=True)
+        ],
+        dtype=bool,
+    )
+    return [
+        (
+            "layout.pp_split",
+            has_split & (lengths != t.pp),
+            lambda rows: [
+                f"has {lengths[i]} entries; it needs one per rank, pp={t.pp[i]}" for i in rows
+            ],
+        ),
+        (
+            "layout.pp_split",
+            bad_values,
+            lambda rows: [
+                f"{list(t.pp_split[i])}: the only rank needs >= 1 layer"
+                if t.pp[i] == 1
+                else f"{list(t.pp_split[i])}: every rank needs >= 1 layer; only the first and "
+                "the last (which hold the embedding and the loss) may hold 0"
+                for i in rows
+            ],
+        ),
+    ]
 
 
 def _model_problems(t: LayoutTable, model: ModelSpec) -> list[tuple]:

@@ -171,10 +171,7 @@ def prepare_cc(
     law = resolve_law(cc)
     params = _resolve_params(law, params, overrides)
     pfc_mode = resolve_pfc_mode(pfc)
-    pfc_params = PFCParams() if pfc_params is None else pfc_params
-    if not isinstance(pfc_params, PFCParams):
-        raise SpecError("pfc_params", f"expected PFCParams, got {type(pfc_params).__name__}")
-    pfc_params.validate()
+    pfc_params = _check_pfc_params(pfc_params)
     dtype = _check_dtype(dtype)
     inputs = _flow_inputs(
         num_flows, size, start, path_latency, extra_delay, initial_rate, line_rate, capacity, links
@@ -194,8 +191,7 @@ def prepare_cc(
     trim_limit = _trim_limit(trim, marking)
     if link_dst_node is None:
         link_dst_node, num_nodes = np.arange(num_links), num_links
-    prev_links = np.full_like(links, -1)
-    prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
+    prev_links = _previous_links(links, valid)
     problem = _problem(
         links,
         valid,
@@ -217,10 +213,7 @@ def prepare_cc(
         num_nodes=int(num_nodes or num_links),
         trim=trim is not None,
     )
-    axes = None
-    if capacity.ndim == 2:
-        batched_fields = {"capacity", "line_rate"}
-        axes = tuple(0 if name in batched_fields else None for name in integrator.Problem._fields)
+    axes = _problem_axes(capacity)
     return PreparedRun(
         law=law,
         problem=problem,
@@ -239,6 +232,37 @@ def prepare_cc(
         params=params,
         pfc_params=pfc_params,
     )
+
+
+def _check_pfc_params(pfc_params) -> PFCParams:
+    """``pfc_params`` checked (``PFCParams()`` when ``None``).
+
+    Raises:
+        SpecError: not a :class:`PFCParams`, or one with invalid fields.
+    """
+    pfc_params = PFCParams() if pfc_params is None else pfc_params
+    if not isinstance(pfc_params, PFCParams):
+        raise SpecError("pfc_params", f"expected PFCParams, got {type(pfc_params).__name__}")
+    pfc_params.validate()
+    return pfc_params
+
+
+def _previous_links(links: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """int ``[F, H]``: the link each hop's traffic arrives on (the previous hop of the
+    path), -1 at the first hop and on padding."""
+    prev_links = np.full_like(links, -1)
+    prev_links[:, 1:] = np.where(valid[:, 1:], links[:, :-1], -1)
+    return prev_links
+
+
+def _problem_axes(capacity: np.ndarray) -> tuple | None:
+    """The ``vmap`` axis of each :class:`~.integrator.Problem` field for a batch of
+    capacity scenarios (``capacity`` ``[B, L]``: ``capacity`` and ``line_rate`` batched
+    on axis 0, the rest shared), or ``None`` for one scenario (``[L]``)."""
+    if capacity.ndim != 2:
+        return None
+    batched_fields = {"capacity", "line_rate"}
+    return tuple(0 if name in batched_fields else None for name in integrator.Problem._fields)
 
 
 def _check_links(links) -> tuple[np.ndarray, np.ndarray]:

@@ -221,16 +221,7 @@ def max_min(
         problem.batch,
         "max_min_rates",
     )
-    merged = None
-    if entries is None:
-        if merge:
-            merged = merge_identical_flows(
-                problem.links, problem.coef, problem.weight, problem.demand
-            )
-            if merged.num_unique == problem.links.shape[0] and problem.weight is None:
-                merged = None
-        rows, coef = (problem.links, problem.coef) if merged is None else merged[:2]
-        entries = FlowEntries.from_padded(rows, coef, problem.capacity.shape[-1])
+    entries, merged = _entries(problem, entries, merge)
     weight = problem.weight if merged is None else merged.weight
     demand = problem.demand if merged is None else merged.demand
     num_flows = entries.num_flows
@@ -282,6 +273,24 @@ def max_min(
         unsettled = unsettled | (np.isnan(rate) & (bad[..., None] if bad.ndim else bad))
     rates = as_output_dtype(np.where(unsettled, np.nan, rate), out_dtype)
     return MaxMinSolution(rates, bottleneck.astype(np.int64), rounds, status, backend)
+
+
+def _entries(problem, entries, merge: bool):
+    """``(entries, merged)``: the flows to solve as :class:`~.entries.FlowEntries` (the given
+    ``entries``, else the padded rows of ``problem``, identical rows merged into one weighted
+    flow when ``merge``) and the :func:`~.identical_flows.merge_identical_flows` result
+    that spreads the answer back (``None`` when nothing was merged)."""
+    merged = None
+    if entries is None:
+        if merge:
+            merged = merge_identical_flows(
+                problem.links, problem.coef, problem.weight, problem.demand
+            )
+            if merged.num_unique == problem.links.shape[0] and problem.weight is None:
+                merged = None
+        rows, coef = (problem.links, problem.coef) if merged is None else merged[:2]
+        entries = FlowEntries.from_padded(rows, coef, problem.capacity.shape[-1])
+    return entries, merged
 
 
 def _checked(links, capacity, weight, demand, coef):
