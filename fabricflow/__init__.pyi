@@ -18,7 +18,6 @@ from fabricflow.collective.timing import collective_time as collective_time
 from fabricflow.design.search import DesignSearch as DesignSearch
 from fabricflow.design.search import design_fabric as design_fabric
 from fabricflow.dynamics.congestion import simulate_cc as simulate_cc
-from fabricflow.dynamics.congestion import simulate_dcqcn as simulate_dcqcn
 from fabricflow.dynamics.flow_completion import FlowTimes as FlowTimes
 from fabricflow.dynamics.flow_completion import flow_completion_times as flow_completion_times
 from fabricflow.dynamics.tuning import CCTuning as CCTuning

@@ -132,7 +132,7 @@ def check_memory(
         budget: bytes, or a size such as ``"6GiB"``; default :func:`memory_budget`
             (cgroup, ``RLIMIT_AS``, RAM, or ``$FABRICFLOW_MEMORY_BUDGET``).
         field: the caller's name for ``budget`` in a :class:`SpecError`
-            (``simulate_dcqcn`` passes ``"memory_budget"``).
+            (``simulate_cc`` passes ``"memory_budget"``).
 
     Raises:
         MemoryBudgetError: naming the size needed, the budget and where it comes from.

@@ -1,14 +1,14 @@
 """Goodput gain of failure prediction over reactive restart: the Llama 3 failure mix on a
 16,384-GPU job, at recall 0.5 and 0.8 and lead times of 5 and 30 minutes.
 
-    python studies/cluster_prediction.py OUT [--days 54] [--seeds 3]
+    python studies/cluster_prediction.py OUT [--days 54] [--fail-seeds 3]
 
 One job of 16,384 H100 (llama3-405b, TP 8 x PP 16 x DP 128) on meta-llama3-24k, the failures
 that restart it at the published Llama 3 MTBFs (GPU, NIC, node: 321 of the report's 419
 unexpected interruptions; a job MTBF of 4.0 h), checkpoints every 30 minutes, restarts of
 10 minutes, and the 8,192 other GPUs to move to. For a fast (60 s) and a slow (10 min)
 checkpoint write it runs the reactive job (no predictor) and the job with a predictor of
-precision 0.85 at each recall and lead, over ``--days`` of the job's life and ``--seeds``
+precision 0.85 at each recall and lead, over ``--days`` of the job's life and ``--fail-seeds``
 failure draws (the same draws for every predictor: common random numbers), and compares
 the gain with the renewal-theory expectation
 (:func:`fabricflow.cluster.prediction.expected_goodput_with_prediction`).
@@ -52,7 +52,9 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
     parser.add_argument("--days", type=float, default=54.0, help="the job's life (days)")
-    parser.add_argument("--seeds", type=int, default=3, help="failure draws per point")
+    parser.add_argument(
+        "--fail-seeds", type=int, default=3, help="failure draws per point (seeds 0..N-1)"
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     fabric = ff.load_fabric("meta-llama3-24k")
@@ -64,7 +66,7 @@ def main(argv=None) -> list[dict]:
         settings = [(None, None)] + [(r, lead) for r in RECALLS for lead in LEADS_S]
         for recall, lead in settings:
             goodputs, counts = [], []
-            for seed in range(args.seeds):
+            for seed in range(args.fail_seeds):
                 predictor = (
                     None
                     if recall is None
@@ -116,7 +118,7 @@ def main(argv=None) -> list[dict]:
         "fabric": fabric.name,
         "checkpoint": {"interval_s": INTERVAL_S, "restart_s": RESTART_S},
         "days": args.days,
-        "seeds": args.seeds,
+        "fail_seeds": args.fail_seeds,
         "rows": rows,
     }
     with open(os.path.join(args.out, "prediction.json"), "w") as handle:

@@ -11,7 +11,7 @@ from reference_solvers import progressive_filling
 
 from fabricflow.cli import main
 from fabricflow.commands.cc import _progress_printer, min_rate_warnings
-from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import SCENARIOS, build_scenario, dumbbell
 from fabricflow.dynamics.summaries import jain_fairness, summarize, to_dataset
 from fabricflow.solve.cc.dcqcn import DCQCNParams
@@ -95,7 +95,7 @@ LONG = dict(duration=0.1, records=500)
 
 def test_dataset_roundtrip_and_summary_values(tmp_path):
     sc = dumbbell(4)
-    res = simulate_dcqcn(sc.fabric, sc.routes, **LONG)
+    res = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", **LONG)
     ds = to_dataset(res)
     assert ds["rate"].dims == ("time", "flow") and ds.sizes["time"] == 500
     ds.to_netcdf(tmp_path / "run.nc")
@@ -113,7 +113,7 @@ def test_dataset_roundtrip_and_summary_values(tmp_path):
 def test_batched_dataset_and_batch_item():
     sc = dumbbell(2)
     batch = stack_params([DCQCNParams(), DCQCNParams(kmax=400e3), DCQCNParams(kmax=100e3)])
-    res = simulate_dcqcn(sc.fabric, sc.routes, params=batch, **LONG)
+    res = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params=batch, **LONG)
     ds = to_dataset(res)
     assert ds["queue"].dims == ("batch", "time", "link") and ds.sizes["batch"] == 3
     one = res.batch_item(1)

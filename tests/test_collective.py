@@ -55,7 +55,7 @@ def cross_domain_sent(phases, num_gpus):
 
 def test_busbw_factors_match_nccl_tests():
     assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
-    for op in ("reduce_scatter", "all_gather", "alltoall"):
+    for op in ("reduce_scatter", "all_gather", "all_to_all"):
         assert busbw_factor(op, 16) == pytest.approx(15 / 16)
     assert busbw_factor("broadcast", 8) == 1.0
     assert busbw_factor("sendrecv", 2) == 1.0
@@ -245,10 +245,26 @@ def test_sendrecv_ring_shift_in_rank_order():
     np.testing.assert_allclose(sent([phase], 8)[[3, 0, 5]], 1.0)
 
 
-def test_algorithm_names_and_aliases():
-    assert get_algorithm("hd").name == "halving_doubling"
+def test_algorithm_names_one_spelling_each():
+    assert get_algorithm("halving_doubling").name == "halving_doubling"
     with pytest.raises(SpecError, match="auto"):
         get_algorithm("butterfly")
+    # former nicknames and other spellings are refused with the names allowed
+    for other in ("hd", "pxn", "p2p", "Ring"):
+        with pytest.raises(SpecError, match="halving_doubling"):
+            get_algorithm(other)
+    with pytest.raises(SpecError, match="did you mean 'ring'"):
+        get_algorithm("Ring")
+
+
+def test_op_names_one_spelling_each():
+    assert canonical_op("all_reduce") == "all_reduce"
+    for other in ("allreduce", "AllReduce", "all-reduce", "bcast", "p2p"):
+        with pytest.raises(SpecError, match="reduce_scatter") as error:
+            canonical_op(other)
+        assert error.value.field == "op"
+    with pytest.raises(SpecError, match="did you mean 'all_reduce'"):
+        canonical_op("all-reduce")
 
 
 # ------------------------------------------------- strided groups: make_groups, one name

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from reference_solvers import progressive_filling
 
-from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import dumbbell, multi_bottleneck, parking_lot, union
 from fabricflow.errors import MemoryBudgetError, SpecError
 from fabricflow.routing.routes import Routes
@@ -35,7 +35,9 @@ def test_fixed_point_matches_paper_numbers():
 @pytest.mark.parametrize("flows", [2, 4])
 def test_dumbbell_converges_to_fair_share_and_fixed_point_queue(flows):
     sc = dumbbell(flows, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, params="paper", dt=1e-6, extra_delay=4e-6, **LONG)
+    res = simulate_cc(
+        sc.fabric, sc.routes, cc="dcqcn", params="paper", dt=1e-6, extra_delay=4e-6, **LONG
+    )
     assert res.status == SolverStatus.CONVERGED
     np.testing.assert_allclose(res.mean_rate(), C40 / flows, rtol=0.01)
     late = res.time >= 0.05
@@ -54,7 +56,7 @@ def max_min_run():
     compilation): their fabrics are disjoint, so each part behaves as if run alone."""
     scenarios = [multi_bottleneck(bandwidth=C40), parking_lot(2, bandwidth=C40)]
     both = union(scenarios)
-    res = simulate_dcqcn(both.fabric, both.routes, **LONG)
+    res = simulate_cc(both.fabric, both.routes, cc="dcqcn", **LONG)
     assert res.status == SolverStatus.CONVERGED
     return res, scenarios, both.parts
 
@@ -125,8 +127,14 @@ def test_no_nan_in_float32_under_heavy_overload(preset):
     # 24 flows at line rate into one link: the queue passes Kmax (p = 1), rates crash to
     # the minimum and recover; everything must stay finite.
     sc = dumbbell(24, bandwidth=C40)
-    res = simulate_dcqcn(
-        sc.fabric, sc.routes, params=preset, duration=0.01, records=100, overrides={"min_rate": 0.0}
+    res = simulate_cc(
+        sc.fabric,
+        sc.routes,
+        cc="dcqcn",
+        params=preset,
+        duration=0.01,
+        records=100,
+        overrides={"min_rate": 0.0},
     )
     assert res.status == SolverStatus.CONVERGED
     for array in (res.rate, res.queue, res.delivered, res.alpha, res.target_rate):
@@ -139,15 +147,17 @@ def test_vmap_over_parameter_sets_compiles_once_and_matches_single_runs():
     sc = dumbbell(2, bandwidth=C40)
     kw = LONG
     batch = stack_params([DCQCNParams.preset("paper", kmax=k) for k in (100e3, 200e3, 400e3)])
-    res = simulate_dcqcn(sc.fabric, sc.routes, params=batch, **kw)
+    res = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params=batch, **kw)
     assert res.rate.shape == (3, 500, 2) and res.queue.shape[0] == 3
     size_before = dcqcn_kernel.run_batch._cache_size()
     batch2 = stack_params(
         [DCQCNParams.preset("paper", kmax=k, rate_ai="20Mbps") for k in (150e3, 250e3, 500e3)]
     )
-    simulate_dcqcn(sc.fabric, sc.routes, params=batch2, **kw)
+    simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params=batch2, **kw)
     assert dcqcn_kernel.run_batch._cache_size() == size_before
-    single = simulate_dcqcn(sc.fabric, sc.routes, params="paper", overrides={"kmax": 400e3}, **kw)
+    single = simulate_cc(
+        sc.fabric, sc.routes, cc="dcqcn", params="paper", overrides={"kmax": 400e3}, **kw
+    )
     # Over the first 10 ms (50 records): float32 rounding differs between the vmapped and
     # the single kernel and the gap grows over a long run.
     np.testing.assert_allclose(res.queue[2, :50], single.queue[:50], rtol=1e-4, atol=1.0)
@@ -157,7 +167,7 @@ def test_flows_with_sizes_and_starts_finish_and_conserve_bytes():
     sc = dumbbell(2, bandwidth=C40)
     size = np.array([1e6, 2e6])
     start = np.array([0.0, 1e-3])
-    res = simulate_dcqcn(sc.fabric, sc.routes, size=size, start=start, **LONG)
+    res = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", size=size, start=start, **LONG)
     assert np.all(np.isfinite(res.finish_time))
     np.testing.assert_allclose(res.delivered[-1], size, rtol=1e-5)
     fct = res.finish_time - start
@@ -172,13 +182,13 @@ def test_flows_with_sizes_and_starts_finish_and_conserve_bytes():
 def test_bad_inputs_name_the_field():
     sc = dumbbell(2, bandwidth=C40)
     with pytest.raises(SpecError, match="params"):
-        simulate_dcqcn(sc.fabric, sc.routes, params="nope")
+        simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params="nope")
     with pytest.raises(SpecError, match="dt"):
-        simulate_dcqcn(sc.fabric, sc.routes, params="connectx", dt=1e-5)
+        simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params="connectx", dt=1e-5)
     with pytest.raises(SpecError, match="size"):
-        simulate_dcqcn(sc.fabric, sc.routes, size=[-1.0, 1.0])
+        simulate_cc(sc.fabric, sc.routes, cc="dcqcn", size=[-1.0, 1.0])
     with pytest.raises(SpecError, match="pfc"):
-        simulate_dcqcn(sc.fabric, sc.routes, pfc="sometimes")
+        simulate_cc(sc.fabric, sc.routes, cc="dcqcn", pfc="sometimes")
     with pytest.raises(SpecError, match="kmin"):
         DCQCNParams.preset("paper", kmin="300KB")
     with pytest.raises(SpecError, match="g"):
@@ -191,9 +201,11 @@ def test_bad_inputs_name_the_field():
         num_links=sc.routes.num_links,
     )
     with pytest.raises(SpecError, match="routes"):
-        simulate_dcqcn(sc.fabric, multipath)
+        simulate_cc(sc.fabric, multipath, cc="dcqcn")
     with pytest.raises(MemoryBudgetError, match="GiB"):
-        simulate_dcqcn(sc.fabric, sc.routes, records=10_000, duration=0.01, memory_budget=1000)
+        simulate_cc(
+            sc.fabric, sc.routes, cc="dcqcn", records=10_000, duration=0.01, memory_budget=1000
+        )
 
 
 def test_presets_and_unit_overrides():
@@ -209,11 +221,11 @@ def test_presets_and_unit_overrides():
 def test_new_capacities_and_sizes_do_not_recompile():
     sc = dumbbell(4, bandwidth=C40)  # the shapes and timing of the 4-flow convergence run
     kw = LONG
-    simulate_dcqcn(sc.fabric, sc.routes, **kw)
+    simulate_cc(sc.fabric, sc.routes, cc="dcqcn", **kw)
     before = dcqcn_kernel.run._cache_size()
     faster = sc.fabric.with_capacity(sc.fabric.capacity * 2.5)
     sizes = dict(size=[1e5, 2e5, 3e5, 4e5], start=[0, 1e-4, 2e-4, 3e-4])
-    res = simulate_dcqcn(faster, sc.routes, **sizes, **kw)
+    res = simulate_cc(faster, sc.routes, cc="dcqcn", **sizes, **kw)
     assert dcqcn_kernel.run._cache_size() == before
     assert np.all(np.isfinite(res.finish_time))
 
@@ -256,7 +268,7 @@ def test_hyper_increase_term():
 
 def test_connectx_preset_shares_the_link_fairly():
     sc = dumbbell(2, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, params="connectx", **LONG)
+    res = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", params="connectx", **LONG)
     rate = res.mean_rate()
     assert rate.sum() >= 0.95 * C40
     assert rate[0] == pytest.approx(rate[1], rel=0.01)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import dumbbell
 from fabricflow.solve.cc.dcqcn_analysis import linear_stability
 
@@ -22,7 +22,9 @@ C40 = 40e9 / 8
 @pytest.mark.parametrize("extra_delay, expect_stable", [(1e-6, True), (197e-6, False)])
 def test_oscillation_where_the_linear_analysis_predicts_it(extra_delay, expect_stable):
     sc = dumbbell(2, bandwidth=C40)
-    res = simulate_dcqcn(sc.fabric, sc.routes, duration=0.06, extra_delay=extra_delay, records=3000)
+    res = simulate_cc(
+        sc.fabric, sc.routes, cc="dcqcn", duration=0.06, extra_delay=extra_delay, records=3000
+    )
     delay = float(res.delay[0])
     analysis = linear_stability(C40, 2, delay, dt=res.dt)
     assert analysis["stable"] is expect_stable

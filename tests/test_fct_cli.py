@@ -122,6 +122,21 @@ def test_fct_bad_inputs_exit_2(tmp_path, capsys):
         assert report["error"] == "SpecError", extra
 
 
+def test_fct_pfc_thresholds_use_the_set_spelling_of_cc(capsys):
+    """PFC thresholds are ``--set pfc.xoff=...`` in ``fct`` as in ``cc``: one spelling."""
+    argv = ["fct", "--fabric", "fat-tree-k16", "--traffic", "incast", "--senders", "4"]
+    assert main([*argv, "--set", "pfc.xoff=50KB", "--set", "pfc.hysteresis=5KB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flows"] == 4
+    assert main([*argv, "--set", "pfc.xoff=0", "--json"]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["error"] == "SpecError" and "pfc.xoff" in report["message"]
+    assert main([*argv, "--set", "kmax=400KB", "--json"]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["error"] == "SpecError" and "kmax" in report["message"]
+    assert main([*argv, "--pfc-xoff", "50KB"]) == 2  # the former flag is gone
+    assert "unknown option --pfc-xoff" in capsys.readouterr().err
+
+
 def test_traffic_patterns():
     src, dst = permutation_flows(50, seed=4)
     assert np.all(src != dst) and sorted(dst) == list(range(50))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from reference_solvers import progressive_filling
 
-from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import incast, ring
 from fabricflow.solve.pfc.deadlock import deadlock_cycles
 from fabricflow.solve.pfc.params import PFCParams
@@ -23,7 +23,7 @@ TIMING = dict(duration=0.02, records=400)
 def incast_runs():
     sc = incast(INCAST_FLOWS, bandwidth=C40)
     runs = {
-        mode: simulate_dcqcn(sc.fabric, sc.routes, pfc=mode, **TIMING)
+        mode: simulate_cc(sc.fabric, sc.routes, cc="dcqcn", pfc=mode, **TIMING)
         for mode in ("off", "static", "dynamic")
     }
     return sc, runs, progressive_filling(sc.routes.links, sc.fabric.capacity)
@@ -77,9 +77,10 @@ def test_dynamic_threshold_pauses_less_than_a_static_low_threshold(incast_runs):
 def test_deadlock_cycle_found_in_ring_with_low_xoff_and_not_with_default():
     sc = ring(4, bandwidth=C40)
     ring_links = sorted(sc.routes.links[::2, 1].tolist())  # switch i -> i+1 of each host
-    low = simulate_dcqcn(
+    low = simulate_cc(
         sc.fabric,
         sc.routes,
+        cc="dcqcn",
         pfc="on",
         duration=0.005,
         records=100,
@@ -89,7 +90,7 @@ def test_deadlock_cycle_found_in_ring_with_low_xoff_and_not_with_default():
     assert cycles == [ring_links]
     # Deadlocked: nothing moves at the end.
     assert np.all(low.delivered[-1] == low.delivered[-20])
-    default = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", duration=0.005, records=100)
+    default = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", pfc="on", duration=0.005, records=100)
     assert not any(deadlock_cycles(p, default.links, default.prev_links) for p in default.paused)
     ideal = progressive_filling(sc.routes.links, sc.fabric.capacity)  # C/4: 4 flows a link
     np.testing.assert_allclose(default.mean_rate(), ideal, rtol=0.02)
@@ -113,10 +114,10 @@ def test_vmap_over_pfc_thresholds_matches_single_runs(incast_runs):
 
     sc = incast_runs[0]  # the single run below reuses the fixture's static-PFC compilation
     sweep = stack_params([PFCParams(xoff=x) for x in (30e3, 100e3, 300e3)])
-    batch = simulate_dcqcn(sc.fabric, sc.routes, pfc="on", pfc_params=sweep, **TIMING)
+    batch = simulate_cc(sc.fabric, sc.routes, cc="dcqcn", pfc="on", pfc_params=sweep, **TIMING)
     assert batch.pause_time.shape == (3, sc.fabric.num_links)
-    single = simulate_dcqcn(
-        sc.fabric, sc.routes, pfc="on", pfc_params=PFCParams(xoff=30e3), **TIMING
+    single = simulate_cc(
+        sc.fabric, sc.routes, cc="dcqcn", pfc="on", pfc_params=PFCParams(xoff=30e3), **TIMING
     )
     np.testing.assert_allclose(batch.pause_time[0], single.pause_time, atol=2e-6)
     np.testing.assert_allclose(batch.queue[0], single.queue, rtol=1e-4, atol=1.0)

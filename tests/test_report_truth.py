@@ -302,3 +302,29 @@ def test_partly_failed_bundles_are_reported(capsys):
     failures = json.loads(capsys.readouterr().out)
     assert failures["reduced_links"] == counts["reduced_links"]
     assert failures["failed_cables"] == counts["failed_cables"] > 0
+
+
+def test_utilization_routes_as_the_headline_step_for_any_report_seed(monkeypatch):
+    """``report --seed`` seeds the placement and the failure draws; the step time routes
+    with routing seed 0 (``details["routing_seed"]``), and the utilization section must
+    route its collectives the same way, or it re-solves other flows than the headline."""
+    from fabricflow.report import build
+
+    seeds = []
+
+    class Recording(build.CollectiveCache):
+        def __init__(self, *args, **kwargs):
+            seeds.append(kwargs.get("seed", 0))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(build, "CollectiveCache", Recording)
+    fabric = ff.load_fabric("dgx-h100-superpod")
+    layout = Layout(tp=8, dp=4, micro_batch=1, global_batch=32, seq_len=2048)
+    report = build.build_report(
+        fabric, "llama3-8b", "h100-sxm", 32, layout=layout, budget_s=0,
+        fail_fractions=(0.3,), fail_seeds=1, seed=5,
+    )  # fmt: skip
+    sections = {section["id"]: section for section in report["sections"]}
+    assert seeds == [0]  # the utilization section's cache: the step's routing seed
+    assert sections["utilization"]["settings"]["routing_seed"] == 0
+    assert sections["step"]["settings"]["seed"] == 5  # the placement seed is the report's

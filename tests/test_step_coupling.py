@@ -141,6 +141,22 @@ def test_routing_seeds_report_spread_and_seed_zero_result(h100):
             )
 
 
+def test_routing_seed_is_the_steps_hash_seed_and_shifts_the_seeds(h100):
+    layout = Layout(**MIXTRAL)
+    kwargs = dict(check_memory=False, routing="ecmp")
+    many = step_time("mixtral-8x7b", "h100-sxm", layout, h100, routing_seeds=3, **kwargs)
+    shifted = step_time(
+        "mixtral-8x7b", "h100-sxm", layout, h100, routing_seed=1, routing_seeds=2, **kwargs
+    )
+    per_seed = many.details["variability"]["step_time_s_per_seed"]
+    assert shifted.details["routing_seed"] == 1 and many.details["routing_seed"] == 0
+    assert shifted.step_time_s == per_seed[1]
+    assert shifted.details["variability"]["step_time_s_per_seed"] == per_seed[1:]
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(SpecError, match="routing_seed"):
+            step_time("mixtral-8x7b", "h100-sxm", layout, h100, routing_seed=bad, **kwargs)
+
+
 def test_route_seed_reaches_the_collective_model():
     # All-to-all of 32 GPUs on 32 nodes: ECMP hashes the flows over the spines, and which
     # ones collide depends on the seed. The preset runs InfiniBand adaptive routing (no

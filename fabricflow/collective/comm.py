@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fabricflow.collective import structure_cache
-from fabricflow.collective.algorithms import ALIASES, algorithms_for
+from fabricflow.collective.algorithms import algorithms_for
 from fabricflow.collective.alpha_beta import ALPHA_BETA_OPS, alpha_beta_estimate
 from fabricflow.collective.nccl_cost import DEFAULT_COST, CostModel
 from fabricflow.collective.structure_cache import SolvedTimes
@@ -215,14 +215,15 @@ def check_algorithms(algorithms: dict[str, str] | None) -> dict[str, str]:
                 "algorithms", f"unknown dimension {dim!r}; one of {list(DIMENSION_OPS)}"
             )
         allowed = sorted({a for op in DIMENSION_OPS[dim] for a in algorithms_for(op)})
-        key = ALIASES.get(str(name).lower(), str(name).lower())
-        if key != "auto" and key not in allowed:
+        if name != "auto" and name not in allowed:
             raise SpecError(
                 f"algorithms.{dim}",
                 f"unknown algorithm {name!r} for {dim} ({'/'.join(DIMENSION_OPS[dim])}); "
                 f"one of {['auto', *allowed]}",
+                value=name,
+                allowed=["auto", *allowed],
             )
-        out[dim] = key
+        out[dim] = name
     return out
 
 

@@ -23,35 +23,15 @@ from fabricflow.errors import SpecError
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "sendrecv")
 
-# Spellings accepted from users (nccl-tests binary names and NCCL function names).
-_ALIASES = {
-    "allreduce": "all_reduce",
-    "all_reduce": "all_reduce",
-    "all-reduce": "all_reduce",
-    "reducescatter": "reduce_scatter",
-    "reduce_scatter": "reduce_scatter",
-    "reduce-scatter": "reduce_scatter",
-    "allgather": "all_gather",
-    "all_gather": "all_gather",
-    "all-gather": "all_gather",
-    "alltoall": "all_to_all",
-    "all_to_all": "all_to_all",
-    "all-to-all": "all_to_all",
-    "broadcast": "broadcast",
-    "bcast": "broadcast",
-    "sendrecv": "sendrecv",
-    "send_recv": "sendrecv",
-    "send-recv": "sendrecv",
-    "p2p": "sendrecv",
-}
-
 
 def canonical_op(op: str) -> str:
-    """The canonical name of ``op`` (``'AllReduce'`` -> ``'all_reduce'``); SpecError otherwise."""
-    key = str(op).strip().lower()
-    if key not in _ALIASES:
-        raise SpecError("op", f"unknown collective {op!r}; one of {list(OPS)}")
-    return _ALIASES[key]
+    """``op`` when it names a collective of :data:`OPS` (``'all_reduce'``, one spelling
+    each); SpecError listing them (with the closest) otherwise."""
+    if not isinstance(op, str) or op not in OPS:
+        raise SpecError(
+            "op", f"unknown collective {op!r}; one of {list(OPS)}", value=op, allowed=OPS
+        )
+    return op
 
 
 def busbw_factor(op: str, n: int) -> float:

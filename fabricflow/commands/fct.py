@@ -43,6 +43,7 @@ from fabricflow.errors import SpecError
 from fabricflow.plots.figures import new_figure, save_figure
 from fabricflow.routing.route import route
 from fabricflow.solve.packet.overheads import PacketParams
+from fabricflow.solve.parameters import parse_overrides
 from fabricflow.solve.pfc.params import PFCParams
 from fabricflow.traffic.htsim import read_connection_matrix
 from fabricflow.traffic.patterns import alltoall_flows, incast_flows, permutation_flows
@@ -93,8 +94,14 @@ def register(parser) -> None:
     parser.add_argument("--senders", type=int, default=16, help="incast senders")
     parser.add_argument("--mtu", default="9000B", help="wire bytes per full packet")
     parser.add_argument("--header", default="64B", help="header bytes per packet")
-    parser.add_argument("--pfc-xoff", default="100KB", help="PFC XOFF per ingress")
-    parser.add_argument("--pfc-hysteresis", default="10KB", help="XON = XOFF - this")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a PFC threshold as 'fabricflow cc --set' does: pfc.xoff=50KB (XOFF "
+        "per ingress, default 100KB), pfc.hysteresis=5KB (XON = XOFF - this, default 10KB)",
+    )
     parser.add_argument(
         "--out", default=None, type=output_folder, help="directory for CSV, JSON and the figure"
     )
@@ -110,7 +117,14 @@ def run(args) -> int:
         mtu=parse_size(args.mtu, "mtu", allow_zero=False),
         header=parse_size(args.header, "header"),
     ).validate()
-    pfc_params = PFCParams().replace(xoff=args.pfc_xoff, hysteresis=args.pfc_hysteresis)
+    law_overrides, pfc_overrides = parse_overrides(args.set)
+    if law_overrides:
+        raise SpecError(
+            "--set",
+            f"fct takes PFC thresholds only (pfc.xoff=..., pfc.hysteresis=...), "
+            f"not {sorted(law_overrides)}",
+        )
+    pfc_params = PFCParams().replace(**pfc_overrides)
     fabric = load_fabric_flags(args)
     src, dst, size, start, traffic = _traffic(args, fabric.num_gpus, size_default)
     built = time.perf_counter()

@@ -104,7 +104,9 @@ def register(parser) -> None:
     parser.add_argument(
         "--fail-seeds", type=int, default=3, help="random failure draws per fraction (default 3)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="ECMP hash seed, first failure seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the scattered placement, first failure seed"
+    )
     parser.add_argument(
         "--out",
         type=output_folder,

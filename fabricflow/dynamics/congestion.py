@@ -160,11 +160,4 @@ def simulate_cc(
     return run_cc(prepared, throw=throw, progress=progress)
 
 
-def simulate_dcqcn(fabric, routes, *, params="paper", **options) -> CCResult:
-    """:func:`simulate_cc` with ``cc="dcqcn"`` (``params``: ``paper`` or ``connectx``)."""
-    if "cc" in options:
-        raise SpecError("cc", "simulate_dcqcn runs DCQCN; call simulate_cc(cc=...) for others")
-    return simulate_cc(fabric, routes, cc="dcqcn", params=params, **options)
-
-
-__all__ = ["prepare_fabric_run", "simulate_cc", "simulate_dcqcn"]
+__all__ = ["prepare_fabric_run", "simulate_cc"]

@@ -165,7 +165,9 @@ def build_report(
         fail_kind: link kind whose cables fail (default :func:`default_fail_kind`).
         fail_fractions: fractions of those cables failed, each in (0, 1).
         fail_seeds: random failure draws per fraction (seeds ``seed .. seed+n-1``).
-        seed: ECMP hash seed and first failure seed.
+        seed: seed of the ``scattered`` placement (the job's ``placement_seed``) and the
+            first failure seed. The collectives are routed with step_time's routing seed
+            (0) in every section, as the layout search times them.
         progress: called with one line per finished section.
         calibration: a :class:`~fabricflow.workload.calibration.Calibration` (or its file)
             every step time of the report uses; interval_level: the level of the step
@@ -224,7 +226,7 @@ def build_report(
     section, result = step
     sections.append(section)
     say(f"step time done ({section['seconds']:.1f} s)")
-    sections.append(_utilization_section(fabric, model, job))
+    sections.append(_utilization_section(fabric, model, job, result.details["routing_seed"]))
     say(f"utilization done ({sections[-1]['seconds']:.1f} s)")
     kind = fail_kind or default_fail_kind(fabric)
     sections.append(
@@ -716,7 +718,10 @@ _FAILURE_COLUMNS = [
 ]
 
 
-def _utilization_section(fabric, model, job) -> dict:
+def _utilization_section(fabric, model, job, routing_seed: int) -> dict:
+    """Per-tier link utilization of the job's collectives, routed as the headline's step
+    was (``routing_seed``: the step result's ``details["routing_seed"]``), so that the
+    section shows the flows that step time solved."""
     started = time.monotonic()
     lay = job["layout"]
     where = place(
@@ -736,7 +741,7 @@ def _utilization_section(fabric, model, job) -> dict:
         CollectiveCache(
             fabric,
             "fabric",
-            seed=job.get("placement_seed", 0),
+            seed=routing_seed,
             algorithms=job.get("algorithms"),
             routing=routing,
         ),
@@ -788,7 +793,7 @@ def _utilization_section(fabric, model, job) -> dict:
         text,
         {
             "routing": resolved + (" (auto: the fabric's transport)" if routing == "auto" else ""),
-            "seed": job.get("placement_seed", 0),
+            "routing_seed": routing_seed,
         },
         started,
         tables=[

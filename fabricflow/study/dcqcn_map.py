@@ -4,7 +4,7 @@ An incast (``senders`` flows from one leaf into one receiver on another leaf, pl
 victim flow from the same leaf to a third leaf, :func:`~fabricflow.dynamics.scenarios.incast`)
 runs under DCQCN with PFC for every combination of the switch's RED marking thresholds
 ``kmin`` / ``kmax`` and the reaction point's additive-increase step ``R_AI``. All
-parameter sets run as one vmapped :func:`~fabricflow.simulate_dcqcn` call (one
+parameter sets run as one vmapped :func:`~fabricflow.simulate_cc` call (``cc="dcqcn"``) (one
 compilation); a combination with ``kmin >= kmax`` is not a RED ramp and is left NaN.
 
 Over the second half of the run (after the start-up transient), per parameter set:
@@ -36,7 +36,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from fabricflow.dynamics.congestion import simulate_dcqcn
+from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import incast
 from fabricflow.errors import SpecError
 from fabricflow.solve.cc.dcqcn import DCQCNParams
@@ -122,9 +122,10 @@ def dcqcn_map(
         )
         for i, j, k in valid
     ]
-    result = simulate_dcqcn(
+    result = simulate_cc(
         scenario.fabric,
         scenario.routes,
+        cc="dcqcn",
         params=stack_params(sets),
         pfc=pfc,
         duration=duration,

@@ -20,7 +20,7 @@ Both batch: without rerouting every scenario shares one route table and only the
 capacities vary; with rerouting each scenario is routed on the host and the routes are
 padded to one ``[B, F, H]`` array, vmapped along with the capacities.
 
-``cc``: a DCQCN/PFC fluid simulation (:func:`fabricflow.simulate_dcqcn`);
+``cc``: a DCQCN/PFC fluid simulation (:func:`fabricflow.simulate_cc`, ``cc="dcqcn"``);
 the batch keys are the DCQCN parameter fields (``kmin``, ``kmax``, ``pmax``, ``rate_ai``,
 ``rate_hai``, ``g``, ...), stacked and vmapped in one run.
 """
@@ -618,7 +618,7 @@ def _cc_simulate(setup: dict, stacked, devices):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     # lazy: JAX, only when a cc point runs (maxmin sweeps and their workers never load it)
-    from fabricflow.dynamics.congestion import prepare_fabric_run, simulate_dcqcn
+    from fabricflow.dynamics.congestion import prepare_fabric_run, simulate_cc
 
     # lazy: JAX, as above
     from fabricflow.solve.cc.run_cc import run_cc
@@ -632,8 +632,8 @@ def _cc_simulate(setup: dict, stacked, devices):
         "records": setup["records"],
     }
     if len(devices) == 1:
-        return simulate_dcqcn(fabric, routes, params=stacked, **settings)
-    # What simulate_dcqcn does, with the parameter arrays placed on the devices first.
+        return simulate_cc(fabric, routes, cc="dcqcn", params=stacked, **settings)
+    # What simulate_cc does, with the parameter arrays placed on the devices first.
     prepared = prepare_fabric_run(fabric, routes, cc="dcqcn", params=stacked, **settings)
     sharding = NamedSharding(Mesh(np.asarray(devices), ("batch",)), PartitionSpec("batch"))
 

@@ -91,8 +91,9 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     """One :func:`~fabricflow.workload.step.step_time`: ``gpus`` and the :class:`Layout`
     fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq`` or ``seq_len``, ...;
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
-    ``collectives``, ``seed`` (the point's seed: the cables ``fail`` takes down and the
-    ``scattered`` placement, ``placement_seed``), ``calibration`` (a calibration file), and
+    ``collectives``, ``seed`` (the point's seed, every draw of it: the collectives' ECMP
+    hash, ``routing_seed``; the cables ``fail`` takes down; the ``scattered`` placement,
+    ``placement_seed``), ``calibration`` (a calibration file), and
     ``fail: "KIND:FRACTION"`` (cables failed first)."""
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
     seed = kwargs.pop("seed", 0)
@@ -112,7 +113,7 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
         kwargs["pp_split"] = tuple(kwargs["pp_split"])
     layout = Layout(**kwargs).validate(num_gpus=gpus)
     fabric = _failed(fabric, fail, seed)
-    result = step_time(model, gpu, layout, fabric, placement_seed=seed, **call)
+    result = step_time(model, gpu, layout, fabric, placement_seed=seed, routing_seed=seed, **call)
     out = {
         "step_time_s": result.step_time_s,
         "mfu": result.mfu,

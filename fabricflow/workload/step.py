@@ -178,6 +178,7 @@ def step_time(
     check_memory: bool = True,
     collectives: str = "fabric",
     routing_seeds: int | None = None,
+    routing_seed: int = 0,
     coupling: bool = True,
     algorithms: dict[str, str] | None = None,
     routing: str = "auto",
@@ -213,10 +214,13 @@ def step_time(
             ``dp``; expert data parallel follows ``dp``), e.g. ``{"dp": "ring"}``; a
             dimension not named, or ``auto``, takes the fastest algorithm per message size.
             Used by the ``fabric`` backend (alpha-beta has no algorithm choice).
-        routing_seeds: ``None`` (one routing seed, 0) or ``N >= 1``: also time the step
-            with the collectives' ECMP hash seeds ``1..N-1``; ``details["variability"]``
-            then holds ``routing_seeds``, ``p50_s``, ``p99_s``, ``max_s`` and
-            ``step_time_s_per_seed`` (the result is routing seed 0's).
+        routing_seeds: ``None`` (one routing seed, ``routing_seed``) or ``N >= 1``: also
+            time the step with the collectives' ECMP hash seeds ``routing_seed + 1 ..
+            routing_seed + N - 1``; ``details["variability"]`` then holds
+            ``routing_seeds``, ``p50_s``, ``p99_s``, ``max_s`` and ``step_time_s_per_seed``
+            (the result is ``routing_seed``'s).
+        routing_seed: the ECMP hash seed of the collectives' routes (an integer >= 0,
+            default 0; ``details["routing_seed"]``).
         coupling: ``False`` times each dimension's collectives alone (the model before
             the coupling; faster, never slower a step), for comparison.
         routing: routing of the collective model's flows: ``auto`` (the fabric's
@@ -262,6 +266,7 @@ def step_time(
         stack=stack,
         calibration=calibration,
         routing_seeds=routing_seeds,
+        routing_seed=routing_seed,
         coupling=coupling,
     )
     memory = _check_memory(inputs, check_memory)
@@ -287,8 +292,8 @@ class _Inputs:
     software stack, the calibration (``None``: priors), the GPU of each pipeline rank
     (``rank_gpus``), the caller's layout (``given_layout``: what a given
     :class:`Placement` was made for) and that layout split over the ranks' GPUs
-    (``layout``), the collective cost model, the number of routing seeds (``None``: one)
-    and whether overlapping traffic is coupled."""
+    (``layout``), the collective cost model, the number of routing seeds (``None``: one),
+    the first routing seed and whether overlapping traffic is coupled."""
 
     model: ModelSpec
     stack: Stack
@@ -298,6 +303,7 @@ class _Inputs:
     layout: Layout
     cost: CostModel
     num_seeds: int | None
+    routing_seed: int
     coupling: bool
 
 
@@ -310,11 +316,12 @@ def _resolve_inputs(
     stack: Stack | str | None,
     calibration: Calibration | str | None,
     routing_seeds: int | None,
+    routing_seed: int,
     coupling: bool,
 ) -> _Inputs:
     """:func:`step_time`'s arguments resolved and checked, in this order: model, stack and
     calibration from names or paths (a calibration's stack parameters replace the
-    stack's), ``layout`` and ``fabric`` by type, ``routing_seeds`` and ``coupling`` by value, the
+    stack's), ``layout`` and ``fabric`` by type, ``routing_seeds``, ``routing_seed`` and ``coupling`` by value, the
     layout against the model, the GPU of each pipeline rank (a calibration's ``gpu.*``
     parameters applied to the GPU it was measured on) and the collective cost model (its
     ``network.*`` parameters), the layout's precision and offload against those GPUs, and
@@ -332,6 +339,7 @@ def _resolve_inputs(
             f"expected a Fabric (fabricflow.load_fabric(name)), got {type(fabric).__name__}",
         )
     num_seeds = None if routing_seeds is None else _check_routing_seeds(routing_seeds)
+    routing_seed = _check_routing_seed(routing_seed)
     coupling = check_flag(coupling, "coupling")
     layout.validate(model)
     rank_gpus = job_gpus(gpu, layout)
@@ -350,7 +358,9 @@ def _resolve_inputs(
                 "host_link_bandwidth=50GB/s) to offload, or set the offload fractions to 0",
             )
     split = split_for_gpus(model, layout, rank_gpus).validate(model)
-    return _Inputs(model, stack, calibration, rank_gpus, layout, split, cost, num_seeds, coupling)
+    return _Inputs(
+        model, stack, calibration, rank_gpus, layout, split, cost, num_seeds, routing_seed, coupling
+    )
 
 
 def _check_memory(inputs: _Inputs, check: bool) -> tuple[MemoryEstimate, dict]:
@@ -489,7 +499,8 @@ def _time_step(
         )
         return comm, step
 
-    comm, (times, slow, breakdown, coupled_entry) = coupled(0)
+    first = inputs.routing_seed
+    comm, (times, slow, breakdown, coupled_entry) = coupled(first)
     total = sum(breakdown.values())
     bad = [key for key, value in breakdown.items() if not math.isfinite(value)]
     if bad or not math.isfinite(total) or total <= 0:
@@ -504,7 +515,7 @@ def _time_step(
     if inputs.num_seeds is not None:
         # Only the routes depend on the seed: groups, placement and layer costs are reused.
         per_seed = [total]
-        for route_seed in range(1, inputs.num_seeds):
+        for route_seed in range(first + 1, first + inputs.num_seeds):
             per_seed.append(sum(coupled(route_seed)[1][2].values()))
         variability = {
             "routing_seeds": len(per_seed),
@@ -826,9 +837,19 @@ def _check_routing_seeds(routing_seeds) -> int:
     ):
         raise SpecError(
             "routing_seeds",
-            f"must be an integer >= 1 (routing seeds 0..N-1), got {routing_seeds!r}",
+            f"must be an integer >= 1 (the routing seeds from routing_seed on), got {routing_seeds!r}",
         )
     return int(routing_seeds)
+
+
+def _check_routing_seed(routing_seed) -> int:
+    if (
+        isinstance(routing_seed, bool)
+        or not isinstance(routing_seed, numbers.Integral)
+        or routing_seed < 0
+    ):
+        raise SpecError("routing_seed", f"must be an integer >= 0, got {routing_seed!r}")
+    return int(routing_seed)
 
 
 def register_groups(

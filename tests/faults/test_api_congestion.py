@@ -1,4 +1,4 @@
-"""Bad inputs to congestion control (``simulate_dcqcn``, PFC and DCQCN parameters, the CC
+"""Bad inputs to congestion control (``simulate_cc`` with ``cc="dcqcn"``, PFC and DCQCN parameters, the CC
 scenarios, and ``cc --set`` for the same parameters): a named error that names the field,
 refused before a run starts."""
 
@@ -26,7 +26,7 @@ def test_dcqcn_overrides_must_be_a_mapping_of_names(overrides):
 
     sc = dumbbell(2)
     with pytest.raises(SpecError) as info:
-        ff.simulate_dcqcn(sc.fabric, sc.routes, overrides=overrides)
+        ff.simulate_cc(sc.fabric, sc.routes, cc="dcqcn", overrides=overrides)
     assert info.value.field == "overrides"
 
 
@@ -35,7 +35,7 @@ def test_dcqcn_refuses_a_string_throw():
 
     sc = dumbbell(2)
     with pytest.raises(SpecError) as info:
-        ff.simulate_dcqcn(sc.fabric, sc.routes, throw="no")
+        ff.simulate_cc(sc.fabric, sc.routes, cc="dcqcn", throw="no")
     assert info.value.field == "throw"
 
 
@@ -58,10 +58,12 @@ def test_dcqcn_refuses_a_string_throw():
         ({"records": 1}, "records"),
     ],
 )
-def test_simulate_dcqcn_bad_inputs(dumbbell, options, field):
+def test_simulate_cc_dcqcn_bad_inputs(dumbbell, options, field):
     options = {"duration": 1e-4, **options}
     _raises_named(
-        lambda: ff.simulate_dcqcn(dumbbell.fabric, dumbbell.routes, **options), field, SpecError
+        lambda: ff.simulate_cc(dumbbell.fabric, dumbbell.routes, cc="dcqcn", **options),
+        field,
+        SpecError,
     )
 
 
@@ -72,15 +74,17 @@ def test_cc_scenario_sizes_are_checked(count):
     _raises_named(lambda: dumbbell(count), "flows", SpecError)
 
 
-def test_simulate_dcqcn_refuses_routes_of_another_fabric(dumbbell, fabric):
-    _raises_named(lambda: ff.simulate_dcqcn(fabric, dumbbell.routes), "routes", SpecError)
-    _raises_named(lambda: ff.simulate_dcqcn(dumbbell.fabric, "x"), "routes", SpecError)
+def test_simulate_cc_dcqcn_refuses_routes_of_another_fabric(dumbbell, fabric):
+    _raises_named(lambda: ff.simulate_cc(fabric, dumbbell.routes, cc="dcqcn"), "routes", SpecError)
+    _raises_named(lambda: ff.simulate_cc(dumbbell.fabric, "x", cc="dcqcn"), "routes", SpecError)
 
 
 def test_feedback_delay_longer_than_the_run_is_bounded_and_changes_nothing(dumbbell):
     run = dict(duration=2e-4, dt=1e-6)
-    long = ff.simulate_dcqcn(dumbbell.fabric, dumbbell.routes, extra_delay=1e3, **run)
-    just_past = ff.simulate_dcqcn(dumbbell.fabric, dumbbell.routes, extra_delay=3e-4, **run)
+    long = ff.simulate_cc(dumbbell.fabric, dumbbell.routes, cc="dcqcn", extra_delay=1e3, **run)
+    just_past = ff.simulate_cc(
+        dumbbell.fabric, dumbbell.routes, cc="dcqcn", extra_delay=3e-4, **run
+    )
     np.testing.assert_array_equal(long.rate, just_past.rate)
 
 
@@ -177,7 +181,7 @@ def _dumbbell():
 def test_absurd_dcqcn_runs_are_refused_before_starting(options, words):
     sc = _dumbbell()
     with pytest.raises(SpecError) as error:
-        ff.simulate_dcqcn(sc.fabric, sc.routes, **options)
+        ff.simulate_cc(sc.fabric, sc.routes, cc="dcqcn", **options)
     assert error.value.field == "duration"
     for word in words:
         assert word in str(error.value)

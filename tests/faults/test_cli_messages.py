@@ -211,7 +211,7 @@ def test_demo_default_group_size_adapts_to_small_fabrics(capsys, tmp_path):
 def test_one_gpu_fabric_is_refused_by_name(capsys, tmp_path, command):
     argv = [command, "--fabric", _graph_spec(tmp_path, 1), "--json"]
     if command == "collective":
-        argv += ["--op", "all-reduce", "--gpus", "2"]
+        argv += ["--op", "all_reduce", "--gpus", "2"]
     else:
         argv += ["--out", str(tmp_path / "o")]
     code, out = _cli_json(capsys, *argv)

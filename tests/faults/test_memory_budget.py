@@ -244,17 +244,17 @@ def test_a_budget_may_be_a_size_string_or_an_exact_integer():
     assert "pass a larger memory_budget" in str(e.value) and "$FABRICFLOW" not in str(e.value)
 
 
-def test_simulate_dcqcn_names_memory_budget():
-    from fabricflow.dynamics.congestion import simulate_dcqcn
+def test_simulate_cc_dcqcn_names_memory_budget():
+    from fabricflow.dynamics.congestion import simulate_cc
     from fabricflow.dynamics.scenarios import dumbbell
 
     sc = dumbbell(2, bandwidth=5e9)
     for bad in (float("nan"), "lots", True):
         with pytest.raises(SpecError) as error:
-            simulate_dcqcn(sc.fabric, sc.routes, duration=1e-4, dt=1e-6, memory_budget=bad)
+            simulate_cc(sc.fabric, sc.routes, cc="dcqcn", duration=1e-4, dt=1e-6, memory_budget=bad)
         assert error.value.field == "memory_budget"
     with pytest.raises(MemoryBudgetError, match="DCQCN run"):
-        simulate_dcqcn(sc.fabric, sc.routes, duration=1e-4, dt=1e-6, memory_budget="1KiB")
+        simulate_cc(sc.fabric, sc.routes, cc="dcqcn", duration=1e-4, dt=1e-6, memory_budget="1KiB")
 
 
 @pytest.fixture(scope="module")

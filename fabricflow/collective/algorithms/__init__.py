@@ -67,24 +67,19 @@ ALGORITHMS = {
     ),
 }
 
-ALIASES = {
-    "hd": "halving_doubling",
-    "rhd": "halving_doubling",
-    "recursive_halving_doubling": "halving_doubling",
-    "pxn": "hierarchical",
-    "hier": "hierarchical",
-    "nvlink_sharp": "nvls",
-    "collnet": "sharp",
-    "pairwise": "direct",
-    "p2p": "direct",
-}
-
 
 def get_algorithm(name: str) -> Algorithm:
-    key = ALIASES.get(str(name).lower(), str(name).lower())
-    if key not in ALGORITHMS:
-        raise SpecError("algorithm", f"unknown algorithm {name!r}; one of {['auto', *ALGORITHMS]}")
-    return ALGORITHMS[key]
+    """The registered algorithm called ``name`` (one spelling each, the keys of
+    :data:`ALGORITHMS`); SpecError listing them (with the closest) otherwise."""
+    if not isinstance(name, str) or name not in ALGORITHMS:
+        allowed = ["auto", *ALGORITHMS]
+        raise SpecError(
+            "algorithm",
+            f"unknown algorithm {name!r}; one of {allowed}",
+            value=name,
+            allowed=allowed,
+        )
+    return ALGORITHMS[name]
 
 
 def algorithms_for(op: str) -> list[str]:
