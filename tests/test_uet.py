@@ -136,10 +136,10 @@ def test_uet_profile_routes_by_spraying_and_is_a_design_knob():
     # the collective model sprays under uet and hashes under roce: same fabric otherwise
     roce = ff.build_fabric({**spec, "transport": {"protocol": "rocev2"}})
     groups = [list(range(0, 512, 8)), list(range(1, 512, 8))]
-    assert prepare_collective(fabric, "all-to-all", groups).routing == "adaptive"
-    assert prepare_collective(roce, "all-to-all", groups).routing == "ecmp"
-    uet_time = ff.collective_time(fabric, "all-to-all", groups, 64e6).time_s
-    roce_time = ff.collective_time(roce, "all-to-all", groups, 64e6).time_s
+    assert prepare_collective(fabric, "all_to_all", groups).routing == "adaptive"
+    assert prepare_collective(roce, "all_to_all", groups).routing == "ecmp"
+    uet_time = ff.collective_time(fabric, "all_to_all", groups, 64e6).time_s
+    roce_time = ff.collective_time(roce, "all_to_all", groups, 64e6).time_s
     assert uet_time <= roce_time  # spraying never loses to one hashed path per flow
 
 
