@@ -779,8 +779,9 @@ def _coupled_step(
 
 def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
     """Collectives each dimension issues per second on the slowest pipeline rank (``slow``
-    from :func:`compose_step`; the
-    counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
+    from :func:`compose_step`; the counts of the per-layer collectives that
+    :func:`~fabricflow.workload.compute.compose` gathers in its ``layer_comm``, of
+    :func:`~fabricflow.workload.compute._pipeline_exposed` and of ZeRO-3's per-micro-batch
     gathers): how much of a dimension's traffic falls inside a long overlap window."""
     layers = slow["layers"]
     moe_layers = layers * model.num_moe_layers / model.num_layers if model.is_moe else 0.0
