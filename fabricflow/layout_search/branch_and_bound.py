@@ -52,7 +52,7 @@ from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
 from fabricflow.layout_search import knobs
 from fabricflow.layout_search.candidate_table import CandidateTable
 from fabricflow.layout_search.compute_model import candidate_table, collective_needs, step_bound
-from fabricflow.layout_search.group_structures import Late, GroupStructures
+from fabricflow.layout_search.group_structures import GroupStructures, Late
 from fabricflow.layout_search.topk import TopK
 from fabricflow.workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 

@@ -27,7 +27,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   ``dp_overlap`` (the first layer's bucket is always exposed); ZeRO-3 gathers parameters
   for every forward and backward and reduce-scatters gradients per micro-batch.
 * coupling: the collectives above are first timed each dimension alone, then again with
-  the traffic that overlaps them in time on the fabric (:mod:`.coupling`: the 1F1B
+  the traffic that overlaps them in time on the fabric (:mod:`fabricflow.collective.coupling`: the 1F1B
   steady state, the DP reduction with the last backward passes, the parameter all-gather
   with the first forward passes); ``details["coupling"]`` reports the difference.
 * optimizer: a memory-bound Adam pass over the local (sharded) parameters, ~34 B each
