@@ -65,9 +65,9 @@ def test_equals_brute_force(model, oversubscribed):
 
 def _visit(model, fabric, searched_fixed, gpus=32, global_batch=64, collectives="fabric"):
     """A table of a default space with ``fixed`` pins, analysed, and a visit over it."""
-    from fabricflow.layout_search.branch_and_bound import Visit
+    from fabricflow.layout_search.branch_and_bound import BranchAndBound
     from fabricflow.layout_search.candidate_table import build_table
-    from fabricflow.layout_search.compute_model import Analyser
+    from fabricflow.layout_search.compute_model import ComputeModel
 
     gpu = ff.load_gpu(GPU)
     searched, single = resolve_space(
@@ -76,8 +76,8 @@ def _visit(model, fabric, searched_fixed, gpus=32, global_batch=64, collectives=
     )  # fmt: skip
     table = build_table(model, searched, single, gpus, global_batch, SEQ)
     keys = np.flatnonzero(table.sized_ok)
-    table.record(keys, Analyser(model, gpu, gpus).analyse(table.rows(keys)))
-    visit = Visit(
+    table.record(keys, ComputeModel(model, gpu, gpus).analyse(table.rows(keys)))
+    visit = BranchAndBound(
         model, gpu, fabric, table, top_k=1, seed=0, collectives=collectives, gpus=gpus,
         say=lambda line: None,
     )  # fmt: skip

@@ -23,7 +23,7 @@ SPACE = {
 def _slow_analysis(monkeypatch, *, sleep_s=0.0, interrupt_at=None):
     """Analyse 4 keys per chunk, sleeping ``sleep_s`` each; raise KeyboardInterrupt at
     chunk ``interrupt_at`` (0-based)."""
-    real = compute_model.Analyser.analyse
+    real = compute_model.ComputeModel.analyse
     calls = []
 
     def analyse(self, rows):
@@ -34,7 +34,7 @@ def _slow_analysis(monkeypatch, *, sleep_s=0.0, interrupt_at=None):
         return real(self, rows)
 
     monkeypatch.setattr(optimize, "ANALYSIS_CHUNK", 4)
-    monkeypatch.setattr(compute_model.Analyser, "analyse", analyse)
+    monkeypatch.setattr(compute_model.ComputeModel, "analyse", analyse)
     return calls
 
 

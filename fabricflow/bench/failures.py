@@ -6,7 +6,7 @@ fraction of the cables of one tier (``leaf``: leaf-spine, ``spine``: spine-core)
 0.5 %, 1 %, 2 % or 5 %, 512 seeds each (2 x 4 x 512 = 4,096). Routes are kept (no
 reroute): flows crossing a failed cable stall, as in the first milliseconds after a cut,
 so every scenario shares one route table and the batch differs only in capacities. It is
-solved as one batch by the batch-minor kernel (:mod:`fabricflow.solve.maxmin.batched`),
+solved as one batch by the batch-minor kernel (:mod:`fabricflow.solve.maxmin.batch`),
 split into equal chunks only when the memory estimate demands it (one compilation for all
 chunks; the chunking is reported), and across devices when there are several.
 

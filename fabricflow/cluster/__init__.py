@@ -7,7 +7,7 @@
 - :mod:`.failures`: component failure processes, checkpoint/restart policy, Young/Daly
   and the renewal-theory goodput.
 - :mod:`.simulate`: the event-driven simulator :func:`simulate_cluster` -> :class:`ClusterRun`
-  (:mod:`.run`); its queue and backfill policies (:mod:`.backfill`), failure processes
+  (:mod:`.records`); its queue and backfill policies (:mod:`.backfill`), failure processes
   (:mod:`.failure_events`) and failure prediction (:mod:`.prediction`).
 - ``state``, ``schedulers``, ``interference``: the cluster state, the placement policies
   and the joint step-time model of co-located jobs.

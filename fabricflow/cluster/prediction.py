@@ -295,7 +295,7 @@ class PredictedFailures:
 
     # -------------------------------------------------------------- outputs
     def report(self) -> dict:
-        """Counts of alarms, drains, checkpoints and moves (see :class:`~.run.ClusterRun`)."""
+        """Counts of alarms, drains, checkpoints and moves (see :class:`~.records.ClusterRun`)."""
         return dict(self.counts)
 
     def settings(self) -> dict:

@@ -129,7 +129,7 @@ def read_public_trace(
     progress: Callable[[int, int], None] | None = None,
 ):
     """The jobs of the public trace at ``path`` in ``format`` (:data:`PUBLIC_FORMATS`) as a
-    :class:`~.trace.LoadedTrace` (see the module docs for the mapping and the counts).
+    :class:`~.jobspec.LoadedTrace` (see the module docs for the mapping and the counts).
 
     ``limit``: ``(largest job, text)``; larger jobs are counted as ``larger_than_cluster``.
     """

@@ -6,7 +6,7 @@ sizes, one fabric).
 the message size in bytes (nccl-tests convention, see :mod:`.ops`) and returns the seconds
 of every group, with all groups running concurrently on the fabric.
 
-It delegates to the collective model (:func:`~.model.prepare_collective`: NCCL-like
+It delegates to the collective model (:func:`~.timing.prepare_collective`: NCCL-like
 algorithms as flows, routed on the fabric, all groups sharing links through one max-min
 solve), solved once per process per group structure (:mod:`.structure_cache`).
 :func:`~.alpha_beta.alpha_beta_estimate`, an analytic estimate from per-GPU NVLink and NIC
@@ -99,7 +99,7 @@ def collective_timer(
     :func:`~.structure_cache.fabric_fingerprint` of ``fabric``, if known. ``cc``: a
     congestion-control law whose fluid sets the collective model's phase rates
     (:mod:`.cc_rates`; ``None``: max-min). ``cost``: the collective model's
-    :class:`~.cost.CostModel` (a calibrated one, docs/calibration.md); the alpha-beta
+    :class:`~.nccl_cost.CostModel` (a calibrated one, docs/calibration.md); the alpha-beta
     estimate does not use it. The function's
     ``collective`` attribute is the :class:`~fabricflow.collective.PreparedCollective`
     (``None`` without one: alpha-beta, or one rank per group), for the step model's joint
@@ -460,7 +460,7 @@ def prepared_collectives(
     cost: CostModel = DEFAULT_COST,
 ) -> list[SolvedTimes]:
     """:func:`prepared_collective` of many ``(op, groups, algorithm)`` at once: the ones not
-    in the process-wide cache are prepared together (:func:`~.model.prepare_collectives`,
+    in the process-wide cache are prepared together (:func:`~.timing.prepare_collectives`,
     per algorithm choice) and cached one by one under their own keys."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
@@ -521,7 +521,7 @@ def prepared_collective(
     ``fingerprint``: :func:`~.structure_cache.fabric_fingerprint` of ``fabric`` when the caller already has
     it (a step asks for several collectives on one fabric). ``cc``: a congestion-control law
     whose fluid sets the phase rates (:mod:`.cc_rates`), or ``None`` for max-min.
-    ``cost``: the :class:`~.cost.CostModel` (part of the key)."""
+    ``cost``: the :class:`~.nccl_cost.CostModel` (part of the key)."""
     if fingerprint is None:
         fingerprint = structure_cache.fabric_fingerprint(fabric)
     key = _collective_key(fingerprint, op, groups, algorithm, routing, seed, cc, cost)

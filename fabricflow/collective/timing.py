@@ -1,7 +1,7 @@
 """``collective_time``: the time of one collective on many concurrent groups.
 
 Pipeline: groups -> algorithm phases (:mod:`.algorithms`) -> routes + max-min rates of all
-groups' transfers together (:mod:`.flow_rates`) -> per-size, per-protocol times (:mod:`.cost`).
+groups' transfers together (:mod:`.flow_rates`) -> per-size, per-protocol times (:mod:`.nccl_cost`).
 Routing and solving do not depend on the message size or the protocol (both scale every
 transfer alike), so one solve per algorithm serves a whole nccl-tests size sweep.
 """

@@ -257,7 +257,7 @@ def evaluate_design(
     Without ``common``, each job's layout comes from ``optimize_layout`` with a budget of
     ``layout_budget_work`` units of work (group structures solved plus candidates timed: the
     same answer on every run, however loaded the machine). With ``common`` (one list of
-    candidates per job, each a mapping knob -> value of :mod:`.layoutcode`), each
+    candidates per job, each a mapping knob -> value of :mod:`fabricflow.layout_search.layout_codes`), each
     candidate is timed on this design and the fastest is the job's layout: the same
     candidate set timed on every design.
 
@@ -266,7 +266,7 @@ def evaluate_design(
     first job, tokens per second of all, network and total capex and power, network capex
     per GPU of the workload, cost per hour, per million tokens, per PFLOP/s-day, tokens per
     dollar, the GPUs built and the workload's, whether every layout search finished) and
-    each job's layout coded as ``job<i>_<knob>`` (:func:`.layoutcode.encode`). ``calibration``: a
+    each job's layout coded as ``job<i>_<knob>`` (:func:`fabricflow.layout_search.layout_codes.encode`). ``calibration``: a
     :meth:`Calibration.to_dict <fabricflow.workload.calibration.Calibration.to_dict>`
     mapping every layout search uses.
     """

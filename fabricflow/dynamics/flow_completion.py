@@ -5,12 +5,12 @@
 ``fidelity="packet"`` adds the packet-level effects that make a packet simulator's flows
 slower, each a separate, physical mechanism (docs/fct.md):
 
-* framing: ``mtu``-byte packets with ``header`` bytes each (:mod:`.solve.packet.overheads`);
+* framing: ``mtu``-byte packets with ``header`` bytes each (:mod:`fabricflow.solve.packet.overheads`);
 * store-and-forward: one packet serialization per hop beyond the narrowest one;
 * the ACK return over the reverse path;
 * with PFC on and no congestion control: FIFO egress queues, PFC head-of-line blocking
   (victim flows, pause spreading) with the pause frame's delay, and the last ACK queued
-  behind the data on its return path (:mod:`.solve.packet.pfc_queues`).
+  behind the data on its return path (:mod:`fabricflow.solve.packet.pfc_queues`).
   With ``cc="dcqcn"`` the senders converge to their fair share, so the transfer is the
   max-min one and PFC pauses only in transients, which are not modeled.
 

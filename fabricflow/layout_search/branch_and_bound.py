@@ -1,14 +1,14 @@
 """The visit of a layout search: best-first over lower bounds, timing what can still win.
 
-Keys (analytic assignments) are expanded in increasing compute bound ``B1`` while ``B1``
+Keys (assignments of the compute knobs) are expanded in increasing compute bound ``B1`` while ``B1``
 is below the ``top_k``-th best answer found; each expanded candidate gets the cut bound
-``B2`` (:mod:`.netbound`, no routing) and waits in a priority queue. The candidate with the
+``B2`` (:mod:`.cut_bound`, no routing) and waits in a priority queue. The candidate with the
 lowest bound is taken next:
 
-* if its structure (:mod:`.structures`) is not *open* yet, the structure is opened (its
+* if its structure (:mod:`.group_structures`) is not *open* yet, the structure is opened (its
   group sets routed and solved alone on the fabric, exactly as ``step_time`` will) and
   every waiting candidate of it gets the *isolated* bound ``B3`` (the step bound with each
-  collective at its time alone, :func:`.analytic.step_bound`), computed as arrays;
+  collective at its time alone, :func:`.compute_model.step_bound`), computed as arrays;
 * otherwise it is timed with the full model (:func:`fabricflow.step_time`, contention and
   coupling included).
 
@@ -30,7 +30,7 @@ once. Overlap switches that never lengthen a step (TP, PP, EP overlap) make the 
 with them on a lower bound of its siblings with them off: those wait for its time.
 
 ``ranking="class"`` adds one test before a candidate is queued and again before it is
-taken: a candidate whose class-level estimate (:mod:`.classmodel`, the same composition
+taken: a candidate whose class-level estimate (:mod:`.class_model`, the same composition
 with estimated instead of bounded collective times) exceeds the ``top_k``-th answer by more
 than :data:`CLASS_MARGIN` is set aside (counted in ``ranked``), with the overlap-off
 siblings that waited for it; its structure is never opened for it. That is not a proof, so
@@ -49,14 +49,14 @@ import numpy as np
 
 from fabricflow.collective.nccl_cost import DEFAULT_COST
 from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
-from fabricflow.layout_search import knobs as _space
+from fabricflow.layout_search import knobs
 from fabricflow.layout_search.candidate_table import CandidateTable
 from fabricflow.layout_search.compute_model import candidate_table, collective_needs, step_bound
-from fabricflow.layout_search.group_structures import Late, Structures
+from fabricflow.layout_search.group_structures import GroupStructures, Late
 from fabricflow.layout_search.topk import TopK
 from fabricflow.workload.step import BREAKDOWN_KEYS, DEFAULT_ORDER, StepResult, step_time
 
-# Overlap switches that never lengthen a step when turned on (see Visit.dominators).
+# Overlap switches that never lengthen a step when turned on (see BranchAndBound.dominators).
 DOMINATING_OVERLAPS = ("tp_overlap", "pp_overlap", "ep_overlap")
 NOTE_EVERY_S = 10.0
 RANKINGS = ("bound", "class")
@@ -85,7 +85,7 @@ class Counts:
     ranked: int = 0  # ranking="class": excluded by the class-level estimate
 
 
-class Visit:
+class BranchAndBound:
     """Best-first visit of a :class:`CandidateTable` (see the module doc)."""
 
     def __init__(self, model, gpu, fabric, table: CandidateTable, *, top_k: int, seed: int,
@@ -100,7 +100,7 @@ class Visit:
         self.say = say
         # a calibration's network constants time every collective, bounds included
         self.calibration, self.interval_level = calibration, interval_level
-        self.structures = Structures(
+        self.structures = GroupStructures(
             model, fabric, table, seed=seed, collectives=collectives,
             cost=DEFAULT_COST if calibration is None else calibration.cost_model(),
         )  # fmt: skip
@@ -385,10 +385,10 @@ class Visit:
 
     def bound(self, keys, combos, sids, *, isolated: bool, classed: bool = False) -> np.ndarray:
         """Lower bound of the step time of candidates ``(keys[i], combos[i])``: the step
-        model's composition (:func:`.analytic.step_bound`) with each collective at its cut
+        model's composition (:func:`.compute_model.step_bound`) with each collective at its cut
         bound, or (``isolated``) at its time alone on the fabric; never below the compute
         bound. ``classed``: the composition with the class-level estimates of the
-        collectives instead (:mod:`.classmodel`: an estimate, not a bound)."""
+        collectives instead (:mod:`.class_model`: an estimate, not a bound)."""
         table = self.table
         b1 = table.bound_s[keys]
         if not len(keys):
@@ -452,7 +452,7 @@ class Visit:
         changes = {
             knob: table.value(knob, key, combo)
             for knob in table.network_knobs
-            if knob in _space.layout_fields()
+            if knob in knobs.layout_fields()
         }
         layout = table.layout(key)
         if changes:
@@ -507,7 +507,7 @@ class Visit:
     def _row(self, key: int, combo: int, result: StepResult, answer: int) -> dict:
         table = self.table
         row: dict = {}
-        for knob in _space.known_knobs():
+        for knob in knobs.known_knobs():
             row[knob] = int(table.sizes["dp"][key]) if knob == "dp" else table.value(
                 knob, key, combo
             )  # fmt: skip

@@ -1,6 +1,6 @@
 """The candidate table of a layout search: every distinct candidate as integer codes.
 
-A candidate is a pair ``(key, combo)``. A *key* is an assignment of the *analytic* knobs
+A candidate is a pair ``(key, combo)``. A *key* is an assignment of the *compute* knobs
 (the ones that change compute or memory: sizes, micro-batch, recompute, ZeRO, ...); a
 *combo* is an assignment of the *network* knobs (rank order, placement, overlap switches,
 routing, collective algorithms), which multiply the candidates without changing their
@@ -12,7 +12,7 @@ runs a Python loop per candidate or per key.
 divisibility) as array operations and marks the settings that are no-ops for a key (an
 order equal to another once size-1 dimensions are dropped, the overlap of a dimension of
 size 1, ...) so that each distinct candidate is counted once. Feasibility, memory and the
-compute bound of each key come later, from :mod:`.analytic`, chunk by chunk
+compute bound of each key come later, from :mod:`.compute_model`, chunk by chunk
 (:class:`CandidateTable.record`), so that a budget or Ctrl-C can stop the enumeration
 with what it has examined.
 """
@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from fabricflow.layout_search import knobs as _space
+from fabricflow.layout_search import knobs
 from fabricflow.workload.layout import Layout
 from fabricflow.workload.model_spec import ModelSpec
 from fabricflow.workload.placement import parse_order
@@ -40,10 +40,10 @@ class CandidateTable:
     Arrays over keys have length ``K`` (:attr:`num_keys`), over combos ``C``.
 
     Attributes:
-        analytic_knobs: searched knobs that change compute or memory (columns of
+        compute_knobs: searched knobs that change compute or memory (columns of
             ``key_codes``); network_knobs: the others (columns of ``net_codes``).
         searched: knob -> values; single: every other knob's value.
-        key_codes: int32 ``[K, A]`` value index of each analytic knob.
+        key_codes: int32 ``[K, A]`` value index of each compute knob.
         columns: Layout field -> ``[K]`` values (every field of :class:`Layout`; network
             knobs that are Layout fields hold their default, a placeholder).
         sizes: ``tp``, ``cp``, ``pp``, ``ep``, ``dp`` -> int64 ``[K]``.
@@ -56,7 +56,7 @@ class CandidateTable:
         space_size: the raw product of the searched knobs' value counts.
     """
 
-    analytic_knobs: list
+    compute_knobs: list
     network_knobs: list
     searched: dict
     single: dict
@@ -100,8 +100,8 @@ class CandidateTable:
 
     def value(self, knob: str, key: int, combo: int | None = None):
         """The value of ``knob`` for candidate ``(key, combo)``."""
-        if knob in self.analytic_knobs:
-            return self.searched[knob][self.key_codes[key, self.analytic_knobs.index(knob)]]
+        if knob in self.compute_knobs:
+            return self.searched[knob][self.key_codes[key, self.compute_knobs.index(knob)]]
         if knob in self.network_knobs and combo is not None:
             return self.searched[knob][self.net_codes[combo, self.network_knobs.index(knob)]]
         return self.single[knob]
@@ -124,13 +124,13 @@ class CandidateTable:
         """Layout field -> ``[len(keys)]`` values of ``keys`` (the columns, indexed)."""
         return {name: values[keys] for name, values in self.columns.items()}
 
-    def record(self, keys: np.ndarray, analytic) -> None:
-        """Store the :class:`~.analytic.Analytic` of ``keys`` (a chunk of sized keys)."""
-        self.feasible[keys] = analytic.feasible
-        self.bound_s[keys] = analytic.bound_s
-        self.memory_bytes[keys] = analytic.memory_bytes
+    def record(self, keys: np.ndarray, bounds) -> None:
+        """Store the :class:`~.compute_model.ComputeBounds` of ``keys`` (a chunk of sized keys)."""
+        self.feasible[keys] = bounds.feasible
+        self.bound_s[keys] = bounds.bound_s
+        self.memory_bytes[keys] = bounds.memory_bytes
         reason = np.empty(len(keys), dtype=object)
-        reason[:] = analytic.reason
+        reason[:] = bounds.reason
         self.reason[keys] = reason
         self.analysed[keys] = True
 
@@ -158,13 +158,13 @@ def build_table(
     """The candidate table of ``searched`` x ``single`` (sizes filtered, nothing analysed).
 
     Sizes are crossed first (a few hundred combinations), filtered by the size rules, then
-    crossed with the other analytic knobs; sequence parallelism is a no-op at ``tp = 1``,
+    crossed with the other compute knobs; sequence parallelism is a no-op at ``tp = 1``,
     so its other values there are the same key (dropped, not counted).
     """
-    network = [k for k in searched if k in _space.NETWORK_KNOBS]
-    analytic = [k for k in searched if k not in _space.NETWORK_KNOBS]
-    sized = [k for k in analytic if k in SIZE_KNOBS]
-    other = [k for k in analytic if k not in SIZE_KNOBS]
+    network = [k for k in searched if k in knobs.NETWORK_KNOBS]
+    compute = [k for k in searched if k not in knobs.NETWORK_KNOBS]
+    sized = [k for k in compute if k in SIZE_KNOBS]
+    other = [k for k in compute if k not in SIZE_KNOBS]
     size_codes = grid([len(searched[k]) for k in sized])
     size = _size_columns(searched, single, sized, size_codes)
     ok, dp = _size_rules(model, size, single, sized, gpus, global_batch)
@@ -177,13 +177,13 @@ def build_table(
         spc = other_codes[o_idx, other.index("sequence_parallel")]
         keep = (size["tp"][s_idx] > 1) | (spc == 0)
         s_idx, o_idx = s_idx[keep], o_idx[keep]
-    codes = np.zeros((len(s_idx), len(analytic)), dtype=np.int32)
-    for j, knob in enumerate(analytic):
+    codes = np.zeros((len(s_idx), len(compute)), dtype=np.int32)
+    for j, knob in enumerate(compute):
         if knob in sized:
             codes[:, j] = size_codes[s_idx, sized.index(knob)]
         else:
             codes[:, j] = other_codes[o_idx, other.index(knob)]
-    columns = _layout_columns(searched, single, analytic, network, codes, dp[s_idx])
+    columns = _layout_columns(searched, single, compute, network, codes, dp[s_idx])
     columns.update(global_batch=np.full(len(s_idx), global_batch, dtype=np.int64))
     columns.update(seq_len=np.full(len(s_idx), seq_len, dtype=np.int64))
     size = {k: v[s_idx] for k, v in size.items()}
@@ -193,13 +193,13 @@ def build_table(
     valid, runnable = network_masks(searched, network, net_codes, sizes, sp)
     num_keys = len(s_idx)
     return CandidateTable(
-        analytic_knobs=analytic, network_knobs=network, searched=searched, single=single,
+        compute_knobs=compute, network_knobs=network, searched=searched, single=single,
         key_codes=codes, columns=columns, sizes=sizes, sized_ok=ok[s_idx], net_codes=net_codes,
         valid=valid, runnable=runnable, analysed=np.zeros(num_keys, dtype=bool),
         feasible=np.zeros(num_keys, dtype=bool), bound_s=np.full(num_keys, np.inf),
         memory_bytes=np.full(num_keys, np.nan),
         reason=np.full(num_keys, SIZE_RULE_REASON, dtype=object),
-        space_size=_space.product_size(searched),
+        space_size=knobs.product_size(searched),
     )  # fmt: skip
 
 
@@ -219,7 +219,7 @@ def _size_columns(searched, single, sized, size_codes) -> dict:
 def _size_rules(model, size, single, sized, gpus, global_batch):
     """(ok, dp) over the size combinations: dp from the GPU count and the batch
     divisibility (rules of the layout, whose full check stays the judge, in
-    :mod:`.analytic`), and the space's own rule that pipeline stages divide the layers or
+    :mod:`.compute_model`), and the space's own rule that pipeline stages divide the layers or
     the layers + 2 (embedding and loss as layers)."""
     ranks = size["tp"] * size["cp"] * size["pp"]
     dp = np.where(gpus % ranks == 0, gpus // np.maximum(ranks, 1), 0)
@@ -234,21 +234,21 @@ def _size_rules(model, size, single, sized, gpus, global_batch):
     return ok, dp
 
 
-def _layout_columns(searched, single, analytic, network, codes, dp) -> dict:
-    """Layout field -> ``[K]`` values: searched analytic knobs from their codes, network
+def _layout_columns(searched, single, compute, network, codes, dp) -> dict:
+    """Layout field -> ``[K]`` values: searched compute knobs from their codes, network
     knobs that are Layout fields at their default (a valid placeholder: they change
     neither compute nor memory), every other field at its single value."""
-    fields = _space.layout_fields()
+    fields = knobs.layout_fields()
     num_keys = codes.shape[0]
     out: dict = {}
     for name, field in fields.items():
         if name == "dp":
             out[name] = dp.astype(np.int64)
-        elif name in analytic:
+        elif name in compute:
             values = searched[name]
             array = np.empty(len(values), dtype=object)
             array[:] = values
-            picked = array[codes[:, analytic.index(name)]]
+            picked = array[codes[:, compute.index(name)]]
             out[name] = _typed(picked, values)
         else:
             value = field.default if name in network else single[name]

@@ -1,8 +1,8 @@
 """The class-level model's error against the full flow-level solve, on random candidates.
 
 ``ranking="class"`` skips a candidate whose class-level step estimate
-(:mod:`.classmodel`) exceeds the ``top_k``-th answer by more than
-:data:`.visit.CLASS_MARGIN`. That is wrong only for a candidate the model *overestimates*
+(:mod:`.class_model`) exceeds the ``top_k``-th answer by more than
+:data:`.branch_and_bound.CLASS_MARGIN`. That is wrong only for a candidate the model *overestimates*
 by more than the margin, so the figure that matters is the largest ratio
 ``estimate / full`` over candidates; :func:`class_model_error` measures it (and the whole
 distribution) by timing random feasible candidates of a space with ``ff.step_time``.
@@ -17,9 +17,9 @@ import numpy as np
 
 from fabricflow.errors import MemoryBudgetError, RoutingError, SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.layout_search.branch_and_bound import Visit
+from fabricflow.layout_search.branch_and_bound import BranchAndBound
 from fabricflow.layout_search.candidate_table import build_table
-from fabricflow.layout_search.compute_model import Analyser
+from fabricflow.layout_search.compute_model import ComputeModel
 from fabricflow.layout_search.knobs import resolve_space
 from fabricflow.workload.gpu import GpuSpec, load_gpu
 from fabricflow.workload.model_spec import ModelSpec, load_model
@@ -57,8 +57,8 @@ def class_model_error(
     )  # fmt: skip
     table = build_table(model, searched, single, gpus, global_batch, seq_len)
     keys = np.flatnonzero(table.sized_ok)
-    table.record(keys, Analyser(model, gpu, gpus).analyse(table.rows(keys)))
-    visit = Visit(
+    table.record(keys, ComputeModel(model, gpu, gpus).analyse(table.rows(keys)))
+    visit = BranchAndBound(
         model, gpu, fabric, table, top_k=1, seed=seed, collectives="fabric", gpus=gpus,
         say=lambda line: None, ranking="class",
     )  # fmt: skip

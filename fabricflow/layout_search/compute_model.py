@@ -8,7 +8,7 @@ API runs the same code on one row, docs/step-tables.md): the rules of
 :func:`~fabricflow.workload.gpu_memory.memory_table` against
 :func:`~fabricflow.workload.gpu_memory.usable_hbm` (the device less its headroom), and the
 step composition :func:`~fabricflow.workload.compute.compose`. No formula of the model is
-written again in ``optimize/``.
+written again in ``layout_search/``.
 
 Bounds: :func:`fabricflow.step_time` composes collective times with sums, ``max``,
 ``max(0, t - hidden)`` and positive multiples, so it is non-decreasing in each of them
@@ -48,7 +48,7 @@ _ZERO123 = ("dp_reduce_scatter", "dp_all_gather", "edp_reduce_scatter", "edp_all
 
 
 @dataclasses.dataclass
-class Analytic:
+class ComputeBounds:
     """Per layout (arrays ``[K]``): feasibility, memory and the compute bound.
 
     ``reason``: why a layout is infeasible (the rule's ``field: message``, or the memory
@@ -61,7 +61,7 @@ class Analytic:
     reason: list
 
 
-class Analyser:
+class ComputeModel:
     """Feasibility, memory and compute bound of layouts of ``num_gpus`` GPUs."""
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, num_gpus: int, stack: Stack | None = None):
@@ -69,7 +69,7 @@ class Analyser:
         self.stack = stack
         self.usable = usable_hbm(gpu)
 
-    def analyse(self, rows: dict[str, np.ndarray]) -> Analytic:
+    def analyse(self, rows: dict[str, np.ndarray]) -> ComputeBounds:
         """Check, size and bound each row (Layout field -> ``[K]`` values)."""
         table = layout_table(**rows)
         n = len(table)
@@ -95,7 +95,7 @@ class Analyser:
                     self.model, self.gpu, table.take(good), self.stack
                 ).bound_s
         feasible = np.isfinite(bound)
-        return Analytic(feasible, memory, bound, reason)
+        return ComputeBounds(feasible, memory, bound, reason)
 
 
 def collective_needs(

@@ -18,7 +18,7 @@ TIE_RTOL = 1e-4
 
 
 def label(kwargs: dict) -> str:
-    """The complete one-line label of a search's ``kwargs`` (:func:`.layoutcode.describe`)."""
+    """The complete one-line label of a search's ``kwargs`` (:func:`.layout_codes.describe`)."""
     return describe(candidate_of(kwargs))
 
 

@@ -6,16 +6,18 @@ the placement, the routing and the collective algorithms. Candidates of one stru
 differ only in message sizes and in how the step hides communication, so the expensive
 part (routing and max-min rates of each group set) is shared.
 
-:class:`Structures` gives, for arrays of candidates, the structure ids and two lower bounds
-of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
+:class:`GroupStructures` gives, for arrays of candidates, the structure ids and two lower
+bounds of each collective of :data:`~fabricflow.workload.compute.COLLECTIVES`:
 
-* ``cut``: seconds per byte from the fabric's cuts (:mod:`.netbound`) times the bytes; no
+* ``cut``: seconds per byte from the fabric's cuts (:mod:`.cut_bound`) times the bytes; no
   routing, cheap;
 * ``isolated``: the step model's own collective time alone on the fabric
   (:func:`fabricflow.collective.comm.collective_timer`: the same call, cache and seed ``step_time``
   uses, so the solve is shared with the later full evaluation); a lower bound of the
   coupled time (coupling never shortens a collective). It needs the structure *opened*:
-  its group sets routed and solved (:meth:`Structures.open`).
+  its group sets routed and solved, which the branch and bound does when a candidate of
+  the structure reaches the front of its queue
+  (:class:`~fabricflow.layout_search.branch_and_bound.BranchAndBound`).
 """
 
 from __future__ import annotations
@@ -50,17 +52,17 @@ STRUCTURE_KNOBS = ("order", "placement", "routing", "algorithm_tp", "algorithm_c
 
 
 class Late(Exception):
-    """The search's deadline passed between two engine batches of :meth:`Structures.comm`."""
+    """The search's deadline passed between two engine batches of :meth:`GroupStructures.comm`."""
 
 
-class Structures:
+class GroupStructures:
     """Structure ids, placements and collective lower bounds of a table's candidates.
 
     Args:
         model, fabric, table: the search's.
         seed: seed of the ``scattered`` placement.
         collectives: ``fabric`` (bounds from cuts and isolated solves) or ``alpha-beta``
-            (isolated = the analytic estimate; no cut bound).
+            (isolated = the estimate of each collective alone; no cut bound).
     """
 
     def __init__(
@@ -188,7 +190,7 @@ class Structures:
         """Collective key -> float64 ``[n]``: lower bounds of each candidate's collective
         seconds (slowest group), from the cuts, or (``isolated``) the step model's
         collective alone on the fabric (solving what is not solved yet). ``needs``:
-        :func:`.analytic.collective_needs` of the candidates' rows."""
+        :func:`.compute_model.collective_needs` of the candidates' rows."""
         if isolated and self.collectives == "fabric":
             self._prepare(needs, sids)
         out = {}
@@ -235,7 +237,7 @@ class Structures:
 
     def classed(self, needs: dict, sids: np.ndarray) -> dict:
         """Collective key -> float64 ``[n]``: the class-level estimate of each candidate's
-        collective seconds (:mod:`.classmodel`; an estimate, not a bound)."""
+        collective seconds (:mod:`.class_model`; an estimate, not a bound)."""
         out = {}
         for key, (size, issued) in needs.items():
             name, op = COLLECTIVES[key]

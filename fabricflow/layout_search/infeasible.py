@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from fabricflow.errors import SpecError
-from fabricflow.layout_search import knobs as _space
+from fabricflow.layout_search import knobs
 from fabricflow.layout_search.candidate_table import CandidateTable
 from fabricflow.workload.gpu_memory import GIB
 from fabricflow.workload.layout import layout_table, table_problems
@@ -40,8 +40,8 @@ def raise_infeasible(model, gpu, table: CandidateTable, gpus: int, global_batch:
         pinned = [
             knob
             for knob in ("tp", "pp", "cp", "zero", "recompute", "micro_batch", "sequence_parallel")
-            if knob in single and knob not in searched and knob in (_space.layout_fields())
-            and single[knob] != _space.default_value(knob)
+            if knob in single and knob not in searched and knob in (knobs.layout_fields())
+            and single[knob] != knobs.default_value(knob)
         ]  # fmt: skip
         helps = (
             f"unpin {pinned} or " if pinned else ""
@@ -68,14 +68,14 @@ def closest_gpu_counts(
     ("" otherwise)."""
 
     def values(knob):
-        return searched.get(knob, [single.get(knob, _space.default_value(knob))])
+        return searched.get(knob, [single.get(knob, knobs.default_value(knob))])
 
     sizes = list(itertools.product(*(values(k) for k in SIZE_FIELDS)))
     grid = {k: np.asarray([s[i] for s in sizes], dtype=np.int64) for i, k in enumerate(SIZE_FIELDS)}
     ranks = grid["tp"] * grid["cp"] * grid["pp"]
     counts = {int(r) * d for r in set(ranks.tolist()) for d in _batch_divisors(global_batch)}
     near = sorted(counts - {gpus}, key=lambda c: (abs(c - gpus), c))[:scan]
-    fixed = {k: values(k)[0] for k in _space.layout_fields() if k not in (*SIZE_FIELDS, "dp", "ep")}
+    fixed = {k: values(k)[0] for k in knobs.layout_fields() if k not in (*SIZE_FIELDS, "dp", "ep")}
     fixed.update(global_batch=global_batch, ep=values("ep")[0])
     found: list[int] = []
     why = ""

@@ -31,7 +31,7 @@ ARGUMENT_FIELDS = ("global_batch", "seq_len")
 STEP_KNOBS = ("order", "placement", "routing")
 ALGORITHM_KNOBS = tuple(f"algorithm_{dim}" for dim in DIMENSION_OPS)
 # Knobs that change neither compute nor memory, only how communication is timed or hidden:
-# they multiply the candidates without multiplying the analytic work.
+# they multiply the candidates without multiplying the compute-model work.
 NETWORK_KNOBS = (
     "tp_overlap",
     "dp_overlap",

@@ -17,11 +17,11 @@ import itertools
 import math
 
 from fabricflow.errors import SpecError
-from fabricflow.layout_search import knobs as _space
+from fabricflow.layout_search import knobs
 from fabricflow.workload.layout import RECOMPUTE
 from fabricflow.workload.placement import DIMENSIONS, PLACEMENTS
 
-# Knobs the default space may search (space.default_space); dp follows from the GPU count
+# Knobs the default space may search (knobs.default_space); dp follows from the GPU count
 # but is coded so that a candidate reads whole.
 SEARCHED_KNOBS = (
     "tp", "cp", "ep", "pp", "vpp", "dp", "micro_batch", "recompute", "zero",
@@ -37,9 +37,9 @@ VOCABULARY: dict[str, tuple] = {
 def coded_knobs(job: dict) -> list[str]:
     """The knobs coded for ``job`` (a design job mapping: optional ``space``, ``fixed``)."""
     space, fixed = job.get("space") or {}, job.get("fixed") or {}
-    knobs = [k for k in SEARCHED_KNOBS if k not in fixed or k == "dp"]
-    knobs += [k for k in space if k not in knobs and k not in fixed]
-    return knobs
+    coded = [k for k in SEARCHED_KNOBS if k not in fixed or k == "dp"]
+    coded += [k for k in space if k not in coded and k not in fixed]
+    return coded
 
 
 def metric_names(prefix: str, job: dict) -> list[str]:
@@ -55,15 +55,15 @@ def candidate_of(kwargs: dict) -> dict:
     out["routing"] = kwargs.get("routing", "auto")
     for dim, algorithm in kwargs.get("algorithms", {}).items():
         out[f"algorithm_{dim}"] = algorithm
-    for knob in _space.known_knobs():
-        out.setdefault(knob, _space.default_value(knob))
+    for knob in knobs.known_knobs():
+        out.setdefault(knob, knobs.default_value(knob))
     return out
 
 
 def _vocabulary(knob: str, job: dict) -> list:
     space = job.get("space") or {}
     if knob in space:
-        return [_space.parse_value(knob, v, "space") for v in space[knob]]
+        return [knobs.parse_value(knob, v, "space") for v in space[knob]]
     if knob in VOCABULARY:
         return list(VOCABULARY[knob])
     raise SpecError(f"space.{knob}", f"a text knob the design search cannot code: {knob!r}")
@@ -83,18 +83,18 @@ def encode(candidate: dict, job: dict, prefix: str) -> dict[str, float]:
 def decode(metrics: dict, job: dict, prefix: str) -> dict:
     """The candidate of :func:`encode`'s ``metrics`` (knob -> value, typed as the knob),
     with the knobs ``job`` pins (or leaves at their default) filled in."""
-    out: dict = {k: _space.default_value(k) for k in SEARCHED_KNOBS if k != "dp"}
-    out.update({k: _space.parse_value(k, v, "fixed") for k, v in (job.get("fixed") or {}).items()})
+    out: dict = {k: knobs.default_value(k) for k in SEARCHED_KNOBS if k != "dp"}
+    out.update({k: knobs.parse_value(k, v, "fixed") for k, v in (job.get("fixed") or {}).items()})
     for knob in coded_knobs(job):
         number = float(metrics[f"{prefix}{knob}"])
         if math.isnan(number):
             raise SpecError("layout", f"no coded value of {knob!r}")
         if knob in VOCABULARY or knob in (job.get("space") or {}):
-            kind = type(_space.default_value(knob)) if knob in _space.layout_fields() else str
+            kind = type(knobs.default_value(knob)) if knob in knobs.layout_fields() else str
             if kind is str:
                 out[knob] = _vocabulary(knob, job)[int(number)]
                 continue
-        default = _space.default_value(knob)
+        default = knobs.default_value(knob)
         if isinstance(default, bool):
             out[knob] = bool(number)
         elif isinstance(default, int):
@@ -119,11 +119,11 @@ def describe(candidate: dict, *, wrap: bool = False, where: bool = True) -> str:
     for knob, short in (("sequence_parallel", "sp"), ("tp_overlap", "tp-overlap"),
                         ("dp_overlap", "dp-overlap"), ("pp_overlap", "pp-overlap"),
                         ("ep_overlap", "ep-overlap")):  # fmt: skip
-        if knob in lay and lay[knob] != _space.default_value(knob):
+        if knob in lay and lay[knob] != knobs.default_value(knob):
             switches.append(("" if lay[knob] else "no-") + short)
     parts = [sizes, memory, ",".join(switches)]
     parts += [lay["order"], lay["placement"]] if where else []
-    for knob in ("routing", *_space.ALGORITHM_KNOBS):
+    for knob in ("routing", *knobs.ALGORITHM_KNOBS):
         if lay.get(knob, "auto") != "auto":
             parts.append(f"{knob}={lay[knob]}")
     parts = [p for p in parts if p]

@@ -1,11 +1,11 @@
 """Branch and bound over parallel layouts, rank orders, placements and collective algorithms.
 
 :func:`optimize_layout` enumerates the product of the searched knobs as integer-coded
-numpy columns (:mod:`.table`), checks feasibility and memory and computes a true lower
-bound of the step time for each distinct analytic key (:mod:`.analytic`), then visits
+numpy columns (:mod:`.candidate_table`), checks feasibility and memory and computes a true lower
+bound of the step time for each distinct compute key (:mod:`.compute_model`), then visits
 candidates best-first over tighter bounds (cut bounds of the fabric, then each group
 structure's collectives solved alone) and times those that can still win with contention
-on the fabric (:func:`fabricflow.step_time`; :mod:`.visit`). It stops when the next bound
+on the fabric (:func:`fabricflow.step_time`; :mod:`.branch_and_bound`). It stops when the next bound
 is no better than the ``top_k``-th best answer found: every candidate left could at best
 tie, so the result is exact (``exhaustive=True``). The network part of a candidate
 (routing and max-min rates of each group set) is solved once per process
@@ -33,10 +33,10 @@ import numpy as np
 
 from fabricflow.errors import RoutingError, SpecError
 from fabricflow.fabric.fabric import Fabric
-from fabricflow.layout_search import knobs as _space
-from fabricflow.layout_search.branch_and_bound import RANKINGS, Visit
+from fabricflow.layout_search import knobs
+from fabricflow.layout_search.branch_and_bound import RANKINGS, BranchAndBound
 from fabricflow.layout_search.candidate_table import CandidateTable, build_table
-from fabricflow.layout_search.compute_model import Analyser
+from fabricflow.layout_search.compute_model import ComputeModel
 from fabricflow.layout_search.gpu_counts import best_count, sweep_dataset
 from fabricflow.layout_search.infeasible import raise_infeasible
 from fabricflow.layout_search.uncertainty import ROBUST_SEEDS, indistinguishable, robust_rank
@@ -270,7 +270,7 @@ def optimize_layout(
         fixed: knob -> value pinned (``{"tp": 8, "order": "tp-cp-ep-dp-pp"}``).
         space: knob -> list of values; when given exactly its product is searched, every
             other knob takes its ``fixed`` value or its default. Default: the space of
-            :func:`.space.default_space` with ``fixed`` knobs pinned.
+            :func:`.knobs.default_space` with ``fixed`` knobs pinned.
         objective: ``step_time`` (minimise), ``tokens_per_gpu`` (maximise tokens per
             GPU-second; the same ranking for one GPU count) or ``step_time_upper`` (the
             ``top_k`` answers ranked again by an upper quantile of their step time, over
@@ -290,7 +290,7 @@ def optimize_layout(
         collectives: ``fabric`` (contention on the fabric) or ``alpha-beta`` (no contention).
         ranking: ``bound`` (every candidate is timed or ruled out by a lower bound: exact)
             or ``class``: on top of the bounds, a candidate whose class-level estimate
-            (:mod:`.classmodel`: link classes, ECMP hash collisions, no routing) exceeds the
+            (:mod:`.class_model`: link classes, ECMP hash collisions, no routing) exceeds the
             ``top_k``-th answer by more than the model's error margin is not timed; faster
             on hashed fabrics, ``exhaustive=False`` when it excluded any
             (``counts["ranked_by_class_model"]``).
@@ -331,13 +331,13 @@ def optimize_layout(
         raise SpecError("ranking", f"unknown ranking {ranking!r}; one of {list(RANKINGS)}")
     gpu.peak(precision)  # SpecError for fp8 on a chip without it
     say = progress or (lambda line: None)
-    searched, single = _space.resolve_space(
+    searched, single = knobs.resolve_space(
         model, fabric, gpus=count, global_batch=global_batch, seq_len=seq_len,
         precision=precision, fixed=fixed, space=space, defaults=stack.choices,
     )  # fmt: skip
     deadline = None if budget_s is None else started + float(budget_s)
     table = build_table(model, searched, single, count, global_batch, seq_len)
-    visit = Visit(
+    visit = BranchAndBound(
         model, gpu, fabric, table, top_k=top_k, seed=placement_seed, collectives=collectives,
         gpus=count, say=say, ranking=ranking, work=work, stack=stack, calibration=calibration,
         interval_level=interval_level,
@@ -345,7 +345,7 @@ def optimize_layout(
     # under a wall budget the first candidate is timed as soon as one is feasible, while
     # the enumeration goes on: the budget then holds, an answer being there already
     first = None if deadline is None else (lambda: _time_first(visit, started))
-    cut_short = _analyse(table, Analyser(model, gpu, count, stack), deadline, first)
+    cut_short = _analyse(table, ComputeModel(model, gpu, count, stack), deadline, first)
     say(_space_line(table, started, cut_short))
     if table.feasible_candidates == 0 and not cut_short:
         raise_infeasible(model, gpu, table, count, global_batch)
@@ -363,12 +363,12 @@ def optimize_layout(
 
 def _space_line(table, started: float, cut_short: str | None) -> str:
     """The progress line after the enumeration of ``table``: settings, distinct, examined
-    and feasible candidates, analytic keys, seconds since ``started`` (``time.monotonic``)
+    and feasible candidates, compute keys, seconds since ``started`` (``time.monotonic``)
     and why the enumeration stopped early, if it did."""
     return (
         f"space: {table.space_size:,} settings, {table.distinct:,} distinct candidates, "
         f"{table.considered:,} examined, {table.feasible_candidates:,} feasible; "
-        f"{int(table.analysed.sum()):,} analytic keys ({time.monotonic() - started:.1f} s)"
+        f"{int(table.analysed.sum()):,} compute keys ({time.monotonic() - started:.1f} s)"
         + (f"; enumeration stopped ({cut_short})" if cut_short else "")
     )
 
@@ -512,7 +512,7 @@ def _check_arguments(fabric, gpus, global_batch, seq_len, top_k, objective, budg
     )
 
 
-def _time_first(visit: Visit, started: float) -> None:
+def _time_first(visit: BranchAndBound, started: float) -> None:
     """Time the best-bounded candidate analysed so far (``started``: the deadline has
     passed for this visit, so it stops after one); Ctrl-C meanwhile stops the search."""
     visit.run(started, quiet=True)
@@ -520,7 +520,7 @@ def _time_first(visit: Visit, started: float) -> None:
         raise KeyboardInterrupt
 
 
-def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None,
+def _analyse(table: CandidateTable, analyser: ComputeModel, deadline: float | None,
              first: Callable[[], None] | None = None) -> str | None:  # fmt: skip
     """Analyse the table's sized keys chunk by chunk; returns ``None`` when all are
     analysed, ``"budget"`` or ``"interrupted"`` when the budget (once a feasible key is
@@ -543,7 +543,7 @@ def _analyse(table: CandidateTable, analyser: Analyser, deadline: float | None,
     return None
 
 
-def _result(visit: Visit, table: CandidateTable, started, model, fabric, gpus, global_batch,
+def _result(visit: BranchAndBound, table: CandidateTable, started, model, fabric, gpus, global_batch,
             seq_len, objective) -> LayoutSearch:  # fmt: skip
     if not len(visit.top) and visit.stopped == "budget":
         raise SpecError(
@@ -586,7 +586,7 @@ def _result(visit: Visit, table: CandidateTable, started, model, fabric, gpus, g
     )
 
 
-def _counts(visit: Visit, table: CandidateTable) -> dict:
+def _counts(visit: BranchAndBound, table: CandidateTable) -> dict:
     """The search's counts (see :class:`LayoutSearch`)."""
     c = visit.counts
     considered = table.considered

@@ -1,11 +1,11 @@
 """The design-review report: one job on one fabric, computed section by section.
 
 :func:`build_report` runs the models a design review asks about and returns plain data
-(tables as lists of dicts, figures as PNG bytes); :mod:`.report_html` turns it into one
+(tables as lists of dicts, figures as PNG bytes); :mod:`.html` turns it into one
 self-contained HTML page. Sections, in order:
 
 - ``fabric``: :meth:`Fabric.summary` (tiers, oversubscription, bisection) and
-  :func:`.fabric_plots.plot_tiers`.
+  :func:`fabricflow.plots.fabric.plot_tiers`.
 - ``layouts``: :func:`fabricflow.optimize_layout` with a time budget, its top ``top_k``
   and the Pareto front (skipped at ``budget_s=0`` when the layout is given).
 - ``step``: :func:`fabricflow.step_time` of the job's layout, its breakdown.
@@ -14,7 +14,7 @@ self-contained HTML page. Sections, in order:
 - ``failures``: the step time again with a fraction of one link kind's cables failed,
   for a few fractions and seeds.
 - ``cost``: network capex and power per tier, the bill of materials and the job's cost
-  per token (:mod:`.report_cost`).
+  per token (:mod:`.cost_section`).
 
 Every section records what was computed with which settings (``settings``), so the page
 can say it. The computation is the library's; nothing here is fitted or scaled.

@@ -1,4 +1,4 @@
-"""The cost and power section of the design-review report (:mod:`.report`).
+"""The cost and power section of the design-review report (:mod:`.build`).
 
 Prices the fabric (:func:`fabricflow.fabric_cost`: network capex and power per tier, the
 bill of materials) and the job's work (:func:`fabricflow.work_cost`: GPUs and the job's

@@ -1,7 +1,7 @@
 """Routing optimization: split flows over candidate paths to minimize the makespan, and
 the sensitivity of communication time to link capacities.
 
-Modules: :mod:`.optimize` (``optimize_routing``), :mod:`.fractional` (optax solver),
+Modules: :mod:`.makespan` (``optimize_routing``), :mod:`.fractional` (optax solver),
 :mod:`.integral` (one path per flow), :mod:`.plan` (``RoutingPlan``), :mod:`.compare`
 (against ECMP and spray), :mod:`.sensitivity` (``capacity_sensitivity``).
 """

@@ -15,7 +15,7 @@ class EventResult(NamedTuple):
     ``elapsed`` ``[F]`` arrival-to-finish seconds (``inf``: not finished, because it
     never can or the loop stopped first); ``remaining`` ``[F]`` bytes left when the loop stopped (0 when
     finished); ``clock`` seconds from the earliest start to the stop; ``events``,
-    ``rounds`` (max-min rounds over all solves), ``status`` (a :class:`~fabricflow.solve.status.Status`)."""
+    ``rounds`` (max-min rounds over all solves), ``status`` (a :class:`~fabricflow.solve.status.SolverStatus`)."""
 
     elapsed: np.ndarray
     remaining: np.ndarray

@@ -1,7 +1,7 @@
 """Where the units of work of a sweep run: inline, local processes, or Dask distributed.
 
 Each backend takes an iterator of units (made as they are needed) and yields results as
-they come: one :class:`~.work.UnitResult` per point or per unit, and an empty one now and
+they come: one :class:`~.worker.UnitResult` per point or per unit, and an empty one now and
 then while it waits, so that the caller writes its buffered results on time.
 """
 
@@ -130,7 +130,7 @@ def _completed(client, units: Iterator[Unit], in_flight: int) -> Iterator[UnitRe
     """Results of ``units`` run on ``client``, ``in_flight`` at a time; an empty result
     every :data:`TICK_S` while none finishes, so that the caller writes on time. A unit
     that Dask loses is submitted again, up to :data:`LOST_RETRIES` times (a point's own
-    exception is no loss: :func:`~.work.run_unit` returns it as that point's error)."""
+    exception is no loss: :func:`~.worker.run_unit` returns it as that point's error)."""
     from distributed import wait  # distributed: only for a run on a Dask cluster
 
     held: dict = {}  # future -> (unit, submissions so far)

@@ -11,7 +11,7 @@ Layout (zarr format 3, readable by ``xarray.open_zarr``)::
     STORE/error/               text: the failed point's error, "" otherwise
     STORE/.fabricflow-creating there only while the store is being created
 
-Grid variables are chunked in blocks of up to 4,096 points (:mod:`.layout`). One run
+Grid variables are chunked in blocks of up to 4,096 points (:mod:`.store_layout`). One run
 writes a store at a time: it holds an exclusive ``flock`` on the store folder from
 :meth:`SweepStore.open` to :meth:`SweepStore.close`, and a second run is refused at once.
 Results are buffered and written in batches (:meth:`SweepStore.flush`): each chunk is

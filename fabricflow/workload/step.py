@@ -27,7 +27,7 @@ Composition (one GPU of the slowest pipeline rank; all times in seconds):
   ``dp_overlap`` (the first layer's bucket is always exposed); ZeRO-3 gathers parameters
   for every forward and backward and reduce-scatters gradients per micro-batch.
 * coupling: the collectives above are first timed each dimension alone, then again with
-  the traffic that overlaps them in time on the fabric (:mod:`.coupling`: the 1F1B
+  the traffic that overlaps them in time on the fabric (:mod:`fabricflow.collective.coupling`: the 1F1B
   steady state, the DP reduction with the last backward passes, the parameter all-gather
   with the first forward passes); ``details["coupling"]`` reports the difference.
 * optimizer: a memory-bound Adam pass over the local (sharded) parameters, ~34 B each
@@ -790,8 +790,9 @@ def _coupled_step(
 
 def issue_rates(model: ModelSpec, layout: Layout, slow: dict) -> dict[str, float]:
     """Collectives each dimension issues per second on the slowest pipeline rank (``slow``
-    from :func:`compose_step`; the
-    counts of :func:`_layer_comm`, :func:`_pipeline_exposed` and ZeRO-3's per-micro-batch
+    from :func:`compose_step`; the counts of the per-layer collectives that
+    :func:`~fabricflow.workload.compute.compose` gathers in its ``layer_comm``, of
+    :func:`~fabricflow.workload.compute._pipeline_exposed` and of ZeRO-3's per-micro-batch
     gathers): how much of a dimension's traffic falls inside a long overlap window."""
     layers = slow["layers"]
     moe_layers = layers * model.num_moe_layers / model.num_layers if model.is_moe else 0.0

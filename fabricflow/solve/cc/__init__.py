@@ -8,7 +8,7 @@
   reads.
 * One file per algorithm: :mod:`.dcqcn`, :mod:`.hpcc`, :mod:`.timely`, :mod:`.swift`,
   :mod:`.predictive`; :mod:`.laws` is the registry (``LAWS``, ``resolve_law``).
-* :mod:`.prepare` (host-side checks and layout: ``prepare_cc``), :mod:`.run`
+* :mod:`.prepare` (host-side checks and layout: ``prepare_cc``), :mod:`.run_cc`
   (``run_cc``), :mod:`.result` (``CCResult``), :mod:`.work` (work estimates and limits).
 * Analysis: :mod:`.dcqcn_analysis` (DCQCN fixed point, linear stability),
   :mod:`.fixed_points` (the analytic steady states of the other laws).

@@ -22,7 +22,7 @@ many small windows still fill the link. The endpoint target is ``endpoint_target
 In the fluid, every step moves the window by ``ai dt / RTT`` while below target; the
 decrease happens at the flow's own once-per-RTT instants. At rest the delay sits at the
 target: AIMD around a delay threshold holds the queue at ``(target - base RTT) x C``
-(:func:`~fabricflow.solve.cc.fixed_points.swift_target_delay`).
+(:func:`target_delay`).
 
 Defaults (docs/references.md §12): ``ai`` = 1 packet, ``beta`` = 0.8, ``max_mdf`` = 0.5,
 flow scaling over ``[0.1, 100]`` packets, as in the paper's algorithm; the delay targets

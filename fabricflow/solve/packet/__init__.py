@@ -4,7 +4,7 @@ One module per mechanism, each testable on its own:
 
 * :mod:`.overheads`: MTU and header bytes, store-and-forward serialization per hop,
   propagation and the ACK return path (fixed per-flow costs).
-* :mod:`.groups`: the hop entries and arbitration groups of a flow set (FIFO output
+* :mod:`.queue_structure`: the hop entries and arbitration groups of a flow set (FIFO output
   queues or per-input-port round-robin at each switch egress, queue pairs at each NIC)
   and the last ACK's return path through them.
 * :mod:`.pfc_queues`: a lossless fabric without congestion control: PFC pauses of

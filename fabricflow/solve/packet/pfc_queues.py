@@ -8,7 +8,7 @@ max-min fairness among flows:
    built from) keeps one FIFO per egress port and priority: packets leave in the order
    they arrived, whatever port they came in on, so an input port gets a share of the
    egress in proportion to what it brings, not an equal turn. A NIC serves its queue
-   pairs round-robin. (:mod:`.groups` has the ``round_robin`` alternative.)
+   pairs round-robin. (:mod:`.queue_structure` has the ``round_robin`` alternative.)
 2. **Head-of-line blocking.** PFC pauses a whole ingress link (one lossless priority)
    once the bytes that came in over it and wait in the switch exceed XOFF, and resumes
    it at XON = XOFF - hysteresis. While paused, *every* flow on that link stops, also the
@@ -26,7 +26,7 @@ max-min fairness among flows:
 The model keeps, for every flow ``f`` and hop ``h``, the bytes ``q[f, h]`` waiting at that
 hop's egress, and advances them in steps of ``dt`` (default one full packet's time on
 the fastest link: the arbitration grain). Each egress's queue is split into the
-arbitration groups of :mod:`.groups`. In each step every unpaused egress ``l`` sends
+arbitration groups of :mod:`.queue_structure`. In each step every unpaused egress ``l`` sends
 ``C_l dt`` bytes, split max-min among its backlogged groups (round-robin); inside a group
 the bytes leave in FIFO order. FIFO order is kept by positions: each group counts the
 bytes that ever entered and left it, and each entry's queued bytes are taken as spread
