@@ -197,7 +197,8 @@ def build_dragonfly(topology: sr.Section, common: CommonSpec) -> Fabric:
 
     domains = gpu // common.scale_up.domain_size if common.scale_up else gpu // common.gpus_per_node
     node_groups: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
-    if scale_up is not None:  # a domain switch belongs to the group of its first GPU
+    if scale_up is not None and common.scale_up is not None:
+        # a domain switch belongs to the group of its first GPU
         first_gpu = np.arange(scale_up.switch_node.size) * common.scale_up.domain_size
         node_groups = ((scale_up.switch_node, first_gpu // (a * p)),)
     return finish_fabric(

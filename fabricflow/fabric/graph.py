@@ -107,7 +107,8 @@ def build_graph(topology: sr.Section, common: CommonSpec) -> Fabric:
     gpu_node = asm.add_nodes(len(gpus), "gpu", tier=0, group=[g for _, g in gpus]) + np.arange(
         len(gpus)
     )
-    scale_up = add_scale_up(asm, gpu_node, common.scale_up) if common.scale_up else None
+    if common.scale_up is not None:
+        add_scale_up(asm, gpu_node, common.scale_up)
     index: dict[str, int] = {}
     for i, (name, _) in enumerate(gpus):
         if name in index:
@@ -141,7 +142,7 @@ def build_graph(topology: sr.Section, common: CommonSpec) -> Fabric:
 
     domains = (
         np.arange(len(gpus)) // common.scale_up.domain_size
-        if scale_up is not None
+        if common.scale_up is not None
         else np.arange(len(gpus)) // common.gpus_per_node
     )
     return finish_fabric(asm, common, gpu_node, domains, None, meta={"gpu_transit": transit})

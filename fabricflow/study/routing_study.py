@@ -84,17 +84,17 @@ def routing_point(
     """The figures of each of ``routings`` (names from :data:`ROUTINGS`) for one fabric
     and pattern: ``{name: [R]}`` for :data:`FIGURES` and ``{tier_*: [R, T]}``."""
     src, dst = pattern_flows(fabric, pattern)
-    size = np.full(src.shape[0], float(size))
+    sizes = np.full(src.shape[0], float(size))
     tiers = tier_of_links(fabric)
     capacity = np.asarray(fabric.capacity, np.float64)
     out: dict[str, list] = {name: [] for name in FIGURES}
     out["tier_max_utilization"], out["tier_mean_utilization"] = [], []
     for routing in routings:
-        routes = _routes(fabric, src, dst, size, routing, k)
-        figures = routing_figures(routes, size, capacity, "batched")
+        routes = _routes(fabric, src, dst, sizes, routing, k)
+        figures = routing_figures(routes, sizes, capacity, "batched")
         for name in FIGURES:
             out[name].append(figures[name])
-        busy = routes.link_load(size) / capacity / figures["completion_s"]
+        busy = routes.link_load(sizes) / capacity / figures["completion_s"]
         out["tier_max_utilization"].append(
             [busy[tiers == t].max(initial=0.0) for t in range(len(TIERS))]
         )
