@@ -30,7 +30,7 @@ SMALL_STEP = {
     "tp": 8,
     "micro_batch": 1,
     "global_batch": 64,
-    "seq": 8192,
+    "seq_len": 8192,
 }
 
 
@@ -418,7 +418,7 @@ def test_collective_and_optimize_tasks_equal_their_functions(tmp_path):
             "gpu": "h100-sxm",
             "gpus": 64,
             "global_batch": 64,
-            "seq": 4096,
+            "seq_len": 4096,
             "space": {"tp": [4, 8], "pp": [1, 2], "micro_batch": [1]},
         },
         store=tmp_path / "o",
@@ -564,3 +564,14 @@ def test_workers_leave_when_their_parent_is_killed(tmp_path):
     while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in children)
+
+
+@pytest.mark.parametrize("task", ["step", "optimize"])
+def test_the_sequence_length_has_one_name_in_a_sweep(tmp_path, task):
+    """``seq_len``, the Layout field, as in ``step_time`` and ``optimize_layout``; the
+    former second spelling ``seq`` is refused naming the one to use."""
+    fixed = {"fabric": "fat-tree-k16", "model": "llama3-8b", "gpu": "h100-sxm", "gpus": 64}
+    fixed |= {"global_batch": 64, "seq": 8192}
+    with pytest.raises(SpecError) as error:
+        ff.sweep(task, {"tp": [8]}, fixed=fixed, store=tmp_path / "s.zarr", workers=0)
+    assert error.value.field == "seq" and "'seq_len'" in str(error.value)

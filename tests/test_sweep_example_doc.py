@@ -39,7 +39,7 @@ def test_the_step_tasks_seed_is_the_ecmp_hash_seed(monkeypatch):
     monkeypatch.setattr(tasks, "step_time", recording)
     fabric = ff.load_fabric("dgx-a100-superpod")
     point = dict(fabric=fabric, model="llama3-8b", gpu="a100-80gb", gpus=16, tp=8)
-    out = tasks.run_step(**point, micro_batch=1, global_batch=2, seq=2048, seed=3)
+    out = tasks.run_step(**point, micro_batch=1, global_batch=2, seq_len=2048, seed=3)
     assert calls[-1]["routing_seed"] == 3 and calls[-1]["placement_seed"] == 3
     assert out["step_time_s"] > 0
     assert "ECMP hash seed" in GUIDE

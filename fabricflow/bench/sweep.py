@@ -45,14 +45,14 @@ def spec(quick: bool) -> dict:
         "fabric.topology.tiers.0.oversubscription": [1, 7],
         "fail": ["none", "leaf:0.01", "leaf:0.02", "leaf:0.05", "leaf:0.1"],
         "pp": [1, 2, 4, 8],
-        "seq": [2048, 4096, 8192, 16384, 32768],
+        "seq_len": [2048, 4096, 8192, 16384, 32768],
         "global_batch": [256, 512, 1024, 2048, 4096],
     }
     if quick:
         grid.update(
             fail=["none", "leaf:0.05"],
             pp=[1, 2],
-            seq=[8192],
+            seq_len=[8192],
             global_batch=[256, 512, 1024, 2048, 4096],
         )
     return {

@@ -153,7 +153,7 @@ def sweep(
         ds = ff.sweep("step", {up: [8, 2], "pp": [1, 2]},
                       fixed={"fabric": "fat-tree-k16", "model": "llama3-8b", "gpu": "h100-sxm",
                              "gpus": 64, "tp": 8, "micro_batch": 1, "global_batch": 64,
-                             "seq": 8192}, store="out.zarr")
+                             "seq_len": 8192}, store="out.zarr")
         ds.step_time_s.sel({up: 2, "pp": 2})
     """
     spec = make_spec(task, grid, fixed=fixed, metrics=metrics)

@@ -87,9 +87,9 @@ def _layout_fields() -> frozenset[str]:
     return frozenset(field.name for field in dataclasses.fields(Layout))
 
 
-def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict[str, float]:
+def run_step(*, fabric, model, gpu, gpus, fail=None, **kwargs) -> dict[str, float]:
     """One :func:`~fabricflow.workload.step.step_time`: ``gpus`` and the :class:`Layout`
-    fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq`` or ``seq_len``, ...;
+    fields (``tp``, ``pp``, ``micro_batch``, ``global_batch``, ``seq_len``, ...;
     ``dp`` defaults to ``gpus / (tp cp pp)``), ``order``, ``placement``, ``routing``,
     ``collectives``, ``seed`` (the point's seed, every draw of it: the collectives' ECMP
     hash, ``routing_seed``; the cables ``fail`` takes down; the ``scattered`` placement,
@@ -97,10 +97,6 @@ def run_step(*, fabric, model, gpu, gpus, fail=None, seq=None, **kwargs) -> dict
     ``fail: "KIND:FRACTION"`` (cables failed first)."""
     call = {key: kwargs.pop(key) for key in _STEP_CALL if key in kwargs}
     seed = kwargs.pop("seed", 0)
-    if seq is not None:
-        if "seq_len" in kwargs:
-            raise SpecError("seq", "give seq or seq_len, not both")
-        kwargs["seq_len"] = seq
     gpus = _integer(gpus, "gpus")
     if "dp" not in kwargs:
         model_parallel = kwargs.get("tp", 1) * kwargs.get("cp", 1) * kwargs.get("pp", 1)
@@ -179,13 +175,9 @@ OPTIMIZE_METRICS = (
 )
 
 
-def run_optimize(
-    *, fabric, model, gpu, gpus, global_batch, seq=None, seq_len=None, fail=None, **kwargs
-):
+def run_optimize(*, fabric, model, gpu, gpus, global_batch, seq_len, fail=None, **kwargs):
     """One :func:`~fabricflow.layout_search.optimize.optimize_layout`; metrics: the best layout's
     step time, MFU, tokens per GPU-second, memory, and its knobs as ``best_<knob>``."""
-    if (seq is None) == (seq_len is None):
-        raise SpecError("seq", "give seq (or seq_len), once")
     seed = kwargs.pop("seed", 0)
     fabric = _failed(fabric, fail, seed)
     search = optimize_layout(
@@ -195,7 +187,7 @@ def run_optimize(
         placement_seed=seed,
         gpus=_integer(gpus, "gpus"),
         global_batch=global_batch,
-        seq_len=seq if seq is not None else seq_len,
+        seq_len=seq_len,
         **kwargs,
     )
     layout = search.best_kwargs["layout"]
@@ -226,9 +218,7 @@ def get_task(name: str) -> SweepTask:
             "step",
             run_step,
             STEP_METRICS,
-            arguments=frozenset(
-                {"fabric", "model", "gpu", "gpus", "fail", "seq", "seed", *_STEP_CALL}
-            )
+            arguments=frozenset({"fabric", "model", "gpu", "gpus", "fail", "seed", *_STEP_CALL})
             | _layout_fields(),
             required=frozenset({"fabric", "model", "gpu", "gpus"}),
         )
@@ -269,7 +259,6 @@ def get_task(name: str) -> SweepTask:
                     "gpu",
                     "gpus",
                     "global_batch",
-                    "seq",
                     "seq_len",
                     "fail",
                     "precision",
@@ -283,7 +272,7 @@ def get_task(name: str) -> SweepTask:
                     "calibration",
                 }
             ),
-            required=frozenset({"fabric", "model", "gpu", "gpus", "global_batch"}),
+            required=frozenset({"fabric", "model", "gpu", "gpus", "global_batch", "seq_len"}),
         )
     if name in ("maxmin", "cc"):
         # lazy: xarray (and JAX in a cc point) load only in sweeps of the solver tasks
