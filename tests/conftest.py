@@ -25,3 +25,11 @@ def small_rail_fabric():
             scale_up={"domain_size": 4, "bandwidth_per_direction": "100GB/s"},
         )
     )
+
+
+@pytest.fixture(scope="module")
+def two_pods():
+    """``clos-100k`` cut to 8,192 GPUs: two pods, so collectives cross the spine tier."""
+    from fabricflow.fabric.spec import load_fabric
+
+    return load_fabric("clos-100k", gpus=8192)

@@ -385,13 +385,6 @@ def test_row_merge_equals_the_global_sort_merge(seed, num_links):
     np.testing.assert_array_equal(got[1], expected[1])  # same sums in the same order
 
 
-@pytest.fixture(scope="module")
-def two_pods():
-    from fabricflow.fabric.spec import load_fabric
-
-    return load_fabric("clos-100k", gpus=8192)
-
-
 def test_large_collective_phase_agrees_across_backends(two_pods):
     """All-to-all of 1,024 strided groups of 8 (57,344 transfers crossing the network):
     on a CPU the engine's ``auto`` solves it with the numpy backend (nothing compiled);

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from reference_solvers import progressive_filling
+from small_cases import SHORT_RUN
+from small_cases import small_dumbbell as _dumbbell
 
 from fabricflow.dynamics.congestion import simulate_cc
 from fabricflow.dynamics.scenarios import dumbbell, multi_bottleneck, parking_lot, union
@@ -275,15 +277,6 @@ def test_connectx_preset_shares_the_link_fairly():
 
 
 # ------------------------------------------------------------------ long DCQCN runs
-
-# One run configuration for the tests below, so that the kernel compiles once for all.
-SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
-
-
-def _dumbbell():
-    from fabricflow.dynamics.scenarios import dumbbell
-
-    return dumbbell(2)
 
 
 def test_max_work_allows_a_long_run_and_is_checked():

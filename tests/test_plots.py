@@ -4,14 +4,7 @@
 from __future__ import annotations
 
 import pytest
-
-
-def _figure():
-    from fabricflow.plots.figures import new_figure
-
-    fig = new_figure(figsize=(2, 2))
-    fig.subplots().plot([0, 1], [0, 1])
-    return fig
+from small_cases import small_figure as _figure
 
 
 def test_save_figure_writes_the_format_of_the_extension(tmp_path):

@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 from fault_helpers import raises_named as _raises_named
+from small_cases import SHORT_RUN
+from small_cases import small_dumbbell as _dumbbell
 
 import fabricflow as ff
 from fabricflow.cli import main
@@ -160,15 +162,6 @@ def test_cli_pfc_xoff_zero(capsys):
 
 
 # ------------------------------------------------------------------ long DCQCN runs
-
-# One run configuration for the tests below, so that the kernel compiles once for all.
-SHORT_RUN = {"pfc": "static", "duration": 2e-3, "records": 37}
-
-
-def _dumbbell():
-    from fabricflow.dynamics.scenarios import dumbbell
-
-    return dumbbell(2)
 
 
 @pytest.mark.parametrize(

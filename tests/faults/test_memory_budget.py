@@ -257,13 +257,6 @@ def test_simulate_cc_dcqcn_names_memory_budget():
         simulate_cc(sc.fabric, sc.routes, cc="dcqcn", duration=1e-4, dt=1e-6, memory_budget="1KiB")
 
 
-@pytest.fixture(scope="module")
-def two_pods():
-    from fabricflow.fabric.spec import load_fabric
-
-    return load_fabric("clos-100k", gpus=8192)
-
-
 # ------------------------------------------- collective work: refused before routing
 def _no_routing(monkeypatch):
     def refuse(*args, **kwargs):

@@ -21,6 +21,7 @@ from fault_helpers import check_whole as _check_whole
 from fault_helpers import leftovers, run_main
 from fault_helpers import no_temporaries as _no_leftovers
 from fault_helpers import one_json as _one_json
+from small_cases import small_figure as _figure
 
 from fabricflow.cli import main
 
@@ -307,14 +308,6 @@ def test_step_plot_that_cannot_be_written_keeps_the_result(tmp_path, capsys, plo
     assert all(word in data["message"] for word in words), data["message"]
     assert "warning: --plot" in captured.err
     assert sorted(tmp_path.rglob("*")) == before  # nothing created, nothing left behind
-
-
-def _figure():
-    from fabricflow.plots.figures import new_figure
-
-    fig = new_figure(figsize=(2, 2))
-    fig.subplots().plot([0, 1], [0, 1])
-    return fig
 
 
 @pytest.mark.skipif(
