@@ -7,7 +7,7 @@ crash, Ctrl-C or full disk leaves no truncated file behind, and a failure to wri
 an :class:`OutputError` that names the path and the reason instead of a raw ``OSError``.
 
 Inside :func:`recording`, every file renamed into place is appended to a list at once
-(an interrupt waits for the rename and the append: :func:`renaming`), so that an
+(an interrupt waits for the rename and the append: :func:`interrupts_held`), so that an
 interrupted command can say exactly which of its files are whole on disk.
 """
 
@@ -90,24 +90,33 @@ def recording(into: list) -> Iterator[list]:
         _WRITTEN.reset(token)
 
 
-_renaming = [0]  # > 0 while a file is renamed into place and recorded (see renaming())
+_held = [0]  # > 0 while a step that an interrupt must wait for runs (see interrupts_held())
 
 
-def renaming() -> bool:
-    """Whether a file is being renamed into place and recorded right now. The commands'
-    signal handler waits for the end of it before it raises, so that a file whole on disk
-    is always in the record of :func:`recording`."""
-    return _renaming[0] > 0
+def interrupts_held() -> bool:
+    """Whether a step that an interrupt must not cut runs right now: a finished file being
+    renamed into place and recorded (a file whole on disk is always in the record of
+    :func:`recording`), or a worker process being started (cut, the child would die on its
+    half-sent start-up data with a traceback). The commands' signal handler waits for the
+    end of it before it raises."""
+    return _held[0] > 0
+
+
+@contextlib.contextmanager
+def holding_interrupts() -> Iterator[None]:
+    """A short step that the commands' interrupt waits for (see :func:`interrupts_held`)."""
+    _held[0] += 1
+    try:
+        yield
+    finally:
+        _held[0] -= 1
 
 
 @contextlib.contextmanager
 def _renaming_into_place(path: str) -> Iterator[None]:
-    """The rename of the finished ``path`` and its record (see :func:`renaming`)."""
-    _renaming[0] += 1
-    try:
+    """The rename of the finished ``path`` and its record: interrupts wait for both."""
+    with holding_interrupts():
         yield
-    finally:
-        _renaming[0] -= 1
 
 
 @contextlib.contextmanager

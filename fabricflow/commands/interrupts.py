@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 
-from fabricflow.atomic import renaming
+from fabricflow.atomic import interrupts_held
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -55,9 +55,9 @@ def _importing(frame) -> bool:
 
 
 def _deferred(frame) -> bool:
-    """Whether to raise a little later: inside an import, or while a finished file is
-    renamed into place and recorded (its record must not miss it)."""
-    return renaming() or _importing(frame)
+    """Whether to raise a little later: inside an import, or while a step holds interrupts
+    (a finished file renamed into place and recorded, a worker process started)."""
+    return interrupts_held() or _importing(frame)
 
 
 def _handler(signum, frame):

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricflow.atomic import holding_interrupts
 from fabricflow.sweeps.worker import Unit, UnitResult, run_unit
 
 ATTEMPTS = 2  # a point that kills its worker this many times fails
@@ -102,7 +103,8 @@ class LocalPool:
         process = self._context.Process(
             target=_worker_main, args=(child_end, os.getpid()), daemon=True
         )
-        process.start()
+        with holding_interrupts():  # a child cut off mid-start dies with a traceback
+            process.start()
         child_end.close()
         worker = _Worker(process, parent_end)
         self._workers.append(worker)

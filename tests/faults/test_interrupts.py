@@ -184,3 +184,30 @@ def test_an_interrupted_sweep_reports_once_with_the_points_stored(
     else:
         assert out == ""
         assert err.count("interrupted by") == 1 and said in err  # once, not per worker
+
+
+def test_a_signal_while_a_sweep_worker_starts_waits_for_the_start(monkeypatch):
+    """Ctrl-C while the parent hands a spawned worker its start-up data: raised once the
+    start is over, so no child dies on half-sent data with a traceback (it did, now and
+    then, when Ctrl-C came while the workers were starting)."""
+    from fabricflow.sweeps.pool import LocalPool
+
+    pool = LocalPool(1)
+    started = []
+
+    class Starting:
+        def __init__(self, target, args, daemon):
+            self.pid = None
+
+        def start(self):
+            os.kill(os.getpid(), signal.SIGINT)  # arrives in the middle of the start
+            time.sleep(0.1)  # the handler runs (and defers) long before this ends
+            started.append(atomic.interrupts_held())
+
+    monkeypatch.setattr(pool._context, "Process", Starting)
+    with interrupts.handling(), pytest.raises(interrupts.Interrupted):
+        try:
+            pool._start()
+        finally:
+            assert started == [True]  # the whole start ran, interrupts held
+        time.sleep(1.0)  # the deferred interrupt is raised here at the latest
